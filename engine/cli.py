@@ -1,0 +1,305 @@
+"""The `tandem` command: generate, race, models, pull, check, import, bench, stats, doctor, app.
+
+Every user error prints one line `tandem: error: ...` and exits with code 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import signal
+import sys
+import textwrap
+import threading
+from pathlib import Path
+from typing import Callable, Sequence
+
+from .errors import TandemError
+
+COLOURS = {"draft": "\033[32m", "bonus": "\033[36m", "target": "\033[33m", "plain": ""}
+RESET = "\033[0m"
+
+
+class UsageError(TandemError):
+    pass
+
+
+# -- resolving models -------------------------------------------------------------------------
+def resolve_model(value: str, role: str) -> Path:
+    """A path, or a catalog model id found in the store."""
+    p = Path(value).expanduser()
+    if p.exists() or value.endswith(".gguf") or os.sep in value:
+        return p
+    from . import catalog, store
+
+    cat = catalog.load()
+    if value in cat.models:
+        found = store.find_model(value, cat)
+        if found is None:
+            raise UsageError(f"{role} {value!r} is not downloaded yet: run `tandem pull {value}`")
+        return found
+    raise UsageError(f"{role} {value!r}: no such file, and not a model id in the catalog (see `tandem models`)")
+
+
+def resolve_pair(args: argparse.Namespace) -> tuple[Path, str | Path | None]:
+    """--pair, or --target/--draft; with neither, the catalog's default pair if downloaded."""
+    from . import catalog, store
+
+    draft: str | Path | None
+    if getattr(args, "pair", None) or not args.target:
+        cat = catalog.load()
+        pair = cat.pair(args.pair) if getattr(args, "pair", None) else cat.default
+        t = store.find_model(pair.target.id, cat)
+        d = store.find_model(pair.draft.id, cat)
+        if t is None or d is None:
+            raise UsageError(f"pair {pair.id!r} is not downloaded yet: run `tandem pull {pair.id}`")
+        draft = d
+        if args.draft is not None:
+            draft = _draft_arg(args.draft)
+        return t, draft
+    return resolve_model(args.target, "target"), _draft_arg(args.draft) if args.draft is not None else None
+
+
+def _draft_arg(value: str) -> str | Path | None:
+    v = value.strip()
+    if v.lower() == "none":
+        return None
+    if v.lower() == "lookup":
+        return "lookup"
+    return resolve_model(v, "draft")
+
+
+def _lookahead(value: str) -> int | str:
+    v = value.strip().lower()
+    if v == "auto":
+        return "auto"
+    try:
+        k = int(v)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"lookahead must be an integer 0..16 or 'auto', not {value!r}")
+    if not 0 <= k <= 16:
+        raise argparse.ArgumentTypeError(f"lookahead must be in 0..16, not {k}")
+    return k
+
+
+# -- generate ---------------------------------------------------------------------------------
+def _engine(target: Path, args: argparse.Namespace):
+    from .api import Engine
+
+    return Engine(target, n_ctx=args.ctx, n_threads=args.threads)
+
+
+def _gen_kwargs(args: argparse.Namespace) -> dict:
+    return dict(
+        lookahead=args.lookahead,
+        max_tokens=args.max_tokens,
+        temperature=args.temperature,
+        top_k=args.top_k,
+        top_p=args.top_p,
+        min_p=args.min_p,
+        seed=args.seed,
+        chat=args.chat,
+        system=args.system,
+        stop=args.stop or (),
+    )
+
+
+def _install_sigint(cancel) -> Callable[[], None]:
+    """First Ctrl+C cancels the generation (partial output kept); a second one quits."""
+    if threading.current_thread() is not threading.main_thread():
+        return lambda: None
+    previous = signal.getsignal(signal.SIGINT)
+
+    def handler(signum, frame):
+        if cancel.cancelled:
+            signal.signal(signal.SIGINT, previous)
+            raise KeyboardInterrupt
+        cancel.cancel()
+
+    signal.signal(signal.SIGINT, handler)
+    return lambda: signal.signal(signal.SIGINT, previous)
+
+
+def cmd_generate(args: argparse.Namespace) -> int:
+    from .events import DoneEvent, TokenEvent
+    from .speculative import CancelToken
+
+    target, draft = resolve_pair(args)
+    eng = _engine(target, args)
+    colour = sys.stdout.isatty() and not args.no_colour and not args.json
+    cancel = CancelToken()
+    restore = _install_sigint(cancel)
+    done = None
+    try:
+        for ev in eng.stream(_prompt_arg(args.prompt), draft_model=draft, cancel=cancel, tag=args.tag, **_gen_kwargs(args)):
+            if isinstance(ev, TokenEvent) and not args.json:
+                c = COLOURS.get(ev.provenance, "") if colour else ""
+                sys.stdout.write(f"{c}{ev.text}{RESET if c else ''}")
+                sys.stdout.flush()
+            elif isinstance(ev, DoneEvent):
+                done = ev
+    finally:
+        restore()
+    assert done is not None
+    if args.json:
+        print(json.dumps({"text": done.text, "tokens": done.tokens, "stats": done.stats.to_dict()}, ensure_ascii=False))
+    else:
+        print()
+        print(_stats_line(done.stats), file=sys.stderr)
+        if colour and done.stats.drafted:
+            print(f"colours: {COLOURS['draft']}accepted draft{RESET} {COLOURS['target']}target correction{RESET} "
+                  f"{COLOURS['bonus']}bonus{RESET}", file=sys.stderr)
+    eng.close()
+    return 0
+
+
+def _prompt_arg(value: str) -> str:
+    if value == "-":
+        return sys.stdin.read()
+    if value.startswith("@"):
+        p = Path(value[1:])
+        try:
+            return p.read_text(encoding="utf-8")
+        except OSError as e:
+            raise UsageError(f"{p}: cannot read prompt file ({e.strerror})")
+    return value
+
+
+def _stats_line(s) -> str:
+    parts = [
+        f"{s.generated_tokens} tokens",
+        f"{s.decode_tokens_per_s:.1f} tok/s",
+        f"first token {s.time_to_first_token_s:.2f} s",
+    ]
+    if s.drafted:
+        parts += [f"acceptance {s.acceptance_rate:.0%} ({s.accepted}/{s.drafted})", f"{s.mean_tokens_per_step:.2f} tokens/step"]
+    parts.append(f"finish: {s.finish_reason} ({s.stopped_by})")
+    return " | ".join(parts)
+
+
+# -- race -------------------------------------------------------------------------------------
+def cmd_race(args: argparse.Namespace) -> int:
+    from .quality import first_divergence
+
+    target, draft = resolve_pair(args)
+    if draft is None:
+        raise UsageError("race needs a draft: --draft PATH or --draft lookup")
+    eng = _engine(target, args)
+    prompt = _prompt_arg(args.prompt)
+    kw = _gen_kwargs(args)
+    if not args.json:
+        print(f"target alone: {target.name} ...", file=sys.stderr)
+    base = eng.generate(prompt, draft_model=None, tag="race", **kw)
+    if not args.json:
+        print(f"speculative: {target.name} + {draft if isinstance(draft, str) else draft.name} ...", file=sys.stderr)
+    spec = eng.generate(prompt, draft_model=draft, tag="race", **kw)
+    b, s = base.stats, spec.stats
+    speedup = s.decode_tokens_per_s / b.decode_tokens_per_s if b.decode_tokens_per_s else 0.0
+    identical = base.tokens == spec.tokens
+    div = None
+    if not identical and args.temperature <= 0:
+        div = first_divergence(eng.target, eng.tokens_for(prompt, chat=args.chat, system=args.system), base.tokens, spec.tokens)
+    if args.json:
+        out = {
+            "target": {"text": base.text, "tokens": base.tokens, "stats": b.to_dict()},
+            "speculative": {"text": spec.text, "tokens": spec.tokens, "stats": s.to_dict()},
+            "speedup": speedup,
+            "identical": identical,
+            "divergence": None if div is None else div.__dict__,
+        }
+        print(json.dumps(out, ensure_ascii=False))
+    else:
+        width = max(40, shutil.get_terminal_size((120, 40)).columns)
+        _side_by_side("TARGET ALONE", base.text, "TARGET + " + ("LOOKUP" if draft == "lookup" else "DRAFT"), spec.text, width)
+        print()
+        print(f"target alone : {_stats_line(b)}")
+        print(f"speculative  : {_stats_line(s)}")
+        print(f"speedup      : {speedup:.2f}x (decode tok/s, same prompt and settings, one run each)")
+        if identical:
+            print("outputs      : identical")
+        elif div is not None:
+            print(f"outputs      : differ — {div.describe(eng.target)}")
+        else:
+            print("outputs      : differ (sampling: equal in distribution, not token by token)")
+    eng.close()
+    return 0
+
+
+def _side_by_side(ha: str, a: str, hb: str, b: str, width: int) -> None:
+    col = (width - 3) // 2
+
+    def lines(t: str) -> list[str]:
+        out: list[str] = []
+        for para in t.split("\n"):
+            out += textwrap.wrap(para, col, replace_whitespace=False, drop_whitespace=False) or [""]
+        return out
+
+    la, lb = lines(a), lines(b)
+    print(f"{ha:<{col}} | {hb}")
+    print(f"{'-' * col}-+-{'-' * col}")
+    for i in range(max(len(la), len(lb))):
+        x = la[i] if i < len(la) else ""
+        y = lb[i] if i < len(lb) else ""
+        print(f"{x:<{col}} | {y}")
+
+
+# -- parser -----------------------------------------------------------------------------------
+def _add_gen_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("prompt", help="the prompt; '-' reads stdin, '@FILE' reads a file")
+    p.add_argument("--target", help="target GGUF path or catalog model id")
+    p.add_argument("--draft", help="draft GGUF path or model id, 'lookup' or 'none'")
+    p.add_argument("--pair", help="a catalog pair id (instead of --target/--draft)")
+    p.add_argument("--lookahead", type=_lookahead, default=5, help="tokens drafted per step, 0..16 or 'auto' (default 5)")
+    p.add_argument("--temperature", type=float, default=0.0, help="0 = greedy (default)")
+    p.add_argument("--top-k", type=int, default=0)
+    p.add_argument("--top-p", type=float, default=1.0)
+    p.add_argument("--min-p", type=float, default=0.0)
+    p.add_argument("--seed", type=int, default=None)
+    p.add_argument("--max-tokens", type=int, default=256)
+    p.add_argument("--stop", action="append", help="stop string (repeatable); not included in the output")
+    p.add_argument("--chat", action="store_true", help="wrap the prompt in the model's chat template")
+    p.add_argument("--system", help="system prompt (with --chat)")
+    p.add_argument("--ctx", type=int, default=4096, help="context size in tokens")
+    p.add_argument("--threads", type=int, default=None)
+    p.add_argument("--json", action="store_true", help="print one JSON object instead of streaming")
+    p.add_argument("--tag", default=None, help="task label for the metrics log (code, chat, ...)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="tandem", description="Local speculative decoding with llama.cpp.")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    g = sub.add_parser("generate", help="generate text, streaming, with an optional draft")
+    _add_gen_options(g)
+    g.add_argument("--no-colour", "--no-color", action="store_true")
+    g.set_defaults(func=cmd_generate)
+
+    r = sub.add_parser("race", help="target alone vs speculative, same prompt and settings")
+    _add_gen_options(r)
+    r.set_defaults(func=cmd_race)
+
+    from . import cli_models
+
+    cli_models.register(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args.func(args) or 0)
+    except TandemError as e:
+        print(f"tandem: error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("\ntandem: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:  # `tandem ... | head`
+        return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,328 @@
+"""Drafters propose the next few tokens cheaply; the target then verifies them.
+
+`ModelDrafter` runs a second, smaller model whose KV cache is kept in sync with the
+target's context by common prefix. `PromptLookupDrafter` needs no model: it finds where
+the text being written copies earlier text (the prompt or its own output) and proposes
+the continuation — a pointer that follows the copied source, learns the substitutions the
+target makes (rename `x` to `y` once, and later copies say `y`), and adapts its run length
+to what was accepted.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from typing import Sequence
+
+import numpy as np
+
+from .llama import Context, Model
+from .sampling import Dist, Sampler
+
+
+@dataclass
+class Proposal:
+    tokens: list[int] = field(default_factory=list)
+    dists: list[Dist | None] = field(default_factory=list)  # q per token (sampling); None = one-hot
+
+
+class Drafter(ABC):
+    """Proposes up to k tokens that might follow `context` (all tokens so far)."""
+
+    kind: str = "drafter"
+
+    def begin(self, prompt: Sequence[int]) -> None:
+        """A new generation starts with this prompt."""
+
+    @abstractmethod
+    def propose(self, context: Sequence[int], k: int, sampler: Sampler) -> Proposal: ...
+
+    def feedback(self, drafted: int, accepted: int) -> None:
+        """How the last proposal fared (after verification)."""
+
+    def close(self) -> None:
+        """Release resources (model contexts)."""
+
+
+def common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
+    n = min(len(a), len(b))
+    i = 0
+    while i < n and a[i] == b[i]:
+        i += 1
+    return i
+
+
+class ModelDrafter(Drafter):
+    """A small model drafts greedily (or samples from its own distribution q).
+
+    p_min: stop drafting early when the draft's top probability falls below it (greedy
+    mode): low-confidence guesses are usually rejected, and each costs a draft step.
+    """
+
+    kind = "model"
+
+    def __init__(
+        self,
+        model: Model,
+        *,
+        n_ctx: int = 4096,
+        n_batch: int = 512,
+        n_threads: int | None = None,
+        p_min: float = 0.0,
+        target_vocab: int | None = None,
+    ):
+        self.model = model
+        self.ctx = Context(model, n_ctx=n_ctx, n_batch=n_batch, n_threads=n_threads)
+        self.p_min = p_min
+        self.target_vocab = target_vocab or model.n_vocab
+
+    def begin(self, prompt: Sequence[int]) -> None:
+        # Keep the cache: a follow-up chat turn shares its prefix with the last one.
+        pass
+
+    def propose(self, context: Sequence[int], k: int, sampler: Sampler) -> Proposal:
+        out = Proposal()
+        if k <= 0 or not context:
+            return out
+        ctx = self.ctx
+        keep = min(common_prefix(ctx.tokens, context), len(context) - 1)
+        ctx.truncate(keep)
+        if len(context) + k > ctx.n_ctx:
+            k = ctx.n_ctx - len(context)
+            if k <= 0:
+                return out
+        pending = list(context[keep:])
+        logits = None
+        for start in range(0, len(pending), ctx.n_batch):
+            chunk = pending[start : start + ctx.n_batch]
+            last = start + ctx.n_batch >= len(pending)
+            logits = ctx.decode(chunk, logits="last" if last else "none")
+        assert logits is not None
+        row = logits[0]
+        for i in range(k):
+            if sampler.greedy:
+                tok = int(np.argmax(row))
+                if self.p_min > 0.0:
+                    top = float(1.0 / np.exp(row - row[tok]).sum())
+                    if top < self.p_min:
+                        break
+                q = None
+            else:
+                q = sampler.dist(row)
+                tok = sampler.draw(q)
+            if tok >= self.target_vocab:  # draft-only token: the target cannot verify it
+                break
+            out.tokens.append(tok)
+            out.dists.append(q)
+            if i < k - 1:
+                row = ctx.decode([tok], logits="last")[0]
+        return out
+
+    def close(self) -> None:
+        self.ctx.close()
+
+
+@dataclass
+class _PlanItem:
+    token: int
+    src_after: int | None  # source position after this token (None: inside a substitution)
+    anchor: tuple[int, int]  # (source position, output index) where this item's copy began
+    substituted: bool = False
+    original: int | None = None  # the source token a substitution replaced (first item)
+
+
+class PromptLookupDrafter(Drafter):
+    """Copy-aware drafting without a model.
+
+    Finds the longest recent n-gram (n_max down to n_min) of the context that occurs
+    earlier, then keeps a pointer into that earlier text and follows it while the target
+    keeps copying. When the target writes something else, the pointer re-anchors at the
+    next match and the difference is learned as a substitution (source span -> written
+    span) applied to later copies. The run length doubles after a fully accepted draft and
+    shrinks to what was accepted after a rejection.
+    """
+
+    kind = "lookup"
+
+    def __init__(self, n_max: int = 4, n_min: int = 2, max_sub: int = 8, start_run: int = 4):
+        self.n_max = n_max
+        self.n_min = n_min
+        self.max_sub = max_sub
+        self.start_run = start_run
+        self._reset()
+
+    def _reset(self) -> None:
+        self.index: dict[int, dict[tuple[int, ...], list[int]]] = {n: {} for n in range(1, self.n_max + 1)}
+        self.indexed = 0  # n-grams ending before this position are indexed
+        self.tokens: list[int] = []
+        self.ptr: int | None = None  # source position of the next expected token
+        self.plan: list[_PlanItem] = []
+        self.plan_at = 0  # output length (len(tokens)) when the plan was made
+        self.diverged: tuple[int, int] | None = None  # (source pos, output index) of a divergence
+        self.tentative: tuple[int, int] | None = None  # a one-for-one replacement being tried
+        self.subs: dict[tuple[int, ...], tuple[int, ...]] = {}
+        self.run = self.start_run
+
+    def begin(self, prompt: Sequence[int]) -> None:
+        self._reset()
+        self._extend(prompt)
+
+    # -- index ---------------------------------------------------------------------------
+    def _extend(self, new: Sequence[int]) -> None:
+        self.tokens.extend(int(t) for t in new)
+        toks = self.tokens
+        for end in range(max(self.indexed, 1), len(toks) + 1):
+            for n in range(1, self.n_max + 1):
+                if end - n < 0:
+                    break
+                key = tuple(toks[end - n : end])
+                self.index[n].setdefault(key, []).append(end)  # position *after* the n-gram
+        self.indexed = len(toks) + 1
+
+    def _sync(self, context: Sequence[int]) -> list[int]:
+        """Bring our copy of the context up to date; return the new tokens."""
+        n_old = len(self.tokens)
+        if len(context) < n_old or list(context[: min(n_old, 64)]) != self.tokens[: min(n_old, 64)]:
+            self.begin(context)  # a different conversation: start over
+            return []
+        new = list(context[n_old:])
+        self._extend(new)
+        return new
+
+    # -- pointer following ------------------------------------------------------------------
+    def _follow(self, new: list[int]) -> None:
+        """Advance the pointer along the plan for tokens the target actually wrote."""
+        base = len(self.tokens) - len(new)  # output index of new[0]
+        for i, tok in enumerate(new):
+            if self.ptr is None:
+                break  # the copy broke earlier: `_anchor` looks for it again
+            j = base + i - self.plan_at
+            if not 0 <= j < len(self.plan):  # past the plan (a bonus token): plan one more
+                self.plan_at = base + i
+                self._make_plan(self.plan_at, 1)
+                j = 0
+                if not self.plan:  # the source ran out
+                    self.ptr = None
+                    break
+            item = self.plan[j]
+            if item.token == tok:
+                self._take(item)
+            else:
+                self._diverge(item, tok)
+                break
+        self.plan = []
+
+    def _take(self, item: _PlanItem) -> None:
+        if self.tentative is not None:  # the one-for-one guess held: learn it
+            src_div, out_div = self.tentative
+            frm, to = (self.tokens[src_div],), (self.tokens[out_div],)
+            if frm != to:
+                self.subs[frm] = to
+            self.tentative = None
+            self.diverged = None
+        if item.src_after is not None:
+            self.ptr = item.src_after
+
+    def _diverge(self, item: _PlanItem, actual: int) -> None:
+        if item.substituted and item.original is not None and actual == item.original:
+            # The target kept the original here: this substitution is not universal.
+            for key, val in list(self.subs.items()):
+                if val and val[0] == item.token and key[0] == actual:
+                    del self.subs[key]
+        if self.tentative is not None:
+            self.diverged = self.tentative  # the guess failed: the copy broke back there
+            self.tentative = None
+        else:
+            self.diverged = item.anchor
+        self.ptr = None
+
+    def _anchor(self) -> None:
+        """Find where the recent output copies earlier text; learn a substitution."""
+        toks = self.tokens
+        L = len(toks)
+        if self.diverged is not None and self.diverged[1] == L - 1 and self.tentative is None:
+            # One token written since the copy broke: guess a one-for-one replacement and
+            # keep copying right after the replaced source token (confirmed next step).
+            self.tentative = self.diverged
+            self.ptr = self.diverged[0] + 1
+            return
+        for n in range(self.n_max, self.n_min - 1, -1):
+            if L < n + 1:
+                continue
+            hits = self.index[n].get(tuple(toks[L - n :]))
+            if not hits:
+                continue
+            cands = [e for e in hits if e < L]  # exclude the suffix itself
+            if not cands:
+                continue
+            pos = self._choose(cands)
+            if self.diverged is not None:
+                src_div, out_div = self.diverged
+                src_start, out_start = pos - n, L - n
+                frm = tuple(toks[src_div:src_start])
+                to = tuple(toks[out_div:out_start])
+                if 0 < len(frm) <= self.max_sub and len(to) <= self.max_sub and frm != to and src_start >= src_div:
+                    self.subs[frm] = to
+                self.diverged = None
+            self.ptr = pos
+            return
+
+    def _choose(self, cands: list[int]) -> int:
+        """Prefer the first occurrence after the last divergence (the copy continues there);
+        otherwise the most recent one."""
+        if self.diverged is not None:
+            after = [e for e in cands if e >= self.diverged[0]]
+            if after:
+                return after[0]
+        return cands[-1]
+
+    def _make_plan(self, out_index: int, length: int) -> None:
+        """Expected continuation from the pointer, with substitutions applied."""
+        plan: list[_PlanItem] = []
+        toks = self.tokens
+        src = self.ptr
+        if src is None:
+            self.plan = plan
+            return
+        sub_lens = sorted({len(k) for k in self.subs}, reverse=True)
+        out = out_index
+        while len(plan) < length and src < len(toks):
+            applied = False
+            for m in sub_lens:
+                key = tuple(toks[src : src + m])
+                to = self.subs.get(key)
+                if to is not None and len(key) == m:
+                    for idx, t in enumerate(to):
+                        last = idx == len(to) - 1
+                        plan.append(_PlanItem(t, src + m if last else None, (src, out), True, key[0] if idx == 0 else None))
+                    out += len(to)
+                    src += m
+                    applied = True
+                    break
+            if not applied:
+                plan.append(_PlanItem(toks[src], src + 1, (src, out)))
+                src += 1
+                out += 1
+        self.plan = plan[:length]
+
+    # -- Drafter API ------------------------------------------------------------------------
+    def propose(self, context: Sequence[int], k: int, sampler: Sampler) -> Proposal:
+        new = self._sync(context)
+        if new:
+            self._follow(new)
+        if self.ptr is None:
+            self._anchor()
+        if k <= 0 or self.ptr is None:
+            return Proposal()
+        self.plan_at = len(self.tokens)
+        self._make_plan(self.plan_at, min(k, self.run) + 1)
+        drafts = [p.token for p in self.plan[: min(k, self.run)]]
+        return Proposal(drafts, [None] * len(drafts))
+
+    def feedback(self, drafted: int, accepted: int) -> None:
+        if drafted == 0:
+            return
+        if accepted == drafted:
+            self.run = min(self.run * 2, 16)
+        else:
+            self.run = max(1, accepted)

@@ -1,0 +1,47 @@
+"""Typed errors: every failure a user can cause has its own class and a one-line message.
+
+The CLI turns any `TandemError` into that line and exit code 2; the GUI shows it in the
+window. Messages name the file and the cause, never a traceback.
+"""
+
+from __future__ import annotations
+
+
+class TandemError(Exception):
+    """Base class for errors caused by input, files or the environment (not bugs)."""
+
+
+class ModelFileError(TandemError):
+    """A model path is missing, empty, not GGUF, truncated or otherwise unreadable."""
+
+
+class ModelLoadError(TandemError):
+    """llama.cpp refused to load a file that looked valid (unsupported arch, out of memory)."""
+
+
+class IncompatiblePairError(TandemError):
+    """The draft cannot propose tokens for the target: their vocabularies differ."""
+
+    def __init__(self, message: str, reasons: list[str] | None = None):
+        super().__init__(message)
+        self.reasons = list(reasons or [])
+
+
+class PromptError(TandemError):
+    """The prompt is empty or does not fit in the context window."""
+
+
+class DecodeError(TandemError):
+    """llama.cpp failed while evaluating tokens (for example, out of KV space)."""
+
+
+class UnsupportedModelError(TandemError):
+    """The model cannot be used for speculation (recurrent/hybrid: its state cannot be rolled back)."""
+
+
+class StoreError(TandemError):
+    """Downloading, verifying or locating a model file failed."""
+
+
+class Cancelled(TandemError):
+    """The user cancelled an operation (download, prefill)."""

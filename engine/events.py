@@ -1,0 +1,125 @@
+"""What the decoder tells its listeners: plain dataclasses, serialisable to JSON.
+
+Every consumer (CLI, GUI worker, benchmark, tests) reads the same stream:
+`PrefillEvent`* then (`TokenEvent`* `StepEvent`)* then one `DoneEvent` with `RunStats`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Literal, Union
+
+Provenance = Literal["draft", "target", "bonus", "plain"]
+PROVENANCES: tuple[str, ...] = ("draft", "target", "bonus", "plain")
+
+
+@dataclass
+class PrefillEvent:
+    """Prompt evaluation progress (long prompts are evaluated in chunks)."""
+
+    done: int
+    total: int
+    kind: str = "prefill"
+
+
+@dataclass
+class TokenEvent:
+    """One generated token.
+
+    provenance: `draft` = proposed by the drafter and accepted by the target; `target` =
+    the target's correction after a rejection; `bonus` = the target's extra token after a
+    fully accepted draft; `plain` = ordinary decoding (nothing was drafted this step).
+    `text` is whole UTF-8: a character split across tokens arrives with the token that
+    completes it (earlier parts carry ""). Text held back as a possible stop string is
+    released later or never (if it was the stop string).
+    """
+
+    text: str
+    token_id: int
+    provenance: Provenance
+    index: int  # position in the generated output, from 0
+    step: int
+    t: float  # seconds since the run started
+    kind: str = "token"
+
+
+@dataclass
+class StepEvent:
+    """One draft -> verify -> accept step."""
+
+    step: int
+    k: int  # lookahead asked for this step
+    drafted: int  # tokens the drafter actually proposed (<= k)
+    accepted: int  # of those, accepted by the target
+    emitted: int  # tokens produced this step (accepted + 1, fewer if a stop hit)
+    draft_ms: float
+    verify_ms: float
+    t: float
+    kind: str = "step"
+
+
+@dataclass
+class RunStats:
+    """Totals of one generation. acceptance_rate = accepted / drafted (0 when nothing drafted)."""
+
+    prompt_tokens: int = 0
+    generated_tokens: int = 0
+    steps: int = 0
+    drafted: int = 0
+    accepted: int = 0
+    acceptance_rate: float = 0.0
+    mean_tokens_per_step: float = 0.0
+    decode_tokens_per_s: float = 0.0
+    prefill_tokens_per_s: float = 0.0
+    time_to_first_token_s: float = 0.0
+    prefill_s: float = 0.0
+    decode_s: float = 0.0
+    wall_s: float = 0.0
+    draft_s: float = 0.0
+    verify_s: float = 0.0
+    finish_reason: str = ""  # stop | length | cancelled
+    stopped_by: str = ""  # eos | stop_string | max_tokens | context_full | cancel
+    mode: str = ""  # target | model | lookup
+    lookahead: str = ""  # "5", "auto", "0"
+    provenance_counts: dict[str, int] = field(default_factory=dict)
+
+    def finalize(self) -> "RunStats":
+        self.acceptance_rate = self.accepted / self.drafted if self.drafted else 0.0
+        self.mean_tokens_per_step = self.generated_tokens / self.steps if self.steps else 0.0
+        self.decode_tokens_per_s = self.generated_tokens / self.decode_s if self.decode_s > 0 else 0.0
+        self.prefill_tokens_per_s = self.prompt_tokens / self.prefill_s if self.prefill_s > 0 else 0.0
+        return self
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class DoneEvent:
+    text: str
+    tokens: list[int]
+    stats: RunStats
+    kind: str = "done"
+
+
+Event = Union[PrefillEvent, TokenEvent, StepEvent, DoneEvent]
+
+
+def event_to_json(ev: Event) -> str:
+    return json.dumps(asdict(ev), ensure_ascii=False)
+
+
+def append_metrics(path: str | os.PathLike[str], record: dict[str, Any]) -> None:
+    """Append one JSON line to a metrics log (creating folders); never raises on disk errors."""
+    p = Path(path)
+    try:
+        p.parent.mkdir(parents=True, exist_ok=True)
+        line = json.dumps({"time": time.strftime("%Y-%m-%dT%H:%M:%S%z"), **record}, ensure_ascii=False)
+        with open(p, "a", encoding="utf-8") as f:
+            f.write(line + "\n")
+    except OSError:
+        pass

@@ -1,0 +1,347 @@
+"""The one seam over llama-cpp-python's low-level ctypes API.
+
+Everything else in Tandem talks to `Model` and `Context`. We skip `llama_cpp.Llama`
+because its draft-model mode forces `logits_all` (an n_ctx x n_vocab float array), hides
+which tokens were accepted, and `Llama.__init__` allocates an n_batch x n_vocab score
+array (about 300 MB for Qwen's 152k vocabulary) per model.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import threading
+from collections import deque
+from pathlib import Path
+from typing import Callable, Sequence
+
+import numpy as np
+
+from .errors import Cancelled, DecodeError, ModelFileError, ModelLoadError
+from .gguf_header import GGUFHeader, validate_file
+
+import llama_cpp  # noqa: E402  (after our imports so import errors name our modules first)
+
+_backend_lock = threading.Lock()
+_backend_ready = False
+_log_tail: deque[str] = deque(maxlen=40)
+_verbose = bool(os.environ.get("TANDEM_DEBUG"))
+
+
+@llama_cpp.llama_log_callback
+def _log_callback(level: int, text: bytes, user_data: ctypes.c_void_p) -> None:
+    """Keep llama.cpp's chatter out of the terminal; remember it for error messages."""
+    try:
+        line = text.decode("utf-8", errors="replace")
+    except Exception:  # pragma: no cover - defensive, callbacks must not raise
+        return
+    _log_tail.append(line)
+    if _verbose:
+        import sys
+
+        sys.stderr.write(line)
+
+
+def _ensure_backend() -> None:
+    global _backend_ready
+    with _backend_lock:
+        if not _backend_ready:
+            llama_cpp.llama_log_set(_log_callback, ctypes.c_void_p(0))
+            llama_cpp.llama_backend_init()
+            _backend_ready = True
+
+
+def _recent_log_errors() -> str:
+    lines = [ln.strip() for ln in _log_tail if ln.strip()]
+    interesting = [ln for ln in lines if any(w in ln.lower() for w in ("error", "failed", "invalid", "unknown", "not "))]
+    return (interesting or lines)[-1] if (interesting or lines) else ""
+
+
+def supports_gpu_offload() -> bool:
+    _ensure_backend()
+    return bool(llama_cpp.llama_supports_gpu_offload())
+
+
+def default_threads() -> int:
+    """Usable physical cores: hyperthreads slow llama.cpp's matrix kernels down."""
+    try:
+        usable = len(os.sched_getaffinity(0))
+    except AttributeError:  # macOS, Windows
+        usable = os.cpu_count() or 1
+    try:
+        import psutil
+
+        physical = psutil.cpu_count(logical=False) or usable
+    except Exception:
+        physical = usable
+    return max(1, min(usable, physical))
+
+
+class Model:
+    """A loaded GGUF model: weights, vocabulary and metadata. Thread-safe to read."""
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        n_gpu_layers: int | None = None,
+        on_progress: Callable[[float], bool] | None = None,
+        vocab_only: bool = False,
+    ):
+        self.path = Path(path)
+        self.header: GGUFHeader = validate_file(self.path)
+        _ensure_backend()
+        if n_gpu_layers is None:
+            n_gpu_layers = -1 if llama_cpp.llama_supports_gpu_offload() else 0
+        self.n_gpu_layers = n_gpu_layers
+        params = llama_cpp.llama_model_default_params()
+        params.n_gpu_layers = n_gpu_layers
+        params.vocab_only = vocab_only
+        cancelled = False
+        if on_progress is not None:
+
+            def _progress(value: float, _data: ctypes.c_void_p) -> bool:
+                nonlocal cancelled
+                try:
+                    keep = on_progress(float(value)) is not False
+                except Exception:
+                    keep = True
+                cancelled = cancelled or not keep
+                return keep
+
+            self._progress_cb = llama_cpp.llama_progress_callback(_progress)
+            params.progress_callback = self._progress_cb
+        _log_tail.clear()
+        self._model = llama_cpp.llama_model_load_from_file(os.fsencode(self.path), params)
+        if not self._model:
+            if cancelled:
+                raise Cancelled(f"{self.path}: loading cancelled")
+            detail = _recent_log_errors() or "unsupported or damaged model"
+            raise ModelLoadError(f"{self.path}: llama.cpp could not load the model ({detail})")
+        self._vocab = llama_cpp.llama_model_get_vocab(self._model)
+        self.n_vocab: int = llama_cpp.llama_vocab_n_tokens(self._vocab)
+        self.n_ctx_train: int = llama_cpp.llama_model_n_ctx_train(self._model)
+        self.bos: int = llama_cpp.llama_vocab_bos(self._vocab)
+        self.eos: int = llama_cpp.llama_vocab_eos(self._vocab)
+        self.add_bos: bool = bool(llama_cpp.llama_vocab_get_add_bos(self._vocab))
+        self.size_bytes: int = int(llama_cpp.llama_model_size(self._model))
+        self.n_params: int = int(llama_cpp.llama_model_n_params(self._model))
+        self.can_rollback: bool = not (
+            llama_cpp.llama_model_is_recurrent(self._model) or llama_cpp.llama_model_is_hybrid(self._model)
+        )
+        self._pieces: dict[int, bytes] = {}
+        self._eog: dict[int, bool] = {}
+
+    # -- metadata -----------------------------------------------------------------------
+    @property
+    def name(self) -> str:
+        return str(self.header.get("general.name") or self.path.stem)
+
+    @property
+    def architecture(self) -> str:
+        return self.header.architecture
+
+    @property
+    def chat_template(self) -> str | None:
+        t = self.header.get("tokenizer.chat_template")
+        return str(t) if t else None
+
+    def token_text(self, token: int) -> str:
+        """The vocabulary entry itself (for display/debugging, not for output text)."""
+        raw = llama_cpp.llama_vocab_get_text(self._vocab, token)
+        return raw.decode("utf-8", errors="replace") if raw else ""
+
+    # -- tokens -------------------------------------------------------------------------
+    def tokenize(self, text: str, *, add_special: bool = True, parse_special: bool = False) -> list[int]:
+        data = text.encode("utf-8")
+        n_max = len(data) + 8
+        buf = (llama_cpp.llama_token * n_max)()
+        n = llama_cpp.llama_tokenize(self._vocab, data, len(data), buf, n_max, add_special, parse_special)
+        if n < 0:
+            n_max = -n
+            buf = (llama_cpp.llama_token * n_max)()
+            n = llama_cpp.llama_tokenize(self._vocab, data, len(data), buf, n_max, add_special, parse_special)
+        if n < 0:
+            raise DecodeError(f"tokenization failed for a prompt of {len(data)} bytes")
+        return list(buf[:n])
+
+    def piece(self, token: int) -> bytes:
+        """Bytes of one token as it appears in generated text (special tokens rendered empty)."""
+        cached = self._pieces.get(token)
+        if cached is not None:
+            return cached
+        buf = ctypes.create_string_buffer(64)
+        n = llama_cpp.llama_token_to_piece(self._vocab, token, buf, 64, 0, False)
+        if n < 0:
+            buf = ctypes.create_string_buffer(-n)
+            n = llama_cpp.llama_token_to_piece(self._vocab, token, buf, -n, 0, False)
+        out = buf.raw[: max(n, 0)]
+        self._pieces[token] = out
+        return out
+
+    def detokenize(self, tokens: Sequence[int]) -> str:
+        return b"".join(self.piece(t) for t in tokens).decode("utf-8", errors="replace")
+
+    def is_eog(self, token: int) -> bool:
+        """End of generation: EOS, EOT, <|im_end|> and the like."""
+        v = self._eog.get(token)
+        if v is None:
+            v = bool(llama_cpp.llama_vocab_is_eog(self._vocab, token))
+            self._eog[token] = v
+        return v
+
+    def close(self) -> None:
+        if getattr(self, "_model", None):
+            llama_cpp.llama_model_free(self._model)
+            self._model = None
+
+    def __del__(self) -> None:  # pragma: no cover - interpreter shutdown order varies
+        try:
+            self.close()
+        except Exception:
+            pass
+
+
+class Context:
+    """One KV cache over a model, a single sequence, with batch decode and truncation.
+
+    `tokens` mirrors what the KV cache holds, position by position, so callers can
+    compute common prefixes and roll back by truncating.
+    """
+
+    def __init__(
+        self,
+        model: Model,
+        *,
+        n_ctx: int = 4096,
+        n_batch: int = 512,
+        n_threads: int | None = None,
+    ):
+        if not model._model:
+            raise ModelLoadError(f"{model.path}: model is closed")
+        self.model = model
+        threads = n_threads or default_threads()
+        params = llama_cpp.llama_context_default_params()
+        params.n_ctx = n_ctx
+        params.n_batch = n_batch
+        params.n_ubatch = n_batch
+        params.n_seq_max = 1
+        params.n_threads = threads
+        params.n_threads_batch = threads
+        params.no_perf = True
+        _log_tail.clear()
+        self._ctx = llama_cpp.llama_init_from_model(model._model, params)
+        if not self._ctx:
+            detail = _recent_log_errors() or "out of memory?"
+            raise ModelLoadError(f"{model.path}: could not create a context of {n_ctx} tokens ({detail})")
+        self.n_ctx: int = llama_cpp.llama_n_ctx(self._ctx)
+        self.n_batch: int = n_batch
+        self.n_threads = threads
+        self.n_vocab = model.n_vocab
+        self._mem = llama_cpp.llama_get_memory(self._ctx)
+        self._batch = llama_cpp.llama_batch_init(n_batch, 0, 1)
+        self._b_token = np.ctypeslib.as_array(self._batch.token, shape=(n_batch,))
+        self._b_pos = np.ctypeslib.as_array(self._batch.pos, shape=(n_batch,))
+        self._b_logits = np.ctypeslib.as_array(self._batch.logits, shape=(n_batch,))
+        n_seq = np.ctypeslib.as_array(self._batch.n_seq_id, shape=(n_batch,))
+        n_seq[:] = 1
+        for i in range(n_batch):
+            self._batch.seq_id[i][0] = 0
+        self.tokens: list[int] = []
+        self._abort = threading.Event()
+        self._abort_cb = llama_cpp.ggml_abort_callback(lambda _data: self._abort.is_set())
+        self._null_abort = ctypes.cast(None, llama_cpp.ggml_abort_callback)
+
+    @property
+    def n_past(self) -> int:
+        return len(self.tokens)
+
+    def decode(self, tokens: Sequence[int], *, logits: str = "last", abortable: bool = False) -> np.ndarray:
+        """Append `tokens` to the KV cache; return logits rows as a numpy *view*.
+
+        logits: "last" -> shape (1, n_vocab); "all" -> (len(tokens), n_vocab); "none" -> empty.
+        The view is valid until the next decode on this context; copy what must outlive it.
+        `abortable` lets `abort()` interrupt a long decode (prefill) from another thread;
+        it is off for the hot single-token path, where the check would cost time.
+        """
+        n = len(tokens)
+        if n == 0:
+            raise DecodeError("nothing to decode")
+        if n > self.n_batch:
+            raise DecodeError(f"batch of {n} tokens exceeds n_batch {self.n_batch}")
+        if self.n_past + n > self.n_ctx:
+            raise DecodeError(f"context full: {self.n_past} + {n} tokens > {self.n_ctx}")
+        start = self.n_past
+        self._b_token[:n] = tokens
+        self._b_pos[:n] = np.arange(start, start + n, dtype=np.int32)
+        if logits == "all":
+            self._b_logits[:n] = 1
+            n_out = n
+        elif logits == "last":
+            self._b_logits[: n - 1] = 0
+            self._b_logits[n - 1] = 1
+            n_out = 1
+        elif logits == "none":
+            self._b_logits[:n] = 0
+            n_out = 0
+        else:
+            raise ValueError(f"logits must be 'last', 'all' or 'none', not {logits!r}")
+        self._batch.n_tokens = n
+        if abortable:
+            self._abort.clear()
+            llama_cpp.llama_set_abort_callback(self._ctx, self._abort_cb, None)
+        try:
+            rc = llama_cpp.llama_decode(self._ctx, self._batch)
+        finally:
+            if abortable:
+                llama_cpp.llama_set_abort_callback(self._ctx, self._null_abort, None)
+        if rc != 0:
+            # Failed or aborted decodes may leave some ubatches in memory: restore our view.
+            llama_cpp.llama_memory_seq_rm(self._mem, 0, start, -1)
+            if rc == 2:
+                raise Cancelled("cancelled")
+            if rc == 1:
+                raise DecodeError(f"no KV slot for {n} tokens at position {start} (context {self.n_ctx})")
+            raise DecodeError(f"llama_decode failed with code {rc}")
+        self.tokens.extend(int(t) for t in tokens)
+        if n_out == 0:
+            return np.empty((0, self.n_vocab), dtype=np.float32)
+        ptr = llama_cpp.llama_get_logits(self._ctx)
+        return np.ctypeslib.as_array(ptr, shape=(n_out, self.n_vocab))
+
+    def abort(self) -> None:
+        """Ask an `abortable` decode running in another thread to stop."""
+        self._abort.set()
+
+    def truncate(self, n: int) -> None:
+        """Drop KV entries from position `n` on (roll back rejected draft tokens)."""
+        if n >= self.n_past:
+            return
+        ok = llama_cpp.llama_memory_seq_rm(self._mem, 0, n, -1)
+        if not ok:
+            raise DecodeError("this model's memory cannot be partially rolled back")
+        del self.tokens[n:]
+
+    def clear(self) -> None:
+        llama_cpp.llama_memory_clear(self._mem, True)
+        self.tokens.clear()
+
+    def close(self) -> None:
+        if getattr(self, "_ctx", None):
+            llama_cpp.llama_batch_free(self._batch)
+            llama_cpp.llama_free(self._ctx)
+            self._ctx = None
+
+    def __del__(self) -> None:  # pragma: no cover
+        try:
+            self.close()
+        except Exception:
+            pass
+
+
+def load_model(path: str | os.PathLike[str], **kw: object) -> Model:
+    """Validate then load; errors are `ModelFileError` / `ModelLoadError` naming the file."""
+    p = Path(path)
+    if not p.exists():
+        raise ModelFileError(f"{p}: no such file")
+    return Model(p, **kw)  # type: ignore[arg-type]

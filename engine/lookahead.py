@@ -1,0 +1,235 @@
+"""How many tokens to draft next step: a fixed k (the slider) or `Auto` (a cost model).
+
+The cost model is the standard one for speculative decoding: with per-token acceptance
+probability alpha, drafting k tokens yields on average E(k) = (1 - alpha^(k+1)) / (1 - alpha)
+tokens per step, and a step costs k draft steps plus one target pass over k + 1 tokens.
+Every term is *measured* on this machine during generation (a CPU verifies 8 tokens at
+about 4x the cost of one; a GPU almost for free), so `Auto` picks the k that maximises
+expected tokens per second, including k = 0 (plain target decoding) when speculation
+does not pay.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+
+MAX_LOOKAHEAD = 16
+
+
+def expected_tokens(k: int, alpha: float) -> float:
+    """Mean tokens emitted by a step that drafts k tokens (accepted prefix + one target token)."""
+    if k <= 0:
+        return 1.0
+    if alpha >= 1.0:
+        return float(k + 1)
+    return (1.0 - alpha ** (k + 1)) / (1.0 - alpha)
+
+
+@dataclass
+class Prediction:
+    k: int
+    tokens_per_step: float
+    seconds_per_step: float
+    speedup: float  # vs plain target decoding, by the same cost model
+
+
+class CostModel:
+    """Measured timings of one target/drafter pair, updated after every step.
+
+    verify time per batch size n (exponentially weighted, interpolated between measured
+    sizes), draft time per proposed token, and the acceptance probability alpha. It lives
+    as long as the pair is loaded, so each generation starts from what the last one learned.
+    """
+
+    def __init__(self, *, decay: float = 0.85, alpha_prior: float = 0.6, prior_weight: float = 2.0):
+        self._lock = threading.Lock()
+        self.decay = decay
+        self.verify_s: dict[int, float] = {}
+        self.draft_token_s: float | None = None
+        self.draft_ratio_prior: float = 0.3  # draft step / target step before measuring
+        self._acc_s = alpha_prior * prior_weight
+        self._acc_f = (1.0 - alpha_prior) * prior_weight
+        self._prior = (alpha_prior * prior_weight, (1.0 - alpha_prior) * prior_weight)
+        self.steps_observed = 0
+
+    # -- observations --------------------------------------------------------------------
+    def observe_verify(self, n: int, seconds: float) -> None:
+        with self._lock:
+            old = self.verify_s.get(n)
+            self.verify_s[n] = seconds if old is None else 0.7 * old + 0.3 * seconds
+
+    def observe_draft(self, drafted: int, seconds: float) -> None:
+        if drafted <= 0:
+            return
+        per = seconds / drafted
+        with self._lock:
+            old = self.draft_token_s
+            self.draft_token_s = per if old is None else 0.7 * old + 0.3 * per
+
+    def observe_acceptance(self, drafted: int, accepted: int) -> None:
+        if drafted <= 0:
+            return
+        with self._lock:
+            ps, pf = self._prior
+            # Decay towards the prior so alpha follows the text (copying vs free writing).
+            self._acc_s = self.decay * self._acc_s + (1 - self.decay) * ps + accepted
+            self._acc_f = self.decay * self._acc_f + (1 - self.decay) * pf + (1 if accepted < drafted else 0)
+            self.steps_observed += 1
+
+    # -- estimates -----------------------------------------------------------------------
+    @property
+    def alpha(self) -> float:
+        return self._acc_s / (self._acc_s + self._acc_f)
+
+    @property
+    def calibrated(self) -> bool:
+        return 1 in self.verify_s and len(self.verify_s) >= 3
+
+    def verify_time(self, n: int) -> float:
+        """Seconds for a target pass over n tokens, interpolated between measured sizes."""
+        with self._lock:
+            pts = sorted(self.verify_s.items())
+        if not pts:
+            return 1.0 * (1 + 0.35 * (n - 1))  # unit cost; a CPU-like prior
+        if n in self.verify_s:
+            return self.verify_s[n]
+        lo = [(m, t) for m, t in pts if m < n]
+        hi = [(m, t) for m, t in pts if m > n]
+        if lo and hi:
+            (m0, t0), (m1, t1) = lo[-1], hi[0]
+            return t0 + (t1 - t0) * (n - m0) / (m1 - m0)
+        if hi:  # below the smallest measured size
+            return hi[0][1]
+        # above the largest measured size: extend the last measured slope, never decreasing
+        if len(lo) >= 2:
+            (m0, t0), (m1, t1) = lo[-2], lo[-1]
+            slope = max((t1 - t0) / (m1 - m0), 0.0)
+        else:
+            slope = 0.35 * lo[-1][1]
+        return lo[-1][1] + slope * (n - lo[-1][0])
+
+    def draft_time(self, k: int) -> float:
+        if k <= 0:
+            return 0.0
+        per = self.draft_token_s
+        if per is None:
+            per = self.draft_ratio_prior * self.verify_time(1)
+        return k * per
+
+    def predict(self, k: int, alpha: float | None = None) -> Prediction:
+        a = self.alpha if alpha is None else alpha
+        e = expected_tokens(k, a)
+        t = self.draft_time(k) + self.verify_time(k + 1)
+        base = 1.0 / self.verify_time(1)
+        return Prediction(k, e, t, (e / t) / base if t > 0 else 0.0)
+
+    def best(self, max_k: int = MAX_LOOKAHEAD, alpha: float | None = None) -> Prediction:
+        best = self.predict(0, alpha)
+        for k in range(1, max_k + 1):
+            p = self.predict(k, alpha)
+            if p.speedup > best.speedup * 1.0001:
+                best = p
+        return best
+
+
+class Lookahead:
+    """Base: `choose(room)` returns the k for the next step; `room` caps it."""
+
+    label: str = ""
+
+    def choose(self, room: int, cost: CostModel) -> int:  # pragma: no cover - interface
+        raise NotImplementedError
+
+    def feedback(self, drafted: int, accepted: int) -> None:
+        """Told after each step (Auto uses it for probe scheduling)."""
+
+
+class Fixed(Lookahead):
+    """Draft exactly k tokens per step (fewer if the drafter has less). Thread-safe setter:
+    a slider may change k while a generation runs; it applies from the next step."""
+
+    def __init__(self, k: int):
+        self._k = _clamp(k)
+
+    @property
+    def k(self) -> int:
+        return self._k
+
+    def set(self, k: int) -> None:
+        self._k = _clamp(k)
+
+    @property
+    def label(self) -> str:  # type: ignore[override]
+        return str(self._k)
+
+    def choose(self, room: int, cost: CostModel) -> int:
+        return max(0, min(self._k, room))
+
+
+class Auto(Lookahead):
+    """Pick the k with the best predicted tokens/s from measured costs, k = 0 included.
+
+    When k = 0 wins only because alpha is low (not because drafting can never pay on this
+    hardware), probe now and then with a small k so alpha can recover when the text
+    changes; probes back off exponentially while they keep failing.
+    """
+
+    label = "auto"
+
+    def __init__(self, max_k: int = MAX_LOOKAHEAD, min_gain: float = 1.02):
+        self.max_k = _clamp(max_k)
+        self.min_gain = min_gain  # demand a predicted 2% gain before speculating
+        self._probe_interval = 4
+        self._since_probe = 0
+        self.last_prediction: Prediction | None = None
+
+    def choose(self, room: int, cost: CostModel) -> int:
+        cap = max(0, min(self.max_k, room))
+        best = cost.best(cap)
+        self.last_prediction = best
+        if best.k > 0 and best.speedup >= self.min_gain:
+            self._since_probe = 0
+            return best.k
+        # Could drafting pay at all if the draft were right more often?
+        hopeful = cost.best(cap, alpha=min(0.95, cost.alpha + 0.3))
+        if hopeful.k == 0 or hopeful.speedup < self.min_gain:
+            return 0  # timing alone rules speculation out: do not waste probes
+        self._since_probe += 1
+        if self._since_probe >= self._probe_interval:
+            self._since_probe = 0
+            self._probe_interval = min(self._probe_interval * 2, 64)
+            return min(cap, max(1, min(hopeful.k, 2)))
+        return 0
+
+    def feedback(self, drafted: int, accepted: int) -> None:
+        if drafted and accepted == drafted:
+            self._probe_interval = 4  # speculation is working again: probe eagerly next time
+
+
+def _clamp(k: int) -> int:
+    if not isinstance(k, int) or isinstance(k, bool):
+        raise TypeError(f"lookahead must be an int, got {k!r}")
+    return max(0, min(int(k), MAX_LOOKAHEAD))
+
+
+def parse_lookahead(value: "int | str | Lookahead") -> Lookahead:
+    """`5` -> Fixed(5); `"auto"` -> Auto(); a Lookahead passes through."""
+    if isinstance(value, Lookahead):
+        return value
+    if isinstance(value, str):
+        v = value.strip().lower()
+        if v == "auto":
+            return Auto()
+        if v.lstrip("-").isdigit():
+            value = int(v)
+        else:
+            raise ValueError(f"lookahead must be an integer 0..{MAX_LOOKAHEAD} or 'auto', got {value!r}")
+    if isinstance(value, int) and not isinstance(value, bool):
+        if not 0 <= value <= MAX_LOOKAHEAD:
+            raise ValueError(f"lookahead must be in 0..{MAX_LOOKAHEAD}, got {value}")
+        return Fixed(value)
+    raise ValueError(f"lookahead must be an integer or 'auto', got {value!r}")
+
+
+__all__ = ["CostModel", "Prediction", "Lookahead", "Fixed", "Auto", "expected_tokens", "parse_lookahead", "MAX_LOOKAHEAD"]

