@@ -1,0 +1,114 @@
+"""The real models.toml: it parses, its entries are consistent, and the default pair's files
+are exactly the bytes the project verified."""
+
+from __future__ import annotations
+
+import re
+import tomllib
+
+import pytest
+
+from engine import catalog
+from engine.catalog import CATALOG_PATH, CatalogError
+
+SHA = re.compile(r"^[0-9a-f]{64}$")
+COMMIT = re.compile(r"^[0-9a-f]{40}$")
+
+
+@pytest.fixture(scope="module")
+def cat():
+    return catalog.load(CATALOG_PATH)
+
+
+@pytest.fixture(scope="module")
+def raw():
+    with open(CATALOG_PATH, "rb") as f:
+        return tomllib.load(f)
+
+
+def test_schema_loads(cat, raw):
+    assert raw["schema"] == 1
+    assert cat.pairs and cat.models
+    assert cat.default_pair in cat.pairs
+
+
+def test_ids_are_unique(cat, raw):
+    pair_ids = [p["id"] for p in raw["pairs"]]
+    assert len(pair_ids) == len(set(pair_ids))
+    assert not set(pair_ids) & set(cat.models), "a pair id equal to a model id would make `tandem pull X` ambiguous"
+    files = [(f.repo, f.filename) for m in cat.models.values() for f in m.files]
+    assert len(files) == len(set(files)), "two models point at the same file"
+
+
+def test_files_have_sizes_hashes_and_pinned_revisions(cat):
+    for m in cat.models.values():
+        assert m.files, m.id
+        assert COMMIT.match(m.revision), f"{m.id}: pin a commit, not {m.revision!r}"
+        for f in m.files:
+            assert f.bytes > 0, f.filename
+            assert f.sha256 is not None and SHA.match(f.sha256), f.filename
+            assert f.filename.endswith(".gguf"), f.filename
+            assert f.repo == m.repo
+            for mir in f.mirrors:
+                assert mir.kind == "pypi-chunks" and mir.count >= 1
+                parts = mir.parts()
+                assert len(parts) == mir.count
+                assert len({r for r, _ in parts}) == mir.count, "each chunk is its own package"
+
+
+def test_model_numbers_are_sane(cat):
+    for m in cat.models.values():
+        assert m.params_b > 0 and m.n_layers > 0 and m.n_kv_heads > 0 and m.head_dim > 0, m.id
+        assert m.context_length >= 2048, m.id
+        # a Q4 file holds 4.5-6 bits per parameter (small models more: their embeddings stay wider);
+        # catches a size or parameter count off by a factor
+        bits = m.bytes * 8 / (m.params_b * 1e9)
+        if m.quant.upper().startswith("Q4"):
+            assert 4.0 < bits < 10.0, f"{m.id}: {bits:.2f} bits per parameter"
+
+
+def test_pairs_share_a_tokenizer_and_the_draft_is_smaller(cat):
+    for p in cat.pairs.values():
+        assert p.target.tokenizer == p.draft.tokenizer, p.id
+        assert p.draft.params_b < p.target.params_b, p.id
+        assert 1 <= p.lookahead <= 16
+
+
+def test_default_pair_exact_files(cat):
+    pair = cat.default
+    assert pair.id == "qwen2.5-coder-1.5b"
+    (t,) = pair.target.files
+    (d,) = pair.draft.files
+    assert t.filename == "qwen2.5-coder-1.5b-instruct-q4_k_m.gguf"
+    assert t.bytes == 1117320768
+    assert t.sha256 == "cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046"
+    assert t.repo == "Qwen/Qwen2.5-Coder-1.5B-Instruct-GGUF"
+    assert d.filename == "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf"
+    assert d.bytes == 491400064
+    assert d.sha256 == "1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32"
+    assert d.repo == "Qwen/Qwen2.5-Coder-0.5B-Instruct-GGUF"
+    assert t.mirrors and d.mirrors, "the default pair must be fetchable when the Hub is not"
+
+
+def test_parse_rejects_inconsistent_entries(raw):
+    import copy
+
+    bad = copy.deepcopy(raw)
+    first = next(iter(bad["models"].values()))
+    first["files"][0]["sha256"] = "XYZ"
+    with pytest.raises(CatalogError, match="sha256"):
+        catalog.parse(bad)
+    bad = copy.deepcopy(raw)
+    next(iter(bad["models"].values()))["files"][0]["bytes"] = 0
+    with pytest.raises(CatalogError, match="bytes must be positive"):
+        catalog.parse(bad)
+    bad = copy.deepcopy(raw)
+    bad["pairs"].append(dict(bad["pairs"][0]))
+    with pytest.raises(CatalogError, match="duplicate id"):
+        catalog.parse(bad)
+    bad = copy.deepcopy(raw)
+    p = bad["pairs"][0]
+    other = next(mid for mid, m in bad["models"].items() if m["tokenizer"] != bad["models"][p["target"]]["tokenizer"])
+    p["draft"] = other
+    with pytest.raises(CatalogError, match="tokenizer"):
+        catalog.parse(bad)
