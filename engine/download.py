@@ -294,12 +294,13 @@ def download_from_hub(
     expected_sha = spec.sha256 or (etag if _SHA.match(etag) else None)
     key = expected_sha or etag or hashlib.sha256(where.encode()).hexdigest()
 
-    from filelock import FileLock, Timeout
+    from filelock import Timeout
+    from huggingface_hub.utils import WeakFileLock  # huggingface_hub's own lock (flock, soft on NFS)
 
     lock = store.lock_path(spec, key)
     lock.parent.mkdir(parents=True, exist_ok=True)
     try:
-        with FileLock(str(lock), timeout=1):
+        with WeakFileLock(lock, timeout=1):
             blob = blobs / key
             if expected_sha and blob.is_file() and blob.stat().st_size == total:  # another process finished it
                 store.verify_file(blob, FileSpec(spec.repo, spec.filename, revision, total, expected_sha), progress, cancel)

@@ -452,7 +452,7 @@ def register_import(path: str | os.PathLike[str], *, name: str | None = None, sh
     """
     from .gguf_header import validate_file
 
-    p = Path(path).expanduser().resolve()
+    p = Path(os.path.abspath(Path(path).expanduser()))  # keep links: a snapshot path, not its blob
     if header is None:
         header = validate_file(p)
     rec = ImportedModel(
@@ -475,7 +475,7 @@ def register_import(path: str | os.PathLike[str], *, name: str | None = None, sh
 
 def forget_import(path: str | os.PathLike[str]) -> bool:
     """Remove a registered model (the file itself is left alone). True if it was listed."""
-    p = str(Path(path).expanduser().resolve())
+    p = os.path.abspath(Path(path).expanduser())
     with _import_lock:
         models = imported_models()
         kept = [m for m in models if m.path != p]

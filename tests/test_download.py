@@ -219,6 +219,19 @@ def test_server_ignoring_range_starts_over_cleanly(fakehub, served, small_chunks
     assert fakehub.requests("GET")[-1].status == 200
 
 
+def test_a_download_in_progress_elsewhere_is_not_joined(fakehub, served):
+    """huggingface_hub's own lock file for the blob: two writers never append to one partial."""
+    from filelock import FileLock
+
+    lock = store.lock_path(served, served.sha256)
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    with FileLock(str(lock)):
+        with pytest.raises(StoreError, match="another process is downloading"):
+            download.download_from_hub(served)
+    assert fakehub.requests("GET") == []
+    assert _sha(download.download_from_hub(served)) == served.sha256
+
+
 # -- integrity --------------------------------------------------------------------------------
 def test_sha256_mismatch_is_rejected_and_discarded(fakehub, served):
     fakehub.corrupt = True  # right size and advertised sha256, wrong bytes
@@ -317,8 +330,9 @@ def test_offline_uses_what_is_present_without_any_request(fakehub, served, monke
 
 def test_offline_and_absent_is_a_clear_error(fakehub, served, monkeypatch):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    with pytest.raises(download.HubUnreachable, match="offline mode is on.*HF_HUB_OFFLINE"):
+    with pytest.raises(download.HubUnreachable, match="offline mode is on.*HF_HUB_OFFLINE") as e:
         download.obtain(served)
+    assert str(store.hub_cache()) in str(e.value) and "unset it" in str(e.value)
     assert fakehub.log == []
 
 
