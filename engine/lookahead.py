@@ -11,7 +11,10 @@ does not pay.
 
 from __future__ import annotations
 
+import statistics
 import threading
+import time
+from collections import deque
 from dataclasses import dataclass
 
 MAX_LOOKAHEAD = 16
@@ -42,11 +45,17 @@ class CostModel:
     as long as the pair is loaded, so each generation starts from what the last one learned.
     """
 
-    def __init__(self, *, decay: float = 0.85, alpha_prior: float = 0.6, prior_weight: float = 2.0):
+    RECENT_S = 20.0  # compare costs measured at about the same time (load changes)
+
+    def __init__(self, *, decay: float = 0.85, alpha_prior: float = 0.6, prior_weight: float = 2.0, window: int = 9):
         self._lock = threading.Lock()
         self.decay = decay
-        self.verify_s: dict[int, float] = {}
-        self.draft_token_s: float | None = None
+        # Medians of recent (time-stamped) samples, not running means: on a shared machine
+        # one step that waited for the CPU must not convince Auto that plain decoding is
+        # slow, and costs measured minutes apart under different load must not be compared.
+        self._verify: dict[int, deque[tuple[float, float]]] = {}
+        self._draft: deque[tuple[float, float]] = deque(maxlen=window)
+        self._window = window
         self.draft_ratio_prior: float = 0.3  # draft step / target step before measuring
         self._acc_s = alpha_prior * prior_weight
         self._acc_f = (1.0 - alpha_prior) * prior_weight
@@ -56,16 +65,35 @@ class CostModel:
     # -- observations --------------------------------------------------------------------
     def observe_verify(self, n: int, seconds: float) -> None:
         with self._lock:
-            old = self.verify_s.get(n)
-            self.verify_s[n] = seconds if old is None else 0.7 * old + 0.3 * seconds
+            self._verify.setdefault(n, deque(maxlen=self._window)).append((time.monotonic(), seconds))
 
     def observe_draft(self, drafted: int, seconds: float) -> None:
         if drafted <= 0:
             return
-        per = seconds / drafted
         with self._lock:
-            old = self.draft_token_s
-            self.draft_token_s = per if old is None else 0.7 * old + 0.3 * per
+            self._draft.append((time.monotonic(), seconds / drafted))
+
+    def _estimate(self, samples: deque[tuple[float, float]]) -> float:
+        now = time.monotonic()
+        recent = [v for t, v in samples if now - t <= self.RECENT_S]
+        return statistics.median(recent or [v for _, v in list(samples)[-3:]])
+
+    @property
+    def verify_s(self) -> dict[int, float]:
+        """Estimated seconds for a target pass over n tokens, per measured n."""
+        with self._lock:
+            return {n: self._estimate(v) for n, v in self._verify.items() if v}
+
+    @property
+    def draft_token_s(self) -> float | None:
+        with self._lock:
+            return self._estimate(self._draft) if self._draft else None
+
+    def age_of_plain(self) -> float:
+        """Seconds since target-alone decoding (n = 1) was last measured."""
+        with self._lock:
+            v = self._verify.get(1)
+            return time.monotonic() - v[-1][0] if v else float("inf")
 
     def observe_acceptance(self, drafted: int, accepted: int) -> None:
         if drafted <= 0:
@@ -88,12 +116,12 @@ class CostModel:
 
     def verify_time(self, n: int) -> float:
         """Seconds for a target pass over n tokens, interpolated between measured sizes."""
-        with self._lock:
-            pts = sorted(self.verify_s.items())
+        measured = self.verify_s
+        pts = sorted(measured.items())
         if not pts:
             return 1.0 * (1 + 0.35 * (n - 1))  # unit cost; a CPU-like prior
-        if n in self.verify_s:
-            return self.verify_s[n]
+        if n in measured:
+            return measured[n]
         lo = [(m, t) for m, t in pts if m < n]
         hi = [(m, t) for m, t in pts if m > n]
         if lo and hi:
@@ -177,11 +205,15 @@ class Auto(Lookahead):
 
     label = "auto"
 
+    REFRESH_EVERY = 64  # while speculating, one plain step at least this often (steps)...
+    REFRESH_S = 5.0  # ...or seconds, re-measures plain decoding under the current load
+
     def __init__(self, max_k: int = MAX_LOOKAHEAD, min_gain: float = 1.02):
         self.max_k = _clamp(max_k)
         self.min_gain = min_gain  # demand a predicted 2% gain before speculating
         self._probe_interval = 4
         self._since_probe = 0
+        self._since_plain = 0
         self.last_prediction: Prediction | None = None
 
     def choose(self, room: int, cost: CostModel) -> int:
@@ -190,7 +222,12 @@ class Auto(Lookahead):
         self.last_prediction = best
         if best.k > 0 and best.speedup >= self.min_gain:
             self._since_probe = 0
+            self._since_plain += 1
+            if self._since_plain >= self.REFRESH_EVERY or (self._since_plain > 4 and cost.age_of_plain() > self.REFRESH_S):
+                self._since_plain = 0
+                return 0
             return best.k
+        self._since_plain = 0
         # Could drafting pay at all if the draft were right more often?
         hopeful = cost.best(cap, alpha=min(0.95, cost.alpha + 0.3))
         if hopeful.k == 0 or hopeful.speedup < self.min_gain:

@@ -99,3 +99,37 @@ def test_parse_lookahead():
         parse_lookahead("many")
     with pytest.raises(ValueError):
         parse_lookahead(17)
+
+
+def test_one_slow_step_does_not_flip_auto():
+    """A plain step that waited for a busy CPU must not make speculation look good."""
+    c = _model(CPU_CURVE, 0.65, 0.95)
+    for _ in range(4):
+        c.observe_verify(1, 0.030)
+    c.observe_verify(1, 0.300)  # one step 10x slower (another process ran)
+    assert Auto().choose(16, c) == 0
+
+
+def test_auto_remeasures_plain_decoding_now_and_then():
+    c = _model(GPU_CURVE, 0.05, 0.9)
+    auto = Auto()
+    picks = [auto.choose(16, c) for _ in range(2 * Auto.REFRESH_EVERY)]
+    assert picks.count(0) == 2 and min(p for p in picks if p) >= 6
+
+
+def test_costs_measured_under_old_load_are_forgotten(monkeypatch):
+    """Plain steps timed while another process ran must not be compared with batch
+    timings taken later on a quiet machine."""
+    import engine.lookahead as la
+
+    now = [1000.0]
+    monkeypatch.setattr(la.time, "monotonic", lambda: now[0])
+    c = _model(CPU_CURVE, 0.65, 0.95)  # quiet machine: speculation does not pay
+    for _ in range(9):
+        c.observe_verify(1, 0.300)  # ... but plain steps were slow (busy machine)
+    assert c.verify_time(1) == 0.300
+    now[0] += la.CostModel.RECENT_S + 1
+    for n, t in CPU_CURVE.items():  # later, everything re-measured on a quiet machine
+        c.observe_verify(n, t * 0.030)
+    assert c.verify_time(1) == 0.030
+    assert Auto().choose(16, c) == 0
