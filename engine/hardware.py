@@ -1,0 +1,230 @@
+"""What this machine has, and whether a pair fits in it.
+
+RAM and cores from psutil; GPU devices, their backend (CUDA, Metal, Vulkan, CPU) and
+memory from llama.cpp's own `ggml_backend_dev_*` functions, called with ctypes on the
+bundled libggml (llama-cpp-python does not bind them) — so we report exactly the devices
+llama.cpp will use. nvidia-ml-py, where installed, gives a second opinion on NVIDIA.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+
+import psutil
+
+from .catalog import ModelSpec, PairSpec
+
+DEV_TYPES = {0: "CPU", 1: "GPU", 2: "iGPU", 3: "accelerator", 4: "meta"}
+GB = 1e9
+
+
+@dataclass
+class Device:
+    name: str
+    description: str
+    kind: str  # CPU | GPU | iGPU | accelerator
+    backend: str  # CUDA | Metal | Vulkan | CPU | ...
+    free: int
+    total: int
+
+
+@dataclass
+class Hardware:
+    ram_total: int
+    ram_available: int
+    cores_physical: int
+    cores_usable: int
+    devices: list[Device] = field(default_factory=list)
+    nvml: list[dict] = field(default_factory=list)
+
+    @property
+    def gpus(self) -> list[Device]:
+        return [d for d in self.devices if d.kind in ("GPU", "iGPU")]
+
+    @property
+    def backend(self) -> str:
+        g = self.gpus
+        return g[0].backend if g else "CPU"
+
+    @property
+    def vram_free(self) -> int:
+        return sum(d.free for d in self.gpus if d.kind == "GPU")
+
+    def summary(self) -> str:
+        parts = [
+            f"backend {self.backend}",
+            f"RAM {self.ram_available / GB:.1f} of {self.ram_total / GB:.1f} GB free",
+            f"{self.cores_physical} cores",
+        ]
+        for d in self.gpus:
+            parts.append(f"{d.backend} {d.description or d.name}: {d.free / GB:.1f} of {d.total / GB:.1f} GB free")
+        return ", ".join(parts)
+
+
+def _libggml() -> ctypes.CDLL | None:
+    try:
+        import llama_cpp
+    except ImportError:
+        return None
+    libdir = Path(llama_cpp.__file__).parent / "lib"
+    for name in ("libggml.so", "libggml.dylib", "ggml.dll"):
+        p = libdir / name
+        if p.exists():
+            try:
+                lib = ctypes.CDLL(str(p))
+            except OSError:
+                continue
+            lib.ggml_backend_dev_count.restype = ctypes.c_size_t
+            lib.ggml_backend_dev_get.argtypes = [ctypes.c_size_t]
+            lib.ggml_backend_dev_get.restype = ctypes.c_void_p
+            for fn in ("ggml_backend_dev_name", "ggml_backend_dev_description"):
+                getattr(lib, fn).argtypes = [ctypes.c_void_p]
+                getattr(lib, fn).restype = ctypes.c_char_p
+            lib.ggml_backend_dev_memory.argtypes = [ctypes.c_void_p, ctypes.POINTER(ctypes.c_size_t), ctypes.POINTER(ctypes.c_size_t)]
+            lib.ggml_backend_dev_memory.restype = None
+            lib.ggml_backend_dev_type.argtypes = [ctypes.c_void_p]
+            lib.ggml_backend_dev_type.restype = ctypes.c_int
+            lib.ggml_backend_dev_backend_reg.argtypes = [ctypes.c_void_p]
+            lib.ggml_backend_dev_backend_reg.restype = ctypes.c_void_p
+            lib.ggml_backend_reg_name.argtypes = [ctypes.c_void_p]
+            lib.ggml_backend_reg_name.restype = ctypes.c_char_p
+            return lib
+    return None
+
+
+def ggml_devices() -> list[Device]:
+    """The devices llama.cpp's backends registered, with free/total memory."""
+    from .llama import _ensure_backend
+
+    _ensure_backend()
+    lib = _libggml()
+    if lib is None:
+        return []
+    out = []
+    for i in range(lib.ggml_backend_dev_count()):
+        dev = lib.ggml_backend_dev_get(i)
+        free, total = ctypes.c_size_t(0), ctypes.c_size_t(0)
+        lib.ggml_backend_dev_memory(dev, ctypes.byref(free), ctypes.byref(total))
+        reg = lib.ggml_backend_dev_backend_reg(dev)
+        out.append(
+            Device(
+                name=(lib.ggml_backend_dev_name(dev) or b"").decode(errors="replace"),
+                description=(lib.ggml_backend_dev_description(dev) or b"").decode(errors="replace"),
+                kind=DEV_TYPES.get(lib.ggml_backend_dev_type(dev), "other"),
+                backend=(lib.ggml_backend_reg_name(reg) or b"").decode(errors="replace") if reg else "",
+                free=int(free.value),
+                total=int(total.value),
+            )
+        )
+    return out
+
+
+def _nvml() -> list[dict]:
+    try:
+        import pynvml  # nvidia-ml-py
+    except ImportError:
+        return []
+    try:
+        pynvml.nvmlInit()
+        out = []
+        for i in range(pynvml.nvmlDeviceGetCount()):
+            h = pynvml.nvmlDeviceGetHandleByIndex(i)
+            mem = pynvml.nvmlDeviceGetMemoryInfo(h)
+            name = pynvml.nvmlDeviceGetName(h)
+            out.append({"name": name.decode() if isinstance(name, bytes) else name, "free": int(mem.free), "total": int(mem.total)})
+        pynvml.nvmlShutdown()
+        return out
+    except Exception:
+        return []
+
+
+@lru_cache(maxsize=1)
+def _static() -> tuple[int, int]:
+    try:
+        usable = len(os.sched_getaffinity(0))
+    except AttributeError:
+        usable = os.cpu_count() or 1
+    return psutil.cpu_count(logical=False) or usable, usable
+
+
+def probe() -> Hardware:
+    vm = psutil.virtual_memory()
+    physical, usable = _static()
+    return Hardware(vm.total, vm.available, physical, usable, ggml_devices(), _nvml())
+
+
+@dataclass
+class Fit:
+    verdict: str  # "fits on GPU" | "fits in RAM" | "partial offload" | "does not fit"
+    need: int  # bytes
+    weights: int
+    kv: int
+    overhead: int
+    detail: str
+
+    @property
+    def ok(self) -> bool:
+        return self.verdict != "does not fit"
+
+
+def model_need(m: ModelSpec, n_ctx: int) -> tuple[int, int, int]:
+    """(weights, kv cache, overhead) bytes for one model at a context length."""
+    weights = m.bytes
+    kv = m.kv_bytes_per_token() * n_ctx
+    overhead = int(0.25 * GB + 0.05 * weights)  # compute buffers, logits, runtime
+    return weights, kv, overhead
+
+
+def pair_fit(pair: PairSpec, hw: Hardware, n_ctx: int = 4096) -> Fit:
+    """Memory a pair needs (weights + KV cache + overhead) against what this machine has."""
+    models = [pair.target] + ([pair.draft] if pair.draft.id != pair.target.id else [])
+    w = kv = ov = 0
+    for m in models:
+        a, b, c = model_need(m, n_ctx)
+        w, kv, ov = w + a, kv + b, ov + c
+    need = w + kv + ov
+    detail = (f"needs {need / GB:.1f} GB (weights {w / GB:.1f} + KV cache {kv / GB:.2f} at {n_ctx} tokens "
+              f"+ overhead {ov / GB:.1f})")
+    gpu_free = hw.vram_free
+    if hw.gpus and gpu_free >= need:
+        return Fit("fits on GPU", need, w, kv, ov, f"{detail}; GPU has {gpu_free / GB:.1f} GB free")
+    if hw.gpus and gpu_free + hw.ram_available >= need and gpu_free > 0:
+        share = gpu_free / need
+        return Fit("partial offload", need, w, kv, ov,
+                   f"{detail}; about {share:.0%} on the GPU ({gpu_free / GB:.1f} GB free), the rest in RAM")
+    if hw.ram_available >= need:
+        return Fit("fits in RAM", need, w, kv, ov, f"{detail}; {hw.ram_available / GB:.1f} GB RAM free")
+    return Fit("does not fit", need, w, kv, ov,
+               f"{detail}; only {hw.ram_available / GB:.1f} GB RAM" + (f" + {gpu_free / GB:.1f} GB GPU" if hw.gpus else "") + " free")
+
+
+def recommend(
+    pairs: list[PairSpec],
+    hw: Hardware,
+    n_ctx: int = 4096,
+    prefer_tag: str | None = None,
+    default: str | None = None,
+) -> PairSpec | None:
+    """The pair to suggest on first run: the largest that fits on the GPU; on a CPU the
+    default pair when it fits, else the largest that stays interactive."""
+    cands = [p for p in pairs if (prefer_tag is None or prefer_tag in p.tags)]
+    good = [p for p in cands if pair_fit(p, hw, n_ctx).verdict in ("fits on GPU", "fits in RAM")]
+    if not good:
+        return None
+    if hw.gpus:
+        gpu = [p for p in good if pair_fit(p, hw, n_ctx).verdict == "fits on GPU"]
+        good = gpu or good
+    else:
+        for p in good:
+            if p.id == default:
+                return p
+        # On a CPU, tokens/s falls with size: about 1B parameters per physical core stays
+        # interactive (a 1.5B Q4 target runs at ~15 tok/s on 2 cores here).
+        limit = max(1.5, float(hw.cores_physical))
+        small = [p for p in good if p.target.params_b <= limit]
+        good = small or good
+    return max(good, key=lambda p: p.target.params_b)
