@@ -15,7 +15,7 @@ import os
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterator, Sequence, Union
+from typing import Callable, Iterator, Sequence, Union
 
 from . import paths
 from .chat import Message, chat_tokens
@@ -53,12 +53,13 @@ class Engine:
         n_threads: int | None = None,
         n_gpu_layers: int | None = None,
         metrics_log: str | os.PathLike[str] | None | bool = True,
+        on_progress: Callable[[float], bool] | None = None,
     ):
         self.n_ctx = n_ctx
         self.n_batch = n_batch
         self.n_threads = n_threads or default_threads()
         self.n_gpu_layers = n_gpu_layers
-        self.target = target if isinstance(target, Model) else Model(target, n_gpu_layers=n_gpu_layers)
+        self.target = target if isinstance(target, Model) else Model(target, n_gpu_layers=n_gpu_layers, on_progress=on_progress)
         self._owns_target = not isinstance(target, Model)
         self._drafts: dict[str, Model] = {}
         self._decoders: dict[str, Decoder] = {}
@@ -83,16 +84,16 @@ class Engine:
             return f"drafter:{id(draft)}"
         return f"path:{Path(draft).resolve()}"
 
-    def load_draft(self, path: str | os.PathLike[str]) -> Model:
+    def load_draft(self, path: str | os.PathLike[str], on_progress: Callable[[float], bool] | None = None) -> Model:
         """Check compatibility from the headers, then load (once) a draft model."""
         p = Path(path).resolve()
         key = str(p)
         if key not in self._drafts:
             require_compatible(self.target.header, Path(path))
-            self._drafts[key] = Model(p, n_gpu_layers=self.n_gpu_layers)
+            self._drafts[key] = Model(p, n_gpu_layers=self.n_gpu_layers, on_progress=on_progress)
         return self._drafts[key]
 
-    def decoder(self, draft_model: DraftSpec = None) -> Decoder:
+    def decoder(self, draft_model: DraftSpec = None, on_progress: Callable[[float], bool] | None = None) -> Decoder:
         """The decoder (target context + drafter) for a draft choice, created once."""
         key = self._draft_key(draft_model)
         with self._lock:
@@ -111,7 +112,7 @@ class Engine:
                     require_compatible(self.target.header, draft_model.header)
                     dm = draft_model
                 else:
-                    dm = self.load_draft(draft_model)  # type: ignore[arg-type]
+                    dm = self.load_draft(draft_model, on_progress)  # type: ignore[arg-type]
                 drafter = ModelDrafter(dm, n_ctx=self.n_ctx, n_batch=self.n_batch, n_threads=self.n_threads, target_vocab=self.target.n_vocab)
             cost = self._costs.setdefault(key, CostModel())
             dec = Decoder(self.target, drafter, None, n_ctx=self.n_ctx, n_batch=self.n_batch, n_threads=self.n_threads, cost=cost)
