@@ -245,6 +245,60 @@ def _side_by_side(ha: str, a: str, hb: str, b: str, width: int) -> None:
         print(f"{x:<{col}} | {y}")
 
 
+# -- bench and stats --------------------------------------------------------------------------
+def cmd_bench(args: argparse.Namespace) -> int:
+    from . import bench
+    from .api import Engine
+
+    target, draft = resolve_pair(args)
+    if args.draft is None and args.pair is None and args.target:
+        draft = None
+    suites = [bench.load_suite(s) for s in (args.suite or bench.builtin_suites())]
+    sweep = [int(x) for x in args.sweep.split(",") if x.strip()] if args.sweep else [1, 2, 4, 8]
+    modes = [m.strip() for m in args.modes.split(",")] if args.modes else list(bench.MODES)
+    configs = bench.plan_configs(draft, modes, sweep)
+    eng = Engine(target, n_ctx=args.ctx, n_threads=args.threads)
+    tty = sys.stderr.isatty()
+
+    def progress(done: int, total: int, label: str) -> None:
+        bar = "#" * int(30 * done / total)
+        line = f"[{bar:<30s}] {done}/{total} {label}"
+        if tty:
+            sys.stderr.write("\r" + line[:150].ljust(150))
+            if done == total:
+                sys.stderr.write("\n")
+        elif done == total or done % 10 == 0:
+            sys.stderr.write(line + "\n")
+        sys.stderr.flush()
+
+    res = bench.run_bench(eng, suites, configs, repeat=args.repeat, max_tokens=args.max_tokens,
+                          temperature=args.temperature, warmup=not args.no_warmup, limit=args.limit, progress=progress)
+    print(bench.summary_markdown(res))
+    if args.out:
+        files = bench.write_reports(res, args.out)
+        print(f"wrote {', '.join(str(f) for f in files)}", file=sys.stderr)
+    eng.close()
+    bugs = sum(r.bugs for r in res.rows)
+    if bugs:
+        print(f"tandem: {bugs} speculative output(s) parted from target alone at a margin larger than numeric noise",
+              file=sys.stderr)
+        return 1
+    return 0
+
+
+def cmd_stats(args: argparse.Namespace) -> int:
+    from . import metrics
+
+    print(metrics.format_table(metrics.summarize(metrics.read(args.log))))
+    return 0
+
+
+def cmd_app(args: argparse.Namespace) -> int:
+    from app.main import main as app_main
+
+    return app_main(args.rest)
+
+
 # -- parser -----------------------------------------------------------------------------------
 def _add_gen_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("prompt", help="the prompt; '-' reads stdin, '@FILE' reads a file")
@@ -279,6 +333,31 @@ def build_parser() -> argparse.ArgumentParser:
     r = sub.add_parser("race", help="target alone vs speculative, same prompt and settings")
     _add_gen_options(r)
     r.set_defaults(func=cmd_race)
+
+    b = sub.add_parser("bench", help="benchmark suites across modes; medians and measured speedups")
+    b.add_argument("--target", help="target GGUF path or model id")
+    b.add_argument("--draft", help="draft GGUF path or model id, or 'lookup'")
+    b.add_argument("--pair", help="a catalog pair id")
+    b.add_argument("--suite", action="append", help="built-in suite name or a file (repeatable; default: all built-in)")
+    b.add_argument("--modes", help="comma list of target,fixed,auto,lookup (default: all)")
+    b.add_argument("--lookahead", dest="sweep", help="k sweep for fixed mode, e.g. 1,2,4,8")
+    b.add_argument("--repeat", type=int, default=3)
+    b.add_argument("--max-tokens", type=int, default=128)
+    b.add_argument("--limit", type=int, help="at most this many prompts per suite")
+    b.add_argument("--temperature", type=float, default=0.0, help="0 = greedy (default); >0 samples with fixed seeds")
+    b.add_argument("--ctx", type=int, default=4096)
+    b.add_argument("--threads", type=int)
+    b.add_argument("--no-warmup", action="store_true")
+    b.add_argument("--out", help="folder for runs.jsonl, results.csv, summary.md and plots")
+    b.set_defaults(func=cmd_bench)
+
+    st = sub.add_parser("stats", help="sum up the metrics log by pair and task")
+    st.add_argument("--log", help="metrics log path (default: the user data folder)")
+    st.set_defaults(func=cmd_stats)
+
+    a = sub.add_parser("app", help="start the desktop app")
+    a.add_argument("rest", nargs=argparse.REMAINDER)
+    a.set_defaults(func=cmd_app)
 
     from . import cli_models
 
