@@ -1,0 +1,124 @@
+"""The benchmark end to end on tiny models, and its arithmetic on synthetic runs."""
+
+from __future__ import annotations
+
+import csv
+import json
+import statistics
+
+import pytest
+
+from engine import Engine, bench, metrics
+from engine.bench import Config, Run, load_suite, plan_configs, summarize
+from engine.cli import main as cli
+
+
+def test_builtin_suites_have_ten_prompts_or_more():
+    names = bench.builtin_suites()
+    assert {"code_generation", "code_editing", "chat", "report_drafting", "structured_json"} <= set(names)
+    for n in names:
+        assert len(load_suite(n).prompts) >= 10
+
+
+def test_user_suite_files(tmp_path):
+    txt = tmp_path / "mine.txt"
+    txt.write_text("first prompt\n\nsecond prompt\n")
+    assert [p.prompt for p in load_suite(str(txt)).prompts] == ["first prompt", "second prompt"]
+    jl = tmp_path / "mine.jsonl"
+    jl.write_text(json.dumps({"id": "a", "messages": [{"role": "user", "content": "hi"}]}) + "\n" + json.dumps({"prompt": "x"}) + "\n")
+    s = load_suite(str(jl))
+    assert s.prompts[0].id == "a" and s.prompts[0].prompt[0]["content"] == "hi" and s.prompts[1].prompt == "x"
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"nope": 1}\n')
+    with pytest.raises(bench.BenchError, match="needs 'prompt' or 'messages'"):
+        load_suite(str(bad))
+    with pytest.raises(bench.BenchError, match="unknown suite"):
+        load_suite("no_such_suite")
+
+
+def test_plan_configs():
+    names = [c.name for c in plan_configs("d.gguf", sweep=(1, 4))]
+    assert names == ["target", "k=1", "k=4", "auto", "lookup"]
+    names = [c.name for c in plan_configs("lookup", sweep=(2,))]
+    assert names == ["target", "lookup k=2", "lookup auto"]
+    with pytest.raises(bench.BenchError):
+        plan_configs("d.gguf", modes=["warp"])
+
+
+def _run(cfg: str, mode: str, la, prompt: str, rep: int, tps: float, acc=(), drafted=(), verify=(), draft_ms=()) -> Run:
+    return Run("s", prompt, cfg, mode, la, rep, 100, 0.1, tps, 0.0, 1.0, len(verify), sum(drafted), sum(acc), "length",
+               "", [], [la if isinstance(la, int) else 0] * len(verify), list(drafted), list(acc), list(draft_ms), list(verify))
+
+
+def test_ratios_and_medians_on_synthetic_runs():
+    runs = []
+    # two prompts x three repetitions; target speeds vary (drift), k=2 always 1.5x its own reference
+    for p, base in (("a", 10.0), ("b", 20.0)):
+        for rep, drift in enumerate((1.0, 0.5, 1.2)):
+            runs.append(_run("target", "target", 0, p, rep, base * drift, verify=[30.0] * 4, drafted=[0] * 4, acc=[0] * 4, draft_ms=[0] * 4))
+            runs.append(_run("k=2", "fixed", 2, p, rep, base * drift * 1.5, verify=[40.0] * 4, drafted=[2] * 4,
+                             acc=[2, 1, 2, 2], draft_ms=[10.0] * 4))
+    rows = {r.config: r for r in summarize(runs)}
+    assert rows["target"].speedup_median == pytest.approx(1.0)
+    assert rows["k=2"].speedup_median == pytest.approx(1.5)  # drift cancels: ratios are per repetition
+    assert rows["k=2"].speedup_min == pytest.approx(1.5) and rows["k=2"].speedup_max == pytest.approx(1.5)
+    assert rows["k=2"].tok_s_median == pytest.approx(statistics.median([15, 7.5, 18, 30, 15, 36]))
+    # alpha: 7 accepted, 1 rejection per 4 steps -> 7/8
+    assert rows["k=2"].alpha == pytest.approx(7 / 8)
+    # cost model: t1 = 30 ms, batch of 3 = 40 ms, draft 5 ms/token; E(2) at 7/8
+    e = (1 - (7 / 8) ** 3) / (1 - 7 / 8)
+    assert rows["k=2"].predicted_speedup == pytest.approx((e / (2 * 5 + 40)) / (1 / 30), rel=1e-6)
+
+
+def test_bench_end_to_end_on_tiny_models(tiny_target, tiny_draft, tmp_path):
+    eng = Engine(tiny_target, n_ctx=512, metrics_log=False)
+    suite = bench.Suite("mini", [bench.BenchPrompt("a", "the value of", False), bench.BenchPrompt("b", "def count items", False)])
+    seen = []
+    res = bench.run_bench(eng, [suite], plan_configs(str(tiny_draft), sweep=(1, 3)), repeat=2, max_tokens=24,
+                          progress=lambda d, t, label: seen.append((d, t)))
+    assert seen[-1][0] == seen[-1][1] and [d for d, _ in seen] == list(range(1, len(seen) + 1))
+    assert len(res.runs) == 2 * 2 * 5
+    rows = {r.config: r for r in res.rows}
+    assert set(rows) == {"target", "k=1", "k=3", "auto", "lookup"}
+    assert all(r.compared == 4 and r.identical == 4 and r.bugs == 0 for r in res.rows if r.mode != "target")
+    files = bench.write_reports(res, tmp_path / "out")
+    names = {f.name for f in files}
+    assert names == {"runs.jsonl", "results.csv", "results.json", "summary.md", "lookahead.png", "predicted_vs_measured.png"}
+    lines = [json.loads(x) for x in (tmp_path / "out" / "runs.jsonl").read_text().splitlines()]
+    assert len(lines) == 20 and all("decode_tokens_per_s" in x for x in lines)
+    with open(tmp_path / "out" / "results.csv") as f:
+        assert len(list(csv.DictReader(f))) == 5
+    assert json.loads((tmp_path / "out" / "results.json").read_text())["rows"][0]["config"] == "target"
+    md = (tmp_path / "out" / "summary.md").read_text()
+    assert "| mini | k=3 |" in md and "Cost model" in md and "E(k)" in md
+    for png in ("lookahead.png", "predicted_vs_measured.png"):
+        assert (tmp_path / "out" / png).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    eng.close()
+
+
+def test_bench_cli_writes_reports(tiny_target, tmp_path, capsys):
+    suite = tmp_path / "s.txt"
+    suite.write_text("the value of\n")
+    rc = cli(["bench", "--target", str(tiny_target), "--draft", "lookup", "--suite", str(suite), "--repeat", "1",
+              "--max-tokens", "12", "--lookahead", "2", "--out", str(tmp_path / "o")])
+    assert rc == 0
+    out = capsys.readouterr().out
+    assert "| s | lookup k=2 |" in out
+    assert (tmp_path / "o" / "summary.md").exists()
+
+
+def test_metrics_log_and_stats(tiny_target, tmp_path, capsys, monkeypatch):
+    log = tmp_path / "m.jsonl"
+    monkeypatch.setenv("TANDEM_METRICS_LOG", str(log))
+    eng = Engine(tiny_target, n_ctx=256)
+    eng.generate("the value of", max_tokens=10, tag="code")
+    eng.generate("the value of", max_tokens=10, tag="code", draft_model=tiny_target, lookahead=3)
+    eng.close()
+    log.write_text(log.read_text() + '{"torn line\n')  # a crash mid-write must not break stats
+    groups = metrics.summarize(metrics.read(log))
+    by_draft = {g.draft: g for g in groups}
+    assert by_draft["none"].runs == 1 and by_draft["none"].speedup == 1.0
+    spec = by_draft["target.gguf"]
+    assert spec.acceptance == 1.0 and spec.speedup is not None and spec.task == "code"
+    assert cli(["stats", "--log", str(log)]) == 0
+    assert "target.gguf" in capsys.readouterr().out
