@@ -1,0 +1,276 @@
+"""The main window: navigation between Chat, Race, Models and Bench; a status bar with
+the backend and hardware, the loaded pair and live tok/s; shortcuts; settings kept."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from PySide6.QtCore import QByteArray, QSettings, Qt, QTimer
+from PySide6.QtGui import QAction, QCloseEvent, QKeySequence, QShortcut
+from PySide6.QtWidgets import (
+    QApplication, QHBoxLayout, QLabel, QListWidget, QListWidgetItem, QMainWindow, QMessageBox, QProgressBar,
+    QPushButton, QStackedWidget, QVBoxLayout, QWidget,
+)
+
+from engine import catalog, hardware, store
+
+from .history import History
+from .session import Session
+from .views.chat_view import ChatView
+
+PAGES = ["Chat", "Race", "Models", "Bench"]
+
+
+def is_dark(app: QApplication) -> bool:
+    scheme = app.styleHints().colorScheme()
+    if scheme == Qt.ColorScheme.Dark:
+        return True
+    if scheme == Qt.ColorScheme.Light:
+        return False
+    return app.palette().window().color().lightness() < 128
+
+
+class WelcomeBanner(QWidget):
+    """First run without models: the pair that fits this machine, fetched in one click."""
+
+    def __init__(self, parent: QWidget | None = None):
+        super().__init__(parent)
+        self.setObjectName("welcome")
+        lay = QHBoxLayout(self)
+        self.text = QLabel()
+        self.text.setWordWrap(True)
+        self.button = QPushButton("Download and load")
+        self.progress = QProgressBar()
+        self.progress.setMaximumWidth(260)
+        self.progress.hide()
+        lay.addWidget(self.text, 1)
+        lay.addWidget(self.progress)
+        lay.addWidget(self.button)
+
+
+class MainWindow(QMainWindow):
+    def __init__(self, *, history: History | None = None, settings: QSettings | None = None, autoload: bool = True):
+        super().__init__()
+        from engine import paths
+
+        self.setWindowTitle("Tandem — local speculative decoding")
+        self.settings = settings or QSettings("Tandem", "Tandem")
+        self.history = history or History(paths.history_db())
+        self.session = Session(self)
+        self.catalog = catalog.load()
+        self.hw = hardware.probe()
+        self._build()
+        self._restore()
+        self.session.pairChanged.connect(self._pair_changed)
+        self.session.loadProgress.connect(self._load_progress)
+        self.session.loadFailed.connect(self.show_error)
+        self.session.busyChanged.connect(self._busy_changed)
+        self.session.liveSpeed.connect(lambda v: self.speed_label.setText(f"{v:.1f} tok/s" if v > 0 else ""))
+        self._update_welcome()
+        if autoload:
+            QTimer.singleShot(0, self.autoload)
+
+    # -- layout --------------------------------------------------------------------------
+    def _build(self) -> None:
+        central = QWidget()
+        outer = QVBoxLayout(central)
+        outer.setContentsMargins(0, 0, 0, 0)
+        self.welcome = WelcomeBanner()
+        self.welcome.button.clicked.connect(self.download_recommended)
+        outer.addWidget(self.welcome)
+        body = QHBoxLayout()
+        outer.addLayout(body, 1)
+        self.nav = QListWidget()
+        self.nav.setObjectName("nav")
+        self.nav.setFixedWidth(110)
+        for name in PAGES:
+            QListWidgetItem(name, self.nav)
+        self.stack = QStackedWidget()
+        body.addWidget(self.nav)
+        body.addWidget(self.stack, 1)
+        self.setCentralWidget(central)
+
+        self.chat = ChatView(self.session, self.history)
+        self.chat.message.connect(self.notify)
+        self.chat.error.connect(self.show_error)
+        self.views: dict[str, QWidget] = {"Chat": self.chat}
+        from .views.race_view import RaceView
+        from .views.models_view import ModelsView
+        from .views.bench_view import BenchView
+
+        self.views["Race"] = RaceView(self.session)
+        self.views["Models"] = ModelsView(self.session, self.catalog, self.hw)
+        self.views["Bench"] = BenchView(self.session)
+        for name in PAGES:
+            v = self.views[name]
+            if hasattr(v, "message"):
+                v.message.connect(self.notify)  # type: ignore[attr-defined]
+            if hasattr(v, "error") and v is not self.chat:
+                v.error.connect(self.show_error)  # type: ignore[attr-defined]
+            self.stack.addWidget(v)
+        self.nav.currentRowChanged.connect(self.stack.setCurrentIndex)
+        self.nav.setCurrentRow(0)
+
+        sb = self.statusBar()
+        self.hw_label = QLabel(self._hw_text())
+        self.pair_label = QLabel("no pair loaded")
+        self.busy_label = QLabel("")
+        self.speed_label = QLabel("")
+        self.load_bar = QProgressBar()
+        self.load_bar.setMaximumWidth(160)
+        self.load_bar.hide()
+        sb.addPermanentWidget(self.pair_label)
+        sb.addPermanentWidget(self.load_bar)
+        sb.addPermanentWidget(self.busy_label)
+        sb.addPermanentWidget(self.speed_label)
+        sb.addPermanentWidget(self.hw_label)
+
+        QShortcut(QKeySequence("Ctrl+N"), self, activated=self._new_chat)
+        QShortcut(QKeySequence("Ctrl+L"), self, activated=self._focus_prompt)
+        for i, name in enumerate(PAGES):
+            QShortcut(QKeySequence(f"Ctrl+{i + 1}"), self, activated=lambda i=i: self.nav.setCurrentRow(i))
+        quit_action = QAction("Quit", self)
+        quit_action.setShortcut(QKeySequence.StandardKey.Quit)
+        quit_action.triggered.connect(self.close)
+        self.addAction(quit_action)
+        self.apply_theme()
+
+    def apply_theme(self) -> None:
+        app = QApplication.instance()
+        dark = bool(app) and is_dark(app)  # type: ignore[arg-type]
+        self.chat.charts.set_dark(dark)
+        for v in self.views.values():
+            if hasattr(v, "set_dark"):
+                v.set_dark(dark)  # type: ignore[attr-defined]
+        accent = "#2e7d32" if not dark else "#66bb6a"
+        self.setStyleSheet(
+            f"#nav {{ font-size: 14px; border: none; }} #nav::item {{ padding: 10px 8px; }}"
+            f"#nav::item:selected {{ border-left: 3px solid {accent}; font-weight: bold; color: palette(text);"
+            f" background: rgba(46,125,50,0.15); }}"
+            f"#welcome {{ background: rgba(46,125,50,0.12); border-bottom: 1px solid rgba(46,125,50,0.4); }}"
+            f"#answerStats {{ color: palette(mid); }}"
+        )
+
+    def _hw_text(self) -> str:
+        hw = self.hw
+        gpus = ", ".join(f"{d.description or d.name} {d.total / 1e9:.0f} GB" for d in hw.gpus)
+        return f"{hw.backend} · {hw.cores_physical} cores · {hw.ram_total / 1e9:.0f} GB RAM" + (f" · {gpus}" if gpus else "")
+
+    # -- state ---------------------------------------------------------------------------
+    def _restore(self) -> None:
+        geo = self.settings.value("window/geometry")
+        if isinstance(geo, QByteArray):
+            self.restoreGeometry(geo)
+        else:
+            self.resize(1360, 860)
+        state = self.settings.value("window/state")
+        if isinstance(state, QByteArray):
+            self.restoreState(state)
+        raw = self.settings.value("chat/settings")
+        if raw:
+            try:
+                self.chat.apply_settings(json.loads(str(raw)))
+            except (ValueError, TypeError):
+                pass
+        page = self.settings.value("window/page")
+        if page is not None:
+            try:
+                self.nav.setCurrentRow(int(page))
+            except (TypeError, ValueError):
+                pass
+
+    def save_settings(self) -> None:
+        self.settings.setValue("window/geometry", self.saveGeometry())
+        self.settings.setValue("window/state", self.saveState())
+        self.settings.setValue("window/page", self.nav.currentRow())
+        self.settings.setValue("chat/settings", json.dumps(self.chat.settings()))
+        if self.session.pair is not None and self.session.pair.pair_id:
+            self.settings.setValue("pair/last", self.session.pair.pair_id)
+        self.settings.sync()
+
+    def autoload(self) -> None:
+        """Load the last used pair (or the default) if it is already downloaded."""
+        if self.session.engine is not None or self.session.busy:
+            return
+        pid = str(self.settings.value("pair/last") or self.catalog.default_pair)
+        if pid not in self.catalog.pairs:
+            pid = self.catalog.default_pair
+        self.load_pair(pid, quiet=True)
+
+    def load_pair(self, pair_id: str, quiet: bool = False) -> bool:
+        pair = self.catalog.pair(pair_id)
+        t = store.find_model(pair.target.id, self.catalog)
+        d = store.find_model(pair.draft.id, self.catalog)
+        if t is None or d is None:
+            if not quiet:
+                self.show_error(f"{pair.title} is not downloaded yet (Models → Download)")
+            return False
+        self.session.load(t, d, label=pair.title, pair_id=pair.id)
+        return True
+
+    def _update_welcome(self) -> None:
+        have_any = any(store.find_model(p.target.id, self.catalog) and store.find_model(p.draft.id, self.catalog)
+                       for p in self.catalog.pairs.values())
+        if have_any or self.session.engine is not None:
+            self.welcome.hide()
+            return
+        rec = hardware.recommend(list(self.catalog.pairs.values()), self.hw, default=self.catalog.default_pair)
+        if rec is None:
+            self.welcome.text.setText("<b>Welcome to Tandem.</b> No pair in the catalog fits this machine's memory; "
+                                      "import a small GGUF in Models.")
+            self.welcome.button.hide()
+        else:
+            fit = hardware.pair_fit(rec, self.hw)
+            self.welcome.text.setText(
+                f"<b>Welcome to Tandem.</b> Recommended for this machine: <b>{rec.title}</b> "
+                f"({rec.bytes / 1e9:.1f} GB download, {fit.verdict}). {rec.note}")
+            self.welcome.button.setProperty("pair", rec.id)
+        self.welcome.show()
+
+    def download_recommended(self) -> None:
+        pid = self.welcome.button.property("pair")
+        models_view = self.views["Models"]
+        self.welcome.button.setEnabled(False)
+        models_view.download_pair(pid, then_load=True, progress_bar=self.welcome.progress)  # type: ignore[attr-defined]
+
+    def _pair_changed(self, pair: Any) -> None:
+        self.load_bar.hide()
+        self.pair_label.setText(f"loaded: {pair.label}" if pair else "no pair loaded")
+        if pair is not None:
+            self.welcome.hide()
+            self.notify(f"Loaded {pair.label}")
+
+    def _load_progress(self, label: str, x: float) -> None:
+        self.load_bar.show()
+        self.load_bar.setFormat(f"loading {label} %p%")
+        self.load_bar.setValue(int(x * 100))
+
+    def _busy_changed(self, job: str) -> None:
+        self.busy_label.setText(f"⏳ {job}" if job else "")
+        if not job:
+            self.load_bar.hide()
+
+    def notify(self, text: str) -> None:
+        self.statusBar().showMessage(text, 6000)
+
+    def show_error(self, text: str) -> None:
+        self.load_bar.hide()
+        QMessageBox.warning(self, "Tandem", text)
+
+    def _new_chat(self) -> None:
+        self.nav.setCurrentRow(0)
+        self.chat.new_conversation()
+
+    def _focus_prompt(self) -> None:
+        self.nav.setCurrentRow(0)
+        self.chat.prompt.setFocus()
+
+    def closeEvent(self, event: QCloseEvent) -> None:
+        self.save_settings()
+        self.chat.shutdown()
+        for v in self.views.values():
+            if hasattr(v, "shutdown") and v is not self.chat:
+                v.shutdown()  # type: ignore[attr-defined]
+        self.session.shutdown()
+        event.accept()

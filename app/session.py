@@ -1,0 +1,112 @@
+"""The app's model layer: the loaded pair, the one-job-at-a-time rule, running workers.
+
+Views never create engines or threads themselves; they ask the session. Only one
+inference job (chat, race, bench) runs at a time — two at once would share the CPU/GPU and
+distort both measurements.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from PySide6.QtCore import QObject, QThread, Signal
+
+from . import workers
+
+log = logging.getLogger("tandem.app")
+
+
+@dataclass
+class LoadedPair:
+    target: Path
+    draft: Any  # Path | "lookup" | None
+    label: str
+    pair_id: str | None = None
+
+
+class Session(QObject):
+    pairChanged = Signal(object)  # LoadedPair | None
+    loadProgress = Signal(str, float)
+    loadFailed = Signal(str)
+    busyChanged = Signal(str)  # "" when idle, else what runs
+    liveSpeed = Signal(float)  # tok/s of the running generation
+
+    def __init__(self, parent: QObject | None = None):
+        super().__init__(parent)
+        self.engine: Any = None
+        self.pair: LoadedPair | None = None
+        self.n_ctx = 4096
+        self._busy = ""
+        self._threads: list[tuple[QThread, workers.Worker]] = []
+        self._loader: workers.LoadWorker | None = None
+
+    # -- jobs ----------------------------------------------------------------------------
+    @property
+    def busy(self) -> str:
+        return self._busy
+
+    def run(self, worker: workers.Worker, job: str = "") -> QThread:
+        """Start a worker; `job` marks the session busy until it finishes."""
+        if job:
+            if self._busy:
+                raise RuntimeError(f"busy with {self._busy}")
+            self._set_busy(job)
+            worker.finished.connect(lambda: self._set_busy(""))
+        thread = workers.start(worker, self)
+        entry = (thread, worker)
+        self._threads.append(entry)
+        worker.finished.connect(lambda e=entry: self._threads.remove(e) if e in self._threads else None)
+        return thread
+
+    def _set_busy(self, job: str) -> None:
+        self._busy = job
+        self.busyChanged.emit(job)
+
+    def shutdown(self, timeout_ms: int = 10000) -> None:
+        """Cancel everything and wait: closing mid-generation must stop cleanly."""
+        for thread, worker in list(self._threads):
+            worker.cancel()
+        for thread, worker in list(self._threads):
+            try:
+                if thread.isRunning():
+                    thread.quit()
+                    thread.wait(timeout_ms)
+            except RuntimeError:  # already deleted
+                pass
+        if self.engine is not None:
+            self.engine.close()
+            self.engine = None
+
+    # -- the loaded pair -----------------------------------------------------------------
+    def load(self, target: str | Path, draft: Any, *, label: str = "", pair_id: str | None = None) -> None:
+        if self._busy:
+            self.loadFailed.emit(f"cannot load a pair while {self._busy} is running")
+            return
+        w = workers.LoadWorker(str(target), str(draft) if isinstance(draft, Path) else draft, n_ctx=self.n_ctx)
+        w.progress.connect(self.loadProgress)
+        w.failed.connect(self.loadFailed)
+        w.loaded.connect(lambda eng: self._loaded(eng, LoadedPair(Path(target), draft, label or Path(target).name, pair_id)))
+        self._loader = w
+        self.run(w, "loading")
+
+    def cancel_load(self) -> None:
+        if self._loader is not None:
+            self._loader.cancel()
+
+    def _loaded(self, engine: Any, pair: LoadedPair) -> None:
+        old = self.engine
+        self.engine, self.pair = engine, pair
+        if old is not None:
+            old.close()
+        self.pairChanged.emit(pair)
+
+    def unload(self) -> None:
+        if self._busy:
+            return
+        if self.engine is not None:
+            self.engine.close()
+        self.engine, self.pair = None, None
+        self.pairChanged.emit(None)

@@ -1,0 +1,319 @@
+"""Bench: pick suites (built-in or your own file), modes, a lookahead sweep and repetitions;
+run with progress; read the results table and charts; export the full report."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyqtgraph as pg
+from PySide6.QtCore import QAbstractTableModel, QModelIndex, Qt, Signal
+from PySide6.QtWidgets import (
+    QCheckBox, QFileDialog, QFormLayout, QGroupBox, QHBoxLayout, QHeaderView, QLabel, QLineEdit, QListWidget,
+    QListWidgetItem, QProgressBar, QPushButton, QSpinBox, QSplitter, QTableView, QVBoxLayout, QWidget,
+)
+
+from engine import bench
+
+from .. import workers
+from ..session import Session
+
+COLUMNS = [
+    ("suite", "Suite"), ("config", "Mode"), ("tok_s_median", "tok/s"), ("speedup_median", "Speedup"),
+    ("predicted_speedup", "Predicted"), ("acceptance_median", "Acceptance"), ("tokens_per_step_median", "Tokens/step"),
+    ("ttft_median", "TTFT s"), ("identical", "Identical"),
+]
+PALETTE = [(46, 160, 67), (56, 132, 244), (240, 136, 62), (171, 71, 188), (0, 150, 136), (200, 60, 60)]
+
+
+class ResultsModel(QAbstractTableModel):
+    def __init__(self) -> None:
+        super().__init__()
+        self.rows: list[bench.Row] = []
+
+    def set_rows(self, rows: list[bench.Row]) -> None:
+        self.beginResetModel()
+        self.rows = list(rows)
+        self.endResetModel()
+
+    def rowCount(self, parent: QModelIndex = QModelIndex()) -> int:
+        return 0 if parent.isValid() else len(self.rows)
+
+    def columnCount(self, parent: QModelIndex = QModelIndex()) -> int:
+        return 0 if parent.isValid() else len(COLUMNS)
+
+    def headerData(self, section: int, orientation: Qt.Orientation, role: int = Qt.ItemDataRole.DisplayRole) -> Any:
+        if role == Qt.ItemDataRole.DisplayRole and orientation == Qt.Orientation.Horizontal:
+            return COLUMNS[section][1]
+        return None
+
+    def data(self, index: QModelIndex, role: int = Qt.ItemDataRole.DisplayRole) -> Any:
+        if not index.isValid():
+            return None
+        r = self.rows[index.row()]
+        key = COLUMNS[index.column()][0]
+        if role == Qt.ItemDataRole.DisplayRole:
+            v = getattr(r, key)
+            if key == "speedup_median":
+                return f"{v:.2f}x ({r.speedup_min:.2f}–{r.speedup_max:.2f})"
+            if key == "predicted_speedup":
+                return "–" if v is None else f"{v:.2f}x"
+            if key == "acceptance_median":
+                return "–" if r.mode == "target" else f"{v:.0%}"
+            if key == "identical":
+                return "–" if not r.compared else f"{r.identical}/{r.compared}" + (f"  ⚠ {r.bugs}" if r.bugs else "")
+            if isinstance(v, float):
+                return f"{v:.2f}" if key != "tok_s_median" else f"{v:.1f}"
+            return str(v)
+        if role == Qt.ItemDataRole.ForegroundRole and key == "speedup_median" and r.mode != "target":
+            from PySide6.QtGui import QColor
+
+            return QColor(46, 140, 60) if r.speedup_median >= 1.0 else QColor(200, 70, 50)
+        if role == Qt.ItemDataRole.TextAlignmentRole and index.column() >= 2:
+            return int(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
+        return None
+
+
+class BenchView(QWidget):
+    message = Signal(str)
+    error = Signal(str)
+
+    def __init__(self, session: Session, parent: QWidget | None = None):
+        super().__init__(parent)
+        self.session = session
+        self.worker: workers.BenchWorker | None = None
+        self.result: bench.BenchResult | None = None
+        self._build()
+        session.busyChanged.connect(lambda _j: self._sync())
+        session.pairChanged.connect(lambda _p: self._sync())
+        self._sync()
+
+    def _build(self) -> None:
+        root = QHBoxLayout(self)
+        split = QSplitter(Qt.Orientation.Horizontal)
+        root.addWidget(split)
+        left = QWidget()
+        ll = QVBoxLayout(left)
+        box = QGroupBox("Suites")
+        bl = QVBoxLayout(box)
+        self.suites = QListWidget()
+        for name in bench.builtin_suites():
+            n = len(bench.load_suite(name).prompts)
+            it = QListWidgetItem(f"{name} ({n})")
+            it.setData(Qt.ItemDataRole.UserRole, name)
+            it.setFlags(it.flags() | Qt.ItemFlag.ItemIsUserCheckable)
+            it.setCheckState(Qt.CheckState.Checked if name in ("code_generation", "code_editing") else Qt.CheckState.Unchecked)
+            self.suites.addItem(it)
+        add = QPushButton("Add suite file…")
+        add.setToolTip("One prompt per line (.txt), or JSON lines with \"prompt\" or \"messages\"")
+        add.clicked.connect(lambda: self.add_suite_file())
+        bl.addWidget(self.suites)
+        bl.addWidget(add)
+        ll.addWidget(box)
+
+        opts = QGroupBox("Run")
+        form = QFormLayout(opts)
+        self.mode_boxes: dict[str, QCheckBox] = {}
+        modes_row = QHBoxLayout()
+        for m, label in (("target", "target alone"), ("fixed", "fixed k"), ("auto", "auto"), ("lookup", "prompt lookup")):
+            cb = QCheckBox(label)
+            cb.setChecked(True)
+            if m == "target":
+                cb.setEnabled(False)  # the reference every speedup is measured against
+            self.mode_boxes[m] = cb
+            modes_row.addWidget(cb)
+        form.addRow("Modes", modes_row)
+        self.sweep = QLineEdit("1,2,4,8")
+        self.sweep.setToolTip("Lookahead values for the fixed-k sweep")
+        form.addRow("Lookahead sweep", self.sweep)
+        self.repeat = QSpinBox()
+        self.repeat.setRange(1, 20)
+        self.repeat.setValue(3)
+        form.addRow("Repetitions", self.repeat)
+        self.limit = QSpinBox()
+        self.limit.setRange(0, 100)
+        self.limit.setValue(3)
+        self.limit.setSpecialValueText("all")
+        form.addRow("Prompts per suite", self.limit)
+        self.max_tokens = QSpinBox()
+        self.max_tokens.setRange(8, 4096)
+        self.max_tokens.setValue(128)
+        form.addRow("Max tokens", self.max_tokens)
+        ll.addWidget(opts)
+        row = QHBoxLayout()
+        self.start_btn = QPushButton("Run benchmark")
+        self.start_btn.clicked.connect(self.start)
+        self.cancel_btn = QPushButton("Cancel")
+        self.cancel_btn.clicked.connect(self.cancel)
+        self.export_btn = QPushButton("Export…")
+        self.export_btn.clicked.connect(lambda: self.export())
+        row.addWidget(self.start_btn)
+        row.addWidget(self.cancel_btn)
+        row.addWidget(self.export_btn)
+        ll.addLayout(row)
+        self.progress = QProgressBar()
+        self.progress_label = QLabel("")
+        self.progress_label.setWordWrap(True)
+        ll.addWidget(self.progress)
+        ll.addWidget(self.progress_label)
+        ll.addStretch(1)
+        split.addWidget(left)
+
+        right = QWidget()
+        rl = QVBoxLayout(right)
+        self.model = ResultsModel()
+        self.table = QTableView()
+        self.table.setModel(self.model)
+        self.table.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
+        self.table.verticalHeader().hide()
+        self.table.setAlternatingRowColors(True)
+        self.note = QLabel("Speedup = decode tok/s ÷ target-alone tok/s for the same prompt and repetition (median, min–max).")
+        self.note.setWordWrap(True)
+        charts = QHBoxLayout()
+        self.tps_plot = pg.PlotWidget(title="tok/s vs lookahead")
+        self.acc_plot = pg.PlotWidget(title="acceptance vs lookahead")
+        for p, y in ((self.tps_plot, "tok/s"), (self.acc_plot, "acceptance")):
+            p.setLabel("bottom", "lookahead k")
+            p.setLabel("left", y)
+            p.showGrid(x=True, y=True, alpha=0.2)
+            p.addLegend(offset=(-5, 5))
+            p.setMinimumHeight(220)
+            charts.addWidget(p)
+        self.acc_plot.setYRange(0, 1.05)
+        rl.addWidget(self.table, 3)
+        rl.addWidget(self.note)
+        rl.addLayout(charts, 2)
+        split.addWidget(right)
+        split.setSizes([330, 900])
+
+    def set_dark(self, dark: bool) -> None:
+        bg = "#1e1f22" if dark else "#ffffff"
+        for p in (self.tps_plot, self.acc_plot):
+            p.setBackground(bg)
+
+    # -- actions -------------------------------------------------------------------------
+    def add_suite_file(self, path: str | None = None) -> None:
+        if path is None:
+            path, _ = QFileDialog.getOpenFileName(self, "Add a prompt suite", "", "Suites (*.txt *.jsonl *.json);;All files (*)")
+            if not path:
+                return
+        try:
+            suite = bench.load_suite(path)
+        except bench.BenchError as e:
+            self.error.emit(str(e))
+            return
+        it = QListWidgetItem(f"{suite.name} ({len(suite.prompts)}) — {Path(path).name}")
+        it.setData(Qt.ItemDataRole.UserRole, str(path))
+        it.setFlags(it.flags() | Qt.ItemFlag.ItemIsUserCheckable)
+        it.setCheckState(Qt.CheckState.Checked)
+        self.suites.addItem(it)
+
+    def selected_suites(self) -> list[str]:
+        out = []
+        for i in range(self.suites.count()):
+            it = self.suites.item(i)
+            if it.checkState() == Qt.CheckState.Checked:
+                out.append(str(it.data(Qt.ItemDataRole.UserRole)))
+        return out
+
+    def start(self) -> None:
+        if self.session.engine is None:
+            self.error.emit("Load a pair first (Models)")
+            return
+        if self.session.busy:
+            self.message.emit(f"Busy: {self.session.busy}")
+            return
+        names = self.selected_suites()
+        if not names:
+            self.error.emit("Pick at least one suite")
+            return
+        try:
+            sweep = [int(x) for x in self.sweep.text().replace(" ", "").split(",") if x]
+            if any(not 1 <= k <= 16 for k in sweep):
+                raise ValueError
+        except ValueError:
+            self.error.emit("The lookahead sweep is a comma list of integers 1..16, like 1,2,4,8")
+            return
+        try:
+            suites = [bench.load_suite(n) for n in names]
+            pair = self.session.pair
+            draft = pair.draft if pair is not None else None
+            modes = [m for m, cb in self.mode_boxes.items() if cb.isChecked()]
+            configs = bench.plan_configs(draft, modes, sweep)
+        except bench.BenchError as e:
+            self.error.emit(str(e))
+            return
+        w = workers.BenchWorker(self.session.engine, suites, configs, repeat=self.repeat.value(),
+                                max_tokens=self.max_tokens.value(), limit=self.limit.value() or None)
+        w.progress.connect(self._on_progress)
+        w.result.connect(self.show_result)
+        w.failed.connect(self.error)
+        w.finished.connect(self._finished)
+        self.worker = w
+        self.progress.setValue(0)
+        self.session.run(w, "benchmark")
+        self._sync()
+
+    def cancel(self) -> None:
+        if self.worker is not None:
+            self.worker.cancel()
+            self.progress_label.setText("Cancelling after the current run…")
+
+    def shutdown(self) -> None:
+        self.cancel()
+
+    def _on_progress(self, done: int, total: int, label: str) -> None:
+        self.progress.setMaximum(total)
+        self.progress.setValue(done)
+        self.progress_label.setText(label)
+
+    def _finished(self) -> None:
+        self.worker = None
+        self._sync()
+
+    def show_result(self, res: bench.BenchResult) -> None:
+        self.result = res
+        self.model.set_rows(res.rows)
+        self.progress_label.setText(f"Done in {res.meta.get('seconds')} s")
+        bugs = sum(r.bugs for r in res.rows)
+        if bugs:
+            self.error.emit(f"{bugs} speculative output(s) parted from target alone at more than numeric noise")
+        self._plot(res)
+
+    def _plot(self, res: bench.BenchResult) -> None:
+        self.tps_plot.clear()
+        self.acc_plot.clear()
+        for i, suite in enumerate(dict.fromkeys(r.suite for r in res.rows)):
+            colour = PALETTE[i % len(PALETTE)]
+            rows = [r for r in res.rows if r.suite == suite]
+            fixed = sorted((r for r in rows if isinstance(r.lookahead, int) and r.mode == "fixed"), key=lambda r: r.lookahead)
+            ks = np.array([r.lookahead for r in fixed], float)
+            pen = pg.mkPen(colour, width=2)
+            self.tps_plot.plot(ks, [r.tok_s_median for r in fixed], pen=pen, symbol="o", symbolBrush=colour, name=suite)
+            self.acc_plot.plot(ks, [r.acceptance_median for r in fixed], pen=pen, symbol="o", symbolBrush=colour, name=suite)
+            base = next((r for r in rows if r.mode == "target"), None)
+            if base is not None:
+                line = pg.InfiniteLine(pos=base.tok_s_median, angle=0, pen=pg.mkPen(colour, style=Qt.PenStyle.DotLine))
+                self.tps_plot.addItem(line)
+
+    def export(self, folder: str | None = None) -> None:
+        if self.result is None:
+            self.message.emit("Run a benchmark first")
+            return
+        if folder is None:
+            folder = QFileDialog.getExistingDirectory(self, "Export the benchmark report to…")
+            if not folder:
+                return
+        try:
+            files = bench.write_reports(self.result, folder)
+        except OSError as e:
+            self.error.emit(f"{folder}: cannot write ({e.strerror})")
+            return
+        self.message.emit(f"Wrote {len(files)} files to {folder}")
+
+    def _sync(self) -> None:
+        running = self.worker is not None
+        self.start_btn.setEnabled(not running and self.session.engine is not None and not self.session.busy)
+        self.cancel_btn.setEnabled(running)
+        self.export_btn.setEnabled(self.result is not None)

@@ -1,0 +1,445 @@
+"""Chat: conversations (SQLite), streaming answers with provenance colours, the lookahead
+slider and Auto switch, sampling settings, live charts, per-answer stats, attachments and
+Markdown export."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtGui import QGuiApplication, QKeySequence, QShortcut
+from PySide6.QtWidgets import (
+    QComboBox, QDoubleSpinBox, QFileDialog, QFormLayout, QGroupBox, QHBoxLayout, QInputDialog, QLabel,
+    QLineEdit, QListWidget, QListWidgetItem, QMessageBox, QPlainTextEdit, QPushButton, QSpinBox, QSplitter,
+    QVBoxLayout, QWidget,
+)
+
+from ..history import History, Message, message_markdown
+from ..session import Session
+from ..widgets.charts import LiveCharts
+from ..widgets.lookahead_control import LookaheadControl
+from ..widgets.provenance import Legend
+from ..widgets.transcript import Transcript, spans_from_tokens
+from .. import workers
+
+MAX_ATTACHMENT = 512 * 1024
+DRAFTERS = [("Draft model", "model"), ("Prompt lookup", "lookup"), ("None (target alone)", "none")]
+
+
+def stats_text(s: dict[str, Any]) -> str:
+    parts = [f"{s.get('generated_tokens', 0)} tokens", f"{s.get('decode_tokens_per_s', 0):.1f} tok/s",
+             f"first token {s.get('time_to_first_token_s', 0):.2f} s"]
+    if s.get("drafted"):
+        parts += [f"acceptance {s.get('acceptance_rate', 0):.0%}", f"{s.get('mean_tokens_per_step', 0):.2f} tokens/step"]
+    return " · ".join(parts)
+
+
+class ChatView(QWidget):
+    message = Signal(str)  # a one-line notice for the status bar
+    error = Signal(str)
+
+    def __init__(self, session: Session, history: History, parent: QWidget | None = None):
+        super().__init__(parent)
+        self.session = session
+        self.history = history
+        self.conversation_id: int | None = None
+        self.worker: workers.GenerationWorker | None = None
+        self._stream_tokens: list = []
+        self._assistant_msg: Message | None = None
+        self.attachment: tuple[str, str] | None = None  # (name, text)
+        self._build()
+        self.refresh_conversations()
+        session.busyChanged.connect(lambda _job: self._sync_buttons())
+        session.pairChanged.connect(lambda _p: self._sync_buttons())
+        self._sync_buttons()
+
+    # -- layout --------------------------------------------------------------------------
+    def _build(self) -> None:
+        root = QHBoxLayout(self)
+        split = QSplitter(Qt.Orientation.Horizontal)
+        root.addWidget(split)
+
+        # conversations
+        left = QWidget()
+        ll = QVBoxLayout(left)
+        self.search = QLineEdit()
+        self.search.setPlaceholderText("Search conversations")
+        self.search.setClearButtonEnabled(True)
+        self.search.textChanged.connect(self.refresh_conversations)
+        self.conv_list = QListWidget()
+        self.conv_list.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        self.conv_list.setTextElideMode(Qt.TextElideMode.ElideRight)
+        self.conv_list.currentItemChanged.connect(self._conversation_selected)
+        self.conv_list.setContextMenuPolicy(Qt.ContextMenuPolicy.ActionsContextMenu)
+        btns = QHBoxLayout()
+        self.new_btn = QPushButton("New")
+        self.new_btn.setToolTip("New chat (Ctrl+N)")
+        self.new_btn.clicked.connect(self.new_conversation)
+        self.rename_btn = QPushButton("Rename")
+        self.rename_btn.clicked.connect(self.rename_conversation)
+        self.delete_btn = QPushButton("Delete")
+        self.delete_btn.clicked.connect(self.delete_conversation)
+        for b in (self.new_btn, self.rename_btn, self.delete_btn):
+            btns.addWidget(b)
+        ll.addWidget(self.search)
+        ll.addWidget(self.conv_list, 1)
+        ll.addLayout(btns)
+        split.addWidget(left)
+
+        # transcript and input
+        mid = QWidget()
+        ml = QVBoxLayout(mid)
+        self.legend = Legend()
+        self.legend.toggled.connect(lambda on: self.transcript.set_show_provenance(on))
+        self.transcript = Transcript()
+        self.stats_label = QLabel("")
+        self.stats_label.setObjectName("answerStats")
+        self.stats_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.prefill_label = QLabel("")
+        self.prefill_label.hide()
+        self.attach_label = QLabel("")
+        self.attach_label.hide()
+        self.prompt = QPlainTextEdit()
+        self.prompt.setPlaceholderText("Ask something…  (Ctrl+Enter to send, Esc to stop)")
+        self.prompt.setMaximumHeight(120)
+        row = QHBoxLayout()
+        self.attach_btn = QPushButton("Attach file…")
+        self.attach_btn.setToolTip("Add a text or Markdown file as context (report drafting)")
+        self.attach_btn.clicked.connect(self.attach_file)
+        self.export_btn = QPushButton("Export…")
+        self.export_btn.setToolTip("Save this conversation as Markdown")
+        self.export_btn.clicked.connect(self.export_conversation)
+        self.copy_btn = QPushButton("Copy answer")
+        self.copy_btn.clicked.connect(self.copy_last_answer)
+        self.stop_btn = QPushButton("Stop")
+        self.stop_btn.clicked.connect(self.stop)
+        self.send_btn = QPushButton("Send")
+        self.send_btn.setDefault(True)
+        self.send_btn.clicked.connect(self.send)
+        for w in (self.attach_btn, self.export_btn, self.copy_btn):
+            row.addWidget(w)
+        row.addStretch(1)
+        row.addWidget(self.stop_btn)
+        row.addWidget(self.send_btn)
+        ml.addWidget(self.legend)
+        ml.addWidget(self.transcript, 1)
+        ml.addWidget(self.stats_label)
+        ml.addWidget(self.prefill_label)
+        ml.addWidget(self.attach_label)
+        ml.addWidget(self.prompt)
+        ml.addLayout(row)
+        split.addWidget(mid)
+
+        # settings and charts
+        right = QWidget()
+        rl = QVBoxLayout(right)
+        box = QGroupBox("Generation")
+        form = QFormLayout(box)
+        self.drafter = QComboBox()
+        for label, key in DRAFTERS:
+            self.drafter.addItem(label, key)
+        self.lookahead = LookaheadControl(value="auto")
+        self.lookahead.changed.connect(self._lookahead_changed)
+        self.temperature = QDoubleSpinBox()
+        self.temperature.setRange(0.0, 2.0)
+        self.temperature.setSingleStep(0.1)
+        self.temperature.setToolTip("0 = greedy: speculative output is then identical to the target's own")
+        self.top_p = QDoubleSpinBox()
+        self.top_p.setRange(0.05, 1.0)
+        self.top_p.setSingleStep(0.05)
+        self.top_p.setValue(1.0)
+        self.seed = QSpinBox()
+        self.seed.setRange(-1, 2**31 - 1)
+        self.seed.setValue(-1)
+        self.seed.setSpecialValueText("random")
+        self.max_tokens = QSpinBox()
+        self.max_tokens.setRange(1, 32768)
+        self.max_tokens.setValue(512)
+        self.system = QPlainTextEdit()
+        self.system.setPlaceholderText("System prompt (optional)")
+        self.system.setMaximumHeight(70)
+        form.addRow("Drafter", self.drafter)
+        form.addRow(self.lookahead)
+        form.addRow("Temperature", self.temperature)
+        form.addRow("Top-p", self.top_p)
+        form.addRow("Seed", self.seed)
+        form.addRow("Max tokens", self.max_tokens)
+        form.addRow("System", self.system)
+        rl.addWidget(box)
+        self.charts = LiveCharts()
+        rl.addWidget(self.charts, 1)
+        split.addWidget(right)
+        split.setSizes([200, 640, 420])
+        split.setStretchFactor(1, 1)
+
+        QShortcut(QKeySequence("Ctrl+Return"), self, activated=self.send)
+        QShortcut(QKeySequence("Ctrl+Enter"), self, activated=self.send)
+        QShortcut(QKeySequence("Escape"), self, activated=self.stop)
+
+    # -- settings persistence (the main window stores them in QSettings) -------------------
+    def settings(self) -> dict[str, Any]:
+        return {
+            "drafter": self.drafter.currentData(), "lookahead": self.lookahead.value(),
+            "temperature": self.temperature.value(), "top_p": self.top_p.value(), "seed": self.seed.value(),
+            "max_tokens": self.max_tokens.value(), "system": self.system.toPlainText(),
+        }
+
+    def apply_settings(self, s: dict[str, Any]) -> None:
+        i = self.drafter.findData(s.get("drafter", "model"))
+        if i >= 0:
+            self.drafter.setCurrentIndex(i)
+        la = s.get("lookahead", "auto")
+        self.lookahead.set_value(la if la == "auto" else int(la))
+        self.temperature.setValue(float(s.get("temperature", 0.0)))
+        self.top_p.setValue(float(s.get("top_p", 1.0)))
+        self.seed.setValue(int(s.get("seed", -1)))
+        self.max_tokens.setValue(int(s.get("max_tokens", 512)))
+        self.system.setPlainText(str(s.get("system", "")))
+
+    # -- conversations -------------------------------------------------------------------
+    def refresh_conversations(self) -> None:
+        current = self.conversation_id
+        self.conv_list.blockSignals(True)
+        self.conv_list.clear()
+        for c in self.history.conversations(self.search.text()):
+            item = QListWidgetItem(c.title)
+            item.setData(Qt.ItemDataRole.UserRole, c.id)
+            self.conv_list.addItem(item)
+            if c.id == current:
+                self.conv_list.setCurrentItem(item)
+        self.conv_list.blockSignals(False)
+
+    def _conversation_selected(self, item: QListWidgetItem | None, _prev: Any = None) -> None:
+        if item is None:
+            return
+        if self.worker is not None:
+            self.message.emit("Stop the running answer before switching conversations")
+            return
+        self.open_conversation(int(item.data(Qt.ItemDataRole.UserRole)))
+
+    def open_conversation(self, conversation_id: int) -> None:
+        self.conversation_id = conversation_id
+        conv = self.history.get(conversation_id)
+        if conv is not None:
+            self.system.setPlainText(conv.system_prompt)
+        msgs = self.history.messages(conversation_id)
+        self.transcript.set_messages(msgs)
+        last = next((m for m in reversed(msgs) if m.role == "assistant" and m.stats), None)
+        self.stats_label.setText(stats_text(last.stats) if last and last.stats else "")
+
+    def new_conversation(self) -> None:
+        if self.worker is not None:
+            return
+        self.conversation_id = None
+        self.transcript.set_messages([])
+        self.stats_label.clear()
+        self.charts.reset()
+        self.conv_list.clearSelection()
+        self.prompt.setFocus()
+
+    def rename_conversation(self) -> None:
+        if self.conversation_id is None:
+            return
+        conv = self.history.get(self.conversation_id)
+        title, ok = QInputDialog.getText(self, "Rename conversation", "Title", text=conv.title if conv else "")
+        if ok and title.strip():
+            self.history.rename(self.conversation_id, title)
+            self.refresh_conversations()
+
+    def delete_conversation(self) -> None:
+        if self.conversation_id is None or self.worker is not None:
+            return
+        conv = self.history.get(self.conversation_id)
+        if QMessageBox.question(self, "Delete conversation", f"Delete “{conv.title if conv else ''}”?") != QMessageBox.StandardButton.Yes:
+            return
+        self.history.delete(self.conversation_id)
+        self.new_conversation()
+        self.refresh_conversations()
+
+    # -- attachments and export ----------------------------------------------------------
+    def attach_file(self, path: str | None = None) -> None:
+        if path is None:
+            path, _ = QFileDialog.getOpenFileName(self, "Attach a text file", "", "Text (*.txt *.md *.markdown *.csv *.json *.py *.rst);;All files (*)")
+            if not path:
+                return
+        p = Path(path)
+        try:
+            data = p.read_bytes()
+        except OSError as e:
+            self.error.emit(f"{p.name}: cannot read ({e.strerror})")
+            return
+        if len(data) > MAX_ATTACHMENT:
+            self.error.emit(f"{p.name}: {len(data) // 1024} KB is too large to attach (at most {MAX_ATTACHMENT // 1024} KB)")
+            return
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError:
+            self.error.emit(f"{p.name}: not a UTF-8 text file")
+            return
+        self.attachment = (p.name, text)
+        self.attach_label.setText(f"📎 {p.name} ({len(text):,} characters) will be sent with your next message")
+        self.attach_label.show()
+
+    def export_conversation(self, path: str | None = None) -> None:
+        if self.conversation_id is None:
+            self.message.emit("Nothing to export yet")
+            return
+        if path is None:
+            conv = self.history.get(self.conversation_id)
+            default = (conv.title if conv else "conversation").replace("/", "-") + ".md"
+            path, _ = QFileDialog.getSaveFileName(self, "Export as Markdown", default, "Markdown (*.md)")
+            if not path:
+                return
+        try:
+            Path(path).write_text(self.history.to_markdown(self.conversation_id), encoding="utf-8")
+        except OSError as e:
+            self.error.emit(f"{path}: cannot write ({e.strerror})")
+            return
+        self.message.emit(f"Exported to {path}")
+
+    def copy_last_answer(self) -> None:
+        if self.conversation_id is None:
+            return
+        last = next((m for m in reversed(self.history.messages(self.conversation_id)) if m.role == "assistant"), None)
+        if last is not None:
+            QGuiApplication.clipboard().setText(last.content)
+            self.message.emit("Answer copied")
+
+    # -- generation ----------------------------------------------------------------------
+    def _draft_spec(self) -> Any:
+        key = self.drafter.currentData()
+        if key == "lookup":
+            return "lookup"
+        if key == "none":
+            return None
+        pair = self.session.pair
+        return pair.draft if pair is not None else None
+
+    def send(self) -> None:
+        text = self.prompt.toPlainText().strip()
+        if not text:
+            return
+        if self.session.engine is None:
+            self.error.emit("No model loaded: pick a pair in Models (or use the welcome banner) first")
+            return
+        if self.session.busy:
+            self.message.emit(f"Busy: {self.session.busy}")
+            return
+        content = text
+        if self.attachment is not None:
+            name, body = self.attachment
+            content = f"{text}\n\nAttached file `{name}`:\n\n```\n{body}\n```"
+        if self.conversation_id is None:
+            conv = self.history.create(title=text.splitlines()[0][:60], system_prompt=self.system.toPlainText())
+            self.conversation_id = conv.id
+            self.refresh_conversations()
+        else:
+            self.history.set_system_prompt(self.conversation_id, self.system.toPlainText())
+        self.history.add_message(self.conversation_id, "user", content)
+        msgs = self.history.messages(self.conversation_id)
+        self.transcript.set_messages(msgs)
+        chat = [{"role": m.role, "content": m.content} for m in msgs if m.role in ("user", "assistant") and m.content]
+        self.prompt.clear()
+        self.attachment = None
+        self.attach_label.clear()
+        self.attach_label.hide()
+        self._assistant_msg = self.history.add_message(self.conversation_id, "assistant", "", status="generating")
+        self._stream_tokens = []
+        self.charts.reset()
+        self.transcript.begin_stream()
+        seed = self.seed.value()
+        w = workers.GenerationWorker(
+            self.session.engine, chat, draft=self._draft_spec(), lookahead=self.lookahead.value(),
+            max_tokens=self.max_tokens.value(), temperature=self.temperature.value(), top_p=self.top_p.value(),
+            seed=None if seed < 0 else seed, chat=True, system=self.system.toPlainText() or None, tag="chat",
+        )
+        w.tokens.connect(self._on_tokens)
+        w.steps.connect(self._on_steps)
+        w.prefill.connect(self._on_prefill)
+        w.done.connect(self._on_done)
+        w.failed.connect(self._on_failed)
+        w.finished.connect(self._on_finished)
+        self.worker = w
+        self.session.run(w, "chat")
+        self._sync_buttons()
+
+    def stop(self) -> None:
+        if self.worker is not None:
+            self.worker.cancel()
+            self.message.emit("Stopping…")
+
+    def _lookahead_changed(self, value: Any) -> None:
+        if self.worker is not None:
+            self.worker.set_lookahead(value)
+
+    def _on_tokens(self, tokens: list) -> None:
+        self._stream_tokens.extend(tokens)
+        self.transcript.append_tokens(tokens)
+
+    def _on_steps(self, steps: list) -> None:
+        self.charts.add_steps(steps)
+        if steps:
+            self.lookahead.show_in_use(steps[-1].k)
+            t, rate = self.charts.series.tokens_per_s()
+            if len(rate):
+                self.session.liveSpeed.emit(float(rate[-1]))
+
+    def _on_prefill(self, done: int, total: int) -> None:
+        self.prefill_label.setText(f"Reading the prompt… {done}/{total} tokens" if done < total else "")
+        self.prefill_label.setVisible(done < total)
+
+    def _partial_text(self) -> str:
+        return "".join(ev.text for ev in self._stream_tokens)
+
+    def _on_done(self, ev: Any) -> None:
+        stats = ev.stats.to_dict()
+        status = "complete" if ev.stats.finish_reason != "cancelled" else "stopped"
+        self._save_answer(ev.text, stats, status)
+        self.stats_label.setText(stats_text(stats))
+        self.session.liveSpeed.emit(0.0)
+
+    def _on_failed(self, msg: str) -> None:
+        self._save_answer(self._partial_text(), None, "failed")
+        self.error.emit(msg)
+
+    def _save_answer(self, text: str, stats: dict | None, status: str) -> None:
+        if self._assistant_msg is None:
+            return
+        spans = spans_from_tokens(self._stream_tokens)
+        self.history.update_message(self._assistant_msg.id, text, stats=stats, spans=spans, status=status)
+        msg = Message(self._assistant_msg.id, self._assistant_msg.conversation_id, "assistant", text, stats, spans, status)
+        self._assistant_msg = None
+        self.transcript.end_stream(msg)
+        self.refresh_conversations()
+
+    def _on_finished(self) -> None:
+        self.worker = None
+        self.prefill_label.clear()
+        self.prefill_label.hide()
+        self._sync_buttons()
+
+    def shutdown(self) -> None:
+        """The window is closing: stop and keep whatever was written."""
+        if self.worker is not None:
+            self.worker.cancel()
+            if self._assistant_msg is not None:
+                self.history.update_message(self._assistant_msg.id, self._partial_text(),
+                                            spans=spans_from_tokens(self._stream_tokens), status="stopped")
+
+    def _sync_buttons(self) -> None:
+        running = self.worker is not None
+        self.send_btn.setEnabled(not running and self.session.engine is not None)
+        self.stop_btn.setEnabled(running)
+        has_draft = self.session.pair is not None and self.session.pair.draft not in (None, "lookup")
+        model_item = self.drafter.model().item(0)
+        if model_item is not None:
+            model_item.setEnabled(has_draft)
+        if not has_draft and self.drafter.currentData() == "model" and self.session.pair is not None:
+            self.drafter.setCurrentIndex(1)
+
+    def answer_markdown(self) -> str:
+        if self.conversation_id is None:
+            return ""
+        last = next((m for m in reversed(self.history.messages(self.conversation_id)) if m.role == "assistant"), None)
+        return message_markdown(last) if last else ""

@@ -1,0 +1,56 @@
+"""Provenance colours and the legend: which tokens the draft saved, which the target wrote."""
+
+from __future__ import annotations
+
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtGui import QColor
+from PySide6.QtWidgets import QCheckBox, QHBoxLayout, QLabel, QWidget
+
+# Translucent so they read on light and dark palettes alike.
+COLOURS: dict[str, QColor] = {
+    "draft": QColor(46, 160, 67, 90),  # accepted draft tokens: green
+    "bonus": QColor(56, 132, 244, 90),  # bonus token after a full acceptance: blue
+    "target": QColor(240, 136, 62, 100),  # target's correction after a rejection: orange
+    "plain": QColor(0, 0, 0, 0),
+}
+LABELS = {
+    "draft": "accepted draft",
+    "target": "target correction",
+    "bonus": "bonus",
+    "plain": "target alone",
+}
+
+
+def swatch_css(prov: str) -> str:
+    c = COLOURS[prov]
+    return f"background: rgba({c.red()},{c.green()},{c.blue()},{c.alpha() / 255:.2f}); border-radius: 3px; padding: 1px 6px;"
+
+
+class Legend(QWidget):
+    """Colour legend with a toggle to show or hide provenance colours."""
+
+    toggled = Signal(bool)
+
+    def __init__(self, parent: QWidget | None = None, show_toggle: bool = True):
+        super().__init__(parent)
+        lay = QHBoxLayout(self)
+        lay.setContentsMargins(0, 0, 0, 0)
+        lay.setSpacing(8)
+        for prov in ("draft", "bonus", "target"):
+            lab = QLabel(LABELS[prov])
+            lab.setStyleSheet(swatch_css(prov))
+            lab.setToolTip({
+                "draft": "Proposed by the draft and accepted by the target: a step the big model did not pay for",
+                "bonus": "The target's own extra token after every draft token was accepted",
+                "target": "The target's token where it rejected the draft",
+            }[prov])
+            lay.addWidget(lab)
+        self.toggle = QCheckBox("Colours")
+        self.toggle.setChecked(True)
+        self.toggle.setToolTip("Show where each token came from")
+        self.toggle.toggled.connect(self.toggled)
+        if show_toggle:
+            lay.addWidget(self.toggle)
+        else:
+            self.toggle.hide()
+        lay.addStretch(1)

@@ -1,0 +1,290 @@
+"""QObject workers on QThreads: load, generate, race, download, bench.
+
+They consume the engine's event stream and emit Qt signals. Cancellation is a flag the
+engine checks between steps (and between prefill chunks). Any exception becomes a
+`failed` signal with one line of text: the window shows it and stays alive. Token
+signals are coalesced to about one per frame (16 ms) so a fast model cannot flood the
+GUI thread.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+import traceback
+from typing import Any, Callable
+
+from PySide6.QtCore import QObject, QThread, Signal
+
+from engine.errors import Cancelled, TandemError
+
+log = logging.getLogger("tandem.app")
+FRAME_S = 0.016
+
+
+class Worker(QObject):
+    """Base: subclasses implement `work()`; errors become `failed(str)`; always `finished()`."""
+
+    failed = Signal(str)
+    finished = Signal()
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._cancel = threading.Event()
+
+    def cancel(self) -> None:
+        self._cancel.set()
+
+    @property
+    def cancelled(self) -> bool:
+        return self._cancel.is_set()
+
+    def run(self) -> None:
+        try:
+            self.work()
+        except Cancelled:
+            pass
+        except TandemError as e:
+            self.failed.emit(str(e))
+        except MemoryError:
+            self.failed.emit("out of memory: try a smaller pair or a shorter context")
+        except Exception as e:  # a bug, but the window must survive it
+            log.error("worker failed:\n%s", traceback.format_exc())
+            self.failed.emit(f"{type(e).__name__}: {e}")
+        finally:
+            self.finished.emit()
+
+    def work(self) -> None:  # pragma: no cover - interface
+        raise NotImplementedError
+
+
+def start(worker: Worker, parent: QObject | None = None) -> QThread:
+    """Move `worker` to a new thread and start it; both are cleaned up when it finishes."""
+    thread = QThread(parent)
+    worker.moveToThread(thread)
+    thread.started.connect(worker.run)
+    worker.finished.connect(thread.quit)
+    thread.finished.connect(thread.deleteLater)
+    thread.start()
+    return thread
+
+
+class _Coalescer:
+    """Collects items and flushes them through `emit` at most once per frame."""
+
+    def __init__(self, emit: Callable[[list], None]):
+        self.emit = emit
+        self.items: list = []
+        self.last = time.perf_counter()
+
+    def add(self, item: Any) -> None:
+        self.items.append(item)
+        now = time.perf_counter()
+        if now - self.last >= FRAME_S:
+            self.flush(now)
+
+    def flush(self, now: float | None = None) -> None:
+        if self.items:
+            items, self.items = self.items, []
+            self.emit(items)
+        self.last = now if now is not None else time.perf_counter()
+
+
+class LoadWorker(Worker):
+    """Load a target (and prepare a drafter) off the GUI thread, with progress 0..1."""
+
+    progress = Signal(str, float)
+    loaded = Signal(object)  # engine.Engine
+
+    def __init__(self, target: str, draft: Any, *, n_ctx: int = 4096):
+        super().__init__()
+        self.target, self.draft, self.n_ctx = target, draft, n_ctx
+
+    def work(self) -> None:
+        from engine import Engine
+
+        def cb(label: str) -> Callable[[float], bool]:
+            def f(x: float) -> bool:
+                self.progress.emit(label, x)
+                return not self.cancelled
+            return f
+
+        eng = Engine(self.target, n_ctx=self.n_ctx, on_progress=cb("target"))
+        try:
+            if self.draft is not None:
+                eng.decoder(self.draft, on_progress=cb("draft"))
+            eng.decoder(None)
+        except BaseException:
+            eng.close()
+            raise
+        if self.cancelled:
+            eng.close()
+            raise Cancelled("loading cancelled")
+        self.loaded.emit(eng)
+
+
+class GenerationWorker(Worker):
+    """One generation through `engine.stream`; the lookahead may change while it runs."""
+
+    tokens = Signal(list)  # [TokenEvent, ...] coalesced per frame
+    steps = Signal(list)  # [StepEvent, ...]
+    prefill = Signal(int, int)
+    done = Signal(object)  # DoneEvent
+
+    def __init__(self, engine: Any, prompt: Any, *, draft: Any, lookahead: Any, **settings: Any):
+        super().__init__()
+        from engine.speculative import CancelToken
+
+        self.engine = engine
+        self.prompt = prompt
+        self.draft = draft
+        self.lookahead = lookahead
+        self.settings = settings
+        self.token = CancelToken()
+        self._decoder = None
+
+    def cancel(self) -> None:
+        super().cancel()
+        self.token.cancel()
+
+    def set_lookahead(self, value: Any) -> None:
+        """From the GUI thread: applies from the next step (an attribute swap is atomic)."""
+        from engine.lookahead import Fixed, parse_lookahead
+
+        self.lookahead = value
+        dec = self._decoder
+        if dec is not None and dec.drafter is not None:
+            current = dec.lookahead
+            if isinstance(current, Fixed) and isinstance(value, int):
+                current.set(value)
+            else:
+                dec.lookahead = parse_lookahead(value)
+
+    def work(self) -> None:
+        from engine.events import DoneEvent, PrefillEvent, StepEvent, TokenEvent
+
+        self._decoder = self.engine.decoder(self.draft)
+        toks = _Coalescer(self.tokens.emit)
+        steps = _Coalescer(self.steps.emit)
+        for ev in self.engine.stream(self.prompt, draft_model=self.draft, lookahead=self.lookahead, cancel=self.token, **self.settings):
+            if isinstance(ev, TokenEvent):
+                toks.add(ev)
+            elif isinstance(ev, StepEvent):
+                steps.add(ev)
+                toks.flush()
+            elif isinstance(ev, PrefillEvent):
+                self.prefill.emit(ev.done, ev.total)
+            elif isinstance(ev, DoneEvent):
+                toks.flush()
+                steps.flush()
+                self.done.emit(ev)
+
+
+class RaceWorker(Worker):
+    """Target alone, then speculative: same prompt and settings, one after the other."""
+
+    started_side = Signal(str)
+    tokens = Signal(str, list)
+    steps = Signal(str, list)
+    side_done = Signal(str, object)  # side, GenerationResult-like DoneEvent
+    result = Signal(object)  # dict with both DoneEvents, speedup, identical, divergence
+
+    def __init__(self, engine: Any, prompt: Any, *, draft: Any, lookahead: Any, **settings: Any):
+        super().__init__()
+        from engine.speculative import CancelToken
+
+        self.engine, self.prompt, self.draft, self.lookahead, self.settings = engine, prompt, draft, lookahead, settings
+        self.token = CancelToken()
+
+    def cancel(self) -> None:
+        super().cancel()
+        self.token.cancel()
+
+    def work(self) -> None:
+        from engine.events import DoneEvent, StepEvent, TokenEvent
+        from engine.quality import first_divergence
+
+        results: dict[str, Any] = {}
+        for side, draft in (("target", None), ("speculative", self.draft)):
+            if self.cancelled:
+                return
+            self.started_side.emit(side)
+            toks = _Coalescer(lambda items, s=side: self.tokens.emit(s, items))
+            steps = _Coalescer(lambda items, s=side: self.steps.emit(s, items))
+            for ev in self.engine.stream(self.prompt, draft_model=draft, lookahead=self.lookahead if draft else 0,
+                                         cancel=self.token, tag="race", **self.settings):
+                if isinstance(ev, TokenEvent):
+                    toks.add(ev)
+                elif isinstance(ev, StepEvent):
+                    steps.add(ev)
+                elif isinstance(ev, DoneEvent):
+                    toks.flush()
+                    steps.flush()
+                    results[side] = ev
+                    self.side_done.emit(side, ev)
+            if results[side].stats.finish_reason == "cancelled":
+                return
+        base, spec = results["target"], results["speculative"]
+        b, s = base.stats.decode_tokens_per_s, spec.stats.decode_tokens_per_s
+        div = None
+        if base.tokens != spec.tokens and self.settings.get("temperature", 0.0) <= 0:
+            prompt_tokens = self.engine.tokens_for(self.prompt, chat=self.settings.get("chat", False), system=self.settings.get("system"))
+            div = first_divergence(self.engine.target, prompt_tokens, base.tokens, spec.tokens)
+        self.result.emit({
+            "target": base, "speculative": spec, "speedup": s / b if b else 0.0,
+            "identical": base.tokens == spec.tokens, "divergence": div,
+        })
+
+
+class DownloadWorker(Worker):
+    """Fetch every file of some catalog models (Hub or mirror), with progress."""
+
+    progress = Signal(object)  # engine.store.Progress
+    file_done = Signal(str, str)  # model id, path
+    all_done = Signal()
+
+    def __init__(self, models: list, *, source: str = "auto"):
+        super().__init__()
+        self.models, self.source = models, source
+
+    def work(self) -> None:
+        from engine import download
+
+        for m in self.models:
+            for f in m.files:
+                if self.cancelled:
+                    raise Cancelled("download cancelled")
+                path = download.obtain(f, source=self.source, progress=self.progress.emit, cancel=self._cancel)
+                self.file_done.emit(m.id, str(path))
+        self.all_done.emit()
+
+
+class CallWorker(Worker):
+    """Run any function off the GUI thread and emit its result (compat checks, imports)."""
+
+    result = Signal(object)
+
+    def __init__(self, fn: Callable[[], Any]):
+        super().__init__()
+        self.fn = fn
+
+    def work(self) -> None:
+        self.result.emit(self.fn())
+
+
+class BenchWorker(Worker):
+    """`engine.bench.run_bench` off the GUI thread, with progress and cancel."""
+
+    progress = Signal(int, int, str)
+    result = Signal(object)  # engine.bench.BenchResult
+
+    def __init__(self, engine: Any, suites: list, configs: list, **options: Any):
+        super().__init__()
+        self.engine, self.suites, self.configs, self.options = engine, suites, configs, options
+
+    def work(self) -> None:
+        from engine import bench
+
+        res = bench.run_bench(self.engine, self.suites, self.configs, progress=self.progress.emit, cancel=self._cancel, **self.options)
+        self.result.emit(res)
