@@ -1,0 +1,447 @@
+"""The Race and Models views on tiny real GGUF models: a race with both runs and the
+replay, the catalog table with fit verdicts, downloads from the fake Hub (progress, cancel,
+resume, load), imports with metadata, compatibility checks, and worker errors."""
+
+from __future__ import annotations
+
+import re
+import time
+
+import pytest
+
+pytest.importorskip("pytestqt")
+
+from PySide6.QtCore import QMimeData, QPointF, Qt, QUrl  # noqa: E402
+from PySide6.QtGui import QDropEvent  # noqa: E402
+from PySide6.QtWidgets import QProgressBar  # noqa: E402
+
+from app.session import Session  # noqa: E402
+from app.views.models_view import PairsModel, ModelsView, local_state  # noqa: E402
+from app.views.race_view import RaceView, speedup_text  # noqa: E402
+from engine import catalog as catalog_mod  # noqa: E402
+from engine import download, store  # noqa: E402
+from engine.events import TokenEvent  # noqa: E402
+from engine.hardware import Hardware, pair_fit  # noqa: E402
+from fakehub import fakehub  # noqa: E402,F401  (fixture)
+
+GB = 10**9
+
+
+@pytest.fixture
+def session(qtbot):
+    s = Session()
+    yield s
+    s.shutdown()
+
+
+def small_machine() -> Hardware:
+    """8 GB of RAM free, no GPU: some catalog pairs fit, the big ones do not."""
+    return Hardware(ram_total=16 * GB, ram_available=8 * GB, cores_physical=2, cores_usable=2)
+
+
+def load_tiny(qtbot, session, target, draft) -> None:
+    session.load(target, draft, label="tiny")
+    qtbot.waitUntil(lambda: session.engine is not None and not session.busy, timeout=60000)
+
+
+# -- Race --------------------------------------------------------------------------------------
+def test_race_runs_both_sides_and_reports_the_result(qtbot, session, tiny_target):
+    view = RaceView(session)
+    qtbot.addWidget(view)
+    assert not view.start_btn.isEnabled(), "Start must wait for a loaded pair"
+    load_tiny(qtbot, session, tiny_target, tiny_target)
+    assert view.start_btn.isEnabled()
+    assert view.drafter.currentData() == "model"
+
+    view.prompt.setPlainText("the value of")
+    view.max_tokens.setValue(24)
+    view.lookahead.set_value(4)
+    streamed = {}  # what each pane showed live, before the replay redraws them
+    view.raceFinished.connect(lambda _r: streamed.update(
+        {s: (view.panes[s].plain_text(), view.panes[s].speed.text()) for s in view.panes}))
+    with qtbot.waitSignal(view.raceFinished, timeout=120000) as res:
+        view.start()
+        assert not view.start_btn.isEnabled() and view.stop_btn.isEnabled()
+        assert session.busy == "race"
+    r = res.args[0]
+    base, spec = r["target"], r["speculative"]
+    assert base.stats.generated_tokens == spec.stats.generated_tokens == 24
+    assert spec.stats.drafted > 0 and spec.stats.acceptance_rate == 1.0  # the target drafting for itself
+
+    # both panes streamed their run live (and the replay shows the same text when it ends)
+    assert streamed["target"] == (base.text, f"{base.stats.decode_tokens_per_s:.1f} tok/s")
+    assert streamed["speculative"] == (spec.text, f"{spec.stats.decode_tokens_per_s:.1f} tok/s")
+    with qtbot.waitSignal(view.replayFinished, timeout=30000):
+        pass
+    assert view.panes["target"].plain_text() == base.text != ""
+    assert view.panes["speculative"].plain_text() == spec.text != ""
+    assert view.replay_frames >= 1 and not view.replaying
+
+    # the result: speedup with a number, per-side metrics, the identical check
+    assert re.fullmatch(r"\d+\.\d\d× (faster|slower)", view.speedup_label.text())
+    assert view.speedup_label.text() == speedup_text(r["speedup"])
+    assert f"{spec.stats.decode_tokens_per_s:.1f}" in view.speedup_detail.text()
+    assert r["identical"] is True
+    assert "Identical output" in view.identical_label.text()
+    assert view.metric_labels[("acceptance", "speculative")].text() == "100%"
+    assert view.metric_labels[("acceptance", "target")].text() == "–"
+    assert view.metric_labels[("per_step", "speculative")].text() == f"{spec.stats.mean_tokens_per_step:.2f}"
+    assert view.metric_labels[("tokens", "target")].text() == "24"
+    assert view.metric_labels[("ttft", "target")].text().endswith(" ms")
+    assert view.bars.values == {"target": base.stats.decode_tokens_per_s, "speculative": spec.stats.decode_tokens_per_s}
+    assert view.start_btn.isEnabled() and view.replay_btn.isEnabled() and not session.busy
+
+
+def test_race_with_prompt_lookup_and_stop(qtbot, session, tiny_target):
+    view = RaceView(session)
+    qtbot.addWidget(view)
+    load_tiny(qtbot, session, tiny_target, tiny_target)
+    assert view.status.text() == "Ready."
+    view.drafter.setCurrentIndex(view.drafter.findData("lookup"))
+    view.prompt.setPlainText("the value of the value of the value of")
+    view.max_tokens.setValue(40)
+    with qtbot.waitSignal(view.raceFinished, timeout=60000) as res:
+        view.start()
+    assert res.args[0]["speculative"].stats.mode == "lookup"
+    assert res.args[0]["target"].stats.mode == "target"
+    assert view.panes["speculative"].subtitle.text().startswith("prompt lookup")
+    qtbot.waitUntil(lambda: not view.running and not session.busy, timeout=30000)
+
+    view.max_tokens.setValue(4000)
+    view.start()
+    qtbot.waitUntil(lambda: len(view.tokens["target"]) > 5, timeout=60000)
+    view.stop()
+    qtbot.waitUntil(lambda: not view.running and not session.busy, timeout=30000)
+    assert view.result is None and view.status.text() == "Stopped."
+    assert view.panes["target"].plain_text() and view.tokens["speculative"] == []
+    assert view.start_btn.isEnabled() and not view.replay_btn.isEnabled()
+
+
+def _tokens(n: int, dt: float, word: str) -> list:
+    return [TokenEvent(f"{word}{i} ", i, "plain", i, i, 0.1 + i * dt) for i in range(n)]
+
+
+def test_replay_is_synchronised_on_recorded_timestamps(qtbot, session):
+    view = RaceView(session)
+    qtbot.addWidget(view)
+    view.tokens = {"target": _tokens(20, 0.05, "t"), "speculative": _tokens(20, 0.02, "s")}
+    full = {s: "".join(ev.text for ev in toks) for s, toks in view.tokens.items()}
+    view.replay_speed.setCurrentIndex(view.replay_speed.findData(2.0))
+    t0 = time.perf_counter()
+    view.replay()
+    assert view.replaying
+    qtbot.wait(150)  # about 0.3 s of recorded time at 2x: target part-way, speculative further on
+    ratio = view.replay_time() / (time.perf_counter() - t0)
+    assert 1.6 < ratio <= 2.05, f"the replay clock runs at {ratio:.2f}x, not 2x"
+    shown_t = view.panes["target"].plain_text()
+    shown_s = view.panes["speculative"].plain_text()
+    assert full["target"].startswith(shown_t) and 0 < len(shown_t) < len(full["target"])
+    assert full["speculative"].startswith(shown_s) and len(shown_s) > len(shown_t)
+    with qtbot.waitSignal(view.replayFinished, timeout=10000):
+        pass
+    took = time.perf_counter() - t0
+    # the last token is at 1.05 s recorded: 0.53 s at 2x (generous bounds for a busy machine)
+    assert 0.4 < took < 1.0
+    assert view.replay_frames >= 8
+    assert view.panes["target"].plain_text() == full["target"]
+    assert view.panes["speculative"].plain_text() == full["speculative"]
+    assert not view.replaying
+
+
+def test_speedup_text_is_honest():
+    assert speedup_text(2.0) == "2.00× faster"
+    assert speedup_text(0.8) == "1.25× slower"
+    assert speedup_text(0.0) == "no speed measured"
+
+
+# -- Models: the catalog table -----------------------------------------------------------------
+def test_models_table_lists_every_pair_with_fit_verdicts(qtbot, session):
+    cat = catalog_mod.load()
+    hw = small_machine()
+    view = ModelsView(session, cat, hw)
+    qtbot.addWidget(view)
+    m = view.table.model()
+    assert isinstance(m, PairsModel)
+    assert m.rowCount() == len(cat.pairs) > 0
+    verdicts = set()
+    for row, pair in enumerate(cat.pairs.values()):
+        fit = pair_fit(pair, hw)
+        assert m.index(row, 0).data().startswith(pair.title)
+        assert m.index(row, 3).data() == fit.verdict
+        assert m.index(row, 3).data(Qt.ItemDataRole.ToolTipRole) == fit.detail
+        assert m.index(row, 4).data() in ("ready", "target only", "draft only", "not downloaded")
+        assert ("★ default" in m.index(row, 0).data()) == (pair.id == cat.default_pair)
+        verdicts.add(fit.verdict)
+    assert {"fits in RAM", "does not fit"} <= verdicts
+    assert view.selected_pair().id == cat.default_pair
+
+
+def test_local_state_words(monkeypatch):
+    pair = catalog_mod.load().default
+    states = {pair.target.id: "verified", pair.draft.id: "missing"}
+    monkeypatch.setattr(store, "model_state", lambda spec: states[spec.id])
+    assert local_state(pair)[0] == "target only"
+    states.update({pair.target.id: "missing", pair.draft.id: "present"})
+    assert local_state(pair)[0] == "draft only"
+    states[pair.target.id] = "present"
+    assert local_state(pair)[0] == "ready"
+    states.update({pair.target.id: "missing", pair.draft.id: "missing"})
+    assert local_state(pair)[0] == "not downloaded"
+
+
+# -- Models: downloads from the fake Hub --------------------------------------------------------
+def tiny_catalog_data(fakehub, target_path, draft_path) -> dict:
+    """A one-pair catalog whose two models are served by the fake Hub."""
+    files = {}
+    for mid, repo, fname, path in (("tiny-target", "tiny-org/target-GGUF", "target.gguf", target_path),
+                                   ("tiny-draft", "tiny-org/draft-GGUF", "draft.gguf", draft_path)):
+        s = fakehub.add(repo, fname, path)
+        files[mid] = {
+            "title": mid, "repo": repo, "revision": s.commit, "quant": "F32", "license": "mit",
+            "context_length": 2048, "tokenizer": "tiny", "params_b": 0.001, "n_layers": 2, "n_kv_heads": 2,
+            "head_dim": 16, "files": [{"filename": fname, "bytes": len(s.data), "sha256": s.sha256}],
+        }
+    return {
+        "schema": 1, "default_pair": "tiny", "models": files,
+        "pairs": [{"id": "tiny", "title": "Tiny pair", "target": "tiny-target", "draft": "tiny-draft",
+                   "lookahead": 4, "tags": ["code"], "note": "test pair"}],
+    }
+
+
+def tiny_catalog(fakehub, target_path, draft_path):
+    return catalog_mod.parse(tiny_catalog_data(fakehub, target_path, draft_path))
+
+
+def _toml_value(v) -> str:
+    if isinstance(v, str):
+        return '"' + v.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, list):
+        return "[" + ", ".join(_toml_value(x) for x in v) + "]"
+    return repr(v)
+
+
+def catalog_toml(data: dict) -> str:
+    """The little TOML our catalog needs (no TOML writer is installed)."""
+    out = [f"schema = {data['schema']}", f"default_pair = {_toml_value(data['default_pair'])}"]
+    for mid, m in data["models"].items():
+        out.append(f'[models."{mid}"]')
+        out += [f"{k} = {_toml_value(v)}" for k, v in m.items() if k != "files"]
+        for f in m["files"]:
+            out.append(f'[[models."{mid}".files]]')
+            out += [f"{k} = {_toml_value(v)}" for k, v in f.items()]
+    for p in data["pairs"]:
+        out.append("[[pairs]]")
+        out += [f"{k} = {_toml_value(v)}" for k, v in p.items()]
+    return "\n".join(out) + "\n"
+
+
+@pytest.fixture
+def slow_chunks(monkeypatch, fakehub):
+    monkeypatch.setattr(download, "TRANSFER_CHUNK", 8 * 1024)
+    monkeypatch.setattr(download, "RETRY_WAIT", 0.0)
+    fakehub.chunk = 8 * 1024
+
+
+def test_download_pair_with_progress_then_load(qtbot, session, fakehub, slow_chunks, tiny_target, tiny_draft):
+    fakehub.delay = 0.004
+    cat = tiny_catalog(fakehub, tiny_target, tiny_draft)
+    view = ModelsView(session, cat, small_machine())
+    qtbot.addWidget(view)
+    assert view.model.index(0, 4).data() == "not downloaded"
+    assert not view.load_btn.isEnabled()
+    texts: list[str] = []
+    set_text = view.progress_label.setText
+    view.progress_label.setText = lambda t: (texts.append(t), set_text(t))  # record every line shown
+    external = QProgressBar()  # the first-run banner's bar
+    values: list[int] = []
+    external.valueChanged.connect(values.append)
+
+    with qtbot.waitSignal(view.downloadFinished, timeout=60000) as fin:
+        assert view.download_pair("tiny", then_load=True, progress_bar=external)
+        assert view.cancel_btn.isEnabled() and not view.download_btn.isEnabled()
+    assert fin.args == [True]
+    qtbot.waitUntil(lambda: session.engine is not None, timeout=60000)
+    assert session.pair.pair_id == "tiny" and session.pair.label == "Tiny pair"
+    assert session.pair.target == store.find_model("tiny-target", cat)
+
+    assert view.model.index(0, 4).data().startswith("ready")
+    qtbot.waitUntil(lambda: "loaded" in view.model.index(0, 4).data(), timeout=5000)
+    assert external.value() == 1000 and view.progress.value() == 1000
+    assert len(set(values)) >= 4 and values == sorted(values)  # rises steadily across both files
+    dl = [t for t in texts if t.startswith("Downloading")]
+    assert any("/s" in t and "ETA" in t for t in dl), dl[:5]
+    assert any("draft.gguf" in t for t in dl) and any("target.gguf" in t for t in dl)
+    assert not view.cancel_btn.isEnabled() and view.download_btn.isEnabled() and view.load_btn.isEnabled()
+
+
+def test_cancel_keeps_the_partial_and_download_resumes(qtbot, session, fakehub, slow_chunks, tiny_target, tiny_draft):
+    fakehub.delay = 0.02  # ~400 KB/s: time to cancel part-way through the first file
+    cat = tiny_catalog(fakehub, tiny_target, tiny_draft)
+    view = ModelsView(session, cat, small_machine())
+    qtbot.addWidget(view)
+    view.source.setCurrentIndex(view.source.findData("hub"))
+    with qtbot.waitSignal(view.downloadFinished, timeout=60000) as fin:
+        view.download_pair("tiny")
+        qtbot.waitUntil(lambda: view.progress.value() > 20, timeout=30000)
+        view.cancel_download()
+    assert fin.args == [False]
+    assert "partial file is kept" in view.progress_label.text()
+    assert view.model.index(0, 4).data() == "not downloaded"
+    spec = cat.model("tiny-target").files[0]
+    partial = store.repo_dir(spec.repo) / "blobs" / f"{spec.sha256}.incomplete"
+    assert partial.is_file() and 0 < partial.stat().st_size < spec.bytes
+    kept = partial.stat().st_size
+
+    fakehub.delay = 0
+    with qtbot.waitSignal(view.downloadFinished, timeout=60000) as fin:
+        view.download_selected()
+    assert fin.args == [True]
+    assert view.model.index(0, 4).data() == "ready"
+    gets = fakehub.requests("GET", "target.gguf")
+    assert gets[-1].range == f"bytes={kept}-", "the second run must resume, not start over"
+    assert session.engine is None, "then_load was not asked for"
+
+
+def test_download_error_is_reported_and_the_view_stays_usable(qtbot, session, fakehub, tiny_target, tiny_draft):
+    from fakehub import Failure
+
+    cat = tiny_catalog(fakehub, tiny_target, tiny_draft)
+    fakehub.fail["*"] = Failure(404, "EntryNotFound", "gone")
+    view = ModelsView(session, cat, small_machine())
+    qtbot.addWidget(view)
+    view.source.setCurrentIndex(view.source.findData("hub"))
+    external = QProgressBar()
+    with qtbot.waitSignal(view.error, timeout=30000) as err:
+        view.download_pair("tiny", then_load=True, progress_bar=external)
+    assert "404" in err.args[0]
+    qtbot.waitUntil(lambda: view._dl is None, timeout=10000)
+    assert external.isHidden() and view.download_btn.isEnabled()
+    fakehub.fail.clear()
+    with qtbot.waitSignal(view.downloadFinished, timeout=60000) as fin:
+        view.download_selected()
+    assert fin.args == [True]
+
+
+# -- Models: imports, compatibility, errors ------------------------------------------------------
+def test_import_shows_metadata_and_registers(qtbot, session, tiny_draft):
+    view = ModelsView(session, catalog_mod.load(), small_machine())
+    qtbot.addWidget(view)
+    assert view.imports_model.rowCount() == 0
+    with qtbot.waitSignal(view.imported, timeout=30000) as imp:
+        view.import_file(tiny_draft)
+    meta = imp.args[0]
+    assert (meta["architecture"], meta["name"], meta["context_length"]) == ("llama", "tiny-draft", 2048)
+    from engine.gguf_header import read_header
+
+    n_vocab = len(read_header(tiny_draft).get("tokenizer.ggml.tokens"))
+    info = view.import_info.text()
+    for word in ("tiny-draft", "llama", "2048", f"{n_vocab:,}"):
+        assert word in info
+    assert [m.path for m in store.imported_models()] == [str(tiny_draft.resolve())]
+    assert view.imports_model.rowCount() == 1
+    assert view.imports_model.index(0, 0).data() == "tiny-draft"
+    assert view.target_combo.findData(str(tiny_draft.resolve())) > 0  # offered for the combination check
+
+
+def test_drop_of_gguf_files_imports_them(qtbot, session, tiny_target, tmp_path):
+    view = ModelsView(session, catalog_mod.load(), small_machine())
+    qtbot.addWidget(view)
+    mime = QMimeData()
+    mime.setUrls([QUrl.fromLocalFile(str(tiny_target)), QUrl.fromLocalFile(str(tmp_path / "notes.txt"))])
+    ev = QDropEvent(QPointF(10, 10), Qt.DropAction.CopyAction, mime, Qt.MouseButton.NoButton, Qt.KeyboardModifier.NoModifier)
+    with qtbot.waitSignal(view.imported, timeout=30000) as imp:
+        view.dropEvent(ev)
+    assert imp.args[0]["name"] == "tiny-target"
+    assert view.imports_model.rowCount() == 1
+
+
+def test_compatibility_check_verdicts(qtbot, session, tiny_target, tiny_draft, other_vocab_model):
+    view = ModelsView(session, catalog_mod.load(), small_machine())
+    qtbot.addWidget(view)
+    with qtbot.waitSignal(view.checked, timeout=30000) as chk:
+        view.check_combination(tiny_target, tiny_draft)
+    assert chk.args[0].compatible
+    assert "Compatible" in view.verdict_label.text()
+    assert view.load_combo_btn.isEnabled()
+
+    with qtbot.waitSignal(view.checked, timeout=30000) as chk:
+        view.check_combination(tiny_target, other_vocab_model)
+    v = chk.args[0]
+    assert not v.compatible and v.reasons
+    text = view.verdict_label.text()
+    assert "Incompatible" in text
+    for reason in v.reasons:
+        assert reason.replace("<", "&lt;").replace(">", "&gt;") in text
+    assert not view.load_combo_btn.isEnabled()
+
+
+def test_worker_errors_become_messages_and_the_view_stays_usable(qtbot, session, tiny_target, tiny_draft, tmp_path):
+    bad = tmp_path / "notes.gguf"
+    bad.write_text("these are notes, not a model\n" * 20)
+    view = ModelsView(session, catalog_mod.load(), small_machine())
+    qtbot.addWidget(view)
+
+    with qtbot.waitSignal(view.error, timeout=30000) as err:
+        view.import_file(bad)
+    assert "notes.gguf" in err.args[0]
+    assert "Not imported" in view.import_info.text()
+    assert store.imported_models() == []
+
+    with qtbot.waitSignal(view.error, timeout=30000) as err:
+        view.load_combination(tiny_target, bad)
+    assert "notes.gguf" in err.args[0]
+    qtbot.waitUntil(lambda: not session.busy, timeout=10000)
+    assert session.engine is None
+    assert "Cannot check" in view.verdict_label.text()
+
+    # still usable: a good combination checks and loads
+    with qtbot.waitSignal(view.checked, timeout=30000):
+        view.check_combination(tiny_target, tiny_draft)
+    view.load_combination()
+    qtbot.waitUntil(lambda: session.engine is not None, timeout=60000)
+    assert session.pair.label == "target + draft"
+    assert view.unload_btn.isEnabled()
+    view.unload()
+    assert session.engine is None
+
+
+def test_incompatible_combination_is_not_loaded(qtbot, session, tiny_target, other_vocab_model):
+    view = ModelsView(session, catalog_mod.load(), small_machine())
+    qtbot.addWidget(view)
+    with qtbot.waitSignal(view.error, timeout=30000) as err:
+        view.load_combination(tiny_target, other_vocab_model)
+    assert "cannot draft for" in err.args[0]
+    qtbot.waitUntil(lambda: not session.busy, timeout=10000)
+    assert session.engine is None
+
+
+# -- through the main window: the first-run banner ------------------------------------------------
+def test_first_run_banner_downloads_and_loads_through_the_models_view(qtbot, fakehub, tiny_target, tiny_draft,
+                                                                       tmp_path, monkeypatch):
+    from PySide6.QtCore import QSettings
+    from PySide6.QtWidgets import QMessageBox
+
+    from app.history import History
+    from app.main_window import MainWindow
+
+    toml = tmp_path / "models.toml"
+    toml.write_text(catalog_toml(tiny_catalog_data(fakehub, tiny_target, tiny_draft)))
+    assert catalog_mod.load(toml).pair("tiny").target.files[0].filename == "target.gguf"
+    monkeypatch.setenv("TANDEM_CATALOG", str(toml))
+    errors: list[str] = []
+    monkeypatch.setattr(QMessageBox, "warning", lambda *a, **k: errors.append(a[2]) or QMessageBox.StandardButton.Ok)
+    w = MainWindow(history=History(tmp_path / "h.db"), settings=QSettings(str(tmp_path / "s.ini"), QSettings.Format.IniFormat),
+                   autoload=False)
+    qtbot.addWidget(w)
+    assert not w.welcome.isHidden() and w.welcome.button.property("pair") == "tiny"
+    w.welcome.button.click()
+    qtbot.waitUntil(lambda: w.session.engine is not None, timeout=60000)
+    assert errors == []
+    assert w.session.pair.pair_id == "tiny"
+    assert w.welcome.progress.value() == 1000
+    qtbot.waitUntil(lambda: w.welcome.isHidden(), timeout=5000)
+    assert w.views["Race"].start_btn.isEnabled()
+    assert w.views["Models"].model.index(0, 4).data() == "ready  · loaded"
+    w.close()
