@@ -144,11 +144,13 @@ class PromptLookupDrafter(Drafter):
 
     kind = "lookup"
 
-    def __init__(self, n_max: int = 4, n_min: int = 2, max_sub: int = 8, start_run: int = 4):
+    def __init__(self, n_max: int = 4, n_min: int = 2, max_sub: int = 8, start_run: int = 4, rejoin_window: int = 12):
         self.n_max = n_max
         self.n_min = n_min
         self.max_sub = max_sub
         self.start_run = start_run
+        self.rejoin_window = rejoin_window
+        self.prompt_len = 0
         self._reset()
 
     def _reset(self) -> None:
@@ -160,12 +162,14 @@ class PromptLookupDrafter(Drafter):
         self.plan_at = 0  # output length (len(tokens)) when the plan was made
         self.diverged: tuple[int, int] | None = None  # (source pos, output index) of a divergence
         self.tentative: tuple[int, int] | None = None  # a one-for-one replacement being tried
+        self.cursor = 0  # prompt position the copy has reached (edits copy in order)
         self.subs: dict[tuple[int, ...], tuple[int, ...]] = {}
         self.run = self.start_run
 
     def begin(self, prompt: Sequence[int]) -> None:
         self._reset()
         self._extend(prompt)
+        self.prompt_len = len(prompt)
 
     # -- index ---------------------------------------------------------------------------
     def _extend(self, new: Sequence[int]) -> None:
@@ -216,12 +220,14 @@ class PromptLookupDrafter(Drafter):
         if self.tentative is not None:  # the one-for-one guess held: learn it
             src_div, out_div = self.tentative
             frm, to = (self.tokens[src_div],), (self.tokens[out_div],)
-            if frm != to:
+            if frm != to and src_div < self.prompt_len:
                 self.subs[frm] = to
             self.tentative = None
             self.diverged = None
         if item.src_after is not None:
             self.ptr = item.src_after
+            if item.src_after <= self.prompt_len:
+                self.cursor = item.src_after
 
     def _diverge(self, item: _PlanItem, actual: int) -> None:
         if item.substituted and item.original is not None and actual == item.original:
@@ -237,7 +243,12 @@ class PromptLookupDrafter(Drafter):
         self.ptr = None
 
     def _anchor(self) -> None:
-        """Find where the recent output copies earlier text; learn a substitution."""
+        """Find where the recent output copies earlier text; learn a substitution.
+
+        Preference: a match in the prompt at or after the copy cursor (edits copy their
+        source in order), the longest n-gram first; then, after a break, the output
+        rejoining the source within a few tokens of where it broke; then any match.
+        """
         toks = self.tokens
         L = len(toks)
         if self.diverged is not None and self.diverged[1] == L - 1 and self.tentative is None:
@@ -246,35 +257,52 @@ class PromptLookupDrafter(Drafter):
             self.tentative = self.diverged
             self.ptr = self.diverged[0] + 1
             return
+        fallback: tuple[int, int] | None = None  # (n, position)
         for n in range(self.n_max, self.n_min - 1, -1):
             if L < n + 1:
                 continue
-            hits = self.index[n].get(tuple(toks[L - n :]))
+            hits = [e for e in self.index[n].get(tuple(toks[L - n :]), ()) if e < L]
             if not hits:
                 continue
-            cands = [e for e in hits if e < L]  # exclude the suffix itself
-            if not cands:
-                continue
-            pos = self._choose(cands)
-            if self.diverged is not None:
-                src_div, out_div = self.diverged
-                src_start, out_start = pos - n, L - n
-                frm = tuple(toks[src_div:src_start])
-                to = tuple(toks[out_div:out_start])
-                if 0 < len(frm) <= self.max_sub and len(to) <= self.max_sub and frm != to and src_start >= src_div:
-                    self.subs[frm] = to
-                self.diverged = None
-            self.ptr = pos
-            return
-
-    def _choose(self, cands: list[int]) -> int:
-        """Prefer the first occurrence after the last divergence (the copy continues there);
-        otherwise the most recent one."""
+            forward = [e for e in hits if self.cursor <= e <= self.prompt_len]
+            if forward:
+                self._anchor_at(min(forward), n)
+                return
+            if fallback is None:
+                in_prompt = [e for e in hits if e <= self.prompt_len]
+                fallback = (n, in_prompt[-1] if in_prompt else hits[-1])
         if self.diverged is not None:
-            after = [e for e in cands if e >= self.diverged[0]]
-            if after:
-                return after[0]
-        return cands[-1]
+            src_div, out_div = self.diverged
+            window = toks[src_div : min(src_div + self.rejoin_window, self.prompt_len)]
+            if toks[L - 1] in window and L - 1 > out_div:
+                self._anchor_at(src_div + window.index(toks[L - 1]) + 1, 1)
+                return
+        if fallback is not None:
+            self._anchor_at(fallback[1], fallback[0])
+
+    def _forward_prompt_match(self) -> int | None:
+        """Position after the longest recent n-gram found in the prompt at/after the cursor."""
+        toks, L = self.tokens, len(self.tokens)
+        for n in range(self.n_max, self.n_min - 1, -1):
+            if L < n + 1:
+                continue
+            forward = [e for e in self.index[n].get(tuple(toks[L - n :]), ()) if self.cursor <= e <= self.prompt_len]
+            if forward:
+                return min(forward)
+        return None
+
+    def _anchor_at(self, pos: int, n: int) -> None:
+        """Resume copying at source position `pos` (after an n-token match)."""
+        if self.diverged is not None:
+            src_div, out_div = self.diverged
+            src_start, out_start = pos - n, len(self.tokens) - n
+            frm = tuple(self.tokens[src_div:src_start])
+            to = tuple(self.tokens[out_div:out_start])
+            if (0 < len(frm) <= self.max_sub and len(to) <= self.max_sub and frm != to and src_start >= src_div
+                    and src_start <= self.prompt_len):
+                self.subs[frm] = to  # learnt from the prompt only: output copies of copies mislead
+            self.diverged = None
+        self.ptr = pos
 
     def _make_plan(self, out_index: int, length: int) -> None:
         """Expected continuation from the pointer, with substitutions applied."""
@@ -312,6 +340,11 @@ class PromptLookupDrafter(Drafter):
             self._follow(new)
         if self.ptr is None:
             self._anchor()
+        elif self.ptr > self.prompt_len:
+            # Following our own output; go back to the prompt as soon as it matches there.
+            pos = self._forward_prompt_match()
+            if pos is not None:
+                self.ptr = pos
         if k <= 0 or self.ptr is None:
             return Proposal()
         self.plan_at = len(self.tokens)

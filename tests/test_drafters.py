@@ -97,3 +97,26 @@ def test_run_length_adapts():
     assert d.run == 3
     d.feedback(3, 0)
     assert d.run == 1
+
+
+def test_lookup_rejoins_the_source_after_an_insertion():
+    """Type hints: the target inserts tokens the source never had, then copies on."""
+    lines = []
+    for i in range(10):
+        lines.append([500 + i, 40, 600 + i, 41, 42])  # "def f_i ( a_i ) :"
+        lines.append([700 + i, 43, 800 + i])  # "return x_i ;"
+    source = [t for line in lines for t in line]
+    prompt = [1] + source + [2] + source[:3]
+    truth = []
+    for i in range(10):
+        truth += [500 + i, 40, 600 + i, 90, 91, 41, 42] if i else [90, 91, 41, 42]  # ": int" inserted
+        truth += [700 + i, 43, 800 + i]
+    drafted, accepted, steps = simulate(PromptLookupDrafter(), prompt, truth)
+
+    class NoRejoin(PromptLookupDrafter):
+        def __init__(self):
+            super().__init__(rejoin_window=0)
+
+    d0, a0, s0 = simulate(NoRejoin(), prompt, truth)
+    assert accepted > a0 and steps < s0
+    assert steps < len(truth) * 0.45  # 97 tokens in 41 steps here; 66 before the prompt-first anchoring
