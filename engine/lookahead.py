@@ -114,28 +114,59 @@ class CostModel:
     def calibrated(self) -> bool:
         return 1 in self.verify_s and len(self.verify_s) >= 3
 
+    def snapshot(self) -> "Costs":
+        """The current estimates, computed once; predictions then are plain arithmetic
+        (Auto asks 2 x 17 of them every step)."""
+        return Costs(sorted(self.verify_s.items()), self.draft_token_s, self.draft_ratio_prior, self.alpha)
+
     def verify_time(self, n: int) -> float:
         """Seconds for a target pass over n tokens, interpolated between measured sizes."""
-        measured = self.verify_s
-        pts = sorted(measured.items())
+        return self.snapshot().verify_time(n)
+
+    def draft_time(self, k: int) -> float:
+        return self.snapshot().draft_time(k)
+
+    def predict(self, k: int, alpha: float | None = None) -> Prediction:
+        return self.snapshot().predict(k, alpha)
+
+    def best(self, max_k: int = MAX_LOOKAHEAD, alpha: float | None = None) -> Prediction:
+        return self.snapshot().best(max_k, alpha)
+
+
+@dataclass
+class Costs:
+    """Frozen cost estimates: measured verify times per batch size, draft time, alpha."""
+
+    verify_pts: list[tuple[int, float]]
+    draft_token_s: float | None
+    draft_ratio_prior: float
+    alpha: float
+
+    def verify_time(self, n: int) -> float:
+        pts = self.verify_pts
         if not pts:
             return 1.0 * (1 + 0.35 * (n - 1))  # unit cost; a CPU-like prior
-        if n in measured:
-            return measured[n]
-        lo = [(m, t) for m, t in pts if m < n]
-        hi = [(m, t) for m, t in pts if m > n]
+        lo = hi = None
+        prev = None
+        for m, t in pts:
+            if m == n:
+                return t
+            if m < n:
+                prev, lo = lo, (m, t)
+            elif hi is None:
+                hi = (m, t)
         if lo and hi:
-            (m0, t0), (m1, t1) = lo[-1], hi[0]
+            (m0, t0), (m1, t1) = lo, hi
             return t0 + (t1 - t0) * (n - m0) / (m1 - m0)
         if hi:  # below the smallest measured size
-            return hi[0][1]
+            return hi[1]
         # above the largest measured size: extend the last measured slope, never decreasing
-        if len(lo) >= 2:
-            (m0, t0), (m1, t1) = lo[-2], lo[-1]
-            slope = max((t1 - t0) / (m1 - m0), 0.0)
+        assert lo is not None
+        if prev is not None:
+            slope = max((lo[1] - prev[1]) / (lo[0] - prev[0]), 0.0)
         else:
-            slope = 0.35 * lo[-1][1]
-        return lo[-1][1] + slope * (n - lo[-1][0])
+            slope = 0.35 * lo[1]
+        return lo[1] + slope * (n - lo[0])
 
     def draft_time(self, k: int) -> float:
         if k <= 0:
@@ -218,7 +249,10 @@ class Auto(Lookahead):
 
     def choose(self, room: int, cost: CostModel) -> int:
         cap = max(0, min(self.max_k, room))
-        best = cost.best(cap)
+        if cap == 0:
+            return 0
+        costs = cost.snapshot()
+        best = costs.best(cap)
         self.last_prediction = best
         if best.k > 0 and best.speedup >= self.min_gain:
             self._since_probe = 0
@@ -229,7 +263,7 @@ class Auto(Lookahead):
             return best.k
         self._since_plain = 0
         # Could drafting pay at all if the draft were right more often?
-        hopeful = cost.best(cap, alpha=min(0.95, cost.alpha + 0.3))
+        hopeful = costs.best(cap, alpha=min(0.95, costs.alpha + 0.3))
         if hopeful.k == 0 or hopeful.speedup < self.min_gain:
             return 0  # timing alone rules speculation out: do not waste probes
         self._since_probe += 1
