@@ -66,7 +66,7 @@ class MainWindow(QMainWindow):
         self.session.loadProgress.connect(self._load_progress)
         self.session.loadFailed.connect(self.show_error)
         self.session.busyChanged.connect(self._busy_changed)
-        self.session.liveSpeed.connect(lambda v: self.speed_label.setText(f"{v:.1f} tok/s" if v > 0 else ""))
+        self.session.liveSpeed.connect(self._live_speed)
         self._update_welcome()
         if autoload:
             QTimer.singleShot(0, self.autoload)
@@ -250,6 +250,9 @@ class MainWindow(QMainWindow):
         self.busy_label.setText(f"⏳ {job}" if job else "")
         if not job:
             self.load_bar.hide()
+
+    def _live_speed(self, v: float) -> None:
+        self.speed_label.setText(f"{v:.1f} tok/s" if v > 0 else "")
 
     def notify(self, text: str) -> None:
         self.statusBar().showMessage(text, 6000)

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from PySide6.QtCore import QObject, QThread, Signal
+from PySide6.QtCore import QObject, QThread, Signal, Slot
 
 from . import workers
 
@@ -41,7 +41,9 @@ class Session(QObject):
         self.n_ctx = 4096
         self._busy = ""
         self._threads: list[tuple[QThread, workers.Worker]] = []
+        self._jobs: set[workers.Worker] = set()
         self._loader: workers.LoadWorker | None = None
+        self._pending: LoadedPair | None = None
 
     # -- jobs ----------------------------------------------------------------------------
     @property
@@ -49,17 +51,28 @@ class Session(QObject):
         return self._busy
 
     def run(self, worker: workers.Worker, job: str = "") -> QThread:
-        """Start a worker; `job` marks the session busy until it finishes."""
+        """Start a worker; `job` marks the session busy until it finishes.
+
+        Signals are connected to bound methods of this GUI-thread object, never to
+        lambdas: PySide6 runs a lambda slot in the emitting (worker) thread.
+        """
         if job:
             if self._busy:
                 raise RuntimeError(f"busy with {self._busy}")
             self._set_busy(job)
-            worker.finished.connect(lambda: self._set_busy(""))
+            self._jobs.add(worker)
         thread = workers.start(worker, self)
-        entry = (thread, worker)
-        self._threads.append(entry)
-        worker.finished.connect(lambda e=entry: self._threads.remove(e) if e in self._threads else None)
+        self._threads.append((thread, worker))
+        worker.finished.connect(self._worker_finished)
         return thread
+
+    @Slot()
+    def _worker_finished(self) -> None:
+        worker = self.sender()
+        self._threads = [(t, w) for t, w in self._threads if w is not worker]
+        if worker in self._jobs:
+            self._jobs.discard(worker)
+            self._set_busy("")
 
     def _set_busy(self, job: str) -> None:
         self._busy = job
@@ -88,7 +101,8 @@ class Session(QObject):
         w = workers.LoadWorker(str(target), str(draft) if isinstance(draft, Path) else draft, n_ctx=self.n_ctx)
         w.progress.connect(self.loadProgress)
         w.failed.connect(self.loadFailed)
-        w.loaded.connect(lambda eng: self._loaded(eng, LoadedPair(Path(target), draft, label or Path(target).name, pair_id)))
+        self._pending = LoadedPair(Path(target), draft, label or Path(target).name, pair_id)
+        w.loaded.connect(self._loaded)
         self._loader = w
         self.run(w, "loading")
 
@@ -96,7 +110,9 @@ class Session(QObject):
         if self._loader is not None:
             self._loader.cancel()
 
-    def _loaded(self, engine: Any, pair: LoadedPair) -> None:
+    @Slot(object)
+    def _loaded(self, engine: Any) -> None:
+        pair = self._pending
         old = self.engine
         self.engine, self.pair = engine, pair
         if old is not None:

@@ -273,6 +273,7 @@ def test_download_pair_with_progress_then_load(qtbot, session, fakehub, slow_chu
     dl = [t for t in texts if t.startswith("Downloading")]
     assert any("/s" in t and "ETA" in t for t in dl), dl[:5]
     assert any("draft.gguf" in t for t in dl) and any("target.gguf" in t for t in dl)
+    qtbot.waitUntil(lambda: not session.busy, timeout=5000)  # the load job ends after the pair arrives
     assert not view.cancel_btn.isEnabled() and view.download_btn.isEnabled() and view.load_btn.isEnabled()
 
 

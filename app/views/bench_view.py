@@ -85,8 +85,8 @@ class BenchView(QWidget):
         self.worker: workers.BenchWorker | None = None
         self.result: bench.BenchResult | None = None
         self._build()
-        session.busyChanged.connect(lambda _j: self._sync())
-        session.pairChanged.connect(lambda _p: self._sync())
+        session.busyChanged.connect(self._sync)
+        session.pairChanged.connect(self._sync)
         self._sync()
 
     def _build(self) -> None:
@@ -312,7 +312,7 @@ class BenchView(QWidget):
             return
         self.message.emit(f"Wrote {len(files)} files to {folder}")
 
-    def _sync(self) -> None:
+    def _sync(self, *_: object) -> None:
         running = self.worker is not None
         self.start_btn.setEnabled(not running and self.session.engine is not None and not self.session.busy)
         self.cancel_btn.setEnabled(running)

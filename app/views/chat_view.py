@@ -50,8 +50,8 @@ class ChatView(QWidget):
         self.attachment: tuple[str, str] | None = None  # (name, text)
         self._build()
         self.refresh_conversations()
-        session.busyChanged.connect(lambda _job: self._sync_buttons())
-        session.pairChanged.connect(lambda _p: self._sync_buttons())
+        session.busyChanged.connect(self._sync_buttons)
+        session.pairChanged.connect(self._sync_buttons)
         self._sync_buttons()
 
     # -- layout --------------------------------------------------------------------------
@@ -427,7 +427,7 @@ class ChatView(QWidget):
                 self.history.update_message(self._assistant_msg.id, self._partial_text(),
                                             spans=spans_from_tokens(self._stream_tokens), status="stopped")
 
-    def _sync_buttons(self) -> None:
+    def _sync_buttons(self, *_: object) -> None:
         running = self.worker is not None
         self.send_btn.setEnabled(not running and self.session.engine is not None)
         self.stop_btn.setEnabled(running)
