@@ -231,18 +231,22 @@ class Auto(Lookahead):
 
     When k = 0 wins only because alpha is low (not because drafting can never pay on this
     hardware), probe now and then with a small k so alpha can recover when the text
-    changes; probes back off exponentially while they keep failing.
+    changes. A probe costs a draft catch-up and a wider verify, so it is only worth it when
+    the upside is real (a predicted gain of PROBE_GAIN at an optimistic alpha), and probes
+    back off exponentially while they do not change the decision.
     """
 
     label = "auto"
-
     REFRESH_EVERY = 64  # while speculating, one plain step at least this often (steps)...
     REFRESH_S = 5.0  # ...or seconds, re-measures plain decoding under the current load
+    FIRST_PROBE = 8  # steps of plain decoding before the first probe
+    MAX_PROBE_INTERVAL = 128
+    PROBE_GAIN = 1.10
 
     def __init__(self, max_k: int = MAX_LOOKAHEAD, min_gain: float = 1.02):
         self.max_k = _clamp(max_k)
         self.min_gain = min_gain  # demand a predicted 2% gain before speculating
-        self._probe_interval = 4
+        self._probe_interval = self.FIRST_PROBE
         self._since_probe = 0
         self._since_plain = 0
         self.last_prediction: Prediction | None = None
@@ -256,26 +260,23 @@ class Auto(Lookahead):
         self.last_prediction = best
         if best.k > 0 and best.speedup >= self.min_gain:
             self._since_probe = 0
+            self._probe_interval = self.FIRST_PROBE  # if it stops paying, look again soon
             self._since_plain += 1
             if self._since_plain >= self.REFRESH_EVERY or (self._since_plain > 4 and cost.age_of_plain() > self.REFRESH_S):
                 self._since_plain = 0
                 return 0
             return best.k
         self._since_plain = 0
-        # Could drafting pay at all if the draft were right more often?
+        # Could drafting pay clearly if the draft were right more often?
         hopeful = costs.best(cap, alpha=min(0.95, costs.alpha + 0.3))
-        if hopeful.k == 0 or hopeful.speedup < self.min_gain:
+        if hopeful.k == 0 or hopeful.speedup < self.PROBE_GAIN:
             return 0  # timing alone rules speculation out: do not waste probes
         self._since_probe += 1
         if self._since_probe >= self._probe_interval:
             self._since_probe = 0
-            self._probe_interval = min(self._probe_interval * 2, 64)
+            self._probe_interval = min(self._probe_interval * 2, self.MAX_PROBE_INTERVAL)
             return min(cap, max(1, min(hopeful.k, 2)))
         return 0
-
-    def feedback(self, drafted: int, accepted: int) -> None:
-        if drafted and accepted == drafted:
-            self._probe_interval = 4  # speculation is working again: probe eagerly next time
 
 
 def _clamp(k: int) -> int:

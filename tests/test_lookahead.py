@@ -133,3 +133,21 @@ def test_costs_measured_under_old_load_are_forgotten(monkeypatch):
         c.observe_verify(n, t * 0.030)
     assert c.verify_time(1) == 0.030
     assert Auto().choose(16, c) == 0
+
+
+def test_probes_back_off_while_they_do_not_change_the_decision():
+    """Drafting would pay only if the draft were right more often; probes keep finding the
+    same mediocre acceptance, so they must thin out (8, 24, 56, 120... steps), not repeat."""
+    c = _model(CPU_CURVE, 0.25, 0.5)
+    assert Auto().choose(16, c) == 0
+    auto = Auto()
+    probes = []
+    for step in range(512):
+        k = auto.choose(16, c)
+        if k:
+            probes.append(step)
+            c.observe_acceptance(2, 1)  # the probe finds the same ~50% acceptance
+            auto.feedback(2, 1)
+    assert 3 <= len(probes) <= 7, probes
+    gaps = [b - a for a, b in zip(probes, probes[1:])]
+    assert gaps == sorted(gaps)  # exponential back-off
