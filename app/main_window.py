@@ -68,6 +68,9 @@ class MainWindow(QMainWindow):
         self.session.busyChanged.connect(self._busy_changed)
         self.session.liveSpeed.connect(self._live_speed)
         self._update_welcome()
+        app = QApplication.instance()
+        if app is not None:
+            app.styleHints().colorSchemeChanged.connect(self._scheme_changed)  # follow the system live
         if autoload:
             QTimer.singleShot(0, self.autoload)
 
@@ -151,6 +154,9 @@ class MainWindow(QMainWindow):
             f"#welcome {{ background: rgba(46,125,50,0.12); border-bottom: 1px solid rgba(46,125,50,0.4); }}"
             f"#answerStats {{ color: palette(mid); }}"
         )
+
+    def _scheme_changed(self, *_: object) -> None:
+        self.apply_theme()
 
     def _hw_text(self) -> str:
         hw = self.hw

