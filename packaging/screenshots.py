@@ -84,8 +84,10 @@ def main() -> int:
     win.nav.setCurrentRow(0)
     chat = win.chat
     chat.apply_settings({"drafter": "model", "lookahead": 4, "temperature": 0.0, "max_tokens": 160})
-    for q in ("Write a Python function that checks whether a string is a palindrome, with a docstring.",
-              "Now add type hints and two doctest examples."):
+    for q, drafter in (("Write a Python function that checks whether a string is a palindrome, with a docstring.", "model"),
+                       ("Now add type hints to that function. Reply with the code only.", "lookup")):
+        chat.apply_settings({"drafter": drafter, "lookahead": 4 if drafter == "model" else "auto",
+                             "temperature": 0.0, "max_tokens": 160})
         chat.prompt.setPlainText(q)
         chat.send()
         wait(lambda: chat.worker is None)

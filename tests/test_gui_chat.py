@@ -111,6 +111,11 @@ def test_attach_and_export(qtbot, window, tmp_path):
     out = tmp_path / "conv.md"
     window.chat.export_conversation(str(out))
     assert "the data of the class" in out.read_text()
+    answer = tmp_path / "answer.md"
+    window.chat.export_answer(str(answer))
+    last = window.history.messages(window.chat.conversation_id)[-1]
+    text = answer.read_text()
+    assert text.startswith("## Assistant") and last.content in text and "the data of the class" not in text
     binary = tmp_path / "x.bin"
     binary.write_bytes(b"\xff\xfe\x00\x81")
     errors = []

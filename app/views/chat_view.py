@@ -11,7 +11,7 @@ from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QGuiApplication, QKeySequence, QShortcut
 from PySide6.QtWidgets import (
     QComboBox, QDoubleSpinBox, QFileDialog, QFormLayout, QGroupBox, QHBoxLayout, QInputDialog, QLabel,
-    QLineEdit, QListWidget, QListWidgetItem, QMessageBox, QPlainTextEdit, QPushButton, QSpinBox, QSplitter,
+    QLineEdit, QListWidget, QListWidgetItem, QMenu, QMessageBox, QPlainTextEdit, QPushButton, QSpinBox, QSplitter,
     QVBoxLayout, QWidget,
 )
 
@@ -108,8 +108,11 @@ class ChatView(QWidget):
         self.attach_btn.setToolTip("Add a text or Markdown file as context (report drafting)")
         self.attach_btn.clicked.connect(self.attach_file)
         self.export_btn = QPushButton("Export…")
-        self.export_btn.setToolTip("Save this conversation as Markdown")
-        self.export_btn.clicked.connect(self.export_conversation)
+        self.export_btn.setToolTip("Save the conversation or the last answer as Markdown")
+        menu = QMenu(self.export_btn)
+        menu.addAction("Whole conversation…", lambda: self.export_conversation())
+        menu.addAction("Last answer…", lambda: self.export_answer())
+        self.export_btn.setMenu(menu)
         self.copy_btn = QPushButton("Copy answer")
         self.copy_btn.clicked.connect(self.copy_last_answer)
         self.stop_btn = QPushButton("Stop")
@@ -293,6 +296,22 @@ class ChatView(QWidget):
                 return
         try:
             Path(path).write_text(self.history.to_markdown(self.conversation_id), encoding="utf-8")
+        except OSError as e:
+            self.error.emit(f"{path}: cannot write ({e.strerror})")
+            return
+        self.message.emit(f"Exported to {path}")
+
+    def export_answer(self, path: str | None = None) -> None:
+        text = self.answer_markdown()
+        if not text:
+            self.message.emit("No answer to export yet")
+            return
+        if path is None:
+            path, _ = QFileDialog.getSaveFileName(self, "Export the answer as Markdown", "answer.md", "Markdown (*.md)")
+            if not path:
+                return
+        try:
+            Path(path).write_text(text + "\n", encoding="utf-8")
         except OSError as e:
             self.error.emit(f"{path}: cannot write ({e.strerror})")
             return
