@@ -70,7 +70,9 @@ def write_shaped(path: Path, shape: str, vocab_size: int | None = None, seed: in
     w.add_add_bos_token(True)
     w.add_tensor("token_embd.weight", rand(vocab, n_embd))
     w.add_tensor("output_norm.weight", np.ones(n_embd, np.float32))
-    w.add_tensor("output.weight", rand(vocab, n_embd))
+    out = rand(vocab, n_embd).copy()
+    out[:5] = 0  # specials (EOS among them) never win: every run generates all its tokens
+    w.add_tensor("output.weight", out)
     for i in range(n_layer):
         p = f"blk.{i}."
         w.add_tensor(p + "attn_norm.weight", np.ones(n_embd, np.float32))
@@ -92,6 +94,9 @@ def write_shaped(path: Path, shape: str, vocab_size: int | None = None, seed: in
 def quantize(src: Path, dst: Path, ftype: str = "Q4_K_M") -> Path:
     import llama_cpp
 
+    from .llama import _ensure_backend
+
+    _ensure_backend()  # routes llama.cpp's per-tensor log lines away from the terminal
     params = llama_cpp.llama_model_quantize_default_params()
     params.ftype = getattr(llama_cpp, f"LLAMA_FTYPE_MOSTLY_{ftype}")
     params.nthread = os.cpu_count() or 4
@@ -112,11 +117,14 @@ def _median_time(fn, n: int) -> float:
 
 def measure(target: Path, draft: Path, tokens: int = 128, reps: int = 3) -> dict:
     from . import Engine
+    from .events import DoneEvent
     from .llama import Context
+    from .lookahead import Fixed
+    from .speculative import GenerationConfig
 
     eng = Engine(target, n_ctx=4096, metrics_log=False)
     t = eng.target
-    prompt = t.tokenize("▁x000001 ▁x000002 " * 40)
+    prompt = [300 + (i * 7919) % 1000 for i in range(256)]  # 256 ordinary vocabulary ids
     ctx = Context(t, n_ctx=4096)
     ctx.decode(prompt[:-1], logits="none")
     base = ctx.n_past
@@ -141,10 +149,14 @@ def measure(target: Path, draft: Path, tokens: int = 128, reps: int = 3) -> dict
     dctx.close()
 
     def tps(draft_model, la) -> float:
+        dec = eng.decoder(draft_model)
+        dec.lookahead = Fixed(la)
         vals = []
         for _ in range(reps):
-            r = eng.generate(t.detokenize(prompt), draft_model=draft_model, lookahead=la, max_tokens=tokens)
-            vals.append(r.stats.decode_tokens_per_s)
+            done = [e for e in dec.run(prompt, GenerationConfig(max_tokens=tokens)) if isinstance(e, DoneEvent)][0]
+            if done.stats.generated_tokens < tokens:
+                raise RuntimeError(f"only {done.stats.generated_tokens} of {tokens} tokens generated")
+            vals.append(done.stats.decode_tokens_per_s)
         return statistics.median(vals)
 
     alone = tps(None, 0)
