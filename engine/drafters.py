@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
-from typing import Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 
@@ -33,6 +33,10 @@ class Drafter(ABC):
 
     def begin(self, prompt: Sequence[int]) -> None:
         """A new generation starts with this prompt."""
+
+    def prefill(self, prompt: Sequence[int], cancelled: "Callable[[], bool]" = lambda: False) -> None:
+        """Evaluate the prompt ahead of decoding (a model drafter fills its KV cache), so the
+        first drafting step does not pay for the whole prompt. Counted in time to first token."""
 
     @abstractmethod
     def propose(self, context: Sequence[int], k: int, sampler: Sampler) -> Proposal: ...
@@ -79,6 +83,16 @@ class ModelDrafter(Drafter):
     def begin(self, prompt: Sequence[int]) -> None:
         # Keep the cache: a follow-up chat turn shares its prefix with the last one.
         pass
+
+    def prefill(self, prompt: Sequence[int], cancelled: "Callable[[], bool]" = lambda: False) -> None:
+        ctx = self.ctx
+        keep = min(common_prefix(ctx.tokens, prompt), len(prompt) - 1)
+        ctx.truncate(keep)
+        todo = list(prompt[keep:-1])
+        for start in range(0, len(todo), ctx.n_batch):
+            if cancelled():
+                return
+            ctx.decode(todo[start : start + ctx.n_batch], logits="none", abortable=True)
 
     def propose(self, context: Sequence[int], k: int, sampler: Sampler) -> Proposal:
         out = Proposal()

@@ -226,7 +226,15 @@ class Decoder:
             return
         if self.drafter is not None:
             self.drafter.begin(prompt)
-            if self.lookahead.label == "auto" and not self.cost.calibrated:
+            if self.lookahead.label != "0":
+                draft_ctx = getattr(self.drafter, "ctx", None)
+                if draft_ctx is not None:
+                    cancel.watch(draft_ctx)
+                try:
+                    self.drafter.prefill(prompt, lambda: cancel.cancelled)
+                except Cancelled:
+                    pass  # the step loop sees the cancel and finishes cleanly
+            if self.lookahead.label == "auto" and not self.cost.calibrated and not cancel.cancelled:
                 self._calibrate(prompt[-1])
         t_prefill = time.perf_counter()
         stats.prefill_s = t_prefill - t0

@@ -325,3 +325,21 @@ def test_metrics_log_gets_one_line_per_generation(tiny_target, tmp_path):
     assert lines[0]["task"] == "chat" and lines[0]["stats"]["generated_tokens"] == 5
     assert lines[1]["draft"] == "lookup" and lines[0]["target"] == "target.gguf"
     e.close()
+
+
+def test_draft_model_reads_the_prompt_during_prefill(tiny_target, tiny_draft):
+    target = Model(tiny_target)
+    drafter = ModelDrafter(Model(tiny_draft), n_ctx=512)
+    dec = Decoder(target, drafter, Fixed(3), n_ctx=512)
+    prompt = target.tokenize("the value of data " * 20)
+    events = dec.run(prompt, GenerationConfig(max_tokens=4))
+    for ev in events:
+        if isinstance(ev, StepEvent):
+            # by the first step the draft already holds the prompt: it only catches up one token
+            assert ev.step > 0 or drafter.ctx.n_past >= len(prompt) - 1
+    assert drafter.ctx.tokens[: len(prompt) - 1] == prompt[:-1]
+    # with lookahead 0 the draft is not touched
+    fresh = ModelDrafter(Model(tiny_draft), n_ctx=512)
+    dec0 = Decoder(target, fresh, Fixed(0), n_ctx=512)
+    list(dec0.run(prompt, GenerationConfig(max_tokens=4)))
+    assert fresh.ctx.n_past == 0
