@@ -162,3 +162,17 @@ def test_bench_view_fills_its_table(qtbot, window):
     assert bench.model.rowCount() == 4  # target, k=2, auto, lookup
     assert bench.model.data(bench.model.index(1, 3)).endswith(")")
     assert bench.progress.value() == bench.progress.maximum()
+
+
+def test_closing_mid_generation_stops_cleanly_and_keeps_the_partial(qtbot, window):
+    chat = window.chat
+    chat.apply_settings({"drafter": "none", "max_tokens": 20000})
+    chat.prompt.setPlainText("the value of")
+    chat.send()
+    qtbot.waitUntil(lambda: chat._stream_tokens != [], timeout=10000)
+    cid = chat.conversation_id
+    thread = window.session._threads[0][0]
+    window.close()  # cancels, waits for the worker, saves what was written
+    assert thread.isFinished()
+    answer = window.history.messages(cid)[-1]
+    assert answer.status == "stopped" and answer.content
