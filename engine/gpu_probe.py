@@ -34,61 +34,19 @@ SHAPES = {
 
 def write_shaped(path: Path, shape: str, vocab_size: int | None = None, seed: int = 0) -> Path:
     """A llama-architecture F16 GGUF of a real model's shape with random weights."""
-    import gguf
-
-    from .tinymodel import make_vocab
+    from .tinymodel import make_vocab, write_model
 
     n_embd, n_layer, n_head, n_kv, n_ff, vocab = SHAPES[shape]
-    vocab = vocab_size or vocab
-    v = make_vocab(size=vocab)
-    rng = np.random.default_rng(seed)
-    block = (rng.standard_normal(1 << 22) * 0.02).astype(np.float16)  # reused: independence is irrelevant
+    block = (np.random.default_rng(seed).standard_normal(1 << 22) * 0.02).astype(np.float16)
 
-    def rand(*shape_: int) -> np.ndarray:
+    def tiled(*shape_: int) -> np.ndarray:  # reused block: independence is irrelevant here
         n = int(np.prod(shape_))
-        reps = -(-n // block.size)
-        return np.tile(block, reps)[:n].reshape(shape_)
+        return np.tile(block, -(-n // block.size))[:n].reshape(shape_)
 
-    head_dim = n_embd // n_head
-    w = gguf.GGUFWriter(str(path), "llama")
-    w.add_name(f"random-{shape}")
-    w.add_context_length(8192)
-    w.add_embedding_length(n_embd)
-    w.add_block_count(n_layer)
-    w.add_feed_forward_length(n_ff)
-    w.add_head_count(n_head)
-    w.add_head_count_kv(n_kv)
-    w.add_rope_dimension_count(head_dim)
-    w.add_layer_norm_rms_eps(1e-6)
-    w.add_file_type(gguf.LlamaFileType.MOSTLY_F16)
-    w.add_tokenizer_model("llama")
-    w.add_token_list(v.tokens)
-    w.add_token_scores(v.scores)
-    w.add_token_types(v.types)
-    w.add_bos_token_id(1)
-    w.add_eos_token_id(2)
-    w.add_add_bos_token(True)
-    w.add_tensor("token_embd.weight", rand(vocab, n_embd))
-    w.add_tensor("output_norm.weight", np.ones(n_embd, np.float32))
-    out = rand(vocab, n_embd).copy()
-    out[:5] = 0  # specials (EOS among them) never win: every run generates all its tokens
-    w.add_tensor("output.weight", out)
-    for i in range(n_layer):
-        p = f"blk.{i}."
-        w.add_tensor(p + "attn_norm.weight", np.ones(n_embd, np.float32))
-        w.add_tensor(p + "ffn_norm.weight", np.ones(n_embd, np.float32))
-        w.add_tensor(p + "attn_q.weight", rand(n_embd, n_embd))
-        w.add_tensor(p + "attn_k.weight", rand(head_dim * n_kv, n_embd))
-        w.add_tensor(p + "attn_v.weight", rand(head_dim * n_kv, n_embd))
-        w.add_tensor(p + "attn_output.weight", rand(n_embd, n_embd))
-        w.add_tensor(p + "ffn_gate.weight", rand(n_ff, n_embd))
-        w.add_tensor(p + "ffn_up.weight", rand(n_ff, n_embd))
-        w.add_tensor(p + "ffn_down.weight", rand(n_embd, n_ff))
-    w.write_header_to_file()
-    w.write_kv_data_to_file()
-    w.write_tensors_to_file()
-    w.close()
-    return path
+    # write_model keeps specials (EOS among them) from ever winning, so runs never stop early
+    return write_model(path, n_embd=n_embd, n_layer=n_layer, n_head=n_head, n_kv_head=n_kv, n_ff=n_ff,
+                       n_ctx=8192, vocab=make_vocab(size=vocab_size or vocab), chat_template=None,
+                       name=f"random-{shape}", dtype=np.float16, fill=tiled)
 
 
 def quantize(src: Path, dst: Path, ftype: str = "Q4_K_M") -> Path:

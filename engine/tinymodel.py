@@ -15,7 +15,7 @@ import os
 import string
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Mapping
+from typing import Callable, Mapping
 
 import numpy as np
 
@@ -102,8 +102,12 @@ def write_model(
     chat_template: str | None = CHATML_TEMPLATE,
     name: str = "tiny",
     dtype: type = np.float32,
+    fill: Callable[..., np.ndarray] | None = None,
 ) -> Path:
-    """Write a llama GGUF; `chain` makes it scripted (see module doc)."""
+    """Write a llama GGUF; `chain` makes it scripted (see module doc).
+
+    `fill(*shape)` supplies random weights instead of seeded normals (the GPU probe's
+    multi-gigabyte models reuse one random block)."""
     vocab = vocab or make_vocab()
     n_vocab = len(vocab.tokens)
     rng = np.random.default_rng(seed)
@@ -111,6 +115,8 @@ def write_model(
     n_embd_kv = head_dim * n_kv_head
 
     def rand(*shape: int, s: float = scale) -> np.ndarray:
+        if fill is not None:
+            return fill(*shape).astype(dtype, copy=False)
         return (rng.standard_normal(shape) * s).astype(dtype)
 
     path = Path(path)
