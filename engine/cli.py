@@ -251,8 +251,6 @@ def cmd_bench(args: argparse.Namespace) -> int:
     from .api import Engine
 
     target, draft = resolve_pair(args)
-    if args.draft is None and args.pair is None and args.target:
-        draft = None
     suites = [bench.load_suite(s) for s in (args.suite or bench.builtin_suites())]
     sweep = [int(x) for x in args.sweep.split(",") if x.strip()] if args.sweep else [1, 2, 4, 8]
     modes = [m.strip() for m in args.modes.split(",")] if args.modes else list(bench.MODES)
