@@ -299,12 +299,6 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     return 0 if all(c.ok for c in checks) else 1
 
 
-def cmd_app(args: argparse.Namespace) -> int:
-    from app.main import main as app_main
-
-    return app_main(args.rest)
-
-
 # -- parser -----------------------------------------------------------------------------------
 def _add_gen_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("prompt", help="the prompt; '-' reads stdin, '@FILE' reads a file")
@@ -364,9 +358,7 @@ def build_parser() -> argparse.ArgumentParser:
     dr = sub.add_parser("doctor", help="versions, backend and devices, model store, default pair: what to fix")
     dr.set_defaults(func=cmd_doctor)
 
-    a = sub.add_parser("app", help="start the desktop app")
-    a.add_argument("rest", nargs=argparse.REMAINDER)
-    a.set_defaults(func=cmd_app)
+    sub.add_parser("app", help="start the desktop app (tandem app --help for its options)")
 
     from . import cli_models
 
@@ -375,6 +367,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["app"]:  # everything after `app` belongs to the app's own parser
+        from app.main import main as app_main
+
+        return app_main(argv[1:])
     parser = build_parser()
     args = parser.parse_args(argv)
     try:

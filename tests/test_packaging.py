@@ -27,6 +27,13 @@ def test_self_test_from_source():
     assert "self-test: ok" in r.stdout
 
 
+def test_tandem_app_passes_its_options_to_the_app(capsys):
+    from engine.cli import main as cli
+
+    assert cli(["app", "--self-test"]) == 0  # the option reaches the app's parser
+    assert "self-test: ok" in capsys.readouterr().out
+
+
 @pytest.mark.skipif(os.environ.get("TANDEM_SKIP_BUNDLE") == "1", reason="TANDEM_SKIP_BUNDLE=1")
 def test_bundle_builds_and_passes_its_self_test(tmp_path):
     pytest.importorskip("PyInstaller")
