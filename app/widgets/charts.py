@@ -83,6 +83,7 @@ class LiveCharts(QWidget):
         self.k_plot = self._plot("Lookahead in use", "step", "k")
         self.k_plot.setYRange(0, 16.5)
         self.k_curve = self.k_plot.plot(pen=pg.mkPen((240, 136, 62), width=2), stepMode="right")
+        self.hist_plot.setYRange(0, 5)
         lay.addWidget(self.acc_plot, 0, 0)
         lay.addWidget(self.tps_plot, 0, 1)
         lay.addWidget(self.hist_plot, 1, 0)
@@ -130,6 +131,7 @@ class LiveCharts(QWidget):
             for c in (self.acc_roll, self.acc_cum, self.tps_curve, self.k_curve):
                 c.setData([], [])
             self.hist_bars.setOpts(height=np.zeros(17))
+            self.hist_plot.setYRange(0, 5)  # an empty histogram autoscales to a silly (-400, 400)
             return
         idx, roll, cum = s.acceptance()
         ok = ~np.isnan(roll)
@@ -137,6 +139,8 @@ class LiveCharts(QWidget):
         self.acc_cum.setData(idx, cum)
         t, rate = s.tokens_per_s()
         self.tps_curve.setData(t, rate)
-        self.hist_bars.setOpts(height=s.histogram())
+        hist = s.histogram()
+        self.hist_bars.setOpts(height=hist)
+        self.hist_plot.setYRange(0, max(5, int(hist.max()) + 1))
         ks = np.asarray(s.k, float)
         self.k_curve.setData(np.arange(len(ks)), ks)
