@@ -11,7 +11,7 @@ from __future__ import annotations
 import codecs
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Iterator, Sequence
 
 from .drafters import Drafter, common_prefix as _common_prefix

