@@ -48,14 +48,6 @@ class Drafter(ABC):
         """Release resources (model contexts)."""
 
 
-def common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
-    n = min(len(a), len(b))
-    i = 0
-    while i < n and a[i] == b[i]:
-        i += 1
-    return i
-
-
 class ModelDrafter(Drafter):
     """A small model drafts greedily (or samples from its own distribution q).
 
@@ -85,33 +77,23 @@ class ModelDrafter(Drafter):
         pass
 
     def prefill(self, prompt: Sequence[int], cancelled: "Callable[[], bool]" = lambda: False) -> None:
-        ctx = self.ctx
-        keep = min(common_prefix(ctx.tokens, prompt), len(prompt) - 1)
-        ctx.truncate(keep)
-        todo = list(prompt[keep:-1])
-        for start in range(0, len(todo), ctx.n_batch):
+        keep = self.ctx.reuse_prefix(prompt)
+        for _ in self.ctx.feed(list(prompt[keep:-1]), abortable=True):
             if cancelled():
                 return
-            ctx.decode(todo[start : start + ctx.n_batch], logits="none", abortable=True)
 
     def propose(self, context: Sequence[int], k: int, sampler: Sampler) -> Proposal:
         out = Proposal()
         if k <= 0 or not context:
             return out
         ctx = self.ctx
-        keep = min(common_prefix(ctx.tokens, context), len(context) - 1)
-        ctx.truncate(keep)
+        keep = ctx.reuse_prefix(context)
         if len(context) + k > ctx.n_ctx:
             k = ctx.n_ctx - len(context)
             if k <= 0:
                 return out
-        pending = list(context[keep:])
-        logits = None
-        for start in range(0, len(pending), ctx.n_batch):
-            chunk = pending[start : start + ctx.n_batch]
-            last = start + ctx.n_batch >= len(pending)
-            logits = ctx.decode(chunk, logits="last" if last else "none")
-        assert logits is not None
+        for _, logits in ctx.feed(list(context[keep:]), last_logits=True):
+            pass
         row = logits[0]
         for i in range(k):
             if sampler.greedy:

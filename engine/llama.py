@@ -13,7 +13,7 @@ import os
 import threading
 from collections import deque
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Callable, Iterator, Sequence
 
 import numpy as np
 
@@ -309,6 +309,24 @@ class Context:
         ptr = llama_cpp.llama_get_logits(self._ctx)
         return np.ctypeslib.as_array(ptr, shape=(n_out, self.n_vocab))
 
+    def reuse_prefix(self, tokens: Sequence[int]) -> int:
+        """Keep the cached positions shared with `tokens` (a chat turn, the draft's last
+        proposal), always leaving the last token to decode since its logits are needed.
+        Returns how many positions were kept."""
+        keep = min(common_prefix(self.tokens, tokens), len(tokens) - 1)
+        self.truncate(keep)
+        return keep
+
+    def feed(self, tokens: Sequence[int], *, last_logits: bool = False, abortable: bool = False) -> Iterator[tuple[int, np.ndarray]]:
+        """Decode `tokens` in n_batch chunks, yielding (tokens done, logits) after each chunk:
+        callers report progress or stop between chunks. With `last_logits` the final chunk
+        returns the last row's logits (a view, as `decode`); otherwise empty arrays."""
+        for start in range(0, len(tokens), self.n_batch):
+            chunk = tokens[start : start + self.n_batch]
+            final = start + self.n_batch >= len(tokens)
+            logits = self.decode(chunk, logits="last" if final and last_logits else "none", abortable=abortable)
+            yield start + len(chunk), logits
+
     def abort(self) -> None:
         """Ask an `abortable` decode running in another thread to stop."""
         self._abort.set()
@@ -337,6 +355,14 @@ class Context:
             self.close()
         except Exception:
             pass
+
+
+def common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
+    n = min(len(a), len(b))
+    i = 0
+    while i < n and a[i] == b[i]:
+        i += 1
+    return i
 
 
 def load_model(path: str | os.PathLike[str], **kw: object) -> Model:

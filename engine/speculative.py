@@ -14,7 +14,7 @@ import time
 from dataclasses import dataclass
 from typing import Iterator, Sequence
 
-from .drafters import Drafter, common_prefix as _common_prefix
+from .drafters import Drafter
 from .errors import Cancelled, PromptError, UnsupportedModelError
 from .events import DoneEvent, Event, PrefillEvent, RunStats, StepEvent, TokenEvent
 from .llama import Context, Model
@@ -202,20 +202,18 @@ class Decoder:
         cancel.watch(ctx)
 
         # Prefill: reuse the cached prefix (chat turns), evaluate the rest but the last token.
-        keep = min(_common_prefix(ctx.tokens, prompt), len(prompt) - 1)
-        ctx.truncate(keep)
+        keep = ctx.reuse_prefix(prompt)
         todo = prompt[keep:-1]
         total = len(todo)
         done = 0
         yield PrefillEvent(0, total)
         try:
-            for start in range(0, total, ctx.n_batch):
-                if cancel.cancelled:
-                    raise Cancelled("cancelled")
-                chunk = todo[start : start + ctx.n_batch]
-                ctx.decode(chunk, logits="none", abortable=True)
-                done += len(chunk)
+            if cancel.cancelled:
+                raise Cancelled("cancelled")
+            for done, _ in ctx.feed(todo, abortable=True):
                 yield PrefillEvent(done, total)
+                if cancel.cancelled and done < total:
+                    raise Cancelled("cancelled")
         except Cancelled:
             ctx.truncate(keep + done)
             stats.finish_reason, stats.stopped_by = "cancelled", "cancel"

@@ -6,7 +6,8 @@ behaviour is measured in isolation from any model.
 
 from __future__ import annotations
 
-from engine.drafters import PromptLookupDrafter, common_prefix
+from engine.drafters import PromptLookupDrafter
+from engine.llama import common_prefix
 from engine.sampling import Sampler
 
 
