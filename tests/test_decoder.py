@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import threading
 
-import numpy as np
 import pytest
 from scipy import stats as sps
 
@@ -14,6 +13,7 @@ from engine.errors import IncompatiblePairError, ModelFileError, PromptError
 from engine.events import DoneEvent, PrefillEvent, StepEvent, TokenEvent
 from engine.llama import Context, Model
 from engine.lookahead import Fixed
+from engine.quality import first_divergence
 from engine.sampling import SamplingParams, distribution
 from engine.speculative import CancelToken, Decoder, GenerationConfig
 from engine.tinymodel import chain_through, write_model
@@ -28,20 +28,6 @@ def eng(tiny_target):
     e.close()
 
 
-def _first_difference_margin(model: Model, prompt: list[int], prefix: list[int]) -> float:
-    """Target's top-1 minus top-2 logit after prompt + prefix (single-token decodes)."""
-    ctx = Context(model, n_ctx=512)
-    try:
-        seq = prompt + prefix
-        if len(seq) > 1:
-            ctx.decode(seq[:-1], logits="none")
-        row = ctx.decode([seq[-1]], logits="last")[0]
-        top2 = np.sort(row)[-2:]
-        return float(top2[1] - top2[0])
-    finally:
-        ctx.close()
-
-
 @pytest.mark.parametrize("draft", ["self", "other", "lookup"])
 @pytest.mark.parametrize("k", [1, 3, 8])
 def test_greedy_speculative_equals_target_alone(eng, tiny_target, tiny_draft, draft, k):
@@ -49,10 +35,9 @@ def test_greedy_speculative_equals_target_alone(eng, tiny_target, tiny_draft, dr
     for prompt in PROMPTS:
         base = eng.generate(prompt, max_tokens=60)
         fast = eng.generate(prompt, draft_model=spec, lookahead=k, max_tokens=60)
-        if fast.tokens != base.tokens:
-            i = next(i for i, (a, b) in enumerate(zip(base.tokens, fast.tokens)) if a != b)
-            margin = _first_difference_margin(eng.target, eng.tokens_for(prompt), base.tokens[:i])
-            assert margin < 1e-4, f"outputs part at token {i} where the target's margin is {margin}"
+        div = first_divergence(eng.target, eng.tokens_for(prompt), base.tokens, fast.tokens)
+        if div is not None:
+            assert div.margin < 1e-4, f"outputs part at token {div.index} where the target's margin is {div.margin}"
         if draft == "self":
             assert fast.stats.acceptance_rate == 1.0
             assert fast.stats.mean_tokens_per_step > 1.5
