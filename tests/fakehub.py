@@ -32,6 +32,8 @@ from pathlib import Path
 
 import pytest
 
+from engine.catalog import FileSpec
+
 _RESOLVE = re.compile(r"^/(?P<repo>[^/]+/[^/]+)/resolve/(?P<rev>[^/]+)/(?P<file>.+)$")
 _CDN = re.compile(r"^/cdn/(?P<sha>[0-9a-f]{64})$")
 
@@ -118,7 +120,6 @@ class FakeHub:
 
     def spec(self, repo: str, filename: str, **overrides):
         """A FileSpec for a served file, pinned to its commit, with its real size and sha256."""
-        from engine.catalog import FileSpec
 
         s = self.files[(repo, filename)]
         kw = dict(repo=repo, filename=filename, revision=s.commit, bytes=len(s.data), sha256=s.sha256, mirrors=())
@@ -297,3 +298,45 @@ def closed_port_url() -> str:
     port = s.getsockname()[1]
     s.close()
     return f"http://127.0.0.1:{port}"
+
+
+def write_tiny_catalog(tmp_path: Path, target: FileSpec, draft: FileSpec | None = None, mirror: str = "") -> Path:
+    """A catalog with one pair, "tiny", of these files (the draft defaults to the target);
+    `mirror` is TOML appended to each file entry (a [[models."{mid}".files.mirrors]] table)."""
+    draft = draft or target
+
+    def model(mid: str, f: FileSpec) -> str:
+        mirrors = mirror.replace("{mid}", mid)  # not .format: package names carry their own {n}
+        return f"""
+[models."{mid}"]
+title = "{mid}"
+repo = "{f.repo}"
+revision = "{f.revision}"
+quant = "F32"
+license = "mit"
+context_length = 2048
+tokenizer = "tiny"
+params_b = 0.001
+n_layers = 2
+n_kv_heads = 2
+head_dim = 16
+[[models."{mid}".files]]
+filename = "{f.filename}"
+bytes = {f.bytes}
+sha256 = "{f.sha256}"
+{mirrors}
+"""
+
+    text = 'schema = 1\ndefault_pair = "tiny"\n' + model("tiny-target", target) + model("tiny-draft", draft) + """
+[[pairs]]
+id = "tiny"
+title = "Tiny pair"
+target = "tiny-target"
+draft = "tiny-draft"
+lookahead = 4
+tags = ["code"]
+note = "test"
+"""
+    p = tmp_path / "models.toml"
+    p.write_text(text)
+    return p

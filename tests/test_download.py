@@ -18,7 +18,7 @@ import pytest
 from engine import download, remote, store
 from engine.catalog import FileSpec
 from engine.errors import Cancelled, StoreError
-from fakehub import Failure, closed_port_url, fakehub  # noqa: F401  (fixture)
+from fakehub import Failure, closed_port_url, fakehub, write_tiny_catalog  # noqa: F401  (fixture)
 
 REPO = "tiny-org/tiny-target-GGUF"
 FILE = "tiny-target-f32.gguf"
@@ -180,7 +180,7 @@ def test_resume_across_a_process_restart(fakehub, served, tmp_path):
     """`tandem pull` killed mid-download (SIGKILL: no cleanup); a new process continues the partial."""
     fakehub.delay = 0.05
     fakehub.chunk = 16 * 1024
-    catalog = _write_catalog(tmp_path, served)
+    catalog = write_tiny_catalog(tmp_path, served)
     env = {**os.environ, "TANDEM_CATALOG": str(catalog), "HF_ENDPOINT": fakehub.url, "HF_HUB_DISABLE_TELEMETRY": "1"}
     env.pop("HF_HUB_OFFLINE", None)
     cmd = [sys.executable, "-m", "engine.cli", "pull", "tiny-target", "--source", "hub"]
@@ -406,43 +406,6 @@ def test_check_command_remote_pair(fakehub, tiny_target, tiny_draft, other_vocab
 
 
 # -- the pull command -------------------------------------------------------------------------
-def _write_catalog(tmp_path: Path, target: FileSpec, draft: FileSpec | None = None, mirror: str = "") -> Path:
-    draft = draft or target
-
-    def model(mid: str, f: FileSpec) -> str:
-        return f"""
-[models."{mid}"]
-title = "{mid}"
-repo = "{f.repo}"
-revision = "{f.revision}"
-quant = "F32"
-license = "mit"
-context_length = 2048
-tokenizer = "tiny"
-params_b = 0.001
-n_layers = 2
-n_kv_heads = 2
-head_dim = 16
-[[models."{mid}".files]]
-filename = "{f.filename}"
-bytes = {f.bytes}
-sha256 = "{f.sha256}"
-{mirror}
-"""
-
-    text = 'schema = 1\ndefault_pair = "tiny"\n' + model("tiny-target", target) + model("tiny-draft", draft) + """
-[[pairs]]
-id = "tiny"
-title = "Tiny pair"
-target = "tiny-target"
-draft = "tiny-draft"
-lookahead = 4
-tags = ["code"]
-note = "test"
-"""
-    p = tmp_path / "models.toml"
-    p.write_text(text)
-    return p
 
 
 def test_pull_and_models_commands(fakehub, served, tiny_draft, tmp_path, monkeypatch, capsys):
@@ -450,7 +413,7 @@ def test_pull_and_models_commands(fakehub, served, tiny_draft, tmp_path, monkeyp
 
     fakehub.add("tiny-org/tiny-draft-GGUF", "d.gguf", tiny_draft)
     dspec = fakehub.spec("tiny-org/tiny-draft-GGUF", "d.gguf")
-    monkeypatch.setenv("TANDEM_CATALOG", str(_write_catalog(tmp_path, served, dspec)))
+    monkeypatch.setenv("TANDEM_CATALOG", str(write_tiny_catalog(tmp_path, served, dspec)))
 
     assert main(["models"]) == 0
     out = capsys.readouterr().out
@@ -478,7 +441,7 @@ def test_models_says_draft_only(fakehub, served, tiny_draft, tmp_path, monkeypat
 
     fakehub.add("tiny-org/tiny-draft-GGUF", "d.gguf", tiny_draft)
     dspec = fakehub.spec("tiny-org/tiny-draft-GGUF", "d.gguf")
-    monkeypatch.setenv("TANDEM_CATALOG", str(_write_catalog(tmp_path, served, dspec)))
+    monkeypatch.setenv("TANDEM_CATALOG", str(write_tiny_catalog(tmp_path, served, dspec)))
     download.obtain(dspec)
     assert main(["models"]) == 0
     assert "draft only" in capsys.readouterr().out
@@ -491,7 +454,7 @@ def test_pull_ctrl_c_keeps_the_partial_and_the_next_pull_resumes(fakehub, served
 
     fakehub.delay = 0.005
     fakehub.chunk = 8 * 1024
-    monkeypatch.setenv("TANDEM_CATALOG", str(_write_catalog(tmp_path, served)))
+    monkeypatch.setenv("TANDEM_CATALOG", str(write_tiny_catalog(tmp_path, served)))
 
     class InterruptingBar(cli_models.ProgressBar):
         def __call__(self, p):
@@ -520,7 +483,7 @@ def test_check_catalog_ids_reads_remote_headers_when_not_downloaded(fakehub, ser
 
     fakehub.add("tiny-org/tiny-draft-GGUF", "d.gguf", tiny_draft)
     dspec = fakehub.spec("tiny-org/tiny-draft-GGUF", "d.gguf")
-    monkeypatch.setenv("TANDEM_CATALOG", str(_write_catalog(tmp_path, served, dspec)))
+    monkeypatch.setenv("TANDEM_CATALOG", str(write_tiny_catalog(tmp_path, served, dspec)))
     assert main(["check", "tiny-target", "tiny-draft"]) == 0
     out = capsys.readouterr().out
     assert out.count("remote: header only") == 2 and "compatible" in out

@@ -15,7 +15,7 @@ import pytest
 from engine import download, store
 from engine.catalog import FileSpec, Mirror
 from engine.errors import Cancelled, ModelFileError, StoreError
-from fakehub import closed_port_url, fakehub  # noqa: F401  (fixture)
+from fakehub import closed_port_url, fakehub, write_tiny_catalog  # noqa: F401  (fixture)
 
 REPO = "tiny-org/tiny-mirrored-GGUF"
 FILE = "tiny.gguf"
@@ -238,40 +238,13 @@ def test_offline_auto_uses_the_mirror_and_the_cli_can_be_pointed_at_a_wheel_fold
     spec, wheels = mirrored
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setenv("TANDEM_PIP_ARGS", f"--no-index --find-links '{wheels}'")
-    catalog = tmp_path / "models.toml"
-    catalog.write_text(f"""schema = 1
-default_pair = "tiny"
-[models.tiny]
-title = "Tiny"
-repo = "{REPO}"
-revision = "{spec.revision}"
-quant = "F32"
-license = "mit"
-context_length = 2048
-tokenizer = "tiny"
-params_b = 0.001
-n_layers = 2
-n_kv_heads = 2
-head_dim = 16
-[[models.tiny.files]]
-filename = "{FILE}"
-bytes = {spec.bytes}
-sha256 = "{spec.sha256}"
-[[models.tiny.files.mirrors]]
+    mirror = f"""[[models."{{mid}}".files.mirrors]]
 kind = "pypi-chunks"
 package = "{MIRROR.package}"
 version = "{MIRROR.version}"
 member = "{MIRROR.member}"
-count = {MIRROR.count}
-[[pairs]]
-id = "tiny"
-title = "Tiny"
-target = "tiny"
-draft = "tiny"
-lookahead = 4
-tags = ["code"]
-note = ""
-""")
+count = {MIRROR.count}"""
+    catalog = write_tiny_catalog(tmp_path, spec, mirror=mirror)
     monkeypatch.setenv("TANDEM_CATALOG", str(catalog))
     assert main(["pull", "tiny"]) == 0
     err = capsys.readouterr().err
