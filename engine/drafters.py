@@ -51,6 +51,9 @@ class Drafter(ABC):
     cost_class: str = "free"
     model: Model | None = None
     confidence_gate: ConfidenceGate | None = None
+    # Set by the decoder each step: Auto will cut the proposal to what its confidence pays
+    # for, so a free drafter should propose all it has rather than limit itself.
+    trimmed_by_caller: bool = False
 
     @property
     def contexts(self) -> list[Context]:
@@ -209,6 +212,8 @@ class PromptLookupDrafter(Drafter):
         self.cursor = 0  # prompt position the copy has reached (edits copy in order)
         self.subs: dict[tuple[int, ...], tuple[int, ...]] = {}
         self.run = self.start_run
+        self.streak = 0  # plan tokens the target confirmed since the pointer was (re)anchored
+        self.anchor_quality = 0.55  # how trustworthy the last anchor was (see _confidence)
 
     def begin(self, prompt: Sequence[int]) -> None:
         self._reset()
@@ -268,6 +273,7 @@ class PromptLookupDrafter(Drafter):
                 self.subs[frm] = to
             self.tentative = None
             self.diverged = None
+        self.streak += 1
         if item.src_after is not None:
             self.ptr = item.src_after
             if item.src_after <= self.prompt_len:
@@ -285,6 +291,7 @@ class PromptLookupDrafter(Drafter):
         else:
             self.diverged = item.anchor
         self.ptr = None
+        self.streak = 0
 
     def _anchor(self) -> None:
         """Find where the recent output copies earlier text; learn a substitution.
@@ -300,6 +307,7 @@ class PromptLookupDrafter(Drafter):
             # keep copying right after the replaced source token (confirmed next step).
             self.tentative = self.diverged
             self.ptr = self.diverged[0] + 1
+            self.anchor_quality = 0.25
             return
         fallback: tuple[int, int] | None = None  # (n, position)
         for n in range(self.n_max, self.n_min - 1, -1):
@@ -320,9 +328,11 @@ class PromptLookupDrafter(Drafter):
             window = toks[src_div : min(src_div + self.rejoin_window, self.prompt_len)]
             if toks[L - 1] in window and L - 1 > out_div:
                 self._anchor_at(src_div + window.index(toks[L - 1]) + 1, 1)
+                self.anchor_quality = 0.15
                 return
         if fallback is not None:
             self._anchor_at(fallback[1], fallback[0])
+            self.anchor_quality = 0.35 if fallback[0] <= 2 else 0.45
 
     def _forward_prompt_match(self) -> int | None:
         """Position after the longest recent n-gram found in the prompt at/after the cursor."""
@@ -347,6 +357,24 @@ class PromptLookupDrafter(Drafter):
                 self.subs[frm] = to  # learnt from the prompt only: output copies of copies mislead
             self.diverged = None
         self.ptr = pos
+        self.streak = 0
+        self.anchor_quality = {1: 0.15, 2: 0.35, 3: 0.45}.get(n, 0.55)
+
+    def _confidence(self, j: int, item: _PlanItem) -> float:
+        """How sure the j-th planned token is, as a bucket Auto calibrates by measured
+        acceptance: a fresh anchor is a guess whose trust grows with the match length; a
+        pointer the target has followed for a while is nearly always right; a learned
+        substitution sits in between."""
+        if item.substituted:
+            return 0.65
+        s = self.streak + j
+        if s == 0:
+            return self.anchor_quality
+        if s >= 32:
+            return 0.95
+        if s >= 8:
+            return 0.85
+        return 0.75
 
     def _make_plan(self, out_index: int, length: int) -> None:
         """Expected continuation from the pointer, with substitutions applied."""
@@ -392,9 +420,11 @@ class PromptLookupDrafter(Drafter):
         if k <= 0 or self.ptr is None:
             return Proposal()
         self.plan_at = len(self.tokens)
-        self._make_plan(self.plan_at, min(k, self.run) + 1)
-        drafts = [p.token for p in self.plan[: min(k, self.run)]]
-        return Proposal(drafts, [None] * len(drafts))
+        n = k if self.trimmed_by_caller else min(k, self.run)
+        self._make_plan(self.plan_at, n + 1)
+        items = self.plan[:n]
+        drafts = [p.token for p in items]
+        return Proposal(drafts, [None] * len(drafts), [self._confidence(j, p) for j, p in enumerate(items)])
 
     def feedback(self, drafted: int, accepted: int) -> None:
         if drafted == 0:

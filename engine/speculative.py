@@ -410,6 +410,7 @@ class Decoder:
                 policy = run.lookahead.current
                 if drafter.cost_class == "model":
                     drafter.confidence_gate = policy.gate(self.cost) if isinstance(policy, Auto) else None
+                drafter.trimmed_by_caller = isinstance(policy, Auto)
                 prop = drafter.propose(run.context, k_req, run.sampler)
                 if isinstance(policy, Auto):
                     k_use = policy.trim(prop, self.cost)
