@@ -366,15 +366,15 @@ class PromptLookupDrafter(Drafter):
         pointer the target has followed for a while is nearly always right; a learned
         substitution sits in between."""
         if item.substituted:
-            return 0.65
+            return 0.72
         s = self.streak + j
         if s == 0:
             return self.anchor_quality
         if s >= 32:
-            return 0.95
+            return 0.98
         if s >= 8:
-            return 0.85
-        return 0.75
+            return 0.93
+        return 0.85
 
     def _make_plan(self, out_index: int, length: int) -> None:
         """Expected continuation from the pointer, with substitutions applied."""

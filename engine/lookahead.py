@@ -47,6 +47,8 @@ class CostModel:
     """
 
     RECENT_S = 20.0  # compare costs measured at about the same time (load changes)
+    CONF_BUCKETS = 20
+    CONF_PRIOR = 4.0  # weight of a drafter's stated confidence before measurements
 
     def __init__(self, *, decay: float = 0.85, alpha_prior: float = 0.6, prior_weight: float = 2.0, window: int = 9):
         self._lock = threading.Lock()
@@ -63,10 +65,10 @@ class CostModel:
         self._prior = (alpha_prior * prior_weight, (1.0 - alpha_prior) * prior_weight)
         self.steps_observed = 0
         self.free_drafter = False  # proposals cost ~nothing (prompt lookup): Auto trims by confidence
-        # Acceptance by the drafter's own confidence, in 10 buckets: a drafter that says 0.9
-        # may be right 70% of the time. Beta counts, starting at "confidence is calibrated".
-        self._conf_hits = [0.5 + i for i in range(10)]
-        self._conf_total = [10.0] * 10
+        # Acceptance by the drafter's own confidence, in 20 buckets: a drafter that says 0.9
+        # may be right 70% of the time. Counts, with the stated confidence as a weak prior.
+        self._conf_hits = [0.0] * self.CONF_BUCKETS
+        self._conf_total = [0.0] * self.CONF_BUCKETS
 
     # -- observations --------------------------------------------------------------------
     def observe_verify(self, n: int, seconds: float) -> None:
@@ -107,7 +109,7 @@ class CostModel:
         if confidence:
             with self._lock:  # token i was tried only if all before it were accepted
                 for i, c in enumerate(confidence[: min(drafted, accepted + 1)]):
-                    b = min(9, max(0, int(c * 10)))
+                    b = min(self.CONF_BUCKETS - 1, max(0, int(c * self.CONF_BUCKETS)))
                     self._conf_total[b] += 1
                     self._conf_hits[b] += 1 if i < accepted else 0
         with self._lock:
@@ -124,8 +126,8 @@ class CostModel:
 
     def calibrated_confidence(self, c: float) -> float:
         """The measured acceptance rate of tokens the drafter gave confidence `c`."""
-        b = min(9, max(0, int(c * 10)))
-        return self._conf_hits[b] / self._conf_total[b]
+        b = min(self.CONF_BUCKETS - 1, max(0, int(c * self.CONF_BUCKETS)))
+        return (self._conf_hits[b] + self.CONF_PRIOR * c) / (self._conf_total[b] + self.CONF_PRIOR)
 
     # -- persistence (engine/calibration.py keys it by machine and model) ---------------
     def export_costs(self) -> dict:
