@@ -19,8 +19,9 @@ from typing import Any, Callable, Sequence
 
 from .errors import Cancelled, TandemError
 from .lookahead import CostModel, expected_tokens
+from .resources import suites_dir
 
-SUITES_DIR = Path(__file__).resolve().parent.parent / "assets" / "suites"
+SUITES_DIR = suites_dir()
 
 
 class BenchError(TandemError):
