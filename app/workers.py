@@ -213,7 +213,7 @@ class RaceWorker(Worker):
             self.side_done.emit(side, ev)
 
     def work(self) -> None:
-        from engine.race import race
+        from engine.racing import race
 
         r = race(self.engine, self.request, on_event=self._on_event, cancel=self.token)
         if r is None:

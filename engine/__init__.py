@@ -8,16 +8,18 @@ Quick use::
     print(out.text, out.stats.acceptance_rate)
     for ev in engine.stream("Hello", draft_model="lookup", lookahead="auto"):
         ...
+
+`import engine` stays light: the public names below are imported on first use, so commands
+that never run a model (`tandem models`, `pull`, `check`, `doctor` without llama.cpp) do not
+load libllama.
 """
 
 from __future__ import annotations
 
-from typing import Iterator
+import importlib
+import importlib.util
+from typing import TYPE_CHECKING, Any, Iterator
 
-from .api import Engine, GenerationResult
-from .race import RaceResult, race
-from .settings import GenerationRequest, RuntimeParams
-from .compat import Verdict, check_pair
 from .errors import (
     Cancelled,
     DecodeError,
@@ -29,19 +31,63 @@ from .errors import (
     TandemError,
     UnsupportedModelError,
 )
-from .events import DoneEvent, Event, PrefillEvent, RunStats, StepEvent, TokenEvent
-from .llama import Model
-from .lookahead import Auto, CostModel, Fixed, LiveLookahead
-from .sampling import SamplingParams
-from .speculative import CancelToken, EngineClosedError
+
+if TYPE_CHECKING:
+    from .api import Engine, GenerationResult
+    from .events import Event
 
 __version__ = "0.1.0"
+
+# Public name -> the module that defines it, imported on first access. One line per name.
+_LAZY: dict[str, str] = {
+    "Engine": ".api",
+    "GenerationResult": ".api",
+    "Model": ".llama",
+    "Fixed": ".lookahead",
+    "Auto": ".lookahead",
+    "CostModel": ".lookahead",
+    "SamplingParams": ".sampling",
+    "CancelToken": ".speculative",
+    "check_pair": ".compat",
+    "Verdict": ".compat",
+    "Event": ".events",
+    "TokenEvent": ".events",
+    "StepEvent": ".events",
+    "PrefillEvent": ".events",
+    "DoneEvent": ".events",
+    "RunStats": ".events",
+    "GenerationRequest": ".settings",
+    "RuntimeParams": ".settings",
+    "race": ".racing",
+    "RaceResult": ".racing",
+    "LiveLookahead": ".lookahead",
+    "EngineClosedError": ".speculative",
+}
+
+
+def __getattr__(name: str) -> Any:
+    """Import a public name's module on first use; `engine.<submodule>` works as before."""
+    if name in _LAZY:
+        value = getattr(importlib.import_module(_LAZY[name], __name__), name)
+    elif importlib.util.find_spec(f"{__name__}.{name}") is not None:
+        value = importlib.import_module(f"{__name__}.{name}")
+    else:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    globals()[name] = value  # later lookups skip this function
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))
+
 
 _default: Engine | None = None
 
 
 def setup(target: str, **kw: object) -> Engine:
     """Load the target model used by `generate` and `stream` (replacing any earlier one)."""
+    from .api import Engine
+
     global _default
     if _default is not None:
         _default.close()
@@ -66,9 +112,7 @@ def stream(prompt: object, **kw: object) -> Iterator[Event]:
 
 
 __all__ = [
-    "GenerationRequest", "RuntimeParams", "race", "RaceResult", "LiveLookahead", "EngineClosedError",
-    "Engine", "GenerationResult", "setup", "generate", "stream", "Model", "Fixed", "Auto", "CostModel",
-    "SamplingParams", "CancelToken", "check_pair", "Verdict", "Event", "TokenEvent", "StepEvent",
-    "PrefillEvent", "DoneEvent", "RunStats", "TandemError", "ModelFileError", "ModelLoadError",
-    "IncompatiblePairError", "PromptError", "DecodeError", "StoreError", "Cancelled", "UnsupportedModelError",
+    "setup", "generate", "stream", *_LAZY,
+    "TandemError", "ModelFileError", "ModelLoadError", "IncompatiblePairError", "PromptError", "DecodeError",
+    "StoreError", "Cancelled", "UnsupportedModelError",
 ]

@@ -19,8 +19,9 @@ from typing import Any, Callable, Sequence
 
 from .errors import Cancelled, TandemError
 from .lookahead import MAX_LOOKAHEAD, CostModel, expected_tokens
+from .resources import suites_dir
 
-SUITES_DIR = Path(__file__).resolve().parent.parent / "assets" / "suites"
+SUITES_DIR = suites_dir()
 
 
 class BenchError(TandemError):
@@ -229,7 +230,7 @@ def run_bench(
     """Run every prompt in every configuration; repetitions outermost, configurations
     interleaved per prompt, so machine drift affects all configurations alike."""
     from .events import DoneEvent, StepEvent
-    from .race import compare
+    from .racing import compare
 
     if not configs or configs[0].mode != "target":
         raise BenchError("the first configuration must be target alone (the reference)")

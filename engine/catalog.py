@@ -16,8 +16,9 @@ from pathlib import Path
 from typing import Any
 
 from .errors import TandemError
+from .resources import catalog_path
 
-CATALOG_PATH = Path(__file__).resolve().parent.parent / "models.toml"
+CATALOG_PATH = catalog_path()
 _ID = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
 _SHA = re.compile(r"^[0-9a-f]{64}$")
 TAGS = {"code", "chat", "writing", "reasoning"}

@@ -192,7 +192,7 @@ def _stats_line(s) -> str:
 
 # -- race -------------------------------------------------------------------------------------
 def cmd_race(args: argparse.Namespace) -> int:
-    from .race import race
+    from .racing import race
 
     target, draft = resolve_pair(args)
     if draft is None:

@@ -26,7 +26,6 @@ def _version(dist: str) -> str | None:
 
 def run_checks() -> list[Check]:
     from . import catalog, hardware, store
-    from .llama import supports_gpu_offload
 
     checks: list[Check] = []
     checks.append(Check("python", sys.version_info >= (3, 11), f"{platform.python_implementation()} {platform.python_version()} on {platform.platform()}",
@@ -46,6 +45,8 @@ def run_checks() -> list[Check]:
     except ImportError as e:
         checks.append(Check("llama.cpp build", False, str(e), "bash packaging/install_llama_cpp.sh .venv/bin/python"))
         return checks
+    from .llama import supports_gpu_offload  # loads libllama: only once llama_cpp is known to import
+
     hw = hardware.probe()
     gpu = supports_gpu_offload()
     hint = "" if gpu else " (for a GPU build see the README: CMAKE_ARGS=\"-DGGML_CUDA=on\" or Metal)"

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import sys
 import time
@@ -52,12 +51,13 @@ def write_shaped(path: Path, shape: str, vocab_size: int | None = None, seed: in
 def quantize(src: Path, dst: Path, ftype: str = "Q4_K_M") -> Path:
     import llama_cpp
 
+    from .hardware import physical_cores
     from .llama import _ensure_backend
 
     _ensure_backend()  # routes llama.cpp's per-tensor log lines away from the terminal
     params = llama_cpp.llama_model_quantize_default_params()
     params.ftype = getattr(llama_cpp, f"LLAMA_FTYPE_MOSTLY_{ftype}")
-    params.nthread = os.cpu_count() or 4
+    params.nthread = physical_cores()
     rc = llama_cpp.llama_model_quantize(str(src).encode(), str(dst).encode(), params)
     if rc != 0:
         raise RuntimeError(f"quantize failed ({rc})")

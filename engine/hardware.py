@@ -3,13 +3,17 @@
 RAM and cores from psutil; GPU devices, their backend (CUDA, Metal, Vulkan, CPU) and
 memory from llama.cpp's own `ggml_backend_dev_*` functions, called with ctypes on the
 bundled libggml (llama-cpp-python does not bind them) — so we report exactly the devices
-llama.cpp will use. nvidia-ml-py, where installed, gives a second opinion on NVIDIA.
+llama.cpp will use. libggml is found through llama_cpp's package folder without importing
+llama_cpp, so listing devices (`tandem models`) does not load libllama. nvidia-ml-py, where
+installed, gives a second opinion on NVIDIA.
 """
 
 from __future__ import annotations
 
 import ctypes
+import importlib.util
 import os
+import sys
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -65,42 +69,80 @@ class Hardware:
         return ", ".join(parts)
 
 
-def _libggml() -> ctypes.CDLL | None:
+def _llama_cpp_libdir() -> Path | None:
+    """llama-cpp-python's folder of shared libraries, found without importing llama_cpp
+    (importing it loads libllama)."""
     try:
-        import llama_cpp
-    except ImportError:
+        spec = importlib.util.find_spec("llama_cpp")
+    except (ImportError, ValueError):  # ValueError: a stubbed sys.modules entry
         return None
-    libdir = Path(llama_cpp.__file__).parent / "lib"
-    for name in ("libggml.so", "libggml.dylib", "ggml.dll"):
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    libdir = Path(next(iter(spec.submodule_search_locations))) / "lib"
+    return libdir if libdir.is_dir() else None
+
+
+def _load(libdir: Path, stem: str) -> ctypes.CDLL | None:
+    """lib<stem>.so / lib<stem>.dylib / <stem>.dll from libdir, or None."""
+    for name in (f"lib{stem}.so", f"lib{stem}.dylib", f"{stem}.dll"):
         p = libdir / name
         if p.exists():
             try:
-                lib = ctypes.CDLL(str(p))
+                return ctypes.CDLL(str(p))
             except OSError:
                 continue
-            lib.ggml_backend_dev_count.restype = ctypes.c_size_t
-            lib.ggml_backend_dev_get.argtypes = [ctypes.c_size_t]
-            lib.ggml_backend_dev_get.restype = ctypes.c_void_p
-            for fn in ("ggml_backend_dev_name", "ggml_backend_dev_description"):
-                getattr(lib, fn).argtypes = [ctypes.c_void_p]
-                getattr(lib, fn).restype = ctypes.c_char_p
-            lib.ggml_backend_dev_memory.argtypes = [ctypes.c_void_p, ctypes.POINTER(ctypes.c_size_t), ctypes.POINTER(ctypes.c_size_t)]
-            lib.ggml_backend_dev_memory.restype = None
-            lib.ggml_backend_dev_type.argtypes = [ctypes.c_void_p]
-            lib.ggml_backend_dev_type.restype = ctypes.c_int
-            lib.ggml_backend_dev_backend_reg.argtypes = [ctypes.c_void_p]
-            lib.ggml_backend_dev_backend_reg.restype = ctypes.c_void_p
-            lib.ggml_backend_reg_name.argtypes = [ctypes.c_void_p]
-            lib.ggml_backend_reg_name.restype = ctypes.c_char_p
-            return lib
     return None
+
+
+_GGML_LOG_CALLBACK = ctypes.CFUNCTYPE(None, ctypes.c_int, ctypes.c_char_p, ctypes.c_void_p)
+
+
+@_GGML_LOG_CALLBACK
+def _ggml_log(level: int, text: bytes, user_data: ctypes.c_void_p) -> None:
+    """Keep the backends' start-up chatter (CUDA device lists) out of the terminal."""
+    if os.environ.get("TANDEM_DEBUG"):
+        sys.stderr.write(text.decode("utf-8", errors="replace"))
+
+
+def _quiet_ggml_logs(libdir: Path) -> None:
+    llama = sys.modules.get("engine.llama")
+    if llama is not None:  # llama.cpp is loaded anyway: its own log routing covers ggml's
+        llama._ensure_backend()
+        return
+    base = _load(libdir, "ggml-base")
+    if base is not None and hasattr(base, "ggml_log_set"):
+        base.ggml_log_set.argtypes = [_GGML_LOG_CALLBACK, ctypes.c_void_p]
+        base.ggml_log_set.restype = None
+        base.ggml_log_set(_ggml_log, None)
+
+
+def _libggml() -> ctypes.CDLL | None:
+    libdir = _llama_cpp_libdir()
+    if libdir is None:
+        return None
+    _quiet_ggml_logs(libdir)
+    lib = _load(libdir, "ggml")
+    if lib is None:
+        return None
+    lib.ggml_backend_dev_count.restype = ctypes.c_size_t
+    lib.ggml_backend_dev_get.argtypes = [ctypes.c_size_t]
+    lib.ggml_backend_dev_get.restype = ctypes.c_void_p
+    for fn in ("ggml_backend_dev_name", "ggml_backend_dev_description"):
+        getattr(lib, fn).argtypes = [ctypes.c_void_p]
+        getattr(lib, fn).restype = ctypes.c_char_p
+    lib.ggml_backend_dev_memory.argtypes = [ctypes.c_void_p, ctypes.POINTER(ctypes.c_size_t), ctypes.POINTER(ctypes.c_size_t)]
+    lib.ggml_backend_dev_memory.restype = None
+    lib.ggml_backend_dev_type.argtypes = [ctypes.c_void_p]
+    lib.ggml_backend_dev_type.restype = ctypes.c_int
+    lib.ggml_backend_dev_backend_reg.argtypes = [ctypes.c_void_p]
+    lib.ggml_backend_dev_backend_reg.restype = ctypes.c_void_p
+    lib.ggml_backend_reg_name.argtypes = [ctypes.c_void_p]
+    lib.ggml_backend_reg_name.restype = ctypes.c_char_p
+    return lib
 
 
 def ggml_devices() -> list[Device]:
     """The devices llama.cpp's backends registered, with free/total memory."""
-    from .llama import _ensure_backend
-
-    _ensure_backend()
     lib = _libggml()
     if lib is None:
         return []
@@ -143,18 +185,26 @@ def _nvml() -> list[dict]:
 
 
 @lru_cache(maxsize=1)
-def _static() -> tuple[int, int]:
+def usable_cpus() -> int:
+    """Logical CPUs this process may run on: its affinity mask, which containers and
+    `taskset` narrow, where the OS has one."""
     try:
-        usable = len(os.sched_getaffinity(0))
-    except AttributeError:
-        usable = os.cpu_count() or 1
-    return psutil.cpu_count(logical=False) or usable, usable
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # macOS, Windows
+        return os.cpu_count() or 1
+
+
+@lru_cache(maxsize=1)
+def physical_cores() -> int:
+    """Physical cores this process can use: llama.cpp's thread count (hyperthreads slow its
+    matrix kernels down) and the core count Tandem reports. The one place cores are counted."""
+    usable = usable_cpus()
+    return max(1, min(usable, psutil.cpu_count(logical=False) or usable))
 
 
 def probe() -> Hardware:
     vm = psutil.virtual_memory()
-    physical, usable = _static()
-    return Hardware(vm.total, vm.available, physical, usable, ggml_devices(), _nvml())
+    return Hardware(vm.total, vm.available, physical_cores(), usable_cpus(), ggml_devices(), _nvml())
 
 
 @dataclass

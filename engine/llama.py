@@ -19,6 +19,7 @@ import numpy as np
 
 from .errors import Cancelled, DecodeError, ModelFileError, ModelLoadError
 from .gguf_header import GGUFHeader, validate_file
+from .hardware import physical_cores
 
 import llama_cpp  # noqa: E402  (after our imports so import errors name our modules first)
 
@@ -63,18 +64,8 @@ def supports_gpu_offload() -> bool:
 
 
 def default_threads() -> int:
-    """Usable physical cores: hyperthreads slow llama.cpp's matrix kernels down."""
-    try:
-        usable = len(os.sched_getaffinity(0))
-    except AttributeError:  # macOS, Windows
-        usable = os.cpu_count() or 1
-    try:
-        import psutil
-
-        physical = psutil.cpu_count(logical=False) or usable
-    except Exception:
-        physical = usable
-    return max(1, min(usable, physical))
+    """llama.cpp's thread count: the physical cores this process can use."""
+    return physical_cores()
 
 
 class Model:

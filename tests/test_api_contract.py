@@ -12,7 +12,7 @@ import pytest
 import engine
 from engine import Engine, GenerationRequest, LiveLookahead, TandemError
 from engine.events import DoneEvent, StepEvent
-from engine.race import race, verdict
+from engine.racing import race, verdict
 from engine.speculative import EngineClosedError
 
 
@@ -105,8 +105,9 @@ def test_auto_with_deferred_draft_prefill_is_exact(tiny_target, tiny_draft, draf
 
 def test_race_reports_nothing_drafted_honestly(eng):
     req = GenerationRequest.from_options("the value of", draft_model="lookup", lookahead=0, max_tokens=20)
-    r = race(eng, req)
-    assert r is not None and r.identical
+    r = engine.race(eng, req)  # the public name, same function as engine.racing.race
+    assert race is engine.race
+    assert isinstance(r, engine.RaceResult) and r.identical
     assert r.speculative.stats.drafted == 0
     assert r.headline.startswith("About the same: nothing was drafted")
     d = r.to_dict()

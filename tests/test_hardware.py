@@ -48,3 +48,25 @@ def test_recommendation():
     big_gpu = recommend(pairs, _hw(64, gpu_free=80), default=cat.default_pair)
     assert big_gpu is not None and big_gpu.target.params_b >= 32
     assert recommend(pairs, _hw(0.5)) is None
+
+
+def test_one_physical_core_count(monkeypatch):
+    """llama.cpp's threads and the reported cores come from one count: physical cores, capped
+    by the CPUs this process may use (containers and taskset narrow the affinity mask)."""
+    from engine import llama
+
+    def counts(affinity: int, physical: int | None) -> tuple[int, int]:
+        monkeypatch.setattr(hardware.os, "sched_getaffinity", lambda pid: set(range(affinity)), raising=False)
+        monkeypatch.setattr(hardware.psutil, "cpu_count", lambda logical=True: physical if not logical else 2 * affinity)
+        hardware.usable_cpus.cache_clear()
+        hardware.physical_cores.cache_clear()
+        return hardware.physical_cores(), llama.default_threads()
+
+    try:
+        assert counts(affinity=2, physical=8) == (2, 2)  # a 2-CPU container on an 8-core host
+        assert counts(affinity=16, physical=8) == (8, 8)  # hyperthreads do not count
+        assert counts(affinity=4, physical=None) == (4, 4)  # psutil cannot tell: the usable CPUs
+        assert hardware.probe().cores_physical == 4 and hardware.probe().cores_usable == 4
+    finally:
+        hardware.usable_cpus.cache_clear()
+        hardware.physical_cores.cache_clear()

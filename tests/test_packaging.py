@@ -47,7 +47,12 @@ def test_bundle_builds_and_passes_its_self_test(tmp_path):
     exe = dist / "tandem" / ("tandem.exe" if os.name == "nt" else "tandem")
     assert exe.exists()
     assert any((dist / "tandem" / "_internal" / "llama_cpp" / "lib").glob("libllama*")), "llama.cpp libraries not bundled"
-    assert (dist / "tandem" / "_internal" / "models.toml").exists()
+    data = dist / "tandem" / "_internal" / "engine" / "data"  # where engine/resources.py looks outside a checkout
+    assert (data / "models.toml").read_bytes() == (ROOT / "models.toml").read_bytes()
+    def files(d):
+        return sorted(p.relative_to(d) for p in d.rglob("*") if p.is_file())
+
+    assert files(data / "suites") == files(ROOT / "assets" / "suites")  # subfolders too
     env = dict(os.environ, QT_QPA_PLATFORM="offscreen")
     r = subprocess.run([str(exe), "--self-test"], capture_output=True, text=True, timeout=300, env=env)
     assert r.returncode == 0, r.stdout + r.stderr
