@@ -64,6 +64,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         print(f"tandem: serving {served.id} ({target.name}, {draft_text}, lookahead {args.lookahead}, "
               f"context {args.ctx}) on {url_for(args.host, args.port)}/v1", file=sys.stderr)
         serve_forever(app, args.host, args.port, log_level=args.log_level)
+        print("tandem: server stopped", file=sys.stderr)
     finally:
         eng.close()
     return 0

@@ -442,3 +442,31 @@ def test_tandem_serve_runs_and_stops_on_ctrl_c(tiny_target, tiny_draft):
         out, err = proc.communicate(timeout=30)
     assert proc.returncode == 0, err
     assert f"on http://127.0.0.1:{port}/v1" in err
+
+
+# -- the real SmolLM2 ------------------------------------------------------------------------
+@pytest.mark.real
+def test_real_smollm2_through_the_server_with_itself_as_draft():
+    from conftest import require_real
+
+    from engine.server import ServedModel, ServerThread, create_app
+
+    path = require_real("smollm2-135m-instruct-q4_1")
+    eng = Engine(path, n_ctx=1024, metrics_log=False)
+    try:
+        app = create_app(ServedModel(eng, "smollm2", draft=path, lookahead=4))
+        with ServerThread(app) as srv:
+            c = openai.OpenAI(base_url=srv.url + "/v1", api_key="none", max_retries=0, timeout=120)
+            q = [{"role": "user", "content": "Name three colours of the rainbow."}]
+            ref = reference(eng, q, chat=True, max_tokens=32)
+            plain = c.chat.completions.create(model="smollm2", messages=q, max_tokens=32, temperature=0,
+                                              extra_body={"draft": "none"})
+            assert plain.choices[0].message.content == ref.text  # same path, same numerics: identical
+            chunks = list(c.chat.completions.create(model="smollm2", messages=q, max_tokens=32, temperature=0,
+                                                    stream=True, stream_options={"include_usage": True}))
+            text = "".join(ch.choices[0].delta.content or "" for ch in chunks if ch.choices)
+            t = chunks[-1].model_extra["timings"]
+            assert text.strip() and t["draft"] == "model" and t["lookahead"] == "4"
+            assert t["acceptance_rate"] > 0.9 and t["mean_tokens_per_step"] > 2.5  # a model drafting for itself
+    finally:
+        eng.close()

@@ -152,6 +152,8 @@ class ServerSwitch(QWidget):
         if job == "loading" and self.server is not None:
             self._stop()  # the old engine is closed when the new one is ready
             self.url.setText("waiting for the new pair…")
+        elif not job and self.button.isChecked() and self.server is None and self.session.engine is not None:
+            self._start()  # loading failed or was cancelled: serve the pair still loaded
 
     @Slot(object)
     def _pair_changed(self, pair: Any) -> None:
