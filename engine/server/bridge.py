@@ -1,4 +1,4 @@
-"""Runs one request's generation on a worker thread and hands its events to the event loop.
+"""Runs one request's generation on the engine's generation thread and hands its events to the event loop.
 
 llama.cpp blocks while it computes, so generations never run on the asyncio loop. The
 worker waits for its turn in the engine's `GenerationQueue`, then streams; each token
@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import threading
 from typing import Any, AsyncIterator
 
 from ..errors import Cancelled, TandemError
@@ -38,10 +37,9 @@ class Generation:
         self.loop = asyncio.get_running_loop()
         self.events: asyncio.Queue[Any] = asyncio.Queue()
         self.prompt_evaluated = 0
-        self._thread = threading.Thread(target=self._work, name=f"tandem-request-{job.id}", daemon=True)
 
     def start(self) -> "Generation":
-        self._thread.start()
+        self.queue.run_on_worker(self._work)
         return self
 
     def cancel(self) -> None:
