@@ -128,6 +128,12 @@ class MainWindow(QMainWindow):
         sb.addPermanentWidget(self.busy_label)
         sb.addPermanentWidget(self.speed_label)
         sb.addPermanentWidget(self.hw_label)
+        from .widgets.server_switch import ServerSwitch
+
+        self.server_switch = ServerSwitch(self.session, charts=self.chat.charts)  # the local OpenAI-compatible server
+        self.server_switch.message.connect(self.notify)
+        self.server_switch.error.connect(self.show_error)
+        sb.addPermanentWidget(self.server_switch)
 
         QShortcut(QKeySequence("Ctrl+N"), self, activated=self._new_chat)
         QShortcut(QKeySequence("Ctrl+L"), self, activated=self._focus_prompt)
@@ -277,6 +283,7 @@ class MainWindow(QMainWindow):
 
     def closeEvent(self, event: QCloseEvent) -> None:
         self.save_settings()
+        self.server_switch.shutdown()
         self.chat.shutdown()
         for v in self.views.values():
             if hasattr(v, "shutdown") and v is not self.chat:

@@ -33,6 +33,7 @@ class Session(QObject):
     loadFailed = Signal(str)
     busyChanged = Signal(str)  # "" when idle, else what runs
     liveSpeed = Signal(float)  # tok/s of the running generation
+    engineClosing = Signal(object)  # an engine is about to be closed (the local server stops serving it)
 
     def __init__(self, parent: QObject | None = None):
         super().__init__(parent)
@@ -90,6 +91,7 @@ class Session(QObject):
             except RuntimeError:  # already deleted
                 pass
         if self.engine is not None:
+            self.engineClosing.emit(self.engine)
             self.engine.close()
             self.engine = None
 
@@ -116,6 +118,7 @@ class Session(QObject):
         old = self.engine
         self.engine, self.pair = engine, pair
         if old is not None:
+            self.engineClosing.emit(old)
             old.close()
         self.pairChanged.emit(pair)
 
@@ -123,6 +126,7 @@ class Session(QObject):
         if self._busy:
             return
         if self.engine is not None:
+            self.engineClosing.emit(self.engine)
             self.engine.close()
         self.engine, self.pair = None, None
         self.pairChanged.emit(None)

@@ -151,11 +151,23 @@ class GenerationWorker(Worker):
         self.live.set(value)
 
     def work(self) -> None:
-        from engine.events import DoneEvent, PrefillEvent, StepEvent, TokenEvent
+        from engine.events import DoneEvent, RunStats
+        from engine.serving import queue_for
 
         toks = _Coalescer(self.tokens.emit)
         steps = _Coalescer(self.steps.emit)
-        for ev in self.engine.stream(self.request, cancel=self.token):
+        # Through the engine's queue: a local-server request and this answer wait for each other.
+        queue = queue_for(self.engine)
+        job = queue.submit("chat", bounded=False, cancel=self.token)
+        try:
+            self._consume(queue.stream(self.engine, self.request, job), toks, steps)
+        except Cancelled:  # stopped while a server request was running: an empty, stopped answer
+            self.done.emit(DoneEvent("", [], RunStats(finish_reason="cancelled", stopped_by="cancel")))
+
+    def _consume(self, events: Any, toks: _Coalescer, steps: _Coalescer) -> None:
+        from engine.events import DoneEvent, PrefillEvent, StepEvent, TokenEvent
+
+        for ev in events:
             if isinstance(ev, TokenEvent):
                 toks.add(ev)
             elif isinstance(ev, StepEvent):

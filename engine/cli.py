@@ -373,6 +373,9 @@ def build_parser() -> argparse.ArgumentParser:
     from . import cli_models
 
     cli_models.register(sub)
+    from . import cli_serve
+
+    cli_serve.register(sub)
     return parser
 
 

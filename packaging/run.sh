@@ -3,7 +3,7 @@
 # mirror when the Hub cannot be reached), and start the Tandem desktop app with it.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-source "$ROOT/packaging/bootstrap.sh" gui
+source "$ROOT/packaging/bootstrap.sh" gui,server
 bash "$ROOT/packaging/qt_system_libs.sh" || true
 tandem pull   # the default pair, sha256-verified; instant when already present
 if [ "$(uname -s)" = "Linux" ] && [ -z "${DISPLAY:-}" ] && [ -z "${WAYLAND_DISPLAY:-}" ]; then

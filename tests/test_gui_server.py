@@ -1,0 +1,131 @@
+"""The app's "Local server" switch: serves the loaded pair, draws server requests in the
+charts, queues with the chat on one engine, and stops before its engine is closed."""
+
+from __future__ import annotations
+
+import socket
+import threading
+
+import pytest
+
+pytest.importorskip("PySide6")
+pytest.importorskip("fastapi")
+httpx = pytest.importorskip("httpx")
+
+from app import workers  # noqa: E402
+from app.session import Session  # noqa: E402
+from app.widgets.charts import LiveCharts  # noqa: E402
+from app.widgets.server_switch import ServerSwitch  # noqa: E402
+from engine.serving import queue_for  # noqa: E402
+
+pytestmark = pytest.mark.gui
+MSGS = [{"role": "user", "content": "the value of"}]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture
+def loaded(qtbot, tiny_target, tiny_draft):
+    session = Session()
+    session.n_ctx = 512
+    with qtbot.waitSignal(session.pairChanged, timeout=30000):
+        session.load(tiny_target, tiny_draft, label="tiny pair", pair_id="tiny-pair")
+    qtbot.waitUntil(lambda: not session.busy)
+    charts = LiveCharts()
+    qtbot.addWidget(charts)
+    switch = ServerSwitch(session, charts=charts, port=free_port())
+    qtbot.addWidget(switch)
+    yield session, switch, charts
+    switch.shutdown()
+    session.shutdown()
+
+
+def test_switch_serves_the_loaded_pair_and_draws_requests_in_the_charts(qtbot, loaded):
+    session, switch, charts = loaded
+    switch.set_on(True)
+    qtbot.waitUntil(lambda: switch.running, timeout=15000)
+    url = switch.server.url
+    assert switch.url.text() == f"{url}/v1"
+    r = httpx.post(url + "/v1/chat/completions",
+                   json={"model": "tiny-pair", "messages": MSGS, "max_tokens": 12, "temperature": 0,
+                         "draft": "model", "lookahead": 3}, timeout=30)
+    assert r.status_code == 200 and r.json()["usage"]["completion_tokens"] == 12
+    qtbot.waitUntil(lambda: sum(charts.series.emitted) == 12, timeout=5000)  # every step reached the charts
+    assert max(charts.series.k) == 3
+    switch.set_on(False)
+    assert not switch.running and switch.url.text() == ""
+    with pytest.raises(httpx.ConnectError):
+        httpx.get(url + "/health", timeout=2)
+
+
+def test_chat_and_server_requests_queue_behind_each_other(qtbot, loaded):
+    session, switch, _ = loaded
+    switch.set_on(True)
+    qtbot.waitUntil(lambda: switch.running, timeout=15000)
+    q = queue_for(session.engine)
+    order: list[str] = []
+    q.add_listener(lambda job, ev: order.append(job.source) if ev.kind == "prefill" and ev.done == 0 else None)
+    blocker = q.submit("test", bounded=False)
+    q.wait_turn(blocker)
+    w = workers.GenerationWorker(session.engine, MSGS, draft=None, lookahead=0, max_tokens=6, chat=True)
+    answers: list = []
+    w.done.connect(answers.append)
+    session.run(w, "chat")
+    qtbot.waitUntil(lambda: q.waiting == 1)  # the chat waits
+    result: dict = {}
+
+    def request() -> None:
+        result["r"] = httpx.post(switch.server.url + "/v1/chat/completions",
+                                 json={"messages": MSGS, "max_tokens": 6, "temperature": 0}, timeout=30)
+
+    t = threading.Thread(target=request)
+    t.start()
+    qtbot.waitUntil(lambda: q.waiting == 2)  # and the server request behind it
+    q.finish(blocker)
+    qtbot.waitUntil(lambda: bool(answers) and not t.is_alive(), timeout=15000)
+    t.join()
+    assert order == ["chat", "server"]
+    assert answers[0].stats.generated_tokens == 6 and result["r"].status_code == 200
+
+
+def test_a_chat_stopped_while_waiting_ends_as_a_stopped_answer(qtbot, loaded):
+    session, _, _ = loaded
+    q = queue_for(session.engine)
+    blocker = q.submit("test", bounded=False)
+    q.wait_turn(blocker)
+    try:
+        w = workers.GenerationWorker(session.engine, MSGS, draft=None, lookahead=0, max_tokens=6, chat=True)
+        answers: list = []
+        w.done.connect(answers.append)
+        session.run(w, "chat")
+        qtbot.waitUntil(lambda: q.waiting == 1)
+        w.cancel()
+        qtbot.waitUntil(lambda: bool(answers), timeout=5000)
+        assert answers[0].stats.finish_reason == "cancelled" and q.waiting == 0
+    finally:
+        q.finish(blocker)
+
+
+def test_the_server_stops_before_its_engine_is_closed(qtbot, loaded):
+    session, switch, _ = loaded
+    switch.set_on(True)
+    qtbot.waitUntil(lambda: switch.running, timeout=15000)
+    session.unload()
+    assert not switch.running
+    assert switch.button.isChecked() and "when a pair is loaded" in switch.url.text()
+
+
+def test_a_busy_port_is_a_message_not_a_crash(qtbot, loaded):
+    session, switch, _ = loaded
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen(1)
+        switch.port.setValue(s.getsockname()[1])
+        with qtbot.waitSignal(switch.error, timeout=15000) as sig:
+            switch.set_on(True)
+    assert "cannot listen on 127.0.0.1" in sig.args[0]
+    assert not switch.running and not switch.button.isChecked()

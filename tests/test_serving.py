@@ -1,0 +1,116 @@
+"""engine.serving.GenerationQueue on its own: order, bounds, cancel, listeners (no model)."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from engine.errors import Cancelled
+from engine.events import DoneEvent, PrefillEvent, RunStats, TokenEvent
+from engine.serving import GenerationQueue, QueueFull, queue_for
+
+
+class FakeEngine:
+    """Yields a prefill, a few tokens and a done event; records which prompt ran when."""
+
+    def __init__(self) -> None:
+        self.ran: list[str] = []
+        self.active = 0
+        self.overlap = False
+
+    def stream(self, prompt, cancel=None, **kw):
+        self.active += 1
+        self.overlap |= self.active > 1
+        self.ran.append(prompt)
+        try:
+            yield PrefillEvent(0, 1)
+            for i in range(3):
+                time.sleep(0.002)
+                yield TokenEvent(f"{prompt}{i}", i, "plain", i, i, 0.0)
+            yield DoneEvent(prompt, [0, 1, 2], RunStats(generated_tokens=3))
+        finally:
+            self.active -= 1
+
+
+def run(q: GenerationQueue, eng: FakeEngine, job, prompt: str) -> list:
+    return list(q.stream(eng, prompt, job))
+
+
+def test_jobs_run_one_at_a_time_in_the_order_they_came():
+    q, eng = GenerationQueue(max_waiting=50), FakeEngine()
+    hold = q.submit("test")
+    q.wait_turn(hold)
+    threads = []
+    for i in range(12):
+        job = q.submit("server")
+        t = threading.Thread(target=run, args=(q, eng, job, f"p{i:02d}"))
+        t.start()
+        threads.append(t)
+    assert q.waiting == 12 and q.busy
+    q.finish(hold)
+    for t in threads:
+        t.join(10)
+    assert eng.ran == [f"p{i:02d}" for i in range(12)]
+    assert not eng.overlap and not q.busy and q.running is None
+
+
+def test_the_line_is_bounded_but_an_unbounded_caller_always_gets_in():
+    q = GenerationQueue(max_waiting=2)
+    first = q.submit("server")  # nothing runs yet: always admitted
+    q.wait_turn(first)
+    q.submit("server")
+    q.submit("server")
+    with pytest.raises(QueueFull) as e:
+        q.submit("server")
+    assert e.value.retry_after_s >= 1 and "2 request(s) already waiting" in str(e.value)
+    q.submit("chat", bounded=False)
+    assert q.waiting == 3
+
+
+def test_cancel_while_waiting_leaves_the_line():
+    q, eng = GenerationQueue(), FakeEngine()
+    hold = q.submit("test")
+    q.wait_turn(hold)
+    job = q.submit("server")
+    errors = []
+
+    def waiter():
+        try:
+            run(q, eng, job, "x")
+        except Cancelled as e:
+            errors.append(e)
+
+    t = threading.Thread(target=waiter)
+    t.start()
+    time.sleep(0.05)
+    job.cancel.cancel()
+    t.join(5)
+    assert errors and q.waiting == 0 and eng.ran == []
+    q.finish(hold)
+    assert not q.busy
+
+
+def test_listeners_see_every_event_and_a_broken_one_changes_nothing():
+    q, eng = GenerationQueue(), FakeEngine()
+    seen = []
+    q.add_listener(lambda job, ev: 1 / 0)
+    q.add_listener(lambda job, ev: seen.append((job.source, ev.kind)))
+    events = run(q, eng, q.submit("chat", bounded=False), "a")
+    assert [e.kind for e in events] == ["prefill", "token", "token", "token", "done"]
+    assert seen == [("chat", e.kind) for e in events]
+
+
+def test_cancel_all_reaches_running_and_waiting_jobs_of_one_source():
+    q = GenerationQueue()
+    a = q.submit("server")
+    q.wait_turn(a)
+    b, c = q.submit("server"), q.submit("chat")
+    assert q.cancel_all("server") == 2
+    assert a.cancel.cancelled and b.cancel.cancelled and not c.cancel.cancelled
+
+
+def test_one_queue_per_engine():
+    e1, e2 = FakeEngine(), FakeEngine()
+    assert queue_for(e1) is queue_for(e1) and queue_for(e1) is not queue_for(e2)
