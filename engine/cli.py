@@ -87,8 +87,9 @@ def _lookahead(value: str) -> int | str:
 # -- generate ---------------------------------------------------------------------------------
 def _engine(target: Path, args: argparse.Namespace):
     from .api import Engine
+    from .cli_rpc import rpc_arg
 
-    return Engine(target, n_ctx=args.ctx, n_threads=args.threads)
+    return Engine(target, n_ctx=args.ctx, n_threads=args.threads, rpc=rpc_arg(args))
 
 
 def _gen_kwargs(args: argparse.Namespace) -> dict:
@@ -255,7 +256,9 @@ def cmd_bench(args: argparse.Namespace) -> int:
     sweep = [int(x) for x in args.sweep.split(",") if x.strip()] if args.sweep else [1, 2, 4, 8]
     modes = [m.strip() for m in args.modes.split(",")] if args.modes else list(bench.MODES)
     configs = bench.plan_configs(draft, modes, sweep)
-    eng = Engine(target, n_ctx=args.ctx, n_threads=args.threads)
+    from .cli_rpc import rpc_arg
+
+    eng = Engine(target, n_ctx=args.ctx, n_threads=args.threads, rpc=rpc_arg(args))
     tty = sys.stderr.isatty()
 
     def progress(done: int, total: int, label: str) -> None:
@@ -319,6 +322,9 @@ def _add_gen_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--threads", type=int, default=None)
     p.add_argument("--json", action="store_true", help="print one JSON object instead of streaming")
     p.add_argument("--tag", default=None, help="task label for the metrics log (code, chat, ...)")
+    from .cli_rpc import add_rpc_option
+
+    add_rpc_option(p)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -349,6 +355,9 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--threads", type=int)
     b.add_argument("--no-warmup", action="store_true")
     b.add_argument("--out", help="folder for runs.jsonl, results.csv, summary.md and plots")
+    from .cli_rpc import add_rpc_option
+
+    add_rpc_option(b)
     b.set_defaults(func=cmd_bench)
 
     st = sub.add_parser("stats", help="sum up the metrics log by pair and task")
@@ -363,6 +372,9 @@ def build_parser() -> argparse.ArgumentParser:
     from . import cli_models
 
     cli_models.register(sub)
+    from . import cli_rpc  # llama.cpp RPC: `tandem worker`
+
+    cli_rpc.register(sub)
     return parser
 
 
