@@ -23,6 +23,7 @@ class DelayProxy:
         self._ready = threading.Event()
         self._thread = threading.Thread(target=self._run, name="delay-proxy", daemon=True)
         self._server: asyncio.AbstractServer | None = None
+        self._senders: set[asyncio.Future] = set()
 
     @property
     def endpoint(self) -> str:
@@ -90,6 +91,8 @@ class DelayProxy:
                 await writer.drain()
 
         sender = asyncio.ensure_future(deliver())
+        self._senders.add(sender)
+        sender.add_done_callback(self._senders.discard)
         try:
             while True:
                 data = await reader.read(1 << 20)
@@ -97,9 +100,13 @@ class DelayProxy:
                     break
                 self.chunks += 1
                 queue.put_nowait((time.monotonic() + self.delay_s / 2, data))
+        except (ConnectionError, asyncio.CancelledError):
+            pass
         finally:
             queue.put_nowait((0.0, None))
             try:
                 await sender
+            except (ConnectionError, asyncio.CancelledError):
+                pass
             finally:
                 writer.close()

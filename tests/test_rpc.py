@@ -110,6 +110,18 @@ def _wait_idle(endpoint: str, timeout: float = 10.0) -> rpc.WorkerInfo:
             time.sleep(0.1)
 
 
+def _local_tokens_then_split_engine(target: Path, prompt: str, workers: list[Worker]):
+    """Greedy tokens of `target` loaded locally, then an Engine with it split over `workers`."""
+    from engine import Engine
+
+    local = Engine(target, metrics_log=False)
+    expected = local.generate(prompt, max_tokens=40).tokens
+    local.close()
+    for w in workers:
+        _wait_idle(w.endpoint)
+    return expected, Engine(target, metrics_log=False, rpc=[w.endpoint for w in workers])
+
+
 # -- without a running worker ----------------------------------------------------------------------
 def test_endpoints_are_checked_the_way_llama_cpp_parses_them():
     assert rpc.parse_endpoints("127.0.0.1:50052, host:7,127.0.0.1:50052") == ["127.0.0.1:50052", "host:7"]
@@ -198,15 +210,10 @@ def test_worker_reports_endpoint_devices_and_protocol(workers):
 
 @needs_rpc
 def test_greedy_split_over_two_workers_and_cpu_equals_local(workers, split_target):
-    from engine import Engine, llama
+    from engine import llama
 
     prompt = "the value of the"
-    local = Engine(split_target, metrics_log=False)
-    expected = local.generate(prompt, max_tokens=40).tokens
-    local.close()
-    for w in workers:
-        _wait_idle(w.endpoint)
-    eng = Engine(split_target, metrics_log=False, rpc=[w.endpoint for w in workers])
+    expected, eng = _local_tokens_then_split_engine(split_target, prompt, workers)
     try:
         log = "".join(llama._log_tail)
         for w in workers:  # both workers really hold weights
@@ -223,15 +230,8 @@ def test_greedy_split_over_two_workers_and_cpu_equals_local(workers, split_targe
 
 @needs_rpc
 def test_speculative_with_local_draft_equals_local_target_alone(workers, split_target, tiny_draft):
-    from engine import Engine
-
     prompt = "def value(self): return"
-    local = Engine(split_target, metrics_log=False)
-    expected = local.generate(prompt, max_tokens=40).tokens
-    local.close()
-    for w in workers:
-        _wait_idle(w.endpoint)
-    eng = Engine(split_target, metrics_log=False, rpc=[w.endpoint for w in workers])
+    expected, eng = _local_tokens_then_split_engine(split_target, prompt, workers)
     try:
         spec = eng.generate(prompt, draft_model=tiny_draft, lookahead=4, max_tokens=40)
         assert spec.tokens == expected
@@ -320,3 +320,33 @@ def test_worker_on_another_address_warns_about_no_authentication():
     finally:
         p.send_signal(signal.SIGTERM)
         p.wait(10)
+
+
+def test_fit_counts_the_workers_free_memory_and_keeps_the_draft_local():
+    from engine import catalog
+    from engine.hardware import Device, Hardware, pair_fit
+
+    gb = 10**9
+    pair = catalog.load().pair("qwen2.5-coder-32b")  # about 20 GB of weights
+
+    def hw(free: float) -> Hardware:
+        return Hardware(64 * gb, int(free * gb), 8, 8, [Device("CPU", "cpu", "CPU", "CPU", int(free * gb), int(free * gb))])
+
+    assert pair_fit(pair, hw(8)).verdict == "does not fit"
+    fit = pair_fit(pair, hw(8), workers=[("10.0.0.5:50052", 10 * gb), ("10.0.0.6:50052", 10 * gb)])
+    assert fit.verdict == "fits across 3 hosts" and fit.ok
+    assert "10.0.0.5:50052 10.0 GB" in fit.detail and "this machine 8.0 GB" in fit.detail
+    short = pair_fit(pair, hw(8), workers=[("10.0.0.5:50052", 2 * gb)])
+    assert short.verdict == "does not fit" and "2.0 GB on 1 worker(s)" in short.detail
+    # the draft must fit here even when the workers could hold everything
+    assert pair_fit(pair, hw(0.1), workers=[("10.0.0.5:50052", 100 * gb)]).verdict == "does not fit"
+    assert pair_fit(pair, hw(100), workers=[("10.0.0.5:50052", 1)]).verdict == "fits in RAM"  # local first
+
+
+def test_doctor_reports_whether_rpc_is_in_this_build():
+    from engine import doctor
+
+    c = doctor._rpc_check()
+    assert c.ok and c.name == "rpc"
+    assert ("available (protocol 7.0.0)" in c.detail) == _has_rpc()
+    assert _has_rpc() or "-DGGML_RPC=ON" in c.detail
