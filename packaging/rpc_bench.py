@@ -20,7 +20,6 @@ import socket
 import statistics
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 
@@ -38,12 +37,17 @@ def start_worker(threads: int) -> tuple[subprocess.Popen, str]:
         port = s.getsockname()[1]
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     p = subprocess.Popen([sys.executable, "-m", "engine.cli", "worker", "--port", str(port), "--threads", str(threads)],
-                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
-    for line in p.stdout:
-        if line.startswith("listening on"):
-            break
-    threading.Thread(target=p.stdout.read, daemon=True).start()
-    return p, f"127.0.0.1:{port}"
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+    endpoint = f"127.0.0.1:{port}"
+    deadline = time.monotonic() + 60
+    while True:  # ready when it answers the protocol's handshake
+        try:
+            rpc.probe(endpoint, timeout=1.0)
+            return p, endpoint
+        except rpc.RpcError:
+            if p.poll() is not None or time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
 
 
 def per_pass_verify_ms(res: bench.BenchResult, config: str) -> float:

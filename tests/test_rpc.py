@@ -49,35 +49,34 @@ def _env() -> dict:
 
 
 class Worker:
-    """A `tandem worker` subprocess on a free loopback port."""
+    """A `tandem worker` subprocess on a free loopback port; its output goes to a file."""
 
-    def __init__(self) -> None:
+    def __init__(self, log_dir: Path | None = None) -> None:
+        import tempfile
+
         self.port = free_port()
         self.endpoint = f"127.0.0.1:{self.port}"
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "engine.cli", "worker", "--port", str(self.port), "--threads", "1"],
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=_env(), cwd=ROOT,
-        )
-        self.banner: list[str] = []
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            line = self.proc.stdout.readline()
-            if not line:
-                raise RuntimeError(f"worker exited: {''.join(self.banner)}")
-            self.banner.append(line)
-            if line.startswith("listening on"):
-                break
-        else:
-            raise RuntimeError("worker did not start")
-        # Drain the C server's own chatter so the pipe never fills up.
-        import threading
+        self.log = Path(tempfile.mkstemp(prefix="tandem-worker-", suffix=".log", dir=log_dir)[1])
+        with open(self.log, "wb") as out:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "engine.cli", "worker", "--port", str(self.port), "--threads", "1"],
+                stdout=out, stderr=subprocess.STDOUT, env=_env(), cwd=ROOT,
+            )
+        deadline = time.monotonic() + 60
+        while "listening on" not in self.banner:  # printed once the server accepts connections
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"worker did not start: {self.banner}")
+            time.sleep(0.05)
 
-        threading.Thread(target=self.proc.stdout.read, daemon=True).start()
+    @property
+    def banner(self) -> str:
+        return self.log.read_text(errors="replace")
 
     def kill(self) -> None:
         if self.proc.poll() is None:
             self.proc.kill()
         self.proc.wait(10)
+        self.log.unlink(missing_ok=True)
 
 
 @pytest.fixture(scope="module")
@@ -201,7 +200,7 @@ def test_malformed_rpc_option_is_a_usage_error(tiny_target):
 @needs_rpc
 def test_worker_reports_endpoint_devices_and_protocol(workers):
     w = workers[0]
-    text = "".join(w.banner)
+    text = w.banner
     assert f"endpoint {w.endpoint}" in text and "RPC protocol 7.0.0" in text and "device CPU" in text
     info = _wait_idle(w.endpoint)
     assert info.version[0] == rpc.PROTO[0] and len(info.devices) == 1 and info.devices[0].free > 0
