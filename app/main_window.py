@@ -249,6 +249,9 @@ class MainWindow(QMainWindow):
     def _pair_changed(self, pair: Any) -> None:
         self.load_bar.hide()
         self.pair_label.setText(f"loaded: {pair.label}" if pair else "no pair loaded")
+        cluster = getattr(self.session.engine, "rpc", None) if pair else None  # [rpc] hosts holding the target
+        if cluster is not None:
+            self.pair_label.setText(f"{self.pair_label.text()} · target on this machine + {', '.join(cluster.endpoints)}")
         if pair is not None:
             self.welcome.hide()
             self.notify(f"Loaded {pair.label}")

@@ -23,9 +23,11 @@ from .compat import require_compatible
 from .drafters import Drafter, ModelDrafter, PromptLookupDrafter
 from .errors import PromptError, TandemError
 from .events import DoneEvent, Event, RunStats, StepEvent, TokenEvent
+from .gguf_header import validate_file
 from .llama import Model, supports_gpu_offload
 from .lookahead import CostModel
 from .metrics import append_metrics
+from .rpc import Cluster, connect as rpc_connect
 from .settings import DraftSpec, GenerationRequest, Prompt, RuntimeParams
 from .speculative import CancelToken, Decoder, EngineClosedError, GenerationConfig, RunGate
 
@@ -58,13 +60,26 @@ class Engine:
         metrics_log: str | os.PathLike[str] | None | bool = True,
         calibration: bool = True,
         on_progress: Callable[[float], bool] | None = None,
+        rpc: Sequence[str] | str | Cluster | None = None,
     ):
+        """`rpc`: llama.cpp RPC workers ("HOST:PORT" strings or an `engine.rpc.Cluster`)
+        that hold part of the target, split by free memory; drafts always stay local."""
         rt = runtime or RuntimeParams()
         given = {k: v for k, v in (("n_ctx", n_ctx), ("n_batch", n_batch), ("n_threads", n_threads),
                                    ("n_gpu_layers", n_gpu_layers)) if v is not None}
         self.runtime = replace(rt, **given) if given else rt
         self.n_threads = self.runtime.threads
-        self.target = target if isinstance(target, Model) else Model(target, n_gpu_layers=self.runtime.n_gpu_layers, on_progress=on_progress)
+        # [rpc] begin: split the target over RPC workers (engine/rpc.py). Drafts load with
+        # llama.cpp's default devices, which never include RPC workers (Tandem does not
+        # register them globally), so they stay on this host.
+        self.rpc: Cluster | None = None
+        target_kw: dict = {"n_gpu_layers": self.runtime.n_gpu_layers, "on_progress": on_progress}
+        if rpc and not isinstance(target, Model):
+            header = validate_file(Path(target))  # a bad file is reported before any network
+            self.rpc = rpc if isinstance(rpc, Cluster) else rpc_connect(rpc)
+            target_kw.update(self.rpc.model_kwargs(header))
+        # [rpc] end
+        self.target = target if isinstance(target, Model) else Model(target, **target_kw)
         self._owns_target = not isinstance(target, Model)
         self._drafts: dict[str, Model] = {}
         self._decoders: dict[str, Decoder] = {}

@@ -95,8 +95,9 @@ def _runtime(args: argparse.Namespace):
 
 def _engine(target: Path, args: argparse.Namespace):
     from .api import Engine
+    from .cli_rpc import rpc_arg
 
-    return Engine(target, runtime=_runtime(args))
+    return Engine(target, runtime=_runtime(args), rpc=rpc_arg(args))
 
 
 def _request(args: argparse.Namespace, prompt: str, draft: object):
@@ -262,7 +263,9 @@ def cmd_bench(args: argparse.Namespace) -> int:
     sweep = [int(x) for x in args.sweep.split(",") if x.strip()] if args.sweep else [1, 2, 4, 8]
     modes = [m.strip() for m in args.modes.split(",")] if args.modes else list(bench.MODES)
     configs = bench.plan_configs(draft, modes, sweep)
-    eng = Engine(target, runtime=_runtime(args))
+    from .cli_rpc import rpc_arg
+
+    eng = Engine(target, runtime=_runtime(args), rpc=rpc_arg(args))
     tty = sys.stderr.isatty()
 
     def progress(done: int, total: int, label: str) -> None:
@@ -327,6 +330,9 @@ def _add_gen_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--threads", type=int, default=None)
     p.add_argument("--json", action="store_true", help="print one JSON object instead of streaming")
     p.add_argument("--tag", default=None, help="task label for the metrics log (code, chat, ...)")
+    from .cli_rpc import add_rpc_option
+
+    add_rpc_option(p)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -359,6 +365,9 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--threads", type=int)
     b.add_argument("--no-warmup", action="store_true")
     b.add_argument("--out", help="folder for runs.jsonl, results.csv, summary.md and plots")
+    from .cli_rpc import add_rpc_option
+
+    add_rpc_option(b)
     b.set_defaults(func=cmd_bench)
 
     st = sub.add_parser("stats", help="sum up the metrics log by pair and task")
@@ -376,6 +385,9 @@ def build_parser() -> argparse.ArgumentParser:
     from . import cli_serve
 
     cli_serve.register(sub)
+    from . import cli_rpc  # llama.cpp RPC: `tandem worker`
+
+    cli_rpc.register(sub)
     return parser
 
 

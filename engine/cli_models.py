@@ -88,7 +88,8 @@ def cmd_models(args: argparse.Namespace) -> int:
         from . import hardware
 
         hw = hardware.probe()
-        fit_of = lambda pair: hardware.pair_fit(pair, hw, n_ctx=args.ctx)  # noqa: E731
+        workers = _worker_memory(getattr(args, "rpc", None))
+        fit_of = lambda pair: hardware.pair_fit(pair, hw, n_ctx=args.ctx, workers=workers)  # noqa: E731
         print(hw.summary())
         print()
     except ImportError:
@@ -112,6 +113,18 @@ def cmd_models(args: argparse.Namespace) -> int:
             flag = "" if m.exists else "  [missing]"
             print(f"  {m.name:30s} {m.architecture:10s} {_human(m.size):>9s}  {m.path}{flag}")
     return 0
+
+
+def _worker_memory(endpoints: list[str] | None) -> list[tuple[str, int]]:
+    """(endpoint, free bytes) of each RPC worker, for the fit column (`--rpc`)."""
+    from . import rpc
+
+    out = []
+    for ep in endpoints or []:
+        info = rpc.probe(ep)
+        print(info.describe())
+        out.append((ep, info.free))
+    return out
 
 
 # -- pull -------------------------------------------------------------------------------------
@@ -289,6 +302,9 @@ def cmd_check(args: argparse.Namespace) -> int:
 def register(sub: argparse._SubParsersAction) -> None:
     m = sub.add_parser("models", help="the catalog's pairs: size, fit on this machine, local state")
     m.add_argument("--ctx", type=int, default=4096, help="context length for the memory estimate")
+    from .cli_rpc import rpc_endpoints
+
+    m.add_argument("--rpc", type=rpc_endpoints, metavar="HOST:PORT[,...]", help="count these RPC workers' free memory too")
     m.set_defaults(func=cmd_models)
 
     p = sub.add_parser("pull", help="download a pair or model (resumable, sha256-verified)",

@@ -48,11 +48,13 @@ def run_checks() -> list[Check]:
     from .llama import supports_gpu_offload  # loads libllama: only once llama_cpp is known to import
 
     hw = hardware.probe()
-    gpu = supports_gpu_offload()
+    # llama_supports_gpu_offload() is also true for any RPC build: count real local GPUs.
+    gpu = supports_gpu_offload() and bool(hw.gpus)
     hint = "" if gpu else " (for a GPU build see the README: CMAKE_ARGS=\"-DGGML_CUDA=on\" or Metal)"
     checks.append(Check("backend", True, f"{hw.backend}; GPU offload {'supported' if gpu else 'not in this build'}{hint}"))
     for d in hw.devices:
         checks.append(Check(f"device {d.name}", True, f"{d.kind} {d.backend}: {d.description}, {d.free / 1e9:.1f} of {d.total / 1e9:.1f} GB free"))
+    checks.append(_rpc_check())
     checks.append(Check("memory", True, f"RAM {hw.ram_available / 1e9:.1f} of {hw.ram_total / 1e9:.1f} GB free, {hw.cores_physical} physical cores"))
     cache = store.hub_cache()
     cache.mkdir(parents=True, exist_ok=True)
@@ -75,6 +77,18 @@ def run_checks() -> list[Check]:
         except Exception as e:  # noqa: BLE001 - reported, not raised
             checks.append(Check(f"default {role}", False, f"{m.id}: {e}", f"delete it and run `tandem pull {pair.id}`"))
     return checks
+
+
+def _rpc_check() -> Check:
+    """Is llama.cpp's RPC backend in this build (`tandem worker`, `--rpc`)? Informational."""
+    from .llama import supports_rpc
+    from .rpc import PROTO
+
+    if supports_rpc():
+        return Check("rpc", True, f"available (protocol {'.'.join(map(str, PROTO))}): `tandem worker` on other hosts, "
+                                  "then --rpc HOST:PORT")
+    return Check("rpc", True, "not in this build (splitting a target over hosts needs it): "
+                              "bash packaging/install_llama_cpp.sh .venv/bin/python adds -DGGML_RPC=ON")
 
 
 def report(checks: list[Check]) -> str:

@@ -17,6 +17,7 @@ import sys
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
+from typing import Sequence
 
 import psutil
 
@@ -229,8 +230,10 @@ def model_need(m: ModelSpec, n_ctx: int) -> tuple[int, int, int]:
     return weights, kv, overhead
 
 
-def pair_fit(pair: PairSpec, hw: Hardware, n_ctx: int = 4096) -> Fit:
-    """Memory a pair needs (weights + KV cache + overhead) against what this machine has."""
+def pair_fit(pair: PairSpec, hw: Hardware, n_ctx: int = 4096, workers: Sequence[tuple[str, int]] = ()) -> Fit:
+    """Memory a pair needs (weights + KV cache + overhead) against what this machine has,
+    and, when it does not fit here, against this machine plus RPC `workers`
+    ((endpoint, free bytes) each): the target can be split, the draft stays local."""
     models = [pair.target] + ([pair.draft] if pair.draft.id != pair.target.id else [])
     w = kv = ov = 0
     for m in models:
@@ -239,6 +242,22 @@ def pair_fit(pair: PairSpec, hw: Hardware, n_ctx: int = 4096) -> Fit:
     need = w + kv + ov
     detail = (f"needs {need / GB:.1f} GB (weights {w / GB:.1f} + KV cache {kv / GB:.2f} at {n_ctx} tokens "
               f"+ overhead {ov / GB:.1f})")
+    local = _local_fit(need, w, kv, ov, detail, hw)
+    if local.ok or not workers:
+        return local
+    draft_need = sum(model_need(pair.draft, n_ctx)) if pair.draft.id != pair.target.id else 0
+    here = hw.ram_available + hw.vram_free
+    remote = sum(free for _, free in workers)
+    hosts = 1 + len({ep.partition(":")[0] if not ep.startswith("127.") else ep for ep, _ in workers})
+    if here + remote >= need and here >= draft_need:
+        parts = ", ".join(f"{ep} {free / GB:.1f} GB" for ep, free in workers)
+        return Fit(f"fits across {hosts} hosts", need, w, kv, ov,
+                   f"{detail}; this machine {here / GB:.1f} GB free + workers {parts}")
+    return Fit("does not fit", need, w, kv, ov,
+               f"{detail}; only {here / GB:.1f} GB here + {remote / GB:.1f} GB on {len(workers)} worker(s) free")
+
+
+def _local_fit(need: int, w: int, kv: int, ov: int, detail: str, hw: Hardware) -> Fit:
     gpu_free = hw.vram_free
     if hw.gpus and gpu_free >= need:
         return Fit("fits on GPU", need, w, kv, ov, f"{detail}; GPU has {gpu_free / GB:.1f} GB free")

@@ -78,7 +78,12 @@ class Model:
         n_gpu_layers: int | None = None,
         on_progress: Callable[[float], bool] | None = None,
         vocab_only: bool = False,
+        devices: Sequence[int] | None = None,
+        tensor_split: Sequence[float] | None = None,
     ):
+        """`devices` (ggml device handles, see `rpc_add_server`/`local_offload_devices`)
+        and `tensor_split` (one weight per device) place the layers explicitly, as
+        llama.cpp's `--device`/`--tensor-split` do; None keeps llama.cpp's own choice."""
         self.path = Path(path)
         self.header: GGUFHeader = validate_file(self.path)
         _ensure_backend()
@@ -88,6 +93,17 @@ class Model:
         params = llama_cpp.llama_model_default_params()
         params.n_gpu_layers = n_gpu_layers
         params.vocab_only = vocab_only
+        if devices is not None:
+            # NULL-terminated; llama.cpp copies the handles while loading.
+            self._devices = (ctypes.c_void_p * (len(devices) + 1))(*devices, None)
+            params.devices = ctypes.cast(self._devices, ctypes.c_void_p)
+        if tensor_split is not None:
+            # llama.cpp copies llama_max_devices() floats from this pointer.
+            n_max = int(llama_cpp.llama_max_devices())
+            if len(tensor_split) > n_max:
+                raise ModelLoadError(f"{self.path}: {len(tensor_split)} split weights, this build supports {n_max} devices")
+            self._split = (ctypes.c_float * n_max)(*tensor_split)
+            params.tensor_split = ctypes.cast(self._split, ctypes.POINTER(ctypes.c_float))
         cancelled = False
         if on_progress is not None:
 
@@ -362,3 +378,146 @@ def load_model(path: str | os.PathLike[str], **kw: object) -> Model:
     if not p.exists():
         raise ModelFileError(f"{p}: no such file")
     return Model(p, **kw)  # type: ignore[arg-type]
+
+
+# -- llama.cpp RPC (ggml-rpc) ----------------------------------------------------------------
+# llama-cpp-python does not bind ggml's backend registry or the RPC backend; both are
+# exported by the bundled libggml / libggml-rpc (built with -DGGML_RPC=ON), so we bind the
+# few functions we need here, next to every other llama.cpp call.
+
+GGML_DEV_TYPES = {0: "CPU", 1: "GPU", 2: "iGPU", 3: "accelerator", 4: "meta"}
+
+
+def supports_rpc() -> bool:
+    """True when this llama.cpp build has the RPC backend (-DGGML_RPC=ON)."""
+    _ensure_backend()
+    return bool(llama_cpp.llama_supports_rpc()) and _ggml_libs() is not None
+
+
+class _GgmlLibs:
+    """The bound functions of libggml (registry, devices, abort hook) and libggml-rpc."""
+
+    def __init__(self, ggml: ctypes.CDLL, rpc: ctypes.CDLL):
+        vp, sz, cp = ctypes.c_void_p, ctypes.c_size_t, ctypes.c_char_p
+        self.ggml, self.rpc = ggml, rpc
+        sig = {
+            (ggml, "ggml_backend_dev_count"): ([], sz),
+            (ggml, "ggml_backend_dev_get"): ([sz], vp),
+            (ggml, "ggml_backend_dev_name"): ([vp], cp),
+            (ggml, "ggml_backend_dev_description"): ([vp], cp),
+            (ggml, "ggml_backend_dev_type"): ([vp], ctypes.c_int),
+            (ggml, "ggml_backend_dev_memory"): ([vp, ctypes.POINTER(sz), ctypes.POINTER(sz)], None),
+            (ggml, "ggml_backend_dev_backend_reg"): ([vp], vp),
+            (ggml, "ggml_backend_reg_name"): ([vp], cp),
+            (ggml, "ggml_backend_reg_dev_count"): ([vp], sz),
+            (ggml, "ggml_backend_reg_dev_get"): ([vp, sz], vp),
+            (ggml, "ggml_set_abort_callback"): ([vp], vp),
+            (rpc, "ggml_backend_rpc_add_server"): ([cp], vp),
+            (rpc, "ggml_backend_rpc_start_server"): ([cp, cp, sz, sz, ctypes.POINTER(vp)], None),
+        }
+        for (lib, name), (args, res) in sig.items():
+            fn = getattr(lib, name)
+            fn.argtypes, fn.restype = args, res
+
+
+_libs: _GgmlLibs | None = None
+_libs_tried = False
+
+
+def _ggml_libs() -> _GgmlLibs | None:
+    """libggml and libggml-rpc from llama_cpp/lib, or None when this build has no RPC."""
+    global _libs, _libs_tried
+    if _libs_tried:
+        return _libs
+    _libs_tried = True
+    libdir = Path(llama_cpp.__file__).parent / "lib"
+
+    def first(stem: str) -> ctypes.CDLL | None:
+        for name in (f"lib{stem}.so", f"lib{stem}.dylib", f"{stem}.dll"):
+            if (libdir / name).exists():
+                try:
+                    return ctypes.CDLL(str(libdir / name))
+                except OSError:
+                    return None
+        return None
+
+    ggml, rpc = first("ggml"), first("ggml-rpc")
+    if ggml is None or rpc is None:
+        return None
+    try:
+        _libs = _GgmlLibs(ggml, rpc)
+    except AttributeError:  # an older libggml without these exports
+        _libs = None
+    return _libs
+
+
+def _require_libs() -> _GgmlLibs:
+    _ensure_backend()
+    libs = _ggml_libs()
+    if libs is None or not llama_cpp.llama_supports_rpc():
+        raise ModelLoadError("this llama.cpp build has no RPC backend: rebuild with packaging/install_llama_cpp.sh "
+                             "(it adds -DGGML_RPC=ON)")
+    return libs
+
+
+def device_info(dev: int) -> tuple[str, str, str, int, int]:
+    """(name, description, kind, free bytes, total bytes) of a ggml device handle."""
+    libs = _require_libs()
+    free, total = ctypes.c_size_t(0), ctypes.c_size_t(0)
+    libs.ggml.ggml_backend_dev_memory(dev, ctypes.byref(free), ctypes.byref(total))
+    name = (libs.ggml.ggml_backend_dev_name(dev) or b"").decode(errors="replace")
+    desc = (libs.ggml.ggml_backend_dev_description(dev) or b"").decode(errors="replace")
+    kind = GGML_DEV_TYPES.get(libs.ggml.ggml_backend_dev_type(dev), "other")
+    return name, desc, kind, int(free.value), int(total.value)
+
+
+def local_devices() -> list[int]:
+    """Handles of every device registered in this process (CPU included)."""
+    libs = _require_libs()
+    return [libs.ggml.ggml_backend_dev_get(i) for i in range(libs.ggml.ggml_backend_dev_count())]
+
+
+def rpc_add_server(endpoint: str) -> list[int]:
+    """Connect llama.cpp's RPC client to `HOST:PORT`; return the worker's device handles.
+
+    llama.cpp aborts the process when the endpoint does not answer: check it first
+    (`engine.rpc.probe`)."""
+    libs = _require_libs()
+    reg = libs.rpc.ggml_backend_rpc_add_server(endpoint.encode())
+    if not reg:
+        return []
+    return [libs.ggml.ggml_backend_reg_dev_get(reg, i) for i in range(libs.ggml.ggml_backend_reg_dev_count(reg))]
+
+
+def rpc_start_server(endpoint: str, devices: Sequence[int], *, cache_dir: str | None = None, n_threads: int | None = None) -> None:
+    """Serve `devices` over TCP at `endpoint`; blocks for as long as the server runs."""
+    libs = _require_libs()
+    arr = (ctypes.c_void_p * len(devices))(*devices)
+    libs.rpc.ggml_backend_rpc_start_server(
+        endpoint.encode(), os.fsencode(cache_dir) if cache_dir else None, n_threads or default_threads(), len(devices), arr
+    )
+
+
+_abort_hook_ref: object = None
+
+
+def set_fatal_hook(hook: Callable[[str], None] | None) -> None:
+    """Call `hook(message)` when ggml is about to abort the process (a lost RPC worker:
+    llama.cpp's RPC client has no error path). The hook runs on llama.cpp's thread and
+    should end the process itself with a clear message; if it returns, ggml aborts."""
+    global _abort_hook_ref
+    libs = _require_libs()
+    if hook is None:
+        libs.ggml.ggml_set_abort_callback(None)
+        _abort_hook_ref = None
+        return
+
+    @ctypes.CFUNCTYPE(None, ctypes.c_char_p)
+    def _hook(message: bytes) -> None:
+        try:
+            hook((message or b"").decode("utf-8", errors="replace").strip())
+        except BaseException:  # noqa: BLE001 - a callback must not raise into C
+            pass
+
+    _abort_hook_ref = _hook
+    libs.ggml.ggml_set_abort_callback(ctypes.cast(_hook, ctypes.c_void_p))

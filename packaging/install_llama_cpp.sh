@@ -11,6 +11,10 @@
 # GPU builds: set CMAKE_ARGS yourself and it is used as is, for example
 #   CMAKE_ARGS="-DGGML_CUDA=on" bash packaging/install_llama_cpp.sh .venv/bin/python   (NVIDIA)
 #   CMAKE_ARGS="-DGGML_METAL=on" ...                                                  (Apple, default on macOS)
+#
+# Every build (CPU, CUDA, Metal, or your own CMAKE_ARGS) also gets -DGGML_RPC=ON, so the
+# wheel ships libggml-rpc: `tandem worker` serves this host's devices over TCP and
+# `--rpc HOST:PORT` splits a target across hosts. It is part of the cache key.
 set -euo pipefail
 
 PY="${1:-python3}"
@@ -39,6 +43,10 @@ cpu_args() {
 }
 
 ARGS="${CMAKE_ARGS:-$(cpu_args)}"
+case " $ARGS " in
+  *" -DGGML_RPC="*) ;;
+  *) ARGS="$ARGS -DGGML_RPC=ON" ;;
+esac
 KEY=$(printf '%s|%s|%s' "$VERSION" "$ARGS" "$("$PY" -c 'import sys;print(sys.version_info[:2])')" | sha256sum | cut -c1-16)
 CACHE="${TANDEM_WHEEL_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/tandem/wheels}/$KEY"
 
