@@ -83,7 +83,7 @@ def test_installed_package_carries_the_catalog_and_suites(installed):
     assert shipped, "no suites in the checkout"
     for rel in shipped:  # subfolders included
         assert (data / "suites" / rel).read_bytes() == (ROOT / "assets" / "suites" / rel).read_bytes(), rel
-    assert got["builtin"] and set(got["builtin"]) <= {p.stem for p in shipped}
+    assert got["builtin"] and set(got["builtin"]) == {str(p.with_suffix("")) for p in shipped if p.suffix == ".jsonl"}
 
 
 def test_tandem_models_runs_from_outside_the_checkout(installed):
