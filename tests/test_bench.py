@@ -14,10 +14,25 @@ from engine.cli import main as cli
 
 
 def test_builtin_suites_have_ten_prompts_or_more():
-    names = bench.builtin_suites()
+    names = bench.builtin_suites("tuning")
     assert {"code_generation", "code_editing", "chat", "report_drafting", "structured_json"} <= set(names)
     for n in names:
         assert len(load_suite(n).prompts) >= 10
+
+
+def test_heldout_suites_are_listed_apart_and_pair_with_tuning_ones():
+    held = bench.builtin_suites("heldout")
+    assert {f"heldout/{n}" for n in bench.builtin_suites("tuning")} == set(held)
+    assert bench.builtin_suites() == bench.builtin_suites("tuning") + held
+    total = 0
+    for n in held:
+        s = load_suite(n)
+        assert s.name == n and bench.suite_set(n) == "heldout" and len(s.prompts) >= 4
+        total += len(s.prompts)
+    assert total >= 24
+    assert bench.suite_set("chat") == "tuning"
+    with pytest.raises(bench.BenchError, match="unknown suite set"):
+        bench.builtin_suites("secret")
 
 
 def test_user_suite_files(tmp_path):
