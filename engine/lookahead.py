@@ -401,16 +401,13 @@ class LiveLookahead:
         self.k_counts[k] = self.k_counts.get(k, 0) + 1
 
     def summary(self) -> str:
-        """"5", or "auto (k=0 x40, 3 x12)": the setting at the end and the ks used."""
+        """The last slider value ("5"), or for Auto the ks it drafted: "auto (k=0 x40, 3 x12)".
+        The full distribution is in `k_counts` either way."""
         label = self.label
         used = sorted(self.k_counts.items())
-        if label != "auto" and (not used or [k for k, _ in used] == [int(label)]):
-            return label
-        if not used:
+        if label != "auto" or not used:
             return label
         return f"{label} (k=" + ", ".join(f"{k} x{n}" for k, n in used) + ")"
-
-
 
 
 def _clamp(k: int) -> int:
