@@ -382,3 +382,18 @@ def test_metrics_written_by_a_run_parse_strictly(tiny_target, tmp_path):
     for line in log.read_text(encoding="utf-8").splitlines():
         rec = json.loads(line, parse_constant=refuse)
         assert all(not isinstance(v, float) or math.isfinite(v) for v in rec["stats"].values())
+
+
+@pytest.mark.parametrize("ctx", ["1", "64", "200"])
+def test_a_small_context_never_aborts_the_process(tiny_target, ctx):
+    """Found by the fuzz test: --ctx 64 with a 100-token prompt hit GGML_ASSERT (SIGABRT)
+    because llama.cpp caps its batch at the requested context. A subprocess, so a
+    regression fails this test instead of killing the run."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    prompt = " ".join(["the value of the item"] * 40)
+    r = subprocess.run([sys.executable, "-m", "engine.cli", "generate", prompt, "--target", str(tiny_target),
+                        "--ctx", ctx, "--max-tokens", "2", "--json"], env=env, capture_output=True, text=True, timeout=120)
+    assert r.returncode in (0, 2), r.stderr[-2000:]
+    assert "Traceback" not in r.stderr
+    if r.returncode == 2:
+        _one_error_line(r.stderr, "context")
