@@ -22,8 +22,8 @@ from hypothesis import strategies as st  # noqa: E402
 
 from engine.cli import main as cli  # noqa: E402
 
-BUDGET_S = 15.0  # per test below; two tests
-FUZZ_SETTINGS = settings(max_examples=400, deadline=None, derandomize=True, database=None,
+BUDGET_S = 20.0  # the generate fuzz; the stats fuzz gets half: about 30 s in all
+FUZZ_SETTINGS = settings(max_examples=3000, deadline=None, derandomize=True, database=None,
                          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 WORK = Path(tempfile.mkdtemp(prefix="tandem-fuzz-"))
 
@@ -38,10 +38,11 @@ NUMBER_TEXT = st.one_of(
     st.sampled_from(["nan", "-inf", "inf", "1e309", "-0", "0", "1", "0.5", "2", "abc", ""]),
     st.integers(-(2**70), 2**70).map(str),
 )
+UNIT = st.floats(0, 1).map(repr)  # mostly valid values, so many runs get as far as generating
 OPTIONS = {
-    "--temperature": NUMBER_TEXT,
-    "--top-p": NUMBER_TEXT,
-    "--min-p": NUMBER_TEXT,
+    "--temperature": st.one_of(st.floats(0, 3).map(repr), NUMBER_TEXT),
+    "--top-p": st.one_of(UNIT, NUMBER_TEXT),
+    "--min-p": st.one_of(UNIT, NUMBER_TEXT),
     "--top-k": st.one_of(st.integers(-3, 300).map(str), NUMBER_TEXT),
     "--seed": st.one_of(st.integers(-(2**65), 2**65).map(str), NUMBER_TEXT),
     "--lookahead": st.sampled_from(["0", "1", "4", "16", "17", "-1", "auto", "AUTO", " 3 ", "x", ""]),
@@ -64,7 +65,7 @@ def targets(tiny_target, tiny_draft, other_vocab_model):
 
 @st.composite
 def generate_argv(draw, targets):
-    kind = draw(st.sampled_from(["argv", "file", "stdin", "missing"]))
+    kind = draw(st.sampled_from(["argv", "argv", "file", "file", "stdin", "missing"]))
     stdin = b""
     if kind == "argv":
         prompt = draw(_argv_text(40))
@@ -77,11 +78,12 @@ def generate_argv(draw, targets):
     else:
         prompt = "@" + str(WORK / "no-such-prompt.txt")
     argv = [draw(st.sampled_from(["generate", "race"])), "--target",
-            str(draw(st.sampled_from([targets["target"], targets["target"], targets["bad"], WORK / "missing.gguf"])))]
-    draft = draw(st.sampled_from([None, "none", "lookup", str(targets["draft"]), str(targets["other"]), "nope.gguf"]))
+            str(draw(st.sampled_from([targets["target"]] * 4 + [targets["bad"], WORK / "missing.gguf"])))]
+    draft = draw(st.sampled_from([None, None, "none", "lookup", "lookup", str(targets["draft"]), str(targets["draft"]),
+                                  str(targets["other"]), "nope.gguf"]))
     if draft is not None:
         argv += ["--draft", draft]
-    for name in draw(st.lists(st.sampled_from(sorted(OPTIONS)), max_size=4, unique=True)):
+    for name in draw(st.lists(st.sampled_from(sorted(OPTIONS)), max_size=3, unique=True)):
         argv += [f"{name}={draw(OPTIONS[name])}"]  # '=' keeps values like '-1' from reading as flags
     argv += draw(st.lists(st.sampled_from(SWITCHES), max_size=2, unique=True))
     if not any(a.startswith("--max-tokens") for a in argv):
