@@ -2,6 +2,12 @@
 
 Plain `sqlite3`, no Qt: the chat view's model wraps it. Each assistant message keeps its
 generation stats and token provenance spans so the colours can be shown again later.
+
+A damaged database never stops the app: on open `PRAGMA quick_check` runs; a file that
+fails it is moved aside with a timestamp (its WAL too, nothing is deleted), a fresh one is
+started, every conversation that can still be read is copied into it, and `notice` says
+where the old file is. A database that cannot be opened at all (permissions, a full disk)
+gives an in-memory history for the session, also with a notice.
 """
 
 from __future__ import annotations
@@ -10,6 +16,7 @@ import json
 import sqlite3
 import threading
 import time
+from contextlib import closing
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -56,19 +63,95 @@ class Conversation:
     updated: float
 
 
+class HistoryError(Exception):
+    """The database failed while reading or writing (damaged after it was opened, I/O)."""
+
+
+class _Damaged(sqlite3.DatabaseError):
+    """PRAGMA quick_check found problems."""
+
+
+SQLITE_CORRUPT, SQLITE_NOTADB = 11, 26
+
+
+def _is_damage(e: sqlite3.Error) -> bool:
+    if isinstance(e, _Damaged):
+        return True
+    code = getattr(e, "sqlite_errorcode", None)
+    if isinstance(code, int) and code & 0xFF in (SQLITE_CORRUPT, SQLITE_NOTADB):
+        return True
+    text = str(e).lower()
+    return "malformed" in text or "not a database" in text
+
+
+SQLITE_MAGIC = b"SQLite format 3\x00"
+
+
+def _looks_like_sqlite(path: Path) -> bool:
+    """Missing, empty, or starting with SQLite's header: worth opening."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(len(SQLITE_MAGIC))
+    except FileNotFoundError:
+        return True
+    return head in (b"", SQLITE_MAGIC)
+
+
+def _connect(path: str) -> sqlite3.Connection:
+    """Open, check and set up a database; raises sqlite3.DatabaseError when it is unusable."""
+    db = sqlite3.connect(path, check_same_thread=False, timeout=10)
+    try:
+        db.row_factory = sqlite3.Row
+        problems = [str(r[0]) for r in db.execute("PRAGMA quick_check").fetchall()]
+        if problems != ["ok"]:
+            raise _Damaged("; ".join(problems[:3]))
+        db.execute("PRAGMA journal_mode=WAL")
+        db.execute("PRAGMA foreign_keys=ON")
+        db.executescript(SCHEMA)
+        db.commit()
+    except BaseException:
+        db.close()
+        raise
+    return db
+
+
 class History:
     """Thread-safe (one connection guarded by a lock); the GUI writes from its main thread."""
 
     def __init__(self, path: str | Path):
         self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
-        self._db = sqlite3.connect(str(self.path), check_same_thread=False)
-        self._db.row_factory = sqlite3.Row
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute("PRAGMA foreign_keys=ON")
-        self._db.executescript(SCHEMA)
-        self._db.commit()
+        self.notice: str | None = None  # for the window: what happened to a damaged database
+        self.backup: Path | None = None  # where a damaged database was moved
+        self._db = self._open()
+
+    def _open(self) -> sqlite3.Connection:
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            if not _looks_like_sqlite(self.path):  # before SQLite opens it (and maybe drops its WAL)
+                raise _Damaged("not an SQLite database")
+            return _connect(str(self.path))
+        except sqlite3.DatabaseError as e:
+            if not _is_damage(e):
+                return self._in_memory(str(e))
+            reason = str(e)
+        except OSError as e:
+            return self._in_memory(e.strerror or str(e))
+        try:
+            self.backup = _move_aside(self.path)
+            db = _connect(str(self.path))
+        except (OSError, sqlite3.Error) as e:
+            return self._in_memory(f"it is damaged ({reason}) and could not be moved aside: {e}")
+        saved, total = _salvage(self.backup, db)
+        self.notice = (
+            f"The chat history database was damaged ({reason[:120]}). It was moved to {self.backup} "
+            f"and a new one started; {saved} of {total} conversations could be read and were copied into it."
+        )
+        return db
+
+    def _in_memory(self, reason: str) -> sqlite3.Connection:
+        self.notice = f"The chat history database {self.path} could not be opened ({reason}); chats in this session will not be saved."
+        return _connect(":memory:")
 
     def close(self) -> None:
         with self._lock:
@@ -93,7 +176,7 @@ class History:
             args = (like, like)
         q += " ORDER BY updated DESC, id DESC"
         with self._lock:
-            rows = self._db.execute(q, args).fetchall()
+            rows = self._read(q, args, "the conversation list")
         return [Conversation(r["id"], r["title"], r["system_prompt"], r["created"], r["updated"]) for r in rows]
 
     def get(self, conversation_id: int) -> Conversation | None:
@@ -143,16 +226,14 @@ class History:
 
     def messages(self, conversation_id: int) -> list[Message]:
         with self._lock:
-            rows = self._db.execute("SELECT * FROM messages WHERE conversation_id=? ORDER BY id", (conversation_id,)).fetchall()
-        return [
-            Message(
-                r["id"], r["conversation_id"], r["role"], r["content"],
-                json.loads(r["stats"]) if r["stats"] else None,
-                [tuple(x) for x in json.loads(r["spans"] or "[]")],  # type: ignore[misc]
-                r["status"],
-            )
-            for r in rows
-        ]
+            rows = self._read("SELECT * FROM messages WHERE conversation_id=? ORDER BY id", (conversation_id,), "this conversation")
+        return [_message(r) for r in rows]
+
+    def _read(self, query: str, args: tuple, what: str) -> list[sqlite3.Row]:
+        try:
+            return self._db.execute(query, args).fetchall()
+        except sqlite3.Error as e:
+            raise HistoryError(f"cannot read {what} from {self.path}: {e}") from e
 
     def delete_message(self, message_id: int) -> None:
         with self._lock, self._db:
@@ -170,6 +251,75 @@ class History:
             out.append(message_markdown(m))
             out.append("")
         return "\n".join(out).rstrip() + "\n"
+
+
+def _message(r: sqlite3.Row) -> Message:
+    """A row as a Message; stats or spans that do not parse are dropped, the text is kept."""
+    try:
+        stats = json.loads(r["stats"]) if r["stats"] else None
+        spans = [(int(n), str(p)) for n, p in json.loads(r["spans"] or "[]")]
+    except (ValueError, TypeError):
+        stats, spans = None, []
+    return Message(r["id"], r["conversation_id"], r["role"], r["content"], stats if isinstance(stats, dict) else None,
+                   spans, r["status"])
+
+
+def _move_aside(path: Path) -> Path:
+    """Rename a damaged database (and its -wal/-shm, which may hold the latest writes) to
+    `NAME.corrupt-YYYYmmdd-HHMMSS.db`; returns the new path."""
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    backup = path.with_name(f"{path.stem}.corrupt-{stamp}{path.suffix}")
+    n = 1
+    while backup.exists():
+        n += 1
+        backup = path.with_name(f"{path.stem}.corrupt-{stamp}-{n}{path.suffix}")
+    path.rename(backup)
+    for ext in ("-wal", "-shm"):
+        side = Path(str(path) + ext)
+        if side.exists():
+            side.rename(Path(str(backup) + ext))
+    return backup
+
+
+def _rows(cursor: sqlite3.Cursor) -> list[sqlite3.Row]:
+    """The rows a damaged table still yields, up to the first unreadable page."""
+    out: list[sqlite3.Row] = []
+    try:
+        for r in cursor:
+            out.append(r)
+    except sqlite3.Error:
+        pass
+    return out
+
+
+def _salvage(backup: Path, db: sqlite3.Connection) -> tuple[int, int]:
+    """Copy every conversation that reads cleanly from `backup` into `db`; (copied, seen).
+
+    The backup is opened read-only so nothing in it changes."""
+    try:
+        src = sqlite3.connect(f"{backup.resolve().as_uri()}?mode=ro", uri=True)
+    except sqlite3.Error:
+        return 0, 0
+    saved = 0
+    with closing(src):
+        src.row_factory = sqlite3.Row
+        try:
+            convs = _rows(src.execute("SELECT id, title, system_prompt, created, updated FROM conversations ORDER BY id"))
+        except sqlite3.Error:
+            return 0, 0
+        for c in convs:
+            try:
+                msgs = src.execute("SELECT role, content, stats, spans, status, created FROM messages "
+                                   "WHERE conversation_id=? ORDER BY id", (c["id"],)).fetchall()
+                with db:
+                    cur = db.execute("INSERT INTO conversations(title, system_prompt, created, updated) VALUES (?,?,?,?)",
+                                     (c["title"], c["system_prompt"], c["created"], c["updated"]))
+                    db.executemany("INSERT INTO messages(conversation_id, role, content, stats, spans, status, created) "
+                                   "VALUES (?,?,?,?,?,?,?)", [(cur.lastrowid, *tuple(m)) for m in msgs])
+                saved += 1
+            except sqlite3.Error:
+                continue
+    return saved, len(convs)
 
 
 def message_markdown(m: Message) -> str:

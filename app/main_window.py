@@ -68,6 +68,9 @@ class MainWindow(QMainWindow):
         self.session.busyChanged.connect(self._busy_changed)
         self.session.liveSpeed.connect(self._live_speed)
         self._update_welcome()
+        if self.history.notice:  # a damaged history was moved aside: say where, in the window
+            self.history_notice.setText(f"⚠ {self.history.notice}")
+            self.history_notice.show()
         app = QApplication.instance()
         if app is not None:
             app.styleHints().colorSchemeChanged.connect(self._scheme_changed)  # follow the system live
@@ -82,6 +85,13 @@ class MainWindow(QMainWindow):
         self.welcome = WelcomeBanner()
         self.welcome.button.clicked.connect(self.download_recommended)
         outer.addWidget(self.welcome)
+        self.history_notice = QLabel()
+        self.history_notice.setObjectName("historyNotice")
+        self.history_notice.setWordWrap(True)
+        self.history_notice.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.history_notice.setStyleSheet("padding: 6px; background: rgba(230,81,0,0.15);")
+        self.history_notice.hide()
+        outer.addWidget(self.history_notice)
         body = QHBoxLayout()
         outer.addLayout(body, 1)
         self.nav = QListWidget()

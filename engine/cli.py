@@ -13,6 +13,7 @@ import signal
 import sys
 import textwrap
 import threading
+import warnings
 from pathlib import Path
 from typing import Callable, Sequence
 
@@ -141,8 +142,8 @@ def cmd_generate(args: argparse.Namespace) -> int:
     from .events import DoneEvent, TokenEvent
     from .speculative import CancelToken
 
+    prompt = _validated_inputs(args)  # before loading anything: a bad prompt costs no model load
     target, draft = resolve_pair(args)
-    prompt = _prompt_arg(args.prompt)
     _request(args, prompt, None)  # bad settings fail here, before a model loads
     eng = _engine(target, args)
     request = _request(args, prompt, draft)
@@ -170,19 +171,59 @@ def cmd_generate(args: argparse.Namespace) -> int:
             print(f"colours: {COLOURS['draft']}accepted draft{RESET} {COLOURS['target']}target correction{RESET} "
                   f"{COLOURS['bonus']}bonus{RESET}", file=sys.stderr)
     eng.close()
+    if cancel.cancelled:  # Ctrl+C: the partial result is out; tell the shell it was interrupted
+        print("tandem: interrupted", file=sys.stderr)
+        return 130
     return 0
 
 
 def _prompt_arg(value: str) -> str:
-    if value == "-":
-        return sys.stdin.read()
-    if value.startswith("@"):
-        p = Path(value[1:])
-        try:
-            return p.read_text(encoding="utf-8")
-        except OSError as e:
-            raise UsageError(f"{p}: cannot read prompt file ({e.strerror})")
-    return value
+    """The prompt text; undecodable bytes become U+FFFD with one warning line on stderr."""
+    from .prompt_text import read_prompt
+
+    stdin = sys.stdin.buffer if value == "-" and sys.stdin is not None else None
+    got = read_prompt(value, stdin)
+    if got.warning():
+        _warn(got.warning())
+    return got.text
+
+
+def _warn(line: str) -> None:
+    print(f"tandem: warning: {line}", file=sys.stderr)
+
+
+MAX_THREADS = 512  # llama.cpp's GGML_MAX_N_THREADS
+MAX_CTX = 1 << 20
+
+
+def _validated_inputs(args: argparse.Namespace) -> str:
+    """Read the prompt and check every generation option, before any model is loaded.
+
+    Text options are made encodable (lone surrogates from the shell -> U+FFFD); numbers
+    get one line naming the option. Returns the prompt text."""
+    from .prompt_text import clean
+    from .sampling import SamplingParams
+
+    prompt = _prompt_arg(args.prompt)
+    if not prompt.strip():
+        raise UsageError("the prompt is empty")
+    for name in ("system", "tag"):
+        value = getattr(args, name, None)
+        if value is not None:
+            text, n = clean(value)
+            if n:
+                _warn(f"--{name}: {n} undecodable byte sequence(s) replaced with U+FFFD")
+            setattr(args, name, text)
+    if args.stop:
+        args.stop = [clean(s)[0] for s in args.stop]
+    SamplingParams(temperature=args.temperature, top_k=args.top_k, top_p=args.top_p, min_p=args.min_p, seed=args.seed)
+    if args.max_tokens < 1:
+        raise UsageError(f"--max-tokens must be >= 1, got {args.max_tokens}")
+    if not 1 <= args.ctx <= MAX_CTX:
+        raise UsageError(f"--ctx must be in 1..{MAX_CTX} tokens, got {args.ctx}")
+    if args.threads is not None and not 1 <= args.threads <= MAX_THREADS:
+        raise UsageError(f"--threads must be in 1..{MAX_THREADS}, got {args.threads}")
+    return prompt
 
 
 def _stats_line(s) -> str:
@@ -195,10 +236,10 @@ def _stats_line(s) -> str:
 def cmd_race(args: argparse.Namespace) -> int:
     from .racing import race
 
+    prompt = _validated_inputs(args)
     target, draft = resolve_pair(args)
     if draft is None:
         raise UsageError("race needs a draft: --draft PATH or --draft lookup")
-    prompt = _prompt_arg(args.prompt)
     _request(args, prompt, None)  # bad settings fail here, before a model loads
     eng = _engine(target, args)
     request = _request(args, prompt, draft)
@@ -258,9 +299,16 @@ def cmd_bench(args: argparse.Namespace) -> int:
     from . import bench
     from .api import Engine
 
+    sweep = _sweep(args.sweep) if args.sweep else [1, 2, 4, 8]
+    for name in ("repeat", "max_tokens", "limit"):
+        value = getattr(args, name)
+        if value is not None and value < 1:
+            raise UsageError(f"--{name.replace('_', '-')} must be >= 1, got {value}")
+    from .sampling import SamplingParams
+
+    SamplingParams(temperature=args.temperature)
     target, draft = resolve_pair(args)
     suites = [bench.load_suite(s) for s in (args.suite or bench.builtin_suites(args.set))]
-    sweep = [int(x) for x in args.sweep.split(",") if x.strip()] if args.sweep else [1, 2, 4, 8]
     modes = [m.strip() for m in args.modes.split(",")] if args.modes else list(bench.MODES)
     configs = bench.plan_configs(draft, modes, sweep)
     from .cli_rpc import rpc_arg
@@ -295,10 +343,23 @@ def cmd_bench(args: argparse.Namespace) -> int:
     return 0
 
 
+def _sweep(value: str) -> list[int]:
+    try:
+        ks = [int(x) for x in value.split(",") if x.strip()]
+    except ValueError:
+        ks = []
+    if not ks or not all(1 <= k <= 16 for k in ks):
+        raise UsageError(f"--lookahead for bench is a comma list of integers 1..16, got {value!r}")
+    return ks
+
+
 def cmd_stats(args: argparse.Namespace) -> int:
     from . import metrics
 
-    print(metrics.format_table(metrics.summarize(metrics.read(args.log))))
+    log = metrics.read_log(args.log)
+    print(metrics.format_table(metrics.summarize(log.records)))
+    if log.skipped:
+        _warn(f"skipped {log.skipped} unreadable line(s) in the metrics log (torn, not UTF-8 or not JSON)")
     return 0
 
 
@@ -399,6 +460,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return app_main(argv[1:])
     parser = build_parser()
     args = parser.parse_args(argv)
+    previous_showwarning, warnings.showwarning = warnings.showwarning, _show_warning
     try:
         return int(args.func(args) or 0)
     except TandemError as e:
@@ -409,6 +471,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
     except BrokenPipeError:  # `tandem ... | head`
         return 0
+    finally:
+        warnings.showwarning = previous_showwarning
+
+
+def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:
+    """Warnings (a broken chat template, ...) as one `tandem: warning:` line, no source dump."""
+    _warn(str(message))
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -7,6 +7,7 @@ Every consumer (CLI, GUI worker, benchmark, tests) reads the same stream:
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal, Union
 
@@ -111,3 +112,31 @@ Event = Union[PrefillEvent, TokenEvent, StepEvent, DoneEvent]
 
 def event_to_json(ev: Event) -> str:
     return json.dumps(asdict(ev), ensure_ascii=False)
+
+
+def json_safe(value: Any) -> Any:
+    """`value` with what strict JSON cannot hold replaced: NaN/Infinity -> None, lone
+    surrogates -> U+FFFD, numpy scalars and tuples -> plain numbers and lists."""
+    if isinstance(value, dict):
+        return {json_safe(k) if isinstance(k, str) else str(k): json_safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [json_safe(v) for v in value]
+    if isinstance(value, bool) or value is None:
+        return value
+    if isinstance(value, str):
+        return "".join("\ufffd" if "\ud800" <= c <= "\udfff" else c for c in value) if _has_surrogates(value) else value
+    if hasattr(value, "item") and not isinstance(value, (int, float)):  # numpy scalar
+        value = value.item()
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, int):
+        return value
+    return json_safe(str(value))
+
+
+def _has_surrogates(s: str) -> bool:
+    try:
+        s.encode("utf-8")
+        return False
+    except UnicodeEncodeError:
+        return True

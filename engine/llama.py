@@ -242,7 +242,9 @@ class Context:
             detail = _recent_log_errors() or "out of memory?"
             raise ModelLoadError(f"{model.path}: could not create a context of {n_ctx} tokens ({detail})")
         self.n_ctx: int = llama_cpp.llama_n_ctx(self._ctx)
-        self.n_batch: int = n_batch
+        # llama.cpp caps its batch at the context it asked for (n_ctx 64 -> batch 64, context padded
+        # to 256): chunk by what it accepts, or a longer prompt aborts the process (GGML_ASSERT)
+        self.n_batch: int = min(n_batch, int(llama_cpp.llama_n_batch(self._ctx)))
         self.n_threads = threads
         self.n_vocab = model.n_vocab
         self._mem = llama_cpp.llama_get_memory(self._ctx)

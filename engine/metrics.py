@@ -7,6 +7,7 @@ task; they are only as fair as the runs that were logged (the benchmark is the f
 from __future__ import annotations
 
 import json
+import math
 import os
 import time
 from dataclasses import dataclass
@@ -14,14 +15,18 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from . import paths
+from .events import json_safe
 
 
 def append_metrics(path: str | os.PathLike[str], record: dict[str, Any]) -> None:
-    """Append one JSON line to a metrics log (creating folders); never raises on disk errors."""
+    """Append one JSON line to a metrics log (creating folders); never raises on disk errors.
+
+    The line is strict JSON (no NaN/Infinity, valid UTF-8) so every reader can parse it."""
     p = Path(path)
     try:
         p.parent.mkdir(parents=True, exist_ok=True)
-        line = json.dumps({"time": time.strftime("%Y-%m-%dT%H:%M:%S%z"), **record}, ensure_ascii=False)
+        rec = json_safe({"time": time.strftime("%Y-%m-%dT%H:%M:%S%z"), **record})
+        line = json.dumps(rec, ensure_ascii=False, allow_nan=False)
         with open(p, "a", encoding="utf-8") as f:
             f.write(line + "\n")
     except OSError:
@@ -40,21 +45,54 @@ class Group:
     speedup: float | None  # vs the same target and task without a draft
 
 
-def read(path: str | Path | None = None) -> list[dict]:
+@dataclass
+class Log:
+    records: list[dict]
+    skipped: int  # lines that were not a JSON object with stats: torn, undecodable, NaN, foreign
+
+
+def read_log(path: str | Path | None = None) -> Log:
+    """Every readable record, and how many lines were skipped.
+
+    The log is appended by several processes and may be cut off by a crash or edited by
+    hand: a line that is not valid UTF-8 or not strict JSON (NaN/Infinity included) is
+    skipped and counted, never fatal."""
     p = Path(path) if path else paths.metrics_log()
-    out = []
     try:
-        lines = p.read_text(encoding="utf-8").splitlines()
+        raw = p.read_bytes()
     except OSError:
-        return []
-    for line in lines:
+        return Log([], 0)
+    out: list[dict] = []
+    skipped = 0
+    for line in raw.splitlines():
+        if not line.strip():
+            continue
         try:
-            rec = json.loads(line)
-        except ValueError:
-            continue  # a torn last line after a crash: skip it
-        if isinstance(rec, dict) and "stats" in rec:
-            out.append(rec)
-    return out
+            rec = json.loads(line.decode("utf-8"), parse_constant=_reject_constant)
+        except (UnicodeDecodeError, ValueError, RecursionError):
+            skipped += 1
+            continue
+        if isinstance(rec, dict) and isinstance(rec.get("stats"), dict):
+            out.append(json_safe(rec))  # "\\ud800" escapes are valid JSON but cannot be printed
+        else:
+            skipped += 1
+    return Log(out, skipped)
+
+
+def _reject_constant(name: str) -> float:
+    raise ValueError(f"{name} is not JSON")
+
+
+def read(path: str | Path | None = None) -> list[dict]:
+    return read_log(path).records
+
+
+def _num(stats: dict, key: str) -> float:
+    """A statistic as a finite number; anything else (hand-edited, foreign) counts as 0."""
+    v = stats.get(key, 0)
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+        return 0.0
+    return float(v)
 
 
 def summarize(records: Iterable[dict]) -> list[Group]:
@@ -65,10 +103,10 @@ def summarize(records: Iterable[dict]) -> list[Group]:
     base_tps: dict[tuple[str, str], float] = {}
     result: list[Group] = []
     for (t, d, task), rs in groups.items():
-        drafted = sum(x["stats"].get("drafted", 0) for x in rs)
-        accepted = sum(x["stats"].get("accepted", 0) for x in rs)
-        tps = [x["stats"].get("decode_tokens_per_s", 0.0) for x in rs if x["stats"].get("generated_tokens", 0) > 0]
-        g = Group(t, d, task, len(rs), sum(x["stats"].get("generated_tokens", 0) for x in rs),
+        drafted = sum(_num(x["stats"], "drafted") for x in rs)
+        accepted = sum(_num(x["stats"], "accepted") for x in rs)
+        tps = [_num(x["stats"], "decode_tokens_per_s") for x in rs if _num(x["stats"], "generated_tokens") > 0]
+        g = Group(t, d, task, len(rs), int(sum(_num(x["stats"], "generated_tokens") for x in rs)),
                   accepted / drafted if drafted else 0.0, sum(tps) / len(tps) if tps else 0.0, None)
         if d == "none":
             base_tps[(t, task)] = g.tok_s

@@ -13,6 +13,8 @@ temperature), so settings mean what they mean in llama.cpp.
 
 from __future__ import annotations
 
+import math
+import numbers
 from dataclasses import dataclass, field
 from typing import Sequence
 
@@ -20,10 +22,36 @@ import numpy as np
 
 from .errors import TandemError
 
+SEED_MAX = 2**64 - 1  # numpy's generators take any non-negative int; llama.cpp-style seeds fit in 64 bits
+
+
+class SamplingParamError(TandemError):
+    """A sampling parameter is of the wrong type, not finite, or out of its range."""
+
+
+def _real(name: str, value: object) -> float:
+    """`value` as a finite float, or a SamplingParamError naming `name`."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise SamplingParamError(f"{name} must be a number, got {value!r}")
+    x = float(value)
+    if not math.isfinite(x):
+        raise SamplingParamError(f"{name} must be a finite number, got {value!r}")
+    return x
+
+
+def _int(name: str, value: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise SamplingParamError(f"{name} must be an integer, got {value!r}")
+    return int(value)
+
 
 @dataclass(frozen=True)
 class SamplingParams:
-    """How the target picks tokens. temperature <= 0 means greedy (argmax)."""
+    """How the target picks tokens. temperature <= 0 means greedy (argmax).
+
+    Every parameter is checked here, once, for every caller (CLI, API, app, bench): NaN or
+    infinity would sample noise and poison the metrics log, so they never get past this.
+    """
 
     temperature: float = 0.0
     top_k: int = 0  # 0 = off
@@ -32,14 +60,24 @@ class SamplingParams:
     seed: int | None = None
 
     def __post_init__(self) -> None:
-        if self.temperature < 0:
-            raise TandemError(f"temperature must be >= 0, got {self.temperature}")
-        if self.top_k < 0:
-            raise TandemError(f"top-k must be >= 0, got {self.top_k}")
-        if not 0.0 < self.top_p <= 1.0:
-            raise TandemError(f"top-p must be in (0, 1], got {self.top_p}")
-        if not 0.0 <= self.min_p < 1.0:
-            raise TandemError(f"min-p must be in [0, 1), got {self.min_p}")
+        temperature = _real("temperature", self.temperature)
+        if temperature < 0:
+            raise SamplingParamError(f"temperature must be >= 0 (0 = greedy), got {self.temperature!r}")
+        top_k = _int("top-k", self.top_k)
+        if top_k < 0:
+            raise SamplingParamError(f"top-k must be >= 0 (0 = off), got {self.top_k!r}")
+        top_p = _real("top-p", self.top_p)
+        if not 0.0 < top_p <= 1.0:
+            raise SamplingParamError(f"top-p must be in (0, 1], got {self.top_p!r}")
+        min_p = _real("min-p", self.min_p)
+        if not 0.0 <= min_p < 1.0:
+            raise SamplingParamError(f"min-p must be in [0, 1), got {self.min_p!r}")
+        seed = None if self.seed is None else _int("seed", self.seed)
+        if seed is not None and not 0 <= seed <= SEED_MAX:
+            raise SamplingParamError(f"seed must be in 0..{SEED_MAX} (or unset for a random one), got {self.seed!r}")
+        # store plain Python numbers (numpy scalars, ints for floats) so to_dict() is clean JSON
+        for name, v in (("temperature", temperature), ("top_k", top_k), ("top_p", top_p), ("min_p", min_p), ("seed", seed)):
+            object.__setattr__(self, name, v)
 
     @property
     def greedy(self) -> bool:
@@ -97,7 +135,9 @@ def distribution(logits: np.ndarray, params: SamplingParams) -> Dist:
         keep = p >= params.min_p * p.max()
         ids, lg = ids[keep], lg[keep]
     t = params.temperature if params.temperature > 0 else 1.0
-    probs = _softmax(lg / t)
+    # shift before dividing: a tiny temperature then sends the others to -inf, never inf - inf = NaN
+    with np.errstate(over="ignore", divide="ignore"):
+        probs = _softmax((lg - lg.max()) / t)
     return Dist(ids.astype(np.int64), probs)
 
 

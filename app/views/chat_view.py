@@ -15,7 +15,7 @@ from PySide6.QtWidgets import (
     QVBoxLayout, QWidget,
 )
 
-from ..history import History, Message, message_markdown
+from ..history import History, HistoryError, Message, message_markdown
 from ..session import Session
 from ..widgets.charts import LiveCharts
 from ..widgets.lookahead_control import LookaheadControl
@@ -205,7 +205,12 @@ class ChatView(QWidget):
         current = self.conversation_id
         self.conv_list.blockSignals(True)
         self.conv_list.clear()
-        for c in self.history.conversations(self.search.text()):
+        try:
+            convs = self.history.conversations(self.search.text())
+        except HistoryError as e:
+            convs = []
+            self.message.emit(str(e))
+        for c in convs:
             item = QListWidgetItem(c.title)
             item.setData(Qt.ItemDataRole.UserRole, c.id)
             self.conv_list.addItem(item)
@@ -226,7 +231,13 @@ class ChatView(QWidget):
         conv = self.history.get(conversation_id)
         if conv is not None:
             self.system.setPlainText(conv.system_prompt)
-        msgs = self.history.messages(conversation_id)
+        try:
+            msgs = self.history.messages(conversation_id)
+        except HistoryError as e:  # a damaged page: say so where the conversation would be
+            self.transcript.set_messages([])
+            self.transcript.setPlainText(f"⚠ This conversation could not be read.\n\n{e}")
+            self.stats_label.clear()
+            return
         self.transcript.set_messages(msgs)
         last = next((m for m in reversed(msgs) if m.role == "assistant" and m.stats), None)
         self.stats_label.setText(stats_text(last.stats) if last and last.stats else "")
