@@ -134,40 +134,28 @@ class GenerationWorker(Worker):
 
     def __init__(self, engine: Any, prompt: Any, *, draft: Any, lookahead: Any, **settings: Any):
         super().__init__()
+        from engine import GenerationRequest, LiveLookahead
         from engine.speculative import CancelToken
 
         self.engine = engine
-        self.prompt = prompt
-        self.draft = draft
-        self.lookahead = lookahead
-        self.settings = settings
+        self.live = LiveLookahead(lookahead)  # the slider and Auto switch change this, mid-answer
+        self.request = GenerationRequest.from_options(prompt, draft_model=draft, lookahead=self.live, **settings)
         self.token = CancelToken()
-        self._decoder = None
 
     def cancel(self) -> None:
         super().cancel()
         self.token.cancel()
 
     def set_lookahead(self, value: Any) -> None:
-        """From the GUI thread: applies from the next step (an attribute swap is atomic)."""
-        from engine.lookahead import Fixed, parse_lookahead
-
-        self.lookahead = value
-        dec = self._decoder
-        if dec is not None and dec.drafter is not None:
-            current = dec.lookahead
-            if isinstance(current, Fixed) and isinstance(value, int):
-                current.set(value)
-            else:
-                dec.lookahead = parse_lookahead(value)
+        """From the GUI thread: applies from the next step."""
+        self.live.set(value)
 
     def work(self) -> None:
         from engine.events import DoneEvent, PrefillEvent, StepEvent, TokenEvent
 
-        self._decoder = self.engine.decoder(self.draft)
         toks = _Coalescer(self.tokens.emit)
         steps = _Coalescer(self.steps.emit)
-        for ev in self.engine.stream(self.prompt, draft_model=self.draft, lookahead=self.lookahead, cancel=self.token, **self.settings):
+        for ev in self.engine.stream(self.request, cancel=self.token):
             if isinstance(ev, TokenEvent):
                 toks.add(ev)
             elif isinstance(ev, StepEvent):
@@ -182,58 +170,58 @@ class GenerationWorker(Worker):
 
 
 class RaceWorker(Worker):
-    """Target alone, then speculative: same prompt and settings, one after the other."""
+    """`engine.race`: target alone, then speculative, same prompt and settings, streaming both."""
 
     started_side = Signal(str)
     tokens = Signal(str, list)
     steps = Signal(str, list)
-    side_done = Signal(str, object)  # side, GenerationResult-like DoneEvent
-    result = Signal(object)  # dict with both DoneEvents, speedup, identical, divergence
+    side_done = Signal(str, object)  # side, DoneEvent
+    result = Signal(object)  # dict: both results, speedups, identical, divergence, headline (and "race": RaceResult)
 
     def __init__(self, engine: Any, prompt: Any, *, draft: Any, lookahead: Any, **settings: Any):
         super().__init__()
+        from engine import GenerationRequest
         from engine.speculative import CancelToken
 
-        self.engine, self.prompt, self.draft, self.lookahead, self.settings = engine, prompt, draft, lookahead, settings
+        self.engine = engine
+        self.request = GenerationRequest.from_options(prompt, draft_model=draft, lookahead=lookahead, tag="race", **settings)
         self.token = CancelToken()
+        self._side = ""
+        self._toks: _Coalescer | None = None
+        self._steps: _Coalescer | None = None
 
     def cancel(self) -> None:
         super().cancel()
         self.token.cancel()
 
-    def work(self) -> None:
+    def _on_event(self, side: str, ev: Any) -> None:
         from engine.events import DoneEvent, StepEvent, TokenEvent
-        from engine.quality import first_divergence
 
-        results: dict[str, Any] = {}
-        for side, draft in (("target", None), ("speculative", self.draft)):
-            if self.cancelled:
-                return
+        if side != self._side:
+            self._side = side
             self.started_side.emit(side)
-            toks = _Coalescer(lambda items, s=side: self.tokens.emit(s, items))
-            steps = _Coalescer(lambda items, s=side: self.steps.emit(s, items))
-            for ev in self.engine.stream(self.prompt, draft_model=draft, lookahead=self.lookahead if draft else 0,
-                                         cancel=self.token, tag="race", **self.settings):
-                if isinstance(ev, TokenEvent):
-                    toks.add(ev)
-                elif isinstance(ev, StepEvent):
-                    steps.add(ev)
-                elif isinstance(ev, DoneEvent):
-                    toks.flush()
-                    steps.flush()
-                    results[side] = ev
-                    self.side_done.emit(side, ev)
-            if results[side].stats.finish_reason == "cancelled":
-                return
-        base, spec = results["target"], results["speculative"]
-        b, s = base.stats.decode_tokens_per_s, spec.stats.decode_tokens_per_s
-        div = None
-        if base.tokens != spec.tokens and self.settings.get("temperature", 0.0) <= 0:
-            prompt_tokens = self.engine.tokens_for(self.prompt, chat=self.settings.get("chat", False), system=self.settings.get("system"))
-            div = first_divergence(self.engine.target, prompt_tokens, base.tokens, spec.tokens)
+            self._toks = _Coalescer(lambda items, s=side: self.tokens.emit(s, items))
+            self._steps = _Coalescer(lambda items, s=side: self.steps.emit(s, items))
+        assert self._toks is not None and self._steps is not None
+        if isinstance(ev, TokenEvent):
+            self._toks.add(ev)
+        elif isinstance(ev, StepEvent):
+            self._steps.add(ev)
+        elif isinstance(ev, DoneEvent):
+            self._toks.flush()
+            self._steps.flush()
+            self.side_done.emit(side, ev)
+
+    def work(self) -> None:
+        from engine.race import race
+
+        r = race(self.engine, self.request, on_event=self._on_event, cancel=self.token)
+        if r is None:
+            return
         self.result.emit({
-            "target": base, "speculative": spec, "speedup": s / b if b else 0.0,
-            "identical": base.tokens == spec.tokens, "divergence": div,
+            "target": r.target, "speculative": r.speculative, "speedup": r.decode_speedup,
+            "wall_speedup": r.wall_speedup, "identical": r.identical, "divergence": r.divergence,
+            "headline": r.headline, "detail": r.detail, "race": r,
         })
 
 

@@ -15,6 +15,8 @@ from __future__ import annotations
 from typing import Iterator
 
 from .api import Engine, GenerationResult
+from .race import RaceResult, race
+from .settings import GenerationRequest, RuntimeParams
 from .compat import Verdict, check_pair
 from .errors import (
     Cancelled,
@@ -29,9 +31,9 @@ from .errors import (
 )
 from .events import DoneEvent, Event, PrefillEvent, RunStats, StepEvent, TokenEvent
 from .llama import Model
-from .lookahead import Auto, CostModel, Fixed
+from .lookahead import Auto, CostModel, Fixed, LiveLookahead
 from .sampling import SamplingParams
-from .speculative import CancelToken
+from .speculative import CancelToken, EngineClosedError
 
 __version__ = "0.1.0"
 
@@ -43,6 +45,7 @@ def setup(target: str, **kw: object) -> Engine:
     global _default
     if _default is not None:
         _default.close()
+    _default = None
     _default = Engine(target, **kw)  # type: ignore[arg-type]
     return _default
 
@@ -63,6 +66,7 @@ def stream(prompt: object, **kw: object) -> Iterator[Event]:
 
 
 __all__ = [
+    "GenerationRequest", "RuntimeParams", "race", "RaceResult", "LiveLookahead", "EngineClosedError",
     "Engine", "GenerationResult", "setup", "generate", "stream", "Model", "Fixed", "Auto", "CostModel",
     "SamplingParams", "CancelToken", "check_pair", "Verdict", "Event", "TokenEvent", "StepEvent",
     "PrefillEvent", "DoneEvent", "RunStats", "TandemError", "ModelFileError", "ModelLoadError",

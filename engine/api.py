@@ -13,24 +13,21 @@ from __future__ import annotations
 
 import os
 import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Callable, Iterator, Sequence, Union
+from typing import Any, Callable, Iterator
 
-from . import paths
+from . import calibration, paths
 from .chat import Message, chat_tokens
 from .compat import require_compatible
 from .drafters import Drafter, ModelDrafter, PromptLookupDrafter
 from .errors import PromptError, TandemError
-from .events import DoneEvent, Event, RunStats, StepEvent, TokenEvent, append_metrics
-from .llama import Model, default_threads
-from .lookahead import CostModel, Lookahead, parse_lookahead
-from .sampling import SamplingParams
-from .speculative import CancelToken, Decoder, GenerationConfig
-
-DraftSpec = Union[str, os.PathLike, Model, Drafter, None]
-Prompt = Union[str, Sequence[Message]]
-
+from .events import DoneEvent, Event, RunStats, StepEvent, TokenEvent
+from .llama import Model, supports_gpu_offload
+from .lookahead import CostModel
+from .metrics import append_metrics
+from .settings import DraftSpec, GenerationRequest, Prompt, RuntimeParams
+from .speculative import CancelToken, Decoder, EngineClosedError, GenerationConfig, RunGate
 
 @dataclass
 class GenerationResult:
@@ -42,35 +39,66 @@ class GenerationResult:
 
 
 class Engine:
-    """One loaded target and the drafters used with it (loaded once, reused)."""
+    """One loaded target and the drafters used with it (loaded once, reused).
+
+    Runtime settings come as a `RuntimeParams` (or the same names as keywords). One
+    generation runs at a time per engine: other threads queue; `close()` from any thread
+    cancels a running generation, waits for its step to end, then frees the models.
+    """
 
     def __init__(
         self,
         target: str | os.PathLike[str] | Model,
         *,
-        n_ctx: int = 4096,
-        n_batch: int = 512,
+        runtime: RuntimeParams | None = None,
+        n_ctx: int | None = None,
+        n_batch: int | None = None,
         n_threads: int | None = None,
         n_gpu_layers: int | None = None,
         metrics_log: str | os.PathLike[str] | None | bool = True,
+        calibration: bool = True,
         on_progress: Callable[[float], bool] | None = None,
     ):
-        self.n_ctx = n_ctx
-        self.n_batch = n_batch
-        self.n_threads = n_threads or default_threads()
-        self.n_gpu_layers = n_gpu_layers
-        self.target = target if isinstance(target, Model) else Model(target, n_gpu_layers=n_gpu_layers, on_progress=on_progress)
+        rt = runtime or RuntimeParams()
+        given = {k: v for k, v in (("n_ctx", n_ctx), ("n_batch", n_batch), ("n_threads", n_threads),
+                                   ("n_gpu_layers", n_gpu_layers)) if v is not None}
+        self.runtime = replace(rt, **given) if given else rt
+        self.n_threads = self.runtime.threads
+        self.target = target if isinstance(target, Model) else Model(target, n_gpu_layers=self.runtime.n_gpu_layers, on_progress=on_progress)
         self._owns_target = not isinstance(target, Model)
         self._drafts: dict[str, Model] = {}
         self._decoders: dict[str, Decoder] = {}
         self._costs: dict[str, CostModel] = {}
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()
+        self.gate = RunGate()  # one generation at a time, whichever drafter
+        self._closed = False
+        self.calibration = calibration
         if metrics_log is True:
             self.metrics_log: Path | None = paths.metrics_log()
         elif metrics_log in (False, None):
             self.metrics_log = None
         else:
             self.metrics_log = Path(metrics_log)  # type: ignore[arg-type]
+
+    @property
+    def n_ctx(self) -> int:
+        return self.runtime.n_ctx
+
+    @property
+    def n_batch(self) -> int:
+        return self.runtime.n_batch
+
+    @property
+    def n_gpu_layers(self) -> int | None:
+        return self.runtime.n_gpu_layers
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise EngineClosedError("this engine was closed: load the model again (engine.setup / Engine(...))")
 
     # -- drafters ------------------------------------------------------------------------
     def _draft_key(self, draft: DraftSpec) -> str:
@@ -82,19 +110,23 @@ class Engine:
             return f"model:{draft.path.resolve()}:{id(draft)}"
         if isinstance(draft, Drafter):
             return f"drafter:{id(draft)}"
+        if not isinstance(draft, (str, os.PathLike)):
+            raise TandemError(f"draft_model must be a path, an engine.Model, 'lookup' or None, not {type(draft).__name__}")
         return f"path:{Path(draft).resolve()}"
 
     def load_draft(self, path: str | os.PathLike[str], on_progress: Callable[[float], bool] | None = None) -> Model:
         """Check compatibility from the headers, then load (once) a draft model."""
+        self._check_open()
         p = Path(path).resolve()
         key = str(p)
         if key not in self._drafts:
             require_compatible(self.target.header, Path(path))
-            self._drafts[key] = Model(p, n_gpu_layers=self.n_gpu_layers, on_progress=on_progress)
+            self._drafts[key] = Model(p, n_gpu_layers=self.runtime.n_gpu_layers, on_progress=on_progress)
         return self._drafts[key]
 
     def decoder(self, draft_model: DraftSpec = None, on_progress: Callable[[float], bool] | None = None) -> Decoder:
         """The decoder (target context + drafter) for a draft choice, created once."""
+        self._check_open()
         key = self._draft_key(draft_model)
         with self._lock:
             dec = self._decoders.get(key)
@@ -113,65 +145,111 @@ class Engine:
                     dm = draft_model
                 else:
                     dm = self.load_draft(draft_model, on_progress)  # type: ignore[arg-type]
-                drafter = ModelDrafter(dm, n_ctx=self.n_ctx, n_batch=self.n_batch, n_threads=self.n_threads, target_vocab=self.target.n_vocab)
+                rt = self.runtime
+                drafter = ModelDrafter(dm, n_ctx=rt.n_ctx, n_batch=rt.n_batch, n_threads=self.n_threads, target_vocab=self.target.n_vocab)
             cost = self._costs.setdefault(key, CostModel())
-            dec = Decoder(self.target, drafter, None, n_ctx=self.n_ctx, n_batch=self.n_batch, n_threads=self.n_threads, cost=cost)
+            self._load_calibration(cost, drafter)
+            rt = self.runtime
+            dec = Decoder(self.target, drafter, None, n_ctx=rt.n_ctx, n_batch=rt.n_batch, n_threads=self.n_threads,
+                          cost=cost, gate=self.gate)
             self._decoders[key] = dec
             return dec
 
+    # -- calibration persisted per machine and model -----------------------------------------
+    def _cal_keys(self, drafter: Drafter | None) -> tuple[str, str | None]:
+        backend = f"{'gpu' if supports_gpu_offload() else 'cpu'}:ngl{self.target.n_gpu_layers}"
+        vk = calibration.key(calibration.file_id(self.target.path), threads=self.n_threads, backend=backend)
+        dk = None
+        if drafter is not None and drafter.model is not None:
+            dk = calibration.key(calibration.file_id(drafter.model.path), threads=self.n_threads, backend=backend)
+        return vk, dk
+
+    def _load_calibration(self, cost: CostModel, drafter: Drafter | None) -> None:
+        if not self.calibration:
+            return
+        vk, dk = self._cal_keys(drafter)
+        seed: dict = {"verify_s": (calibration.load(vk) or {}).get("verify_s") or {}}
+        if dk is not None:
+            seed["draft_token_s"] = (calibration.load(dk) or {}).get("draft_token_s")
+        cost.import_costs(seed)
+
+    def _save_calibration(self, dec: Decoder) -> None:
+        if not self.calibration:
+            return
+        vk, dk = self._cal_keys(dec.drafter)
+        now = dec.cost.export_costs()
+        entries: dict = {}
+        if now["verify_s"]:
+            old = (calibration.load(vk) or {}).get("verify_s") or {}
+            entries[vk] = {"verify_s": {**old, **now["verify_s"]}}
+        if dk is not None and now["draft_token_s"]:
+            entries[dk] = {"draft_token_s": now["draft_token_s"]}
+        if entries:
+            calibration.save(entries)
+
     # -- prompts -------------------------------------------------------------------------
     def tokens_for(self, prompt: Prompt, *, chat: bool = False, system: str | None = None) -> list[int]:
-        if isinstance(prompt, str):
-            if not prompt.strip():
-                raise PromptError("the prompt is empty")
-            if not chat:
-                return self.target.tokenize(prompt, add_special=True, parse_special=False)
-            messages: list[Message] = ([{"role": "system", "content": system}] if system else []) + [
-                {"role": "user", "content": prompt}
-            ]
-        else:
-            messages = list(prompt)
-            if system and not any(m.get("role") == "system" for m in messages):
-                messages.insert(0, {"role": "system", "content": system})
-        return chat_tokens(self.target, messages)
+        """Prompt tokens: text (raw or through the chat template), chat messages, or token ids."""
+        self._check_open()
+        with self._lock:
+            if isinstance(prompt, str):
+                if not prompt.strip():
+                    raise PromptError("the prompt is empty")
+                if not chat:
+                    return self.target.tokenize(prompt, add_special=True, parse_special=False)
+                messages: list[Message] = ([{"role": "system", "content": system}] if system else []) + [
+                    {"role": "user", "content": prompt}
+                ]
+            elif prompt and all(isinstance(t, int) for t in prompt):
+                return list(prompt)  # type: ignore[arg-type]
+            else:
+                messages = list(prompt)  # type: ignore[arg-type]
+                if system and not any(m.get("role") == "system" for m in messages):
+                    messages.insert(0, {"role": "system", "content": system})
+            return chat_tokens(self.target, messages)
 
     # -- generation ----------------------------------------------------------------------
-    def stream(
-        self,
-        prompt: Prompt,
-        *,
-        draft_model: DraftSpec = None,
-        lookahead: int | str | Lookahead = 5,
-        max_tokens: int = 512,
-        temperature: float = 0.0,
-        top_k: int = 0,
-        top_p: float = 1.0,
-        min_p: float = 0.0,
-        seed: int | None = None,
-        stop: Sequence[str] = (),
-        chat: bool = False,
-        system: str | None = None,
-        cancel: CancelToken | None = None,
-        tag: str | None = None,
-    ) -> Iterator[Event]:
-        """Yield `PrefillEvent`, `TokenEvent`, `StepEvent` and finally a `DoneEvent`."""
-        if max_tokens < 1:
-            raise TandemError(f"max_tokens must be >= 1, got {max_tokens}")
-        params = SamplingParams(temperature=temperature, top_k=top_k, top_p=top_p, min_p=min_p, seed=seed)
-        tokens = self.tokens_for(prompt, chat=chat, system=system)
-        dec = self.decoder(draft_model)
-        dec.lookahead = parse_lookahead(lookahead) if dec.drafter is not None else parse_lookahead(0)
-        cfg = GenerationConfig(max_tokens=max_tokens, stop=tuple(stop), sampling=params)
+    def request(self, prompt: Prompt | GenerationRequest, **options: Any) -> GenerationRequest:
+        """A `GenerationRequest` from a prompt and `generate`'s keywords (or one as given)."""
+        if isinstance(prompt, GenerationRequest):
+            if options:
+                raise TandemError(f"pass options inside the GenerationRequest, not beside it: {sorted(options)}")
+            return prompt
+        try:
+            return GenerationRequest.from_options(prompt, **options)
+        except TypeError as e:  # an unknown keyword
+            raise TandemError(str(e).replace("from_options()", "generate()")) from None
+
+    def stream(self, prompt: Prompt | GenerationRequest, *, cancel: CancelToken | None = None, **options: Any) -> Iterator[Event]:
+        """Yield `PrefillEvent`, `TokenEvent`, `StepEvent` and finally a `DoneEvent`.
+
+        `prompt` is a str, chat messages, token ids, or a whole `GenerationRequest`; the
+        keywords are those of `GenerationRequest.from_options` (draft_model, lookahead,
+        max_tokens, temperature, top_k, top_p, min_p, seed, stop, chat, system, tag).
+        Inputs are checked here, before anything runs."""
+        self._check_open()
+        req = self.request(prompt, **options)
+        tokens = self.tokens_for(req.prompt, chat=req.chat, system=req.system)
+        dec = self.decoder(req.draft)
+        la = req.live_lookahead()
+        if dec.drafter is None and la.label != "0":
+            la.set(0)  # nothing to draft with: plain decoding, whatever was asked
+        cfg = GenerationConfig(max_tokens=req.max_tokens, stop=req.stop, sampling=req.sampling, lookahead=la)
+        return self._run(dec, tokens, cfg, cancel, req)
+
+    def _run(self, dec: Decoder, tokens: list[int], cfg: GenerationConfig, cancel: CancelToken | None,
+             req: GenerationRequest) -> Iterator[Event]:
         for ev in dec.run(tokens, cfg, cancel):
             if isinstance(ev, DoneEvent):
-                self._log(ev.stats, dec, params, tag)
+                self._log(ev.stats, dec, req)
+                self._save_calibration(dec)
             yield ev
 
-    def generate(self, prompt: Prompt, **kw: object) -> GenerationResult:
+    def generate(self, prompt: Prompt | GenerationRequest, *, cancel: CancelToken | None = None, **options: Any) -> GenerationResult:
         """Run to completion; returns text, tokens, stats and the token/step events."""
         toks: list[TokenEvent] = []
         steps: list[StepEvent] = []
-        for ev in self.stream(prompt, **kw):  # type: ignore[arg-type]
+        for ev in self.stream(prompt, cancel=cancel, **options):
             if isinstance(ev, TokenEvent):
                 toks.append(ev)
             elif isinstance(ev, StepEvent):
@@ -180,30 +258,35 @@ class Engine:
                 return GenerationResult(ev.text, ev.tokens, ev.stats, toks, steps)
         raise TandemError("generation ended without a result")  # pragma: no cover
 
-    def _log(self, stats: RunStats, dec: Decoder, params: SamplingParams, tag: str | None) -> None:
+    def _log(self, stats: RunStats, dec: Decoder, req: GenerationRequest) -> None:
         if self.metrics_log is None:
             return
         draft = None
         if dec.drafter is not None:
-            m = getattr(dec.drafter, "model", None)
-            draft = m.path.name if m is not None else dec.drafter.kind
+            draft = dec.drafter.model.path.name if dec.drafter.model is not None else dec.drafter.kind
         append_metrics(
             self.metrics_log,
             {
                 "target": self.target.path.name,
                 "draft": draft,
-                "task": tag,
-                "settings": params.to_dict(),
+                "task": req.tag,
+                "settings": req.sampling.to_dict(),
                 "stats": stats.to_dict(),
             },
         )
 
     def close(self) -> None:
-        for d in self._decoders.values():
+        """Cancel a running generation, wait for its step to end, then free everything.
+        Safe from any thread, and more than once; later use raises `EngineClosedError`."""
+        if self._closed:
+            return
+        self._closed = True
+        for d in list(self._decoders.values()):
             d.close()
-        self._decoders.clear()
-        for m in self._drafts.values():
-            m.close()
-        self._drafts.clear()
-        if self._owns_target:
-            self.target.close()
+        with self._lock:
+            self._decoders.clear()
+            for m in self._drafts.values():
+                m.close()
+            self._drafts.clear()
+            if self._owns_target:
+                self.target.close()

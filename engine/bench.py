@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from .errors import Cancelled, TandemError
-from .lookahead import CostModel, expected_tokens
+from .lookahead import MAX_LOOKAHEAD, CostModel, expected_tokens
 
 SUITES_DIR = Path(__file__).resolve().parent.parent / "assets" / "suites"
 
@@ -41,19 +41,40 @@ class Suite:
     prompts: list[BenchPrompt]
 
 
-def builtin_suites() -> list[str]:
-    return sorted(p.stem for p in SUITES_DIR.glob("*.jsonl"))
+HELDOUT = "heldout"  # assets/suites/heldout/: never used to tune anything; reported apart
+
+
+def builtin_suites(which: str = "all") -> list[str]:
+    """Tuning suites by name ("chat"), held-out ones as "heldout/chat"; which: tuning|heldout|all."""
+    tuning = sorted(p.stem for p in SUITES_DIR.glob("*.jsonl"))
+    heldout = sorted(f"{HELDOUT}/{p.stem}" for p in (SUITES_DIR / HELDOUT).glob("*.jsonl"))
+    if which == "tuning":
+        return tuning
+    if which == HELDOUT:
+        return heldout
+    if which != "all":
+        raise BenchError(f"unknown suite set {which!r}: tuning, heldout or all")
+    return tuning + heldout
+
+
+def suite_set(name: str) -> str:
+    """'heldout' for a held-out suite, else 'tuning'."""
+    return HELDOUT if name.startswith(HELDOUT + "/") else "tuning"
 
 
 def load_suite(name_or_path: str) -> Suite:
     """A built-in suite by name, or a file: one prompt per line (.txt), or JSON lines with
     {"prompt": ...} or {"messages": [...]} (optional "id", "chat")."""
     p = Path(name_or_path)
-    if not p.exists():
-        builtin = SUITES_DIR / f"{name_or_path}.jsonl"
-        if not builtin.exists():
-            raise BenchError(f"unknown suite {name_or_path!r}: not a file, and not one of {', '.join(builtin_suites())}")
+    name = p.stem
+    builtin = SUITES_DIR / f"{name_or_path}.jsonl"
+    if builtin.exists() and not name_or_path.endswith(".jsonl"):
         p = builtin
+        name = name_or_path  # "chat" or "heldout/chat"
+    elif not p.exists():
+        raise BenchError(f"unknown suite {name_or_path!r}: not a file, and not one of {', '.join(builtin_suites())}")
+    elif p.parent.name == HELDOUT:
+        name = f"{HELDOUT}/{p.stem}"
     try:
         text = p.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as e:
@@ -81,7 +102,7 @@ def load_suite(name_or_path: str) -> Suite:
             prompts.append(BenchPrompt(f"p{i + 1}", line.strip(), True))
     if not prompts:
         raise BenchError(f"{p}: the suite has no prompts")
-    return Suite(p.stem, prompts)
+    return Suite(name, prompts)
 
 
 # -- configurations -------------------------------------------------------------------------
@@ -147,6 +168,8 @@ class Run:
     divergence_index: int | None = None
     divergence_margin: float | None = None
     divergence_bug: bool = False
+    wall_s: float = 0.0  # prompt in, last token out (what the user waited)
+    calibration_s: float = 0.0
 
 
 @dataclass
@@ -161,9 +184,12 @@ class Row:
     tok_s_median: float
     tok_s_min: float
     tok_s_max: float
-    speedup_median: float
+    speedup_median: float  # decode tok/s ratio
     speedup_min: float
     speedup_max: float
+    wall_speedup_median: float  # target wall-clock / this wall-clock (the headline)
+    wall_speedup_min: float
+    wall_speedup_max: float
     ttft_median: float
     acceptance_median: float
     tokens_per_step_median: float
@@ -203,7 +229,7 @@ def run_bench(
     """Run every prompt in every configuration; repetitions outermost, configurations
     interleaved per prompt, so machine drift affects all configurations alike."""
     from .events import DoneEvent, StepEvent
-    from .quality import first_divergence
+    from .race import compare
 
     if not configs or configs[0].mode != "target":
         raise BenchError("the first configuration must be target alone (the reference)")
@@ -255,19 +281,18 @@ def run_bench(
                     st.steps, st.drafted, st.accepted, st.finish_reason, ev.text, list(ev.tokens),
                     [x.k for x in steps], [x.drafted for x in steps], [x.accepted for x in steps],
                     [round(x.draft_ms, 3) for x in steps], [round(x.verify_ms, 3) for x in steps],
+                    wall_s=st.wall_s, calibration_s=st.calibration_s,
                 )
                 if cfg.mode == "target":
                     reference = run
                 elif reference is not None and temperature <= 0 and check_quality:
-                    run.identical = run.tokens == reference.tokens
-                    if not run.identical:
-                        toks = engine.tokens_for(prompt.prompt, chat=prompt.chat)
-                        div = first_divergence(engine.target, toks, reference.tokens, run.tokens)
-                        if div is not None:
-                            run.divergence_index, run.divergence_margin = div.index, div.margin
-                            run.divergence_bug = not div.within_noise
-                        else:  # one output is a prefix of the other (a stop hit earlier)
-                            run.identical = True
+                    toks = engine.tokens_for(prompt.prompt, chat=prompt.chat)
+                    cmp = compare(engine, toks, reference.tokens, run.tokens, greedy=True)
+                    run.identical = cmp.identical
+                    if cmp.divergence is not None:
+                        div = cmp.divergence
+                        run.divergence_index, run.divergence_margin = div.index, div.margin
+                        run.divergence_bug = not div.within_noise
                 runs.append(run)
                 tick(f"{suite.name}/{prompt.id} {cfg.name} (rep {rep + 1}/{repeat})")
     cost = measured_costs(runs)
@@ -354,6 +379,8 @@ def summarize(runs: Sequence[Run], cost: dict[str, Any] | None = None) -> list[R
         tps = [r.decode_tokens_per_s for r in rs]
         ratios = [r.decode_tokens_per_s / ref[(r.suite, r.prompt_id, r.rep)].decode_tokens_per_s
                   for r in rs if (r.suite, r.prompt_id, r.rep) in ref and ref[(r.suite, r.prompt_id, r.rep)].decode_tokens_per_s > 0]
+        walls = [ref[(r.suite, r.prompt_id, r.rep)].wall_s / r.wall_s
+                 for r in rs if (r.suite, r.prompt_id, r.rep) in ref and r.wall_s > 0]
         a = alpha_of(rs)
         first = rs[0]
         kind = "lookup" if first.mode == "lookup" or config.startswith("lookup") else "model"
@@ -369,6 +396,7 @@ def summarize(runs: Sequence[Run], cost: dict[str, Any] | None = None) -> list[R
         rows.append(Row(
             suite, config, first.mode, first.lookahead, len(rs), _median(tps), min(tps), max(tps),
             _median(ratios), min(ratios, default=0.0), max(ratios, default=0.0),
+            _median(walls), min(walls, default=0.0), max(walls, default=0.0),
             _median([r.time_to_first_token_s for r in rs]), _median([r.acceptance_rate for r in rs]),
             _median([r.mean_tokens_per_step for r in rs]), a, pred,
             sum(1 for r in compared if r.identical), len(compared), sum(1 for r in rs if r.divergence_bug),
@@ -391,7 +419,7 @@ def cost_model_report(result: BenchResult) -> str:
             continue
         kind = "lookup" if row.mode == "lookup" or row.config.startswith("lookup") else "model"
         best_k, best_s = 0, 1.0
-        for k in range(1, 17):
+        for k in range(1, MAX_LOOKAHEAD + 1):
             s = predicted_speedup(c, k, row.alpha, kind)
             if s is not None and s > best_s:
                 best_k, best_s = k, s
@@ -443,21 +471,33 @@ def summary_markdown(result: BenchResult) -> str:
         f"{m.get('max_tokens')} tokens per run · median of {m.get('repeat')} repetitions · "
         f"temperature {m.get('temperature')} · {m.get('seconds')} s",
         "",
-        "Speedup = decode tok/s / target-alone decode tok/s for the same prompt and repetition, then the "
-        "median over prompts and repetitions (min–max in brackets). Identical = outputs equal to target alone.",
-        "",
-        "| suite | config | tok/s | speedup | predicted | acceptance | tokens/step | TTFT s | identical |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "Wall-clock = target-alone wall time / this wall time (prompt in, last token out: what the user "
+        "waited, calibration and draft prefill included); decode = tok/s / target-alone tok/s. Both for the "
+        "same prompt and repetition, then the median over prompts and repetitions (min–max in brackets). "
+        "Held-out suites (heldout/...) were written before tuning and never used to tune. "
+        "Identical = outputs equal to target alone.",
     ]
-    for r in result.rows:
-        pred = f"{r.predicted_speedup:.2f}x" if r.predicted_speedup is not None else "–"
-        ident = f"{r.identical}/{r.compared}" if r.compared else "–"
-        if r.bugs:
-            ident += f" **{r.bugs} NOT near-ties**"
-        lines.append(
-            f"| {r.suite} | {r.config} | {r.tok_s_median:.1f} | **{r.speedup_median:.2f}x** ({r.speedup_min:.2f}–{r.speedup_max:.2f}) "
-            f"| {pred} | {r.acceptance_median:.0%} | {r.tokens_per_step_median:.2f} | {r.ttft_median:.2f} | {ident} |"
-        )
+    for which in ("tuning", HELDOUT):
+        rows = [r for r in result.rows if suite_set(r.suite) == which]
+        if not rows:
+            continue
+        lines += [
+            "",
+            f"### {'Tuning suites' if which == 'tuning' else 'Held-out suites (never tuned on)'}",
+            "",
+            "| suite | config | wall-clock | decode | tok/s | predicted | acceptance | tokens/step | TTFT s | identical |",
+            "|---|---|---|---|---|---|---|---|---|---|",
+        ]
+        for r in rows:
+            pred = f"{r.predicted_speedup:.2f}x" if r.predicted_speedup is not None else "–"
+            ident = f"{r.identical}/{r.compared}" if r.compared else "–"
+            if r.bugs:
+                ident += f" **{r.bugs} NOT near-ties**"
+            lines.append(
+                f"| {r.suite} | {r.config} | **{r.wall_speedup_median:.2f}x** ({r.wall_speedup_min:.2f}–{r.wall_speedup_max:.2f}) "
+                f"| {r.speedup_median:.2f}x ({r.speedup_min:.2f}–{r.speedup_max:.2f}) | {r.tok_s_median:.1f} "
+                f"| {pred} | {r.acceptance_median:.0%} | {r.tokens_per_step_median:.2f} | {r.ttft_median:.2f} | {ident} |"
+            )
     bugs = [r for r in result.runs if r.divergence_bug]
     lines += ["", "## Output quality", ""]
     divs = [r for r in result.runs if r.identical is False]

@@ -72,27 +72,40 @@ def _draft_arg(value: str) -> str | Path | None:
 
 
 def _lookahead(value: str) -> int | str:
+    from .lookahead import MAX_LOOKAHEAD
+
     v = value.strip().lower()
     if v == "auto":
         return "auto"
     try:
         k = int(v)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"lookahead must be an integer 0..16 or 'auto', not {value!r}")
-    if not 0 <= k <= 16:
-        raise argparse.ArgumentTypeError(f"lookahead must be in 0..16, not {k}")
+        raise argparse.ArgumentTypeError(f"lookahead must be an integer 0..{MAX_LOOKAHEAD} or 'auto', not {value!r}")
+    if not 0 <= k <= MAX_LOOKAHEAD:
+        raise argparse.ArgumentTypeError(f"lookahead must be in 0..{MAX_LOOKAHEAD}, not {k}")
     return k
 
 
 # -- generate ---------------------------------------------------------------------------------
+def _runtime(args: argparse.Namespace):
+    from .settings import RuntimeParams
+
+    return RuntimeParams(n_ctx=args.ctx, n_threads=args.threads)
+
+
 def _engine(target: Path, args: argparse.Namespace):
     from .api import Engine
 
-    return Engine(target, n_ctx=args.ctx, n_threads=args.threads)
+    return Engine(target, runtime=_runtime(args))
 
 
-def _gen_kwargs(args: argparse.Namespace) -> dict:
-    return dict(
+def _request(args: argparse.Namespace, prompt: str, draft: object):
+    """The one GenerationRequest a generate/race command line describes."""
+    from .settings import GenerationRequest
+
+    return GenerationRequest.from_options(
+        prompt,
+        draft_model=draft,
         lookahead=args.lookahead,
         max_tokens=args.max_tokens,
         temperature=args.temperature,
@@ -103,6 +116,7 @@ def _gen_kwargs(args: argparse.Namespace) -> dict:
         chat=args.chat,
         system=args.system,
         stop=args.stop or (),
+        tag=getattr(args, "tag", None),
     )
 
 
@@ -127,13 +141,16 @@ def cmd_generate(args: argparse.Namespace) -> int:
     from .speculative import CancelToken
 
     target, draft = resolve_pair(args)
+    prompt = _prompt_arg(args.prompt)
+    _request(args, prompt, None)  # bad settings fail here, before a model loads
     eng = _engine(target, args)
+    request = _request(args, prompt, draft)
     colour = sys.stdout.isatty() and not args.no_colour and not args.json
     cancel = CancelToken()
     restore = _install_sigint(cancel)
     done = None
     try:
-        for ev in eng.stream(_prompt_arg(args.prompt), draft_model=draft, cancel=cancel, tag=args.tag, **_gen_kwargs(args)):
+        for ev in eng.stream(request, cancel=cancel):
             if isinstance(ev, TokenEvent) and not args.json:
                 c = COLOURS.get(ev.provenance, "") if colour else ""
                 sys.stdout.write(f"{c}{ev.text}{RESET if c else ''}")
@@ -168,59 +185,49 @@ def _prompt_arg(value: str) -> str:
 
 
 def _stats_line(s) -> str:
-    parts = [
-        f"{s.generated_tokens} tokens",
-        f"{s.decode_tokens_per_s:.1f} tok/s",
-        f"first token {s.time_to_first_token_s:.2f} s",
-    ]
-    if s.drafted:
-        parts += [f"acceptance {s.acceptance_rate:.0%} ({s.accepted}/{s.drafted})", f"{s.mean_tokens_per_step:.2f} tokens/step"]
-    parts.append(f"finish: {s.finish_reason} ({s.stopped_by})")
-    return " | ".join(parts)
+    from .report import stats_line
+
+    return stats_line(s)
 
 
 # -- race -------------------------------------------------------------------------------------
 def cmd_race(args: argparse.Namespace) -> int:
-    from .quality import first_divergence
+    from .race import race
 
     target, draft = resolve_pair(args)
     if draft is None:
         raise UsageError("race needs a draft: --draft PATH or --draft lookup")
-    eng = _engine(target, args)
     prompt = _prompt_arg(args.prompt)
-    kw = _gen_kwargs(args)
-    if not args.json:
-        print(f"target alone: {target.name} ...", file=sys.stderr)
-    base = eng.generate(prompt, draft_model=None, tag="race", **kw)
-    if not args.json:
-        print(f"speculative: {target.name} + {draft if isinstance(draft, str) else draft.name} ...", file=sys.stderr)
-    spec = eng.generate(prompt, draft_model=draft, tag="race", **kw)
-    b, s = base.stats, spec.stats
-    speedup = s.decode_tokens_per_s / b.decode_tokens_per_s if b.decode_tokens_per_s else 0.0
-    identical = base.tokens == spec.tokens
-    div = None
-    if not identical and args.temperature <= 0:
-        div = first_divergence(eng.target, eng.tokens_for(prompt, chat=args.chat, system=args.system), base.tokens, spec.tokens)
+    _request(args, prompt, None)  # bad settings fail here, before a model loads
+    eng = _engine(target, args)
+    request = _request(args, prompt, draft)
+
+    def announce(side: str, ev: object) -> None:
+        from .events import PrefillEvent
+
+        if not args.json and isinstance(ev, PrefillEvent) and ev.done == 0:
+            what = f"{target.name}" if side == "target" else \
+                f"{target.name} + {draft if isinstance(draft, str) else Path(str(draft)).name}"
+            print(f"{'target alone' if side == 'target' else 'speculative'}: {what} ...", file=sys.stderr)
+
+    r = race(eng, request, on_event=announce)
+    assert r is not None
+    b, s = r.target.stats, r.speculative.stats
     if args.json:
-        out = {
-            "target": {"text": base.text, "tokens": base.tokens, "stats": b.to_dict()},
-            "speculative": {"text": spec.text, "tokens": spec.tokens, "stats": s.to_dict()},
-            "speedup": speedup,
-            "identical": identical,
-            "divergence": None if div is None else div.__dict__,
-        }
-        print(json.dumps(out, ensure_ascii=False))
+        print(json.dumps(r.to_dict(), ensure_ascii=False))
     else:
         width = max(40, shutil.get_terminal_size((120, 40)).columns)
-        _side_by_side("TARGET ALONE", base.text, "TARGET + " + ("LOOKUP" if draft == "lookup" else "DRAFT"), spec.text, width)
+        _side_by_side("TARGET ALONE", r.target.text, "TARGET + " + ("LOOKUP" if draft == "lookup" else "DRAFT"),
+                      r.speculative.text, width)
         print()
         print(f"target alone : {_stats_line(b)}")
         print(f"speculative  : {_stats_line(s)}")
-        print(f"speedup      : {speedup:.2f}x (decode tok/s, same prompt and settings, one run each)")
-        if identical:
+        print(f"result       : {r.headline}")
+        print(f"               {r.detail} (same prompt and settings, one run each)")
+        if r.identical:
             print("outputs      : identical")
-        elif div is not None:
-            print(f"outputs      : differ — {div.describe(eng.target)}")
+        elif r.divergence is not None:
+            print(f"outputs      : differ — {r.divergence.describe(eng.target)}")
         else:
             print("outputs      : differ (sampling: equal in distribution, not token by token)")
     eng.close()
@@ -251,16 +258,17 @@ def cmd_bench(args: argparse.Namespace) -> int:
     from .api import Engine
 
     target, draft = resolve_pair(args)
-    suites = [bench.load_suite(s) for s in (args.suite or bench.builtin_suites())]
+    suites = [bench.load_suite(s) for s in (args.suite or bench.builtin_suites(args.set))]
     sweep = [int(x) for x in args.sweep.split(",") if x.strip()] if args.sweep else [1, 2, 4, 8]
     modes = [m.strip() for m in args.modes.split(",")] if args.modes else list(bench.MODES)
     configs = bench.plan_configs(draft, modes, sweep)
-    eng = Engine(target, n_ctx=args.ctx, n_threads=args.threads)
+    eng = Engine(target, runtime=_runtime(args))
     tty = sys.stderr.isatty()
 
     def progress(done: int, total: int, label: str) -> None:
-        bar = "#" * int(30 * done / total)
-        line = f"[{bar:<30s}] {done}/{total} {label}"
+        from .report import progress_line
+
+        line = progress_line(done, total, label)
         if tty:
             sys.stderr.write("\r" + line[:150].ljust(150))
             if done == total:
@@ -338,7 +346,9 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--target", help="target GGUF path or model id")
     b.add_argument("--draft", help="draft GGUF path or model id, or 'lookup'")
     b.add_argument("--pair", help="a catalog pair id")
-    b.add_argument("--suite", action="append", help="built-in suite name or a file (repeatable; default: all built-in)")
+    b.add_argument("--suite", action="append", help="built-in suite name (chat, heldout/chat, ...) or a file (repeatable)")
+    b.add_argument("--set", choices=("tuning", "heldout", "all"), default="all",
+                   help="without --suite: the tuning suites, the held-out ones (never tuned on), or both (default)")
     b.add_argument("--modes", help="comma list of target,fixed,auto,lookup (default: all)")
     b.add_argument("--lookahead", dest="sweep", help="k sweep for fixed mode, e.g. 1,2,4,8")
     b.add_argument("--repeat", type=int, default=3)

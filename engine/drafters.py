@@ -24,12 +24,43 @@ from .sampling import Dist, Sampler
 class Proposal:
     tokens: list[int] = field(default_factory=list)
     dists: list[Dist | None] = field(default_factory=list)  # q per token (sampling); None = one-hot
+    # Per token: the drafter's estimate that it is accepted given the ones before it were
+    # (Auto trims a proposal to the k with the best expected tokens per second). None: unknown.
+    confidence: list[float] | None = None
+
+    def cut(self, k: int) -> "Proposal":
+        conf = self.confidence[:k] if self.confidence is not None else None
+        return Proposal(self.tokens[:k], self.dists[:k], conf)
+
+
+# (k-th token index from 1, its confidence) -> (keep this token, draft another)
+ConfidenceGate = Callable[[int, float], "tuple[bool, bool]"]
 
 
 class Drafter(ABC):
-    """Proposes up to k tokens that might follow `context` (all tokens so far)."""
+    """Proposes up to k tokens that might follow `context` (all tokens so far).
+
+    Explicit members the decoder relies on: `kind` (for stats), `cost_class` ("free": a
+    proposal costs next to nothing, like prompt lookup; "model": every drafted token costs a
+    draft-model step), `model` (the draft model, if any), `contexts` (KV caches a cancel
+    must interrupt), `relative_cost()` (prior cost of a drafted token vs a target step) and
+    `confidence_gate` (set by Auto: stops a model draft when more tokens would not pay).
+    """
 
     kind: str = "drafter"
+    cost_class: str = "free"
+    model: Model | None = None
+    confidence_gate: ConfidenceGate | None = None
+
+    @property
+    def contexts(self) -> list[Context]:
+        return []
+
+    def relative_cost(self, target: Model) -> float:
+        """Cost of one drafted token relative to one target step, before measuring."""
+        if self.model is not None and target.size_bytes:
+            return max(0.02, self.model.size_bytes / target.size_bytes)
+        return 0.01
 
     def begin(self, prompt: Sequence[int]) -> None:
         """A new generation starts with this prompt."""
@@ -56,6 +87,7 @@ class ModelDrafter(Drafter):
     """
 
     kind = "model"
+    cost_class = "model"
 
     def __init__(
         self,
@@ -71,12 +103,19 @@ class ModelDrafter(Drafter):
         self.ctx = Context(model, n_ctx=n_ctx, n_batch=n_batch, n_threads=n_threads)
         self.p_min = p_min
         self.target_vocab = target_vocab or model.n_vocab
+        self.confidence_gate = None
+
+    @property
+    def contexts(self) -> list[Context]:
+        return [self.ctx]
 
     def begin(self, prompt: Sequence[int]) -> None:
         # Keep the cache: a follow-up chat turn shares its prefix with the last one.
         pass
 
     def prefill(self, prompt: Sequence[int], cancelled: "Callable[[], bool]" = lambda: False) -> None:
+        """Read the context (but its last token) into the draft's KV cache; a later
+        proposal then decodes one token instead of the whole prompt."""
         keep = self.ctx.reuse_prefix(prompt)
         for _ in self.ctx.feed(list(prompt[keep:-1]), abortable=True):
             if cancelled():
@@ -95,23 +134,32 @@ class ModelDrafter(Drafter):
         for _, logits in ctx.feed(list(context[keep:]), last_logits=True):
             pass
         row = logits[0]
+        gate = self.confidence_gate
+        conf: list[float] = []
         for i in range(k):
             if sampler.greedy:
                 tok = int(np.argmax(row))
-                if self.p_min > 0.0:
-                    top = float(1.0 / np.exp(row - row[tok]).sum())
-                    if top < self.p_min:
-                        break
                 q = None
+                top = float(1.0 / np.exp(row - row[tok]).sum()) if (gate is not None or self.p_min > 0.0) else 1.0
+                if self.p_min > 0.0 and top < self.p_min:
+                    break
             else:
                 q = sampler.dist(row)
                 tok = sampler.draw(q)
+                top = q.prob(tok)
             if tok >= self.target_vocab:  # draft-only token: the target cannot verify it
+                break
+            keep, more = gate(i + 1, top) if gate is not None else (True, True)
+            if not keep:
                 break
             out.tokens.append(tok)
             out.dists.append(q)
-            if i < k - 1:
+            conf.append(top)
+            if i < k - 1 and more:
                 row = ctx.decode([tok], logits="last")[0]
+            elif not more:
+                break
+        out.confidence = conf
         return out
 
     def close(self) -> None:

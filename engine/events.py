@@ -7,10 +7,7 @@ Every consumer (CLI, GUI worker, benchmark, tests) reads the same stream:
 from __future__ import annotations
 
 import json
-import os
-import time
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 from typing import Any, Literal, Union
 
 Provenance = Literal["draft", "target", "bonus", "plain"]
@@ -81,10 +78,13 @@ class RunStats:
     wall_s: float = 0.0
     draft_s: float = 0.0
     verify_s: float = 0.0
+    calibration_s: float = 0.0  # measuring the target's verify costs (once per machine and model; in prefill_s)
+    draft_sync_s: float = 0.0  # a model draft reading the prompt/context it had not seen yet
     finish_reason: str = ""  # stop | length | cancelled
     stopped_by: str = ""  # eos | stop_string | max_tokens | context_full | cancel
     mode: str = ""  # target | model | lookup
-    lookahead: str = ""  # "5", "auto", "0"
+    lookahead: str = ""  # the setting at the end, with the ks used: "5", "auto (k=0 x40, 3 x12)"
+    k_counts: dict[str, int] = field(default_factory=dict)  # steps per drafted k
     provenance_counts: dict[str, int] = field(default_factory=dict)
 
     def finalize(self) -> "RunStats":
@@ -111,15 +111,3 @@ Event = Union[PrefillEvent, TokenEvent, StepEvent, DoneEvent]
 
 def event_to_json(ev: Event) -> str:
     return json.dumps(asdict(ev), ensure_ascii=False)
-
-
-def append_metrics(path: str | os.PathLike[str], record: dict[str, Any]) -> None:
-    """Append one JSON line to a metrics log (creating folders); never raises on disk errors."""
-    p = Path(path)
-    try:
-        p.parent.mkdir(parents=True, exist_ok=True)
-        line = json.dumps({"time": time.strftime("%Y-%m-%dT%H:%M:%S%z"), **record}, ensure_ascii=False)
-        with open(p, "a", encoding="utf-8") as f:
-            f.write(line + "\n")
-    except OSError:
-        pass

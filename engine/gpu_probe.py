@@ -77,7 +77,7 @@ def measure(target: Path, draft: Path, tokens: int = 128, reps: int = 3) -> dict
     from . import Engine
     from .events import DoneEvent
     from .llama import Context
-    from .lookahead import Fixed
+    from .lookahead import Fixed, LiveLookahead
     from .speculative import GenerationConfig
 
     eng = Engine(target, n_ctx=4096, metrics_log=False)
@@ -108,10 +108,10 @@ def measure(target: Path, draft: Path, tokens: int = 128, reps: int = 3) -> dict
 
     def tps(draft_model, la) -> float:
         dec = eng.decoder(draft_model)
-        dec.lookahead = Fixed(la)
         vals = []
         for _ in range(reps):
-            done = [e for e in dec.run(prompt, GenerationConfig(max_tokens=tokens)) if isinstance(e, DoneEvent)][0]
+            cfg = GenerationConfig(max_tokens=tokens, lookahead=LiveLookahead(Fixed(la)))
+            done = [e for e in dec.run(prompt, cfg) if isinstance(e, DoneEvent)][0]
             if done.stats.generated_tokens < tokens:
                 raise RuntimeError(f"only {done.stats.generated_tokens} of {tokens} tokens generated")
             vals.append(done.stats.decode_tokens_per_s)

@@ -16,6 +16,7 @@ import threading
 import time
 from collections import deque
 from dataclasses import dataclass
+from typing import Callable
 
 MAX_LOOKAHEAD = 16
 
@@ -61,6 +62,11 @@ class CostModel:
         self._acc_f = (1.0 - alpha_prior) * prior_weight
         self._prior = (alpha_prior * prior_weight, (1.0 - alpha_prior) * prior_weight)
         self.steps_observed = 0
+        self.free_drafter = False  # proposals cost ~nothing (prompt lookup): Auto trims by confidence
+        # Acceptance by the drafter's own confidence, in 10 buckets: a drafter that says 0.9
+        # may be right 70% of the time. Beta counts, starting at "confidence is calibrated".
+        self._conf_hits = [0.5 + i for i in range(10)]
+        self._conf_total = [10.0] * 10
 
     # -- observations --------------------------------------------------------------------
     def observe_verify(self, n: int, seconds: float) -> None:
@@ -95,9 +101,15 @@ class CostModel:
             v = self._verify.get(1)
             return time.monotonic() - v[-1][0] if v else float("inf")
 
-    def observe_acceptance(self, drafted: int, accepted: int) -> None:
+    def observe_acceptance(self, drafted: int, accepted: int, confidence: "list[float] | None" = None) -> None:
         if drafted <= 0:
             return
+        if confidence:
+            with self._lock:  # token i was tried only if all before it were accepted
+                for i, c in enumerate(confidence[: min(drafted, accepted + 1)]):
+                    b = min(9, max(0, int(c * 10)))
+                    self._conf_total[b] += 1
+                    self._conf_hits[b] += 1 if i < accepted else 0
         with self._lock:
             ps, pf = self._prior
             # Decay towards the prior so alpha follows the text (copying vs free writing).
@@ -109,6 +121,31 @@ class CostModel:
     @property
     def alpha(self) -> float:
         return self._acc_s / (self._acc_s + self._acc_f)
+
+    def calibrated_confidence(self, c: float) -> float:
+        """The measured acceptance rate of tokens the drafter gave confidence `c`."""
+        b = min(9, max(0, int(c * 10)))
+        return self._conf_hits[b] / self._conf_total[b]
+
+    # -- persistence (engine/calibration.py keys it by machine and model) ---------------
+    def export_costs(self) -> dict:
+        """Verify times per batch size and the draft token time, as medians."""
+        return {"verify_s": {str(n): t for n, t in self.verify_s.items()}, "draft_token_s": self.draft_token_s}
+
+    def import_costs(self, data: dict) -> None:
+        """Seed the estimates from an earlier process. Seeded samples count as old: the
+        first real steps (recent samples) take over as soon as they exist."""
+        old = time.monotonic() - 10 * self.RECENT_S
+        with self._lock:
+            for n, t in (data.get("verify_s") or {}).items():
+                n_i, t_f = int(n), float(t)
+                if n_i >= 1 and t_f > 0:
+                    q = self._verify.setdefault(n_i, deque(maxlen=self._window))
+                    if not q:
+                        q.append((old, t_f))
+            d = data.get("draft_token_s")
+            if d and not self._draft:
+                self._draft.append((old, float(d)))
 
     @property
     def calibrated(self) -> bool:
@@ -255,6 +292,8 @@ class Auto(Lookahead):
         cap = max(0, min(self.max_k, room))
         if cap == 0:
             return 0
+        if cost.free_drafter:
+            return cap  # a proposal costs nothing: `trim` keeps what its confidence pays for
         costs = cost.snapshot()
         best = costs.best(cap)
         self.last_prediction = best
@@ -277,6 +316,99 @@ class Auto(Lookahead):
             self._probe_interval = min(self._probe_interval * 2, self.MAX_PROBE_INTERVAL)
             return min(cap, max(1, min(hopeful.k, 2)))
         return 0
+
+    def trim(self, proposal: "object", cost: CostModel) -> int:
+        """How many of a free drafter's proposed tokens to verify: the k with the best expected
+        tokens per second from each token's calibrated confidence and the measured verify curve."""
+        tokens = getattr(proposal, "tokens")
+        if not tokens:
+            return 0
+        if not cost.free_drafter:
+            return len(tokens)  # a model draft was gated while it was drafted (see `gate`)
+        costs = cost.snapshot()
+        conf = getattr(proposal, "confidence", None) or [costs.alpha] * len(tokens)
+        v1 = costs.verify_time(1)
+        best_k, best_rate, best_expect = 0, self.min_gain / v1, 1.0
+        cum, expect = 1.0, 1.0
+        for i, c in enumerate(conf[: len(tokens)], 1):
+            cum *= cost.calibrated_confidence(c)
+            expect += cum
+            rate = expect / costs.verify_time(i + 1)
+            if rate > best_rate:
+                best_k, best_rate, best_expect = i, rate, expect
+        self.last_prediction = Prediction(best_k, best_expect, costs.verify_time(best_k + 1), best_rate * v1)
+        return best_k
+
+    def gate(self, cost: CostModel) -> "Callable[[int, float], tuple[bool, bool]]":
+        """A stop rule for a model draft: keep token i while its chance of being accepted
+        (cumulative, calibrated by measured acceptance) is worth its extra verify cost, and draft
+        another only while the expected gain beats a draft step. Learned, unlike a fixed p-min."""
+        costs = cost.snapshot()
+        v1 = costs.verify_time(1)
+        d = costs.draft_time(1)
+        alpha = costs.alpha
+        state = {"cum": 1.0}
+
+        def gate(i: int, conf: float) -> tuple[bool, bool]:
+            if i == 1:
+                state["cum"] = 1.0
+            state["cum"] *= cost.calibrated_confidence(conf)
+            cum = state["cum"]
+            keep = cum * v1 >= costs.verify_time(i + 1) - costs.verify_time(i)
+            more = keep and cum * alpha * v1 >= d + costs.verify_time(i + 2) - costs.verify_time(i + 1)
+            return keep, more
+
+        return gate
+
+
+class LiveLookahead:
+    """The lookahead of one running generation: changeable from another thread (a slider,
+    the Auto switch) and applied from the next step. Records the k used at each step, so the
+    run's statistics report what was actually used, not the setting at the start."""
+
+    def __init__(self, initial: "Lookahead | int | str" = 0):
+        self._lock = threading.Lock()
+        self._current = parse_lookahead(initial)
+        self.k_counts: dict[int, int] = {}
+
+    @property
+    def current(self) -> Lookahead:
+        return self._current
+
+    @property
+    def label(self) -> str:
+        return self._current.label
+
+    def set(self, value: "Lookahead | int | str") -> None:
+        """Thread-safe: a Fixed k changes in place; anything else replaces the policy."""
+        new = parse_lookahead(value)
+        with self._lock:
+            cur = self._current
+            if isinstance(cur, Fixed) and isinstance(new, Fixed) and not isinstance(value, Lookahead):
+                cur.set(new.k)
+            else:
+                self._current = new
+
+    def choose(self, room: int, cost: "CostModel") -> int:
+        return self._current.choose(room, cost)
+
+    def feedback(self, drafted: int, accepted: int) -> None:
+        self._current.feedback(drafted, accepted)
+
+    def record(self, k: int) -> None:
+        self.k_counts[k] = self.k_counts.get(k, 0) + 1
+
+    def summary(self) -> str:
+        """"5", or "auto (k=0 x40, 3 x12)": the setting at the end and the ks used."""
+        label = self.label
+        used = sorted(self.k_counts.items())
+        if label != "auto" and (not used or [k for k, _ in used] == [int(label)]):
+            return label
+        if not used:
+            return label
+        return f"{label} (k=" + ", ".join(f"{k} x{n}" for k, n in used) + ")"
+
+
 
 
 def _clamp(k: int) -> int:
@@ -304,4 +436,4 @@ def parse_lookahead(value: "int | str | Lookahead") -> Lookahead:
     raise ValueError(f"lookahead must be an integer or 'auto', got {value!r}")
 
 
-__all__ = ["CostModel", "Prediction", "Lookahead", "Fixed", "Auto", "expected_tokens", "parse_lookahead", "MAX_LOOKAHEAD"]
+__all__ = ["CostModel", "Prediction", "Lookahead", "Fixed", "Auto", "expected_tokens", "parse_lookahead", "MAX_LOOKAHEAD", "LiveLookahead"]

@@ -7,11 +7,25 @@ task; they are only as fair as the runs that were logged (the benchmark is the f
 from __future__ import annotations
 
 import json
+import os
+import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable
+from typing import Any, Iterable
 
 from . import paths
+
+
+def append_metrics(path: str | os.PathLike[str], record: dict[str, Any]) -> None:
+    """Append one JSON line to a metrics log (creating folders); never raises on disk errors."""
+    p = Path(path)
+    try:
+        p.parent.mkdir(parents=True, exist_ok=True)
+        line = json.dumps({"time": time.strftime("%Y-%m-%dT%H:%M:%S%z"), **record}, ensure_ascii=False)
+        with open(p, "a", encoding="utf-8") as f:
+            f.write(line + "\n")
+    except OSError:
+        pass
 
 
 @dataclass

@@ -14,19 +14,29 @@ import time
 from dataclasses import dataclass
 from typing import Iterator, Sequence
 
-from .drafters import Drafter
-from .errors import Cancelled, PromptError, UnsupportedModelError
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+
+from .drafters import Drafter, Proposal
+from .errors import Cancelled, PromptError, TandemError, UnsupportedModelError
 from .events import DoneEvent, Event, PrefillEvent, RunStats, StepEvent, TokenEvent
 from .llama import Context, Model
-from .lookahead import CostModel, Fixed, Lookahead
+from .lookahead import Auto, CostModel, Fixed, LiveLookahead, Lookahead
 from .sampling import GREEDY, Sampler, SamplingParams, verify
+
+
+class EngineClosedError(TandemError):
+    """The engine (or decoder) was closed; load it again to generate."""
 
 
 @dataclass
 class GenerationConfig:
+    """Per-run settings the decoder needs (the prompt arrives as tokens beside it)."""
+
     max_tokens: int = 512
     stop: Sequence[str] = ()
     sampling: SamplingParams = GREEDY
+    lookahead: LiveLookahead | None = None  # None: the decoder's default handle
 
 
 class CancelToken:
@@ -46,7 +56,45 @@ class CancelToken:
         return self._event.is_set()
 
     def watch(self, ctx: Context) -> None:
-        self._contexts.append(ctx)
+        if ctx not in self._contexts:
+            self._contexts.append(ctx)
+
+
+class RunGate:
+    """One generation at a time per target, across every decoder that shares it.
+
+    Other threads wait their turn (the app's chat and server requests queue behind each
+    other). The same thread starting a second generation while its first is suspended (two
+    `stream()` generators advanced in turn) would wait for itself forever: it gets an error
+    at once instead.
+    """
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._owner: int | None = None
+
+    @property
+    def busy(self) -> bool:
+        return self._owner is not None
+
+    @contextmanager
+    def hold(self) -> Iterator[None]:
+        me = threading.get_ident()
+        with self._cond:
+            if self._owner == me:
+                raise TandemError(
+                    "this engine is already generating in this thread: finish or close the first "
+                    "stream before starting another (or use a second Engine)"
+                )
+            while self._owner is not None:
+                self._cond.wait()
+            self._owner = me
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._owner = None
+                self._cond.notify_all()
 
 
 class _TextAssembler:
@@ -123,24 +171,67 @@ class _TextAssembler:
         return self._emit_until(len(self.text), trim=False)
 
 
+@dataclass
+class _Run:
+    """The state of one generation between steps."""
+
+    prompt: list[int]
+    cfg: GenerationConfig
+    cancel: CancelToken
+    lookahead: LiveLookahead
+    sampler: Sampler
+    stats: RunStats
+    text: _TextAssembler
+    t0: float
+    t_prefill: float = 0.0
+    generated: list[int] = field(default_factory=list)
+    provenance: list[str] = field(default_factory=list)
+    context: list[int] = field(default_factory=list)
+    counts: dict[str, int] = field(default_factory=lambda: {"draft": 0, "target": 0, "bonus": 0, "plain": 0})
+    pending: int = 0  # emitted (or last prompt) token not yet in the target's KV cache
+    step: int = 0
+    finish: str = ""
+    stopped_by: str = ""
+    first_token_t: float | None = None
+    emitted_this_step: int = 0
+    drafter_synced: bool = False  # the model drafter has read the prompt (deferred under Auto)
+
+    def end(self, finish: str, stopped_by: str) -> None:
+        if not self.finish:
+            self.finish, self.stopped_by = finish, stopped_by
+
+
+@dataclass
+class StepResult:
+    """What one draft -> verify -> accept step produced."""
+
+    tokens: list[TokenEvent]
+    step: StepEvent | None  # None when the run ended before drafting (limits, cancel)
+    finished: bool
+
+
 class Decoder:
     """Runs generations for one target with an optional drafter.
 
-    The target context and the cost model persist across runs, so timings learned in one
-    generation inform `Auto` in the next. `lookahead` may be replaced, or a `Fixed`'s k set,
-    from another thread while `run` iterates: it applies from the next step.
+    `run` orchestrates: `_prefill`, then `step` until the run finishes, then `_done`. The
+    target context and the cost model persist across runs, so timings learned in one
+    generation inform `Auto` in the next. The lookahead of a run comes with its config (a
+    `LiveLookahead` another thread may change); `lookahead` here is only the default for
+    callers that pass none. `close()` may be called from another thread while a run is
+    going: it cancels, waits for the current step to end, then frees.
     """
 
     def __init__(
         self,
         target: Model,
         drafter: Drafter | None = None,
-        lookahead: Lookahead | None = None,
+        lookahead: Lookahead | LiveLookahead | None = None,
         *,
         n_ctx: int = 4096,
         n_batch: int = 512,
         n_threads: int | None = None,
         cost: CostModel | None = None,
+        gate: RunGate | None = None,
     ):
         if drafter is not None and not target.can_rollback:
             raise UnsupportedModelError(
@@ -149,14 +240,17 @@ class Decoder:
             )
         self.target = target
         self.drafter = drafter
-        self.lookahead: Lookahead = lookahead if lookahead is not None else Fixed(0 if drafter is None else 4)
+        default = lookahead if lookahead is not None else Fixed(0 if drafter is None else 4)
+        self.lookahead = default if isinstance(default, LiveLookahead) else LiveLookahead(default)
         self.ctx = Context(target, n_ctx=n_ctx, n_batch=n_batch, n_threads=n_threads)
         self.cost = cost or CostModel()
-        if drafter is not None and getattr(drafter, "model", None) is not None and target.size_bytes:
-            self.cost.draft_ratio_prior = max(0.02, drafter.model.size_bytes / target.size_bytes)  # type: ignore[attr-defined]
-        elif drafter is not None:
-            self.cost.draft_ratio_prior = 0.01
-        self._lock = threading.Lock()
+        if drafter is not None:
+            self.cost.draft_ratio_prior = drafter.relative_cost(target)
+            self.cost.free_drafter = drafter.cost_class == "free"
+        self.gate = gate or RunGate()
+        self._step_lock = threading.Lock()
+        self._closed = False
+        self._active: CancelToken | None = None
 
     @property
     def n_ctx(self) -> int:
@@ -166,10 +260,20 @@ class Decoder:
     def mode(self) -> str:
         return "target" if self.drafter is None else self.drafter.kind
 
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
     def close(self) -> None:
-        self.ctx.close()
-        if self.drafter is not None:
-            self.drafter.close()
+        """Cancel a running generation, wait for its step to end, then free the contexts."""
+        self._closed = True
+        active = self._active
+        if active is not None:
+            active.cancel()
+        with self._step_lock:
+            self.ctx.close()
+            if self.drafter is not None:
+                self.drafter.close()
 
     # -- the loop ------------------------------------------------------------------------
     def run(
@@ -179,11 +283,25 @@ class Decoder:
         cancel: CancelToken | None = None,
     ) -> Iterator[Event]:
         """Generate from `prompt_tokens`, yielding events; the last one is a `DoneEvent`."""
-        with self._lock:
-            yield from self._run(list(prompt_tokens), config or GenerationConfig(), cancel or CancelToken())
+        if self._closed:
+            raise EngineClosedError("this engine was closed: load the model again")
+        with self.gate.hold():
+            run = self._start(list(prompt_tokens), config or GenerationConfig(), cancel or CancelToken())
+            self._active = run.cancel
+            try:
+                yield from self._prefill(run)
+                while not run.finish:
+                    result = self.step(run)
+                    yield from result.tokens
+                    if result.step is not None:
+                        yield result.step
+                flushed, done = self._done(run)
+                yield from flushed
+                yield done
+            finally:
+                self._active = None
 
-    def _run(self, prompt: list[int], cfg: GenerationConfig, cancel: CancelToken) -> Iterator[Event]:
-        t0 = time.perf_counter()
+    def _start(self, prompt: list[int], cfg: GenerationConfig, cancel: CancelToken) -> _Run:
         target, ctx = self.target, self.ctx
         if not prompt:
             raise PromptError("the prompt is empty")
@@ -195,151 +313,197 @@ class Decoder:
         bad = [t for t in prompt if not 0 <= t < target.n_vocab]
         if bad:
             raise PromptError(f"prompt token id {bad[0]} is outside the vocabulary (0..{target.n_vocab - 1})")
-        sampler = Sampler(cfg.sampling)
-        stats = RunStats(prompt_tokens=len(prompt), mode=self.mode, lookahead=self.lookahead.label)
-        counts = {"draft": 0, "target": 0, "bonus": 0, "plain": 0}
-        text = _TextAssembler(cfg.stop)
+        la = cfg.lookahead or self.lookahead
+        la.k_counts = {}
+        stats = RunStats(prompt_tokens=len(prompt), mode=self.mode, lookahead=la.label)
+        run = _Run(prompt, cfg, cancel, la, Sampler(cfg.sampling), stats, _TextAssembler(cfg.stop), time.perf_counter())
+        run.context = list(prompt)
+        run.pending = prompt[-1]
         cancel.watch(ctx)
+        for c in self.drafter.contexts if self.drafter is not None else ():
+            cancel.watch(c)
+        return run
 
-        # Prefill: reuse the cached prefix (chat turns), evaluate the rest but the last token.
-        keep = ctx.reuse_prefix(prompt)
-        todo = prompt[keep:-1]
-        total = len(todo)
-        done = 0
+    def _prefill(self, run: _Run) -> Iterator[Event]:
+        """Read the prompt into the target (reusing a cached prefix), then get the drafter
+        ready. A model drafter reads the prompt now only if this run will surely draft
+        (a fixed k > 0); under Auto it catches up the first time Auto decides to draft, so
+        a run in which Auto never drafts costs what target alone costs."""
+        ctx, cancel = self.ctx, run.cancel
+        keep = ctx.reuse_prefix(run.prompt)
+        todo = run.prompt[keep:-1]
+        total, done = len(todo), 0
         yield PrefillEvent(0, total)
         try:
             if cancel.cancelled:
                 raise Cancelled("cancelled")
-            for done, _ in ctx.feed(todo, abortable=True):
+            chunks = ctx.feed(todo, abortable=True)
+            while done < total:
+                with self._step_lock:  # never held across a yield: close() must not wait on a consumer
+                    if self._closed:
+                        raise Cancelled("closed")
+                    done, _ = next(chunks)
                 yield PrefillEvent(done, total)
                 if cancel.cancelled and done < total:
                     raise Cancelled("cancelled")
         except Cancelled:
-            ctx.truncate(keep + done)
-            stats.finish_reason, stats.stopped_by = "cancelled", "cancel"
-            stats.wall_s = time.perf_counter() - t0
-            stats.prefill_s = stats.wall_s
-            stats.provenance_counts = counts
-            yield DoneEvent("", [], stats.finalize())
+            if not self._closed:
+                ctx.truncate(keep + done)
+            run.end("cancelled", "cancel")
+            run.t_prefill = time.perf_counter()
             return
-        if self.drafter is not None:
-            self.drafter.begin(prompt)
-            if self.lookahead.label != "0":
-                draft_ctx = getattr(self.drafter, "ctx", None)
-                if draft_ctx is not None:
-                    cancel.watch(draft_ctx)
-                try:
-                    self.drafter.prefill(prompt, lambda: cancel.cancelled)
-                except Cancelled:
-                    pass  # the step loop sees the cancel and finishes cleanly
-            if self.lookahead.label == "auto" and not self.cost.calibrated and not cancel.cancelled:
-                self._calibrate(prompt[-1])
-        t_prefill = time.perf_counter()
-        stats.prefill_s = t_prefill - t0
+        drafter = self.drafter
+        if drafter is not None:
+            drafter.begin(run.prompt)
+            policy = run.lookahead.current
+            if drafter.cost_class == "model" and isinstance(policy, Fixed) and policy.k > 0:
+                self._sync_drafter(run)
+            if isinstance(policy, Auto) and drafter.cost_class == "model" and not self.cost.calibrated and not cancel.cancelled:
+                t = time.perf_counter()
+                with self._step_lock:
+                    if not self._closed:
+                        self._calibrate(run.prompt[-1])
+                run.stats.calibration_s += time.perf_counter() - t
+        run.t_prefill = time.perf_counter()
+        run.stats.prefill_s = run.t_prefill - run.t0
 
-        generated: list[int] = []
-        provenance: list[str] = []
-        context = list(prompt)
-        pending = prompt[-1]  # emitted (or last prompt) token not yet in the target's KV
-        step = 0
-        finish, stopped_by = "", ""
-        first_token_t: float | None = None
+    def _sync_drafter(self, run: _Run) -> None:
+        """Let a model drafter read the context it has not seen (timed apart from drafting)."""
+        assert self.drafter is not None
+        t = time.perf_counter()
+        try:
+            with self._step_lock:
+                if not self._closed:
+                    self.drafter.prefill(run.context, lambda: run.cancel.cancelled)
+        except Cancelled:
+            pass  # the step loop sees the cancel and finishes cleanly
+        run.drafter_synced = True
+        run.stats.draft_sync_s += time.perf_counter() - t
 
-        while not finish:
-            if cancel.cancelled:
-                finish, stopped_by = "cancelled", "cancel"
-                break
-            room_ctx = ctx.n_ctx - ctx.n_past - 1  # batch = pending + k drafts
-            if room_ctx < 0:
-                finish, stopped_by = "length", "context_full"
-                break
-            remaining = cfg.max_tokens - len(generated)
-            if remaining <= 0:
-                finish, stopped_by = "length", "max_tokens"
-                break
-            k_req = 0
-            drafts: list[int] = []
-            dists: list = []
+    def step(self, run: _Run) -> StepResult:
+        """One step: choose k, draft, verify in one target pass, accept, roll back."""
+        target, ctx, drafter = self.target, self.ctx, self.drafter
+        if run.cancel.cancelled or self._closed:
+            run.end("cancelled", "cancel")
+            return StepResult([], None, True)
+        room_ctx = ctx.n_ctx - ctx.n_past - 1  # batch = pending + k drafts
+        remaining = run.cfg.max_tokens - len(run.generated)
+        if room_ctx < 0:
+            run.end("length", "context_full")
+            return StepResult([], None, True)
+        if remaining <= 0:
+            run.end("length", "max_tokens")
+            return StepResult([], None, True)
+        k_req = 0
+        prop = Proposal()
+        if drafter is not None:
+            k_req = run.lookahead.choose(min(room_ctx, remaining - 1), self.cost)
+            if k_req > 0 and drafter.cost_class == "model" and not run.drafter_synced:
+                self._sync_drafter(run)
+        with self._step_lock:
+            if self._closed:
+                run.end("cancelled", "cancel")
+                return StepResult([], None, True)
             t_d0 = time.perf_counter()
-            if self.drafter is not None:
-                k_req = self.lookahead.choose(min(room_ctx, remaining - 1), self.cost)
-                if k_req > 0:
-                    prop = self.drafter.propose(context, k_req, sampler)
-                    drafts, dists = prop.tokens[:k_req], prop.dists[:k_req]
+            if k_req > 0:
+                assert drafter is not None
+                policy = run.lookahead.current
+                if drafter.cost_class == "model":
+                    drafter.confidence_gate = policy.gate(self.cost) if isinstance(policy, Auto) else None
+                prop = drafter.propose(run.context, k_req, run.sampler)
+                if isinstance(policy, Auto):
+                    k_use = policy.trim(prop, self.cost)
+                else:
+                    k_use = k_req
+                prop = prop.cut(k_use)
+            drafts, dists = prop.tokens, prop.dists
+            run.lookahead.record(len(drafts))
             t_d1 = time.perf_counter()
-            logits = ctx.decode([pending] + drafts, logits="all" if drafts else "last")
-            result = verify(drafts, dists, logits, sampler)
+            logits = ctx.decode([run.pending] + drafts, logits="all" if drafts else "last")
+            result = verify(drafts, dists, logits, run.sampler)
             t_v1 = time.perf_counter()
             n_in = 1 + len(drafts)
-            self.cost.observe_verify(n_in, t_v1 - t_d1)
-            if drafts:
-                self.cost.observe_draft(len(drafts), t_d1 - t_d0)
-                self.cost.observe_acceptance(len(drafts), result.accepted)
-                self.drafter.feedback(len(drafts), result.accepted)  # type: ignore[union-attr]
-            self.lookahead.feedback(len(drafts), result.accepted)
             # Keep pending + accepted drafts in the KV; the final token becomes pending.
             ctx.truncate(ctx.n_past - n_in + 1 + result.accepted)
-            new_tokens = drafts[: result.accepted] + [result.token]
-            if not drafts:
-                provs = ["plain"]
-            else:
-                provs = ["draft"] * result.accepted + ["target" if result.corrected else "bonus"]
-            emitted = 0
-            now = time.perf_counter()
-            for tok, prov in zip(new_tokens, provs):
-                if target.is_eog(tok):
-                    finish, stopped_by = "stop", "eos"
-                    break
-                generated.append(tok)
-                provenance.append(prov)
-                context.append(tok)
-                counts[prov] += 1
-                emitted += 1
-                if first_token_t is None:
-                    first_token_t = now
-                for idx, piece in text.add(len(generated) - 1, target.piece(tok)):
-                    yield TokenEvent(piece, generated[idx], provenance[idx], idx, step, now - t0)  # type: ignore[arg-type]
-                if text.stopped:
-                    finish, stopped_by = "stop", "stop_string"
-                    break
-                if len(generated) >= cfg.max_tokens:
-                    finish, stopped_by = "length", "max_tokens"
-                    break
-            pending = result.token
-            stats.steps += 1
-            stats.drafted += len(drafts)
-            stats.accepted += result.accepted
-            stats.draft_s += t_d1 - t_d0
-            stats.verify_s += t_v1 - t_d1
-            yield StepEvent(
-                step,
-                k_req,
-                len(drafts),
-                result.accepted,
-                emitted,
-                (t_d1 - t_d0) * 1000.0,
-                (t_v1 - t_d1) * 1000.0,
-                now - t0,
-            )
-            step += 1
+        self.cost.observe_verify(n_in, t_v1 - t_d1)
+        if drafts:
+            assert drafter is not None
+            if drafter.cost_class == "model":
+                self.cost.observe_draft(len(drafts), t_d1 - t_d0)
+            self.cost.observe_acceptance(len(drafts), result.accepted, prop.confidence)
+            drafter.feedback(len(drafts), result.accepted)
+        run.lookahead.feedback(len(drafts), result.accepted)
+        tokens = self._emit(run, drafts[: result.accepted] + [result.token], result, bool(drafts))
+        st = run.stats
+        st.steps += 1
+        st.drafted += len(drafts)
+        st.accepted += result.accepted
+        st.draft_s += t_d1 - t_d0
+        st.verify_s += t_v1 - t_d1
+        now = time.perf_counter()
+        ev = StepEvent(run.step, k_req, len(drafts), result.accepted, run.emitted_this_step,
+                       (t_d1 - t_d0) * 1000.0, (t_v1 - t_d1) * 1000.0, now - run.t0)
+        run.pending = result.token
+        run.step += 1
+        return StepResult(tokens, ev, bool(run.finish))
 
-        if not text.stopped:
-            for idx, piece in text.flush():
-                yield TokenEvent(piece, generated[idx], provenance[idx], idx, step, time.perf_counter() - t0)  # type: ignore[arg-type]
+    def _emit(self, run: _Run, new_tokens: list[int], result, drafted: bool) -> list[TokenEvent]:
+        """Append accepted tokens to the output, with provenance, stop and EOS handling."""
+        if not drafted:
+            provs = ["plain"]
+        else:
+            provs = ["draft"] * result.accepted + ["target" if result.corrected else "bonus"]
+        out: list[TokenEvent] = []
+        now = time.perf_counter()
+        run.emitted_this_step = 0
+        for tok, prov in zip(new_tokens, provs):
+            if self.target.is_eog(tok):
+                run.end("stop", "eos")
+                break
+            run.generated.append(tok)
+            run.provenance.append(prov)
+            run.context.append(tok)
+            run.counts[prov] += 1
+            run.emitted_this_step += 1
+            if run.first_token_t is None:
+                run.first_token_t = now
+            for idx, piece in run.text.add(len(run.generated) - 1, self.target.piece(tok)):
+                out.append(TokenEvent(piece, run.generated[idx], run.provenance[idx], idx, run.step, now - run.t0))  # type: ignore[arg-type]
+            if run.text.stopped:
+                run.end("stop", "stop_string")
+                break
+            if len(run.generated) >= run.cfg.max_tokens:
+                run.end("length", "max_tokens")
+                break
+        return out
+
+    def _done(self, run: _Run) -> tuple[list[TokenEvent], DoneEvent]:
+        tokens: list[TokenEvent] = []
+        if not run.text.stopped:
+            for idx, piece in run.text.flush():
+                tokens.append(TokenEvent(piece, run.generated[idx], run.provenance[idx], idx, run.step, time.perf_counter() - run.t0))  # type: ignore[arg-type]
         t_end = time.perf_counter()
-        stats.generated_tokens = len(generated)
-        stats.finish_reason, stats.stopped_by = finish, stopped_by
-        stats.decode_s = t_end - t_prefill
-        stats.wall_s = t_end - t0
-        stats.time_to_first_token_s = (first_token_t - t0) if first_token_t is not None else 0.0
-        stats.provenance_counts = counts
-        yield DoneEvent(text.text, generated, stats.finalize())
+        st = run.stats
+        st.generated_tokens = len(run.generated)
+        st.finish_reason, st.stopped_by = run.finish, run.stopped_by
+        if not run.t_prefill:
+            run.t_prefill = t_end
+        if not st.prefill_s:
+            st.prefill_s = run.t_prefill - run.t0
+        st.decode_s = t_end - run.t_prefill
+        st.wall_s = t_end - run.t0
+        st.time_to_first_token_s = (run.first_token_t - run.t0) if run.first_token_t is not None else 0.0
+        st.provenance_counts = run.counts
+        st.lookahead = run.lookahead.summary()
+        st.k_counts = {str(k): n for k, n in sorted(run.lookahead.k_counts.items())}
+        return tokens, DoneEvent(run.text.text, run.generated, st.finalize())
 
     def _calibrate(self, probe_token: int) -> None:
-        """Measure the target's verify cost for a few batch sizes (once per pair).
+        """Measure the target's verify cost for a few batch sizes (when none is known).
 
         Decodes throwaway tokens after the prompt and removes them again. About 20 single
-        decodes' worth of time on a CPU; milliseconds on a GPU.
+        decodes' worth of time on a CPU; milliseconds on a GPU. The result is persisted per
+        machine and model (engine/calibration.py), so later processes skip it.
         """
         ctx = self.ctx
         base = ctx.n_past

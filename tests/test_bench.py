@@ -45,9 +45,11 @@ def test_plan_configs():
         plan_configs("d.gguf", modes=["warp"])
 
 
-def _run(cfg: str, mode: str, la, prompt: str, rep: int, tps: float, acc=(), drafted=(), verify=(), draft_ms=()) -> Run:
+def _run(cfg: str, mode: str, la, prompt: str, rep: int, tps: float, acc=(), drafted=(), verify=(), draft_ms=(),
+         prefill_s: float = 2.0) -> Run:
     return Run("s", prompt, cfg, mode, la, rep, 100, 0.1, tps, 0.0, 1.0, len(verify), sum(drafted), sum(acc), "length",
-               "", [], [la if isinstance(la, int) else 0] * len(verify), list(drafted), list(acc), list(draft_ms), list(verify))
+               "", [], [la if isinstance(la, int) else 0] * len(verify), list(drafted), list(acc), list(draft_ms), list(verify),
+               wall_s=prefill_s + 100 / tps)
 
 
 def test_ratios_and_medians_on_synthetic_runs():
@@ -62,6 +64,11 @@ def test_ratios_and_medians_on_synthetic_runs():
     assert rows["target"].speedup_median == pytest.approx(1.0)
     assert rows["k=2"].speedup_median == pytest.approx(1.5)  # drift cancels: ratios are per repetition
     assert rows["k=2"].speedup_min == pytest.approx(1.5) and rows["k=2"].speedup_max == pytest.approx(1.5)
+    # wall-clock includes the same 2 s of prefill on both sides, so it gains less than decode
+    walls = [(2 + 100 / (b * d)) / (2 + 100 / (b * d * 1.5)) for b in (10.0, 20.0) for d in (1.0, 0.5, 1.2)]
+    assert rows["k=2"].wall_speedup_median == pytest.approx(statistics.median(walls))
+    assert 1.0 < rows["k=2"].wall_speedup_median < rows["k=2"].speedup_median
+    assert rows["target"].wall_speedup_median == pytest.approx(1.0)
     assert rows["k=2"].tok_s_median == pytest.approx(statistics.median([15, 7.5, 18, 30, 15, 36]))
     # alpha: 7 accepted, 1 rejection per 4 steps -> 7/8
     assert rows["k=2"].alpha == pytest.approx(7 / 8)

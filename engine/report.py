@@ -1,0 +1,44 @@
+"""One wording for run statistics and progress, shared by the CLI and the app."""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+
+def _get(stats: Any, name: str, default: Any = 0) -> Any:
+    if isinstance(stats, Mapping):
+        return stats.get(name, default)
+    return getattr(stats, name, default)
+
+
+def stats_parts(stats: Any, *, finish: bool = True) -> list[str]:
+    """The pieces of a stats line, from a `RunStats` or its dict: tokens, wall-clock and
+    decode speed, first token, calibration when it happened, acceptance only when something
+    was drafted (an acceptance rate of nothing is no figure), and why it stopped."""
+    parts = [
+        f"{_get(stats, 'generated_tokens')} tokens in {_get(stats, 'wall_s', 0.0):.2f} s",
+        f"{_get(stats, 'decode_tokens_per_s', 0.0):.1f} tok/s decode",
+        f"first token {_get(stats, 'time_to_first_token_s', 0.0):.2f} s",
+    ]
+    cal = _get(stats, "calibration_s", 0.0) or 0.0
+    if cal >= 0.005:
+        parts.append(f"calibration {cal:.2f} s")
+    drafted = _get(stats, "drafted")
+    if drafted:
+        parts += [f"acceptance {_get(stats, 'acceptance_rate', 0.0):.0%} ({_get(stats, 'accepted')}/{drafted})",
+                  f"{_get(stats, 'mean_tokens_per_step', 0.0):.2f} tokens/step"]
+    elif _get(stats, "mode", "") not in ("", "target"):
+        parts.append("nothing drafted")
+    if finish:
+        parts.append(f"finish: {_get(stats, 'finish_reason', '')} ({_get(stats, 'stopped_by', '')})")
+    return parts
+
+
+def stats_line(stats: Any, sep: str = " | ", *, finish: bool = True) -> str:
+    return sep.join(stats_parts(stats, finish=finish))
+
+
+def progress_line(done: int, total: int, label: str, width: int = 30) -> str:
+    """[#####     ] 12/40 label"""
+    filled = int(width * done / total) if total else width
+    return f"[{'#' * filled:<{width}s}] {done}/{total} {label}"
