@@ -17,7 +17,7 @@ from PySide6.QtGui import QDropEvent  # noqa: E402
 from app.session import Session  # noqa: E402
 from app.views.models import ModelsView  # noqa: E402
 from app.views.models.pairs import PairsModel  # noqa: E402
-from app.views.race_view import RaceView, speedup_text  # noqa: E402
+from app.views.race_view import RaceView  # noqa: E402
 from engine import catalog as catalog_mod  # noqa: E402
 from engine import download, store  # noqa: E402
 from engine.events import TokenEvent  # noqa: E402
@@ -77,10 +77,11 @@ def test_race_runs_both_sides_and_reports_the_result(qtbot, session, tiny_target
     assert view.panes["speculative"].plain_text() == spec.text != ""
     assert view.replay_frames >= 1 and not view.replaying
 
-    # the result: speedup with a number, per-side metrics, the identical check
-    assert re.fullmatch(r"\d+\.\d\d× (faster|slower)", view.speedup_label.text())
-    assert view.speedup_label.text() == speedup_text(r["speedup"])
-    assert f"{spec.stats.decode_tokens_per_s:.1f}" in view.speedup_detail.text()
+    # the result: engine.race's headline, per-side metrics, the identical check
+    race = r["race"]
+    assert race.headline.startswith(view.speedup_label.text())
+    assert re.fullmatch(r"\d+\.\d\dx (faster|slower) \(wall-clock\)|About the same", view.speedup_label.text())
+    assert view.speedup_detail.text() == race.detail and f"{spec.stats.decode_tokens_per_s:.1f}" in race.detail
     assert r["identical"] is True
     assert "Identical output" in view.identical_label.text()
     assert view.metric_labels[("acceptance", "speculative")].text() == "100%"
@@ -148,10 +149,22 @@ def test_replay_is_synchronised_on_recorded_timestamps(qtbot, session):
     assert not view.replaying
 
 
-def test_speedup_text_is_honest():
-    assert speedup_text(2.0) == "2.00× faster"
-    assert speedup_text(0.8) == "1.25× slower"
-    assert speedup_text(0.0) == "no speed measured"
+def test_race_that_drafted_nothing_says_about_the_same(qtbot, session, tiny_target):
+    view = RaceView(session)
+    qtbot.addWidget(view)
+    load_tiny(qtbot, session, tiny_target, tiny_target)
+    view.prompt.setPlainText("the value of")
+    view.max_tokens.setValue(12)
+    view.lookahead.set_value(0)  # a draft model, but no lookahead: nothing is drafted
+    with qtbot.waitSignal(view.raceFinished, timeout=120000) as res:
+        view.start()
+    race = res.args[0]["race"]
+    assert race.speculative.stats.drafted == 0
+    assert view.speedup_label.text() == "About the same"
+    assert view.speedup_label.styleSheet() == "", "no green or orange for a tie"
+    assert view.speedup_hint.text() == "Nothing was drafted — the lookahead was 0."
+    assert "faster" not in view.speedup_label.text() + view.speedup_hint.text()
+    qtbot.waitUntil(lambda: not view.running and not session.busy, timeout=30000)
 
 
 # -- Models: the catalog table -----------------------------------------------------------------
