@@ -164,8 +164,12 @@ class CompatPanel(QGroupBox):
             self.message.emit("Choose a target and a draft first")
             return
         self.verdict_label.setText(f"Checking {_esc(Path(t).name)} with {_esc(Path(d).name)}…")
+        self._run_check(t, d, self._on_checked)
+
+    def _run_check(self, t: str, d: str, on_result: Any) -> None:
+        """check(t, d) in a worker; its verdict goes to `on_result`, a failure to the verdict line."""
         w = workers.CallWorker(lambda t=t, d=d: check(t, d))
-        w.result.connect(self._on_checked)
+        w.result.connect(on_result)
         w.failed.connect(self._on_check_failed)
         self.session.run(w)
 
@@ -215,10 +219,7 @@ class CompatPanel(QGroupBox):
         if self.session.busy:
             self.message.emit(f"Busy: {self.session.busy}")
             return
-        w = workers.CallWorker(lambda t=t, d=d: check(t, d))
-        w.result.connect(self._load_checked)
-        w.failed.connect(self._on_check_failed)
-        self.session.run(w)
+        self._run_check(t, d, self._load_checked)
 
     def _load_checked(self, res: tuple) -> None:
         t, d, verdict = res
