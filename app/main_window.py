@@ -15,6 +15,8 @@ from PySide6.QtWidgets import (
 
 from engine import catalog, hardware, store
 
+from . import theme
+from .download_job import DownloadStatus
 from .history import History
 from .session import Session
 from .views.chat_view import ChatView
@@ -42,11 +44,19 @@ class WelcomeBanner(QWidget):
         self.text.setWordWrap(True)
         self.button = QPushButton("Download and load")
         self.progress = QProgressBar()
+        self.progress.setRange(0, 1000)
         self.progress.setMaximumWidth(260)
         self.progress.hide()
         lay.addWidget(self.text, 1)
         lay.addWidget(self.progress)
         lay.addWidget(self.button)
+
+    def show_download(self, st: DownloadStatus) -> None:
+        """Any download's progress (the session runs one at a time); the button again after a failure."""
+        self.progress.setVisible(st.bar_visible)
+        self.progress.setValue(round(1000 * st.fraction))
+        self.progress.setFormat(st.bar_format)
+        self.button.setEnabled(st.ended and not st.ok)
 
 
 class MainWindow(QMainWindow):
@@ -84,6 +94,7 @@ class MainWindow(QMainWindow):
         outer.setContentsMargins(0, 0, 0, 0)
         self.welcome = WelcomeBanner()
         self.welcome.button.clicked.connect(self.download_recommended)
+        self.session.downloads.changed.connect(self.welcome.show_download)
         outer.addWidget(self.welcome)
         self.history_notice = QLabel()
         self.history_notice.setObjectName("historyNotice")
@@ -109,7 +120,7 @@ class MainWindow(QMainWindow):
         self.chat.error.connect(self.show_error)
         self.views: dict[str, QWidget] = {"Chat": self.chat}
         from .views.race_view import RaceView
-        from .views.models_view import ModelsView
+        from .views.models import ModelsView
         from .views.bench_view import BenchView
 
         self.views["Race"] = RaceView(self.session)
@@ -162,12 +173,12 @@ class MainWindow(QMainWindow):
         for v in self.views.values():
             if hasattr(v, "set_dark"):
                 v.set_dark(dark)  # type: ignore[attr-defined]
-        accent = "#2e7d32" if not dark else "#66bb6a"
+        accent = theme.palette(dark).accent
         self.setStyleSheet(
             f"#nav {{ font-size: 14px; border: none; }} #nav::item {{ padding: 10px 8px; }}"
             f"#nav::item:selected {{ border-left: 3px solid {accent}; font-weight: bold; color: palette(text);"
-            f" background: rgba(46,125,50,0.15); }}"
-            f"#welcome {{ background: rgba(46,125,50,0.12); border-bottom: 1px solid rgba(46,125,50,0.4); }}"
+            f" background: {theme.ACCENT_TINT}; }}"
+            f"#welcome {{ background: {theme.BANNER_TINT}; border-bottom: 1px solid {theme.BANNER_BORDER}; }}"
             f"#answerStats {{ color: palette(mid); }}"
         )
 
@@ -251,10 +262,9 @@ class MainWindow(QMainWindow):
         self.welcome.show()
 
     def download_recommended(self) -> None:
-        pid = self.welcome.button.property("pair")
-        models_view = self.views["Models"]
-        self.welcome.button.setEnabled(False)
-        models_view.download_pair(pid, then_load=True, progress_bar=self.welcome.progress)  # type: ignore[attr-defined]
+        pair = self.catalog.pair(str(self.welcome.button.property("pair")))
+        if not self.session.downloads.download(pair, then_load=True):
+            self.notify("A download is already running (see Models)")
 
     def _pair_changed(self, pair: Any) -> None:
         self.load_bar.hide()

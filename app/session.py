@@ -14,7 +14,11 @@ from typing import Any
 
 from PySide6.QtCore import QObject, QThread, Signal, Slot
 
+from engine import store
+from engine.catalog import PairSpec
+
 from . import workers
+from .download_controller import DownloadController
 
 log = logging.getLogger("tandem.app")
 
@@ -45,6 +49,7 @@ class Session(QObject):
         self._jobs: set[workers.Worker] = set()
         self._loader: workers.LoadWorker | None = None
         self._pending: LoadedPair | None = None
+        self.downloads = DownloadController(self)  # one download at a time, whichever view started it
 
     # -- jobs ----------------------------------------------------------------------------
     @property
@@ -81,6 +86,7 @@ class Session(QObject):
 
     def shutdown(self, timeout_ms: int = 10000) -> None:
         """Cancel everything and wait: closing mid-generation must stop cleanly."""
+        self.downloads.shutdown()
         for thread, worker in list(self._threads):
             worker.cancel()
         for thread, worker in list(self._threads):
@@ -107,6 +113,15 @@ class Session(QObject):
         w.loaded.connect(self._loaded)
         self._loader = w
         self.run(w, "loading")
+
+    def load_pair(self, pair: PairSpec) -> bool:
+        """Load a catalog pair from the model cache; loadFailed says why not (not downloaded, busy)."""
+        t, d = store.locate_model(pair.target), store.locate_model(pair.draft)
+        if t is None or d is None:
+            self.loadFailed.emit(f"{pair.title} is not downloaded yet: Download it first")
+            return False
+        self.load(t, d, label=pair.title, pair_id=pair.id)
+        return True
 
     def cancel_load(self) -> None:
         if self._loader is not None:

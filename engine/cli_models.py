@@ -67,18 +67,6 @@ class ProgressBar:
 
 
 # -- models -----------------------------------------------------------------------------------
-def pair_local_state(t_state: str, d_state: str) -> str:
-    """The 'local' column: which of the pair's models are on disk."""
-    t, d = t_state != "missing", d_state != "missing"
-    if t and d:
-        return "ready" if "present" not in (t_state, d_state) else "ready (not verified)"
-    if t:
-        return "target only"
-    if d:
-        return "draft only"
-    return "not downloaded"
-
-
 def cmd_models(args: argparse.Namespace) -> int:
     from . import catalog, store
 
@@ -96,7 +84,7 @@ def cmd_models(args: argparse.Namespace) -> int:
         pass
     rows = []
     for pair in cat.pairs.values():
-        state = pair_local_state(store.model_state(pair.target), store.model_state(pair.draft))
+        state = store.pair_state(pair).word
         fit = fit_of(pair).verdict if fit_of else ""
         mark = "*" if pair.id == cat.default_pair else " "
         rows.append((mark + pair.id, pair.title, _human(pair.bytes), ",".join(pair.tags), fit, state))
@@ -158,61 +146,6 @@ def cmd_pull(args: argparse.Namespace) -> int:
     return 0
 
 
-# -- describing a GGUF ------------------------------------------------------------------------
-def _quant(file_type: object) -> str | None:
-    if not isinstance(file_type, int):
-        return None
-    try:
-        import gguf
-
-        name = gguf.LlamaFileType(file_type).name
-    except (ImportError, ValueError):
-        return f"file type {file_type}"
-    return name.removeprefix("MOSTLY_").removeprefix("ALL_")
-
-
-def _count(n: float) -> str:
-    for unit, div in (("T", 1e12), ("B", 1e9), ("M", 1e6), ("K", 1e3)):
-        if n >= div:
-            return f"{n / div:.2f} {unit}"
-    return str(int(n))
-
-
-def describe(header, size: int | None = None) -> list[tuple[str, str]]:
-    """(label, value) rows a person wants to see about a GGUF, from its header alone."""
-    md = header.metadata
-    rows: list[tuple[str, str]] = [("architecture", header.architecture)]
-    if md.get("general.name"):
-        rows.append(("name", str(md["general.name"])))
-    params = None
-    if header.tensors:
-        total = 0
-        for t in header.tensors:
-            n = 1
-            for d in t.shape:
-                n *= d
-            total += n
-        params = _count(total)
-    label = md.get("general.size_label")
-    if params or label:
-        rows.append(("parameters", " / ".join(str(x) for x in (params, label) if x)))
-    ctx = header.arch_value("context_length")
-    if ctx is not None:
-        rows.append(("context length", f"{int(ctx):,}"))
-    tokens = md.get("tokenizer.ggml.tokens")
-    vocab = f"{len(tokens):,}" if isinstance(tokens, list) else "none in the header"
-    rows.append(("vocabulary", f"{vocab} ({md.get('tokenizer.ggml.model', 'unknown')})"))
-    q = _quant(md.get("general.file_type"))
-    if q:
-        rows.append(("quantization", q))
-    if size is not None:
-        rows.append(("file size", f"{_human(size)} ({size:,} bytes)"))
-    rows.append(("chat template", "yes" if md.get("tokenizer.chat_template") else "no"))
-    if header.split_count > 1:
-        rows.append(("split", f"{header.split_count} files"))
-    return rows
-
-
 def _print_rows(rows: list[tuple[str, str]], indent: str = "  ") -> None:
     w = max(len(k) for k, _ in rows)
     for k, v in rows:
@@ -222,7 +155,7 @@ def _print_rows(rows: list[tuple[str, str]], indent: str = "  ") -> None:
 # -- import -----------------------------------------------------------------------------------
 def cmd_import(args: argparse.Namespace) -> int:
     from . import store
-    from .gguf_header import validate_file
+    from .gguf_header import describe, validate_file
 
     p = Path(args.path).expanduser()
     header = validate_file(p)  # ModelFileError: missing, empty, not GGUF, truncated
@@ -280,6 +213,7 @@ def _read_note(r) -> str:
 
 def cmd_check(args: argparse.Namespace) -> int:
     from .compat import check_pair
+    from .gguf_header import describe
 
     th, tdesc = _load_header(args.target, "target")
     dh, ddesc = _load_header(args.draft, "draft")

@@ -17,6 +17,7 @@ from typing import Any, Callable
 from gguf.constants import GGML_QUANT_SIZES, GGMLQuantizationType, GGUFValueType
 
 from .errors import ModelFileError
+from .units import human_bytes
 
 GGUF_MAGIC = b"GGUF"
 DEFAULT_ALIGNMENT = 32
@@ -214,3 +215,61 @@ def validate_file(path: str | os.PathLike[str]) -> GGUFHeader:
             f"({(expected - actual):,} missing)"
         )
     return header
+
+
+# -- describing a header to a person ----------------------------------------------------------
+def _quant(file_type: object) -> str | None:
+    if not isinstance(file_type, int):
+        return None
+    try:
+        import gguf
+
+        name = gguf.LlamaFileType(file_type).name
+    except (ImportError, ValueError):
+        return f"file type {file_type}"
+    return name.removeprefix("MOSTLY_").removeprefix("ALL_")
+
+
+def _count(n: float) -> str:
+    for unit, div in (("T", 1e12), ("B", 1e9), ("M", 1e6), ("K", 1e3)):
+        if n >= div:
+            return f"{n / div:.2f} {unit}"
+    return str(int(n))
+
+
+def describe(header: GGUFHeader, size: int | None = None) -> list[tuple[str, str]]:
+    """(label, value) rows a person wants to see about a GGUF, from its header alone.
+
+    One description for `tandem import`/`check` and the app's import panel.
+    """
+    md = header.metadata
+    rows: list[tuple[str, str]] = [("architecture", header.architecture)]
+    if md.get("general.name"):
+        rows.append(("name", str(md["general.name"])))
+    params = None
+    if header.tensors:
+        total = 0
+        for t in header.tensors:
+            n = 1
+            for d in t.shape:
+                n *= d
+            total += n
+        params = _count(total)
+    label = md.get("general.size_label")
+    if params or label:
+        rows.append(("parameters", " / ".join(str(x) for x in (params, label) if x)))
+    ctx = header.arch_value("context_length")
+    if ctx is not None:
+        rows.append(("context length", f"{int(ctx):,}"))
+    tokens = md.get("tokenizer.ggml.tokens")
+    vocab = f"{len(tokens):,}" if isinstance(tokens, list) else "none in the header"
+    rows.append(("vocabulary", f"{vocab} ({md.get('tokenizer.ggml.model', 'unknown')})"))
+    q = _quant(md.get("general.file_type"))
+    if q:
+        rows.append(("quantization", q))
+    if size is not None:
+        rows.append(("file size", f"{human_bytes(size)} ({size:,} bytes)"))
+    rows.append(("chat template", "yes" if md.get("tokenizer.chat_template") else "no"))
+    if header.split_count > 1:
+        rows.append(("split", f"{header.split_count} files"))
+    return rows

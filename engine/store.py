@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Callable
 
 from . import paths
-from .catalog import Catalog, FileSpec, Mirror, ModelSpec
+from .catalog import Catalog, FileSpec, Mirror, ModelSpec, PairSpec
 from .catalog import load as load_catalog
 from .errors import Cancelled, StoreError
 
@@ -220,7 +220,11 @@ def find_file(spec: FileSpec, *, verify: bool = False) -> Path | None:
 
 def find_model(model_id: str, catalog: Catalog | None = None, *, verify: bool = False) -> Path | None:
     """Path to load for a catalog model (its first file), when every file is present."""
-    spec = (catalog or load_catalog()).model(model_id)
+    return locate_model((catalog or load_catalog()).model(model_id), verify=verify)
+
+
+def locate_model(spec: ModelSpec, *, verify: bool = False) -> Path | None:
+    """Path to load for a model (its first file), when every file is present."""
     found = [find_file(f, verify=verify) for f in spec.files]
     if any(p is None for p in found):
         return None
@@ -235,6 +239,44 @@ def model_state(spec: ModelSpec) -> str:
     if all(is_verified(p, f.sha256) for p, f in zip(paths_, spec.files)):  # type: ignore[arg-type]
         return "verified"
     return "present"
+
+
+STATE_WORDS = {"verified": "on disk, sha256 verified", "present": "on disk (verified when first used)",
+               "missing": "not downloaded"}
+
+
+@dataclass(frozen=True)
+class PairState:
+    """Which of a pair's models are on disk: the 'local' column of `tandem models` and the app."""
+
+    target: str  # model_state() of the target: 'verified' | 'present' | 'missing'
+    draft: str
+
+    @property
+    def ready(self) -> bool:
+        """Both models are on disk (possibly not hashed yet): the pair can be loaded."""
+        return "missing" not in (self.target, self.draft)
+
+    @property
+    def word(self) -> str:
+        if self.ready:
+            return "ready" if "present" not in (self.target, self.draft) else "ready (not verified)"
+        if self.target != "missing":
+            return "target only"
+        if self.draft != "missing":
+            return "draft only"
+        return "not downloaded"
+
+    def detail(self, pair: PairSpec) -> str:
+        """One line per model: its title and its state in words."""
+        return (f"target {pair.target.title}: {STATE_WORDS.get(self.target, self.target)}\n"
+                f"draft {pair.draft.title}: {STATE_WORDS.get(self.draft, self.draft)}")
+
+
+def pair_state(pair: PairSpec) -> PairState:
+    """The local state of both models of a pair (a self-drafting pair is looked at once)."""
+    t = model_state(pair.target)
+    return PairState(t, t if pair.draft.id == pair.target.id else model_state(pair.draft))
 
 
 def link_into_cache(spec: FileSpec, blob: Path, revision: str | None = None) -> Path:

@@ -13,11 +13,11 @@ pytest.importorskip("pytestqt")
 
 from PySide6.QtCore import QMimeData, QPointF, Qt, QUrl  # noqa: E402
 from PySide6.QtGui import QDropEvent  # noqa: E402
-from PySide6.QtWidgets import QProgressBar  # noqa: E402
 
 from app.session import Session  # noqa: E402
-from app.views.models_view import PairsModel, ModelsView, local_state  # noqa: E402
-from app.views.race_view import RaceView, speedup_text  # noqa: E402
+from app.views.models import ModelsView  # noqa: E402
+from app.views.models.pairs import PairsModel  # noqa: E402
+from app.views.race_view import RaceView  # noqa: E402
 from engine import catalog as catalog_mod  # noqa: E402
 from engine import download, store  # noqa: E402
 from engine.events import TokenEvent  # noqa: E402
@@ -77,10 +77,11 @@ def test_race_runs_both_sides_and_reports_the_result(qtbot, session, tiny_target
     assert view.panes["speculative"].plain_text() == spec.text != ""
     assert view.replay_frames >= 1 and not view.replaying
 
-    # the result: speedup with a number, per-side metrics, the identical check
-    assert re.fullmatch(r"\d+\.\d\d× (faster|slower)", view.speedup_label.text())
-    assert view.speedup_label.text() == speedup_text(r["speedup"])
-    assert f"{spec.stats.decode_tokens_per_s:.1f}" in view.speedup_detail.text()
+    # the result: engine.race's headline, per-side metrics, the identical check
+    race = r["race"]
+    assert race.headline.startswith(view.speedup_label.text())
+    assert re.fullmatch(r"\d+\.\d\dx (faster|slower) \(wall-clock\)|About the same", view.speedup_label.text())
+    assert view.speedup_detail.text() == race.detail and f"{spec.stats.decode_tokens_per_s:.1f}" in race.detail
     assert r["identical"] is True
     assert "Identical output" in view.identical_label.text()
     assert view.metric_labels[("acceptance", "speculative")].text() == "100%"
@@ -148,10 +149,22 @@ def test_replay_is_synchronised_on_recorded_timestamps(qtbot, session):
     assert not view.replaying
 
 
-def test_speedup_text_is_honest():
-    assert speedup_text(2.0) == "2.00× faster"
-    assert speedup_text(0.8) == "1.25× slower"
-    assert speedup_text(0.0) == "no speed measured"
+def test_race_that_drafted_nothing_says_about_the_same(qtbot, session, tiny_target):
+    view = RaceView(session)
+    qtbot.addWidget(view)
+    load_tiny(qtbot, session, tiny_target, tiny_target)
+    view.prompt.setPlainText("the value of")
+    view.max_tokens.setValue(12)
+    view.lookahead.set_value(0)  # a draft model, but no lookahead: nothing is drafted
+    with qtbot.waitSignal(view.raceFinished, timeout=120000) as res:
+        view.start()
+    race = res.args[0]["race"]
+    assert race.speculative.stats.drafted == 0
+    assert view.speedup_label.text() == "About the same"
+    assert view.speedup_label.styleSheet() == "", "no green or orange for a tie"
+    assert view.speedup_hint.text() == "Nothing was drafted — the lookahead was 0."
+    assert "faster" not in view.speedup_label.text() + view.speedup_hint.text()
+    qtbot.waitUntil(lambda: not view.running and not session.busy, timeout=30000)
 
 
 # -- Models: the catalog table -----------------------------------------------------------------
@@ -160,7 +173,7 @@ def test_models_table_lists_every_pair_with_fit_verdicts(qtbot, session):
     hw = small_machine()
     view = ModelsView(session, cat, hw)
     qtbot.addWidget(view)
-    m = view.table.model()
+    m = view.pairs.table.model()
     assert isinstance(m, PairsModel)
     assert m.rowCount() == len(cat.pairs) > 0
     verdicts = set()
@@ -169,24 +182,29 @@ def test_models_table_lists_every_pair_with_fit_verdicts(qtbot, session):
         assert m.index(row, 0).data().startswith(pair.title)
         assert m.index(row, 3).data() == fit.verdict
         assert m.index(row, 3).data(Qt.ItemDataRole.ToolTipRole) == fit.detail
-        assert m.index(row, 4).data() in ("ready", "target only", "draft only", "not downloaded")
+        assert m.index(row, 4).data() in ("ready", "ready (not verified)", "target only", "draft only", "not downloaded")
+        assert m.index(row, 4).data(Qt.ItemDataRole.ToolTipRole) == store.pair_state(pair).detail(pair)
         assert ("★ default" in m.index(row, 0).data()) == (pair.id == cat.default_pair)
         verdicts.add(fit.verdict)
     assert {"fits in RAM", "does not fit"} <= verdicts
-    assert view.selected_pair().id == cat.default_pair
+    assert view.pairs.selected_pair().id == cat.default_pair
 
 
-def test_local_state_words(monkeypatch):
-    pair = catalog_mod.load().default
-    states = {pair.target.id: "verified", pair.draft.id: "missing"}
+def test_pairs_table_shows_the_engine_pair_state(qtbot, monkeypatch):
+    cat = catalog_mod.load()
+    pair = cat.default
+    states = {m.id: "missing" for m in cat.models.values()}
+    states[pair.target.id] = "verified"
     monkeypatch.setattr(store, "model_state", lambda spec: states[spec.id])
-    assert local_state(pair)[0] == "target only"
-    states.update({pair.target.id: "missing", pair.draft.id: "present"})
-    assert local_state(pair)[0] == "draft only"
-    states[pair.target.id] = "present"
-    assert local_state(pair)[0] == "ready"
-    states.update({pair.target.id: "missing", pair.draft.id: "missing"})
-    assert local_state(pair)[0] == "not downloaded"
+    m = PairsModel(cat, small_machine())
+    row = m.row_of(pair.id)
+    assert m.index(row, 4).data() == "target only"
+    states[pair.draft.id] = "present"
+    m.refresh_states()
+    assert m.index(row, 4).data() == "ready (not verified)"
+    assert m.index(row, 4).data(Qt.ItemDataRole.ForegroundRole) is not None  # coloured as ready
+    m.set_loaded(pair.id)
+    assert m.index(row, 4).data() == "ready (not verified)  · loaded"
 
 
 # -- Models: downloads from the fake Hub --------------------------------------------------------
@@ -245,36 +263,44 @@ def slow_chunks(monkeypatch, fakehub):
 
 
 def test_download_pair_with_progress_then_load(qtbot, session, fakehub, slow_chunks, tiny_target, tiny_draft):
+    from app.main_window import WelcomeBanner
+
     fakehub.delay = 0.004
     cat = tiny_catalog(fakehub, tiny_target, tiny_draft)
     view = ModelsView(session, cat, small_machine())
     qtbot.addWidget(view)
-    assert view.model.index(0, 4).data() == "not downloaded"
-    assert not view.load_btn.isEnabled()
+    pairs = view.pairs
+    assert pairs.model.index(0, 4).data() == "not downloaded"
+    assert not pairs.load_btn.isEnabled()
     texts: list[str] = []
-    set_text = view.progress_label.setText
-    view.progress_label.setText = lambda t: (texts.append(t), set_text(t))  # record every line shown
-    external = QProgressBar()  # the first-run banner's bar
+    set_text = pairs.progress_label.setText
+    pairs.progress_label.setText = lambda t: (texts.append(t), set_text(t))  # record every line shown
+    banner = WelcomeBanner()  # a second listener of the session's downloads, as in the main window
+    qtbot.addWidget(banner)
+    session.downloads.changed.connect(banner.show_download)
     values: list[int] = []
-    external.valueChanged.connect(values.append)
+    banner.progress.valueChanged.connect(values.append)
 
-    with qtbot.waitSignal(view.downloadFinished, timeout=60000) as fin:
-        assert view.download_pair("tiny", then_load=True, progress_bar=external)
-        assert view.cancel_btn.isEnabled() and not view.download_btn.isEnabled()
+    with qtbot.waitSignal(pairs.downloadFinished, timeout=60000) as fin:
+        assert pairs.download_pair("tiny", then_load=True)
+        assert pairs.cancel_btn.isEnabled() and not pairs.download_btn.isEnabled()
+        assert not banner.button.isEnabled() and not banner.progress.isHidden()
+        assert not pairs.download_pair("tiny"), "one download at a time"
     assert fin.args == [True]
     qtbot.waitUntil(lambda: session.engine is not None, timeout=60000)
     assert session.pair.pair_id == "tiny" and session.pair.label == "Tiny pair"
     assert session.pair.target == store.find_model("tiny-target", cat)
 
-    assert view.model.index(0, 4).data().startswith("ready")
-    qtbot.waitUntil(lambda: "loaded" in view.model.index(0, 4).data(), timeout=5000)
-    assert external.value() == 1000 and view.progress.value() == 1000
+    assert pairs.model.index(0, 4).data().startswith("ready")
+    qtbot.waitUntil(lambda: "loaded" in pairs.model.index(0, 4).data(), timeout=5000)
+    assert banner.progress.value() == 1000 and pairs.progress.value() == 1000
     assert len(set(values)) >= 4 and values == sorted(values)  # rises steadily across both files
     dl = [t for t in texts if t.startswith("Downloading")]
     assert any("/s" in t and "ETA" in t for t in dl), dl[:5]
     assert any("draft.gguf" in t for t in dl) and any("target.gguf" in t for t in dl)
+    assert view.compat.target_combo.findData(str(session.pair.target)) > 0  # offered for the combination check
     qtbot.waitUntil(lambda: not session.busy, timeout=5000)  # the load job ends after the pair arrives
-    assert not view.cancel_btn.isEnabled() and view.download_btn.isEnabled() and view.load_btn.isEnabled()
+    assert not pairs.cancel_btn.isEnabled() and pairs.download_btn.isEnabled() and pairs.load_btn.isEnabled()
 
 
 def test_cancel_keeps_the_partial_and_download_resumes(qtbot, session, fakehub, slow_chunks, tiny_target, tiny_draft):
@@ -282,24 +308,26 @@ def test_cancel_keeps_the_partial_and_download_resumes(qtbot, session, fakehub, 
     cat = tiny_catalog(fakehub, tiny_target, tiny_draft)
     view = ModelsView(session, cat, small_machine())
     qtbot.addWidget(view)
-    view.source.setCurrentIndex(view.source.findData("hub"))
-    with qtbot.waitSignal(view.downloadFinished, timeout=60000) as fin:
-        view.download_pair("tiny")
-        qtbot.waitUntil(lambda: view.progress.value() > 20, timeout=30000)
-        view.cancel_download()
+    pairs = view.pairs
+    pairs.source.setCurrentIndex(pairs.source.findData("hub"))
+    with qtbot.waitSignal(pairs.downloadFinished, timeout=60000) as fin:
+        pairs.download_pair("tiny")
+        qtbot.waitUntil(lambda: pairs.progress.value() > 20, timeout=30000)
+        pairs.cancel_btn.click()
+        assert "Cancelling" in pairs.progress_label.text()
     assert fin.args == [False]
-    assert "partial file is kept" in view.progress_label.text()
-    assert view.model.index(0, 4).data() == "not downloaded"
+    assert "partial file is kept" in pairs.progress_label.text() and pairs.progress.isHidden()
+    assert pairs.model.index(0, 4).data() == "not downloaded"
     spec = cat.model("tiny-target").files[0]
     partial = store.repo_dir(spec.repo) / "blobs" / f"{spec.sha256}.incomplete"
     assert partial.is_file() and 0 < partial.stat().st_size < spec.bytes
     kept = partial.stat().st_size
 
     fakehub.delay = 0
-    with qtbot.waitSignal(view.downloadFinished, timeout=60000) as fin:
-        view.download_selected()
+    with qtbot.waitSignal(pairs.downloadFinished, timeout=60000) as fin:
+        pairs.download_selected()
     assert fin.args == [True]
-    assert view.model.index(0, 4).data() == "ready"
+    assert pairs.model.index(0, 4).data() == "ready"
     gets = fakehub.requests("GET", "target.gguf")
     assert gets[-1].range == f"bytes={kept}-", "the second run must resume, not start over"
     assert session.engine is None, "then_load was not asked for"
@@ -308,20 +336,26 @@ def test_cancel_keeps_the_partial_and_download_resumes(qtbot, session, fakehub, 
 def test_download_error_is_reported_and_the_view_stays_usable(qtbot, session, fakehub, tiny_target, tiny_draft):
     from fakehub import Failure
 
+    from app.main_window import WelcomeBanner
+
     cat = tiny_catalog(fakehub, tiny_target, tiny_draft)
     fakehub.fail["*"] = Failure(404, "EntryNotFound", "gone")
     view = ModelsView(session, cat, small_machine())
     qtbot.addWidget(view)
-    view.source.setCurrentIndex(view.source.findData("hub"))
-    external = QProgressBar()
+    banner = WelcomeBanner()
+    qtbot.addWidget(banner)
+    session.downloads.changed.connect(banner.show_download)
+    view.pairs.source.setCurrentIndex(view.pairs.source.findData("hub"))
+    banner.button.setEnabled(False)  # as while its download runs
     with qtbot.waitSignal(view.error, timeout=30000) as err:
-        view.download_pair("tiny", then_load=True, progress_bar=external)
+        session.downloads.download(cat.pair("tiny"), source="hub", then_load=True)
     assert "404" in err.args[0]
-    qtbot.waitUntil(lambda: view._dl is None, timeout=10000)
-    assert external.isHidden() and view.download_btn.isEnabled()
+    qtbot.waitUntil(lambda: not session.downloads.active, timeout=10000)
+    assert view.pairs.progress_label.text().startswith("Download failed: ")
+    assert banner.progress.isHidden() and banner.button.isEnabled() and view.pairs.download_btn.isEnabled()
     fakehub.fail.clear()
-    with qtbot.waitSignal(view.downloadFinished, timeout=60000) as fin:
-        view.download_selected()
+    with qtbot.waitSignal(view.pairs.downloadFinished, timeout=60000) as fin:
+        view.pairs.download_selected()
     assert fin.args == [True]
 
 
@@ -329,21 +363,21 @@ def test_download_error_is_reported_and_the_view_stays_usable(qtbot, session, fa
 def test_import_shows_metadata_and_registers(qtbot, session, tiny_draft):
     view = ModelsView(session, catalog_mod.load(), small_machine())
     qtbot.addWidget(view)
-    assert view.imports_model.rowCount() == 0
-    with qtbot.waitSignal(view.imported, timeout=30000) as imp:
-        view.import_file(tiny_draft)
-    meta = imp.args[0]
-    assert (meta["architecture"], meta["name"], meta["context_length"]) == ("llama", "tiny-draft", 2048)
+    assert view.imports.model.rowCount() == 0
+    with qtbot.waitSignal(view.imports.imported, timeout=30000) as imp:
+        view.imports.import_file(tiny_draft)
+    got = imp.args[0]
+    assert (got.record.architecture, got.record.name, got.fact("context length")) == ("llama", "tiny-draft", "2,048")
     from engine.gguf_header import read_header
 
     n_vocab = len(read_header(tiny_draft).get("tokenizer.ggml.tokens"))
-    info = view.import_info.text()
-    for word in ("tiny-draft", "llama", "2048", f"{n_vocab:,}"):
+    info = view.imports.info.text()
+    for word in ("tiny-draft", "llama", "2,048", f"{n_vocab:,}", "registered"):
         assert word in info
     assert [m.path for m in store.imported_models()] == [str(tiny_draft.resolve())]
-    assert view.imports_model.rowCount() == 1
-    assert view.imports_model.index(0, 0).data() == "tiny-draft"
-    assert view.target_combo.findData(str(tiny_draft.resolve())) > 0  # offered for the combination check
+    assert view.imports.model.rowCount() == 1
+    assert view.imports.model.index(0, 0).data() == "tiny-draft"
+    assert view.compat.target_combo.findData(str(tiny_draft.resolve())) > 0  # offered for the combination check
 
 
 def test_drop_of_gguf_files_imports_them(qtbot, session, tiny_target, tmp_path):
@@ -352,30 +386,31 @@ def test_drop_of_gguf_files_imports_them(qtbot, session, tiny_target, tmp_path):
     mime = QMimeData()
     mime.setUrls([QUrl.fromLocalFile(str(tiny_target)), QUrl.fromLocalFile(str(tmp_path / "notes.txt"))])
     ev = QDropEvent(QPointF(10, 10), Qt.DropAction.CopyAction, mime, Qt.MouseButton.NoButton, Qt.KeyboardModifier.NoModifier)
-    with qtbot.waitSignal(view.imported, timeout=30000) as imp:
+    with qtbot.waitSignal(view.imports.imported, timeout=30000) as imp:
         view.dropEvent(ev)
-    assert imp.args[0]["name"] == "tiny-target"
-    assert view.imports_model.rowCount() == 1
+    assert imp.args[0].record.name == "tiny-target"
+    assert view.imports.model.rowCount() == 1
 
 
 def test_compatibility_check_verdicts(qtbot, session, tiny_target, tiny_draft, other_vocab_model):
     view = ModelsView(session, catalog_mod.load(), small_machine())
     qtbot.addWidget(view)
-    with qtbot.waitSignal(view.checked, timeout=30000) as chk:
-        view.check_combination(tiny_target, tiny_draft)
+    compat = view.compat
+    with qtbot.waitSignal(compat.checked, timeout=30000) as chk:
+        compat.check_combination(tiny_target, tiny_draft)
     assert chk.args[0].compatible
-    assert "Compatible" in view.verdict_label.text()
-    assert view.load_combo_btn.isEnabled()
+    assert "Compatible" in compat.verdict_label.text()
+    assert compat.load_btn.isEnabled()
 
-    with qtbot.waitSignal(view.checked, timeout=30000) as chk:
-        view.check_combination(tiny_target, other_vocab_model)
+    with qtbot.waitSignal(compat.checked, timeout=30000) as chk:
+        compat.check_combination(tiny_target, other_vocab_model)
     v = chk.args[0]
     assert not v.compatible and v.reasons
-    text = view.verdict_label.text()
+    text = compat.verdict_label.text()
     assert "Incompatible" in text
     for reason in v.reasons:
         assert reason.replace("<", "&lt;").replace(">", "&gt;") in text
-    assert not view.load_combo_btn.isEnabled()
+    assert not compat.load_btn.isEnabled()
 
 
 def test_worker_errors_become_messages_and_the_view_stays_usable(qtbot, session, tiny_target, tiny_draft, tmp_path):
@@ -385,26 +420,28 @@ def test_worker_errors_become_messages_and_the_view_stays_usable(qtbot, session,
     qtbot.addWidget(view)
 
     with qtbot.waitSignal(view.error, timeout=30000) as err:
-        view.import_file(bad)
+        view.imports.import_file(bad)
     assert "notes.gguf" in err.args[0]
-    assert "Not imported" in view.import_info.text()
+    assert "Not imported" in view.imports.info.text()
     assert store.imported_models() == []
 
     with qtbot.waitSignal(view.error, timeout=30000) as err:
-        view.load_combination(tiny_target, bad)
+        view.compat.load_combination(tiny_target, bad)
     assert "notes.gguf" in err.args[0]
     qtbot.waitUntil(lambda: not session.busy, timeout=10000)
     assert session.engine is None
-    assert "Cannot check" in view.verdict_label.text()
+    assert "Cannot check" in view.compat.verdict_label.text()
 
     # still usable: a good combination checks and loads
-    with qtbot.waitSignal(view.checked, timeout=30000):
-        view.check_combination(tiny_target, tiny_draft)
-    view.load_combination()
+    with qtbot.waitSignal(view.compat.checked, timeout=30000):
+        view.compat.check_combination(tiny_target, tiny_draft)
+    with qtbot.waitSignal(view.compat.loadStarted, timeout=30000) as started:
+        view.compat.load_combination()
+    assert started.args == ["target + draft"] and view.pairs.progress_label.text() == "Loading target + draft…"
     qtbot.waitUntil(lambda: session.engine is not None, timeout=60000)
     assert session.pair.label == "target + draft"
-    assert view.unload_btn.isEnabled()
-    view.unload()
+    assert view.pairs.unload_btn.isEnabled()
+    view.pairs.unload()
     assert session.engine is None
 
 
@@ -412,7 +449,7 @@ def test_incompatible_combination_is_not_loaded(qtbot, session, tiny_target, oth
     view = ModelsView(session, catalog_mod.load(), small_machine())
     qtbot.addWidget(view)
     with qtbot.waitSignal(view.error, timeout=30000) as err:
-        view.load_combination(tiny_target, other_vocab_model)
+        view.compat.load_combination(tiny_target, other_vocab_model)
     assert "cannot draft for" in err.args[0]
     qtbot.waitUntil(lambda: not session.busy, timeout=10000)
     assert session.engine is None
@@ -444,5 +481,5 @@ def test_first_run_banner_downloads_and_loads_through_the_models_view(qtbot, fak
     assert w.welcome.progress.value() == 1000
     qtbot.waitUntil(lambda: w.welcome.isHidden(), timeout=5000)
     assert w.views["Race"].start_btn.isEnabled()
-    assert w.views["Models"].model.index(0, 4).data() == "ready  · loaded"
+    assert w.views["Models"].pairs.model.index(0, 4).data() == "ready  · loaded"
     w.close()

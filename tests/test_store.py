@@ -14,6 +14,7 @@ import pytest
 
 from engine import download, store
 from engine.catalog import FileSpec, Mirror
+from engine.catalog import load as load_catalog
 from engine.errors import Cancelled, ModelFileError, StoreError
 from fakehub import closed_port_url, fakehub, write_tiny_catalog  # noqa: F401  (fixture)
 
@@ -98,14 +99,27 @@ def test_model_state(monkeypatch, tmp_path):
     assert store.model_state(m) == "verified"
 
 
-def test_pair_local_state_names_the_missing_model():
-    from engine.cli_models import pair_local_state
+def test_pair_state_names_the_missing_model():
+    from engine.store import PairState
 
-    assert pair_local_state("verified", "verified") == "ready"
-    assert pair_local_state("verified", "present") == "ready (not verified)"
-    assert pair_local_state("verified", "missing") == "target only"
-    assert pair_local_state("missing", "present") == "draft only"
-    assert pair_local_state("missing", "missing") == "not downloaded"
+    assert PairState("verified", "verified").word == "ready"
+    assert PairState("verified", "present").word == "ready (not verified)"
+    assert PairState("verified", "missing").word == "target only"
+    assert PairState("missing", "present").word == "draft only"
+    assert PairState("missing", "missing").word == "not downloaded"
+    assert PairState("present", "verified").ready and not PairState("verified", "missing").ready
+
+
+def test_pair_state_reads_both_models_and_describes_them(monkeypatch):
+    pair = load_catalog().default
+    states = {pair.target.id: "verified", pair.draft.id: "missing"}
+    monkeypatch.setattr(store, "model_state", lambda spec: states[spec.id])
+    st = store.pair_state(pair)
+    assert (st.target, st.draft, st.word) == ("verified", "missing", "target only")
+    assert st.detail(pair) == (f"target {pair.target.title}: on disk, sha256 verified\n"
+                               f"draft {pair.draft.title}: not downloaded")
+    states[pair.draft.id] = "present"
+    assert store.pair_state(pair).word == "ready (not verified)"
 
 
 def test_free_space_check(monkeypatch, tmp_path):

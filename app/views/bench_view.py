@@ -16,7 +16,7 @@ from PySide6.QtWidgets import (
 
 from engine import bench
 
-from .. import workers
+from .. import theme, workers
 from ..session import Session
 from ..widgets.table_model import RowsTableModel
 
@@ -25,7 +25,6 @@ COLUMNS = [
     ("predicted_speedup", "Predicted"), ("acceptance_median", "Acceptance"), ("tokens_per_step_median", "Tokens/step"),
     ("ttft_median", "TTFT s"), ("identical", "Identical"),
 ]
-PALETTE = [(46, 160, 67), (56, 132, 244), (240, 136, 62), (171, 71, 188), (0, 150, 136), (200, 60, 60)]
 
 
 class ResultsModel(RowsTableModel):
@@ -52,7 +51,8 @@ class ResultsModel(RowsTableModel):
         if role == Qt.ItemDataRole.ForegroundRole and key == "speedup_median" and r.mode != "target":
             from PySide6.QtGui import QColor
 
-            return QColor(46, 140, 60) if r.speedup_median >= 1.0 else QColor(200, 70, 50)
+            pal = theme.palette(False)
+            return QColor(pal.gain if r.speedup_median >= 1.0 else pal.loss)
         if role == Qt.ItemDataRole.TextAlignmentRole and index.column() >= 2:
             return int(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
         return None
@@ -171,7 +171,7 @@ class BenchView(QWidget):
         split.setSizes([330, 900])
 
     def set_dark(self, dark: bool) -> None:
-        bg = "#1e1f22" if dark else "#ffffff"
+        bg = theme.palette(dark).chart_bg
         for p in (self.tps_plot, self.acc_plot):
             p.setBackground(bg)
 
@@ -268,7 +268,7 @@ class BenchView(QWidget):
         self.tps_plot.clear()
         self.acc_plot.clear()
         for i, suite in enumerate(dict.fromkeys(r.suite for r in res.rows)):
-            colour = PALETTE[i % len(PALETTE)]
+            colour = theme.SERIES[i % len(theme.SERIES)]
             rows = [r for r in res.rows if r.suite == suite]
             fixed = sorted((r for r in rows if isinstance(r.lookahead, int) and r.mode == "fixed"), key=lambda r: r.lookahead)
             ks = np.array([r.lookahead for r in fixed], float)

@@ -1,154 +1,33 @@
 """Race: the same prompt and settings through the target alone, then target + drafter, one
 after the other on the same device, streamed side by side; then a synchronised replay of
-both from their recorded token timestamps, and the honest result (speedup, acceptance,
+both from their recorded token timestamps, and the honest result from engine.race (the
+speedup, or "about the same" when nothing was drafted or the gap is noise; acceptance,
 tokens per step, first-token latency, and whether the outputs are identical)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from PySide6.QtCore import QElapsedTimer, QRectF, QSize, Qt, QTimer, Signal
-from PySide6.QtGui import QColor, QFont, QPainter, QPalette, QTextCharFormat, QTextCursor
+from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtWidgets import (
-    QCheckBox, QComboBox, QDoubleSpinBox, QFormLayout, QFrame, QGridLayout, QGroupBox, QHBoxLayout, QLabel,
-    QPlainTextEdit, QPushButton, QSizePolicy, QSpinBox, QTextBrowser, QVBoxLayout, QWidget,
+    QCheckBox, QComboBox, QDoubleSpinBox, QFormLayout, QGridLayout, QGroupBox, QHBoxLayout, QLabel, QPlainTextEdit,
+    QPushButton, QSpinBox, QVBoxLayout, QWidget,
 )
 
-from .. import workers
+from .. import theme, workers
+from ..replay import ReplayClock, live_rate
 from ..session import Session
 from ..widgets.lookahead_control import LookaheadControl
-from ..widgets.provenance import COLOURS, Legend
+from ..widgets.provenance import Legend
+from ..widgets.race_pane import RacePane
+from ..widgets.speed_bars import SpeedBars
 
 SIDES = ("target", "speculative")
 TITLES = {"target": "Target alone", "speculative": "Target + draft"}
 FRAME_MS = 33  # replay at ~30 fps
 REPLAY_SPEEDS = [("0.5×", 0.5), ("1×", 1.0), ("2×", 2.0), ("4×", 4.0)]
+SPEEDUP_DEFINITION = "speedup = wall-clock of target alone ÷ wall-clock of target + draft"
 DEFAULT_PROMPT = "Write a Python function that checks whether a string is a palindrome, with a docstring and two examples."
-
-
-def live_rate(tokens: list) -> float:
-    """Decode tok/s from recorded TokenEvents: tokens after the first over the time they took."""
-    ts = [ev.t for ev in tokens]
-    if len(ts) < 2 or ts[-1] <= ts[0]:
-        return 0.0
-    return (len(ts) - 1) / (ts[-1] - ts[0])
-
-
-def speedup_text(speedup: float) -> str:
-    """'2.31× faster', '1.25× slower' (never a flattering rounding of a loss)."""
-    if speedup <= 0:
-        return "no speed measured"
-    if speedup >= 1.0:
-        return f"{speedup:.2f}× faster"
-    return f"{1.0 / speedup:.2f}× slower"
-
-
-class RacePane(QFrame):
-    """One side of the race: a title, a live tok/s figure and the text with provenance colours."""
-
-    def __init__(self, title: str, subtitle: str, parent: QWidget | None = None):
-        super().__init__(parent)
-        self.setFrameShape(QFrame.Shape.StyledPanel)
-        lay = QVBoxLayout(self)
-        lay.setContentsMargins(8, 6, 8, 8)
-        head = QHBoxLayout()
-        self.title = QLabel(f"<b>{title}</b>")
-        self.title.setStyleSheet("font-size: 15px;")
-        self.subtitle = QLabel(subtitle)
-        self.subtitle.setObjectName("paneSubtitle")
-        self.speed = QLabel("")
-        self.speed.setAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
-        f = self.speed.font()
-        f.setPointSizeF(f.pointSizeF() * 1.5)
-        f.setBold(True)
-        self.speed.setFont(f)
-        self.speed.setMinimumWidth(150)
-        self.status = QLabel("")
-        self.status.setObjectName("paneStatus")
-        head.addWidget(self.title)
-        head.addWidget(self.subtitle)
-        head.addStretch(1)
-        head.addWidget(self.speed)
-        self.text = QTextBrowser()
-        self.text.document().setDocumentMargin(10)
-        mono = QFont("monospace")
-        mono.setStyleHint(QFont.StyleHint.Monospace)
-        self.text.setFont(mono)
-        lay.addLayout(head)
-        lay.addWidget(self.status)
-        lay.addWidget(self.text, 1)
-        self._formats: dict[str, QTextCharFormat] = {}
-        for prov, c in COLOURS.items():
-            fmt = QTextCharFormat()
-            if c.alpha():
-                fmt.setBackground(c)
-            self._formats[prov] = fmt
-
-    def clear(self) -> None:
-        self.text.clear()
-        self.speed.setText("")
-        self.status.setText("")
-
-    def append(self, tokens: list) -> None:
-        bar = self.text.verticalScrollBar()
-        at_end = bar.value() >= bar.maximum() - 4
-        cursor = self.text.textCursor()
-        cursor.movePosition(QTextCursor.MoveOperation.End)
-        for ev in tokens:
-            if ev.text:
-                cursor.insertText(ev.text, self._formats.get(ev.provenance, self._formats["plain"]))
-        if at_end:
-            bar.setValue(bar.maximum())
-
-    def plain_text(self) -> str:
-        return self.text.toPlainText()
-
-
-class SpeedBars(QWidget):
-    """Two horizontal bars, tok/s of each side on one scale: the speedup at a glance."""
-
-    def __init__(self, parent: QWidget | None = None):
-        super().__init__(parent)
-        self.values: dict[str, float] = {}
-        self.setMinimumHeight(64)
-        self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Fixed)
-
-    def sizeHint(self) -> QSize:
-        return QSize(320, 64)
-
-    def set_values(self, target: float, speculative: float) -> None:
-        self.values = {"target": target, "speculative": speculative}
-        self.update()
-
-    def clear(self) -> None:
-        self.values = {}
-        self.update()
-
-    def paintEvent(self, _ev: Any) -> None:
-        p = QPainter(self)
-        p.setRenderHint(QPainter.RenderHint.Antialiasing)
-        fg = self.palette().color(QPalette.ColorRole.WindowText)  # readable on light and dark palettes
-        colours = {"target": QColor(240, 136, 62), "speculative": QColor(46, 160, 67)}
-        label_w, value_w = 110, 90
-        w = max(10, self.width() - label_w - value_w - 8)
-        row_h = (self.height() - 6) / 2
-        top = max(self.values.values(), default=0.0) or 1.0
-        for i, side in enumerate(SIDES):
-            y = 3 + i * row_h
-            p.setPen(fg)
-            p.drawText(QRectF(0, y, label_w, row_h), Qt.AlignmentFlag.AlignVCenter | Qt.AlignmentFlag.AlignLeft, TITLES[side])
-            v = self.values.get(side, 0.0)
-            track = QRectF(label_w, y + row_h * 0.2, w, row_h * 0.6)
-            p.setPen(Qt.PenStyle.NoPen)
-            p.setBrush(QColor(128, 128, 128, 40))
-            p.drawRoundedRect(track, 3, 3)
-            if v > 0:
-                p.setBrush(colours[side])
-                p.drawRoundedRect(QRectF(track.x(), track.y(), w * v / top, track.height()), 3, 3)
-            p.setPen(fg)
-            p.drawText(QRectF(label_w + w + 8, y, value_w, row_h), Qt.AlignmentFlag.AlignVCenter | Qt.AlignmentFlag.AlignLeft,
-                       f"{v:.1f} tok/s" if v > 0 else "–")
-        p.end()
 
 
 class RaceView(QWidget):
@@ -169,12 +48,8 @@ class RaceView(QWidget):
         self._replay_timer = QTimer(self)
         self._replay_timer.setInterval(FRAME_MS)
         self._replay_timer.timeout.connect(self._replay_tick)
-        self._replay_clock = QElapsedTimer()
-        self._replay_base = 0.0  # virtual seconds reached before the last speed change
-        self._replay_idx: dict[str, int] = {s: 0 for s in SIDES}
-        self._replay_end = 0.0
+        self._replay: ReplayClock | None = None
         self.replay_frames = 0
-        self._last_speed = 1.0
         self._race_lookahead: Any = "auto"
         self._race_temperature = 0.0
         self._build()
@@ -280,11 +155,11 @@ class RaceView(QWidget):
         f.setBold(True)
         self.speedup_label.setFont(f)
         self.speedup_label.setMinimumWidth(230)
-        self.speedup_detail = QLabel("speedup = spec tok/s ÷ target tok/s")
+        self.speedup_detail = QLabel(SPEEDUP_DEFINITION)
         self.speedup_detail.setObjectName("paneSubtitle")
         self.speedup_hint = QLabel("")
         self.speedup_hint.setWordWrap(True)
-        self.bars = SpeedBars()
+        self.bars = SpeedBars(TITLES)
         big.addWidget(self.speedup_label)
         big.addWidget(self.speedup_detail)
         big.addWidget(self.speedup_hint)
@@ -429,7 +304,7 @@ class RaceView(QWidget):
         for lab in self.metric_labels.values():
             lab.setText("–")
         self.speedup_label.setText("–")
-        self.speedup_detail.setText("speedup = spec tok/s ÷ target tok/s")
+        self.speedup_detail.setText(SPEEDUP_DEFINITION)
         self.speedup_hint.setText("")
         self._colour_speedup()
         self.identical_label.setText("")
@@ -457,7 +332,7 @@ class RaceView(QWidget):
         pane.status.setText(self._side_summary(st))
         self._fill_metrics(side, st)
         if side == "target":
-            self.bars.set_values(st.decode_tokens_per_s, 0.0)
+            self.bars.set_values(target=st.decode_tokens_per_s)
 
     @staticmethod
     def _side_summary(st: Any) -> str:
@@ -483,33 +358,33 @@ class RaceView(QWidget):
 
     def _on_result(self, r: dict) -> None:
         self.result = r
-        base, spec = r["target"].stats, r["speculative"].stats
-        speedup = float(r.get("speedup") or 0.0)
-        self.speedup_label.setText(speedup_text(speedup))
-        self.speedup_detail.setText(
-            f"speedup {speedup:.2f} = {spec.decode_tokens_per_s:.1f} ÷ {base.decode_tokens_per_s:.1f} tok/s (decode)")
-        self.speedup_hint.setText(self._hint(speedup, spec))
+        race = r["race"]  # engine.race.RaceResult
+        base, spec = race.target.stats, race.speculative.stats
+        big, _, why = race.headline.partition(": ")
+        self.speedup_label.setText(big)
+        self.speedup_detail.setText(race.detail)
+        self.speedup_hint.setText(self._hint(why, race))
         self._colour_speedup()
-        self.bars.set_values(base.decode_tokens_per_s, spec.decode_tokens_per_s)
+        self.bars.set_values(target=base.decode_tokens_per_s, speculative=spec.decode_tokens_per_s)
         self.identical_label.setText(self._identical_text(r))
         self.status.setText("Done. Replaying both runs side by side…")
         self.raceFinished.emit(r)
 
-    def _hint(self, speedup: float, spec: Any) -> str:
-        """Why it came out this way, in one line."""
-        if speedup <= 0:
-            return ""
-        how = f"acceptance {spec.acceptance_rate:.0%}, {spec.mean_tokens_per_step:.2f} tokens per target pass"
-        if speedup < 0.95:
+    def _hint(self, why: str, race: Any) -> str:
+        """The headline's reason, and what to try when drafting lost."""
+        spec = race.speculative.stats
+        hint = why[:1].upper() + why[1:] + "." if why else ""
+        if spec.drafted and race.wall_speedup < 1.0 and not _about_the_same(race):
             tip = "Try another drafter." if self._race_lookahead == "auto" else "Try Auto lookahead or another drafter."
-            return f"Drafting cost more than it saved here ({how}). {tip}"
-        if speedup < 1.05:
-            return f"About even ({how})."
-        return f"Each target pass yielded {spec.mean_tokens_per_step:.2f} tokens on average ({how.split(',')[0]})."
+            hint = (hint + " " if hint else "") + (
+                f"Each target pass yielded {spec.mean_tokens_per_step:.2f} tokens on average. {tip}")
+        elif spec.drafted and not why:
+            hint = f"Each target pass yielded {spec.mean_tokens_per_step:.2f} tokens on average."
+        return hint
 
     def _identical_text(self, r: dict) -> str:
         if r.get("identical"):
-            good = "#66bb6a" if self.dark else "#2e7d32"
+            good = theme.palette(self.dark).good
             return (f"<b style='color:{good}'>✓ Identical output.</b> Target + draft wrote exactly the tokens the "
                     "target alone wrote.")
         base, spec = r["target"], r["speculative"]
@@ -526,20 +401,18 @@ class RaceView(QWidget):
             text = div.describe(model)
         except Exception:  # the engine may be gone; the ids still say it
             text = div.describe(None)
-        colour = "#ef6c00" if div.within_noise else "#c62828"
+        pal = theme.palette(self.dark)
+        colour = pal.near_tie if div.within_noise else pal.bad
         head = "Near-tie divergence" if div.within_noise else "Outputs differ"
         return f"<b style='color:{colour}'>✗ {head}.</b> {text.replace('<', '&lt;')}"
 
     def _colour_speedup(self) -> None:
-        sp = float((self.result or {}).get("speedup") or 0.0)
-        if sp <= 0:
-            colour = ""
-        elif sp >= 1.05:
-            colour = "#66bb6a" if self.dark else "#2e7d32"
-        elif sp < 0.95:
-            colour = "#ffa726" if self.dark else "#e65100"
-        else:
-            colour = ""
+        """Green for a real gain, orange for a loss, no colour when it is about the same."""
+        race = (self.result or {}).get("race")
+        colour = ""
+        if race is not None and not _about_the_same(race) and race.wall_speedup > 0:
+            pal = theme.palette(self.dark)
+            colour = pal.good if race.wall_speedup > 1.0 else pal.warn
         self.speedup_label.setStyleSheet(f"color: {colour};" if colour else "")
 
     def _on_failed(self, msg: str) -> None:
@@ -564,12 +437,9 @@ class RaceView(QWidget):
         for s in SIDES:
             self.panes[s].text.clear()
             self.panes[s].speed.setText("")
-            self._replay_idx[s] = 0
-        ends = [toks[-1].t for toks in self.tokens.values() if toks]
-        self._replay_end = max(ends) if ends else 0.0
-        self._replay_base = 0.0
+        self._replay = ReplayClock(self.tokens, speed=self._speed())
+        self._replay.start()
         self.replay_frames = 0
-        self._replay_clock.start()
         self._replay_timer.start()
         self.replay_btn.setText("↻ Restart replay")
         self._sync_buttons()
@@ -578,7 +448,9 @@ class RaceView(QWidget):
     def stop_replay(self) -> None:
         if self._replay_timer.isActive():
             self._replay_timer.stop()
-            self._finish_replay_panes()
+            if self._replay is not None:
+                for s, rest in self._replay.finish().items():
+                    self.panes[s].append(rest)
             self.replay_label.setText("Replay stopped.")
             self.replay_btn.setText("▶ Replay side by side")
             self._sync_buttons()
@@ -587,38 +459,26 @@ class RaceView(QWidget):
         return float(self.replay_speed.currentData() or 1.0)
 
     def _replay_speed_changed(self, _i: int) -> None:
-        if self._replay_timer.isActive():  # keep the virtual clock continuous
-            self._replay_base += self._replay_clock.elapsed() / 1000.0 * self._last_speed
-            self._replay_clock.restart()
-        self._last_speed = self._speed()
+        if self._replay is not None:
+            self._replay.set_speed(self._speed())  # the virtual clock stays continuous
 
     def replay_time(self) -> float:
-        return self._replay_base + self._replay_clock.elapsed() / 1000.0 * self._speed()
+        """Seconds of recorded time the replay has reached."""
+        return self._replay.time() if self._replay is not None else 0.0
 
     def _replay_tick(self) -> None:
-        self._last_speed = self._speed()
-        now = self.replay_time()
+        clock = self._replay
+        if clock is None:
+            return
         self.replay_frames += 1
-        for s in SIDES:
-            toks = self.tokens[s]
-            i0 = i = self._replay_idx[s]
-            while i < len(toks) and toks[i].t <= now:
-                i += 1
-            if i > i0:
-                self.panes[s].append(toks[i0:i])
-                self._replay_idx[s] = i
-            pane = self.panes[s]
-            if toks and i >= len(toks):
-                st = self.done.get(s)
-                rate = st.stats.decode_tokens_per_s if st is not None else live_rate(toks)
-                pane.speed.setText(f"✓ {toks[-1].t:.2f} s · {rate:.1f} tok/s")
-            elif i >= 2:
-                pane.speed.setText(f"{live_rate(toks[:i]):.1f} tok/s")
-            elif i == 0:
-                pane.speed.setText("reading prompt…" if toks else "")
-        shown = min(now, self._replay_end)
-        self.replay_label.setText(f"Replay {shown:.2f} s of {self._replay_end:.2f} s at {self.replay_speed.currentText()}")
-        if now >= self._replay_end:
+        for s, due in clock.advance().items():
+            if due:
+                self.panes[s].append(due)
+            done = self.done.get(s)
+            self.panes[s].speed.setText(clock.speed_text(s, done.stats.decode_tokens_per_s if done is not None else None))
+        self.replay_label.setText(
+            f"Replay {min(clock.time(), clock.end):.2f} s of {clock.end:.2f} s at {self.replay_speed.currentText()}")
+        if clock.done:
             self._replay_timer.stop()
             self.replay_btn.setText("▶ Replay side by side")
             if self.result is not None:
@@ -626,10 +486,7 @@ class RaceView(QWidget):
             self._sync_buttons()
             self.replayFinished.emit()
 
-    def _finish_replay_panes(self) -> None:
-        for s in SIDES:
-            toks = self.tokens[s]
-            i = self._replay_idx[s]
-            if i < len(toks):
-                self.panes[s].append(toks[i:])
-                self._replay_idx[s] = len(toks)
+
+def _about_the_same(race: Any) -> bool:
+    """engine.race.verdict's own words for 'no real difference' (nothing drafted, or noise)."""
+    return race.headline.startswith("About the same")

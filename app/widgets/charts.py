@@ -9,6 +9,8 @@ import pyqtgraph as pg
 from PySide6.QtCore import QTimer
 from PySide6.QtWidgets import QGridLayout, QWidget
 
+from .. import theme
+
 ROLLING = 16
 
 
@@ -73,16 +75,16 @@ class LiveCharts(QWidget):
         lay.setContentsMargins(0, 0, 0, 0)
         self.acc_plot = self._plot("Acceptance per step", "step", "rate")
         self.acc_plot.setYRange(0, 1.05)
-        self.acc_roll = self.acc_plot.plot(pen=pg.mkPen((46, 160, 67), width=2), name=f"rolling {ROLLING}")
-        self.acc_cum = self.acc_plot.plot(pen=pg.mkPen((120, 120, 120), width=1, style=pg.QtCore.Qt.PenStyle.DashLine), name="cumulative")
+        self.acc_roll = self.acc_plot.plot(pen=pg.mkPen(theme.CHART_ACCEPTANCE, width=2), name=f"rolling {ROLLING}")
+        self.acc_cum = self.acc_plot.plot(pen=pg.mkPen(theme.CHART_CUMULATIVE, width=1, style=pg.QtCore.Qt.PenStyle.DashLine), name="cumulative")
         self.tps_plot = self._plot("Tokens per second", "s", "tok/s")
-        self.tps_curve = self.tps_plot.plot(pen=pg.mkPen((56, 132, 244), width=2))
+        self.tps_curve = self.tps_plot.plot(pen=pg.mkPen(theme.CHART_SPEED, width=2))
         self.hist_plot = self._plot("Accepted tokens per step", "accepted", "steps")
-        self.hist_bars = pg.BarGraphItem(x=np.arange(17), height=np.zeros(17), width=0.8, brush=(46, 160, 67, 160))
+        self.hist_bars = pg.BarGraphItem(x=np.arange(17), height=np.zeros(17), width=0.8, brush=theme.CHART_HISTOGRAM)
         self.hist_plot.addItem(self.hist_bars)
         self.k_plot = self._plot("Lookahead in use", "step", "k")
         self.k_plot.setYRange(0, 16.5)
-        self.k_curve = self.k_plot.plot(pen=pg.mkPen((240, 136, 62), width=2), stepMode="right")
+        self.k_curve = self.k_plot.plot(pen=pg.mkPen(theme.CHART_LOOKAHEAD, width=2), stepMode="right")
         self.hist_plot.setYRange(0, 5)
         lay.addWidget(self.acc_plot, 0, 0)
         lay.addWidget(self.tps_plot, 0, 1)
@@ -105,7 +107,8 @@ class LiveCharts(QWidget):
         return w
 
     def set_dark(self, dark: bool) -> None:
-        bg, fg = ("#1e1f22", "#d0d0d0") if dark else ("#ffffff", "#303030")
+        pal = theme.palette(dark)
+        bg, fg = pal.chart_bg, pal.chart_fg
         for p in (self.acc_plot, self.tps_plot, self.hist_plot, self.k_plot):
             p.setBackground(bg)
             for ax in ("left", "bottom"):

@@ -6,13 +6,9 @@ from PySide6.QtCore import Signal
 from PySide6.QtGui import QColor
 from PySide6.QtWidgets import QCheckBox, QHBoxLayout, QLabel, QWidget
 
-# Translucent so they read on light and dark palettes alike.
-COLOURS: dict[str, QColor] = {
-    "draft": QColor(46, 160, 67, 90),  # accepted draft tokens: green
-    "bonus": QColor(56, 132, 244, 90),  # bonus token after a full acceptance: blue
-    "target": QColor(240, 136, 62, 100),  # target's correction after a rejection: orange
-    "plain": QColor(0, 0, 0, 0),
-}
+from .. import theme
+
+COLOURS: dict[str, QColor] = {prov: QColor(*rgba) for prov, rgba in theme.PROVENANCE.items()}
 LABELS = {
     "draft": "accepted draft",
     "target": "target correction",
@@ -22,8 +18,7 @@ LABELS = {
 
 
 def swatch_css(prov: str) -> str:
-    c = COLOURS[prov]
-    return f"background: rgba({c.red()},{c.green()},{c.blue()},{c.alpha() / 255:.2f}); border-radius: 3px; padding: 1px 6px;"
+    return f"background: {theme.css_rgba(theme.PROVENANCE[prov])}; border-radius: 3px; padding: 1px 6px;"
 
 
 class Legend(QWidget):

