@@ -10,7 +10,7 @@ from typing import Any
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QGuiApplication, QKeySequence, QShortcut
 from PySide6.QtWidgets import (
-    QComboBox, QDoubleSpinBox, QFileDialog, QFormLayout, QGroupBox, QHBoxLayout, QInputDialog, QLabel,
+    QCheckBox, QComboBox, QDoubleSpinBox, QFileDialog, QFormLayout, QGroupBox, QHBoxLayout, QInputDialog, QLabel,
     QLineEdit, QListWidget, QListWidgetItem, QMenu, QMessageBox, QPlainTextEdit, QPushButton, QSpinBox, QSplitter,
     QVBoxLayout, QWidget,
 )
@@ -170,7 +170,12 @@ class ChatView(QWidget):
         form.addRow("Max tokens", self.max_tokens)
         form.addRow("System", self.system)
         rl.addWidget(box)
+        self.charts_toggle = QCheckBox("Live charts")
+        self.charts_toggle.setChecked(True)
+        self.charts_toggle.setToolTip("Hidden charts cost no drawing time while an answer streams")
+        self.charts_toggle.toggled.connect(self.set_charts_visible)
         self.charts = LiveCharts()
+        rl.addWidget(self.charts_toggle)
         rl.addWidget(self.charts, 1)
         split.addWidget(right)
         split.setSizes([200, 640, 420])
@@ -179,6 +184,13 @@ class ChatView(QWidget):
         QShortcut(QKeySequence("Ctrl+Return"), self, activated=self.send)
         QShortcut(QKeySequence("Ctrl+Enter"), self, activated=self.send)
         QShortcut(QKeySequence("Escape"), self, activated=self.stop)
+
+    def set_charts_visible(self, on: bool) -> None:
+        """Show or hide the live charts (the checkbox, or the GUI benchmark)."""
+        if self.charts_toggle.isChecked() != on:
+            self.charts_toggle.setChecked(on)  # comes back here through `toggled`
+            return
+        self.charts.setVisible(on)
 
     # -- settings persistence (the main window stores them in QSettings) -------------------
     def settings(self) -> dict[str, Any]:
