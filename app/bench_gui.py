@@ -43,6 +43,29 @@ class Run:
     tok_s: float
     tokens: int
     text: str
+    gui_cpu_s: float = 0.0  # CPU time of the GUI (main) thread during the run
+    cpu_s: float = 0.0  # CPU time of the whole process during the run
+    wall_s: float = 0.0
+    redraws: int = 0  # chart redraws during the run (Chat)
+    edits: int = 0  # streaming edits of the transcript during the run (Chat)
+
+
+class _CpuClock:
+    """CPU seconds of the main thread and of the process (psutil), to show where time goes."""
+
+    def __init__(self) -> None:
+        import threading
+
+        import psutil
+
+        self.proc = psutil.Process()
+        self.main_id = threading.main_thread().native_id
+
+    def read(self) -> tuple[float, float, float]:
+        threads = self.proc.threads()
+        main = sum(t.user_time + t.system_time for t in threads if t.id == self.main_id)
+        total = self.proc.cpu_times()
+        return main, total.user + total.system, time.perf_counter()
 
 
 @dataclass
@@ -78,7 +101,8 @@ class GuiBench:
         rows = {}
         for m in modes:
             base = BASELINE.get(m)
-            row: dict[str, Any] = {"tok_s": statistics.median(self.speeds(m))}
+            row: dict[str, Any] = {"tok_s": statistics.median(self.speeds(m)),
+                                   "gui_cpu_s": statistics.median(r.gui_cpu_s for rep in self.runs for r in rep if r.mode == m)}
             if base:
                 rs = self.ratios(m, base)
                 row.update(ratio=statistics.median(rs), ratio_min=min(rs), ratio_max=max(rs),
@@ -107,6 +131,7 @@ class _Harness:
 
         self.app = QApplication.instance() or QApplication([sys.argv[0]])
         self.errors: list[str] = []
+        self._warning = QMessageBox.warning  # no modal dialog may block an unattended run
         QMessageBox.warning = lambda *a, **k: self.errors.append(str(a[2])) or QMessageBox.StandardButton.Ok  # type: ignore[method-assign]
         self.win = MainWindow(history=History(tmp / "history.db"),
                               settings=QSettings(str(tmp / "settings.ini"), QSettings.Format.IniFormat), autoload=False)
@@ -139,9 +164,32 @@ class _Harness:
             raise TimeoutError(f"no result within {timeout_s:.0f} s")
 
     def engine_run(self, with_draft: bool) -> Run:
-        r = self.engine.generate(self.prompt, chat=True, draft_model=self.draft if with_draft else None,
-                                 lookahead=self.lookahead if with_draft else 0, max_tokens=self.max_tokens,
-                                 temperature=0.0, tag="bench-gui")
+        """`Engine.generate` alone: the GUI thread waits (no event is processed meanwhile).
+
+        It runs on a fresh thread, as the app's workers and the CLI do: libgomp (llama.cpp's
+        OpenMP build) keeps a pool per thread that ever computed, and once it manages more
+        threads than there are cores it cuts its spin-wait to 100 iterations, which cost
+        ~30% of decode speed here. Computing once on the GUI thread would leave such a pool
+        behind and slow every later run in the window, which the app itself never does.
+        """
+        import threading
+
+        out: list[Any] = []
+
+        def go() -> None:
+            try:
+                out.append(self.engine.generate(self.prompt, chat=True, draft_model=self.draft if with_draft else None,
+                                                lookahead=self.lookahead if with_draft else 0, max_tokens=self.max_tokens,
+                                                temperature=0.0, tag="bench-gui"))
+            except BaseException as e:  # re-raised on the calling thread
+                out.append(e)
+
+        t = threading.Thread(target=go, name="bench-engine")
+        t.start()
+        t.join()
+        r = out[0]
+        if isinstance(r, BaseException):
+            raise r
         return Run("engine" if with_draft else "engine-target", r.stats.decode_tokens_per_s, r.stats.generated_tokens, r.text)
 
     def chat_run(self, charts: bool) -> Run:
@@ -153,6 +201,7 @@ class _Harness:
         chat.apply_settings({"drafter": drafter, "lookahead": self.lookahead, "temperature": 0.0, "top_p": 1.0,
                              "seed": -1, "max_tokens": self.max_tokens, "system": ""})
         chat.prompt.setPlainText(self.prompt)
+        redraws0, edits0 = getattr(chat.charts, "redraws", 0), getattr(chat.transcript, "edits", 0)
         chat.send()
         if chat.worker is None:
             raise RuntimeError(f"the chat view did not start: {'; '.join(self.errors)}")
@@ -160,9 +209,11 @@ class _Harness:
         answer = self.win.history.messages(chat.conversation_id)[-1]
         if answer.status != "complete" or not answer.stats:
             raise RuntimeError(f"the chat answer ended as {answer.status}: {'; '.join(self.errors)}")
+        run = Run("chat" if charts else "chat-nocharts", float(answer.stats["decode_tokens_per_s"]),
+                  int(answer.stats["generated_tokens"]), answer.content,
+                  redraws=getattr(chat.charts, "redraws", 0) - redraws0, edits=getattr(chat.transcript, "edits", 0) - edits0)
         chat.set_charts_visible(True)
-        return Run("chat" if charts else "chat-nocharts", float(answer.stats["decode_tokens_per_s"]),
-                   int(answer.stats["generated_tokens"]), answer.content)
+        return run
 
     def race_run(self) -> list[Run]:
         race = self.win.views["Race"]
@@ -186,8 +237,11 @@ class _Harness:
                 for side in ("target", "speculative")]
 
     def close(self) -> None:
+        from PySide6.QtWidgets import QMessageBox
+
         self.win.close()
         self.app.processEvents()
+        QMessageBox.warning = self._warning  # type: ignore[method-assign]
 
 
 def run(target: str, draft: Any = None, *, lookahead: Any = "auto", max_tokens: int = 352, repeat: int = 3,
@@ -219,15 +273,22 @@ def run(target: str, draft: Any = None, *, lookahead: Any = "auto", max_tokens: 
             say("warm-up (loads pages, calibrates Auto)")
             for _name, job in jobs:
                 job()
+            clock = _CpuClock()
             for i in range(repeat):
                 rep: list[Run] = []
                 rot = i % len(jobs)
                 for name, job in jobs[rot:] + jobs[:rot]:
-                    t = time.perf_counter()
+                    g0, c0, t0 = clock.read()
                     runs = job()
+                    g1, c1, t1 = clock.read()
+                    for r in runs:  # a race's two runs share the figures of the whole race
+                        r.gui_cpu_s, r.cpu_s, r.wall_s = g1 - g0, c1 - c0, t1 - t0
                     rep.extend(runs)
                     say(f"rep {i + 1}/{repeat} {name}: " + ", ".join(f"{r.mode} {r.tok_s:.1f} tok/s ({r.tokens} tokens)"
-                                                                       for r in runs) + f" [{time.perf_counter() - t:.1f} s]")
+                                                                       for r in runs)
+                        + f" [{t1 - t0:.1f} s wall, GUI thread {g1 - g0:.2f} s CPU, process {c1 - c0:.1f} s CPU"
+                        + "".join(f", {r.redraws} chart redraws, {r.edits} text edits" for r in runs if r.mode.startswith("chat"))
+                        + "]")
                 res.runs.append(rep)
             return res
         finally:
@@ -238,7 +299,7 @@ def format_summary(res: GuiBench) -> str:
     lines = [f"platform {res.platform}, target {res.target}, draft {res.draft}, lookahead {res.lookahead}, "
              f"{res.max_tokens} tokens max, {res.repeat} repetitions (medians, min-max)"]
     for mode, row in res.summary().items():
-        line = f"  {mode:17s} {row['tok_s']:7.1f} tok/s"
+        line = f"  {mode:17s} {row['tok_s']:7.1f} tok/s  GUI thread {row['gui_cpu_s']:5.2f} s CPU"
         if "ratio" in row:
             line += (f"   {row['ratio']:.3f}x of {row['baseline']} ({row['ratio_min']:.3f}-{row['ratio_max']:.3f}),"
                      f" output {'identical' if row['identical'] else 'DIFFERENT'}")

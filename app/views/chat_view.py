@@ -46,6 +46,7 @@ class ChatView(QWidget):
         self.conversation_id: int | None = None
         self.worker: workers.GenerationWorker | None = None
         self._stream_tokens: list = []
+        self._k_shown: int | None = None  # the lookahead last shown on the slider while streaming
         self._assistant_msg: Message | None = None
         self.attachment: tuple[str, str] | None = None  # (name, text)
         self._build()
@@ -293,7 +294,7 @@ class ChatView(QWidget):
             self.error.emit(f"{p.name}: not a UTF-8 text file")
             return
         self.attachment = (p.name, text)
-        self.attach_label.setText(f"📎 {p.name} ({len(text):,} characters) will be sent with your next message")
+        self.attach_label.setText(f"Attached: {p.name} ({len(text):,} characters) will be sent with your next message")
         self.attach_label.show()
 
     def export_conversation(self, path: str | None = None) -> None:
@@ -377,6 +378,7 @@ class ChatView(QWidget):
         self.attach_label.hide()
         self._assistant_msg = self.history.add_message(self.conversation_id, "assistant", "", status="generating")
         self._stream_tokens = []
+        self._k_shown = None
         self.charts.reset()
         self.transcript.begin_stream()
         seed = self.seed.value()
@@ -409,12 +411,16 @@ class ChatView(QWidget):
         self.transcript.append_tokens(tokens)
 
     def _on_steps(self, steps: list) -> None:
+        """Cheap on purpose (it runs while llama.cpp computes): append to the charts' series
+        (drawn later, at most 10 times a second), move the slider only when Auto's k changes."""
+        if not steps:
+            return
         self.charts.add_steps(steps)
-        if steps:
-            self.lookahead.show_in_use(steps[-1].k)
-            t, rate = self.charts.series.tokens_per_s()
-            if len(rate):
-                self.session.liveSpeed.emit(float(rate[-1]))
+        k = steps[-1].k
+        if k != self._k_shown:
+            self._k_shown = k
+            self.lookahead.show_in_use(k)
+        self.session.liveSpeed.emit(self.charts.series.live_rate())
 
     def _on_prefill(self, done: int, total: int) -> None:
         self.prefill_label.setText(f"Reading the prompt… {done}/{total} tokens" if done < total else "")
