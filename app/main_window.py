@@ -22,6 +22,8 @@ from .session import Session
 from .views.chat_view import ChatView
 
 PAGES = ["Chat", "Race", "Models", "Bench"]
+SPEED_REFRESH_MS = 250
+BUSY_MARK = "\u25cf"  # ● (in DejaVu Sans and the other default fonts; ⏳ rendered as a missing-glyph box)
 
 
 def is_dark(app: QApplication) -> bool:
@@ -141,6 +143,16 @@ class MainWindow(QMainWindow):
         self.pair_label = QLabel("no pair loaded")
         self.busy_label = QLabel("")
         self.speed_label = QLabel("")
+        self.speed_label.setObjectName("liveSpeed")
+        self.speed_label.setToolTip("Decode speed of the running generation, over its last 16 steps")
+        # Wide enough for any figure, so a new value never relayouts the status bar.
+        self.speed_label.setMinimumWidth(self.speed_label.fontMetrics().horizontalAdvance("0000.0 tok/s") + 6)
+        self.speed_label.setAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
+        self._speed_value = 0.0
+        self._speed_timer = QTimer(self)  # shows the latest figure 4 times a second, not per step
+        self._speed_timer.setInterval(SPEED_REFRESH_MS)
+        self._speed_timer.setSingleShot(True)
+        self._speed_timer.timeout.connect(self._show_speed)
         self.load_bar = QProgressBar()
         self.load_bar.setMaximumWidth(160)
         self.load_bar.hide()
@@ -282,11 +294,21 @@ class MainWindow(QMainWindow):
         self.load_bar.setValue(int(x * 100))
 
     def _busy_changed(self, job: str) -> None:
-        self.busy_label.setText(f"⏳ {job}" if job else "")
+        self.busy_label.setText(f"{BUSY_MARK} {job}" if job else "")
         if not job:
             self.load_bar.hide()
 
     def _live_speed(self, v: float) -> None:
+        """The running generation's tok/s (any view): shown within SPEED_REFRESH_MS; 0 clears."""
+        self._speed_value = v
+        if v <= 0:
+            self._speed_timer.stop()
+            self.speed_label.setText("")
+        elif not self._speed_timer.isActive():
+            self._speed_timer.start()
+
+    def _show_speed(self) -> None:
+        v = self._speed_value
         self.speed_label.setText(f"{v:.1f} tok/s" if v > 0 else "")
 
     def notify(self, text: str) -> None:

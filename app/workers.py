@@ -71,10 +71,15 @@ def start(worker: Worker, parent: QObject | None = None) -> QThread:
 
 
 class _Coalescer:
-    """Collects items and flushes them through `emit` at most once per frame."""
+    """Collects items and flushes them through `emit` at most once per frame.
 
-    def __init__(self, emit: Callable[[list], None]):
+    `before` runs first at every flush: a step's coalescer flushes the tokens of its
+    steps ahead of them, so text and steps reach the GUI together, once per frame.
+    """
+
+    def __init__(self, emit: Callable[[list], None], before: Callable[[], None] | None = None):
         self.emit = emit
+        self.before = before
         self.items: list = []
         self.last = time.perf_counter()
 
@@ -84,7 +89,13 @@ class _Coalescer:
         if now - self.last >= FRAME_S:
             self.flush(now)
 
+    def hold(self, item: Any) -> None:
+        """Keep an item for the next flush without checking the clock."""
+        self.items.append(item)
+
     def flush(self, now: float | None = None) -> None:
+        if self.before is not None:
+            self.before()
         if self.items:
             items, self.items = self.items, []
             self.emit(items)
@@ -155,7 +166,7 @@ class GenerationWorker(Worker):
         from engine.serving import queue_for
 
         toks = _Coalescer(self.tokens.emit)
-        steps = _Coalescer(self.steps.emit)
+        steps = _Coalescer(self.steps.emit, before=toks.flush)  # one frame: its tokens, then its steps
         # Through the engine's queue: a local-server request and this answer wait for each other.
         queue = queue_for(self.engine)
         job = queue.submit("chat", bounded=False, cancel=self.token)
@@ -169,14 +180,12 @@ class GenerationWorker(Worker):
 
         for ev in events:
             if isinstance(ev, TokenEvent):
-                toks.add(ev)
+                toks.hold(ev)  # a step's tokens come before its StepEvent, which flushes them
             elif isinstance(ev, StepEvent):
                 steps.add(ev)
-                toks.flush()
             elif isinstance(ev, PrefillEvent):
                 self.prefill.emit(ev.done, ev.total)
             elif isinstance(ev, DoneEvent):
-                toks.flush()
                 steps.flush()
                 self.done.emit(ev)
 

@@ -10,7 +10,7 @@ from typing import Any
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QGuiApplication, QKeySequence, QShortcut
 from PySide6.QtWidgets import (
-    QComboBox, QDoubleSpinBox, QFileDialog, QFormLayout, QGroupBox, QHBoxLayout, QInputDialog, QLabel,
+    QCheckBox, QComboBox, QDoubleSpinBox, QFileDialog, QFormLayout, QGroupBox, QHBoxLayout, QInputDialog, QLabel,
     QLineEdit, QListWidget, QListWidgetItem, QMenu, QMessageBox, QPlainTextEdit, QPushButton, QSpinBox, QSplitter,
     QVBoxLayout, QWidget,
 )
@@ -46,6 +46,7 @@ class ChatView(QWidget):
         self.conversation_id: int | None = None
         self.worker: workers.GenerationWorker | None = None
         self._stream_tokens: list = []
+        self._k_shown: int | None = None  # the lookahead last shown on the slider while streaming
         self._assistant_msg: Message | None = None
         self.attachment: tuple[str, str] | None = None  # (name, text)
         self._build()
@@ -170,7 +171,12 @@ class ChatView(QWidget):
         form.addRow("Max tokens", self.max_tokens)
         form.addRow("System", self.system)
         rl.addWidget(box)
+        self.charts_toggle = QCheckBox("Live charts")
+        self.charts_toggle.setChecked(True)
+        self.charts_toggle.setToolTip("Hidden charts cost no drawing time while an answer streams")
+        self.charts_toggle.toggled.connect(self.set_charts_visible)
         self.charts = LiveCharts()
+        rl.addWidget(self.charts_toggle)
         rl.addWidget(self.charts, 1)
         split.addWidget(right)
         split.setSizes([200, 640, 420])
@@ -179,6 +185,13 @@ class ChatView(QWidget):
         QShortcut(QKeySequence("Ctrl+Return"), self, activated=self.send)
         QShortcut(QKeySequence("Ctrl+Enter"), self, activated=self.send)
         QShortcut(QKeySequence("Escape"), self, activated=self.stop)
+
+    def set_charts_visible(self, on: bool) -> None:
+        """Show or hide the live charts (the checkbox, or the GUI benchmark)."""
+        if self.charts_toggle.isChecked() != on:
+            self.charts_toggle.setChecked(on)  # comes back here through `toggled`
+            return
+        self.charts.setVisible(on)
 
     # -- settings persistence (the main window stores them in QSettings) -------------------
     def settings(self) -> dict[str, Any]:
@@ -292,7 +305,7 @@ class ChatView(QWidget):
             self.error.emit(f"{p.name}: not a UTF-8 text file")
             return
         self.attachment = (p.name, text)
-        self.attach_label.setText(f"📎 {p.name} ({len(text):,} characters) will be sent with your next message")
+        self.attach_label.setText(f"Attached: {p.name} ({len(text):,} characters) will be sent with your next message")
         self.attach_label.show()
 
     def export_conversation(self, path: str | None = None) -> None:
@@ -376,6 +389,7 @@ class ChatView(QWidget):
         self.attach_label.hide()
         self._assistant_msg = self.history.add_message(self.conversation_id, "assistant", "", status="generating")
         self._stream_tokens = []
+        self._k_shown = None
         self.charts.reset()
         self.transcript.begin_stream()
         seed = self.seed.value()
@@ -408,12 +422,16 @@ class ChatView(QWidget):
         self.transcript.append_tokens(tokens)
 
     def _on_steps(self, steps: list) -> None:
+        """Cheap on purpose (it runs while llama.cpp computes): append to the charts' series
+        (drawn later, at most 10 times a second), move the slider only when Auto's k changes."""
+        if not steps:
+            return
         self.charts.add_steps(steps)
-        if steps:
-            self.lookahead.show_in_use(steps[-1].k)
-            t, rate = self.charts.series.tokens_per_s()
-            if len(rate):
-                self.session.liveSpeed.emit(float(rate[-1]))
+        k = steps[-1].k
+        if k != self._k_shown:
+            self._k_shown = k
+            self.lookahead.show_in_use(k)
+        self.session.liveSpeed.emit(self.charts.series.live_rate())
 
     def _on_prefill(self, done: int, total: int) -> None:
         self.prefill_label.setText(f"Reading the prompt… {done}/{total} tokens" if done < total else "")

@@ -1,67 +1,156 @@
 """Live charts with pyqtgraph: acceptance per step, tokens/s, accepted-per-step histogram,
-and the lookahead in use (so Auto's choices are visible). Redrawn at most ~20 times a
-second from numpy arrays, whatever the step rate."""
+and the lookahead in use (so Auto's choices are visible).
+
+The window must not eat the speed it shows: on a 2-core machine every millisecond the GUI
+thread draws is taken from llama.cpp's compute threads. So the data grows incrementally
+(each step costs O(1), derived series are computed once per step), the plots are redrawn
+at most 10 times a second and only when something changed, and not at all while the
+charts are hidden (they catch up when shown again).
+"""
 
 from __future__ import annotations
 
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import QTimer
-from PySide6.QtWidgets import QGridLayout, QWidget
+from PySide6.QtGui import QResizeEvent, QShowEvent
+from PySide6.QtWidgets import QGraphicsItem, QGridLayout, QWidget
 
 from .. import theme
 
 ROLLING = 16
+REDRAW_MS = 100  # ~10 Hz is plenty for a human
+MAX_K = 16
+
+
+def nice_ceiling(x: float, minimum: float = 1.0) -> float:
+    """The smallest of 1, 2, 5, 10, 20, 50, ... (times minimum's decade) that is >= x.
+
+    Axis ranges grow in these steps instead of following every new point: pyqtgraph
+    regenerates an axis (ticks, labels) whenever its range changes, which costs far more
+    than drawing the curves.
+    """
+    if not np.isfinite(x) or x <= minimum:
+        return minimum
+    decade = 10.0 ** np.floor(np.log10(x))
+    for m in (1.0, 2.0, 5.0, 10.0):
+        if m * decade >= x:
+            return float(m * decade)
+    return float(10.0 * decade)  # pragma: no cover - the loop always returns
+
+
+class _Column:
+    """A growing numpy array (amortised O(1) append, a view of the filled part)."""
+
+    def __init__(self, dtype: type, capacity: int = 256):
+        self.a = np.zeros(capacity, dtype)
+        self.n = 0
+
+    def append(self, value: float) -> None:
+        if self.n == len(self.a):
+            self.a = np.concatenate([self.a, np.zeros_like(self.a)])
+        self.a[self.n] = value
+        self.n += 1
+
+    def view(self) -> np.ndarray:
+        return self.a[: self.n]
+
+    def at(self, i: int) -> float:
+        """Value at i, or 0 before the start (cumulative sums start from zero)."""
+        return float(self.a[i]) if i >= 0 else 0.0
 
 
 class StepSeries:
-    """Per-step data of one generation (no Qt): what the charts draw and tests check."""
+    """Per-step data of one generation (no Qt): what the charts draw and tests check.
+
+    Each `add` appends one step and its derived values (rolling and cumulative acceptance,
+    tok/s over the last ROLLING steps, histogram counts), so nothing is recomputed from
+    the whole history at redraw time.
+    """
 
     def __init__(self) -> None:
-        self.k: list[int] = []
-        self.drafted: list[int] = []
-        self.accepted: list[int] = []
-        self.emitted: list[int] = []
-        self.t: list[float] = []
+        self._k = _Column(np.int32)
+        self._drafted = _Column(np.int32)
+        self._accepted = _Column(np.int32)
+        self._emitted = _Column(np.int32)
+        self._t = _Column(np.float64)
+        self._cum_d = _Column(np.float64)
+        self._cum_a = _Column(np.float64)
+        self._cum_e = _Column(np.float64)
+        self._roll = _Column(np.float64)  # NaN where the window drafted nothing
+        self._cum_acc = _Column(np.float64)
+        self._rate = _Column(np.float64)
+        self._hist = np.zeros(MAX_K + 1, np.int64)
 
     def add(self, ev) -> None:
-        self.k.append(ev.k)
-        self.drafted.append(ev.drafted)
-        self.accepted.append(ev.accepted)
-        self.emitted.append(ev.emitted)
-        self.t.append(ev.t)
+        i = len(self)
+        self._k.append(ev.k)
+        self._drafted.append(ev.drafted)
+        self._accepted.append(ev.accepted)
+        self._emitted.append(ev.emitted)
+        self._t.append(ev.t)
+        cd = self._cum_d.at(i - 1) + ev.drafted
+        ca = self._cum_a.at(i - 1) + ev.accepted
+        ce = self._cum_e.at(i - 1) + ev.emitted
+        self._cum_d.append(cd)
+        self._cum_a.append(ca)
+        self._cum_e.append(ce)
+        self._cum_acc.append(ca / cd if cd > 0 else np.nan)
+        rd = cd - self._cum_d.at(i - ROLLING)
+        ra = ca - self._cum_a.at(i - ROLLING)
+        self._roll.append(ra / rd if rd > 0 else np.nan)
+        lag = max(i - ROLLING, 0)
+        dt = ev.t - self._t.at(lag)
+        de = ce - self._cum_e.at(lag)
+        self._rate.append(de / dt if dt > 0 else 0.0)
+        if ev.drafted > 0 and 0 <= ev.accepted <= MAX_K:
+            self._hist[ev.accepted] += 1
 
     def __len__(self) -> int:
-        return len(self.k)
+        return self._k.n
+
+    @property
+    def k(self) -> np.ndarray:
+        return self._k.view()
+
+    @property
+    def drafted(self) -> np.ndarray:
+        return self._drafted.view()
+
+    @property
+    def accepted(self) -> np.ndarray:
+        return self._accepted.view()
+
+    @property
+    def emitted(self) -> np.ndarray:
+        return self._emitted.view()
+
+    @property
+    def t(self) -> np.ndarray:
+        return self._t.view()
 
     def acceptance(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(step index, rolling acceptance, cumulative acceptance) over steps that drafted."""
-        d = np.asarray(self.drafted, float)
-        a = np.asarray(self.accepted, float)
-        idx = np.arange(len(d))
-        cum = np.divide(np.cumsum(a), np.cumsum(d), out=np.zeros(len(d)), where=np.cumsum(d) > 0)
-        kern = np.ones(ROLLING)
-        rd = np.convolve(d, kern)[: len(d)]
-        ra = np.convolve(a, kern)[: len(a)]
-        roll = np.divide(ra, rd, out=np.full(len(d), np.nan), where=rd > 0)
-        return idx, roll, cum
+        """(step index, rolling acceptance over ROLLING steps, cumulative acceptance).
+
+        Acceptance is undefined where nothing was drafted: NaN (not 0) in the rolling value
+        where its window drafted nothing, and in the cumulative one before the first draft."""
+        return np.arange(len(self)), self._roll.view(), self._cum_acc.view()
 
     def tokens_per_s(self) -> tuple[np.ndarray, np.ndarray]:
         """(time, tok/s over the last ROLLING steps)."""
-        t = np.asarray(self.t, float)
-        e = np.cumsum(np.asarray(self.emitted, float))
-        if len(t) < 2:
-            return t, np.zeros(len(t))
-        lag = np.maximum(np.arange(len(t)) - ROLLING, 0)
-        dt = t - t[lag]
-        de = e - e[lag]
-        rate = np.divide(de, dt, out=np.zeros(len(t)), where=dt > 0)
-        return t, rate
+        return self.t, self._rate.view()
 
-    def histogram(self, max_k: int = 16) -> np.ndarray:
+    def live_rate(self) -> float:
+        """tok/s over the last ROLLING steps, at the latest step (0 before two steps)."""
+        return float(self._rate.a[len(self) - 1]) if len(self) else 0.0
+
+    @property
+    def drafted_total(self) -> int:
+        return int(self._cum_d.a[len(self) - 1]) if len(self) else 0
+
+    def histogram(self, max_k: int = MAX_K) -> np.ndarray:
         """How many steps accepted 0, 1, ... max_k tokens (steps that drafted)."""
-        a = [x for x, d in zip(self.accepted, self.drafted) if d > 0]
-        return np.bincount(np.asarray(a, int), minlength=max_k + 1)[: max_k + 1] if a else np.zeros(max_k + 1, int)
+        return self._hist[: max_k + 1].copy()
 
 
 class LiveCharts(QWidget):
@@ -71,44 +160,73 @@ class LiveCharts(QWidget):
         super().__init__(parent)
         pg.setConfigOptions(antialias=True)
         self.series = StepSeries()
+        self.redraws = 0  # how many times the plots were actually redrawn (tests, benchmark)
         lay = QGridLayout(self)
         lay.setContentsMargins(0, 0, 0, 0)
         self.acc_plot = self._plot("Acceptance per step", "step", "rate")
-        self.acc_plot.setYRange(0, 1.05)
         self.acc_roll = self.acc_plot.plot(pen=pg.mkPen(theme.CHART_ACCEPTANCE, width=2), name=f"rolling {ROLLING}")
         self.acc_cum = self.acc_plot.plot(pen=pg.mkPen(theme.CHART_CUMULATIVE, width=1, style=pg.QtCore.Qt.PenStyle.DashLine), name="cumulative")
         self.tps_plot = self._plot("Tokens per second", "s", "tok/s")
         self.tps_curve = self.tps_plot.plot(pen=pg.mkPen(theme.CHART_SPEED, width=2))
         self.hist_plot = self._plot("Accepted tokens per step", "accepted", "steps")
-        self.hist_bars = pg.BarGraphItem(x=np.arange(17), height=np.zeros(17), width=0.8, brush=theme.CHART_HISTOGRAM)
+        self.hist_bars = pg.BarGraphItem(x=np.arange(MAX_K + 1), height=np.zeros(MAX_K + 1), width=0.8, brush=theme.CHART_HISTOGRAM)
         self.hist_plot.addItem(self.hist_bars)
         self.k_plot = self._plot("Lookahead in use", "step", "k")
-        self.k_plot.setYRange(0, 16.5)
         self.k_curve = self.k_plot.plot(pen=pg.mkPen(theme.CHART_LOOKAHEAD, width=2), stepMode="right")
-        self.hist_plot.setYRange(0, 5)
+        self._ranges: dict[tuple[int, str], tuple[float, float]] = {}
+        self._set_range(self.hist_plot, "x", -0.6, MAX_K + 0.6)
+        self._reset_ranges()
         lay.addWidget(self.acc_plot, 0, 0)
         lay.addWidget(self.tps_plot, 0, 1)
         lay.addWidget(self.hist_plot, 1, 0)
         lay.addWidget(self.k_plot, 1, 1)
         self._dirty = False
+        self._drawn_drafted = 0  # drafted tokens the acceptance plot and histogram show
         self._timer = QTimer(self)
-        self._timer.setInterval(50)
-        self._timer.timeout.connect(self._redraw)
-        self._timer.start()
+        self._timer.setInterval(REDRAW_MS)
+        self._timer.timeout.connect(self._tick)
 
     def _plot(self, title: str, x: str, y: str) -> pg.PlotWidget:
         w = pg.PlotWidget()
         w.setTitle(title, size="9pt")
         w.setLabel("bottom", x)
         w.setLabel("left", y)
-        w.showGrid(x=True, y=True, alpha=0.2)
+        w.getAxis("left").setWidth(42)  # a fixed width: new tick labels never relayout the plot
         w.setMinimumHeight(120)
+        w.disableAutoRange()  # ranges grow in nice steps (see nice_ceiling), set by redraw()
         w.setMenuEnabled(False)
+        w.setMouseEnabled(x=False, y=False)
+        w.hideButtons()
+        # Axes and title change rarely (nice ranges): Qt repaints them from a pixmap cache
+        # when a curve's update overlaps them, instead of calling pyqtgraph's Python paint().
+        cache = QGraphicsItem.CacheMode.DeviceCoordinateCache
+        for ax in ("left", "bottom"):
+            w.getAxis(ax).setCacheMode(cache)
+        w.plotItem.titleLabel.setCacheMode(cache)
         return w
 
+    def _set_range(self, plot: pg.PlotWidget, axis: str, lo: float, hi: float) -> None:
+        """Change a plot's x or y range only when it really changes (that regenerates the axis)."""
+        key = (id(plot), axis)
+        if self._ranges.get(key) == (lo, hi):
+            return
+        self._ranges[key] = (lo, hi)
+        if axis == "x":
+            plot.setXRange(lo, hi, padding=0)
+        else:
+            plot.setYRange(lo, hi, padding=0)
+
+    def _reset_ranges(self) -> None:
+        for p in (self.acc_plot, self.k_plot):
+            self._set_range(p, "x", 0, 16)
+        self._set_range(self.acc_plot, "y", 0, 1.05)
+        self._set_range(self.k_plot, "y", 0, MAX_K + 0.5)
+        self._set_range(self.tps_plot, "x", 0, 1)
+        self._set_range(self.tps_plot, "y", 0, 10)
+        self._set_range(self.hist_plot, "y", 0, 5)  # an empty histogram would autoscale to a silly (-400, 400)
+
     def set_dark(self, dark: bool) -> None:
-        pal = theme.palette(dark)
-        bg, fg = pal.chart_bg, pal.chart_fg
+        bg, fg = ("#1e1f22", "#d0d0d0") if dark else ("#ffffff", "#303030")
         for p in (self.acc_plot, self.tps_plot, self.hist_plot, self.k_plot):
             p.setBackground(bg)
             for ax in ("left", "bottom"):
@@ -118,32 +236,69 @@ class LiveCharts(QWidget):
 
     def reset(self) -> None:
         self.series = StepSeries()
-        self._dirty = True
+        self._changed()
 
     def add_steps(self, steps: list) -> None:
         for ev in steps:
             self.series.add(ev)
-        self._dirty = True
+        if steps:
+            self._changed()
 
-    def _redraw(self) -> None:
-        if not self._dirty:
+    def _changed(self) -> None:
+        """Mark the plots stale; the timer redraws them within REDRAW_MS (never per step)."""
+        self._dirty = True
+        if not self._timer.isActive():
+            self._timer.start()
+
+    def _shown(self) -> bool:
+        """On screen: not hidden (Live charts off, another page) nor collapsed to nothing."""
+        return self.isVisible() and not self.visibleRegion().isEmpty()
+
+    def _tick(self) -> None:
+        if not self._dirty or not self._shown():
+            self._timer.stop()  # idle, or hidden: showEvent/resizeEvent resume
             return
+        self.redraw()
+
+    def showEvent(self, event: QShowEvent) -> None:
+        super().showEvent(event)
+        if self._dirty:
+            self._timer.start()
+
+    def resizeEvent(self, event: QResizeEvent) -> None:
+        super().resizeEvent(event)
+        if self._dirty:
+            self._timer.start()
+
+    def redraw(self) -> None:
+        """Push the series into the plots now (the timer calls this at most 10 times a second)."""
         self._dirty = False
+        self.redraws += 1
         s = self.series
         if len(s) == 0:
             for c in (self.acc_roll, self.acc_cum, self.tps_curve, self.k_curve):
                 c.setData([], [])
-            self.hist_bars.setOpts(height=np.zeros(17))
-            self.hist_plot.setYRange(0, 5)  # an empty histogram autoscales to a silly (-400, 400)
+            self.hist_bars.setOpts(height=np.zeros(MAX_K + 1))
+            self._drawn_drafted = 0
+            self._reset_ranges()
             return
-        idx, roll, cum = s.acceptance()
-        ok = ~np.isnan(roll)
-        self.acc_roll.setData(idx[ok], roll[ok])
-        self.acc_cum.setData(idx, cum)
+        n = len(s)
+        idx = np.arange(n)
+        steps_hi = nice_ceiling(n, 16)
+        drafted = s.drafted_total
+        if drafted != self._drawn_drafted:  # acceptance is measured on steps that drafted: only they change it
+            self._drawn_drafted = drafted
+            _, roll, cum = s.acceptance()
+            on = s.drafted > 0
+            self.acc_roll.setData(idx[on], roll[on], skipFiniteCheck=True)
+            self.acc_cum.setData(idx[on], cum[on], skipFiniteCheck=True)
+            self._set_range(self.acc_plot, "x", 0, steps_hi)
+            hist = s.histogram()
+            self.hist_bars.setOpts(height=hist)
+            self._set_range(self.hist_plot, "y", 0, nice_ceiling(float(hist.max()) + 1, 5))
         t, rate = s.tokens_per_s()
-        self.tps_curve.setData(t, rate)
-        hist = s.histogram()
-        self.hist_bars.setOpts(height=hist)
-        self.hist_plot.setYRange(0, max(5, int(hist.max()) + 1))
-        ks = np.asarray(s.k, float)
-        self.k_curve.setData(np.arange(len(ks)), ks)
+        self.tps_curve.setData(t, rate, skipFiniteCheck=True)
+        self._set_range(self.tps_plot, "x", 0, nice_ceiling(float(t[-1]), 1))
+        self._set_range(self.tps_plot, "y", 0, nice_ceiling(float(rate.max()) * 1.05, 10))
+        self.k_curve.setData(idx, s.k.astype(float), skipFiniteCheck=True)
+        self._set_range(self.k_plot, "x", 0, steps_hi)

@@ -1,8 +1,14 @@
 """The conversation as a document: finished messages as Markdown, the streaming answer as
-text coloured by token provenance (toggle: provenance colours on finished answers too)."""
+text coloured by token provenance (toggle: provenance colours on finished answers too).
+
+Streaming is cheap on purpose: tokens are merged into runs of one provenance and inserted
+at most once per frame, at the end of the document through one cursor, in one edit block
+(one incremental layout of the last paragraph, never a reflow of the whole conversation).
+"""
 
 from __future__ import annotations
 
+from PySide6.QtCore import QTimer
 from PySide6.QtGui import QColor, QFont, QTextBlockFormat, QTextCharFormat, QTextCursor, QTextDocument
 from PySide6.QtWidgets import QTextBrowser, QWidget
 
@@ -10,6 +16,7 @@ from ..history import Message
 from .provenance import COLOURS
 
 ROLE_TITLES = {"user": "You", "assistant": "Assistant", "system": "System"}
+FRAME_MS = 16
 
 
 class Transcript(QTextBrowser):
@@ -21,6 +28,16 @@ class Transcript(QTextBrowser):
         self._stream_start: int | None = None
         self._stream_spans: list[tuple[int, str]] = []
         self._messages: list[Message] = []
+        self._pending: list[list[str]] = []  # [provenance, text] runs waiting for the next frame
+        self._stream_cursor: QTextCursor | None = None
+        self._formats = {prov: self._fmt(prov) for prov in COLOURS}
+        self._frame = QTimer(self)
+        self._frame.setSingleShot(True)
+        self._frame.setInterval(FRAME_MS)
+        self._frame.timeout.connect(self.flush)
+        self.edits = 0  # streaming edits of the document, one per frame at most (tests, benchmark)
+        self.inserts = 0  # text insertions within them, one per provenance run
+        self.setUndoRedoEnabled(False)  # a read-only view: no undo history to grow per token
         self.document().setDocumentMargin(12)
 
     # -- whole conversation --------------------------------------------------------------
@@ -28,6 +45,8 @@ class Transcript(QTextBrowser):
         self._messages = list(messages)
         self.clear()
         self._stream_start = None
+        self._stream_cursor = None
+        self._pending = []
         for m in messages:
             self._append_message(m)
         self._scroll_to_end()
@@ -61,11 +80,12 @@ class Transcript(QTextBrowser):
 
     def _insert_spans(self, cursor: QTextCursor, text: str, spans: list[tuple[int, str]]) -> None:
         pos = 0
+        plain = self._formats["plain"]
         for n, prov in spans:
-            cursor.insertText(text[pos : pos + n], self._fmt(prov))
+            cursor.insertText(text[pos : pos + n], self._formats.get(prov, plain))
             pos += n
         if pos < len(text):
-            cursor.insertText(text[pos:], self._fmt("plain"))
+            cursor.insertText(text[pos:], plain)
 
     @staticmethod
     def _fmt(prov: str) -> QTextCharFormat:
@@ -77,30 +97,67 @@ class Transcript(QTextBrowser):
 
     # -- streaming -----------------------------------------------------------------------
     def begin_stream(self) -> None:
-        cursor = self.textCursor()
+        self._pending = []
+        cursor = QTextCursor(self.document())
         cursor.movePosition(QTextCursor.MoveOperation.End)
         self._header(cursor, "assistant")
         self._stream_start = cursor.position()
         self._stream_spans = []
+        self._stream_cursor = cursor
 
     def append_tokens(self, tokens: list) -> None:
-        """tokens: engine TokenEvents (text, provenance)."""
+        """tokens: engine TokenEvents (text, provenance), queued for the next frame.
+
+        A character split across tokens arrives whole with its last token (the earlier
+        ones carry ""), so empty pieces are skipped and nothing is ever cut mid-character.
+        """
         if self._stream_start is None:
             return
-        bar = self.verticalScrollBar()
-        at_end = bar.value() >= bar.maximum() - 4
-        cursor = self.textCursor()
-        cursor.movePosition(QTextCursor.MoveOperation.End)
+        pending = self._pending
         for ev in tokens:
             if not ev.text:
                 continue
-            cursor.insertText(ev.text, self._fmt(ev.provenance if self.show_provenance else "plain"))
+            prov = ev.provenance if self.show_provenance else "plain"
+            if pending and pending[-1][0] == prov:
+                pending[-1][1] += ev.text
+            else:
+                pending.append([prov, ev.text])
+        if pending and not self._frame.isActive():
+            self._frame.start()
+
+    def flush(self) -> None:
+        """Insert the queued runs now: one edit block, one insertion per provenance run."""
+        self._frame.stop()
+        runs, self._pending = self._pending, []
+        cursor = self._stream_cursor
+        if not runs or cursor is None or self._stream_start is None:
+            return
+        bar = self.verticalScrollBar()
+        at_end = bar.value() >= bar.maximum() - 4
+        self.edits += 1
+        cursor.beginEditBlock()
+        for prov, text in runs:
+            cursor.insertText(text, self._formats.get(prov, self._formats["plain"]))
+            self.inserts += 1
+        cursor.endEditBlock()
         if at_end:
             self._scroll_to_end()
 
+    def stream_text(self) -> str:
+        """The streamed answer as shown so far (after `flush`)."""
+        if self._stream_start is None:
+            return ""
+        c = QTextCursor(self.document())
+        c.setPosition(self._stream_start)
+        c.movePosition(QTextCursor.MoveOperation.End, QTextCursor.MoveMode.KeepAnchor)
+        return c.selectedText().replace("\u2029", "\n")
+
     def end_stream(self, message: Message) -> None:
         """Replace the streamed text by the stored message's rendering."""
+        self._frame.stop()
+        self._pending = []
         self._stream_start = None
+        self._stream_cursor = None
         self._messages.append(message)
         self.set_messages(self._messages)
 
