@@ -95,6 +95,9 @@ class DraftMeasure:
     tokens_per_step: float
     identical: int  # speculative outputs equal to target alone
     compared: int
+    measured_speedup_at_k: float = 0.0  # decode tok/s at the fixed k / target alone, median over prompts
+    near_ties: int = 0  # outputs that parted from target alone where its top-two logits were a near-tie
+    divergence_bugs: int = 0  # ... at a larger margin (a bug: never expected)
     best: Prediction | None = None  # Auto's k at these costs
     at_k: Prediction | None = None  # the fixed k measured
 
@@ -193,7 +196,7 @@ def break_even(verify_s: dict[int, float], step_token_s: float, alpha: float, go
     return BreakEven(goal, ratio, alpha, a_needed, c_needed, ceiling)
 
 
-def measure_verify_curve(model: Any, prompt: list[int], sizes: tuple[int, ...] = VERIFY_SIZES, reps: int = 3,
+def measure_verify_curve(model: Any, prompt: list[int], sizes: tuple[int, ...] = VERIFY_SIZES, reps: int = 5,
                          n_threads: int | None = None) -> dict[int, float]:
     """Seconds for one target pass over n tokens (logits for every row, as a verify step),
     sizes interleaved within each repetition so load changes hit them all; medians."""
@@ -282,6 +285,7 @@ def optimize_draft(
     from .api import Engine
     from .compat import require_compatible
     from .gguf_header import read_header
+    from .quality import first_divergence
 
     say: ProgressFn = progress or (lambda _m, _f: None)
     stop = cancel or threading.Event()
@@ -335,6 +339,8 @@ def optimize_draft(
         steps: dict[str, list[tuple[int, int]]] = {r: [] for r in files}
         step_s: dict[str, list[float]] = {r: [] for r in files}
         same = {r: 0 for r in files}
+        ratios: dict[str, list[float]] = {r: [] for r in files}
+        parted: dict[str, list[bool]] = {r: [] for r in files}  # within noise?
         target_tps: list[float] = []
         total = len(suite) * 3 + repeats * 2
         done = 0
@@ -352,6 +358,12 @@ def optimize_draft(
                         steps[role].append((s.drafted, s.accepted))
                         step_s[role].append(s.draft_ms / 1000.0 / s.drafted)
                 same[role] += out.tokens == ref.tokens
+                if ref.stats.decode_tokens_per_s > 0:
+                    ratios[role].append(out.stats.decode_tokens_per_s / ref.stats.decode_tokens_per_s)
+                if out.tokens != ref.tokens:
+                    div = first_divergence(eng.target, eng.tokens_for(bp.prompt, chat=bp.chat), ref.tokens, out.tokens)
+                    if div is not None:
+                        parted[role].append(div.within_noise)
                 done += 1
         alone: dict[str, list[float]] = {r: [] for r in files}
         for rep in range(repeats):
@@ -377,7 +389,9 @@ def optimize_draft(
         drafted, accepted = sum(d for d, _ in st), sum(x for _, x in st)
         m = DraftMeasure(str(p), file_type_name(read_header(p, with_tensors=False)), p.stat().st_size,
                          statistics.median(alone[role]), per, drafted, accepted, a,
-                         (accepted + len(st)) / len(st) if st else 1.0, same[role], len(suite))
+                         (accepted + len(st)) / len(st) if st else 1.0, same[role], len(suite),
+                         statistics.median(ratios[role]) if ratios[role] else 0.0,
+                         sum(parted[role]), sum(1 for w in parted[role] if not w))
         c = costs_for(verify_s, per, a)
         m.best, m.at_k = c.best(MAX_LOOKAHEAD), c.predict(k)
         measures[role] = m
@@ -431,12 +445,22 @@ def result_table(r: OptimizeResult) -> list[tuple[str, str, str]]:
         ("acceptance (accepted/drafted)", f"{b.acceptance_rate:.0%} ({b.accepted}/{b.drafted})",
          f"{a.acceptance_rate:.0%} ({a.accepted}/{a.drafted})"),
         ("alpha (per token)", f"{b.alpha:.2f}", f"{a.alpha:.2f}"),
-        ("outputs = target alone", f"{b.identical}/{b.compared}", f"{a.identical}/{a.compared}"),
+        ("outputs = target alone", _same(b), _same(a)),
+        ("measured speedup at k (decode)", f"{b.measured_speedup_at_k:.2f}x", f"{a.measured_speedup_at_k:.2f}x"),
         ("predicted speedup at measured k", f"{b.at_k.speedup:.2f}x (k={b.at_k.k})" if b.at_k else "-",
          f"{a.at_k.speedup:.2f}x (k={a.at_k.k})" if a.at_k else "-"),
         ("predicted speedup, best k", f"{b.best.speedup:.2f}x (k={b.best.k})" if b.best else "-",
          f"{a.best.speedup:.2f}x (k={a.best.k})" if a.best else "-"),
     ]
+
+
+def _same(m: DraftMeasure) -> str:
+    out = f"{m.identical}/{m.compared}"
+    if m.near_ties:
+        out += f" ({m.near_ties} near-tie)"
+    if m.divergence_bugs:
+        out += f" ({m.divergence_bugs} NOT near-tie)"
+    return out
 
 
 def verify_curve_line(verify_s: dict[int, float]) -> str:
