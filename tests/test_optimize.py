@@ -110,6 +110,11 @@ def test_keep_only_when_the_predicted_speedup_improves():
     assert not optimize._pays_more(slow, fast, 1.01)
     # faster but much less accurate: loses
     assert not optimize._pays_more(_measure(0.010, 0.3), slow, 1.01)
+    # Auto's best k decides, not the fixed k the acceptance was measured at: a very cheap, less
+    # accurate draft wins at k=1 although it loses at k=4
+    cheap, accurate = _measure(0.003, 0.75), _measure(0.012, 0.95)
+    assert cheap.at_k.speedup < accurate.at_k.speedup and cheap.best.speedup > accurate.best.speedup * 1.05
+    assert optimize._pays_more(cheap, accurate, 1.01) and not optimize._pays_more(accurate, cheap, 1.01)
     # neither pays at any k: the one losing less at the measured k wins
     a, b = _measure(0.025, 0.3), _measure(0.020, 0.3)
     assert a.best.k == b.best.k == 0
