@@ -170,26 +170,8 @@ def tiny_pair_with_published_q4(fakehub, tiny_target, tiny_draft, q4_draft, tmp_
     fakehub.add("org/d-GGUF", "d.gguf", tiny_draft)
     fakehub.add("org/d-GGUF", "d-q4_0.gguf", q4_draft)
     q4 = fakehub.spec("org/d-GGUF", "d-q4_0.gguf")
-    cat = write_tiny_catalog(tmp_path, fakehub.spec("org/t-GGUF", "t.gguf"), fakehub.spec("org/d-GGUF", "d.gguf"))
-    cat.write_text(cat.read_text() + f"""preferred_draft = {{ cpu = "tiny-draft-q4_0" }}
-
-[models."tiny-draft-q4_0"]
-title = "tiny draft q4_0"
-repo = "{q4.repo}"
-revision = "{q4.revision}"
-quant = "Q4_0"
-license = "mit"
-context_length = 2048
-tokenizer = "tiny"
-params_b = 0.001
-n_layers = 1
-n_kv_heads = 2
-head_dim = 16
-[[models."tiny-draft-q4_0".files]]
-filename = "{q4.filename}"
-bytes = {q4.bytes}
-sha256 = "{q4.sha256}"
-""")
+    cat = write_tiny_catalog(tmp_path, fakehub.spec("org/t-GGUF", "t.gguf"), fakehub.spec("org/d-GGUF", "d.gguf"),
+                             cpu_draft=q4)
     monkeypatch.setenv("TANDEM_CATALOG", str(cat))
     monkeypatch.setattr(draft_variants, "current_backend", lambda: "cpu")
     return fakehub
