@@ -255,6 +255,7 @@ def _obtain_variant(draft: Path, qtype: str, preferred: Any, source: str, progre
     out = draft_variants.variants_dir() / f"{draft.stem}.{qtype}.gguf"
     if out.is_file() and out.stat().st_mtime >= draft.stat().st_mtime:
         return _Variant(out, "requantised earlier", True)
+    store.check_free_space(out.parent, draft.stat().st_size)  # about the source's size for 4-6-bit types
     progress(f"requantising {draft.name} to {qtype.upper()} with llama_model_quantize", 0.03)
     quantize(draft, out, qtype, allow_requantize=True)
     return _Variant(out, "requantised", True)
