@@ -91,10 +91,17 @@ class PairSpec:
     lookahead: int
     tags: tuple[str, ...]
     note: str
+    # (backend, model): a published quantisation of the draft that runs faster on that
+    # backend (CPU: Q4_0, repacked by llama.cpp), fetched by `tandem optimize-draft`.
+    preferred_drafts: tuple[tuple[str, ModelSpec], ...] = ()
 
     @property
     def bytes(self) -> int:
         return self.target.bytes + (self.draft.bytes if self.draft.id != self.target.id else 0)
+
+    def preferred_draft(self, backend: str) -> ModelSpec | None:
+        """The catalog's faster draft file for `backend` ("cpu", "cuda", ...), if it names one."""
+        return dict(self.preferred_drafts).get(backend.lower())
 
 
 @dataclass
@@ -204,11 +211,29 @@ def parse(data: dict[str, Any], path: Path = CATALOG_PATH) -> Catalog:
         tags = tuple(_req(p, "tags", list, where))
         if not set(tags) <= TAGS:
             raise CatalogError(f"{where}: unknown tags {sorted(set(tags) - TAGS)}")
-        pairs[pid] = PairSpec(pid, _req(p, "title", str, where), models[t], models[d], la, tags, _req(p, "note", str, where))
+        preferred = _preferred_drafts(p, models, models[t], where)
+        pairs[pid] = PairSpec(pid, _req(p, "title", str, where), models[t], models[d], la, tags, _req(p, "note", str, where),
+                              preferred)
     default = _req(data, "default_pair", str, str(path))
     if default not in pairs:
         raise CatalogError(f"{path}: default_pair {default!r} is not a pair")
     return Catalog(models, pairs, default, path)
+
+
+def _preferred_drafts(p: dict[str, Any], models: dict[str, ModelSpec], target: ModelSpec,
+                      where: str) -> tuple[tuple[str, ModelSpec], ...]:
+    """The optional `preferred_draft = { cpu = "model-id" }` table of a pair."""
+    table = p.get("preferred_draft", {})
+    if not isinstance(table, dict):
+        raise CatalogError(f"{where}: 'preferred_draft' must be a table of backend = model id")
+    out = []
+    for backend, mid in table.items():
+        if not isinstance(mid, str) or mid not in models:
+            raise CatalogError(f"{where}: preferred_draft.{backend} {mid!r} is not a model in the catalog")
+        if models[mid].tokenizer != target.tokenizer:
+            raise CatalogError(f"{where}: preferred_draft.{backend} {mid!r} has another tokenizer than the target")
+        out.append((backend.lower(), models[mid]))
+    return tuple(out)
 
 
 def load(path: str | os.PathLike[str] | None = None) -> Catalog:

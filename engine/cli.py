@@ -46,7 +46,7 @@ def resolve_model(value: str, role: str) -> Path:
 
 def resolve_pair(args: argparse.Namespace) -> tuple[Path, str | Path | None]:
     """--pair, or --target/--draft; with neither, the catalog's default pair if downloaded."""
-    from . import catalog, store
+    from . import catalog, draft_variants, store
 
     draft: str | Path | None
     if getattr(args, "pair", None) or not args.target:
@@ -56,7 +56,7 @@ def resolve_pair(args: argparse.Namespace) -> tuple[Path, str | Path | None]:
         d = store.find_model(pair.draft.id, cat)
         if t is None or d is None:
             raise UsageError(f"pair {pair.id!r} is not downloaded yet: run `tandem pull {pair.id}`")
-        draft = d
+        draft = draft_variants.preferred(d)  # the faster file `tandem optimize-draft` kept, if any
         if args.draft is not None:
             draft = _draft_arg(args.draft)
         return t, draft
@@ -449,6 +449,10 @@ def build_parser() -> argparse.ArgumentParser:
     from . import cli_rpc  # llama.cpp RPC: `tandem worker`
 
     cli_rpc.register(sub)
+
+    from . import cli_optimize
+
+    cli_optimize.register(sub)
     return parser
 
 

@@ -300,19 +300,21 @@ def closed_port_url() -> str:
     return f"http://127.0.0.1:{port}"
 
 
-def write_tiny_catalog(tmp_path: Path, target: FileSpec, draft: FileSpec | None = None, mirror: str = "") -> Path:
+def write_tiny_catalog(tmp_path: Path, target: FileSpec, draft: FileSpec | None = None, mirror: str = "",
+                       cpu_draft: FileSpec | None = None) -> Path:
     """A catalog with one pair, "tiny", of these files (the draft defaults to the target);
-    `mirror` is TOML appended to each file entry (a [[models."{mid}".files.mirrors]] table)."""
+    `mirror` is TOML appended to each file entry (a [[models."{mid}".files.mirrors]] table);
+    `cpu_draft` is a published Q4_0 draft the pair prefers on CPU ("tiny-draft-q4_0")."""
     draft = draft or target
 
-    def model(mid: str, f: FileSpec) -> str:
+    def model(mid: str, f: FileSpec, quant: str = "F32") -> str:
         mirrors = mirror.replace("{mid}", mid)  # not .format: package names carry their own {n}
         return f"""
 [models."{mid}"]
 title = "{mid}"
 repo = "{f.repo}"
 revision = "{f.revision}"
-quant = "F32"
+quant = "{quant}"
 license = "mit"
 context_length = 2048
 tokenizer = "tiny"
@@ -337,6 +339,8 @@ lookahead = 4
 tags = ["code"]
 note = "test"
 """
+    if cpu_draft is not None:
+        text += 'preferred_draft = { cpu = "tiny-draft-q4_0" }\n' + model("tiny-draft-q4_0", cpu_draft, "Q4_0")
     p = tmp_path / "models.toml"
     p.write_text(text)
     return p
