@@ -37,10 +37,10 @@ class RuntimeParams:
     n_gpu_layers: int | None = None  # None: all layers when llama.cpp can offload
 
     def __post_init__(self) -> None:
-        for name in ("n_ctx", "n_batch"):
+        for name, what in (("n_ctx", "the context size"), ("n_batch", "the batch size")):
             v = getattr(self, name)
             if not isinstance(v, int) or isinstance(v, bool) or v < 16:
-                raise TandemError(f"{name} must be an integer >= 16, got {v!r}")
+                raise TandemError(f"{what} ({name}) must be an integer of at least 16 tokens, got {v!r}")
         if self.n_threads is not None and (not isinstance(self.n_threads, int) or self.n_threads < 1):
             raise TandemError(f"n_threads must be a positive integer, got {self.n_threads!r}")
 

@@ -21,7 +21,7 @@ import pytest
 
 from engine.chat import ChatTemplateWarning, render
 from engine.cli import main as cli
-from engine.events import append_metrics
+from engine.metrics import append_metrics
 from engine.sampling import SamplingParamError, SamplingParams
 from engine.template_sandbox import TemplateLimitError
 

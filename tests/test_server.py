@@ -141,7 +141,7 @@ def test_per_request_lookahead_and_draft_show_in_timings(client):
     assert sum(t["provenance_counts"].values()) == t["predicted_n"] == 24
     t0 = chat(client, draft="model", lookahead=0).model_extra["timings"]
     assert t0["lookahead"] == "0" and t0["draft_n"] == 0 and t0["steps"] == 24
-    assert chat(client, draft="model", lookahead="auto").model_extra["timings"]["lookahead"] == "auto"
+    assert chat(client, draft="model", lookahead="auto").model_extra["timings"]["lookahead"].startswith("auto")
     none = chat(client, draft="none", lookahead=8).model_extra["timings"]
     assert none["draft"] == "target" and none["draft_n"] == 0 and none["lookahead"] == "0"
     assert chat(client, draft="lookup", lookahead=5).model_extra["timings"]["draft"] == "lookup"
