@@ -116,10 +116,13 @@ class Session(QObject):
 
     def load_pair(self, pair: PairSpec) -> bool:
         """Load a catalog pair from the model cache; loadFailed says why not (not downloaded, busy)."""
+        from engine import draft_variants
+
         t, d = store.locate_model(pair.target), store.locate_model(pair.draft)
         if t is None or d is None:
             self.loadFailed.emit(f"{pair.title} is not downloaded yet: Download it first")
             return False
+        d = draft_variants.preferred(d)  # the faster draft `tandem optimize-draft` kept, if any
         self.load(t, d, label=pair.title, pair_id=pair.id)
         return True
 

@@ -483,3 +483,32 @@ def test_first_run_banner_downloads_and_loads_through_the_models_view(qtbot, fak
     assert w.views["Race"].start_btn.isEnabled()
     assert w.views["Models"].pairs.model.index(0, 4).data() == "ready  · loaded"
     w.close()
+
+
+def test_optimise_draft_button_opens_the_optimiser_or_says_why_not(qtbot, session, monkeypatch):
+    """The Models view's "Optimise draft…" button: a pair not on disk gets one line; a
+    downloaded one opens the optimiser dialog (app/views/optimize_draft.py) for its files."""
+    from app.views import optimize_draft
+
+    cat = catalog_mod.load()
+    view = ModelsView(session, cat, small_machine())
+    qtbot.addWidget(view)
+    said: list[str] = []
+    view.pairs.message.connect(said.append)
+    monkeypatch.setattr(store, "find_model", lambda *a, **k: None)  # as if nothing were downloaded
+    view.pairs.optimize_selected()
+    assert said and "not downloaded" in said[-1]
+    opened: list[tuple] = []
+
+    class FakeDialog:
+        @classmethod
+        def for_pair(cls, pair, catalog, parent):
+            opened.append((pair.id, catalog is cat, parent is view.pairs))
+            return cls()
+
+        def show(self):
+            opened.append("shown")
+
+    monkeypatch.setattr(optimize_draft, "OptimizeDraftDialog", FakeDialog)
+    view.pairs.optimize_selected()
+    assert opened == [(cat.default_pair, True, True), "shown"]

@@ -190,6 +190,9 @@ class PairsPanel(QWidget):
         self.load_btn.clicked.connect(self.load_selected)
         self.unload_btn = QPushButton("Unload")
         self.unload_btn.clicked.connect(self.unload)
+        self.optimize_btn = QPushButton("Optimise draft…")
+        self.optimize_btn.setToolTip("Requantise the draft to this machine's fastest type, measure it, keep it only if it pays")
+        self.optimize_btn.clicked.connect(self.optimize_selected)
         self.refresh_btn = QPushButton("Rescan")
         self.refresh_btn.setToolTip("Look at the model cache again (e.g. after `tandem pull` in a terminal)")
         self.refresh_btn.clicked.connect(self.rescan)
@@ -205,6 +208,7 @@ class PairsPanel(QWidget):
         row.addStretch(0)
         row.addWidget(self.load_btn)
         row.addWidget(self.unload_btn)
+        row.addWidget(self.optimize_btn)
         row.addWidget(self.refresh_btn)
         self.progress_label = QLabel("")
         self.progress_label.setObjectName("progressLabel")
@@ -257,6 +261,7 @@ class PairsPanel(QWidget):
         self.cancel_btn.setEnabled(downloading)
         self.source.setEnabled(not downloading)
         self.load_btn.setEnabled(ready and not busy)
+        self.optimize_btn.setEnabled(ready and not busy)
         self.unload_btn.setEnabled(self.session.engine is not None and not busy)
 
     def rescan(self) -> None:
@@ -318,6 +323,23 @@ class PairsPanel(QWidget):
             return
         self.show_loading(p.title)
         self.session.load_pair(p)
+
+    def optimize_selected(self) -> None:
+        """The draft optimiser (app/views/optimize_draft.py) for the selected, downloaded pair."""
+        from engine.errors import TandemError
+
+        from ..optimize_draft import OptimizeDraftDialog
+
+        p = self.selected_pair()
+        if p is None:
+            self.message.emit("Select a pair first")
+            return
+        try:
+            dlg = OptimizeDraftDialog.for_pair(p, self.catalog, self)
+        except TandemError as e:
+            self.message.emit(str(e))
+            return
+        dlg.show()
 
     def show_loading(self, label: str) -> None:
         self.progress.show()
