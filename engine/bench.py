@@ -231,6 +231,7 @@ def run_bench(
     interleaved per prompt, so machine drift affects all configurations alike."""
     from .events import DoneEvent, StepEvent
     from .racing import compare
+    from .settings import GenerationRequest
 
     if not configs or configs[0].mode != "target":
         raise BenchError("the first configuration must be target alone (the reference)")
@@ -254,8 +255,10 @@ def run_bench(
     def one(prompt: BenchPrompt, cfg: Config, s: int) -> tuple[Any, list[StepEvent]]:
         steps: list[StepEvent] = []
         result = None
-        for ev in engine.stream(prompt.prompt, draft_model=cfg.draft, lookahead=cfg.lookahead, max_tokens=max_tokens,
-                                temperature=temperature, seed=s, chat=prompt.chat, tag="bench"):
+        req = GenerationRequest.from_options(prompt.prompt, draft_model=cfg.draft, lookahead=cfg.lookahead,
+                                             max_tokens=max_tokens, temperature=temperature, seed=s, chat=prompt.chat,
+                                             tag="bench")
+        for ev in engine.stream(req):
             if isinstance(ev, StepEvent):
                 steps.append(ev)
             elif isinstance(ev, DoneEvent):

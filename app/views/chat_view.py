@@ -28,11 +28,10 @@ DRAFTERS = [("Draft model", "model"), ("Prompt lookup", "lookup"), ("None (targe
 
 
 def stats_text(s: dict[str, Any]) -> str:
-    parts = [f"{s.get('generated_tokens', 0)} tokens", f"{s.get('decode_tokens_per_s', 0):.1f} tok/s",
-             f"first token {s.get('time_to_first_token_s', 0):.2f} s"]
-    if s.get("drafted"):
-        parts += [f"acceptance {s.get('acceptance_rate', 0):.0%}", f"{s.get('mean_tokens_per_step', 0):.2f} tokens/step"]
-    return " · ".join(parts)
+    """The engine's one stats wording (engine/report.py), as the CLI prints it."""
+    from engine.report import stats_line
+
+    return stats_line(s, " · ", finish=False)
 
 
 class ChatView(QWidget):
