@@ -40,6 +40,23 @@ class GenerationResult:
     step_events: list[StepEvent] = field(default_factory=list)
 
 
+def _encodable(value: Any) -> Any:
+    """Text the tokenizer can encode: lone surrogates (from a shell or a careless caller)
+    become U+FFFD, with a warning, instead of a UnicodeEncodeError deep in llama.cpp."""
+    import warnings
+
+    from .prompt_text import clean
+
+    if isinstance(value, str):
+        text, n = clean(value)
+        if n:
+            warnings.warn(f"the prompt had {n} undecodable character(s); replaced with U+FFFD", stacklevel=4)
+        return text
+    if isinstance(value, list) and value and isinstance(value[0], dict):
+        return [{**m, "content": _encodable(m.get("content"))} for m in value]
+    return value
+
+
 class Engine:
     """One loaded target and the drafters used with it (loaded once, reused).
 
@@ -206,6 +223,7 @@ class Engine:
     def tokens_for(self, prompt: Prompt, *, chat: bool = False, system: str | None = None) -> list[int]:
         """Prompt tokens: text (raw or through the chat template), chat messages, or token ids."""
         self._check_open()
+        prompt, system = _encodable(prompt), _encodable(system) if system else system
         with self._lock:
             if isinstance(prompt, str):
                 if not prompt.strip():

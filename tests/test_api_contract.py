@@ -195,3 +195,11 @@ def test_closed_engine_raises_clearly(tiny_target):
     with pytest.raises(EngineClosedError, match="closed"):
         e.generate("the value of", max_tokens=2)
     assert isinstance(EngineClosedError("x"), engine.TandemError)
+
+
+def test_lone_surrogates_in_api_prompts_are_replaced_not_a_traceback(eng):
+    with pytest.warns(UserWarning, match="replaced with U\\+FFFD"):
+        r = eng.generate("the value \ud800 of", max_tokens=3)
+    assert r.stats.generated_tokens == 3
+    with pytest.warns(UserWarning):
+        eng.generate([{"role": "user", "content": "x \udcff y"}], max_tokens=2)
