@@ -278,11 +278,15 @@ class Engine:
                 self._save_calibration(dec)
             yield ev
 
-    def generate(self, prompt: Prompt | GenerationRequest, *, cancel: CancelToken | None = None, **options: Any) -> GenerationResult:
-        """Run to completion; returns text, tokens, stats and the token/step events."""
+    def generate(self, prompt: Prompt | GenerationRequest, *, cancel: CancelToken | None = None,
+                 on_event: Callable[[Event], None] | None = None, **options: Any) -> GenerationResult:
+        """Run to completion; returns text, tokens, stats and the token/step events.
+        `on_event` sees every event as it happens (the race streams both panes from it)."""
         toks: list[TokenEvent] = []
         steps: list[StepEvent] = []
         for ev in self.stream(prompt, cancel=cancel, **options):
+            if on_event is not None:
+                on_event(ev)
             if isinstance(ev, TokenEvent):
                 toks.append(ev)
             elif isinstance(ev, StepEvent):

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable
 
-from .events import DoneEvent, Event, RunStats
+from .events import Event, RunStats
 from .quality import Divergence, first_divergence
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -137,18 +137,5 @@ def race(
 
 def _collect(engine: "Engine", req: "GenerationRequest", side: str, on_event: Callable[[str, Event], None] | None,
              cancel: "CancelToken | None") -> "GenerationResult":
-    from .api import GenerationResult
-    from .events import StepEvent, TokenEvent
-
-    toks: list = []
-    steps: list = []
-    for ev in engine.stream(req.with_(tag=req.tag or "race"), cancel=cancel):
-        if on_event is not None:
-            on_event(side, ev)
-        if isinstance(ev, TokenEvent):
-            toks.append(ev)
-        elif isinstance(ev, StepEvent):
-            steps.append(ev)
-        elif isinstance(ev, DoneEvent):
-            return GenerationResult(ev.text, ev.tokens, ev.stats, toks, steps)
-    raise RuntimeError("generation ended without a result")  # pragma: no cover
+    forward = (lambda ev: on_event(side, ev)) if on_event is not None else None
+    return engine.generate(req.with_(tag=req.tag or "race"), cancel=cancel, on_event=forward)
