@@ -264,10 +264,7 @@ class Engine:
         req = self.request(prompt, **options)
         tokens = self.tokens_for(req.prompt, chat=req.chat, system=req.system)
         dec = self.decoder(req.draft)
-        la = req.live_lookahead()
-        if dec.drafter is None and la.label != "0":
-            la.set(0)  # nothing to draft with: plain decoding, whatever was asked
-        cfg = GenerationConfig(max_tokens=req.max_tokens, stop=req.stop, sampling=req.sampling, lookahead=la)
+        cfg = GenerationConfig(max_tokens=req.max_tokens, stop=req.stop, sampling=req.sampling, lookahead=req.live_lookahead())
         return self._run(dec, tokens, cfg, cancel, req)
 
     def _run(self, dec: Decoder, tokens: list[int], cfg: GenerationConfig, cancel: CancelToken | None,

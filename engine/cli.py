@@ -144,7 +144,6 @@ def cmd_generate(args: argparse.Namespace) -> int:
 
     prompt = _validated_inputs(args)  # before loading anything: a bad prompt costs no model load
     target, draft = resolve_pair(args)
-    _request(args, prompt, None)  # bad settings fail here, before a model loads
     eng = _engine(target, args)
     request = _request(args, prompt, draft)
     colour = sys.stdout.isatty() and not args.no_colour and not args.json
@@ -240,7 +239,6 @@ def cmd_race(args: argparse.Namespace) -> int:
     target, draft = resolve_pair(args)
     if draft is None:
         raise UsageError("race needs a draft: --draft PATH or --draft lookup")
-    _request(args, prompt, None)  # bad settings fail here, before a model loads
     eng = _engine(target, args)
     request = _request(args, prompt, draft)
 

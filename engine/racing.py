@@ -44,6 +44,11 @@ class RaceResult:
         return self.comparison.identical
 
     @property
+    def about_the_same(self) -> bool:
+        """Nothing drafted, or a gap inside the noise: the view shows no speedup."""
+        return about_the_same(self.target.stats, self.speculative.stats)
+
+    @property
     def divergence(self) -> Divergence | None:
         return self.comparison.divergence
 
@@ -79,6 +84,11 @@ def compare(engine: "Engine", prompt_tokens: list[int], base_tokens: list[int], 
         return Comparison(False, None)
     div = first_divergence(engine.target, prompt_tokens, base_tokens, spec_tokens)
     return Comparison(div is None, div)
+
+
+def about_the_same(base: RunStats, spec: RunStats, *, noise: float = NOISE) -> bool:
+    """No real difference: nothing was drafted, or the wall-clock gap is inside the noise."""
+    return spec.drafted == 0 or abs(ratios(base, spec)[0] - 1.0) < noise
 
 
 def verdict(base: RunStats, spec: RunStats, *, noise: float = NOISE) -> tuple[str, str]:

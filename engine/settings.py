@@ -46,9 +46,9 @@ class RuntimeParams:
 
     @property
     def threads(self) -> int:
-        from .llama import default_threads
+        from .hardware import physical_cores
 
-        return self.n_threads or default_threads()
+        return self.n_threads or physical_cores()
 
 
 def check_prompt(prompt: object) -> Prompt:

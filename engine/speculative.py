@@ -315,7 +315,7 @@ class Decoder:
             raise PromptError(f"prompt token id {bad[0]} is outside the vocabulary (0..{target.n_vocab - 1})")
         la = cfg.lookahead or self.lookahead
         la.k_counts = {}
-        stats = RunStats(prompt_tokens=len(prompt), mode=self.mode, lookahead=la.label)
+        stats = RunStats(prompt_tokens=len(prompt), mode=self.mode, lookahead=la.label if self.drafter is not None else "0")
         run = _Run(prompt, cfg, cancel, la, Sampler(cfg.sampling), stats, _TextAssembler(cfg.stop), time.perf_counter())
         run.context = list(prompt)
         run.pending = prompt[-1]
@@ -495,7 +495,7 @@ class Decoder:
         st.wall_s = t_end - run.t0
         st.time_to_first_token_s = (run.first_token_t - run.t0) if run.first_token_t is not None else 0.0
         st.provenance_counts = run.counts
-        st.lookahead = run.lookahead.summary()
+        st.lookahead = run.lookahead.summary() if self.drafter is not None else "0"  # nothing to draft with
         st.k_counts = {str(k): n for k, n in sorted(run.lookahead.k_counts.items())}
         return tokens, DoneEvent(run.text.text, run.generated, st.finalize())
 

@@ -91,6 +91,10 @@ def test_stats_report_the_lookahead_actually_used(eng, tiny_draft):
     assert set(int(k) for k in st.k_counts) <= {0, 1, 2, 3, 4, 5} and any(int(k) > 2 for k in st.k_counts)
     auto = eng.generate("the value of", draft_model=str(tiny_draft), lookahead="auto", max_tokens=30).stats
     assert auto.lookahead.startswith("auto (k=")
+    live5 = LiveLookahead(5)
+    plain = eng.generate("the value of", lookahead=live5, max_tokens=5).stats
+    assert plain.lookahead == "0" and plain.drafted == 0  # nothing to draft with
+    assert live5.label == "5"  # the caller's handle is not rewritten
 
 
 @pytest.mark.parametrize("draft", ["self", "other", "lookup"])

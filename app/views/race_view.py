@@ -488,5 +488,5 @@ class RaceView(QWidget):
 
 
 def _about_the_same(race: Any) -> bool:
-    """engine.race.verdict's own words for 'no real difference' (nothing drafted, or noise)."""
-    return race.headline.startswith("About the same")
+    """No real difference (nothing drafted, or a gap inside the noise), as engine.racing decides it."""
+    return race.about_the_same

@@ -56,8 +56,7 @@ class ServerSwitch(QWidget):
         self.jobDone.connect(self._job_done)
         session.pairChanged.connect(self._pair_changed)
         session.busyChanged.connect(self._busy_changed)
-        if hasattr(session, "engineClosing"):
-            session.engineClosing.connect(self._engine_closing)
+        session.engineClosing.connect(self._engine_closing)
 
     # -- on / off ------------------------------------------------------------------------
     @property
