@@ -196,6 +196,12 @@ class Engine:
             dk = calibration.key(calibration.file_id(drafter.model.path), threads=self.n_threads, backend=backend)
         return vk, dk
 
+    def _confidence_key(self, drafter: Drafter) -> str:
+        """What a drafter's confidences are worth depends on the target and the drafter, not
+        on the machine: one entry per (target file, draft file or drafter kind)."""
+        other = calibration.file_id(drafter.model.path) if drafter.model is not None else drafter.kind
+        return f"confidence|{calibration.file_id(self.target.path)}|{other}"
+
     def _load_calibration(self, cost: CostModel, drafter: Drafter | None) -> None:
         if not self.calibration:
             return
@@ -204,6 +210,10 @@ class Engine:
         if dk is not None:
             seed["draft_token_s"] = (calibration.load(dk) or {}).get("draft_token_s")
         cost.import_costs(seed)
+        if drafter is not None:
+            conf = calibration.load(self._confidence_key(drafter))
+            if isinstance(conf, dict):
+                cost.import_confidence(conf)
 
     def _save_calibration(self, dec: Decoder) -> None:
         if not self.calibration:
@@ -216,6 +226,10 @@ class Engine:
             entries[vk] = {"verify_s": {**old, **now["verify_s"]}}
         if dk is not None and now["draft_token_s"]:
             entries[dk] = {"draft_token_s": now["draft_token_s"]}
+        if dec.drafter is not None:
+            conf = dec.cost.export_confidence()
+            if any(conf["total"]):
+                entries[self._confidence_key(dec.drafter)] = conf
         if entries:
             calibration.save(entries)
 

@@ -134,6 +134,34 @@ class CostModel:
         """Verify times per batch size and the draft token time, as medians."""
         return {"verify_s": {str(n): t for n, t in self.verify_s.items()}, "draft_token_s": self.draft_token_s}
 
+    CONF_KEEP = 40.0  # a persisted bucket counts as at most this many tokens: new text still moves it
+
+    def export_confidence(self) -> dict:
+        """Acceptance per confidence bucket (hits, totals), for the next process of this pair."""
+        with self._lock:
+            scale = [min(1.0, self.CONF_KEEP / t) if t > 0 else 0.0 for t in self._conf_total]
+            return {"hits": [round(h * s, 3) for h, s in zip(self._conf_hits, scale)],
+                    "total": [round(t * s, 3) for t, s in zip(self._conf_total, scale)]}
+
+    def import_confidence(self, data: dict) -> None:
+        """Seed the confidence buckets measured by an earlier process (ignored when this model
+        has measured its own already, or when the data is malformed)."""
+        hits, total = data.get("hits"), data.get("total")
+        n = self.CONF_BUCKETS
+        if not (isinstance(hits, list) and isinstance(total, list) and len(hits) == n == len(total)):
+            return
+        try:
+            pairs = [(float(h), float(t)) for h, t in zip(hits, total)]
+        except (TypeError, ValueError):
+            return
+        if any(not (0 <= h <= t <= self.CONF_KEEP) for h, t in pairs):  # NaN fails too
+            return
+        with self._lock:
+            if any(self._conf_total):
+                return
+            self._conf_hits = [h for h, _ in pairs]
+            self._conf_total = [t for _, t in pairs]
+
     def import_costs(self, data: dict) -> None:
         """Seed the estimates from an earlier process. Seeded samples count as old: the
         first real steps (recent samples) take over as soon as they exist."""

@@ -192,6 +192,28 @@ def test_calibration_persists_across_processes(tiny_target, tiny_draft, tmp_path
     assert third.returncode == 0 and float(third.stdout.split()[-1]) > 0
 
 
+def test_lookup_confidence_calibration_is_reused_by_the_next_process(tiny_target, tmp_path):
+    """Prompt lookup's measured acceptance per confidence is stored per target and reused."""
+    code = f"""
+        from engine import Engine
+        e = Engine({str(tiny_target)!r}, n_ctx=512, metrics_log=False)
+        r = e.generate("the value of the value of the value of", draft_model="lookup", lookahead=4, max_tokens=24)
+        dec = e.decoder("lookup")
+        print("seen", sum(dec.cost._conf_total))
+    """
+    env = {"TANDEM_HOME": str(tmp_path)}
+    first = _py(code, env)
+    assert first.returncode == 0, first.stderr[-2000:]
+    seen_first = float(first.stdout.split()[-1])
+    assert seen_first > 0
+    import json
+    stored = [v for k, v in json.loads((tmp_path / "calibration.json").read_text()).items() if k.startswith("confidence|")]
+    assert len(stored) == 1 and sum(stored[0]["total"]) == pytest.approx(seen_first, abs=0.01)
+    second = _py(code, env)
+    assert second.returncode == 0, second.stderr[-2000:]
+    assert float(second.stdout.split()[-1]) > seen_first  # started from the first process's counts
+
+
 def test_closed_engine_raises_clearly(tiny_target):
     e = Engine(tiny_target, n_ctx=256, metrics_log=False)
     e.close()

@@ -151,3 +151,28 @@ def test_probes_back_off_while_they_do_not_change_the_decision():
     assert 3 <= len(probes) <= 7, probes
     gaps = [b - a for a, b in zip(probes, probes[1:])]
     assert gaps == sorted(gaps)  # exponential back-off
+
+
+def test_confidence_calibration_round_trips_and_stays_adaptable():
+    """What a drafter's confidences turned out to be worth is kept for the next process,
+    capped so that new text still moves it; malformed or foreign data is ignored."""
+    a = CostModel()
+    for _ in range(200):  # says 0.9, is right half the time
+        a.observe_acceptance(2, 1, [0.9, 0.9])
+    assert a.calibrated_confidence(0.9) < 0.6
+    data = a.export_confidence()
+    assert max(data["total"]) <= CostModel.CONF_KEEP
+    b = CostModel()
+    assert b.calibrated_confidence(0.9) == pytest.approx(0.9)
+    b.import_confidence(data)
+    assert b.calibrated_confidence(0.9) < 0.6  # the earlier measurement, not the stated 0.9
+    for _ in range(60):  # the new text is copied: the bucket follows
+        b.observe_acceptance(2, 2, [0.9, 0.9])
+    assert b.calibrated_confidence(0.9) > 0.75
+    c = CostModel()
+    for bad in ({}, {"hits": [1] * 3, "total": [1] * 3}, {"hits": ["x"] * 20, "total": [1] * 20},
+                {"hits": [5] * 20, "total": [1] * 20}, {"hits": [float("nan")] * 20, "total": [1] * 20}):
+        c.import_confidence(bad)
+        assert c.calibrated_confidence(0.9) == pytest.approx(0.9)
+    b.import_confidence(data)  # a model that measured its own keeps them
+    assert b.calibrated_confidence(0.9) > 0.75
