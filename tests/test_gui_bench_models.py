@@ -1,0 +1,167 @@
+"""Bench for non-experts (a time estimate before a run, column tooltips, colours only outside
+the noise, no single-point plots, why Run is disabled, "use this setting in Chat") and the
+Models page's Delete / Show in folder / lookup-only loading, on the real widgets."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+pytest.importorskip("pytestqt")
+
+from PySide6.QtCore import Qt  # noqa: E402
+from PySide6.QtGui import QColor  # noqa: E402
+
+from app import theme, workers  # noqa: E402
+from app.session import Session  # noqa: E402
+from app.views.bench_view import COLUMNS, BenchView, ResultsModel  # noqa: E402
+from engine.bench import Row  # noqa: E402
+
+
+@pytest.fixture
+def session(qtbot):
+    s = Session()
+    yield s
+    s.shutdown()
+
+
+def load_tiny(qtbot, session, target, draft) -> None:
+    session.load(target, draft, label="tiny")
+    qtbot.waitUntil(lambda: session.engine is not None and not session.busy, timeout=60000)
+
+
+def only_suite(view: BenchView, name: str) -> None:
+    for i in range(view.suites.count()):
+        it = view.suites.item(i)
+        it.setCheckState(Qt.CheckState.Checked if it.data(Qt.ItemDataRole.UserRole) == name else Qt.CheckState.Unchecked)
+
+
+def click_row(qtbot, table, row: int) -> None:
+    rect = table.visualRect(table.model().index(row, 0))
+    qtbot.mouseClick(table.viewport(), Qt.MouseButton.LeftButton, pos=rect.center())
+
+
+# -- Bench: before a run -------------------------------------------------------------------------
+def test_run_button_says_why_it_is_disabled(qtbot, session, tiny_target):
+    view = BenchView(session)
+    qtbot.addWidget(view)
+    view.show()
+    assert not view.start_btn.isEnabled()
+    assert view.why_label.isVisible() and view.why_label.text() == "Load a pair first (Models)."
+    assert view.start_btn.toolTip() == "Load a pair first (Models)."
+    load_tiny(qtbot, session, tiny_target, "lookup")
+    assert view.start_btn.isEnabled() and not view.why_label.isVisible()
+
+    release = threading.Event()  # a chat-like job holds the session until released
+    job = workers.CallWorker(lambda: release.wait(30))
+    session.run(job, "chat")
+    try:
+        assert not view.start_btn.isEnabled()
+        assert view.why_label.text() == "A chat is running; it must finish first."
+        assert view.start_btn.toolTip() == view.why_label.text()
+    finally:
+        release.set()
+    qtbot.waitUntil(lambda: not session.busy, timeout=10000)
+    assert view.start_btn.isEnabled()
+
+
+def test_estimate_before_a_run_follows_the_settings(qtbot, session, tiny_target):
+    view = BenchView(session)
+    qtbot.addWidget(view)
+    # The defaults: code_generation + code_editing, 3 prompts each, 7 configurations, 3 repetitions.
+    assert view.estimate_label.text() == "About 126 generations (+7 warm-up); load a pair for a time estimate."
+    view.repeat.setValue(1)
+    assert view.estimate_label.text().startswith("About 42 generations (+7 warm-up)")
+    view.mode_boxes["fixed"].setChecked(False)  # k=1,2,4,8 go: target, auto, lookup remain
+    assert view.estimate_label.text().startswith("About 18 generations (+3 warm-up)")
+    view.sweep.setText("1,x")
+    view.mode_boxes["fixed"].setChecked(True)
+    assert view.estimate_label.text() == "Estimate: fix the settings above first."
+    view.sweep.setText("2")
+    load_tiny(qtbot, session, tiny_target, "lookup")  # a lookup pair: target, lookup k=2, lookup auto
+    view.repeat.setValue(3)
+    assert view.estimate_label.text().startswith("About 54 generations (+3 warm-up), ~")
+    assert view.estimate_label.text().endswith(" on this machine.")
+    assert "uncalibrated: hardware bandwidth estimate" in view.estimate_label.toolTip()
+
+
+# -- Bench: reading the results -----------------------------------------------------------------
+def test_a_one_repetition_run_is_not_coloured_has_tooltips_and_no_single_point_plot(qtbot, session, tiny_target):
+    view = BenchView(session)
+    qtbot.addWidget(view)
+    view.show()
+    load_tiny(qtbot, session, tiny_target, "lookup")
+    only_suite(view, "chat")
+    view.sweep.setText("2")
+    view.repeat.setValue(1)
+    view.limit.setValue(1)
+    view.max_tokens.setValue(12)
+    qtbot.mouseClick(view.start_btn, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: view.result is not None and view.worker is None, timeout=60000)
+    m = view.model
+    assert [r.config for r in m.rows] == ["target", "lookup k=2", "lookup auto"]
+    speed_col = [k for k, _ in COLUMNS].index("speedup_median")
+    for row in range(m.rowCount()):
+        idx = m.index(row, speed_col)
+        assert idx.data(Qt.ItemDataRole.ForegroundRole) is None, "one repetition: no green or red"
+        if m.rows[row].mode != "target":
+            assert idx.data(Qt.ItemDataRole.ToolTipRole) == "one repetition: no noise estimate"
+    for col in range(m.columnCount()):
+        assert len(m.headerData(col, Qt.Orientation.Horizontal, Qt.ItemDataRole.ToolTipRole) or "") > 20
+    assert "Predicted" in m.COLUMNS and "cost model" in m.headerData(m.COLUMNS.index("Predicted"), Qt.Orientation.Horizontal,
+                                                                     Qt.ItemDataRole.ToolTipRole)
+    # One lookahead value is one point: a note instead of the charts.
+    assert view.plot_note.isVisible() and not view.charts.isVisible()
+    assert "only k=2 was run" in view.plot_note.text()
+
+    # Use this setting in Chat: the selected row's drafter and lookahead go out as a signal.
+    assert not view.use_btn.isEnabled()
+    click_row(qtbot, view.table, 1)
+    assert view.use_btn.isEnabled()
+    with qtbot.waitSignal(view.useSetting, timeout=2000) as sig:
+        qtbot.mouseClick(view.use_btn, Qt.MouseButton.LeftButton)
+    assert sig.args == [{"drafter": "lookup", "lookahead": 2}]
+    click_row(qtbot, view.table, 0)
+    with qtbot.waitSignal(view.useSetting, timeout=2000) as sig:
+        qtbot.mouseClick(view.use_btn, Qt.MouseButton.LeftButton)
+    assert sig.args == [{"drafter": "none", "lookahead": "auto"}]
+
+
+def test_a_sweep_of_two_values_is_plotted(qtbot, session, tiny_target):
+    view = BenchView(session)
+    qtbot.addWidget(view)
+    view.show()
+    load_tiny(qtbot, session, tiny_target, "lookup")
+    only_suite(view, "chat")
+    view.sweep.setText("1,3")
+    view.mode_boxes["auto"].setChecked(False)
+    view.repeat.setValue(1)
+    view.limit.setValue(1)
+    view.max_tokens.setValue(8)
+    qtbot.mouseClick(view.start_btn, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: view.result is not None and view.worker is None, timeout=60000)
+    assert view.charts.isVisible() and not view.plot_note.isVisible()
+    assert len(view.tps_plot.listDataItems()) == 1 and len(view.tps_plot.listDataItems()[0].xData) == 2
+
+
+def _row(config: str, mode: str, reps: list[float], acceptance: float = 0.0) -> Row:
+    med = sorted(reps)[len(reps) // 2]
+    return Row("s", config, mode, 2 if mode == "fixed" else "auto", len(reps), 10.0, 9.0, 11.0, med, min(reps), max(reps),
+               med, min(reps), max(reps), 0.1, acceptance, 1.0, 0.0, None, 0, 0, 0, list(reps))
+
+
+def test_ratios_are_coloured_only_outside_the_repetition_noise(qtbot):
+    m = ResultsModel()
+    m.set_rows([
+        _row("lookup", "lookup", [1.05]),  # the issue's case: one repetition, 0% acceptance, 1.05x
+        _row("lookup auto", "lookup", [1.05, 0.96, 1.02]),  # spans 1.00x: noise
+        _row("k=2", "fixed", [1.2, 1.1, 1.3], acceptance=0.6),
+        _row("auto", "auto", [0.8, 0.9, 0.85], acceptance=0.1),
+    ])
+    col = [k for k, _ in COLUMNS].index("speedup_median")
+    colours = [m.index(r, col).data(Qt.ItemDataRole.ForegroundRole) for r in range(4)]
+    pal = theme.palette(False)
+    assert colours == [None, None, QColor(pal.gain), QColor(pal.loss)]
+    assert m.index(1, col).data(Qt.ItemDataRole.ToolTipRole) == "within the noise: 3 repetitions ranged 0.96–1.05x"
+    assert m.index(2, col).data(Qt.ItemDataRole.ToolTipRole).startswith("faster in every repetition")
