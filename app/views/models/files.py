@@ -1,0 +1,48 @@
+"""What the Models page's Delete and Show in folder share: which files the loaded pair
+uses (they must not be deleted under it), a confirmation, and opening a folder."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Iterable
+
+from PySide6.QtCore import QUrl
+from PySide6.QtGui import QDesktopServices
+from PySide6.QtWidgets import QMessageBox, QWidget
+
+from ...session import Session
+
+
+def loaded_files(session: Session) -> set[Path]:
+    """The model files the loaded pair reads, resolved (a lookup or no-draft pair: the target)."""
+    pair = session.pair
+    if pair is None:
+        return set()
+    files = [pair.target]
+    if isinstance(pair.draft, (str, Path)) and str(pair.draft) not in ("lookup", "none"):
+        files.append(Path(pair.draft))
+    return {Path(p).resolve() for p in files}
+
+
+def why_not_delete(session: Session, paths: Iterable[Path | None]) -> str:
+    """"" when the files may go; else why not (the loaded pair reads one, or a pair is loading)."""
+    if session.busy == "loading":
+        return "a pair is loading; try again when it has loaded"
+    used = loaded_files(session)
+    if any(p is not None and Path(p).resolve() in used for p in paths):
+        return "it is loaded: Unload it first"
+    return ""
+
+
+def confirm(parent: QWidget, title: str, text: str) -> bool:
+    """A Yes/Cancel question; Cancel is the default, so Enter never deletes by accident."""
+    answer = QMessageBox.question(parent, title, text,
+                                  QMessageBox.StandardButton.Yes | QMessageBox.StandardButton.Cancel,
+                                  QMessageBox.StandardButton.Cancel)
+    return answer == QMessageBox.StandardButton.Yes
+
+
+def show_in_folder(path: Path) -> bool:
+    """Open the folder holding `path` (or `path` itself when it is a folder) in the file manager."""
+    folder = path if path.is_dir() else path.parent
+    return QDesktopServices.openUrl(QUrl.fromLocalFile(str(folder)))
