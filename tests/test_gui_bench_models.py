@@ -165,3 +165,151 @@ def test_ratios_are_coloured_only_outside_the_repetition_noise(qtbot):
     assert colours == [None, None, QColor(pal.gain), QColor(pal.loss)]
     assert m.index(1, col).data(Qt.ItemDataRole.ToolTipRole) == "within the noise: 3 repetitions ranged 0.96–1.05x"
     assert m.index(2, col).data(Qt.ItemDataRole.ToolTipRole).startswith("faster in every repetition")
+
+
+# -- Models: Delete, Show in folder, one GGUF with prompt lookup ----------------------------------
+import hashlib  # noqa: E402
+import os  # noqa: E402
+import shutil  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+from PySide6.QtGui import QDesktopServices  # noqa: E402
+from PySide6.QtWidgets import QMessageBox  # noqa: E402
+
+from app.views.models import ModelsView  # noqa: E402
+from engine import catalog as catalog_mod  # noqa: E402
+from engine import store  # noqa: E402
+from engine.hardware import Hardware  # noqa: E402
+
+GB = 10**9
+
+
+def small_machine() -> Hardware:
+    return Hardware(ram_total=16 * GB, ram_available=8 * GB, cores_physical=2, cores_usable=2)
+
+
+def cached_tiny_catalog(monkeypatch, tmp_path, target: Path, draft: Path) -> catalog_mod.Catalog:
+    """A one-pair catalog whose two files sit in a private HF cache, laid out as the Hub does."""
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
+    models = {}
+    for mid, repo, fname, src in (("tiny-target", "tiny-org/target-GGUF", "target.gguf", target),
+                                  ("tiny-draft", "tiny-org/draft-GGUF", "draft.gguf", draft)):
+        data = src.read_bytes()
+        sha = hashlib.sha256(data).hexdigest()
+        blob = store.repo_dir(repo) / "blobs" / sha
+        blob.parent.mkdir(parents=True)
+        blob.write_bytes(data)
+        snap = store.repo_dir(repo) / "snapshots" / ("a" * 40) / fname
+        snap.parent.mkdir(parents=True)
+        os.symlink(os.path.relpath(blob, snap.parent), snap)
+        models[mid] = {"title": mid, "repo": repo, "revision": "a" * 40, "quant": "F32", "license": "mit",
+                       "context_length": 2048, "tokenizer": "tiny", "params_b": 0.001, "n_layers": 2, "n_kv_heads": 2,
+                       "head_dim": 16, "files": [{"filename": fname, "bytes": len(data), "sha256": sha}]}
+    return catalog_mod.parse({
+        "schema": 1, "default_pair": "tiny", "models": models,
+        "pairs": [{"id": "tiny", "title": "Tiny pair", "target": "tiny-target", "draft": "tiny-draft",
+                   "lookahead": 4, "tags": ["code"], "note": "test pair"}],
+    })
+
+
+class Questions:
+    """QMessageBox.question, answered with `answer` and recorded."""
+
+    def __init__(self, monkeypatch, answer=QMessageBox.StandardButton.Cancel):
+        self.asked: list[str] = []
+        self.answer = answer
+        monkeypatch.setattr(QMessageBox, "question", lambda _parent, _title, text, *a, **k: self.asked.append(text) or self.answer)
+
+
+def test_delete_pair_asks_refuses_while_loaded_and_removes_the_cache_files(qtbot, session, monkeypatch, tmp_path,
+                                                                             tiny_target, tiny_draft):
+    cat = cached_tiny_catalog(monkeypatch, tmp_path, tiny_target, tiny_draft)
+    view = ModelsView(session, cat, small_machine())
+    qtbot.addWidget(view)
+    pairs = view.pairs
+    messages: list[str] = []
+    pairs.message.connect(messages.append)
+    q = Questions(monkeypatch)
+    opened: list[str] = []
+    monkeypatch.setattr(QDesktopServices, "openUrl", lambda url: opened.append(url.toLocalFile()) or True)
+    assert pairs.model.index(0, 4).data() == "ready (not verified)"
+    assert pairs.delete_btn.isEnabled() and pairs.folder_btn.isEnabled()
+
+    qtbot.mouseClick(pairs.folder_btn, Qt.MouseButton.LeftButton)
+    assert opened == [str(store.repo_dir("tiny-org/target-GGUF") / "snapshots" / ("a" * 40))]
+
+    pairs.load_selected()
+    qtbot.waitUntil(lambda: session.engine is not None and not session.busy, timeout=60000)
+    qtbot.mouseClick(pairs.delete_btn, Qt.MouseButton.LeftButton)
+    assert q.asked == [] and messages[-1] == "Not deleting Tiny pair: it is loaded: Unload it first"
+    qtbot.mouseClick(pairs.unload_btn, Qt.MouseButton.LeftButton)
+
+    qtbot.mouseClick(pairs.delete_btn, Qt.MouseButton.LeftButton)  # Cancel: nothing happens
+    assert len(q.asked) == 1 and "from the Tandem model cache" in q.asked[0] and str(store.hub_cache()) in q.asked[0]
+    assert "tiny-target" in q.asked[0] and "tiny-draft" in q.asked[0]
+    assert store.pair_state(cat.pair("tiny")).ready
+    q.answer = QMessageBox.StandardButton.Yes
+    qtbot.mouseClick(pairs.delete_btn, Qt.MouseButton.LeftButton)
+    assert store.pair_state(cat.pair("tiny")).word == "not downloaded"
+    assert not list((store.repo_dir("tiny-org/target-GGUF") / "blobs").iterdir())
+    assert messages[-1].startswith("Deleted tiny-target") and "freed" in messages[-1]
+    assert pairs.model.index(0, 4).data() == "not downloaded"
+    assert not pairs.delete_btn.isEnabled() and not pairs.folder_btn.isEnabled()
+    assert tiny_target.exists(), "the source file outside the cache is untouched"
+
+
+def test_download_column_shows_only_what_is_left_to_fetch(qtbot, session, monkeypatch, tmp_path, tiny_target, tiny_draft):
+    cat = cached_tiny_catalog(monkeypatch, tmp_path, tiny_target, tiny_draft)
+    store.delete_model(cat.model("tiny-draft"))  # the target is on disk: Download fetches the draft only
+    view = ModelsView(session, cat, small_machine())
+    qtbot.addWidget(view)
+    m = view.pairs.model
+    from engine.units import human_bytes
+
+    assert m.index(0, 4).data() == "target only"
+    assert m.index(0, 2).data() == f"{human_bytes(tiny_draft.stat().st_size)} (draft)"
+    assert "Download fetches the draft only" in m.index(0, 2).data(Qt.ItemDataRole.ToolTipRole)
+
+
+def test_an_imported_gguf_loads_with_prompt_lookup_or_no_draft_and_is_forgotten_not_deleted(
+        qtbot, session, monkeypatch, tmp_path, tiny_target):
+    mine = tmp_path / "my-model.gguf"
+    shutil.copy(tiny_target, mine)
+    view = ModelsView(session, catalog_mod.load(), small_machine())
+    qtbot.addWidget(view)
+    view.imports.import_file(mine)
+    qtbot.waitUntil(lambda: view.imports.model.rowCount() == 1, timeout=10000)
+    compat = view.compat
+    drafts = [compat.draft_combo.itemData(i) for i in range(compat.draft_combo.count())]
+    assert drafts[:3] == ["", "lookup", "none"] and str(mine) in drafts
+
+    compat.target_combo.setCurrentIndex(compat.target_combo.findData(str(mine)))
+    compat.draft_combo.setCurrentIndex(compat.draft_combo.findData("lookup"))
+    qtbot.waitUntil(lambda: compat.load_btn.isEnabled(), timeout=10000)
+    assert "✓ Ready" in compat.verdict_label.text() and "prompt lookup" in compat.verdict_label.text()
+    qtbot.mouseClick(compat.load_btn, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: session.engine is not None and not session.busy, timeout=60000)
+    assert session.pair.target == mine and session.pair.draft == "lookup"
+
+    # Loaded: removing it is refused, without a question.
+    q = Questions(monkeypatch, QMessageBox.StandardButton.Yes)
+    messages: list[str] = []
+    view.imports.message.connect(messages.append)
+    click_row(qtbot, view.imports.table, 0)
+    name = view.imports.selected().name
+    qtbot.mouseClick(view.imports.forget_btn, Qt.MouseButton.LeftButton)
+    assert q.asked == [] and messages[-1] == f"Not removing {name}: it is loaded: Unload it first"
+
+    session.unload()
+    compat.draft_combo.setCurrentIndex(compat.draft_combo.findData("none"))
+    qtbot.waitUntil(lambda: compat.load_btn.isEnabled(), timeout=10000)
+    qtbot.mouseClick(compat.load_btn, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: session.engine is not None and not session.busy, timeout=60000)
+    assert session.pair.target == mine and session.pair.draft is None
+    session.unload()
+
+    qtbot.mouseClick(view.imports.forget_btn, Qt.MouseButton.LeftButton)
+    assert len(q.asked) == 1 and "Your file is not deleted" in q.asked[0] and str(mine) in q.asked[0]
+    assert store.imported_models() == [] and mine.exists()
+    assert view.imports.model.rowCount() == 0 and not view.imports.forget_btn.isEnabled()
+    assert compat.target_combo.findData(str(mine)) < 0, "the forgotten file leaves the combination lists"
