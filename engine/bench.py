@@ -170,21 +170,37 @@ def estimate(n_prompts: int, configs: Sequence[Config], *, repeat: int, max_toke
     return Estimate(runs, warm, seconds, basis)
 
 
+def _pace_key(engine: Any) -> str:
+    return engine._cal_keys(None)[0] + "|bench"  # beside Auto's costs for the same model and machine
+
+
 def target_token_seconds(engine: Any) -> tuple[float, str] | None:
-    """Seconds per target-alone token for a loaded engine: Auto's calibrated cost model
-    when this machine has measured this model, else the hardware bandwidth estimate."""
+    """Seconds per generation token for a loaded engine, best source first: the pace of the
+    last benchmark of this model on this machine (prefill, drafting and checks included),
+    Auto's calibrated cost model (target alone), else the hardware bandwidth estimate."""
     from . import calibration, hardware
 
-    vk, _ = engine._cal_keys(None)  # the key Auto persists its measurements under
+    vk = engine._cal_keys(None)[0]  # the key Auto persists its measurements under
+    pace = (calibration.load(_pace_key(engine)) or {}).get("s_per_token")
+    if isinstance(pace, (int, float)) and pace > 0:
+        return float(pace), "the pace of your last benchmark of this model here"
     t1 = ((calibration.load(vk) or {}).get("verify_s") or {}).get("1")
     if isinstance(t1, (int, float)) and t1 > 0:
-        return float(t1), "calibrated cost model"
+        return float(t1), "calibrated cost model, target alone: speculative modes that lose here take longer"
     try:
         size = Path(engine.target.path).stat().st_size
     except OSError:
         return None
     bw = hardware.ram_bandwidth(hardware.probe())
     return 1.0 / hardware.expected_tok_s(size, bw), f"uncalibrated: hardware bandwidth estimate ({bw.basis})"
+
+
+def record_pace(engine: Any, seconds: float, generations: int, max_tokens: int) -> None:
+    """Keep what a benchmark really took per token of its budget, for the next estimate."""
+    from . import calibration
+
+    if generations > 0 and max_tokens > 0 and seconds > 0:
+        calibration.save({_pace_key(engine): {"s_per_token": seconds / (generations * max_tokens)}})
 
 
 # -- runs -----------------------------------------------------------------------------------
@@ -363,6 +379,9 @@ def run_bench(
                         run.divergence_bug = not div.within_noise
                 runs.append(run)
                 tick(f"{suite.name}/{prompt.id} {cfg.name} (rep {rep + 1}/{repeat})")
+    seconds = time.time() - t_start
+    if engine.calibration:
+        record_pace(engine, seconds, total, max_tokens)
     cost = measured_costs(runs)
     rows = summarize(runs, cost)
     meta = {
@@ -373,7 +392,7 @@ def run_bench(
         "temperature": temperature,
         "threads": getattr(engine, "n_threads", None),
         "started": time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(t_start)),
-        "seconds": round(time.time() - t_start, 1),
+        "seconds": round(seconds, 1),
         "suites": [s.name for s in suites],
         "configs": [c.name for c in configs],
     }

@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import json
 import statistics
+import time
 
 import pytest
 
@@ -168,7 +169,18 @@ def test_target_token_seconds_prefers_the_calibrated_cost_model(tiny_target):
         secs, basis = bench.target_token_seconds(eng)
         assert basis.startswith("uncalibrated: hardware bandwidth estimate") and secs > 0
         calibration.save({eng._cal_keys(None)[0]: {"verify_s": {"1": 0.125, "4": 0.2}}})
-        assert bench.target_token_seconds(eng) == (0.125, "calibrated cost model")
+        secs, basis = bench.target_token_seconds(eng)
+        assert secs == 0.125 and basis.startswith("calibrated cost model, target alone")
+        # A benchmark leaves its real pace (seconds per token of its budget) for the next estimate.
+        suite = bench.Suite("mini", [bench.BenchPrompt("a", "the value of", False)])
+        t0 = time.time()
+        res = bench.run_bench(eng, [suite], plan_configs("lookup", sweep=(2,)), repeat=1, max_tokens=8)
+        took = time.time() - t0
+        secs, basis = bench.target_token_seconds(eng)
+        assert basis == "the pace of your last benchmark of this model here"
+        assert 0 < secs * (len(res.runs) + 3) * 8 <= took + 0.01  # 3 warm-up generations
+        est = bench.estimate(1, plan_configs("lookup", sweep=(2,)), repeat=1, max_tokens=8, token_s=secs)
+        assert est.seconds == pytest.approx(res.meta["seconds"], abs=0.06)  # the same run, estimated
     finally:
         eng.close()
 

@@ -83,7 +83,7 @@ def test_estimate_before_a_run_follows_the_settings(qtbot, session, tiny_target)
     view.repeat.setValue(3)
     assert view.estimate_label.text().startswith("About 54 generations (+3 warm-up), ~")
     assert view.estimate_label.text().endswith(" on this machine.")
-    assert "uncalibrated: hardware bandwidth estimate" in view.estimate_label.toolTip()
+    assert "from uncalibrated: hardware bandwidth estimate" in view.estimate_label.toolTip()
 
 
 # -- Bench: reading the results -----------------------------------------------------------------

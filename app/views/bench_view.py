@@ -427,8 +427,8 @@ class BenchView(QWidget):
             text += "; load a pair for a time estimate"
             tip = "The time needs the loaded target's speed."
         else:
-            tip = (f"Every generation at the target's speed ({1 / token_s:.1f} tok/s, {basis}) for all "
-                   f"{self.max_tokens.value()} tokens; faster modes and early stops take less.")
+            tip = (f"{est.generations + est.warmup} generations × {self.max_tokens.value()} tokens × "
+                   f"{1000 * token_s:.0f} ms per token, from {basis}. Runs that stop early take less.")
         self.estimate_label.setText(text + ".")
         self.estimate_label.setToolTip(tip)
 
