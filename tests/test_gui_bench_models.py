@@ -87,18 +87,25 @@ def test_estimate_before_a_run_follows_the_settings(qtbot, session, tiny_target)
 
 
 # -- Bench: reading the results -----------------------------------------------------------------
-def test_a_one_repetition_run_is_not_coloured_has_tooltips_and_no_single_point_plot(qtbot, session, tiny_target):
+def run_small_bench(qtbot, session, target, sweep: str, *, auto: bool = True) -> BenchView:
+    """A shown Bench view on a tiny lookup pair, after one click on Run: one chat prompt, once."""
     view = BenchView(session)
     qtbot.addWidget(view)
     view.show()
-    load_tiny(qtbot, session, tiny_target, "lookup")
+    load_tiny(qtbot, session, target, "lookup")
     only_suite(view, "chat")
-    view.sweep.setText("2")
+    view.sweep.setText(sweep)
+    view.mode_boxes["auto"].setChecked(auto)
     view.repeat.setValue(1)
     view.limit.setValue(1)
-    view.max_tokens.setValue(12)
+    view.max_tokens.setValue(10)
     qtbot.mouseClick(view.start_btn, Qt.MouseButton.LeftButton)
     qtbot.waitUntil(lambda: view.result is not None and view.worker is None, timeout=60000)
+    return view
+
+
+def test_a_one_repetition_run_is_not_coloured_has_tooltips_and_no_single_point_plot(qtbot, session, tiny_target):
+    view = run_small_bench(qtbot, session, tiny_target, "2")
     m = view.model
     assert [r.config for r in m.rows] == ["target", "lookup k=2", "lookup auto"]
     speed_col = [k for k, _ in COLUMNS].index("speedup_median")
@@ -129,18 +136,7 @@ def test_a_one_repetition_run_is_not_coloured_has_tooltips_and_no_single_point_p
 
 
 def test_a_sweep_of_two_values_is_plotted(qtbot, session, tiny_target):
-    view = BenchView(session)
-    qtbot.addWidget(view)
-    view.show()
-    load_tiny(qtbot, session, tiny_target, "lookup")
-    only_suite(view, "chat")
-    view.sweep.setText("1,3")
-    view.mode_boxes["auto"].setChecked(False)
-    view.repeat.setValue(1)
-    view.limit.setValue(1)
-    view.max_tokens.setValue(8)
-    qtbot.mouseClick(view.start_btn, Qt.MouseButton.LeftButton)
-    qtbot.waitUntil(lambda: view.result is not None and view.worker is None, timeout=60000)
+    view = run_small_bench(qtbot, session, tiny_target, "1,3", auto=False)
     assert view.charts.isVisible() and not view.plot_note.isVisible()
     assert len(view.tps_plot.listDataItems()) == 1 and len(view.tps_plot.listDataItems()[0].xData) == 2
 

@@ -4,11 +4,11 @@ uses (they must not be deleted under it), a confirmation, and opening a folder."
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Iterable
+from typing import Callable, Iterable
 
 from PySide6.QtCore import QUrl
 from PySide6.QtGui import QDesktopServices
-from PySide6.QtWidgets import QMessageBox, QWidget
+from PySide6.QtWidgets import QMessageBox, QPushButton, QWidget
 
 from ...session import Session
 
@@ -46,3 +46,15 @@ def show_in_folder(path: Path) -> bool:
     """Open the folder holding `path` (or `path` itself when it is a folder) in the file manager."""
     folder = path if path.is_dir() else path.parent
     return QDesktopServices.openUrl(QUrl.fromLocalFile(str(folder)))
+
+
+def file_buttons(delete_tip: str, folder_tip: str, on_delete: Callable[[], object],
+                 on_folder: Callable[[], object]) -> tuple[QPushButton, QPushButton]:
+    """The "Delete…" and "Show in folder" buttons every model list has."""
+    delete = QPushButton("Delete…")
+    delete.setToolTip(delete_tip)
+    delete.clicked.connect(lambda: on_delete())
+    folder = QPushButton("Show in folder")
+    folder.setToolTip(folder_tip)
+    folder.clicked.connect(lambda: on_folder())
+    return delete, folder

@@ -21,7 +21,7 @@ from engine.units import human_bytes
 from ... import theme, workers
 from ...session import Session
 from ...widgets.table_model import RowsTableModel
-from .files import confirm, show_in_folder, why_not_delete
+from .files import confirm, file_buttons, show_in_folder, why_not_delete
 
 GGUF_FILTER = "GGUF models (*.gguf);;All files (*)"
 Index = QModelIndex | QPersistentModelIndex
@@ -81,12 +81,9 @@ class ImportsPanel(QGroupBox):
         self.import_btn.clicked.connect(lambda: self.import_file())
         hint = QLabel("or drop .gguf files anywhere on this page")
         hint.setObjectName("hint")
-        self.forget_btn = QPushButton("Delete…")
-        self.forget_btn.setToolTip("Remove the selected file from Tandem's list; the file itself stays where it is")
-        self.forget_btn.clicked.connect(lambda: self.forget_selected())
-        self.folder_btn = QPushButton("Show in folder")
-        self.folder_btn.setToolTip("Open the folder holding the selected file")
-        self.folder_btn.clicked.connect(lambda: self.show_selected_folder())
+        self.forget_btn, self.folder_btn = file_buttons(
+            "Remove the selected file from Tandem's list; the file itself stays where it is",
+            "Open the folder holding the selected file", self.forget_selected, self.show_selected_folder)
         row.addWidget(self.import_btn)
         row.addWidget(hint, 1)
         row.addWidget(self.forget_btn)

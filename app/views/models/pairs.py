@@ -23,7 +23,7 @@ from ... import theme
 from ...download_job import DownloadStatus
 from ...session import Session
 from ...widgets.table_model import RowsTableModel
-from .files import confirm, show_in_folder, why_not_delete
+from .files import confirm, file_buttons, show_in_folder, why_not_delete
 
 SOURCES = [("Auto (Hub, then PyPI mirror)", "auto"), ("Hugging Face", "hub"), ("PyPI mirror", "mirror")]
 Index = QModelIndex | QPersistentModelIndex
@@ -210,12 +210,9 @@ class PairsPanel(QWidget):
         self.optimize_btn = QPushButton("Optimise draft…")
         self.optimize_btn.setToolTip("Requantise the draft to this machine's fastest type, measure it, keep it only if it pays")
         self.optimize_btn.clicked.connect(self.optimize_selected)
-        self.delete_btn = QPushButton("Delete…")
-        self.delete_btn.setToolTip("Remove the selected pair's model files from the Tandem model cache (asks first)")
-        self.delete_btn.clicked.connect(lambda: self.delete_selected())
-        self.folder_btn = QPushButton("Show in folder")
-        self.folder_btn.setToolTip("Open the folder holding the selected pair's files")
-        self.folder_btn.clicked.connect(lambda: self.show_selected_folder())
+        self.delete_btn, self.folder_btn = file_buttons(
+            "Remove the selected pair's model files from the Tandem model cache (asks first)",
+            "Open the folder holding the selected pair's files", self.delete_selected, self.show_selected_folder)
         self.refresh_btn = QPushButton("Rescan")
         self.refresh_btn.setToolTip("Look at the model cache again (e.g. after `tandem pull` in a terminal)")
         self.refresh_btn.clicked.connect(self.rescan)
