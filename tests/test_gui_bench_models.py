@@ -4,19 +4,29 @@ Models page's Delete / Show in folder / lookup-only loading, on the real widgets
 
 from __future__ import annotations
 
+import hashlib
+import os
+import shutil
 import threading
+from pathlib import Path
 
 import pytest
 
 pytest.importorskip("pytestqt")
 
 from PySide6.QtCore import Qt  # noqa: E402
-from PySide6.QtGui import QColor  # noqa: E402
+from PySide6.QtGui import QColor, QDesktopServices  # noqa: E402
+from PySide6.QtWidgets import QMessageBox  # noqa: E402
 
 from app import theme, workers  # noqa: E402
 from app.session import Session  # noqa: E402
 from app.views.bench_view import COLUMNS, BenchView, ResultsModel  # noqa: E402
+from app.views.models import ModelsView  # noqa: E402
+from engine import catalog as catalog_mod  # noqa: E402
+from engine import store  # noqa: E402
 from engine.bench import Row  # noqa: E402
+from engine.hardware import Hardware  # noqa: E402
+from engine.units import human_bytes  # noqa: E402
 
 
 @pytest.fixture
@@ -164,19 +174,6 @@ def test_ratios_are_coloured_only_outside_the_repetition_noise(qtbot):
 
 
 # -- Models: Delete, Show in folder, one GGUF with prompt lookup ----------------------------------
-import hashlib  # noqa: E402
-import os  # noqa: E402
-import shutil  # noqa: E402
-from pathlib import Path  # noqa: E402
-
-from PySide6.QtGui import QDesktopServices  # noqa: E402
-from PySide6.QtWidgets import QMessageBox  # noqa: E402
-
-from app.views.models import ModelsView  # noqa: E402
-from engine import catalog as catalog_mod  # noqa: E402
-from engine import store  # noqa: E402
-from engine.hardware import Hardware  # noqa: E402
-
 GB = 10**9
 
 
@@ -260,8 +257,6 @@ def test_download_column_shows_only_what_is_left_to_fetch(qtbot, session, monkey
     view = ModelsView(session, cat, small_machine())
     qtbot.addWidget(view)
     m = view.pairs.model
-    from engine.units import human_bytes
-
     assert m.index(0, 4).data() == "target only"
     assert m.index(0, 2).data() == f"{human_bytes(tiny_draft.stat().st_size)} (draft)"
     assert "Download fetches the draft only" in m.index(0, 2).data(Qt.ItemDataRole.ToolTipRole)
