@@ -230,6 +230,15 @@ def test_delete_pair_asks_refuses_while_loaded_and_removes_the_cache_files(qtbot
 
     qtbot.mouseClick(pairs.folder_btn, Qt.MouseButton.LeftButton)
     assert opened == [str(store.repo_dir("tiny-org/target-GGUF") / "snapshots" / ("a" * 40))]
+    # The same actions on a right click on the row.
+    pairs.table.customContextMenuRequested.emit(pairs.table.visualRect(pairs.model.index(0, 0)).center())
+    qtbot.waitUntil(lambda: pairs.row_menu.isVisible(), timeout=2000)
+    actions = {a.text(): a for a in pairs.row_menu.actions()}
+    assert set(actions) == {"Load", "Verify files", "Delete…", "Show in folder"}
+    assert all(a.isEnabled() for a in actions.values())
+    actions["Show in folder"].trigger()
+    pairs.row_menu.close()
+    assert len(opened) == 2 and opened[1] == opened[0]
 
     pairs.load_selected()
     qtbot.waitUntil(lambda: session.engine is not None and not session.busy, timeout=60000)

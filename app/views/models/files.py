@@ -6,9 +6,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Callable, Iterable
 
-from PySide6.QtCore import QUrl
+from PySide6.QtCore import QPoint, Qt, QUrl
 from PySide6.QtGui import QDesktopServices
-from PySide6.QtWidgets import QMessageBox, QPushButton, QWidget
+from PySide6.QtWidgets import QMenu, QMessageBox, QPushButton, QTableView, QWidget
 
 from ...session import Session
 
@@ -58,3 +58,27 @@ def file_buttons(delete_tip: str, folder_tip: str, on_delete: Callable[[], objec
     folder.setToolTip(folder_tip)
     folder.clicked.connect(lambda: on_folder())
     return delete, folder
+
+
+def row_menu(table: QTableView, buttons: Iterable[QPushButton]) -> QMenu:
+    """A right-click menu on the table's rows with the same actions as `buttons` (each
+    enabled as its button is): the row under the pointer is selected first."""
+    menu = QMenu(table)
+    pairs = [(menu.addAction(b.text()), b) for b in buttons]
+    for action, button in pairs:
+        action.setToolTip(button.toolTip())
+        action.triggered.connect(button.click)
+
+    def show(pos: QPoint) -> None:
+        idx = table.indexAt(pos)
+        if not idx.isValid():
+            return
+        table.selectRow(idx.row())
+        for action, button in pairs:
+            action.setText(button.text())  # "Download" reads "Verify files" once a pair is on disk
+            action.setEnabled(button.isEnabled())
+        menu.popup(table.viewport().mapToGlobal(pos))
+
+    table.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
+    table.customContextMenuRequested.connect(show)
+    return menu

@@ -21,7 +21,7 @@ from engine.units import human_bytes
 from ... import theme, workers
 from ...session import Session
 from ...widgets.table_model import RowsTableModel
-from .files import confirm, file_buttons, show_in_folder, why_not_delete
+from .files import confirm, file_buttons, row_menu, show_in_folder, why_not_delete
 
 GGUF_FILTER = "GGUF models (*.gguf);;All files (*)"
 Index = QModelIndex | QPersistentModelIndex
@@ -103,6 +103,7 @@ class ImportsPanel(QGroupBox):
         self.table.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
         self.table.selectionModel().selectionChanged.connect(lambda *_: self.sync_buttons())
         self.model.modelReset.connect(self.sync_buttons)
+        self.row_menu = row_menu(self.table, [self.forget_btn, self.folder_btn])
         lay.addLayout(row)
         lay.addWidget(self.info)
         lay.addWidget(self.table, 1)

