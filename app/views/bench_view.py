@@ -232,6 +232,8 @@ class BenchView(QWidget):
         rl.addWidget(self.charts, 2)
         split.addWidget(right)
         split.setSizes([330, 900])
+        split.setStretchFactor(0, 0)  # a narrower window takes room from the settings, not the results
+        split.setStretchFactor(1, 1)
 
     def set_dark(self, dark: bool) -> None:
         bg = theme.palette(dark).chart_bg
