@@ -140,6 +140,69 @@ def plan_configs(draft: Any, modes: Sequence[str] = MODES, sweep: Sequence[int] 
     return out
 
 
+# -- how long a run will take ---------------------------------------------------------------
+@dataclass(frozen=True)
+class Estimate:
+    """What a benchmark will cost before it starts: generations and, given a speed, time."""
+
+    generations: int  # measured runs: prompts x configurations x repetitions
+    warmup: int  # one warm-up generation per configuration
+    seconds: float | None  # None when no speed is known
+    basis: str  # where the speed came from, in words
+
+    def text(self) -> str:
+        """"about 126 generations (+7 warm-up), ~13 min on this machine"."""
+        head = f"about {self.generations} generation{'' if self.generations == 1 else 's'}" + (f" (+{self.warmup} warm-up)" if self.warmup else "")
+        if self.seconds is None:
+            return head
+        m = self.seconds / 60
+        when = f"~{self.seconds:.0f} s" if self.seconds < 90 else (f"~{m:.0f} min" if m < 90 else f"~{m / 60:.1f} h")
+        return f"{head}, {when} on this machine"
+
+
+def estimate(n_prompts: int, configs: Sequence[Config], *, repeat: int, max_tokens: int,
+             token_s: float | None, basis: str = "", warmup: bool = True) -> Estimate:
+    """Every generation at target-alone speed for the full `max_tokens` (the configurations
+    that win are faster, the ones that lose are slower; runs that stop early take less)."""
+    runs = n_prompts * len(configs) * repeat
+    warm = len(configs) if warmup and n_prompts else 0
+    seconds = (runs + warm) * max_tokens * token_s if token_s else None
+    return Estimate(runs, warm, seconds, basis)
+
+
+def _pace_key(engine: Any) -> str:
+    return engine._cal_keys(None)[0] + "|bench"  # beside Auto's costs for the same model and machine
+
+
+def target_token_seconds(engine: Any) -> tuple[float, str] | None:
+    """Seconds per generation token for a loaded engine, best source first: the pace of the
+    last benchmark of this model on this machine (prefill, drafting and checks included),
+    Auto's calibrated cost model (target alone), else the hardware bandwidth estimate."""
+    from . import calibration, hardware
+
+    vk = engine._cal_keys(None)[0]  # the key Auto persists its measurements under
+    pace = (calibration.load(_pace_key(engine)) or {}).get("s_per_token")
+    if isinstance(pace, (int, float)) and pace > 0:
+        return float(pace), "the pace of your last benchmark of this model here"
+    t1 = ((calibration.load(vk) or {}).get("verify_s") or {}).get("1")
+    if isinstance(t1, (int, float)) and t1 > 0:
+        return float(t1), "calibrated cost model, target alone: speculative modes that lose here take longer"
+    try:
+        size = Path(engine.target.path).stat().st_size
+    except OSError:
+        return None
+    bw = hardware.ram_bandwidth(hardware.probe())
+    return 1.0 / hardware.expected_tok_s(size, bw), f"uncalibrated: hardware bandwidth estimate ({bw.basis})"
+
+
+def record_pace(engine: Any, seconds: float, generations: int, max_tokens: int) -> None:
+    """Keep what a benchmark really took per token of its budget, for the next estimate."""
+    from . import calibration
+
+    if generations > 0 and max_tokens > 0 and seconds > 0:
+        calibration.save({_pace_key(engine): {"s_per_token": seconds / (generations * max_tokens)}})
+
+
 # -- runs -----------------------------------------------------------------------------------
 @dataclass
 class Run:
@@ -199,6 +262,23 @@ class Row:
     identical: int  # runs with output identical to target alone
     compared: int
     bugs: int  # divergences where the target's margin was not a near-tie
+    speedup_by_rep: list[float] = field(default_factory=list)  # median decode ratio of each repetition
+
+    def speedup_verdict(self) -> tuple[str | None, str]:
+        """("gain" | "loss" | None, why): a gain or loss only when every repetition's median
+        ratio lies on the same side of 1.00x, so run-to-run noise cannot explain it."""
+        reps = self.speedup_by_rep
+        if self.mode == "target":
+            return None, "the reference: every ratio is measured against this row"
+        if len(reps) < 2:
+            return None, "one repetition: no noise estimate"
+        lo, hi = min(reps), max(reps)
+        spread = f"{len(reps)} repetitions ranged {lo:.2f}–{hi:.2f}x"
+        if lo > 1.0:
+            return "gain", f"faster in every repetition ({spread})"
+        if hi < 1.0:
+            return "loss", f"slower in every repetition ({spread})"
+        return None, f"within the noise: {spread}"
 
 
 @dataclass
@@ -299,6 +379,9 @@ def run_bench(
                         run.divergence_bug = not div.within_noise
                 runs.append(run)
                 tick(f"{suite.name}/{prompt.id} {cfg.name} (rep {rep + 1}/{repeat})")
+    seconds = time.time() - t_start
+    if engine.calibration:
+        record_pace(engine, seconds, total, max_tokens)
     cost = measured_costs(runs)
     rows = summarize(runs, cost)
     meta = {
@@ -309,7 +392,7 @@ def run_bench(
         "temperature": temperature,
         "threads": getattr(engine, "n_threads", None),
         "started": time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(t_start)),
-        "seconds": round(time.time() - t_start, 1),
+        "seconds": round(seconds, 1),
         "suites": [s.name for s in suites],
         "configs": [c.name for c in configs],
     }
@@ -397,6 +480,11 @@ def summarize(runs: Sequence[Run], cost: dict[str, Any] | None = None) -> list[R
             k_typ = int(round(_median(ks))) if ks else 0
             pred = predicted_speedup(cost, k_typ, a, kind)
         compared = [r for r in rs if r.identical is not None]
+        by_rep: dict[int, list[float]] = {}
+        for r in rs:
+            base = ref.get((r.suite, r.prompt_id, r.rep))
+            if base is not None and base.decode_tokens_per_s > 0:
+                by_rep.setdefault(r.rep, []).append(r.decode_tokens_per_s / base.decode_tokens_per_s)
         rows.append(Row(
             suite, config, first.mode, first.lookahead, len(rs), _median(tps), min(tps), max(tps),
             _median(ratios), min(ratios, default=0.0), max(ratios, default=0.0),
@@ -404,6 +492,7 @@ def summarize(runs: Sequence[Run], cost: dict[str, Any] | None = None) -> list[R
             _median([r.time_to_first_token_s for r in rs]), _median([r.acceptance_rate for r in rs]),
             _median([r.mean_tokens_per_step for r in rs]), a, pred,
             sum(1 for r in compared if r.identical), len(compared), sum(1 for r in rs if r.divergence_bug),
+            [_median(v) for _, v in sorted(by_rep.items())],
         ))
     return rows
 

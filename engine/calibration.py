@@ -85,3 +85,8 @@ def save(entries: dict[str, dict[str, Any]], path: Path | None = None) -> None:
             os.replace(tmp, p)
         except OSError:
             pass
+
+
+def entries(path: Path | None = None) -> dict[str, Any]:
+    """Every stored entry by key (for estimates made before a model is loaded)."""
+    return _read(path or store_path())

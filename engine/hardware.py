@@ -208,6 +208,67 @@ def probe() -> Hardware:
     return Hardware(vm.total, vm.available, physical_cores(), usable_cpus(), ggml_devices(), _nvml())
 
 
+# -- memory bandwidth: what bounds decode speed ----------------------------------------------
+@dataclass(frozen=True)
+class Bandwidth:
+    """Bytes per second that decoding can stream through RAM, and where the figure came from."""
+
+    bytes_per_s: float
+    basis: str  # words for a tooltip: "measured decode of X" or "memory copy test"
+
+
+def measured_decode_bandwidth(hw: Hardware | None = None, cal_path: Path | None = None) -> Bandwidth | None:
+    """Weight bytes / seconds per target-alone token from Auto's persisted calibration on this
+    machine (engine/calibration.py): the real decode speed, best over the models measured.
+    On a machine with a GPU only CPU-only runs (ngl0) count: they say what RAM delivers."""
+    from . import calibration
+
+    data = calibration.entries(cal_path)
+    me = calibration.machine_id() + "|"
+    best: Bandwidth | None = None
+    for key, entry in data.items():
+        if not key.startswith(me) or not isinstance(entry, dict):
+            continue
+        parts = key[len(me):].split("|")
+        if len(parts) != 3:
+            continue
+        backend, _threads, file_id = parts
+        if hw is not None and hw.gpus and not backend.endswith("ngl0"):
+            continue
+        name, _, size = file_id.rpartition(":")
+        t1 = (entry.get("verify_s") or {}).get("1") if isinstance(entry.get("verify_s"), dict) else None
+        try:
+            bw = int(size) / float(t1)
+        except (TypeError, ValueError, ZeroDivisionError):
+            continue
+        if bw > 0 and (best is None or bw > best.bytes_per_s):
+            best = Bandwidth(bw, f"measured decode of {name}")
+    return best
+
+
+@lru_cache(maxsize=1)
+def copy_test_bandwidth() -> Bandwidth:
+    """A 64 MB memory copy (best of 3): read + write bytes per second. Tens of milliseconds,
+    once per process; decode reaches about this on a small machine."""
+    import time
+
+    import numpy as np
+
+    src = np.ones(64 << 20, dtype=np.uint8)
+    dst = np.empty_like(src)
+    best = float("inf")
+    for _ in range(3):
+        t = time.perf_counter()
+        np.copyto(dst, src)
+        best = min(best, time.perf_counter() - t)
+    return Bandwidth(2 * src.nbytes / max(best, 1e-9), "memory copy test")
+
+
+def ram_bandwidth(hw: Hardware | None = None) -> Bandwidth:
+    """The measured decode bandwidth when Auto has calibrated a model here, else the copy test."""
+    return measured_decode_bandwidth(hw) or copy_test_bandwidth()
+
+
 @dataclass
 class Fit:
     verdict: str  # "fits on GPU" | "fits in RAM" | "partial offload" | "does not fit"
@@ -216,10 +277,36 @@ class Fit:
     kv: int
     overhead: int
     detail: str
+    tok_s: float | None = None  # expected target-alone decode speed (estimate), where known
+    speed_basis: str = ""
 
     @property
     def ok(self) -> bool:
         return self.verdict != "does not fit"
+
+    @property
+    def label(self) -> str:
+        """The verdict with the expected speed: "fits in RAM · ~3 tok/s expected"."""
+        if self.tok_s is None:
+            return self.verdict
+        rate = f"{self.tok_s:.0f}" if self.tok_s >= 10 else f"{self.tok_s:.1f}"
+        return f"{self.verdict} · ~{rate} tok/s expected"
+
+
+def expected_tok_s(weight_bytes: int, bw: Bandwidth) -> float:
+    """Decode is bandwidth-bound: every token streams all the weights once."""
+    return bw.bytes_per_s / max(weight_bytes, 1)
+
+
+def with_speed(fit: Fit, target_bytes: int, bw: Bandwidth | None) -> Fit:
+    """Add the expected speed to a verdict that runs from RAM (GPU bandwidth is not known here)."""
+    if bw is None or fit.verdict != "fits in RAM":
+        return fit
+    fit.tok_s = expected_tok_s(target_bytes, bw)
+    fit.speed_basis = bw.basis
+    fit.detail += (f"; ~{fit.tok_s:.1f} tok/s expected (estimate: {bw.bytes_per_s / GB:.1f} GB/s from a "
+                   f"{bw.basis} ÷ {target_bytes / GB:.2f} GB of target weights per token)")
+    return fit
 
 
 def model_need(m: ModelSpec, n_ctx: int) -> tuple[int, int, int]:
@@ -230,10 +317,12 @@ def model_need(m: ModelSpec, n_ctx: int) -> tuple[int, int, int]:
     return weights, kv, overhead
 
 
-def pair_fit(pair: PairSpec, hw: Hardware, n_ctx: int = 4096, workers: Sequence[tuple[str, int]] = ()) -> Fit:
+def pair_fit(pair: PairSpec, hw: Hardware, n_ctx: int = 4096, workers: Sequence[tuple[str, int]] = (),
+             bandwidth: Bandwidth | None = None) -> Fit:
     """Memory a pair needs (weights + KV cache + overhead) against what this machine has,
     and, when it does not fit here, against this machine plus RPC `workers`
-    ((endpoint, free bytes) each): the target can be split, the draft stays local."""
+    ((endpoint, free bytes) each): the target can be split, the draft stays local.
+    With `bandwidth`, a pair that runs from RAM also gets its expected decode speed."""
     models = [pair.target] + ([pair.draft] if pair.draft.id != pair.target.id else [])
     w = kv = ov = 0
     for m in models:
@@ -242,7 +331,7 @@ def pair_fit(pair: PairSpec, hw: Hardware, n_ctx: int = 4096, workers: Sequence[
     need = w + kv + ov
     detail = (f"needs {need / GB:.1f} GB (weights {w / GB:.1f} + KV cache {kv / GB:.2f} at {n_ctx} tokens "
               f"+ overhead {ov / GB:.1f})")
-    local = _local_fit(need, w, kv, ov, detail, hw)
+    local = with_speed(_local_fit(need, w, kv, ov, detail, hw), pair.target.bytes, bandwidth)
     if local.ok or not workers:
         return local
     draft_need = sum(model_need(pair.draft, n_ctx)) if pair.draft.id != pair.target.id else 0

@@ -541,3 +541,41 @@ def forget_import(path: str | os.PathLike[str]) -> bool:
             return False
         _write_json(_imported_db(), [asdict(m) for m in kept])
     return True
+
+
+# -- deleting -------------------------------------------------------------------------------
+def model_files_on_disk(spec: ModelSpec) -> list[Path]:
+    """Every cache entry that holds one of the model's files: snapshot links or copies in any
+    revision, and the blobs they point to (all inside the model's repo folder in the cache)."""
+    out: list[Path] = []
+    root = repo_dir(spec.repo)
+    for f in spec.files:
+        snaps = root / "snapshots"
+        entries = sorted(snaps.glob(f"*/{f.filename}")) if snaps.is_dir() else []
+        b = blob_path(f)
+        for p in entries + ([b] if b is not None else []):
+            if p.is_symlink() or p.exists():
+                out.append(p)
+                real = p.resolve()
+                if p.is_symlink() and real.exists() and root.resolve() in real.parents:
+                    out.append(real)
+    return list(dict.fromkeys(out))
+
+
+def delete_model(spec: ModelSpec) -> int:
+    """Remove a catalog model's files from the cache: snapshot links and blobs, never anything
+    outside the model's repo folder (a link to a file elsewhere loses only the link). Returns
+    the bytes freed. Other tools sharing the HF cache lose the file too."""
+    root = repo_dir(spec.repo).resolve()
+    freed = 0
+    for p in model_files_on_disk(spec):
+        if root not in p.parent.resolve().parents:
+            raise StoreError(f"{p} is outside the model cache {root}: not deleting it")
+        try:
+            if not p.is_symlink() and p.is_file():
+                freed += p.stat().st_size
+                _forget_verified(p)
+            p.unlink(missing_ok=True)
+        except OSError as e:
+            raise StoreError(f"cannot delete {p}: {e.strerror or e}") from None
+    return freed

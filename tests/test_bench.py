@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import json
 import statistics
+import time
 
 import pytest
 
@@ -144,3 +145,62 @@ def test_metrics_log_and_stats(tiny_target, tmp_path, capsys, monkeypatch):
     assert spec.acceptance == 1.0 and spec.speedup is not None and spec.task == "code"
     assert cli(["stats", "--log", str(log)]) == 0
     assert "target.gguf" in capsys.readouterr().out
+
+
+def test_estimate_counts_generations_and_times_them():
+    configs = plan_configs("d.gguf")  # target, k=1,2,4,8, auto, lookup: the Bench view's defaults
+    est = bench.estimate(6, configs, repeat=3, max_tokens=128, token_s=0.05, basis="calibrated cost model")
+    assert (est.generations, est.warmup) == (126, 7)  # 2 suites x 3 prompts x 7 configurations x 3 repetitions
+    assert est.seconds == pytest.approx(133 * 128 * 0.05)
+    assert est.text() == "about 126 generations (+7 warm-up), ~14 min on this machine"
+    unknown = bench.estimate(2, configs[:1], repeat=1, max_tokens=16, token_s=None, warmup=False)
+    assert unknown.seconds is None and unknown.text() == "about 2 generations"
+    assert bench.estimate(3, configs[:1], repeat=1, max_tokens=10, token_s=0.1, warmup=False).text() == \
+        "about 3 generations, ~3 s on this machine"
+    assert bench.estimate(1, configs[:1], repeat=1, max_tokens=10, token_s=None, warmup=False).text() == "about 1 generation"
+    assert "h on this machine" in bench.estimate(50, configs, repeat=5, max_tokens=512, token_s=0.2).text()
+
+
+def test_target_token_seconds_prefers_the_calibrated_cost_model(tiny_target):
+    from engine import calibration
+
+    eng = Engine(tiny_target, n_ctx=256, metrics_log=False)
+    try:
+        secs, basis = bench.target_token_seconds(eng)
+        assert basis.startswith("uncalibrated: hardware bandwidth estimate") and secs > 0
+        calibration.save({eng._cal_keys(None)[0]: {"verify_s": {"1": 0.125, "4": 0.2}}})
+        secs, basis = bench.target_token_seconds(eng)
+        assert secs == 0.125 and basis.startswith("calibrated cost model, target alone")
+        # A benchmark leaves its real pace (seconds per token of its budget) for the next estimate.
+        suite = bench.Suite("mini", [bench.BenchPrompt("a", "the value of", False)])
+        t0 = time.time()
+        res = bench.run_bench(eng, [suite], plan_configs("lookup", sweep=(2,)), repeat=1, max_tokens=8)
+        took = time.time() - t0
+        secs, basis = bench.target_token_seconds(eng)
+        assert basis == "the pace of your last benchmark of this model here"
+        assert 0 < secs * (len(res.runs) + 3) * 8 <= took + 0.01  # 3 warm-up generations
+        est = bench.estimate(1, plan_configs("lookup", sweep=(2,)), repeat=1, max_tokens=8, token_s=secs)
+        assert est.seconds == pytest.approx(res.meta["seconds"], abs=0.06)  # the same run, estimated
+    finally:
+        eng.close()
+
+
+def _reps(ratios_by_rep, acceptance=0.0):
+    """Target alone at 10 tok/s and one lookup row at the given ratio per repetition (one prompt)."""
+    runs = []
+    for rep, ratio in enumerate(ratios_by_rep):
+        runs.append(_run("target", "target", 0, "a", rep, 10.0, verify=[30.0], drafted=[0], acc=[0], draft_ms=[0]))
+        runs.append(_run("lookup", "lookup", "auto", "a", rep, 10.0 * ratio, verify=[30.0], drafted=[0], acc=[0], draft_ms=[0]))
+    return {r.config: r for r in summarize(runs)}
+
+
+def test_a_ratio_is_a_gain_or_loss_only_outside_the_repetition_noise():
+    one = _reps([1.05])["lookup"]  # the issue's case: one repetition, 0% acceptance, 1.05x
+    assert one.acceptance_median == 0 and one.speedup_verdict() == (None, "one repetition: no noise estimate")
+    mixed = _reps([1.05, 0.97, 1.02])["lookup"]
+    verdict, why = mixed.speedup_verdict()
+    assert verdict is None and why == "within the noise: 3 repetitions ranged 0.97–1.05x"
+    assert _reps([1.05, 1.02, 1.10])["lookup"].speedup_verdict()[0] == "gain"
+    assert _reps([0.8, 0.9])["lookup"].speedup_verdict() == ("loss", "slower in every repetition (2 repetitions ranged 0.80–0.90x)")
+    assert _reps([1.2, 1.3])["target"].speedup_verdict()[0] is None
+    assert _reps([1.2, 1.3])["lookup"].speedup_by_rep == pytest.approx([1.2, 1.3])

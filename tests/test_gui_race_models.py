@@ -21,7 +21,7 @@ from app.views.race_view import RaceView  # noqa: E402
 from engine import catalog as catalog_mod  # noqa: E402
 from engine import download, store  # noqa: E402
 from engine.events import TokenEvent  # noqa: E402
-from engine.hardware import Hardware, pair_fit  # noqa: E402
+from engine.hardware import Hardware, pair_fit, ram_bandwidth  # noqa: E402
 from fakehub import fakehub  # noqa: E402,F401  (fixture)
 
 GB = 10**9
@@ -177,10 +177,12 @@ def test_models_table_lists_every_pair_with_fit_verdicts(qtbot, session):
     assert isinstance(m, PairsModel)
     assert m.rowCount() == len(cat.pairs) > 0
     verdicts = set()
+    bw = ram_bandwidth(hw)
     for row, pair in enumerate(cat.pairs.values()):
-        fit = pair_fit(pair, hw)
+        fit = pair_fit(pair, hw, bandwidth=bw)
         assert m.index(row, 0).data().startswith(pair.title)
-        assert m.index(row, 3).data() == fit.verdict
+        assert m.index(row, 3).data() == fit.label
+        assert ("tok/s expected" in fit.label) == (fit.verdict == "fits in RAM")
         assert m.index(row, 3).data(Qt.ItemDataRole.ToolTipRole) == fit.detail
         assert m.index(row, 4).data() in ("ready", "ready (not verified)", "target only", "draft only", "not downloaded")
         assert m.index(row, 4).data(Qt.ItemDataRole.ToolTipRole) == store.pair_state(pair).detail(pair)

@@ -70,3 +70,49 @@ def test_one_physical_core_count(monkeypatch):
     finally:
         hardware.usable_cpus.cache_clear()
         hardware.physical_cores.cache_clear()
+
+
+def _calibration_file(tmp_path, entries):
+    import json
+
+    p = tmp_path / "calibration.json"
+    p.write_text(json.dumps(entries))
+    return p
+
+
+def test_measured_decode_bandwidth_comes_from_this_machines_calibration(tmp_path):
+    from engine import calibration
+
+    me = calibration.machine_id()
+    p = _calibration_file(tmp_path, {
+        f"{me}|cpu:ngl0|t2|big.gguf:2000000000": {"verify_s": {"1": 0.1, "2": 0.15}},  # 20 GB/s
+        f"{me}|cpu:ngl0|t2|small.gguf:100000000": {"verify_s": {"1": 0.01}},  # 10 GB/s
+        f"{me}|cpu:ngl0|t2|draft.gguf:50000000": {"draft_token_s": 0.01},  # no verify time: ignored
+        "another-host|Other CPU|cpu:ngl0|t2|big.gguf:2000000000": {"verify_s": {"1": 0.001}},  # not this machine
+    })
+    bw = hardware.measured_decode_bandwidth(_hw(16), p)
+    assert bw is not None and abs(bw.bytes_per_s - 20 * GB) < 1e6
+    assert bw.basis == "measured decode of big.gguf"
+    # With a GPU, an offloaded run says nothing about RAM: only ngl0 runs count.
+    gpu_only = _calibration_file(tmp_path, {f"{me}|gpu:ngl-1|t2|big.gguf:2000000000": {"verify_s": {"1": 0.01}}})
+    assert hardware.measured_decode_bandwidth(_hw(16, gpu_free=8), gpu_only) is None
+    assert hardware.measured_decode_bandwidth(_hw(16), tmp_path / "missing.json") is None
+
+
+def test_copy_test_bandwidth_is_a_plausible_figure():
+    bw = hardware.copy_test_bandwidth()
+    assert 0.1 * GB < bw.bytes_per_s < 10_000 * GB and bw.basis == "memory copy test"
+
+
+def test_fit_in_ram_says_the_expected_speed_as_an_estimate():
+    pair = catalog.load().pair("qwen2.5-coder-32b")
+    bw = hardware.Bandwidth(20 * GB, "memory copy test")
+    fit = pair_fit(pair, _hw(100, cores=2), bandwidth=bw)
+    assert fit.verdict == "fits in RAM"
+    assert abs(fit.tok_s - 20 * GB / pair.target.bytes) < 1e-9  # bandwidth / weight bytes
+    assert fit.label == f"fits in RAM · ~{fit.tok_s:.1f} tok/s expected"
+    assert "estimate" in fit.detail and "memory copy test" in fit.detail
+    # No speed without a bandwidth, and none for a verdict that does not run from RAM.
+    assert pair_fit(pair, _hw(100)).label == "fits in RAM"
+    assert pair_fit(pair, _hw(3), bandwidth=bw).tok_s is None
+    assert pair_fit(pair, _hw(2, gpu_free=80), bandwidth=bw).label == "fits on GPU"

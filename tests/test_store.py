@@ -337,3 +337,29 @@ def test_imported_model_that_vanished_is_flagged(tmp_path, tiny_target):
     copy.unlink()
     (m,) = store.imported_models()
     assert not m.exists
+
+
+def test_delete_model_removes_links_and_blobs_but_nothing_outside_the_cache(monkeypatch, tmp_path):
+    from engine.catalog import ModelSpec
+
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
+    data = os.urandom(3000)
+    f = FileSpec("org/m", "m.gguf", "r" * 40, len(data), hashlib.sha256(data).hexdigest())
+    m = ModelSpec("m", "M", "org/m", f.revision, "F32", "mit", 2048, "tiny", 0.001, 2, 2, 16, (f,))
+    snap = _place_like_hf(f, data, f.revision)
+    old = _place_like_hf(f, data, "o" * 40)  # a second revision linking the same blob
+    store.verify_file(snap, f)
+    assert store.delete_model(m) == 3000  # the blob's bytes, counted once
+    assert store.model_state(m) == "missing"
+    assert not snap.is_symlink() and not old.is_symlink() and not list((store.repo_dir("org/m") / "blobs").iterdir())
+    assert str(snap.resolve()) not in json.loads(store._verified_db().read_text())
+    assert store.delete_model(m) == 0  # nothing left: nothing to do
+
+    # A snapshot that links to the user's own file elsewhere loses the link, never the file.
+    mine = tmp_path / "mine.gguf"
+    mine.write_bytes(data)
+    link = store.repo_dir("org/m") / "snapshots" / f.revision / f.filename
+    os.symlink(mine, link)
+    assert store.model_state(m) == "present"
+    assert store.delete_model(m) == 0
+    assert not link.is_symlink() and mine.read_bytes() == data

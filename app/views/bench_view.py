@@ -9,9 +9,10 @@ from typing import Any
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import QModelIndex, Qt, Signal
+from PySide6.QtGui import QColor
 from PySide6.QtWidgets import (
-    QCheckBox, QFileDialog, QFormLayout, QGroupBox, QHBoxLayout, QHeaderView, QLabel, QLineEdit, QListWidget,
-    QListWidgetItem, QProgressBar, QPushButton, QSpinBox, QSplitter, QTableView, QVBoxLayout, QWidget,
+    QAbstractItemView, QCheckBox, QFileDialog, QFormLayout, QGroupBox, QHBoxLayout, QHeaderView, QLabel, QLineEdit,
+    QListWidget, QListWidgetItem, QProgressBar, QPushButton, QSpinBox, QSplitter, QTableView, QVBoxLayout, QWidget,
 )
 
 from engine import bench
@@ -25,10 +26,31 @@ COLUMNS = [
     ("predicted_speedup", "Predicted"), ("acceptance_median", "Acceptance"), ("tokens_per_step_median", "Tokens/step"),
     ("ttft_median", "TTFT s"), ("identical", "Identical"),
 ]
+COLUMN_TIPS = {
+    "suite": "The prompt suite: a built-in one or your own file",
+    "config": "target = the target model alone (the reference every ratio is measured against)\n"
+              "k=N = the draft proposes N tokens per step; auto = Tandem picks k each step from measured costs\n"
+              "lookup = drafts copied from the prompt and earlier text (no draft model)",
+    "tok_s_median": "Decode speed: generated tokens per second after the first token (median over prompts and repetitions)",
+    "speedup_median": "Decode tok/s ÷ target-alone tok/s for the same prompt and repetition: median (min–max).\n"
+                      "Green or red only when every repetition agrees, so noise cannot explain it",
+    "predicted_speedup": "What the cost model predicts from this run's measured step costs and acceptance;\n"
+                         "far from Speedup means the model misjudges this machine",
+    "acceptance_median": "Share of drafted tokens the target kept (median)",
+    "tokens_per_step_median": "Tokens written per target pass; 1.00 means no drafted token was kept",
+    "ttft_median": "Time to first token in seconds: reading the prompt (median)",
+    "identical": "Runs whose output equals target alone's token for token (greedy decoding);\n"
+                 "⚠ counts divergences larger than numeric noise (a bug)",
+}
 
 
 class ResultsModel(RowsTableModel):
     COLUMNS = [title for _, title in COLUMNS]
+
+    def headerData(self, section: int, orientation: Qt.Orientation, role: int = Qt.ItemDataRole.DisplayRole) -> Any:
+        if orientation == Qt.Orientation.Horizontal and role == Qt.ItemDataRole.ToolTipRole:
+            return COLUMN_TIPS[COLUMNS[section][0]]
+        return super().headerData(section, orientation, role)
 
     def data(self, index: QModelIndex, role: int = Qt.ItemDataRole.DisplayRole) -> Any:
         if not index.isValid():
@@ -48,29 +70,41 @@ class ResultsModel(RowsTableModel):
             if isinstance(v, float):
                 return f"{v:.2f}" if key != "tok_s_median" else f"{v:.1f}"
             return str(v)
-        if role == Qt.ItemDataRole.ForegroundRole and key == "speedup_median" and r.mode != "target":
-            from PySide6.QtGui import QColor
-
+        if role == Qt.ItemDataRole.ForegroundRole and key == "speedup_median":
+            verdict, _why = r.speedup_verdict()
             pal = theme.palette(False)
-            return QColor(pal.gain if r.speedup_median >= 1.0 else pal.loss)
+            return None if verdict is None else QColor(pal.gain if verdict == "gain" else pal.loss)
+        if role == Qt.ItemDataRole.ToolTipRole:
+            return r.speedup_verdict()[1] if key == "speedup_median" else COLUMN_TIPS[key]
         if role == Qt.ItemDataRole.TextAlignmentRole and index.column() >= 2:
             return int(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
         return None
 
 
+def chat_setting(row: bench.Row) -> dict[str, Any]:
+    """The Chat settings that reproduce a results row: its drafter and lookahead."""
+    if row.mode == "target":
+        return {"drafter": "none", "lookahead": "auto"}
+    drafter = "lookup" if row.mode == "lookup" or row.config.startswith("lookup") else "model"
+    return {"drafter": drafter, "lookahead": row.lookahead if isinstance(row.lookahead, int) else "auto"}
+
+
 class BenchView(QWidget):
     message = Signal(str)
     error = Signal(str)
+    useSetting = Signal(dict)  # {"drafter": "model" | "lookup" | "none", "lookahead": int | "auto"} for Chat
 
     def __init__(self, session: Session, parent: QWidget | None = None):
         super().__init__(parent)
         self.session = session
         self.worker: workers.BenchWorker | None = None
         self.result: bench.BenchResult | None = None
+        self._token_s: tuple[float, str] | None = None  # seconds per target token, and its basis
+        self._prompt_counts: dict[str, int] = {}
         self._build()
         session.busyChanged.connect(self._sync)
-        session.pairChanged.connect(self._sync)
-        self._sync()
+        session.pairChanged.connect(self._pair_changed)
+        self._pair_changed()
 
     def _build(self) -> None:
         root = QHBoxLayout(self)
@@ -124,6 +158,16 @@ class BenchView(QWidget):
         self.max_tokens.setValue(128)
         form.addRow("Max tokens", self.max_tokens)
         ll.addWidget(opts)
+        self.estimate_label = QLabel("")
+        self.estimate_label.setObjectName("benchEstimate")
+        self.estimate_label.setWordWrap(True)
+        ll.addWidget(self.estimate_label)
+        self.suites.itemChanged.connect(lambda _it: self.update_estimate())
+        for cb in self.mode_boxes.values():
+            cb.toggled.connect(lambda _on: self.update_estimate())
+        self.sweep.textChanged.connect(lambda _t: self.update_estimate())
+        for spin in (self.repeat, self.limit, self.max_tokens):
+            spin.valueChanged.connect(lambda _v: self.update_estimate())
         row = QHBoxLayout()
         self.start_btn = QPushButton("Run benchmark")
         self.start_btn.clicked.connect(self.start)
@@ -135,6 +179,10 @@ class BenchView(QWidget):
         row.addWidget(self.cancel_btn)
         row.addWidget(self.export_btn)
         ll.addLayout(row)
+        self.why_label = QLabel("")
+        self.why_label.setObjectName("hint")
+        self.why_label.setWordWrap(True)
+        ll.addWidget(self.why_label)
         self.progress = QProgressBar()
         self.progress_label = QLabel("")
         self.progress_label.setWordWrap(True)
@@ -151,9 +199,17 @@ class BenchView(QWidget):
         self.table.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
         self.table.verticalHeader().hide()
         self.table.setAlternatingRowColors(True)
+        self.table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
+        self.table.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
+        self.table.selectionModel().selectionChanged.connect(lambda *_: self._sync())
+        self.use_btn = QPushButton("Use this setting in Chat")
+        self.use_btn.setToolTip("Set Chat's drafter and lookahead to the selected row's")
+        self.use_btn.clicked.connect(lambda: self.use_selected())
         self.note = QLabel("Speedup = decode tok/s ÷ target-alone tok/s for the same prompt and repetition (median, min–max).")
         self.note.setWordWrap(True)
-        charts = QHBoxLayout()
+        self.charts = QWidget()
+        charts = QHBoxLayout(self.charts)
+        charts.setContentsMargins(0, 0, 0, 0)
         self.tps_plot = pg.PlotWidget(title="tok/s vs lookahead")
         self.acc_plot = pg.PlotWidget(title="acceptance vs lookahead")
         for p, y in ((self.tps_plot, "tok/s"), (self.acc_plot, "acceptance")):
@@ -164,11 +220,20 @@ class BenchView(QWidget):
             p.setMinimumHeight(220)
             charts.addWidget(p)
         self.acc_plot.setYRange(0, 1.05)
+        self.plot_note = QLabel("")
+        self.plot_note.setWordWrap(True)
+        self.plot_note.hide()
+        use_row = QHBoxLayout()
+        use_row.addWidget(self.note, 1)
+        use_row.addWidget(self.use_btn)
         rl.addWidget(self.table, 3)
-        rl.addWidget(self.note)
-        rl.addLayout(charts, 2)
+        rl.addLayout(use_row)
+        rl.addWidget(self.plot_note)
+        rl.addWidget(self.charts, 2)
         split.addWidget(right)
         split.setSizes([330, 900])
+        split.setStretchFactor(0, 0)  # a narrower window takes room from the settings, not the results
+        split.setStretchFactor(1, 1)
 
     def set_dark(self, dark: bool) -> None:
         bg = theme.palette(dark).chart_bg
@@ -253,6 +318,7 @@ class BenchView(QWidget):
 
     def _finished(self) -> None:
         self.worker = None
+        self._refresh_speed()  # the run refreshed Auto's calibration
         self._sync()
 
     def show_result(self, res: bench.BenchResult) -> None:
@@ -265,8 +331,20 @@ class BenchView(QWidget):
         self._plot(res)
 
     def _plot(self, res: bench.BenchResult) -> None:
+        """Curves of tok/s and acceptance over the fixed-k sweep; a note instead of a plot
+        when the sweep has fewer than two points (one point is not a curve)."""
         self.tps_plot.clear()
         self.acc_plot.clear()
+        ks = {r.lookahead for r in res.rows if r.mode == "fixed" and isinstance(r.lookahead, int)}
+        if len(ks) < 2:
+            why = "no fixed-k runs" if not ks else f"only k={next(iter(ks))} was run"
+            self.plot_note.setText(f"No lookahead charts: {why}. A curve needs two or more lookahead values "
+                                   "in the sweep (for example 1,2,4,8) with \u201cfixed k\u201d ticked.")
+            self.plot_note.show()
+            self.charts.hide()
+            return
+        self.plot_note.hide()
+        self.charts.show()
         for i, suite in enumerate(dict.fromkeys(r.suite for r in res.rows)):
             colour = theme.SERIES[i % len(theme.SERIES)]
             rows = [r for r in res.rows if r.suite == suite]
@@ -295,8 +373,85 @@ class BenchView(QWidget):
             return
         self.message.emit(f"Wrote {len(files)} files to {folder}")
 
+    def use_selected(self) -> None:
+        """Send the selected row's drafter and lookahead to Chat."""
+        row = self.selected_row()
+        if row is None:
+            self.message.emit("Select a row of the results first")
+            return
+        setting = chat_setting(row)
+        self.useSetting.emit(setting)
+        self.message.emit(f"Chat now uses {row.config} ({setting['drafter']}, lookahead {setting['lookahead']})")
+
+    def selected_row(self) -> bench.Row | None:
+        rows = self.table.selectionModel().selectedRows()
+        return self.model.rows[rows[0].row()] if rows else None
+
+    # -- the estimate and the Run button's state ----------------------------------------
+    def _pair_changed(self, *_: object) -> None:
+        self._refresh_speed()
+        self._sync()
+
+    def _refresh_speed(self) -> None:
+        """Seconds per target token for the loaded pair (read once per pair and after runs)."""
+        engine = self.session.engine
+        self._token_s = None
+        if engine is not None:
+            try:
+                self._token_s = bench.target_token_seconds(engine)
+            except Exception:  # an estimate must never break the view
+                self._token_s = None
+        self.update_estimate()
+
+    def _count_prompts(self, name: str) -> int:
+        if name not in self._prompt_counts:
+            self._prompt_counts[name] = len(bench.load_suite(name).prompts)
+        return self._prompt_counts[name]
+
+    def update_estimate(self) -> None:
+        """"about 126 generations (+7 warm-up), ~15 min on this machine" for the current choices."""
+        try:
+            limit = self.limit.value() or None
+            n = sum(min(self._count_prompts(s), limit or 10**9) for s in self.selected_suites())
+            sweep = [int(x) for x in self.sweep.text().replace(" ", "").split(",") if x]
+            pair = self.session.pair
+            draft = pair.draft if pair is not None else "draft.gguf"  # no pair yet: assume a draft model
+            modes = [m for m, cb in self.mode_boxes.items() if cb.isChecked()]
+            configs = bench.plan_configs(draft, modes, sweep)
+        except (ValueError, bench.BenchError):
+            self.estimate_label.setText("Estimate: fix the settings above first.")
+            return
+        token_s, basis = self._token_s if self._token_s is not None else (None, "")
+        est = bench.estimate(n, configs, repeat=self.repeat.value(), max_tokens=self.max_tokens.value(),
+                             token_s=token_s, basis=basis)
+        text = est.text().capitalize()
+        if est.seconds is None:
+            text += "; load a pair for a time estimate"
+            tip = "The time needs the loaded target's speed."
+        else:
+            tip = (f"{est.generations + est.warmup} generations × {self.max_tokens.value()} tokens × "
+                   f"{1000 * token_s:.0f} ms per token, from {basis}. Runs that stop early take less.")
+        self.estimate_label.setText(text + ".")
+        self.estimate_label.setToolTip(tip)
+
+    def run_blocker(self) -> str:
+        """Why Run benchmark cannot start now, in words; "" when it can."""
+        if self.worker is not None:
+            return "A benchmark is running."
+        if self.session.engine is None:
+            return "Load a pair first (Models)."
+        busy = self.session.busy
+        if busy:
+            return f"A {busy} is running; it must finish first." if busy != "loading" else "A pair is loading."
+        return ""
+
     def _sync(self, *_: object) -> None:
         running = self.worker is not None
-        self.start_btn.setEnabled(not running and self.session.engine is not None and not self.session.busy)
+        why = self.run_blocker()
+        self.start_btn.setEnabled(not why)
+        self.start_btn.setToolTip(why or "Run every checked suite in every checked mode")
+        self.why_label.setText(why)
+        self.why_label.setVisible(bool(why) and not running)
         self.cancel_btn.setEnabled(running)
         self.export_btn.setEnabled(self.result is not None)
+        self.use_btn.setEnabled(self.selected_row() is not None)

@@ -1,5 +1,6 @@
 """Check any target/draft combination (engine.compat.check_pair on the two GGUF headers, in
-a worker) and load it as a pair when it is compatible."""
+a worker) and load it as a pair when it is compatible. Any target can also be loaded with
+prompt lookup or with no draft at all: those need no second model."""
 
 from __future__ import annotations
 
@@ -10,18 +11,35 @@ from typing import Any
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import QComboBox, QFileDialog, QGridLayout, QGroupBox, QHBoxLayout, QLabel, QPushButton, QVBoxLayout, QWidget
 
+from engine import gguf_header
 from engine.compat import Verdict, check_pair
 
 from ... import theme, workers
 from ...session import Session
 from .imports import GGUF_FILTER
 
-PICK_HINT = "Pick a target and a draft: downloaded catalog models, imported files, or any GGUF."
+PICK_HINT = ("Pick a target and a draft: downloaded catalog models, imported files, or any GGUF; "
+             "or Prompt lookup / No draft for a single model.")
+# Draft choices that are not a model file: (label, key, what it means).
+MODEL_FREE_DRAFTS = [
+    ("Prompt lookup (no draft model)", "lookup", "prompt lookup drafts by copying from the prompt and earlier text"),
+    ("No draft (target alone)", "none", "the target writes every token itself"),
+]
+_FREE = {key: about for _label, key, about in MODEL_FREE_DRAFTS}
 
 
 def check(target: str, draft: str) -> tuple[str, str, Verdict]:
-    """Worker side: the verdict, with the two paths it is about."""
+    """Worker side: the verdict, with the two paths it is about. Prompt lookup and no draft
+    work with any target: only the target file is validated."""
+    if draft in _FREE:
+        gguf_header.validate_file(Path(target))
+        return target, draft, Verdict(True, notes=[_FREE[draft]])
     return target, draft, check_pair(target, draft)
+
+
+def draft_label(draft: str) -> str:
+    """A file's name, or what a model-free draft choice is called."""
+    return {"lookup": "prompt lookup", "none": "no draft"}.get(draft, Path(draft).name)
 
 
 def _esc(s: str) -> str:
@@ -104,6 +122,10 @@ class CompatPanel(QGroupBox):
             cb.blockSignals(True)
             cb.clear()
             cb.addItem("— choose a model —", "")
+            if cb is self.draft_combo:
+                for label, key, about in MODEL_FREE_DRAFTS:
+                    cb.addItem(label, key)
+                    cb.setItemData(cb.count() - 1, about, Qt.ItemDataRole.ToolTipRole)
             for label, path in entries:
                 cb.addItem(label, path)
                 cb.setItemData(cb.count() - 1, path, Qt.ItemDataRole.ToolTipRole)
@@ -163,7 +185,7 @@ class CompatPanel(QGroupBox):
         if not (t and d):
             self.message.emit("Choose a target and a draft first")
             return
-        self.verdict_label.setText(f"Checking {_esc(Path(t).name)} with {_esc(Path(d).name)}…")
+        self.verdict_label.setText(f"Checking {_esc(Path(t).name)} with {_esc(draft_label(d))}…")
         self._run_check(t, d, self._on_checked)
 
     def _run_check(self, t: str, d: str, on_result: Any) -> None:
@@ -195,8 +217,12 @@ class CompatPanel(QGroupBox):
         v = self._verdict
         if v is None or self._verdict_for is None:
             return
-        t, d = (_esc(Path(x).name) for x in self._verdict_for)
-        if v.compatible:
+        t, d = _esc(Path(self._verdict_for[0]).name), _esc(draft_label(self._verdict_for[1]))
+        if v.compatible and self._verdict_for[1] in _FREE:
+            self.verdict_label.setText(
+                f"<span style='color:{theme.palette(self.dark).good}'><b>✓ Ready</b></span>: {t} with {d} "
+                f"({_esc(v.notes[0])}); no second model needed.")
+        elif v.compatible:
             notes = "".join(f"<li>{_esc(n)}</li>" for n in v.notes)
             self.verdict_label.setText(
                 f"<span style='color:{theme.palette(self.dark).good}'><b>✓ Compatible</b></span>: {d} can draft "
@@ -224,12 +250,17 @@ class CompatPanel(QGroupBox):
     def _load_checked(self, res: tuple) -> None:
         t, d, verdict = res
         if not verdict:
-            msg = f"{Path(d).name} cannot draft for {Path(t).name}: " + "; ".join(verdict.reasons)
+            msg = f"{draft_label(d)} cannot draft for {Path(t).name}: " + "; ".join(verdict.reasons)
             self.verdict_label.setText(f"<span style='color:{self._bad()}'><b>✗ Not loaded</b></span>: {_esc(msg)}")
             self.error.emit(msg)
             return
         if self.session.busy:
             self.message.emit(f"Busy: {self.session.busy}")
+            return
+        if d in _FREE:
+            label = f"{Path(t).stem} + {draft_label(d)}"
+            self.loadStarted.emit(label)
+            self.session.load(Path(t), "lookup" if d == "lookup" else None, label=label)
             return
         label = f"{Path(t).stem} + {Path(d).stem}"
         self.loadStarted.emit(label)

