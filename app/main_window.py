@@ -10,7 +10,7 @@ from PySide6.QtCore import QByteArray, QSettings, Qt, QTimer
 from PySide6.QtGui import QAction, QCloseEvent, QKeySequence, QShortcut
 from PySide6.QtWidgets import (
     QApplication, QHBoxLayout, QLabel, QListWidget, QListWidgetItem, QMainWindow, QMessageBox, QProgressBar,
-    QPushButton, QStackedWidget, QVBoxLayout, QWidget,
+    QPushButton, QScrollArea, QStackedWidget, QVBoxLayout, QWidget,
 )
 
 from engine import catalog, hardware, store
@@ -20,8 +20,11 @@ from .download_job import DownloadStatus
 from .history import History
 from .session import Session
 from .views.chat_view import ChatView
+from .widgets.elided_label import ElidedLabel
 
 PAGES = ["Chat", "Race", "Models", "Bench"]
+NAV_WIDTH = 100
+MIN_WIDTH, MIN_HEIGHT = 800, 560
 SPEED_REFRESH_MS = 250
 BUSY_MARK = "\u25cf"  # ● (in DejaVu Sans and the other default fonts; ⏳ rendered as a missing-glyph box)
 
@@ -33,6 +36,17 @@ def is_dark(app: QApplication) -> bool:
     if scheme == Qt.ColorScheme.Light:
         return False
     return app.palette().window().color().lightness() < 128
+
+
+def _scrolling(page: QWidget) -> QScrollArea:
+    """A page in a frameless scroll area: a page that needs more room than the window has
+    scrolls, instead of raising the window's minimum size (the window stays ~800 px wide)."""
+    area = QScrollArea()
+    area.setObjectName(f"{type(page).__name__}Scroll")
+    area.setFrameShape(QScrollArea.Shape.NoFrame)
+    area.setWidgetResizable(True)
+    area.setWidget(page)
+    return area
 
 
 class WelcomeBanner(QWidget):
@@ -109,13 +123,14 @@ class MainWindow(QMainWindow):
         outer.addLayout(body, 1)
         self.nav = QListWidget()
         self.nav.setObjectName("nav")
-        self.nav.setFixedWidth(110)
+        self.nav.setFixedWidth(NAV_WIDTH)
         for name in PAGES:
             QListWidgetItem(name, self.nav)
         self.stack = QStackedWidget()
         body.addWidget(self.nav)
         body.addWidget(self.stack, 1)
         self.setCentralWidget(central)
+        self.setMinimumSize(MIN_WIDTH, MIN_HEIGHT)  # half of a 1920-px screen, with room to spare
 
         self.chat = ChatView(self.session, self.history)
         self.chat.message.connect(self.notify)
@@ -134,13 +149,14 @@ class MainWindow(QMainWindow):
                 v.message.connect(self.notify)  # type: ignore[attr-defined]
             if hasattr(v, "error") and v is not self.chat:
                 v.error.connect(self.show_error)  # type: ignore[attr-defined]
-            self.stack.addWidget(v)
+            self.stack.addWidget(_scrolling(v))
         self.nav.currentRowChanged.connect(self.stack.setCurrentIndex)
         self.nav.setCurrentRow(0)
 
         sb = self.statusBar()
-        self.hw_label = QLabel(self._hw_text())
-        self.pair_label = QLabel("no pair loaded")
+        # Elided, with the whole text as tooltip: a long pair title or GPU name never widens the window.
+        self.hw_label = ElidedLabel(self._hw_text(), min_chars=10)
+        self.pair_label = ElidedLabel("no pair loaded", min_chars=14)
         self.busy_label = QLabel("")
         self.speed_label = QLabel("")
         self.speed_label.setObjectName("liveSpeed")
@@ -156,7 +172,7 @@ class MainWindow(QMainWindow):
         self.load_bar = QProgressBar()
         self.load_bar.setMaximumWidth(160)
         self.load_bar.hide()
-        sb.addPermanentWidget(self.pair_label)
+        sb.addPermanentWidget(self.pair_label, 1)
         sb.addPermanentWidget(self.load_bar)
         sb.addPermanentWidget(self.busy_label)
         sb.addPermanentWidget(self.speed_label)
