@@ -1,5 +1,6 @@
-"""The main window: navigation between Chat, Race, Models and Bench; a status bar with
-the backend and hardware, the loaded pair and live tok/s; shortcuts; settings kept."""
+"""The main window: navigation between Chat, Race, Models, Bench and Settings; a status bar
+with the backend and hardware, the loaded pair and live tok/s; File and Help menus; shortcuts;
+settings kept."""
 
 from __future__ import annotations
 
@@ -15,14 +16,14 @@ from PySide6.QtWidgets import (
 
 from engine import catalog, hardware, store
 
-from . import theme
+from . import appearance, help_menu, theme
 from .download_job import DownloadStatus
 from .history import History
 from .session import Session
 from .views.chat_view import ChatView
 from .widgets.elided_label import ElidedLabel
 
-PAGES = ["Chat", "Race", "Models", "Bench"]
+PAGES = ["Chat", "Race", "Models", "Bench", "Settings"]
 NAV_WIDTH = 100
 MIN_WIDTH, MIN_HEIGHT = 800, 560
 SPEED_REFRESH_MS = 250
@@ -30,12 +31,8 @@ BUSY_MARK = "\u25cf"  # ● (in DejaVu Sans and the other default fonts; ⏳ ren
 
 
 def is_dark(app: QApplication) -> bool:
-    scheme = app.styleHints().colorScheme()
-    if scheme == Qt.ColorScheme.Dark:
-        return True
-    if scheme == Qt.ColorScheme.Light:
-        return False
-    return app.palette().window().color().lightness() < 128
+    """Drawn dark now (the Settings override, else the system): see app/appearance.py."""
+    return appearance.is_dark(app)
 
 
 def _scrolling(page: QWidget) -> QScrollArea:
@@ -143,6 +140,13 @@ class MainWindow(QMainWindow):
         self.views["Race"] = RaceView(self.session)
         self.views["Models"] = ModelsView(self.session, self.catalog, self.hw)
         self.views["Bench"] = BenchView(self.session)
+        from .views.settings_view import SettingsView, performance, theme_choice
+
+        self.settings_view = SettingsView(self.settings, cores=self.hw.cores_physical, gpu=bool(self.hw.gpus))
+        self.settings_view.themeChanged.connect(self.set_theme)
+        self.settings_view.performanceChanged.connect(self._apply_performance)
+        self.views["Settings"] = self.settings_view
+        self._apply_performance(performance(self.settings))
         for name in PAGES:
             v = self.views[name]
             if hasattr(v, "message"):
@@ -184,15 +188,57 @@ class MainWindow(QMainWindow):
         self.server_switch.error.connect(self.show_error)
         sb.addPermanentWidget(self.server_switch)
 
-        QShortcut(QKeySequence("Ctrl+N"), self, activated=self._new_chat)
-        QShortcut(QKeySequence("Ctrl+L"), self, activated=self._focus_prompt)
+        QShortcut(QKeySequence("Ctrl+N"), self, activated=self._new_chat).setWhatsThis("New chat")
+        QShortcut(QKeySequence("Ctrl+L"), self, activated=self._focus_prompt).setWhatsThis("Go to the chat's prompt box")
         for i, name in enumerate(PAGES):
-            QShortcut(QKeySequence(f"Ctrl+{i + 1}"), self, activated=lambda i=i: self.nav.setCurrentRow(i))
-        quit_action = QAction("Quit", self)
-        quit_action.setShortcut(QKeySequence.StandardKey.Quit)
-        quit_action.triggered.connect(self.close)
-        self.addAction(quit_action)
+            QShortcut(QKeySequence(f"Ctrl+{i + 1}"), self,
+                      activated=lambda i=i: self.nav.setCurrentRow(i)).setWhatsThis(f"Show {name}")
+        self._build_menus()
+        app = QApplication.instance()
+        if app is not None and theme_choice(self.settings) != "system":
+            appearance.apply(app, theme_choice(self.settings))  # type: ignore[arg-type]
         self.apply_theme()
+
+    def _build_menus(self) -> None:
+        """File (Quit) and Help (every shortcut, collected from the window; About)."""
+        file_menu = self.menuBar().addMenu("&File")
+        quit_action = QAction("Quit", self)
+        # The platform's Quit keys; Ctrl+Q where the platform theme names none (a bare X server).
+        quit_action.setShortcuts(QKeySequence.keyBindings(QKeySequence.StandardKey.Quit) or [QKeySequence("Ctrl+Q")])
+        quit_action.triggered.connect(self.close)
+        file_menu.addAction(quit_action)
+        help_menu = self.menuBar().addMenu("&Help")
+        self.shortcuts_action = QAction("Keyboard shortcuts", self)
+        self.shortcuts_action.setShortcut(QKeySequence("F1"))
+        self.shortcuts_action.triggered.connect(self.show_shortcuts)
+        self.about_action = QAction("About Tandem", self)
+        self.about_action.triggered.connect(self.show_about)
+        help_menu.addAction(self.shortcuts_action)
+        help_menu.addAction(self.about_action)
+
+    def shortcuts(self) -> list[help_menu.ShortcutInfo]:
+        """Every shortcut the window has now, with the page it works on."""
+        return help_menu.collect_shortcuts(self, {v: name for name, v in self.views.items()})
+
+    def show_shortcuts(self) -> None:
+        self.shortcuts_dialog = help_menu.ShortcutsDialog(self.shortcuts(), self)
+        self.shortcuts_dialog.show()
+
+    def show_about(self) -> None:
+        QMessageBox.about(self, "About Tandem", help_menu.about_html(self._hw_text()))
+
+    def set_theme(self, scheme: str) -> None:
+        """Settings → Appearance: follow the system or force light/dark, at once."""
+        app = QApplication.instance()
+        if app is not None:
+            appearance.apply(app, scheme)  # type: ignore[arg-type]
+        self.apply_theme()
+
+    def _apply_performance(self, p: Any) -> None:
+        """Settings → Performance: how the next pair loads."""
+        self.session.n_ctx = p.n_ctx
+        self.session.n_threads = p.threads
+        self.session.n_gpu_layers = p.gpu_layers
 
     def apply_theme(self) -> None:
         app = QApplication.instance()

@@ -223,7 +223,7 @@ class ChatView(QWidget):
         self.drawer_scroll.setMinimumWidth(DRAWER_MIN_WIDTH)
         lay.addWidget(self.drawer_scroll, 1)
         self._drawer_auto = True  # follows the window's width until the user chooses
-        QShortcut(QKeySequence("F9"), self, activated=self.drawer_btn.click)
+        QShortcut(QKeySequence("F9"), self, activated=self.drawer_btn.click).setWhatsThis("Show or hide the settings drawer")
         self._show_drawer(True)
         return drawer
 
