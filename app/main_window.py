@@ -15,6 +15,7 @@ from PySide6.QtWidgets import (
 )
 
 from engine import catalog, hardware, store
+from engine.units import human_bytes
 
 from . import appearance, help_menu, theme
 from .download_job import DownloadStatus
@@ -25,6 +26,7 @@ from .widgets.elided_label import ElidedLabel
 
 PAGES = ["Chat", "Race", "Models", "Bench", "Settings"]
 NAV_WIDTH = 100
+BANNER_BAR_WIDTH = 280  # room for "100% · 12.3 MB/s"
 MIN_WIDTH, MIN_HEIGHT = 800, 560
 SPEED_REFRESH_MS = 250
 BUSY_MARK = "\u25cf"  # ● (in DejaVu Sans and the other default fonts; ⏳ rendered as a missing-glyph box)
@@ -47,28 +49,45 @@ def _scrolling(page: QWidget) -> QScrollArea:
 
 
 class WelcomeBanner(QWidget):
-    """First run without models: the pair that fits this machine, fetched in one click."""
+    """First run without models: the pair that fits this machine, fetched in one click; while
+    it downloads, a wide bar (percent and speed), the status line and Cancel."""
 
     def __init__(self, parent: QWidget | None = None):
         super().__init__(parent)
         self.setObjectName("welcome")
         lay = QHBoxLayout(self)
+        left = QVBoxLayout()
         self.text = QLabel()
         self.text.setWordWrap(True)
+        self.status = QLabel()  # the download's own line: bytes, speed, ETA; what a cancel kept
+        self.status.setObjectName("welcomeStatus")
+        self.status.setWordWrap(True)
+        self.status.hide()
+        left.addWidget(self.text)
+        left.addWidget(self.status)
         self.button = QPushButton("Download and load")
+        self.cancel = QPushButton("Cancel")
+        self.cancel.setToolTip("Stop the download (the status line says what is kept)")
+        self.cancel.hide()
         self.progress = QProgressBar()
         self.progress.setRange(0, 1000)
-        self.progress.setMaximumWidth(260)
+        self.progress.setMinimumWidth(BANNER_BAR_WIDTH)
         self.progress.hide()
-        lay.addWidget(self.text, 1)
+        lay.addLayout(left, 1)
         lay.addWidget(self.progress)
+        lay.addWidget(self.cancel)
         lay.addWidget(self.button)
 
     def show_download(self, st: DownloadStatus) -> None:
         """Any download's progress (the session runs one at a time); the button again after a failure."""
         self.progress.setVisible(st.bar_visible)
         self.progress.setValue(round(1000 * st.fraction))
-        self.progress.setFormat(st.bar_format)
+        speed = f" · {human_bytes(st.bytes_per_s)}/s" if st.bytes_per_s > 0 and not st.ended else ""
+        self.progress.setFormat(f"%p%{speed}")
+        self.progress.setToolTip(st.bar_format.replace("%p%", f"{st.fraction:.0%}"))
+        self.status.setText(st.text)
+        self.status.setVisible(bool(st.text))
+        self.cancel.setVisible(st.cancellable)
         self.button.setEnabled(st.ended and not st.ok)
 
 
@@ -107,6 +126,7 @@ class MainWindow(QMainWindow):
         outer.setContentsMargins(0, 0, 0, 0)
         self.welcome = WelcomeBanner()
         self.welcome.button.clicked.connect(self.download_recommended)
+        self.welcome.cancel.clicked.connect(lambda: self.session.downloads.cancel())
         self.session.downloads.changed.connect(self.welcome.show_download)
         outer.addWidget(self.welcome)
         self.history_notice = QLabel()
