@@ -86,6 +86,8 @@ class ChatView(QWidget):
         self.more_btn = QPushButton("More")
         self.more_btn.setToolTip("Rename, delete or export the open chat (also: right-click a chat)")
         self.more_btn.setMenu(self._conversation_actions(QMenu(self.more_btn)))
+        for button in (self.new_btn, self.more_btn):
+            button.setMinimumWidth(button.sizeHint().width())  # the list narrows, its buttons never clip
         btns.addWidget(self.new_btn, 1)
         btns.addWidget(self.more_btn)
         ll.addWidget(self.search)
