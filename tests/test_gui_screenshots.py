@@ -40,7 +40,8 @@ def window(qtbot, tmp_path, monkeypatch, tiny_target):
 
 
 def clipped(w: QWidget) -> list[str]:
-    """Visible buttons and one-line labels narrower than their own size hint (text cut off)."""
+    """Visible buttons and one-line labels narrower than their size hint (text cut off) or
+    sticking out of the panel that holds them (cut off by its edge)."""
     out = []
     for c in w.findChildren(QWidget):
         if not c.isVisibleTo(w) or c.window() is not w or c.width() <= 0:
@@ -50,6 +51,9 @@ def clipped(w: QWidget) -> list[str]:
                                               and c.text() and not c.pixmap()):
             if c.width() < c.sizeHint().width() - 1:
                 out.append(f"{type(c).__name__} {c.text()[:30]!r}: {c.width()} < {c.sizeHint().width()}")
+            parent = c.parentWidget()
+            if parent is not None and not parent.rect().contains(c.geometry()):
+                out.append(f"{type(c).__name__} {c.text()[:30]!r} sticks out of its panel")
     return out
 
 

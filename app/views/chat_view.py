@@ -93,7 +93,6 @@ class ChatView(QWidget):
         ll.addWidget(self.search)
         ll.addWidget(self.conv_list, 1)
         ll.addLayout(btns)
-        left.setMinimumWidth(150)
         split.addWidget(left)
 
         # transcript and input
@@ -105,9 +104,11 @@ class ChatView(QWidget):
         self.stats_label = QLabel("")
         self.stats_label.setObjectName("answerStats")
         self.stats_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.stats_label.setWordWrap(True)  # a long stats line wraps; unwrapped, it widened the window
         self.prefill_label = QLabel("")
         self.prefill_label.hide()
         self.attach_label = QLabel("")
+        self.attach_label.setWordWrap(True)
         self.attach_label.hide()
         self.prompt = QPlainTextEdit()
         self.prompt.setPlaceholderText("Ask something…  (Ctrl+Enter to send, Esc to stop)")
