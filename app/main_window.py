@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from PySide6.QtCore import QByteArray, QSettings, Qt, QTimer
+from PySide6.QtCore import QByteArray, QEvent, QSettings, Qt, QTimer
 from PySide6.QtGui import QAction, QCloseEvent, QKeySequence, QShortcut
 from PySide6.QtWidgets import (
     QApplication, QHBoxLayout, QLabel, QListWidget, QListWidgetItem, QMainWindow, QMessageBox, QProgressBar,
@@ -37,15 +37,35 @@ def is_dark(app: QApplication) -> bool:
     return appearance.is_dark(app)
 
 
-def _scrolling(page: QWidget) -> QScrollArea:
-    """A page in a frameless scroll area: a page that needs more room than the window has
-    scrolls, instead of raising the window's minimum size (the window stays ~800 px wide)."""
-    area = QScrollArea()
-    area.setObjectName(f"{type(page).__name__}Scroll")
-    area.setFrameShape(QScrollArea.Shape.NoFrame)
-    area.setWidgetResizable(True)
-    area.setWidget(page)
-    return area
+class PageScroll(QScrollArea):
+    """A page that fills the window and scrolls only below its minimum size.
+
+    A page's minimum no longer raises the window's minimum (the window stays ~800 px wide).
+    Unlike `setWidgetResizable`, which sizes a page with word-wrapped labels to its
+    *preferred* height for the width (so a page that fits scrolls anyway), the page gets
+    the viewport's size, or its minimum where the viewport is smaller.
+    """
+
+    def __init__(self, page: QWidget):
+        super().__init__()
+        self.setObjectName(f"{type(page).__name__}Scroll")
+        self.setFrameShape(QScrollArea.Shape.NoFrame)
+        self.setWidget(page)
+        page.installEventFilter(self)
+
+    def _fit(self) -> None:
+        page, view = self.widget(), self.viewport().size()
+        need = page.minimumSizeHint().expandedTo(page.minimumSize())
+        page.resize(max(view.width(), need.width()), max(view.height(), need.height()))
+
+    def resizeEvent(self, event: Any) -> None:  # noqa: N802
+        super().resizeEvent(event)
+        self._fit()
+
+    def eventFilter(self, obj: Any, event: Any) -> bool:  # noqa: N802
+        if obj is self.widget() and event.type() == QEvent.Type.LayoutRequest:
+            self._fit()  # the page's minimum may have changed (a label's new text)
+        return False
 
 
 class WelcomeBanner(QWidget):
@@ -173,7 +193,7 @@ class MainWindow(QMainWindow):
                 v.message.connect(self.notify)  # type: ignore[attr-defined]
             if hasattr(v, "error") and v is not self.chat:
                 v.error.connect(self.show_error)  # type: ignore[attr-defined]
-            self.stack.addWidget(_scrolling(v))
+            self.stack.addWidget(PageScroll(v))
         self.nav.currentRowChanged.connect(self.stack.setCurrentIndex)
         self.nav.setCurrentRow(0)
 

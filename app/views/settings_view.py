@@ -92,6 +92,7 @@ class SettingsView(QWidget):
 
         look = QGroupBox("Appearance")
         lf = QFormLayout(look)
+        lf.setFieldGrowthPolicy(QFormLayout.FieldGrowthPolicy.FieldsStayAtSizeHint)
         self.theme = QComboBox()
         for label, key in THEMES:
             self.theme.addItem(label, key)
@@ -103,6 +104,7 @@ class SettingsView(QWidget):
 
         perf = QGroupBox("Performance (used when a pair is next loaded)")
         pf = QFormLayout(perf)
+        pf.setFieldGrowthPolicy(QFormLayout.FieldGrowthPolicy.FieldsStayAtSizeHint)
         p = performance(settings)
         self.threads = QSpinBox()
         self.threads.setRange(0, max(cores * 2, 64))
