@@ -2,7 +2,8 @@
 
 The download worker reports bytes per file; people want one bar for the whole pair, one
 line of text (percent, bytes, speed, ETA), and an honest ending (every file verified,
-cancelled with the partial file kept, or failed and why). `DownloadJob` turns the worker's
+cancelled with the partial file kept — or, from the PyPI mirror, which keeps no partial
+file, saying that it starts over — or failed and why). `DownloadJob` turns the worker's
 events into `DownloadStatus` snapshots; the Qt adapter (`app.download_controller`) only
 forwards them, so every listener (the Models page, the first-run banner) shows the same.
 
@@ -45,6 +46,12 @@ class DownloadStatus:
     files_done: int = 0
     notice: str | None = None  # set when this update is a notice from the store
     error: str | None = None
+    bytes_per_s: float = 0.0  # the current file's transfer speed (0 while hashing or unknown)
+    via_mirror: bool = False  # the current file comes from the PyPI mirror (no resumable partial)
+
+    @property
+    def cancellable(self) -> bool:
+        return self.phase == Phase.RUNNING
 
     @property
     def ended(self) -> bool:
@@ -106,7 +113,8 @@ class DownloadJob:
     def _update(self, **changes: object) -> DownloadStatus:
         s = self.status
         fields = {"pair": s.pair, "phase": s.phase, "fraction": s.fraction, "bar_format": s.bar_format,
-                  "text": s.text, "files_done": self.files_done, "notice": None, "error": s.error}
+                  "text": s.text, "files_done": self.files_done, "notice": None, "error": s.error,
+                  "bytes_per_s": s.bytes_per_s, "via_mirror": s.via_mirror}
         fields.update(changes)
         self.status = DownloadStatus(**fields)  # type: ignore[arg-type]
         return self.status
@@ -118,11 +126,13 @@ class DownloadJob:
         if p.phase == "notice":
             return self._update(text=p.message or self.status.text, notice=p.message)
         if p.phase == "verify":
-            return self._update(fraction=_clamp(p.fraction), bar_format=f"verifying {p.file}: %p%", text=progress_text(p))
+            return self._update(fraction=_clamp(p.fraction), bar_format=f"verifying {p.file}: %p%", text=progress_text(p),
+                                bytes_per_s=0.0)
         total = sum(self.sizes) or p.total
         done = sum(self.sizes[: self.files_done]) + p.done
         return self._update(fraction=_clamp(done / total if total else 0.0), bar_format=f"{self.pair.title}: %p%",
-                            text=progress_text(p, done, total))
+                            text=progress_text(p, done, total), bytes_per_s=p.bytes_per_s,
+                            via_mirror=p.phase == "mirror")
 
     def file_done(self) -> DownloadStatus:
         """One file is on disk and verified."""
@@ -141,7 +151,7 @@ class DownloadJob:
         """Ask to stop; True when the worker has to be told (it was running)."""
         if self.status.phase != Phase.RUNNING:
             return False
-        self._update(phase=Phase.CANCELLING, text="Cancelling… (the partial file is kept; Download resumes it)")
+        self._update(phase=Phase.CANCELLING, text=f"Cancelling… ({self._what_is_kept()})")
         return True
 
     def fail(self, message: str) -> DownloadStatus:
@@ -158,8 +168,15 @@ class DownloadJob:
                                 text=f"{self.pair.title}: every file is on disk and verified.")
         if self.status.ended:
             return self.status
-        return self._update(phase=Phase.CANCELLED,
-                            text="Download cancelled; the partial file is kept: Download again to resume.")
+        return self._update(phase=Phase.CANCELLED, text=f"Download cancelled; {self._what_is_kept()}.")
+
+    def _what_is_kept(self) -> str:
+        """True for the source in use: the Hub's partial file resumes, the mirror's does not."""
+        n = self.files_done
+        kept = f"{n} complete file{'s' if n != 1 else ''} kept; " if n else ""
+        if self.status.via_mirror:
+            return f"{kept}the mirror keeps no partial file: Download again starts that file over"
+        return f"{kept}the partial file is kept: Download again to resume"
 
 
 def _clamp(x: float) -> float:

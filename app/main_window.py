@@ -1,63 +1,113 @@
-"""The main window: navigation between Chat, Race, Models and Bench; a status bar with
-the backend and hardware, the loaded pair and live tok/s; shortcuts; settings kept."""
+"""The main window: navigation between Chat, Race, Models, Bench and Settings; a status bar
+with the backend and hardware, the loaded pair and live tok/s; File and Help menus; shortcuts;
+settings kept."""
 
 from __future__ import annotations
 
 import json
 from typing import Any
 
-from PySide6.QtCore import QByteArray, QSettings, Qt, QTimer
+from PySide6.QtCore import QByteArray, QEvent, QSettings, Qt, QTimer
 from PySide6.QtGui import QAction, QCloseEvent, QKeySequence, QShortcut
 from PySide6.QtWidgets import (
     QApplication, QHBoxLayout, QLabel, QListWidget, QListWidgetItem, QMainWindow, QMessageBox, QProgressBar,
-    QPushButton, QStackedWidget, QVBoxLayout, QWidget,
+    QPushButton, QScrollArea, QStackedWidget, QVBoxLayout, QWidget,
 )
 
 from engine import catalog, hardware, store
+from engine.units import human_bytes
 
-from . import theme
+from . import appearance, help_menu, theme
 from .download_job import DownloadStatus
 from .history import History
 from .session import Session
 from .views.chat_view import ChatView
+from .widgets.elided_label import ElidedLabel
 
-PAGES = ["Chat", "Race", "Models", "Bench"]
+PAGES = ["Chat", "Race", "Models", "Bench", "Settings"]
+NAV_WIDTH = 100
+BANNER_BAR_WIDTH = 280  # room for "100% · 12.3 MB/s"
+MIN_WIDTH, MIN_HEIGHT = 800, 560
 SPEED_REFRESH_MS = 250
 BUSY_MARK = "\u25cf"  # ● (in DejaVu Sans and the other default fonts; ⏳ rendered as a missing-glyph box)
 
 
 def is_dark(app: QApplication) -> bool:
-    scheme = app.styleHints().colorScheme()
-    if scheme == Qt.ColorScheme.Dark:
-        return True
-    if scheme == Qt.ColorScheme.Light:
+    """Drawn dark now (the Settings override, else the system): see app/appearance.py."""
+    return appearance.is_dark(app)
+
+
+class PageScroll(QScrollArea):
+    """A page that fills the window and scrolls only below its minimum size.
+
+    A page's minimum no longer raises the window's minimum (the window stays ~800 px wide).
+    Unlike `setWidgetResizable`, which sizes a page with word-wrapped labels to its
+    *preferred* height for the width (so a page that fits scrolls anyway), the page gets
+    the viewport's size, or its minimum where the viewport is smaller.
+    """
+
+    def __init__(self, page: QWidget):
+        super().__init__()
+        self.setObjectName(f"{type(page).__name__}Scroll")
+        self.setFrameShape(QScrollArea.Shape.NoFrame)
+        self.setWidget(page)
+        page.installEventFilter(self)
+
+    def _fit(self) -> None:
+        page, view = self.widget(), self.viewport().size()
+        need = page.minimumSizeHint().expandedTo(page.minimumSize())
+        page.resize(max(view.width(), need.width()), max(view.height(), need.height()))
+
+    def resizeEvent(self, event: Any) -> None:  # noqa: N802
+        super().resizeEvent(event)
+        self._fit()
+
+    def eventFilter(self, obj: Any, event: Any) -> bool:  # noqa: N802
+        if obj is self.widget() and event.type() == QEvent.Type.LayoutRequest:
+            self._fit()  # the page's minimum may have changed (a label's new text)
         return False
-    return app.palette().window().color().lightness() < 128
 
 
 class WelcomeBanner(QWidget):
-    """First run without models: the pair that fits this machine, fetched in one click."""
+    """First run without models: the pair that fits this machine, fetched in one click; while
+    it downloads, a wide bar (percent and speed), the status line and Cancel."""
 
     def __init__(self, parent: QWidget | None = None):
         super().__init__(parent)
         self.setObjectName("welcome")
         lay = QHBoxLayout(self)
+        left = QVBoxLayout()
         self.text = QLabel()
         self.text.setWordWrap(True)
+        self.status = QLabel()  # the download's own line: bytes, speed, ETA; what a cancel kept
+        self.status.setObjectName("welcomeStatus")
+        self.status.setWordWrap(True)
+        self.status.hide()
+        left.addWidget(self.text)
+        left.addWidget(self.status)
         self.button = QPushButton("Download and load")
+        self.cancel = QPushButton("Cancel")
+        self.cancel.setToolTip("Stop the download (the status line says what is kept)")
+        self.cancel.hide()
         self.progress = QProgressBar()
         self.progress.setRange(0, 1000)
-        self.progress.setMaximumWidth(260)
+        self.progress.setMinimumWidth(BANNER_BAR_WIDTH)
         self.progress.hide()
-        lay.addWidget(self.text, 1)
+        lay.addLayout(left, 1)
         lay.addWidget(self.progress)
+        lay.addWidget(self.cancel)
         lay.addWidget(self.button)
 
     def show_download(self, st: DownloadStatus) -> None:
         """Any download's progress (the session runs one at a time); the button again after a failure."""
         self.progress.setVisible(st.bar_visible)
         self.progress.setValue(round(1000 * st.fraction))
-        self.progress.setFormat(st.bar_format)
+        speed = f" · {human_bytes(st.bytes_per_s)}/s" if st.bytes_per_s > 0 and not st.ended else ""
+        self.progress.setFormat(f"%p%{speed}")
+        self.progress.setToolTip(st.bar_format.replace("%p%", f"{st.fraction:.0%}"))
+        self.status.setText(st.text)
+        self.status.setVisible(bool(st.text))
+        self.cancel.setVisible(st.cancellable)
         self.button.setEnabled(st.ended and not st.ok)
 
 
@@ -96,6 +146,7 @@ class MainWindow(QMainWindow):
         outer.setContentsMargins(0, 0, 0, 0)
         self.welcome = WelcomeBanner()
         self.welcome.button.clicked.connect(self.download_recommended)
+        self.welcome.cancel.clicked.connect(lambda: self.session.downloads.cancel())
         self.session.downloads.changed.connect(self.welcome.show_download)
         outer.addWidget(self.welcome)
         self.history_notice = QLabel()
@@ -109,13 +160,14 @@ class MainWindow(QMainWindow):
         outer.addLayout(body, 1)
         self.nav = QListWidget()
         self.nav.setObjectName("nav")
-        self.nav.setFixedWidth(110)
+        self.nav.setFixedWidth(NAV_WIDTH)
         for name in PAGES:
             QListWidgetItem(name, self.nav)
         self.stack = QStackedWidget()
         body.addWidget(self.nav)
         body.addWidget(self.stack, 1)
         self.setCentralWidget(central)
+        self.setMinimumSize(MIN_WIDTH, MIN_HEIGHT)  # half of a 1920-px screen, with room to spare
 
         self.chat = ChatView(self.session, self.history)
         self.chat.message.connect(self.notify)
@@ -128,19 +180,27 @@ class MainWindow(QMainWindow):
         self.views["Race"] = RaceView(self.session)
         self.views["Models"] = ModelsView(self.session, self.catalog, self.hw)
         self.views["Bench"] = BenchView(self.session)
+        from .views.settings_view import SettingsView, performance, theme_choice
+
+        self.settings_view = SettingsView(self.settings, cores=self.hw.cores_physical, gpu=bool(self.hw.gpus))
+        self.settings_view.themeChanged.connect(self.set_theme)
+        self.settings_view.performanceChanged.connect(self._apply_performance)
+        self.views["Settings"] = self.settings_view
+        self._apply_performance(performance(self.settings))
         for name in PAGES:
             v = self.views[name]
             if hasattr(v, "message"):
                 v.message.connect(self.notify)  # type: ignore[attr-defined]
             if hasattr(v, "error") and v is not self.chat:
                 v.error.connect(self.show_error)  # type: ignore[attr-defined]
-            self.stack.addWidget(v)
+            self.stack.addWidget(PageScroll(v))
         self.nav.currentRowChanged.connect(self.stack.setCurrentIndex)
         self.nav.setCurrentRow(0)
 
         sb = self.statusBar()
-        self.hw_label = QLabel(self._hw_text())
-        self.pair_label = QLabel("no pair loaded")
+        # Elided, with the whole text as tooltip: a long pair title or GPU name never widens the window.
+        self.hw_label = ElidedLabel(self._hw_text(), min_chars=10)
+        self.pair_label = ElidedLabel("no pair loaded", min_chars=14)
         self.busy_label = QLabel("")
         self.speed_label = QLabel("")
         self.speed_label.setObjectName("liveSpeed")
@@ -156,7 +216,7 @@ class MainWindow(QMainWindow):
         self.load_bar = QProgressBar()
         self.load_bar.setMaximumWidth(160)
         self.load_bar.hide()
-        sb.addPermanentWidget(self.pair_label)
+        sb.addPermanentWidget(self.pair_label, 1)
         sb.addPermanentWidget(self.load_bar)
         sb.addPermanentWidget(self.busy_label)
         sb.addPermanentWidget(self.speed_label)
@@ -168,15 +228,57 @@ class MainWindow(QMainWindow):
         self.server_switch.error.connect(self.show_error)
         sb.addPermanentWidget(self.server_switch)
 
-        QShortcut(QKeySequence("Ctrl+N"), self, activated=self._new_chat)
-        QShortcut(QKeySequence("Ctrl+L"), self, activated=self._focus_prompt)
+        QShortcut(QKeySequence("Ctrl+N"), self, activated=self._new_chat).setWhatsThis("New chat")
+        QShortcut(QKeySequence("Ctrl+L"), self, activated=self._focus_prompt).setWhatsThis("Go to the chat's prompt box")
         for i, name in enumerate(PAGES):
-            QShortcut(QKeySequence(f"Ctrl+{i + 1}"), self, activated=lambda i=i: self.nav.setCurrentRow(i))
-        quit_action = QAction("Quit", self)
-        quit_action.setShortcut(QKeySequence.StandardKey.Quit)
-        quit_action.triggered.connect(self.close)
-        self.addAction(quit_action)
+            QShortcut(QKeySequence(f"Ctrl+{i + 1}"), self,
+                      activated=lambda i=i: self.nav.setCurrentRow(i)).setWhatsThis(f"Show {name}")
+        self._build_menus()
+        app = QApplication.instance()
+        if app is not None and theme_choice(self.settings) != "system":
+            appearance.apply(app, theme_choice(self.settings))  # type: ignore[arg-type]
         self.apply_theme()
+
+    def _build_menus(self) -> None:
+        """File (Quit) and Help (every shortcut, collected from the window; About)."""
+        file_menu = self.menuBar().addMenu("&File")
+        quit_action = QAction("Quit", self)
+        # The platform's Quit keys; Ctrl+Q where the platform theme names none (a bare X server).
+        quit_action.setShortcuts(QKeySequence.keyBindings(QKeySequence.StandardKey.Quit) or [QKeySequence("Ctrl+Q")])
+        quit_action.triggered.connect(self.close)
+        file_menu.addAction(quit_action)
+        help_menu = self.menuBar().addMenu("&Help")
+        self.shortcuts_action = QAction("Keyboard shortcuts", self)
+        self.shortcuts_action.setShortcut(QKeySequence("F1"))
+        self.shortcuts_action.triggered.connect(self.show_shortcuts)
+        self.about_action = QAction("About Tandem", self)
+        self.about_action.triggered.connect(self.show_about)
+        help_menu.addAction(self.shortcuts_action)
+        help_menu.addAction(self.about_action)
+
+    def shortcuts(self) -> list[help_menu.ShortcutInfo]:
+        """Every shortcut the window has now, with the page it works on."""
+        return help_menu.collect_shortcuts(self, {v: name for name, v in self.views.items()})
+
+    def show_shortcuts(self) -> None:
+        self.shortcuts_dialog = help_menu.ShortcutsDialog(self.shortcuts(), self)
+        self.shortcuts_dialog.show()
+
+    def show_about(self) -> None:
+        QMessageBox.about(self, "About Tandem", help_menu.about_html(self._hw_text()))
+
+    def set_theme(self, scheme: str) -> None:
+        """Settings → Appearance: follow the system or force light/dark, at once."""
+        app = QApplication.instance()
+        if app is not None:
+            appearance.apply(app, scheme)  # type: ignore[arg-type]
+        self.apply_theme()
+
+    def _apply_performance(self, p: Any) -> None:
+        """Settings → Performance: how the next pair loads."""
+        self.session.n_ctx = p.n_ctx
+        self.session.n_threads = p.threads
+        self.session.n_gpu_layers = p.gpu_layers
 
     def apply_theme(self) -> None:
         app = QApplication.instance()

@@ -44,6 +44,8 @@ class Session(QObject):
         self.engine: Any = None
         self.pair: LoadedPair | None = None
         self.n_ctx = 4096
+        self.n_threads: int | None = None  # Settings → Performance; None: the engine's default
+        self.n_gpu_layers: int | None = None
         self._busy = ""
         self._threads: list[tuple[QThread, workers.Worker]] = []
         self._jobs: set[workers.Worker] = set()
@@ -106,7 +108,8 @@ class Session(QObject):
         if self._busy:
             self.loadFailed.emit(f"cannot load a pair while {self._busy} is running")
             return
-        w = workers.LoadWorker(str(target), str(draft) if isinstance(draft, Path) else draft, n_ctx=self.n_ctx)
+        engine_kw = {k: v for k, v in (("n_threads", self.n_threads), ("n_gpu_layers", self.n_gpu_layers)) if v is not None}
+        w = workers.LoadWorker(str(target), str(draft) if isinstance(draft, Path) else draft, n_ctx=self.n_ctx, **engine_kw)
         w.progress.connect(self.loadProgress)
         w.failed.connect(self.loadFailed)
         self._pending = LoadedPair(Path(target), draft, label or Path(target).name, pair_id)

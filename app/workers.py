@@ -108,9 +108,10 @@ class LoadWorker(Worker):
     progress = Signal(str, float)
     loaded = Signal(object)  # engine.Engine
 
-    def __init__(self, target: str, draft: Any, *, n_ctx: int = 4096):
+    def __init__(self, target: str, draft: Any, *, n_ctx: int = 4096, **engine_kw: Any):
         super().__init__()
         self.target, self.draft, self.n_ctx = target, draft, n_ctx
+        self.engine_kw = engine_kw  # more Engine arguments (n_threads, n_gpu_layers from Settings)
 
     def work(self) -> None:
         from engine import Engine
@@ -121,7 +122,7 @@ class LoadWorker(Worker):
                 return not self.cancelled
             return f
 
-        eng = Engine(self.target, n_ctx=self.n_ctx, on_progress=cb("target"))
+        eng = Engine(self.target, n_ctx=self.n_ctx, on_progress=cb("target"), **self.engine_kw)
         try:
             if self.draft is not None:
                 eng.decoder(self.draft, on_progress=cb("draft"))

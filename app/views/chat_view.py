@@ -14,8 +14,10 @@ from PySide6.QtWidgets import (
     QLineEdit, QListWidget, QListWidgetItem, QMenu, QMessageBox, QPlainTextEdit, QPushButton, QSpinBox, QSplitter,
     QVBoxLayout, QWidget,
 )
+from PySide6.QtWidgets import QScrollArea, QToolButton  # the settings drawer and the chat list's menu
 
 from ..history import History, HistoryError, Message, message_markdown
+from ..relative_time import absolute_date, relative_date
 from ..session import Session
 from ..widgets.charts import LiveCharts
 from ..widgets.lookahead_control import LookaheadControl
@@ -25,6 +27,9 @@ from .. import workers
 
 MAX_ATTACHMENT = 512 * 1024
 DRAFTERS = [("Draft model", "model"), ("Prompt lookup", "lookup"), ("None (target alone)", "none")]
+DRAWER_OPEN_WIDTH = 1100  # the settings drawer starts closed in a narrower window
+DRAWER_MIN_WIDTH = 240  # the drawer scrolls rather than widening the window
+DRAWER_OPEN_SIZE = 380  # its width when opened
 
 
 def stats_text(s: dict[str, Any]) -> str:
@@ -71,17 +76,20 @@ class ChatView(QWidget):
         self.conv_list.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
         self.conv_list.setTextElideMode(Qt.TextElideMode.ElideRight)
         self.conv_list.currentItemChanged.connect(self._conversation_selected)
-        self.conv_list.setContextMenuPolicy(Qt.ContextMenuPolicy.ActionsContextMenu)
+        self.conv_list.itemClicked.connect(self._conversation_clicked)
+        self.conv_list.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
+        self.conv_list.customContextMenuRequested.connect(self._conversation_menu)
         btns = QHBoxLayout()
-        self.new_btn = QPushButton("New")
+        self.new_btn = QPushButton("New chat")
         self.new_btn.setToolTip("New chat (Ctrl+N)")
         self.new_btn.clicked.connect(self.new_conversation)
-        self.rename_btn = QPushButton("Rename")
-        self.rename_btn.clicked.connect(self.rename_conversation)
-        self.delete_btn = QPushButton("Delete")
-        self.delete_btn.clicked.connect(self.delete_conversation)
-        for b in (self.new_btn, self.rename_btn, self.delete_btn):
-            btns.addWidget(b)
+        self.more_btn = QPushButton("More")
+        self.more_btn.setToolTip("Rename, delete or export the open chat (also: right-click a chat)")
+        self.more_btn.setMenu(self._conversation_actions(QMenu(self.more_btn)))
+        for button in (self.new_btn, self.more_btn):
+            button.setMinimumWidth(button.sizeHint().width())  # the list narrows, its buttons never clip
+        btns.addWidget(self.new_btn, 1)
+        btns.addWidget(self.more_btn)
         ll.addWidget(self.search)
         ll.addWidget(self.conv_list, 1)
         ll.addLayout(btns)
@@ -96,9 +104,11 @@ class ChatView(QWidget):
         self.stats_label = QLabel("")
         self.stats_label.setObjectName("answerStats")
         self.stats_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.stats_label.setWordWrap(True)  # a long stats line wraps; unwrapped, it widened the window
         self.prefill_label = QLabel("")
         self.prefill_label.hide()
         self.attach_label = QLabel("")
+        self.attach_label.setWordWrap(True)
         self.attach_label.hide()
         self.prompt = QPlainTextEdit()
         self.prompt.setPlaceholderText("Ask something…  (Ctrl+Enter to send, Esc to stop)")
@@ -177,13 +187,78 @@ class ChatView(QWidget):
         self.charts = LiveCharts()
         rl.addWidget(self.charts_toggle)
         rl.addWidget(self.charts, 1)
-        split.addWidget(right)
+        split.addWidget(self._drawer(right))
         split.setSizes([200, 640, 420])
         split.setStretchFactor(1, 1)
+        split.setCollapsible(1, False)
 
         QShortcut(QKeySequence("Ctrl+Return"), self, activated=self.send)
         QShortcut(QKeySequence("Ctrl+Enter"), self, activated=self.send)
         QShortcut(QKeySequence("Escape"), self, activated=self.stop)
+
+    # -- the settings drawer (the right-hand panel) ---------------------------------------
+    def _drawer(self, panel: QWidget) -> QWidget:
+        """The settings and charts in a drawer that a narrow window keeps closed.
+
+        The panel scrolls inside it, so it never sets the window's minimum width; the
+        toggle stays visible when it is closed. Until the user opens or closes it, it
+        follows the window: open from DRAWER_OPEN_WIDTH px, closed below.
+        """
+        drawer = self._drawer_widget = QWidget()
+        drawer.setObjectName("settingsDrawer")
+        lay = QHBoxLayout(drawer)
+        lay.setContentsMargins(0, 0, 0, 0)
+        lay.setSpacing(2)
+        self.drawer_btn = QToolButton()
+        self.drawer_btn.setCheckable(True)
+        self.drawer_btn.setChecked(True)
+        self.drawer_btn.setToolTip("Show or hide the generation settings and live charts (F9)")
+        self.drawer_btn.setAutoRaise(True)
+        self.drawer_btn.clicked.connect(self._drawer_clicked)
+        col = QVBoxLayout()
+        col.addWidget(self.drawer_btn)
+        col.addStretch(1)
+        lay.addLayout(col)
+        self.drawer_scroll = QScrollArea()
+        self.drawer_scroll.setWidgetResizable(True)
+        self.drawer_scroll.setFrameShape(QScrollArea.Shape.NoFrame)
+        self.drawer_scroll.setWidget(panel)
+        self.drawer_scroll.setMinimumWidth(DRAWER_MIN_WIDTH)
+        lay.addWidget(self.drawer_scroll, 1)
+        self._drawer_auto = True  # follows the window's width until the user chooses
+        QShortcut(QKeySequence("F9"), self, activated=self.drawer_btn.click).setWhatsThis("Show or hide the settings drawer")
+        self._show_drawer(True)
+        return drawer
+
+    def _drawer_clicked(self, on: bool) -> None:
+        self._drawer_auto = False
+        self._show_drawer(on)
+
+    def _show_drawer(self, on: bool) -> None:
+        self.drawer_btn.setChecked(on)
+        self.drawer_btn.setText("Settings \u203a" if on else "\u2039 Settings")
+        self.drawer_scroll.setVisible(on)
+        drawer = self._drawer_widget
+        closed_width = self.drawer_btn.sizeHint().width() + 4
+        drawer.setMaximumWidth(16777215 if on else closed_width)  # closed: only the toggle
+        split = drawer.parentWidget()
+        if isinstance(split, QSplitter):  # the transcript gives or takes the drawer's room
+            sizes = split.sizes()
+            want = max(DRAWER_OPEN_SIZE, sizes[2]) if on else closed_width
+            sizes[1] = max(sizes[1] - (want - sizes[2]), 0)
+            sizes[2] = want
+            split.setSizes(sizes)
+
+    @property
+    def drawer_open(self) -> bool:
+        return not self.drawer_scroll.isHidden()
+
+    def resizeEvent(self, event: Any) -> None:  # noqa: N802
+        super().resizeEvent(event)
+        if self._drawer_auto:
+            wide = self.window().width() >= DRAWER_OPEN_WIDTH
+            if wide != self.drawer_open:
+                self._show_drawer(wide)
 
     def set_charts_visible(self, on: bool) -> None:
         """Show or hide the live charts (the checkbox, or the GUI benchmark)."""
@@ -214,6 +289,7 @@ class ChatView(QWidget):
 
     # -- conversations -------------------------------------------------------------------
     def refresh_conversations(self) -> None:
+        """The chat list, newest first: each row its title and when it was last used."""
         current = self.conversation_id
         self.conv_list.blockSignals(True)
         self.conv_list.clear()
@@ -223,8 +299,9 @@ class ChatView(QWidget):
             convs = []
             self.message.emit(str(e))
         for c in convs:
-            item = QListWidgetItem(c.title)
+            item = QListWidgetItem(f"{c.title}\n{relative_date(c.updated)}")
             item.setData(Qt.ItemDataRole.UserRole, c.id)
+            item.setToolTip(f"{c.title}\nlast used {absolute_date(c.updated)}")
             self.conv_list.addItem(item)
             if c.id == current:
                 self.conv_list.setCurrentItem(item)
@@ -236,7 +313,33 @@ class ChatView(QWidget):
         if self.worker is not None:
             self.message.emit("Stop the running answer before switching conversations")
             return
+        self.charts.reset()  # step data is not stored: the charts show only a live answer
         self.open_conversation(int(item.data(Qt.ItemDataRole.UserRole)))
+
+    def _conversation_clicked(self, item: QListWidgetItem) -> None:
+        """A click on the row that is already current (currentItemChanged stays silent)."""
+        if int(item.data(Qt.ItemDataRole.UserRole)) != self.conversation_id:
+            self._conversation_selected(item)
+
+    def _conversation_actions(self, menu: QMenu) -> QMenu:
+        """Rename, Delete and Export of the open chat, for the context menu and the More button."""
+        menu.addAction("Rename…", self.rename_conversation)
+        menu.addAction("Export as Markdown…", lambda: self.export_conversation())
+        menu.addSeparator()
+        menu.addAction("Delete…", self.delete_conversation)
+        return menu
+
+    def _conversation_menu(self, pos: Any) -> None:
+        item = self.conv_list.itemAt(pos)
+        if item is None:
+            return
+        if int(item.data(Qt.ItemDataRole.UserRole)) != self.conversation_id:
+            self._conversation_selected(item)
+            if int(item.data(Qt.ItemDataRole.UserRole)) != self.conversation_id:
+                return  # not opened (an answer is streaming): act on nothing
+            self.conv_list.setCurrentItem(item)
+        self.context_menu = self._conversation_actions(QMenu(self))
+        self.context_menu.popup(self.conv_list.viewport().mapToGlobal(pos))
 
     def open_conversation(self, conversation_id: int) -> None:
         self.conversation_id = conversation_id
@@ -261,7 +364,9 @@ class ChatView(QWidget):
         self.transcript.set_messages([])
         self.stats_label.clear()
         self.charts.reset()
-        self.conv_list.clearSelection()
+        self.conv_list.blockSignals(True)
+        self.conv_list.setCurrentRow(-1)  # so a click on the previous chat is a change again
+        self.conv_list.blockSignals(False)
         self.prompt.setFocus()
 
     def rename_conversation(self) -> None:

@@ -163,15 +163,15 @@ class LiveCharts(QWidget):
         self.redraws = 0  # how many times the plots were actually redrawn (tests, benchmark)
         lay = QGridLayout(self)
         lay.setContentsMargins(0, 0, 0, 0)
-        self.acc_plot = self._plot("Acceptance per step", "step", "rate")
+        self.acc_plot = self._plot("Acceptance", "step", "rate", "Acceptance per step: rolling over the last steps (solid) and cumulative (dashed)")
         self.acc_roll = self.acc_plot.plot(pen=pg.mkPen(theme.CHART_ACCEPTANCE, width=2), name=f"rolling {ROLLING}")
         self.acc_cum = self.acc_plot.plot(pen=pg.mkPen(theme.CHART_CUMULATIVE, width=1, style=pg.QtCore.Qt.PenStyle.DashLine), name="cumulative")
-        self.tps_plot = self._plot("Tokens per second", "s", "tok/s")
+        self.tps_plot = self._plot("Tokens/s", "s", "tok/s", "Decode speed over the answer, tokens per second")
         self.tps_curve = self.tps_plot.plot(pen=pg.mkPen(theme.CHART_SPEED, width=2))
-        self.hist_plot = self._plot("Accepted tokens per step", "accepted", "steps")
+        self.hist_plot = self._plot("Accepted/step", "accepted", "steps", "How many draft tokens the target accepted per step (histogram)")
         self.hist_bars = pg.BarGraphItem(x=np.arange(MAX_K + 1), height=np.zeros(MAX_K + 1), width=0.8, brush=theme.CHART_HISTOGRAM)
         self.hist_plot.addItem(self.hist_bars)
-        self.k_plot = self._plot("Lookahead in use", "step", "k")
+        self.k_plot = self._plot("Lookahead", "step", "k", "The lookahead k in use at each step (Auto changes it)")
         self.k_curve = self.k_plot.plot(pen=pg.mkPen(theme.CHART_LOOKAHEAD, width=2), stepMode="right")
         self._ranges: dict[tuple[int, str], tuple[float, float]] = {}
         self._set_range(self.hist_plot, "x", -0.6, MAX_K + 0.6)
@@ -186,9 +186,11 @@ class LiveCharts(QWidget):
         self._timer.setInterval(REDRAW_MS)
         self._timer.timeout.connect(self._tick)
 
-    def _plot(self, title: str, x: str, y: str) -> pg.PlotWidget:
+    def _plot(self, title: str, x: str, y: str, tip: str) -> pg.PlotWidget:
+        """A small plot; its title is short so a narrow drawer never clips it, the tooltip says it all."""
         w = pg.PlotWidget()
         w.setTitle(title, size="9pt")
+        w.setToolTip(tip)
         w.setLabel("bottom", x)
         w.setLabel("left", y)
         w.getAxis("left").setWidth(42)  # a fixed width: new tick labels never relayout the plot

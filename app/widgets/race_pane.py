@@ -4,10 +4,13 @@ provenance colours."""
 from __future__ import annotations
 
 from PySide6.QtCore import Qt
-from PySide6.QtGui import QFont, QTextCharFormat, QTextCursor
+from PySide6.QtGui import QFont, QFontMetrics, QTextCharFormat, QTextCursor
 from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QTextBrowser, QVBoxLayout, QWidget
 
+from .elided_label import ElidedLabel
 from .provenance import COLOURS
+
+WIDEST_SPEED = "\u2713 000.00 s \u00b7 0000.0 tok/s"  # the longest speed text (app/replay.py speed_text)
 
 
 class RacePane(QFrame):
@@ -19,19 +22,20 @@ class RacePane(QFrame):
         head = QHBoxLayout()
         self.title = QLabel(f"<b>{title}</b>")
         self.title.setStyleSheet("font-size: 15px;")
-        self.subtitle = QLabel(subtitle)
+        self.subtitle = ElidedLabel(subtitle)
         self.subtitle.setObjectName("paneSubtitle")
         self.speed = QLabel("")
         self.speed.setAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
         f = self.speed.font()
-        f.setPointSizeF(f.pointSizeF() * 1.5)
+        f.setPointSizeF(f.pointSizeF() * 1.3)
         f.setBold(True)
         self.speed.setFont(f)
-        self.speed.setMinimumWidth(150)
+        # As wide as the longest figure it shows, so "✓ 2.93 s · 45.1 tok/s" is never clipped.
+        self.speed.setMinimumWidth(QFontMetrics(f).horizontalAdvance(WIDEST_SPEED) + 4)
         self.status = QLabel("")
         self.status.setObjectName("paneStatus")
+        self.status.setWordWrap(True)  # a long summary wraps instead of widening the window
         head.addWidget(self.title)
-        head.addWidget(self.subtitle)
         head.addStretch(1)
         head.addWidget(self.speed)
         self.text = QTextBrowser()
@@ -40,6 +44,7 @@ class RacePane(QFrame):
         mono.setStyleHint(QFont.StyleHint.Monospace)
         self.text.setFont(mono)
         lay.addLayout(head)
+        lay.addWidget(self.subtitle)
         lay.addWidget(self.status)
         lay.addWidget(self.text, 1)
         self._formats: dict[str, QTextCharFormat] = {}

@@ -1,0 +1,73 @@
+"""The light/dark choice: follow the system, or force one (Settings → Appearance).
+
+Qt 6.8+ can ask the platform theme for a scheme (`QStyleHints.setColorScheme`); platforms
+without a theme (offscreen, a bare X server) ignore it, so a forced scheme also sets the
+Fusion style with a matching palette, and "System" restores the style and palette the
+application started with.
+"""
+
+from __future__ import annotations
+
+from PySide6.QtCore import Qt
+from PySide6.QtGui import QColor, QPalette
+from PySide6.QtWidgets import QApplication
+
+SCHEMES = ("system", "light", "dark")
+_original: tuple[str, QPalette] | None = None  # the style name and palette before any override
+_forced: str = "system"
+
+
+def dark_palette() -> QPalette:
+    """A dark palette for Fusion (the usual values of Qt's own dark themes)."""
+    p = QPalette()
+    window, base, text = QColor(45, 45, 48), QColor(30, 31, 34), QColor(220, 220, 220)
+    for role, c in ((QPalette.ColorRole.Window, window), (QPalette.ColorRole.WindowText, text),
+                    (QPalette.ColorRole.Base, base), (QPalette.ColorRole.AlternateBase, window),
+                    (QPalette.ColorRole.ToolTipBase, base), (QPalette.ColorRole.ToolTipText, text),
+                    (QPalette.ColorRole.Text, text), (QPalette.ColorRole.Button, window),
+                    (QPalette.ColorRole.ButtonText, text), (QPalette.ColorRole.Highlight, QColor(46, 125, 50)),
+                    (QPalette.ColorRole.HighlightedText, QColor(255, 255, 255)),
+                    (QPalette.ColorRole.PlaceholderText, QColor(140, 140, 140)),
+                    (QPalette.ColorRole.Mid, QColor(120, 120, 120)), (QPalette.ColorRole.Link, QColor(100, 160, 255))):
+        p.setColor(role, c)
+    for role in (QPalette.ColorRole.Text, QPalette.ColorRole.ButtonText, QPalette.ColorRole.WindowText):
+        p.setColor(QPalette.ColorGroup.Disabled, role, QColor(120, 120, 120))
+    return p
+
+
+def forced() -> str:
+    """The scheme the user chose: "system", "light" or "dark"."""
+    return _forced
+
+
+def apply(app: QApplication, scheme: str) -> None:
+    """Follow the system ("system") or force "light"/"dark", at once, for every open window."""
+    global _original, _forced
+    if scheme not in SCHEMES:
+        scheme = "system"
+    if _original is None:
+        _original = (app.style().name(), QPalette(app.palette()))
+    _forced = scheme
+    hints = app.styleHints()
+    if scheme == "system":
+        if hasattr(hints, "unsetColorScheme"):
+            hints.unsetColorScheme()
+        app.setStyle(_original[0])
+        app.setPalette(_original[1])
+        return
+    if hasattr(hints, "setColorScheme"):
+        hints.setColorScheme(Qt.ColorScheme.Dark if scheme == "dark" else Qt.ColorScheme.Light)
+    app.setStyle("Fusion")
+    app.setPalette(dark_palette() if scheme == "dark" else app.style().standardPalette())
+
+
+def is_dark(app: QApplication) -> bool:
+    """Whether the app is drawn dark now: the forced scheme, else the system's, else the palette."""
+    if _forced != "system":
+        return _forced == "dark"
+    scheme = app.styleHints().colorScheme()
+    if scheme == Qt.ColorScheme.Dark:
+        return True
+    if scheme == Qt.ColorScheme.Light:
+        return False
+    return app.palette().window().color().lightness() < 128
