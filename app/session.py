@@ -38,6 +38,7 @@ class Session(QObject):
     busyChanged = Signal(str)  # "" when idle, else what runs
     liveSpeed = Signal(float)  # tok/s of the running generation
     engineClosing = Signal(object)  # an engine is about to be closed (the local server stops serving it)
+    workerLost = Signal(str)  # [rpc] a worker holding the target was lost; the engine is gone (see reload_locally)
 
     def __init__(self, parent: QObject | None = None):
         super().__init__(parent)
@@ -50,6 +51,7 @@ class Session(QObject):
         self._loader: workers.LoadWorker | None = None
         self._pending: LoadedPair | None = None
         self.downloads = DownloadController(self)  # one download at a time, whichever view started it
+        self.workerLost.connect(self._worker_lost)  # [rpc]
 
     # -- jobs ----------------------------------------------------------------------------
     @property
@@ -103,6 +105,8 @@ class Session(QObject):
 
     # -- the loaded pair -----------------------------------------------------------------
     def load(self, target: str | Path, draft: Any, *, label: str = "", pair_id: str | None = None) -> None:
+        if self.rpc_endpoints:  # [rpc] the target goes to the workers; see load_with_workers
+            return self.load_with_workers(target, draft, list(self.rpc_endpoints), label=label, pair_id=pair_id)
         if self._busy:
             self.loadFailed.emit(f"cannot load a pair while {self._busy} is running")
             return
@@ -148,3 +152,51 @@ class Session(QObject):
             self.engine.close()
         self.engine, self.pair = None, None
         self.pairChanged.emit(None)
+
+    # -- [rpc] a target split over llama.cpp RPC workers (issue 14) ----------------------------
+    rpc_endpoints: tuple[str, ...] = ()  # set by `tandem app --rpc` and the Workers dialog; () = this machine only
+    lost_pair: LoadedPair | None = None  # the pair whose worker was lost, for reload_locally
+
+    def load_with_workers(self, target: str | Path, draft: Any, endpoints: list[str], *, label: str = "",
+                          pair_id: str | None = None) -> None:
+        """Like `load`, with the target split over `endpoints` in a child process
+        (app/rpc_loading.py): a lost worker ends that process, not the app."""
+        from .rpc_loading import RemoteLoadWorker
+
+        if self._busy:
+            self.loadFailed.emit(f"cannot load a pair while {self._busy} is running")
+            return
+        w = RemoteLoadWorker(str(target), str(draft) if isinstance(draft, Path) else draft, endpoints,
+                             n_ctx=self.n_ctx, on_lost=self._remote_lost)
+        w.progress.connect(self.loadProgress)
+        w.failed.connect(self.loadFailed)
+        self._pending = LoadedPair(Path(target), draft, label or Path(target).name, pair_id)
+        w.loaded.connect(self._loaded)
+        self._loader = w
+        self.run(w, "loading")
+
+    def _remote_lost(self, error: Exception) -> None:
+        """On the generating thread: hand the news to the GUI thread (a queued signal)."""
+        self.workerLost.emit(str(error))
+
+    @Slot(str)
+    def _worker_lost(self, message: str) -> None:
+        """The split engine is dead: drop it (the chat keeps its partial answer itself)."""
+        eng = self.engine
+        if eng is None or getattr(eng, "lost", None) is None:
+            return
+        self.lost_pair = self.pair
+        self.engineClosing.emit(eng)
+        eng.close()
+        self.engine, self.pair = None, None
+        self.pairChanged.emit(None)
+
+    def reload_locally(self) -> bool:
+        """Load the pair whose worker was lost again, on this machine only (workers off)."""
+        pair = self.lost_pair or self.pair
+        if pair is None:
+            return False
+        self.rpc_endpoints = ()
+        self.lost_pair = None
+        self.load(pair.target, pair.draft, label=pair.label, pair_id=pair.pair_id)
+        return True

@@ -31,6 +31,7 @@ from .settings import GenerationRequest, RuntimeParams
 
 DEFAULT_HANG_TIMEOUT_S = 30.0
 DEFAULT_CONNECT_TIMEOUT_S = 3.0
+LOAD_TIMEOUT_S = 120.0
 _POLL_S = 0.05
 
 
@@ -228,8 +229,10 @@ class RemoteEngine:
     """`Engine(target, rpc=endpoints)` in a child process, with a parent-side proxy.
 
     `hang_timeout`: seconds without any event from the child (a token, a step, a progress
-    tick) before the worker counts as lost; `connect_timeout`: the per-endpoint pre-check
-    done here before anything starts. One request at a time (others wait)."""
+    tick) before the worker counts as lost (loading waits at least `LOAD_TIMEOUT_S`: big
+    tensors cross the network between progress ticks); `connect_timeout`: the per-endpoint
+    pre-check done here before anything starts; `on_lost(error)`: called once, on the
+    calling thread, when a worker is lost. One request at a time (others wait)."""
 
     def __init__(
         self,
@@ -244,6 +247,7 @@ class RemoteEngine:
         on_progress: Callable[[float], bool] | None = None,
         hang_timeout: float = DEFAULT_HANG_TIMEOUT_S,
         connect_timeout: float = DEFAULT_CONNECT_TIMEOUT_S,
+        on_lost: Callable[[RemoteWorkerLost], None] | None = None,
     ):
         from dataclasses import replace
 
@@ -259,6 +263,8 @@ class RemoteEngine:
         self.hang_timeout = float(hang_timeout)
         self.connect_timeout = float(connect_timeout)
         self.calibration = calibration
+        self.load_timeout = max(self.hang_timeout, LOAD_TIMEOUT_S)
+        self.on_lost: Callable[[RemoteWorkerLost], None] | None = None  # set once loaded: a failed load is its own error
         self._lock = threading.RLock()
         self._closed = False
         self._lost: RemoteWorkerLost | None = None
@@ -276,6 +282,7 @@ class RemoteEngine:
             info = self._await_ready(on_progress)
         self.target = RemoteTarget(self, self.path, info)
         self.rpc = RemoteCluster(list(self.endpoints), [tuple(s) for s in info["shares"]])
+        self.on_lost = on_lost
 
     # -- attributes the callers read ------------------------------------------------------------
     @property
@@ -308,23 +315,29 @@ class RemoteEngine:
 
             raise EngineClosedError("this engine was closed: load the model again")
 
-    def _fail(self, why: str, hung: bool) -> RemoteWorkerLost:
+    def _fail(self, why: str, hung: bool, waited: float = 0.0) -> RemoteWorkerLost:
         """Kill the child, find the worker(s) that stopped answering, remember the error."""
         self._kill()
         lost = _lost_endpoints(self.endpoints, timeout=min(2.0, self.connect_timeout))
         who = ", ".join(lost) if lost else " or ".join(self.endpoints)
         if hung:
-            msg = (f"RPC worker {who} stopped answering: nothing came back for {self.hang_timeout:g} s; "
+            msg = (f"RPC worker {who} stopped answering: nothing came back for {waited:g} s; "
                    "the split target is gone. Restart the worker and load again, or reload the model locally")
         else:
             msg = (f"RPC worker {who} was lost mid-generation ({why}); the split target is gone. "
                    "Restart the worker and load again, or reload the model locally")
         self._lost = RemoteWorkerLost(msg, lost or self.endpoints)
         self._closed = True
+        if self.on_lost is not None:
+            try:
+                self.on_lost(self._lost)
+            except Exception:  # noqa: BLE001 - a listener's bug must not hide the error itself
+                pass
         return self._lost
 
-    def _recv(self, cancel: Any = None, on_tick: Callable[[], None] | None = None) -> tuple:
+    def _recv(self, cancel: Any = None, on_tick: Callable[[], None] | None = None, timeout: float | None = None) -> tuple:
         """The next message from the child, or RemoteWorkerLost when it died or went silent."""
+        limit = self.hang_timeout if timeout is None else timeout
         last = time.monotonic()
         while True:
             if self._conn.poll(_POLL_S):
@@ -351,8 +364,8 @@ class RemoteEngine:
 
                     raise EngineClosedError("this engine was closed while it was working")
                 raise self._fail(self._exit_text(), hung=False)
-            if time.monotonic() - last > self.hang_timeout:
-                raise self._fail("", hung=True)
+            if time.monotonic() - last > limit:
+                raise self._fail("", hung=True, waited=limit)
 
     def _exit_text(self) -> str:
         self._proc.join(2)
@@ -376,7 +389,7 @@ class RemoteEngine:
     def _await_ready(self, on_progress: Callable[[float], bool] | None) -> dict:
         while True:
             try:
-                msg = self._recv()
+                msg = self._recv(timeout=self.load_timeout)
             except RemoteWorkerLost as e:  # during loading: not mid-generation
                 self._lost = RemoteWorkerLost(str(e).replace("was lost mid-generation", "was lost while loading"), e.endpoints)
                 raise self._lost from None
@@ -390,9 +403,9 @@ class RemoteEngine:
                 self._closed = True
                 raise _unpack_error(*msg[1:])
 
-    def _result(self, on_progress: Callable[[float], bool] | None = None) -> Any:
+    def _result(self, on_progress: Callable[[float], bool] | None = None, timeout: float | None = None) -> Any:
         while True:
-            msg = self._recv()
+            msg = self._recv(timeout=timeout)
             if msg[0] == "result":
                 return msg[1]
             if msg[0] == "error":
@@ -417,7 +430,7 @@ class RemoteEngine:
         with self._lock:
             self._check_open()
             self._send(("decoder", str(draft_model) if isinstance(draft_model, os.PathLike) else draft_model))
-            self._result(on_progress)
+            self._result(on_progress, timeout=self.load_timeout)
 
     def request(self, prompt: Any, **options: Any) -> GenerationRequest:
         if isinstance(prompt, GenerationRequest):
