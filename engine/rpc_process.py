@@ -340,6 +340,11 @@ class RemoteEngine:
         limit = self.hang_timeout if timeout is None else timeout
         last = time.monotonic()
         while True:
+            if on_tick is not None:
+                on_tick()
+            if cancel is not None and cancel():
+                self._send_ctrl(("cancel",))
+                cancel = None  # once
             if self._conn.poll(_POLL_S):
                 try:
                     msg = self._conn.recv()
@@ -353,11 +358,6 @@ class RemoteEngine:
                     self._proc.join(5)
                     raise self._fail(msg[1].splitlines()[0] if msg[1] else "llama.cpp stopped", hung=False)
                 return msg
-            if on_tick is not None:
-                on_tick()
-            if cancel is not None and cancel():
-                self._send_ctrl(("cancel",))
-                cancel = None  # once
             if not self._proc.is_alive() and not self._conn.poll(0):
                 if self._closed and self._lost is None:
                     from .speculative import EngineClosedError
@@ -387,10 +387,17 @@ class RemoteEngine:
             pass  # the child is gone: the next receive says so
 
     def _await_ready(self, on_progress: Callable[[float], bool] | None) -> dict:
+        heard = False
         while True:
             try:
                 msg = self._recv(timeout=self.load_timeout)
+                heard = True
             except RemoteWorkerLost as e:  # during loading: not mid-generation
+                if not heard and self._proc.exitcode is not None:  # it never got going: not the workers' fault
+                    raise rpc_mod.RpcError(
+                        f"the process that loads the target over RPC ended before it started ({self._exit_text()}); "
+                        "in a script, create the engine under `if __name__ == \"__main__\":` (multiprocessing "
+                        "spawns a fresh interpreter that imports the script)") from None
                 self._lost = RemoteWorkerLost(str(e).replace("was lost mid-generation", "was lost while loading"), e.endpoints)
                 raise self._lost from None
             if msg[0] == "progress":
@@ -468,7 +475,14 @@ class RemoteEngine:
                     sent_label[0] = live.label
                     self._send_ctrl(("lookahead", live.label))
 
-            is_cancelled = (lambda: cancel.cancelled) if cancel is not None else None
+            told = [False]
+
+            def is_cancelled() -> bool:  # True once: the child needs to hear it only once
+                if told[0] or cancel is None or not cancel.cancelled:
+                    return False
+                told[0] = True
+                return True
+
             finished = False
             try:
                 while True:

@@ -78,7 +78,8 @@ def test_greedy_and_speculative_through_the_child_equal_local(split_target, tiny
         b.kill()
 
 
-def test_cancel_and_abandoned_stream_stop_the_child_cleanly(loop_target):
+def test_cancel_slider_and_abandoned_stream_reach_the_child(loop_target):
+    from engine import LiveLookahead
     from engine.speculative import CancelToken
 
     a = Worker()
@@ -94,6 +95,14 @@ def test_cancel_and_abandoned_stream_stop_the_child_cleanly(loop_target):
                     token.cancel()
                 if ev.kind == "done":
                     assert ev.stats.finish_reason == "cancelled" and len(ev.tokens) < 1500
+            live = LiveLookahead(1)  # the app's slider: moved mid-answer, applied from a later step
+            ks: list[int] = []
+            for ev in eng.stream("the", draft_model=loop_target, lookahead=live, max_tokens=400):
+                if ev.kind == "step":
+                    ks.append(ev.k)
+                    if len(ks) == 3:
+                        live.set(6)
+            assert ks[:3] == [1, 1, 1] and 6 in ks and set(ks[ks.index(6):-3]) == {6}
             it = eng.stream("the", max_tokens=1500)
             assert next(it).kind in ("prefill", "token")
             it.close()  # the caller walked away mid-answer: the child stops, the pipe stays in step
