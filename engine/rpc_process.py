@@ -169,6 +169,11 @@ def _child_main(conn: Any, ctrl: Any, spec: dict) -> None:
                     send(("result", None))
                 elif op == "call":
                     _, where, name, args, kwargs = msg
+                    if where == "quality":  # needs the target's weights, which live here
+                        from . import quality
+
+                        send(("result", getattr(quality, name)(eng.target, *args, **kwargs)))
+                        continue
                     obj = eng.target if where == "target" else eng
                     send(("result", getattr(obj, name)(*args, **kwargs)))
                 else:
@@ -429,6 +434,10 @@ class RemoteEngine:
     # -- the Engine calls -----------------------------------------------------------------------
     def tokens_for(self, prompt: Any, *, chat: bool = False, system: str | None = None) -> list[int]:
         return self._call("engine", "tokens_for", (prompt,), {"chat": chat, "system": system})
+
+    def first_divergence(self, prompt: Sequence[int], reference: Sequence[int], other: Sequence[int]) -> Any:
+        """`engine.quality.first_divergence` on the split target (the race's check)."""
+        return self._call("quality", "first_divergence", (list(prompt), list(reference), list(other)), {})
 
     def decoder(self, draft_model: Any = None, on_progress: Callable[[float], bool] | None = None) -> None:
         """Prepare (load once) a drafter in the child: a path, "lookup" or None."""

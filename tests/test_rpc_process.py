@@ -68,6 +68,18 @@ def test_greedy_and_speculative_through_the_child_equal_local(split_target, tiny
             assert spec.tokens == expected and spec.stats.drafted > 0
             selfdraft = eng.generate(prompt, draft_model=split_target, lookahead=4, max_tokens=32)
             assert selfdraft.tokens == expected and selfdraft.stats.steps < 32
+            from engine.quality import first_divergence
+            from engine.racing import compare, race
+
+            toks = eng.tokens_for(prompt)
+            other = expected[:5] + [(expected[5] + 1) % eng.target.n_vocab] + expected[6:]
+            local = Engine(split_target, metrics_log=False)
+            want = first_divergence(local.target, toks, expected, other)
+            local.close()
+            got = compare(eng, toks, expected, other, greedy=True).divergence  # the race's check, on the child
+            assert got.index == want.index == 5 and abs(got.margin - want.margin) < 1e-3
+            r = race(eng, eng.request(prompt, draft_model="lookup", lookahead=3, max_tokens=16))
+            assert r.identical and r.target.tokens == expected[:16]
         finally:
             eng.close()
         assert not eng._proc.is_alive()
