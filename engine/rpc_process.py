@@ -112,8 +112,11 @@ def _unpack_error(module: str, name: str, message: str) -> BaseException:
 # -- the child ----------------------------------------------------------------------------------
 def _child_main(conn: Any, ctrl: Any, spec: dict) -> None:
     """Load the split target, then answer requests until told to close (or the pipe ends)."""
-    from . import llama
+    import signal
+
     from .api import Engine
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl+C is the parent's: it cancels, then closes us
 
     send_lock = threading.Lock()
 

@@ -185,3 +185,44 @@ def test_a_hung_worker_times_out_within_the_bound(split_target):
                 eng.close()
     finally:
         a.kill()
+
+
+def test_cli_names_a_hung_worker_after_rpc_timeout_and_exits_2(loop_target):
+    """`tandem generate --rpc` runs the split target in a child too: a worker that stops
+    answering mid-answer is one error line after --rpc-timeout, not a hang."""
+    import subprocess
+    import sys
+
+    from delayproxy import DelayProxy
+    from test_rpc import ROOT, _env
+
+    a = Worker()
+    try:
+        with DelayProxy(a.endpoint, 0.0) as proxy:
+            gen = subprocess.Popen(
+                [sys.executable, "-m", "engine.cli", "generate", "the", "--target", str(loop_target), "--rpc", proxy.endpoint,
+                 "--rpc-timeout", "2", "--max-tokens", "1900", "--ctx", "2048", "--no-colour"],
+                stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=_env(), cwd=ROOT,
+            )
+            assert gen.stdout.read(20)  # streaming through the worker
+            proxy.hold()
+            t0 = time.monotonic()
+            _, err = gen.communicate(timeout=60)
+            took = time.monotonic() - t0
+        assert gen.returncode == 2, err
+        lines = err.decode().strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith(f"tandem: error: RPC worker {proxy.endpoint} stopped answering"), lines
+        assert took < 2 + 3 + 10, took
+    finally:
+        a.kill()
+
+
+def test_rpc_timeout_option_is_checked(tiny_target):
+    import subprocess
+    import sys
+
+    from test_rpc import ROOT, _env
+
+    r = subprocess.run([sys.executable, "-m", "engine.cli", "generate", "hi", "--target", str(tiny_target), "--rpc",
+                        "127.0.0.1:1", "--rpc-timeout", "0"], capture_output=True, text=True, env=_env(), cwd=ROOT, timeout=60)
+    assert r.returncode == 2 and "--rpc-timeout expects seconds > 0" in r.stderr and "Traceback" not in r.stderr
