@@ -9,8 +9,10 @@ llama.cpp's RPC client aborts the process when a worker cannot be reached, so ev
 endpoint is first checked here in Python (`probe`: connect with a timeout, the protocol's
 HELLO, device count and free memory) and any problem becomes one clear `RpcError`. A
 worker lost mid-generation cannot be recovered in-process (llama.cpp has no error path
-there); the fatal hook then names the lost endpoint in one line and exits with code 2
-instead of a core dump.
+there): the CLI and the app therefore run a split target in a child process
+(engine/rpc_process.py), where the fatal hook reports the loss to the parent. In-process
+(`Engine(path, rpc=...)`), the default hook names the lost endpoint in one line and exits
+with code 2 instead of a core dump.
 
 The RPC protocol has no authentication and no encryption: loopback by default, and an SSH
 tunnel (README) for other hosts.
