@@ -10,8 +10,6 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from engine.errors import Cancelled
-
 from .workers import LoadWorker
 
 
@@ -23,26 +21,9 @@ class RemoteLoadWorker(LoadWorker):
         super().__init__(target, draft, n_ctx=n_ctx)
         self.endpoints, self.on_lost, self.hang_timeout = list(endpoints), on_lost, hang_timeout
 
-    def work(self) -> None:
+    def open_engine(self, on_progress: Callable[[float], bool]) -> Any:
         from engine.rpc_process import DEFAULT_HANG_TIMEOUT_S, RemoteEngine
 
-        def cb(label: str) -> Callable[[float], bool]:
-            def f(x: float) -> bool:
-                self.progress.emit(label, x)
-                return not self.cancelled
-            return f
-
         self.progress.emit(f"target on {len(self.endpoints)} worker(s)", 0.0)
-        eng = RemoteEngine(self.target, rpc=self.endpoints, n_ctx=self.n_ctx, on_progress=cb("target"),
-                           hang_timeout=self.hang_timeout or DEFAULT_HANG_TIMEOUT_S, on_lost=self.on_lost)
-        try:
-            if self.draft is not None:
-                eng.decoder(self.draft, on_progress=cb("draft"))
-            eng.decoder(None)
-        except BaseException:
-            eng.close()
-            raise
-        if self.cancelled:
-            eng.close()
-            raise Cancelled("loading cancelled")
-        self.loaded.emit(eng)
+        return RemoteEngine(self.target, rpc=self.endpoints, n_ctx=self.n_ctx, on_progress=on_progress,
+                            hang_timeout=self.hang_timeout or DEFAULT_HANG_TIMEOUT_S, on_lost=self.on_lost)

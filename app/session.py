@@ -105,12 +105,12 @@ class Session(QObject):
 
     # -- the loaded pair -----------------------------------------------------------------
     def load(self, target: str | Path, draft: Any, *, label: str = "", pair_id: str | None = None) -> None:
-        if self.rpc_endpoints:  # [rpc] the target goes to the workers; see load_with_workers
-            return self.load_with_workers(target, draft, list(self.rpc_endpoints), label=label, pair_id=pair_id)
         if self._busy:
             self.loadFailed.emit(f"cannot load a pair while {self._busy} is running")
             return
         w = workers.LoadWorker(str(target), str(draft) if isinstance(draft, Path) else draft, n_ctx=self.n_ctx)
+        if self.rpc_endpoints:  # [rpc] the target goes to the workers, in a child process
+            w = self._remote_loader(w)
         w.progress.connect(self.loadProgress)
         w.failed.connect(self.loadFailed)
         self._pending = LoadedPair(Path(target), draft, label or Path(target).name, pair_id)
@@ -157,23 +157,13 @@ class Session(QObject):
     rpc_endpoints: tuple[str, ...] = ()  # set by `tandem app --rpc` and the Workers dialog; () = this machine only
     lost_pair: LoadedPair | None = None  # the pair whose worker was lost, for reload_locally
 
-    def load_with_workers(self, target: str | Path, draft: Any, endpoints: list[str], *, label: str = "",
-                          pair_id: str | None = None) -> None:
-        """Like `load`, with the target split over `endpoints` in a child process
-        (app/rpc_loading.py): a lost worker ends that process, not the app."""
+    def _remote_loader(self, local: workers.LoadWorker) -> workers.LoadWorker:
+        """The same load with the target split over `rpc_endpoints` (app/rpc_loading.py):
+        a worker lost later ends that child process, not the app."""
         from .rpc_loading import RemoteLoadWorker
 
-        if self._busy:
-            self.loadFailed.emit(f"cannot load a pair while {self._busy} is running")
-            return
-        w = RemoteLoadWorker(str(target), str(draft) if isinstance(draft, Path) else draft, endpoints,
-                             n_ctx=self.n_ctx, on_lost=self._remote_lost)
-        w.progress.connect(self.loadProgress)
-        w.failed.connect(self.loadFailed)
-        self._pending = LoadedPair(Path(target), draft, label or Path(target).name, pair_id)
-        w.loaded.connect(self._loaded)
-        self._loader = w
-        self.run(w, "loading")
+        return RemoteLoadWorker(local.target, local.draft, list(self.rpc_endpoints), n_ctx=local.n_ctx,
+                                on_lost=self._remote_lost)
 
     def _remote_lost(self, error: Exception) -> None:
         """On the generating thread: hand the news to the GUI thread (a queued signal)."""

@@ -112,16 +112,20 @@ class LoadWorker(Worker):
         super().__init__()
         self.target, self.draft, self.n_ctx = target, draft, n_ctx
 
-    def work(self) -> None:
+    def open_engine(self, on_progress: Callable[[float], bool]) -> Any:
+        """The target, loaded here (app/rpc_loading.py loads it over RPC workers instead)."""
         from engine import Engine
 
+        return Engine(self.target, n_ctx=self.n_ctx, on_progress=on_progress)
+
+    def work(self) -> None:
         def cb(label: str) -> Callable[[float], bool]:
             def f(x: float) -> bool:
                 self.progress.emit(label, x)
                 return not self.cancelled
             return f
 
-        eng = Engine(self.target, n_ctx=self.n_ctx, on_progress=cb("target"))
+        eng = self.open_engine(cb("target"))
         try:
             if self.draft is not None:
                 eng.decoder(self.draft, on_progress=cb("draft"))

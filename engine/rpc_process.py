@@ -25,8 +25,9 @@ from typing import Any, Callable, Iterator, Sequence
 
 from . import rpc
 from . import rpc as rpc_mod  # `rpc` is also RemoteEngine's keyword, as in Engine
+from .api import Engine
 from .errors import Cancelled, TandemError
-from .events import DoneEvent, Event, StepEvent, TokenEvent
+from .events import Event
 from .settings import GenerationRequest, RuntimeParams
 
 DEFAULT_HANG_TIMEOUT_S = 30.0
@@ -113,8 +114,6 @@ def _unpack_error(module: str, name: str, message: str) -> BaseException:
 def _child_main(conn: Any, ctrl: Any, spec: dict) -> None:
     """Load the split target, then answer requests until told to close (or the pipe ends)."""
     import signal
-
-    from .api import Engine
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl+C is the parent's: it cancels, then closes us
 
@@ -451,15 +450,7 @@ class RemoteEngine:
             self._send(("decoder", str(draft_model) if isinstance(draft_model, os.PathLike) else draft_model))
             self._result(on_progress, timeout=self.load_timeout)
 
-    def request(self, prompt: Any, **options: Any) -> GenerationRequest:
-        if isinstance(prompt, GenerationRequest):
-            if options:
-                raise TandemError(f"pass options inside the GenerationRequest, not beside it: {sorted(options)}")
-            return prompt
-        try:
-            return GenerationRequest.from_options(prompt, **options)
-        except TypeError as e:
-            raise TandemError(str(e).replace("from_options()", "generate()")) from None
+    request = Engine.request  # checks only the arguments; no model needed
 
     def stream(self, prompt: Any, *, cancel: Any = None, **options: Any) -> Iterator[Event]:
         """The child's events as they come; checked here, before anything is sent."""
@@ -519,22 +510,7 @@ class RemoteEngine:
                     except TandemError:
                         pass
 
-    def generate(self, prompt: Any, *, cancel: Any = None, on_event: Callable[[Event], None] | None = None,
-                 **options: Any) -> Any:
-        from .api import GenerationResult
-
-        toks: list[TokenEvent] = []
-        steps: list[StepEvent] = []
-        for ev in self.stream(prompt, cancel=cancel, **options):
-            if on_event is not None:
-                on_event(ev)
-            if isinstance(ev, TokenEvent):
-                toks.append(ev)
-            elif isinstance(ev, StepEvent):
-                steps.append(ev)
-            elif isinstance(ev, DoneEvent):
-                return GenerationResult(ev.text, ev.tokens, ev.stats, toks, steps)
-        raise TandemError("generation ended without a result")  # pragma: no cover
+    generate = Engine.generate  # collects `self.stream`, exactly as a local engine does
 
     # -- ending -----------------------------------------------------------------------------------
     def _kill(self) -> None:
@@ -550,7 +526,7 @@ class RemoteEngine:
             return
         self._closed = True
         self._send_ctrl(("cancel",))
-        if self._lock.acquire(timeout=5):
+        if self._lock.acquire(timeout=2):  # a running stream ends within a step of the cancel
             try:
                 self._conn.send(("close",))
             except (OSError, ValueError):
