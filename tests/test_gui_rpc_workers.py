@@ -108,6 +108,13 @@ def test_status_button_opens_the_dialog_that_chooses_the_workers(qtbot, window):
     assert status.button.text() == "RPC: 1 worker" and "10.0.0.5:50052" in dlg.state.text()
     qtbot.mouseClick(dlg.local_button, Qt.MouseButton.LeftButton)
     assert window.session.rpc_endpoints == () and status.button.text() == "RPC: off"
+    # the list is remembered for the next start, the choice to use it is not
+    from app.widgets.rpc_dialog import RpcStatus
+
+    again = RpcStatus(window)
+    again.open_dialog().workers.wait_idle()
+    assert again.dialog.workers.endpoints() == ["10.0.0.5:50052"] and window.session.rpc_endpoints == ()
+    again.dialog.close()
 
 
 def test_app_rpc_option_is_checked_like_the_cli():

@@ -20,13 +20,15 @@ from .rpc_workers import Prober, RpcWorkersWidget
 class WorkersDialog(QDialog):
     """Add/remove workers, see their devices, memory and round trip; choose to use them."""
 
-    def __init__(self, session: Any, parent: QWidget | None = None, prober: Prober | None = None):
+    def __init__(self, session: Any, parent: QWidget | None = None, prober: Prober | None = None,
+                 known: list[str] | None = None):
         super().__init__(parent)
         self.session = session
         self.setWindowTitle("RPC workers")
         self.resize(720, 360)
         lay = QVBoxLayout(self)
-        self.workers = RpcWorkersWidget(self, prober=prober, endpoints=list(session.rpc_endpoints))
+        listed = list(dict.fromkeys([*session.rpc_endpoints, *(known or [])]))  # in use first, then remembered
+        self.workers = RpcWorkersWidget(self, prober=prober, endpoints=listed)
         lay.addWidget(self.workers)
         self.state = QLabel()
         self.state.setWordWrap(True)
@@ -98,13 +100,25 @@ class RpcStatus:
     @Slot()
     def open_dialog(self) -> WorkersDialog:
         if self.dialog is None:
-            self.dialog = WorkersDialog(self.session, self.window)
+            self.dialog = WorkersDialog(self.session, self.window, known=self._remembered())
+            self.dialog.workers.changed.connect(self._remember)
             self.dialog.finished.connect(self.refresh)
             self.dialog.use_button.clicked.connect(self.refresh)
             self.dialog.local_button.clicked.connect(self.refresh)
         self.dialog.show()
         self.dialog.raise_()
         return self.dialog
+
+    def _remembered(self) -> list[str]:
+        """The workers listed last time (QSettings "rpc/workers"): the list outlives the app."""
+        settings = getattr(self.window, "settings", None)
+        value = settings.value("rpc/workers", []) if settings is not None else []
+        return [value] if isinstance(value, str) else [str(v) for v in value or []]
+
+    def _remember(self, endpoints: list[str]) -> None:
+        settings = getattr(self.window, "settings", None)
+        if settings is not None:
+            settings.setValue("rpc/workers", list(endpoints))
 
     @Slot(str)
     def _lost(self, message: str) -> None:
