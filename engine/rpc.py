@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import ipaddress
 import os
+import re
 import socket
 import struct
 import sys
@@ -247,6 +248,13 @@ _active: list[str] = []
 _active_lock = threading.Lock()
 
 
+def abort_reason(message: str) -> str:
+    """ggml's abort text without its source location: "ggml-rpc.cpp:569: Remote RPC server
+    crashed or returned malformed response" -> "Remote RPC server crashed or ..."."""
+    first = message.strip().splitlines()[0] if message and message.strip() else "no reply"
+    return re.sub(r"^\S+:\d+:\s*", "", first) or first
+
+
 def _lost_worker_exit(message: str) -> None:
     """The default fatal hook: name the lost worker in one line, exit 2, no core dump."""
     with _active_lock:
@@ -260,7 +268,7 @@ def _lost_worker_exit(message: str) -> None:
                 lost.append(ep)
     if "RPC" in message or lost:
         who = ", ".join(lost) if lost else " or ".join(endpoints) or "an RPC worker"
-        line = (f"tandem: error: RPC worker {who} was lost mid-generation ({message.splitlines()[0] if message else 'no reply'}); "
+        line = (f"tandem: error: RPC worker {who} was lost mid-generation ({abort_reason(message)}); "
                 "restart the worker, or load the model without --rpc")
     else:
         line = f"tandem: error: llama.cpp stopped: {message}"

@@ -363,7 +363,7 @@ class RemoteEngine:
                     raise self._fail(self._exit_text(), hung=False) from None
                 if msg[0] == "fatal":
                     self._proc.join(5)
-                    raise self._fail(msg[1].splitlines()[0] if msg[1] else "llama.cpp stopped", hung=False)
+                    raise self._fail(rpc.abort_reason(msg[1]), hung=False)
                 return msg
             if not self._proc.is_alive() and not self._conn.poll(0):
                 if self._closed and self._lost is None:
