@@ -29,11 +29,19 @@ def self_test() -> int:
     return 0 if ok else 1
 
 
+def _rpc_endpoints(value: str) -> list[str]:
+    from engine.cli_rpc import rpc_endpoints
+
+    return rpc_endpoints(value)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="tandem app", description="Tandem desktop app")
     ap.add_argument("--self-test", action="store_true", help="load a tiny model, generate, exit")
     ap.add_argument("--pair", help="catalog pair to load at start (if downloaded)")
     ap.add_argument("--no-autoload", action="store_true", help="do not load the last pair at start")
+    ap.add_argument("--rpc", type=_rpc_endpoints, default=None, metavar="HOST:PORT[,...]",
+                    help="split the target over these `tandem worker`s (the draft stays local); also in the app: RPC button")
     args, qt_args = ap.parse_known_args(argv)
     if args.self_test:
         return self_test()
@@ -52,6 +60,9 @@ def main(argv: list[str] | None = None) -> int:
     if icon.exists():
         app.setWindowIcon(QIcon(str(icon)))
     win = MainWindow(autoload=not args.no_autoload and not args.pair)
+    if args.rpc:  # before the first load (autoload runs from the event loop)
+        win.session.rpc_endpoints = tuple(args.rpc)
+        win.rpc_status.refresh()
     if args.pair:
         win.load_pair(args.pair)
     win.show()

@@ -138,6 +138,9 @@ class MainWindow(QMainWindow):
             app.styleHints().colorSchemeChanged.connect(self._scheme_changed)  # follow the system live
         if autoload:
             QTimer.singleShot(0, self.autoload)
+        from .widgets.rpc_dialog import install_rpc_ui  # [rpc] status-bar RPC button + "Reload locally"
+
+        install_rpc_ui(self)
 
     # -- layout --------------------------------------------------------------------------
     def _build(self) -> None:

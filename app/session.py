@@ -38,6 +38,7 @@ class Session(QObject):
     busyChanged = Signal(str)  # "" when idle, else what runs
     liveSpeed = Signal(float)  # tok/s of the running generation
     engineClosing = Signal(object)  # an engine is about to be closed (the local server stops serving it)
+    workerLost = Signal(str)  # [rpc] a worker holding the target was lost; the engine is gone (see reload_locally)
 
     def __init__(self, parent: QObject | None = None):
         super().__init__(parent)
@@ -52,6 +53,7 @@ class Session(QObject):
         self._loader: workers.LoadWorker | None = None
         self._pending: LoadedPair | None = None
         self.downloads = DownloadController(self)  # one download at a time, whichever view started it
+        self.workerLost.connect(self._worker_lost)  # [rpc]
 
     # -- jobs ----------------------------------------------------------------------------
     @property
@@ -110,6 +112,8 @@ class Session(QObject):
             return
         engine_kw = {k: v for k, v in (("n_threads", self.n_threads), ("n_gpu_layers", self.n_gpu_layers)) if v is not None}
         w = workers.LoadWorker(str(target), str(draft) if isinstance(draft, Path) else draft, n_ctx=self.n_ctx, **engine_kw)
+        if self.rpc_endpoints:  # [rpc] the target goes to the workers, in a child process
+            w = self._remote_loader(w)
         w.progress.connect(self.loadProgress)
         w.failed.connect(self.loadFailed)
         self._pending = LoadedPair(Path(target), draft, label or Path(target).name, pair_id)
@@ -151,3 +155,41 @@ class Session(QObject):
             self.engine.close()
         self.engine, self.pair = None, None
         self.pairChanged.emit(None)
+
+    # -- [rpc] a target split over llama.cpp RPC workers (issue 14) ----------------------------
+    rpc_endpoints: tuple[str, ...] = ()  # set by `tandem app --rpc` and the Workers dialog; () = this machine only
+    lost_pair: LoadedPair | None = None  # the pair whose worker was lost, for reload_locally
+
+    def _remote_loader(self, local: workers.LoadWorker) -> workers.LoadWorker:
+        """The same load with the target split over `rpc_endpoints` (app/rpc_loading.py):
+        a worker lost later ends that child process, not the app."""
+        from .rpc_loading import RemoteLoadWorker
+
+        return RemoteLoadWorker(local.target, local.draft, list(self.rpc_endpoints), n_ctx=local.n_ctx,
+                                on_lost=self._remote_lost)
+
+    def _remote_lost(self, error: Exception) -> None:
+        """On the generating thread: hand the news to the GUI thread (a queued signal)."""
+        self.workerLost.emit(str(error))
+
+    @Slot(str)
+    def _worker_lost(self, message: str) -> None:
+        """The split engine is dead: drop it (the chat keeps its partial answer itself)."""
+        eng = self.engine
+        if eng is None or getattr(eng, "lost", None) is None:
+            return
+        self.lost_pair = self.pair
+        self.engineClosing.emit(eng)
+        eng.close()
+        self.engine, self.pair = None, None
+        self.pairChanged.emit(None)
+
+    def reload_locally(self) -> bool:
+        """Load the pair whose worker was lost again, on this machine only (workers off)."""
+        pair = self.lost_pair or self.pair
+        if pair is None:
+            return False
+        self.rpc_endpoints = ()
+        self.lost_pair = None
+        self.load(pair.target, pair.draft, label=pair.label, pair_id=pair.pair_id)
+        return True

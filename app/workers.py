@@ -113,16 +113,20 @@ class LoadWorker(Worker):
         self.target, self.draft, self.n_ctx = target, draft, n_ctx
         self.engine_kw = engine_kw  # more Engine arguments (n_threads, n_gpu_layers from Settings)
 
-    def work(self) -> None:
+    def open_engine(self, on_progress: Callable[[float], bool]) -> Any:
+        """The target, loaded here (app/rpc_loading.py loads it over RPC workers instead)."""
         from engine import Engine
 
+        return Engine(self.target, n_ctx=self.n_ctx, on_progress=on_progress, **self.engine_kw)
+
+    def work(self) -> None:
         def cb(label: str) -> Callable[[float], bool]:
             def f(x: float) -> bool:
                 self.progress.emit(label, x)
                 return not self.cancelled
             return f
 
-        eng = Engine(self.target, n_ctx=self.n_ctx, on_progress=cb("target"), **self.engine_kw)
+        eng = self.open_engine(cb("target"))
         try:
             if self.draft is not None:
                 eng.decoder(self.draft, on_progress=cb("draft"))

@@ -95,10 +95,9 @@ def _runtime(args: argparse.Namespace):
 
 
 def _engine(target: Path, args: argparse.Namespace):
-    from .api import Engine
-    from .cli_rpc import rpc_arg
+    from .cli_rpc import engine_for  # with --rpc: a child process, so a lost worker is an error line
 
-    return Engine(target, runtime=_runtime(args), rpc=rpc_arg(args))
+    return engine_for(target, _runtime(args), args)
 
 
 def _request(args: argparse.Namespace, prompt: str, draft: object):
@@ -295,7 +294,6 @@ def _side_by_side(ha: str, a: str, hb: str, b: str, width: int) -> None:
 # -- bench and stats --------------------------------------------------------------------------
 def cmd_bench(args: argparse.Namespace) -> int:
     from . import bench
-    from .api import Engine
 
     sweep = _sweep(args.sweep) if args.sweep else [1, 2, 4, 8]
     for name in ("repeat", "max_tokens", "limit"):
@@ -309,9 +307,9 @@ def cmd_bench(args: argparse.Namespace) -> int:
     suites = [bench.load_suite(s) for s in (args.suite or bench.builtin_suites(args.set))]
     modes = [m.strip() for m in args.modes.split(",")] if args.modes else list(bench.MODES)
     configs = bench.plan_configs(draft, modes, sweep)
-    from .cli_rpc import rpc_arg
+    from .cli_rpc import engine_for
 
-    eng = Engine(target, runtime=_runtime(args), rpc=rpc_arg(args))
+    eng = engine_for(target, _runtime(args), args)
     tty = sys.stderr.isatty()
 
     def progress(done: int, total: int, label: str) -> None:

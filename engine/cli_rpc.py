@@ -25,20 +25,38 @@ def split_weights(value: str) -> list[float]:
         raise argparse.ArgumentTypeError(f"--rpc-split expects numbers like 1,2,2, not {value!r}") from None
 
 
+def _seconds(value: str) -> float:
+    try:
+        x = float(value)
+    except ValueError:
+        x = -1.0
+    if not 0 < x < 86400:
+        raise argparse.ArgumentTypeError(f"--rpc-timeout expects seconds > 0, like 30, not {value!r}")
+    return x
+
+
+def engine_for(target, runtime, args: argparse.Namespace):
+    """The engine a generating command uses: in this process without --rpc; with --rpc,
+    in a child process (engine/rpc_process.py), so a worker that dies or hangs mid-answer
+    is one `tandem: error:` line naming it, after at most --rpc-timeout seconds."""
+    eps = getattr(args, "rpc", None)
+    if not eps:
+        from .api import Engine
+
+        return Engine(target, runtime=runtime)
+    from .rpc_process import DEFAULT_HANG_TIMEOUT_S, RemoteEngine
+
+    return RemoteEngine(target, rpc=eps, weights=getattr(args, "rpc_split", None), runtime=runtime,
+                        hang_timeout=getattr(args, "rpc_timeout", None) or DEFAULT_HANG_TIMEOUT_S)
+
+
 def add_rpc_option(p: argparse.ArgumentParser) -> None:
     p.add_argument("--rpc", type=rpc_endpoints, default=None, metavar="HOST:PORT[,...]",
                    help="split the target over these `tandem worker`s (the draft stays local)")
     p.add_argument("--rpc-split", type=split_weights, default=None, metavar="W,W,...",
                    help="layer share per device instead of free memory: local first, then each worker")
-
-
-def rpc_arg(args: argparse.Namespace):
-    """What Engine(rpc=...) takes from the parsed options: None, endpoints, or a Cluster."""
-    eps = getattr(args, "rpc", None)
-    if not eps:
-        return None
-    weights = getattr(args, "rpc_split", None)
-    return rpc.connect(eps, weights=weights) if weights else eps
+    p.add_argument("--rpc-timeout", type=_seconds, default=None, metavar="SECONDS",
+                   help="a worker that sends nothing back for this long counts as lost (default 30)")
 
 
 def cmd_worker(args: argparse.Namespace) -> int:

@@ -82,7 +82,8 @@ def compare(engine: "Engine", prompt_tokens: list[int], base_tokens: list[int], 
         return Comparison(True, None)
     if not greedy:
         return Comparison(False, None)
-    div = first_divergence(engine.target, prompt_tokens, base_tokens, spec_tokens)
+    remote = getattr(engine, "first_divergence", None)  # a target split over RPC workers (engine/rpc_process.py)
+    div = remote(prompt_tokens, base_tokens, spec_tokens) if remote else first_divergence(engine.target, prompt_tokens, base_tokens, spec_tokens)
     return Comparison(div is None, div)
 
 

@@ -9,8 +9,10 @@ llama.cpp's RPC client aborts the process when a worker cannot be reached, so ev
 endpoint is first checked here in Python (`probe`: connect with a timeout, the protocol's
 HELLO, device count and free memory) and any problem becomes one clear `RpcError`. A
 worker lost mid-generation cannot be recovered in-process (llama.cpp has no error path
-there); the fatal hook then names the lost endpoint in one line and exits with code 2
-instead of a core dump.
+there): the CLI and the app therefore run a split target in a child process
+(engine/rpc_process.py), where the fatal hook reports the loss to the parent. In-process
+(`Engine(path, rpc=...)`), the default hook names the lost endpoint in one line and exits
+with code 2 instead of a core dump.
 
 The RPC protocol has no authentication and no encryption: loopback by default, and an SSH
 tunnel (README) for other hosts.
@@ -20,6 +22,7 @@ from __future__ import annotations
 
 import ipaddress
 import os
+import re
 import socket
 import struct
 import sys
@@ -245,6 +248,13 @@ _active: list[str] = []
 _active_lock = threading.Lock()
 
 
+def abort_reason(message: str) -> str:
+    """ggml's abort text without its source location: "ggml-rpc.cpp:569: Remote RPC server
+    crashed or returned malformed response" -> "Remote RPC server crashed or ..."."""
+    first = message.strip().splitlines()[0] if message and message.strip() else "no reply"
+    return re.sub(r"^\S+:\d+:\s*", "", first) or first
+
+
 def _lost_worker_exit(message: str) -> None:
     """The default fatal hook: name the lost worker in one line, exit 2, no core dump."""
     with _active_lock:
@@ -258,7 +268,7 @@ def _lost_worker_exit(message: str) -> None:
                 lost.append(ep)
     if "RPC" in message or lost:
         who = ", ".join(lost) if lost else " or ".join(endpoints) or "an RPC worker"
-        line = (f"tandem: error: RPC worker {who} was lost mid-generation ({message.splitlines()[0] if message else 'no reply'}); "
+        line = (f"tandem: error: RPC worker {who} was lost mid-generation ({abort_reason(message)}); "
                 "restart the worker, or load the model without --rpc")
     else:
         line = f"tandem: error: llama.cpp stopped: {message}"

@@ -14,4 +14,7 @@ def run() -> int:
 
 
 if __name__ == "__main__":
+    import multiprocessing
+
+    multiprocessing.freeze_support()  # a target split over RPC workers runs in a spawned child (engine/rpc_process.py)
     sys.exit(run())

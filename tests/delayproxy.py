@@ -19,6 +19,8 @@ class DelayProxy:
         self.delay_s = delay_s
         self.port = 0
         self.chunks = 0
+        self.held = 0  # chunks swallowed while holding
+        self._holding = threading.Event()
         self._loop = asyncio.new_event_loop()
         self._ready = threading.Event()
         self._thread = threading.Thread(target=self._run, name="delay-proxy", daemon=True)
@@ -48,6 +50,10 @@ class DelayProxy:
         for t in tasks:
             t.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
+
+    def hold(self) -> None:
+        """Stop forwarding (a hung worker: the connection stays open, nothing comes back)."""
+        self._holding.set()
 
     def __enter__(self) -> "DelayProxy":
         return self.start()
@@ -99,6 +105,9 @@ class DelayProxy:
                 if not data:
                     break
                 self.chunks += 1
+                if self._holding.is_set():
+                    self.held += 1
+                    continue
                 queue.put_nowait((time.monotonic() + self.delay_s / 2, data))
         except (ConnectionError, asyncio.CancelledError):
             pass

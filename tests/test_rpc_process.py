@@ -1,0 +1,224 @@
+"""A split target in a child process: a lost or hung worker is an error, not our death.
+
+Loopback `tandem worker`s and tiny models, as in tests/test_rpc.py. Each RemoteEngine
+starts one child interpreter, so the tests share them where they can.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+from engine import rpc
+from engine.rpc_process import RemoteEngine, RemoteWorkerLost
+from test_rpc import Worker, _wait_idle, free_port, needs_rpc
+
+pytestmark = needs_rpc
+
+
+@pytest.fixture(scope="module")
+def loop_target(tmp_path_factory, vocab) -> Path:
+    """5 layers whose greedy output cycles forever: a generation that only ends when asked."""
+    from engine.tinymodel import write_model
+
+    ids = [vocab.id(f"▁{w}") for w in ("the", "value", "of", "data")]
+    return write_model(tmp_path_factory.mktemp("rpcproc") / "loop.gguf", n_layer=5, vocab=vocab, name="loop",
+                       chain={a: b for a, b in zip(ids, ids[1:] + ids[:1])})
+
+
+@pytest.fixture(scope="module")
+def split_target(tmp_path_factory, vocab) -> Path:
+    from engine.tinymodel import write_model
+
+    return write_model(tmp_path_factory.mktemp("rpcproc") / "split.gguf", seed=5, n_layer=5, name="split-target", vocab=vocab)
+
+
+def test_a_wrong_port_is_one_fast_error_and_starts_no_process(tiny_target):
+    port = free_port()
+    t0 = time.monotonic()
+    with pytest.raises(rpc.RpcError, match=f"127.0.0.1:{port}: connection refused"):
+        RemoteEngine(tiny_target, rpc=f"127.0.0.1:{port}", metrics_log=False)
+    assert time.monotonic() - t0 < 2
+
+
+def test_greedy_and_speculative_through_the_child_equal_local(split_target, tiny_draft):
+    from engine import Engine
+
+    prompt = "the value of the"
+    local = Engine(split_target, metrics_log=False)
+    expected = local.generate(prompt, max_tokens=32).tokens
+    local.close()
+    a, b = Worker(), Worker()
+    try:
+        eng = RemoteEngine(split_target, rpc=[a.endpoint, b.endpoint], metrics_log=False, calibration=False)
+        try:
+            assert eng.pid != os.getpid() and eng.rpc.endpoints == [a.endpoint, b.endpoint]
+            assert [who for who, _ in eng.rpc.shares] == ["local CPU", a.endpoint, b.endpoint]
+            assert eng.target.tokenize(prompt) == eng.tokens_for(prompt)
+            seen = []
+            plain = eng.generate(prompt, max_tokens=32, on_event=seen.append)
+            assert plain.tokens == expected and plain.stats.steps == 32
+            assert [e.token_id for e in plain.token_events] == expected and seen[-1].kind == "done"
+            eng.decoder(tiny_draft)
+            spec = eng.generate(prompt, draft_model=tiny_draft, lookahead=4, max_tokens=32)
+            assert spec.tokens == expected and spec.stats.drafted > 0
+            selfdraft = eng.generate(prompt, draft_model=split_target, lookahead=4, max_tokens=32)
+            assert selfdraft.tokens == expected and selfdraft.stats.steps < 32
+            from engine.quality import first_divergence
+            from engine.racing import compare, race
+
+            toks = eng.tokens_for(prompt)
+            other = expected[:5] + [(expected[5] + 1) % eng.target.n_vocab] + expected[6:]
+            local = Engine(split_target, metrics_log=False)
+            want = first_divergence(local.target, toks, expected, other)
+            local.close()
+            got = compare(eng, toks, expected, other, greedy=True).divergence  # the race's check, on the child
+            assert got.index == want.index == 5 and abs(got.margin - want.margin) < 1e-3
+            r = race(eng, eng.request(prompt, draft_model="lookup", lookahead=3, max_tokens=16))
+            assert r.identical and r.target.tokens == expected[:16]
+        finally:
+            eng.close()
+        assert not eng._proc.is_alive()
+        with pytest.raises(Exception, match="closed"):
+            eng.generate(prompt, max_tokens=2)
+    finally:
+        a.kill()
+        b.kill()
+
+
+def test_cancel_slider_and_abandoned_stream_reach_the_child(loop_target):
+    from engine import LiveLookahead
+    from engine.speculative import CancelToken
+
+    a = Worker()
+    try:
+        eng = RemoteEngine(loop_target, rpc=[a.endpoint], metrics_log=False, calibration=False)
+        try:
+            token = CancelToken()
+            events = eng.stream("the", max_tokens=1500, cancel=token)
+            n = 0
+            for ev in events:
+                n += ev.kind == "token"
+                if n == 5:
+                    token.cancel()
+                if ev.kind == "done":
+                    assert ev.stats.finish_reason == "cancelled" and len(ev.tokens) < 1500
+            live = LiveLookahead(1)  # the app's slider: moved mid-answer, applied from a later step
+            ks: list[int] = []
+            for ev in eng.stream("the", draft_model=loop_target, lookahead=live, max_tokens=400):
+                if ev.kind == "step":
+                    ks.append(ev.k)
+                    if len(ks) == 3:
+                        live.set(6)
+            assert ks[:3] == [1, 1, 1] and 6 in ks and set(ks[ks.index(6):-3]) == {6}
+            it = eng.stream("the", max_tokens=1500)
+            assert next(it).kind in ("prefill", "token")
+            it.close()  # the caller walked away mid-answer: the child stops, the pipe stays in step
+            assert len(eng.generate("the", max_tokens=6).tokens) == 6
+        finally:
+            eng.close()
+    finally:
+        a.kill()
+
+
+def test_killing_a_worker_mid_generation_is_a_clear_error_and_we_live_on(loop_target, split_target):
+    """The child dies with llama.cpp's abort; this process names the worker and goes on."""
+    from engine import Engine
+
+    a, b = Worker(), Worker()
+    try:
+        eng = RemoteEngine(loop_target, rpc=[a.endpoint, b.endpoint], metrics_log=False, calibration=False)
+        got: list = []
+        t0 = None
+        with pytest.raises(RemoteWorkerLost) as err:
+            for ev in eng.stream("the", max_tokens=1900):
+                got.append(ev)
+                if len(got) == 10:
+                    b.kill()
+                    t0 = time.monotonic()
+        assert t0 is not None and time.monotonic() - t0 < 15
+        msg = str(err.value)
+        assert msg.startswith(f"RPC worker {b.endpoint} was lost mid-generation") and "reload the model locally" in msg
+        assert "\n" not in msg and ".cpp:" not in msg and err.value.endpoints == [b.endpoint]
+        assert rpc.abort_reason("/x/ggml-rpc.cpp:569: Remote RPC server crashed") == "Remote RPC server crashed"
+        assert len(got) >= 10  # what streamed before the loss was delivered
+        assert not eng._proc.is_alive() and eng.lost is err.value
+        with pytest.raises(RemoteWorkerLost):
+            eng.generate("the", max_tokens=2)
+        eng.close()
+        assert _wait_idle(a.endpoint).devices  # the surviving worker serves the next client
+        local = Engine(split_target, metrics_log=False)  # and this process can still generate
+        assert len(local.generate("the value", max_tokens=5).tokens) == 5
+        local.close()
+    finally:
+        a.kill()
+        b.kill()
+
+
+def test_a_hung_worker_times_out_within_the_bound(split_target):
+    """A worker whose connection stays open but answers nothing: RemoteWorkerLost after
+    the hang timeout, naming it, instead of a window waiting forever."""
+    from delayproxy import DelayProxy
+
+    a = Worker()
+    try:
+        with DelayProxy(a.endpoint, 0.0) as proxy:
+            eng = RemoteEngine(split_target, rpc=[proxy.endpoint], metrics_log=False, calibration=False,
+                               hang_timeout=2.0, connect_timeout=1.0)
+            try:
+                assert len(eng.generate("the value", max_tokens=4).tokens) == 4
+                proxy.hold()
+                t0 = time.monotonic()
+                with pytest.raises(RemoteWorkerLost, match=f"RPC worker {proxy.endpoint} stopped answering: nothing came back for 2 s"):
+                    eng.generate("the value", max_tokens=8)
+                took = time.monotonic() - t0
+                assert 2.0 <= took < 2.0 + 1.0 + 5.0, took  # timeout + one probe + slack
+                assert proxy.held > 0 and not eng._proc.is_alive()
+            finally:
+                eng.close()
+    finally:
+        a.kill()
+
+
+def test_cli_names_a_hung_worker_after_rpc_timeout_and_exits_2(loop_target):
+    """`tandem generate --rpc` runs the split target in a child too: a worker that stops
+    answering mid-answer is one error line after --rpc-timeout, not a hang."""
+    import subprocess
+    import sys
+
+    from delayproxy import DelayProxy
+    from test_rpc import ROOT, _env
+
+    a = Worker()
+    try:
+        with DelayProxy(a.endpoint, 0.0) as proxy:
+            gen = subprocess.Popen(
+                [sys.executable, "-m", "engine.cli", "generate", "the", "--target", str(loop_target), "--rpc", proxy.endpoint,
+                 "--rpc-timeout", "2", "--max-tokens", "1900", "--ctx", "2048", "--no-colour"],
+                stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=_env(), cwd=ROOT,
+            )
+            assert gen.stdout.read(20)  # streaming through the worker
+            proxy.hold()
+            t0 = time.monotonic()
+            _, err = gen.communicate(timeout=60)
+            took = time.monotonic() - t0
+        assert gen.returncode == 2, err
+        lines = err.decode().strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith(f"tandem: error: RPC worker {proxy.endpoint} stopped answering"), lines
+        assert took < 2 + 3 + 10, took
+    finally:
+        a.kill()
+
+
+def test_rpc_timeout_option_is_checked(tiny_target):
+    import subprocess
+    import sys
+
+    from test_rpc import ROOT, _env
+
+    r = subprocess.run([sys.executable, "-m", "engine.cli", "generate", "hi", "--target", str(tiny_target), "--rpc",
+                        "127.0.0.1:1", "--rpc-timeout", "0"], capture_output=True, text=True, env=_env(), cwd=ROOT, timeout=60)
+    assert r.returncode == 2 and "--rpc-timeout expects seconds > 0" in r.stderr and "Traceback" not in r.stderr
