@@ -15,12 +15,13 @@ from dataclasses import dataclass, field
 
 from PySide6.QtGui import (
     QColor, QFont, QFontDatabase, QTextBlock, QTextBlockFormat, QTextCharFormat, QTextCursor, QTextDocument,
-    QTextFormat,
+    QTextFormat, QTextListFormat,
 )
 
 CODE_BG = QColor(128, 128, 128, 36)  # reads on light and dark palettes alike
 LABEL_FG = QColor(128, 128, 128)
 COPY_SCHEME = "copy"
+LABEL_PROPERTY = QTextFormat.Property.UserProperty.value + 1  # marks a "language · Copy" line
 LOOKAHEAD = 400  # how far ahead in the source a rendered character is looked for
 
 
@@ -174,6 +175,7 @@ def _insert_label(cursor: QTextCursor, block: QTextBlock, lang: str, href: str) 
     label_fmt.setBackground(CODE_BG)
     label_fmt.setLeftMargin(6)
     label_fmt.setTopMargin(6)
+    label_fmt.setProperty(LABEL_PROPERTY, True)
     cursor.setBlockFormat(label_fmt)
     plain = QTextCharFormat()
     plain.setForeground(LABEL_FG)
@@ -195,10 +197,15 @@ def plain_text(doc: QTextDocument) -> str:
     lines: list[str] = []
     b = doc.begin()
     while b.isValid():
+        if b.blockFormat().boolProperty(LABEL_PROPERTY):
+            b = b.next()
+            continue
         text = b.text()
         lst = b.textList()
         if lst is not None:
-            marker = lst.itemText(b) or "-"
+            bullet = lst.format().style() in (QTextListFormat.Style.ListDisc, QTextListFormat.Style.ListCircle,
+                                              QTextListFormat.Style.ListSquare)
+            marker = "-" if bullet else lst.itemText(b)
             text = f"{marker} {text}"
         lines.append(text)
         b = b.next()
