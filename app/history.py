@@ -379,10 +379,9 @@ def message_markdown(m: Message) -> str:
         lines += ["", f"*({reason})*"]
     if m.role == "assistant" and m.stats:
         s = m.stats
-        lines += [
-            "",
-            f"<sub>{s.get('generated_tokens', 0)} tokens · {s.get('decode_tokens_per_s', 0):.1f} tok/s · "
-            f"first token {s.get('time_to_first_token_s', 0):.2f} s · acceptance {s.get('acceptance_rate', 0):.0%} · "
-            f"{s.get('mean_tokens_per_step', 0):.2f} tokens/step</sub>",
-        ]
+        parts = [f"{s.get('generated_tokens', 0)} tokens", f"{s.get('decode_tokens_per_s', 0):.1f} tok/s",
+                 f"first token {s.get('time_to_first_token_s', 0):.2f} s"]
+        if s.get("drafted"):  # an acceptance rate of nothing drafted is no figure
+            parts += [f"acceptance {s.get('acceptance_rate', 0):.0%}", f"{s.get('mean_tokens_per_step', 0):.2f} tokens/step"]
+        lines += ["", f"<sub>{' · '.join(parts)}</sub>"]
     return "\n".join(lines)

@@ -13,7 +13,7 @@ stays where they are and shows the button, which scrolls to the end and follows 
 
 from __future__ import annotations
 
-from PySide6.QtCore import QTimer, QUrl, Signal
+from PySide6.QtCore import Qt, QTimer, QUrl, Signal
 from PySide6.QtGui import (
     QColor, QDesktopServices, QFont, QGuiApplication, QResizeEvent, QTextBlockFormat, QTextCharFormat, QTextCursor,
     QTextDocumentFragment,
@@ -64,6 +64,7 @@ class Transcript(QTextBrowser):
         self.jump_btn = QPushButton("Jump to latest ↓", self)
         self.jump_btn.setObjectName("jumpToLatest")
         self.jump_btn.setToolTip("Scroll to the end and follow the answer again")
+        self.jump_btn.setFocusPolicy(Qt.FocusPolicy.NoFocus)  # a click must not move the text cursor or focus
         self.jump_btn.clicked.connect(self.jump_to_latest)
         self.jump_btn.hide()
         self.verticalScrollBar().valueChanged.connect(self._on_scrolled)
