@@ -100,6 +100,7 @@ def test_provenance_tint_lands_on_the_rendered_characters(tr):
 def test_alignment_drops_markup_and_matches_whitespace():
     src = "a **b**\n- c"
     assert align("a b\nc", src) == [0, 1, 4, 7, 10]
+    assert align("one two", "one\ntwo") == list(range(7))  # a soft line break renders as a space
 
 
 def test_user_message_is_verbatim(tr):
