@@ -97,6 +97,11 @@ def test_provenance_tint_lands_on_the_rendered_characters(tr):
     assert char_background(tr, text.index("bold")).style() == Qt.BrushStyle.NoBrush
 
 
+def test_html_in_an_answer_is_shown_as_text(tr):
+    tr.set_messages([Message(1, 1, "assistant", "Wrap it in a <div> and add <b>x</b> &amp; more.")])
+    assert "Wrap it in a <div> and add <b>x</b> & more." in tr.toPlainText()
+
+
 def test_alignment_drops_markup_and_matches_whitespace():
     src = "a **b**\n- c"
     assert align("a b\nc", src) == [0, 1, 4, 7, 10]
@@ -244,6 +249,19 @@ def test_continue_appends_to_an_answer_cut_at_max_tokens(qtbot, window, tiny_tar
     assert sum(n for n, _ in longer.spans) == len(longer.content)
     assert message_text(longer) in chat.transcript.toPlainText()  # shown whole, once rendered
     assert longer.stats["generated_tokens"] <= 20  # the stats are the continuation's own
+
+
+def test_send_renders_only_what_is_new_and_the_old_answer_loses_regenerate(qtbot, window):
+    chat = window.chat
+    _send(qtbot, window, "the value of")
+    first = window.history.messages(chat.conversation_id)[-1]
+    renders = chat.transcript.renders
+    _send(qtbot, window, "the data of")
+    assert chat.transcript.renders == renders + 1  # the new answer alone; the first is not laid out again
+    hrefs = {f.charFormat().anchorHref() for _, f in _fragments(chat.transcript)}
+    last = window.history.messages(chat.conversation_id)[-1]
+    assert f"msg:regenerate:{first.id}" not in hrefs and f"msg:regenerate:{last.id}" in hrefs
+    assert f"msg:copy-text:{first.id}" in hrefs
 
 
 def test_the_stats_line_is_live_while_streaming(qtbot, window):

@@ -75,6 +75,7 @@ class ChatView(QWidget):
         self.conv_list.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
         self.conv_list.setTextElideMode(Qt.TextElideMode.ElideRight)
         self.conv_list.currentItemChanged.connect(self._conversation_selected)
+        self.conv_list.currentItemChanged.connect(lambda *_: self._drop_edit_notice())
         self.conv_list.setContextMenuPolicy(Qt.ContextMenuPolicy.ActionsContextMenu)
         btns = QHBoxLayout()
         self.new_btn = QPushButton("New")
@@ -474,6 +475,7 @@ class ChatView(QWidget):
 
     def _on_failed(self, msg: str) -> None:
         self._stats_timer.stop()
+        self.stats_label.clear()  # not "Generating…" under a failed answer
         self._save_answer(self._partial_text(), None, "failed")
         self.error.emit(msg)
 
@@ -606,6 +608,12 @@ class ChatView(QWidget):
         self._editing = None
         self.edit_label.hide()
         self.prompt.clear()
+
+    def _drop_edit_notice(self) -> None:
+        """Another conversation opened: an edit of this one no longer applies."""
+        if self._editing is not None and self._editing[0] != self.conversation_id:
+            self._editing = None
+            self.edit_label.hide()
 
     def _drop_edited_message(self) -> None:
         """Before Send stores the new message: remove the edited one and everything after it."""

@@ -18,6 +18,9 @@ from PySide6.QtGui import (
     QTextFormat, QTextListFormat,
 )
 
+# GitHub's dialect without raw HTML: an answer that mentions <div> shows "<div>" (with HTML
+# on, Qt would take it as markup and drop the rest of the answer), and nothing is fetched.
+MARKDOWN = QTextDocument.MarkdownFeature.MarkdownDialectGitHub | QTextDocument.MarkdownFeature.MarkdownNoHTML
 CODE_BG = QColor(128, 128, 128, 36)  # reads on light and dark palettes alike
 LABEL_FG = QColor(128, 128, 128)
 COPY_SCHEME = "copy"
@@ -115,7 +118,7 @@ def render_markdown(source: str, spans: list[tuple[int, str]] | None = None,
 
     Copy links are numbered from `first_copy` so a whole transcript can number them once."""
     doc = QTextDocument()
-    doc.setMarkdown(source, QTextDocument.MarkdownFeature.MarkdownDialectGitHub)
+    doc.setMarkdown(source, MARKDOWN)
     if spans and colours:
         _tint(doc, source, spans, colours)
     return Rendered(doc, _style_code(doc, first_copy))

@@ -48,6 +48,7 @@ class Transcript(QTextBrowser):
         self._stream_spans: list[tuple[int, str]] = []
         self._messages: list[Message] = []
         self._code_blocks: list[str] = []  # the code of every rendered block, index = N of copy:N
+        self._tail_actions: tuple[int, Message] | None = None  # where the last message's action line starts
         self._pending: list[list[str]] = []  # [provenance, text] runs waiting for the next frame
         self._stream_cursor: QTextCursor | None = None
         self._formats = {prov: self._fmt(prov) for prov in COLOURS}
@@ -106,7 +107,20 @@ class Transcript(QTextBrowser):
 
     # -- whole conversation --------------------------------------------------------------
     def set_messages(self, messages: list[Message]) -> None:
+        """Show `messages`. When they only add to what is shown (Send: one more user message)
+        just the new ones are rendered, so a long conversation is not laid out again."""
+        n = len(self._messages)
+        if 0 < n < len(messages) and self._stream_start is None and messages[:n] == self._messages:
+            for i, m in enumerate(messages[n:], start=n):
+                self._append_message(m, last=i == len(messages) - 1)
+            self._messages = list(messages)
+            self.jump_to_latest()
+            return
+        self._render_all(messages)
+
+    def _render_all(self, messages: list[Message]) -> None:
         self._messages = list(messages)
+        self._tail_actions = None
         self.clear()
         self._code_blocks = []
         self._stream_start = None
@@ -123,7 +137,7 @@ class Transcript(QTextBrowser):
         if not streaming:
             bar = self.verticalScrollBar()
             keep, follow = bar.value(), self.following
-            self.set_messages(self._messages)
+            self._render_all(self._messages)
             if not follow:
                 bar.setValue(keep)
 
@@ -145,6 +159,7 @@ class Transcript(QTextBrowser):
 
     def _append_message(self, m: Message, last: bool) -> None:
         cursor = self.textCursor()
+        self._demote_tail(cursor)
         cursor.movePosition(QTextCursor.MoveOperation.End)
         reason = stop_reason(m)
         self._header(cursor, m.role, reason)
@@ -158,8 +173,22 @@ class Transcript(QTextBrowser):
             cursor.insertText(m.content, QTextCharFormat())
         self._actions(cursor, m, last, reason)
 
+    def _demote_tail(self, cursor: QTextCursor) -> None:
+        """The message shown last is about to have a successor: its action line (the end of
+        the document) loses the links only the last answer has (Regenerate, Continue)."""
+        tail, self._tail_actions = self._tail_actions, None
+        if tail is None:
+            return
+        start, m = tail
+        cursor.setPosition(start)
+        cursor.movePosition(QTextCursor.MoveOperation.End, QTextCursor.MoveMode.KeepAnchor)
+        cursor.removeSelectedText()
+        self._actions(cursor, m, False, stop_reason(m))
+        self._tail_actions = None
+
     def _actions(self, cursor: QTextCursor, m: Message, last: bool, reason: str | None) -> None:
         """A small line of links under the message; which ones depends on its role and place."""
+        self._tail_actions = (cursor.position(), m)
         acts: list[tuple[str, str]] = []
         if m.role == "user":
             acts.append(("edit", "Edit"))
@@ -234,6 +263,7 @@ class Transcript(QTextBrowser):
     def begin_stream(self) -> None:
         self._pending = []
         cursor = QTextCursor(self.document())
+        self._demote_tail(cursor)
         cursor.movePosition(QTextCursor.MoveOperation.End)
         self._stream_head = cursor.position()
         self._header(cursor, "assistant")
@@ -299,7 +329,7 @@ class Transcript(QTextBrowser):
         self._stream_cursor = None
         self._messages.append(message)
         if head is None:
-            self.set_messages(self._messages)
+            self._render_all(self._messages)
             return
         bar = self.verticalScrollBar()
         keep, follow = bar.value(), self.following
