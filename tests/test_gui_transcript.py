@@ -9,14 +9,15 @@ import pytest
 
 pytest.importorskip("PySide6")
 
-from PySide6.QtCore import QSettings, Qt  # noqa: E402
+from PySide6.QtCore import Qt  # noqa: E402
 from PySide6.QtGui import QGuiApplication, QTextCursor  # noqa: E402
-from PySide6.QtWidgets import QAbstractSlider, QMessageBox  # noqa: E402
+from PySide6.QtWidgets import QAbstractSlider  # noqa: E402
 
-from app.history import History, Message, close_open_fence, message_markdown  # noqa: E402
+from app.history import Message, close_open_fence, message_markdown  # noqa: E402
 from app.widgets.markdown_render import align  # noqa: E402
 from app.widgets.provenance import COLOURS  # noqa: E402
 from app.widgets.transcript import Transcript, message_text  # noqa: E402
+from test_gui_chat import _send, window  # noqa: E402,F401  (the chat tests' send helper and window fixture)
 
 ANSWER = "Here is **the** code:\n\n```python\ndef f(x):\n    return x  # *not emphasis*\n```\n\nDone."
 CODE = "def f(x):\n    return x  # *not emphasis*"
@@ -181,68 +182,54 @@ def test_copy_as_text_renders_and_copy_as_markdown_keeps_the_source(qtbot, tr):
 
 # -- actions through the real engine ---------------------------------------------------------
 @pytest.fixture
-def window(qtbot, tmp_path, monkeypatch, tiny_target):
-    from app.main_window import MainWindow
-
-    monkeypatch.setattr(QMessageBox, "warning", lambda *a, **k: QMessageBox.StandardButton.Ok)
-    w = MainWindow(history=History(tmp_path / "h.db"), settings=QSettings(str(tmp_path / "s.ini"), QSettings.Format.IniFormat), autoload=False)
-    qtbot.addWidget(w)
-    w.show()
-    w.session.load(tiny_target, tiny_target, label="tiny self-draft")
-    qtbot.waitUntil(lambda: w.session.engine is not None, timeout=10000)
-    yield w
-    w.close()
-
-
-def _send(qtbot, w, text: str, **settings) -> None:
-    chat = w.chat
-    chat.apply_settings({"drafter": "model", "lookahead": 4, "temperature": 0.0, "max_tokens": 20, **settings})
-    chat.prompt.setPlainText(text)
-    chat.send()
-    qtbot.waitUntil(lambda: chat.worker is None, timeout=30000)
+def win(window, qtbot):
+    """The chat tests' window (tiny self-draft pair loaded), shown: links are clicked where drawn."""
+    window.show()
+    qtbot.waitExposed(window)
+    return window
 
 
 def _wait(qtbot, chat) -> None:
     qtbot.waitUntil(lambda: chat.worker is None, timeout=30000)
 
 
-def test_regenerate_replaces_the_last_answer(qtbot, window):
-    chat = window.chat
-    _send(qtbot, window, "the value of")
-    before = window.history.messages(chat.conversation_id)
+def test_regenerate_replaces_the_last_answer(qtbot, win):
+    chat = win.chat
+    _send(qtbot, win, "the value of")
+    before = win.history.messages(chat.conversation_id)
     click_anchor(qtbot, chat.transcript, f"msg:regenerate:{before[-1].id}")
     _wait(qtbot, chat)
-    after = window.history.messages(chat.conversation_id)
+    after = win.history.messages(chat.conversation_id)
     assert [m.role for m in after] == ["user", "assistant"]
     assert after[0].id == before[0].id and after[1].id != before[1].id
     assert after[1].content == before[1].content and after[1].status == "complete"  # greedy: the same answer
 
 
-def test_edit_and_resend_replaces_the_message_and_drops_what_follows(qtbot, window):
-    chat = window.chat
-    _send(qtbot, window, "the value of")
-    _send(qtbot, window, "the data of")
-    first = window.history.messages(chat.conversation_id)[0]
+def test_edit_and_resend_replaces_the_message_and_drops_what_follows(qtbot, win):
+    chat = win.chat
+    _send(qtbot, win, "the value of")
+    _send(qtbot, win, "the data of")
+    first = win.history.messages(chat.conversation_id)[0]
     click_anchor(qtbot, chat.transcript, f"msg:edit:{first.id}")
     assert chat.prompt.toPlainText() == "the value of" and chat.edit_label.isVisible()
     chat.prompt.selectAll()
     qtbot.keyClicks(chat.prompt, "the class of")
     qtbot.mouseClick(chat.send_btn, Qt.MouseButton.LeftButton)
     _wait(qtbot, chat)
-    msgs = window.history.messages(chat.conversation_id)
+    msgs = win.history.messages(chat.conversation_id)
     assert [(m.role, m.content if m.role == "user" else "") for m in msgs] == [("user", "the class of"), ("assistant", "")]
     assert msgs[1].content and not chat.edit_label.isVisible()
 
 
-def test_continue_appends_to_an_answer_cut_at_max_tokens(qtbot, window, tiny_target):
-    chat = window.chat
-    _send(qtbot, window, "the value of", max_tokens=6)
-    cut = window.history.messages(chat.conversation_id)[-1]
+def test_continue_appends_to_an_answer_cut_at_max_tokens(qtbot, win, tiny_target):
+    chat = win.chat
+    _send(qtbot, win, "the value of", max_tokens=6)
+    cut = win.history.messages(chat.conversation_id)[-1]
     assert cut.stats["finish_reason"] == "length"
     assert "stopped: max tokens" in chat.transcript.toPlainText()
     click_anchor(qtbot, chat.transcript, f"msg:continue:{cut.id}")
     _wait(qtbot, chat)
-    msgs = window.history.messages(chat.conversation_id)
+    msgs = win.history.messages(chat.conversation_id)
     assert [m.id for m in msgs] == [msgs[0].id, cut.id]  # the same answer, longer
     longer = msgs[-1]
     assert longer.content.startswith(cut.content) and len(longer.content) > len(cut.content)
@@ -251,22 +238,22 @@ def test_continue_appends_to_an_answer_cut_at_max_tokens(qtbot, window, tiny_tar
     assert longer.stats["generated_tokens"] <= 20  # the stats are the continuation's own
 
 
-def test_send_renders_only_what_is_new_and_the_old_answer_loses_regenerate(qtbot, window):
-    chat = window.chat
-    _send(qtbot, window, "the value of")
-    first = window.history.messages(chat.conversation_id)[-1]
+def test_send_renders_only_what_is_new_and_the_old_answer_loses_regenerate(qtbot, win):
+    chat = win.chat
+    _send(qtbot, win, "the value of")
+    first = win.history.messages(chat.conversation_id)[-1]
     renders = chat.transcript.renders
-    _send(qtbot, window, "the data of")
+    _send(qtbot, win, "the data of")
     assert chat.transcript.renders == renders + 1  # the new answer alone; the first is not laid out again
     hrefs = {f.charFormat().anchorHref() for _, f in _fragments(chat.transcript)}
-    last = window.history.messages(chat.conversation_id)[-1]
+    last = win.history.messages(chat.conversation_id)[-1]
     assert f"msg:regenerate:{first.id}" not in hrefs and f"msg:regenerate:{last.id}" in hrefs
     assert f"msg:copy-text:{first.id}" in hrefs
 
 
-def test_the_stats_line_is_live_while_streaming(qtbot, window):
-    chat = window.chat
-    _send(qtbot, window, "the value of")
+def test_the_stats_line_is_live_while_streaming(qtbot, win):
+    chat = win.chat
+    _send(qtbot, win, "the value of")
     finished = chat.stats_label.text()
     assert "tok/s" in finished
     chat.apply_settings({"drafter": "model", "lookahead": 4, "max_tokens": 4000})
@@ -281,15 +268,15 @@ def test_the_stats_line_is_live_while_streaming(qtbot, window):
     assert "tok/s" in live[-1]
 
 
-def test_a_stopped_answer_wears_a_badge(qtbot, window):
-    chat = window.chat
+def test_a_stopped_answer_wears_a_badge(qtbot, win):
+    chat = win.chat
     chat.apply_settings({"drafter": "none", "max_tokens": 4000})
     chat.prompt.setPlainText("the value of")
     chat.send()
     chat.worker.tokens.connect(lambda toks: chat.stop())
     _wait(qtbot, chat)
     assert "Assistant   stopped by you" in chat.transcript.toPlainText()
-    last = window.history.messages(chat.conversation_id)[-1]
+    last = win.history.messages(chat.conversation_id)[-1]
     assert any(f.charFormat().anchorHref() == f"msg:continue:{last.id}" for _, f in _fragments(chat.transcript))
 
 
