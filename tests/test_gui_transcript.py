@@ -297,3 +297,16 @@ def test_continuation_tokens_open_the_assistant_turn_without_closing_it(tiny_tar
             continuation_tokens(m, conv[:1])
     finally:
         m.close()
+
+
+def test_live_stats_words_running_totals_and_no_rate_of_nothing():
+    from engine.events import StepEvent
+
+    from app.widgets.live_stats import LiveStats
+
+    live = LiveStats()
+    assert live.text() == "Generating…"
+    live.add_steps([StepEvent(0, 0, 0, 0, 1, 0.0, 5.0, 1.0), StepEvent(1, 0, 0, 0, 1, 0.0, 5.0, 1.5)])
+    assert live.text() == "Generating… 2 tokens · 2.0 tok/s"  # nothing drafted: no acceptance figure
+    live.add_steps([StepEvent(2, 4, 4, 3, 4, 1.0, 5.0, 2.0)])
+    assert live.text() == "Generating… 6 tokens · 5.0 tok/s · acceptance 75% (3/4) · 2.00 tokens/step"
