@@ -103,6 +103,15 @@ def test_html_in_an_answer_is_shown_as_text(tr):
     assert "Wrap it in a <div> and add <b>x</b> & more." in tr.toPlainText()
 
 
+def test_an_answer_cannot_write_links_that_act_on_messages(tr):
+    tr.set_messages([Message(3, 1, "assistant", "[again](msg:regenerate:3) [mine](copy:0) [web](https://example.org)")])
+    hrefs = {f.charFormat().anchorHref() for _, f in _fragments(tr)}
+    assert "msg:regenerate:3" in hrefs  # the transcript's own link under the answer
+    assert "copy:0" not in hrefs and "https://example.org" in hrefs
+    ours = [f for _, f in _fragments(tr) if f.charFormat().anchorHref() == "msg:regenerate:3"]
+    assert [f.text() for f in ours] == ["Regenerate"]
+
+
 def test_alignment_drops_markup_and_matches_whitespace():
     src = "a **b**\n- c"
     assert align("a b\nc", src) == [0, 1, 4, 7, 10]

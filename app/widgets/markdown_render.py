@@ -119,9 +119,32 @@ def render_markdown(source: str, spans: list[tuple[int, str]] | None = None,
     Copy links are numbered from `first_copy` so a whole transcript can number them once."""
     doc = QTextDocument()
     doc.setMarkdown(source, MARKDOWN)
+    if f"{COPY_SCHEME}:" in source or "msg:" in source:
+        _disarm_links(doc)
     if spans and colours:
         _tint(doc, source, spans, colours)
     return Rendered(doc, _style_code(doc, first_copy))
+
+
+def _disarm_links(doc: QTextDocument) -> None:
+    """An answer's own links that use the transcript's schemes (copy:, msg:) become plain
+    text: a model must not be able to write a link that deletes or rewrites messages."""
+    cursor = QTextCursor(doc)
+    b = doc.begin()
+    while b.isValid():
+        it = b.begin()
+        while not it.atEnd():
+            frag = it.fragment()
+            href = frag.charFormat().anchorHref()
+            if href.split(":", 1)[0].lower() in (COPY_SCHEME, "msg"):
+                cursor.setPosition(frag.position())
+                cursor.setPosition(frag.position() + frag.length(), QTextCursor.MoveMode.KeepAnchor)
+                f = QTextCharFormat()
+                f.setAnchor(False)
+                f.setAnchorHref("")
+                cursor.mergeCharFormat(f)
+            it += 1
+        b = b.next()
 
 
 def _tint(doc: QTextDocument, source: str, spans: list[tuple[int, str]], colours: dict[str, QColor]) -> None:

@@ -229,11 +229,12 @@ class Transcript(QTextBrowser):
     # -- links ---------------------------------------------------------------------------
     def _on_anchor(self, url: QUrl) -> None:
         scheme = url.scheme()
-        if scheme == COPY_SCHEME:
+        if scheme == COPY_SCHEME and url.path().isdigit():
             self.copy_code(int(url.path()))
         elif scheme == ACTION_SCHEME:
             action, _, ident = url.path().partition(":")
-            self._message_action(action, int(ident))
+            if ident.isdigit():
+                self._message_action(action, int(ident))
         elif scheme in ("http", "https", "mailto"):
             QDesktopServices.openUrl(url)
 
@@ -256,7 +257,7 @@ class Transcript(QTextBrowser):
         elif action == "copy-text":
             QGuiApplication.clipboard().setText(message_text(m))
             self.notice.emit("Copied as text")
-        else:
+        elif action in ("edit", "regenerate", "continue"):
             self.messageAction.emit(action, message_id)
 
     # -- streaming -----------------------------------------------------------------------
