@@ -11,7 +11,7 @@ from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtGui import QGuiApplication, QKeySequence, QShortcut
 from PySide6.QtWidgets import (
     QCheckBox, QComboBox, QDoubleSpinBox, QFileDialog, QFormLayout, QGroupBox, QHBoxLayout, QInputDialog, QLabel,
-    QLineEdit, QListWidget, QListWidgetItem, QMenu, QMessageBox, QPlainTextEdit, QPushButton, QSpinBox, QSplitter,
+    QLineEdit, QListWidget, QListWidgetItem, QMenu, QMessageBox, QPlainTextEdit, QPushButton, QSizePolicy, QSpinBox, QSplitter,
     QVBoxLayout, QWidget,
 )
 
@@ -112,6 +112,8 @@ class ChatView(QWidget):
         self.edit_label.setObjectName("editNotice")
         self.edit_label.linkActivated.connect(lambda _href: self.cancel_edit())
         self.edit_label.hide()
+        # The line changes while streaming: its text must not resize the panes a few times a second.
+        self.stats_label.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
         self._stats_timer = QTimer(self)
         self._stats_timer.setInterval(REFRESH_MS)
         self._stats_timer.timeout.connect(self._show_live_stats)
