@@ -319,3 +319,12 @@ def test_live_stats_words_running_totals_and_no_rate_of_nothing():
     assert live.text() == "Generating… 2 tokens · 2.0 tok/s"  # nothing drafted: no acceptance figure
     live.add_steps([StepEvent(2, 4, 4, 3, 4, 1.0, 5.0, 2.0)])
     assert live.text() == "Generating… 6 tokens · 5.0 tok/s · acceptance 75% (3/4) · 2.00 tokens/step"
+
+
+def test_a_long_stats_line_does_not_widen_the_window(qtbot, win):
+    win.resize(1200, 800)
+    qtbot.wait(50)
+    width = win.width()
+    win.chat.stats_label.setText("Generating… 123456 tokens · 9999.9 tok/s · acceptance 100% (99999/99999) · 16.00 tokens/step " * 3)
+    qtbot.wait(50)
+    assert win.width() == width
