@@ -239,6 +239,14 @@ class History:
         with self._lock, self._db:
             self._db.execute("DELETE FROM messages WHERE id=?", (message_id,))
 
+    def delete_messages_from(self, conversation_id: int, message_id: int) -> int:
+        """Delete message `message_id` and every later one of the conversation (edit and
+        resend, regenerate); returns how many went."""
+        with self._lock, self._db:
+            cur = self._db.execute("DELETE FROM messages WHERE conversation_id=? AND id>=?", (conversation_id, message_id))
+            self._db.execute("UPDATE conversations SET updated=? WHERE id=?", (time.time(), conversation_id))
+        return cur.rowcount
+
     # -- export --------------------------------------------------------------------------
     def to_markdown(self, conversation_id: int) -> str:
         conv = self.get(conversation_id)
@@ -322,17 +330,58 @@ def _salvage(backup: Path, db: sqlite3.Connection) -> tuple[int, int]:
     return saved, len(convs)
 
 
+def stop_reason(m: Message) -> str | None:
+    """Why an answer ended early, in the words its badge and its export use (None: it ended
+    by itself). Stopping wins over the token limit: the user's act is what they remember."""
+    if m.role != "assistant":
+        return None
+    if m.status in ("stopped", "cancelled"):
+        return "stopped by you"
+    if m.status == "failed":
+        return "failed"
+    if m.status == "generating":
+        return "interrupted"
+    if (m.stats or {}).get("finish_reason") == "length":
+        return "stopped: max tokens"
+    return None
+
+
+def close_open_fence(text: str) -> str:
+    """`text` with a code fence left open (an answer cut mid-block) closed, so that what
+    follows it in an export is not swallowed into the code block (CommonMark fences:
+    ``` or ~~~, three or more, indented at most three spaces; the closer must be at least
+    as long as the opener and of the same character)."""
+    opener: str | None = None
+    for line in text.split("\n"):
+        stripped = line.lstrip(" ")
+        if len(line) - len(stripped) > 3:
+            continue
+        run = len(stripped) - len(stripped.lstrip(stripped[:1])) if stripped[:1] in ("`", "~") else 0
+        if run < 3:
+            continue
+        fence = stripped[:run]
+        if opener is None:
+            if fence[0] == "`" and "`" in stripped[run:]:
+                continue  # not a fence: a backtick fence's info string has no backtick
+            opener = fence
+        elif fence[0] == opener[0] and run >= len(opener) and not stripped[run:].strip():
+            opener = None
+    if opener is None:
+        return text
+    return text + ("" if text.endswith("\n") else "\n") + opener
+
+
 def message_markdown(m: Message) -> str:
     who = {"user": "You", "assistant": "Assistant", "system": "System"}.get(m.role, m.role)
-    lines = [f"## {who}", "", m.content]
-    if m.status != "complete":
-        lines += ["", f"*({m.status})*"]
+    lines = [f"## {who}", "", close_open_fence(m.content)]
+    reason = stop_reason(m) or (m.status if m.status != "complete" else None)
+    if reason:
+        lines += ["", f"*({reason})*"]
     if m.role == "assistant" and m.stats:
         s = m.stats
-        lines += [
-            "",
-            f"<sub>{s.get('generated_tokens', 0)} tokens · {s.get('decode_tokens_per_s', 0):.1f} tok/s · "
-            f"first token {s.get('time_to_first_token_s', 0):.2f} s · acceptance {s.get('acceptance_rate', 0):.0%} · "
-            f"{s.get('mean_tokens_per_step', 0):.2f} tokens/step</sub>",
-        ]
+        parts = [f"{s.get('generated_tokens', 0)} tokens", f"{s.get('decode_tokens_per_s', 0):.1f} tok/s",
+                 f"first token {s.get('time_to_first_token_s', 0):.2f} s"]
+        if s.get("drafted"):  # an acceptance rate of nothing drafted is no figure
+            parts += [f"acceptance {s.get('acceptance_rate', 0):.0%}", f"{s.get('mean_tokens_per_step', 0):.2f} tokens/step"]
+        lines += ["", f"<sub>{' · '.join(parts)}</sub>"]
     return "\n".join(lines)

@@ -104,3 +104,19 @@ def chat_tokens(model: Any, messages: Sequence[Message], *, add_generation_promp
     if add_bos:
         tokens = [model.bos] + tokens
     return tokens
+
+
+def continuation_tokens(model: Any, messages: Sequence[Message]) -> list[int]:
+    """Tokens that make `model` go on with the conversation's last, partial answer.
+
+    The conversation before it is rendered with the generation prompt (the assistant's turn
+    opened), then the partial answer follows as plain text, without the end-of-turn a
+    finished message would get, so the next token continues it. Its text is tokenized
+    without parsing special tokens: an answer that wrote "<|im_end|>" as text stays text."""
+    if not messages or messages[-1].get("role") != "assistant":
+        raise PromptError("only an assistant answer can be continued")
+    partial = messages[-1].get("content", "")
+    if not partial:
+        raise PromptError("the answer to continue is empty")
+    head = chat_tokens(model, messages[:-1], add_generation_prompt=True)
+    return head + model.tokenize(partial, add_special=False, parse_special=False)

@@ -7,11 +7,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from PySide6.QtCore import Qt, Signal
+from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtGui import QGuiApplication, QKeySequence, QShortcut
 from PySide6.QtWidgets import (
     QCheckBox, QComboBox, QDoubleSpinBox, QFileDialog, QFormLayout, QGroupBox, QHBoxLayout, QInputDialog, QLabel,
-    QLineEdit, QListWidget, QListWidgetItem, QMenu, QMessageBox, QPlainTextEdit, QPushButton, QSpinBox, QSplitter,
+    QLineEdit, QListWidget, QListWidgetItem, QMenu, QMessageBox, QPlainTextEdit, QPushButton, QSizePolicy, QSpinBox, QSplitter,
     QVBoxLayout, QWidget,
 )
 from PySide6.QtWidgets import QScrollArea, QToolButton  # the settings drawer and the chat list's menu
@@ -20,9 +20,10 @@ from ..history import History, HistoryError, Message, message_markdown
 from ..relative_time import absolute_date, relative_date
 from ..session import Session
 from ..widgets.charts import LiveCharts
+from ..widgets.live_stats import REFRESH_MS, LiveStats
 from ..widgets.lookahead_control import LookaheadControl
 from ..widgets.provenance import Legend
-from ..widgets.transcript import Transcript, spans_from_tokens
+from ..widgets.transcript import Transcript, message_text, spans_from_tokens
 from .. import workers
 
 MAX_ATTACHMENT = 512 * 1024
@@ -53,6 +54,9 @@ class ChatView(QWidget):
         self._k_shown: int | None = None  # the lookahead last shown on the slider while streaming
         self._assistant_msg: Message | None = None
         self.attachment: tuple[str, str] | None = None  # (name, text)
+        self._editing: tuple[int, int] | None = None  # (conversation, message) that Send replaces
+        self._answer_prefix = ""  # Continue: the stored part of the answer being continued
+        self.live_stats = LiveStats()
         self._build()
         self.refresh_conversations()
         session.busyChanged.connect(self._sync_buttons)
@@ -79,6 +83,7 @@ class ChatView(QWidget):
         self.conv_list.itemClicked.connect(self._conversation_clicked)
         self.conv_list.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
         self.conv_list.customContextMenuRequested.connect(self._conversation_menu)
+        self.conv_list.currentItemChanged.connect(lambda *_: self._drop_edit_notice())
         btns = QHBoxLayout()
         self.new_btn = QPushButton("New chat")
         self.new_btn.setToolTip("New chat (Ctrl+N)")
@@ -101,6 +106,8 @@ class ChatView(QWidget):
         self.legend = Legend()
         self.legend.toggled.connect(lambda on: self.transcript.set_show_provenance(on))
         self.transcript = Transcript()
+        self.transcript.notice.connect(self.message)
+        self.transcript.messageAction.connect(self._on_message_action)
         self.stats_label = QLabel("")
         self.stats_label.setObjectName("answerStats")
         self.stats_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
@@ -110,6 +117,16 @@ class ChatView(QWidget):
         self.attach_label = QLabel("")
         self.attach_label.setWordWrap(True)
         self.attach_label.hide()
+        self.edit_label = QLabel("Editing a message: Send replaces it and drops everything after it. "
+                                 "<a href='cancel'>Cancel edit</a>")
+        self.edit_label.setObjectName("editNotice")
+        self.edit_label.linkActivated.connect(lambda _href: self.cancel_edit())
+        self.edit_label.hide()
+        # The line changes while streaming: its text must not resize the panes a few times a second.
+        self.stats_label.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
+        self._stats_timer = QTimer(self)
+        self._stats_timer.setInterval(REFRESH_MS)
+        self._stats_timer.timeout.connect(self._show_live_stats)
         self.prompt = QPlainTextEdit()
         self.prompt.setPlaceholderText("Ask something…  (Ctrl+Enter to send, Esc to stop)")
         self.prompt.setMaximumHeight(120)
@@ -140,6 +157,7 @@ class ChatView(QWidget):
         ml.addWidget(self.stats_label)
         ml.addWidget(self.prefill_label)
         ml.addWidget(self.attach_label)
+        ml.addWidget(self.edit_label)
         ml.addWidget(self.prompt)
         ml.addLayout(row)
         split.addWidget(mid)
@@ -450,8 +468,8 @@ class ChatView(QWidget):
             return
         last = next((m for m in reversed(self.history.messages(self.conversation_id)) if m.role == "assistant"), None)
         if last is not None:
-            QGuiApplication.clipboard().setText(last.content)
-            self.message.emit("Answer copied")
+            QGuiApplication.clipboard().setText(message_text(last))
+            self.message.emit("Answer copied as text (Copy as Markdown is under the answer)")
 
     # -- generation ----------------------------------------------------------------------
     def _draft_spec(self) -> Any:
@@ -483,6 +501,7 @@ class ChatView(QWidget):
             self.refresh_conversations()
         else:
             self.history.set_system_prompt(self.conversation_id, self.system.toPlainText())
+        self._drop_edited_message()
         self.history.add_message(self.conversation_id, "user", content)
         msgs = self.history.messages(self.conversation_id)
         self.transcript.set_messages(msgs)
@@ -492,15 +511,23 @@ class ChatView(QWidget):
         self.attach_label.clear()
         self.attach_label.hide()
         self._assistant_msg = self.history.add_message(self.conversation_id, "assistant", "", status="generating")
+        self._start_answer(chat)
+
+    def _start_answer(self, prompt: Any, *, chat: bool = True) -> None:
+        """Stream an answer into `self._assistant_msg`: `prompt` is the chat messages (or,
+        for Continue, the prompt's token ids)."""
         self._stream_tokens = []
         self._k_shown = None
         self.charts.reset()
         self.transcript.begin_stream()
+        self.live_stats.reset()
+        self.stats_label.setText(self.live_stats.text())
+        self._stats_timer.start()
         seed = self.seed.value()
         w = workers.GenerationWorker(
-            self.session.engine, chat, draft=self._draft_spec(), lookahead=self.lookahead.value(),
+            self.session.engine, prompt, draft=self._draft_spec(), lookahead=self.lookahead.value(),
             max_tokens=self.max_tokens.value(), temperature=self.temperature.value(), top_p=self.top_p.value(),
-            seed=None if seed < 0 else seed, chat=True, system=self.system.toPlainText() or None, tag="chat",
+            seed=None if seed < 0 else seed, chat=chat, system=self.system.toPlainText() or None, tag="chat",
         )
         w.tokens.connect(self._on_tokens)
         w.steps.connect(self._on_steps)
@@ -531,6 +558,7 @@ class ChatView(QWidget):
         if not steps:
             return
         self.charts.add_steps(steps)
+        self.live_stats.add_steps(steps)
         k = steps[-1].k
         if k != self._k_shown:
             self._k_shown = k
@@ -547,11 +575,14 @@ class ChatView(QWidget):
     def _on_done(self, ev: Any) -> None:
         stats = ev.stats.to_dict()
         status = "complete" if ev.stats.finish_reason != "cancelled" else "stopped"
-        self._save_answer(ev.text, stats, status)
+        self._stats_timer.stop()
+        self._save_answer(self._answer_prefix + ev.text, stats, status)
         self.stats_label.setText(stats_text(stats))
         self.session.liveSpeed.emit(0.0)
 
     def _on_failed(self, msg: str) -> None:
+        self._stats_timer.stop()
+        self.stats_label.clear()  # not "Generating…" under a failed answer
         self._save_answer(self._partial_text(), None, "failed")
         self.error.emit(msg)
 
@@ -562,11 +593,13 @@ class ChatView(QWidget):
         self.history.update_message(self._assistant_msg.id, text, stats=stats, spans=spans, status=status)
         msg = Message(self._assistant_msg.id, self._assistant_msg.conversation_id, "assistant", text, stats, spans, status)
         self._assistant_msg = None
+        self._answer_prefix = ""
         self.transcript.end_stream(msg)
         self.refresh_conversations()
 
     def _on_finished(self) -> None:
         self.worker = None
+        self._stats_timer.stop()
         self.prefill_label.clear()
         self.prefill_label.hide()
         self._sync_buttons()
@@ -595,3 +628,122 @@ class ChatView(QWidget):
             return ""
         last = next((m for m in reversed(self.history.messages(self.conversation_id)) if m.role == "assistant"), None)
         return message_markdown(last) if last else ""
+
+    # -- per-message actions: regenerate, edit and resend, continue ------------------------
+    def _show_live_stats(self) -> None:
+        """The stats line while streaming, a few times a second (not per token)."""
+        if self.worker is not None:
+            self.stats_label.setText(self.live_stats.text())
+
+    def _on_message_action(self, action: str, message_id: int) -> None:
+        if self.worker is not None or self.conversation_id is None:
+            self.message.emit("Stop the running answer first")
+            return
+        {"regenerate": self.regenerate, "edit": self.edit_message, "continue": self.continue_answer}[action](message_id)
+
+    def _can_generate(self) -> bool:
+        if self.session.engine is None:
+            self.error.emit("No model loaded: pick a pair in Models (or use the welcome banner) first")
+            return False
+        if self.session.busy:
+            self.message.emit(f"Busy: {self.session.busy}")
+            return False
+        return self.worker is None and self.conversation_id is not None
+
+    def _last_answer(self, message_id: int) -> Message | None:
+        """The conversation's last message when it is the answer `message_id`."""
+        msgs = self.history.messages(self.conversation_id) if self.conversation_id is not None else []
+        if not msgs or msgs[-1].id != message_id or msgs[-1].role != "assistant":
+            self.message.emit("Only the last answer can be regenerated or continued")
+            return None
+        return msgs[-1]
+
+    def regenerate(self, message_id: int) -> None:
+        """Drop the last answer and answer the same conversation again."""
+        if not self._can_generate() or self._last_answer(message_id) is None:
+            return
+        cid = self.conversation_id
+        self.history.delete_messages_from(cid, message_id)
+        msgs = self.history.messages(cid)
+        self.transcript.set_messages(msgs)
+        chat = [{"role": m.role, "content": m.content} for m in msgs if m.role in ("user", "assistant") and m.content]
+        if not chat:
+            return
+        self._assistant_msg = self.history.add_message(cid, "assistant", "", status="generating")
+        self._start_answer(chat)
+
+    def continue_answer(self, message_id: int) -> None:
+        """Generate more of a stopped answer and append it: the prompt is the conversation with
+        the partial answer as the open assistant turn (engine.chat.continuation_tokens)."""
+        if not self._can_generate():
+            return
+        last = self._last_answer(message_id)
+        if last is None or not last.content:
+            return
+        from engine.chat import continuation_tokens
+        from engine.errors import TandemError
+
+        msgs = self.history.messages(self.conversation_id)
+        chat = [{"role": m.role, "content": m.content} for m in msgs if m.role in ("user", "assistant") and m.content]
+        system = self.system.toPlainText()
+        if system:
+            chat.insert(0, {"role": "system", "content": system})
+        try:
+            tokens = continuation_tokens(self.session.engine.target, chat)
+        except TandemError as e:
+            self.error.emit(str(e))
+            return
+        self.transcript.set_messages(msgs[:-1])
+        self._assistant_msg = last
+        self._answer_prefix = last.content
+        self._start_answer(tokens, chat=False)
+        seeded = _stored_tokens(last)  # the stored part shows first, in its colours
+        self._stream_tokens = list(seeded)
+        self.transcript.append_tokens(seeded)
+
+    def edit_message(self, message_id: int) -> None:
+        """Put a user message in the prompt box; Send replaces it and drops what follows."""
+        m = self.transcript.message(message_id)
+        if m is None or m.role != "user" or self.conversation_id is None:
+            return
+        self._editing = (self.conversation_id, message_id)
+        self.prompt.setPlainText(m.content)
+        self.edit_label.show()
+        self.prompt.setFocus()
+
+    def cancel_edit(self) -> None:
+        self._editing = None
+        self.edit_label.hide()
+        self.prompt.clear()
+
+    def _drop_edit_notice(self) -> None:
+        """Another conversation opened: an edit of this one no longer applies."""
+        if self._editing is not None and self._editing[0] != self.conversation_id:
+            self._editing = None
+            self.edit_label.hide()
+
+    def _drop_edited_message(self) -> None:
+        """Before Send stores the new message: remove the edited one and everything after it."""
+        editing, self._editing = self._editing, None
+        self.edit_label.hide()
+        if editing is not None and editing[0] == self.conversation_id:
+            self.history.delete_messages_from(*editing)
+
+
+class _StoredToken:
+    """A stored answer's run of one provenance, shaped like a TokenEvent for the transcript."""
+
+    __slots__ = ("text", "provenance")
+
+    def __init__(self, text: str, provenance: str):
+        self.text, self.provenance = text, provenance
+
+
+def _stored_tokens(m: Message) -> list[_StoredToken]:
+    out, pos = [], 0
+    for n, prov in m.spans:
+        out.append(_StoredToken(m.content[pos:pos + n], prov))
+        pos += n
+    if pos < len(m.content):
+        out.append(_StoredToken(m.content[pos:], "plain"))
+    return out

@@ -1,33 +1,54 @@
-"""The conversation as a document: finished messages as Markdown, the streaming answer as
-text coloured by token provenance (toggle: provenance colours on finished answers too).
+"""The conversation as a document: answers rendered as Markdown (provenance as a tint over
+the rendered text), user messages verbatim, the streaming answer as text coloured by token
+provenance, a line of actions under each message, and a "Jump to latest" button.
 
 Streaming is cheap on purpose: tokens are merged into runs of one provenance and inserted
 at most once per frame, at the end of the document through one cursor, in one edit block
 (one incremental layout of the last paragraph, never a reflow of the whole conversation).
+The Markdown rendering happens once, at `end_stream`, for that answer alone.
+
+The view follows the stream while its bottom is in sight; once the user scrolls up it
+stays where they are and shows the button, which scrolls to the end and follows again.
 """
 
 from __future__ import annotations
 
-from PySide6.QtCore import QTimer
-from PySide6.QtGui import QColor, QFont, QTextBlockFormat, QTextCharFormat, QTextCursor, QTextDocument
-from PySide6.QtWidgets import QTextBrowser, QWidget
+from PySide6.QtCore import Qt, QTimer, QUrl, Signal
+from PySide6.QtGui import (
+    QColor, QDesktopServices, QFont, QGuiApplication, QResizeEvent, QTextBlockFormat, QTextCharFormat, QTextCursor,
+    QTextDocumentFragment,
+)
+from PySide6.QtWidgets import QPushButton, QTextBrowser, QWidget
 
-from ..history import Message
+from ..history import Message, stop_reason
+from .markdown_render import COPY_SCHEME, render_markdown, plain_text
 from .provenance import COLOURS
 
 ROLE_TITLES = {"user": "You", "assistant": "Assistant", "system": "System"}
 FRAME_MS = 16
+AT_END_SLACK = 4  # pixels from the bottom that still count as "at the end"
+ACTION_SCHEME = "msg"
+BADGE_BG = QColor(240, 136, 62, 70)
+LINK = QColor(56, 132, 244)
+MUTED = QColor(128, 128, 128)
 
 
 class Transcript(QTextBrowser):
+    messageAction = Signal(str, int)  # (edit | regenerate | continue, message id) for the chat view
+    notice = Signal(str)  # a one-line notice for the status bar ("Code copied")
+
     def __init__(self, parent: QWidget | None = None):
         super().__init__(parent)
-        self.setOpenExternalLinks(True)
+        self.setOpenLinks(False)  # every link comes to _on_anchor: copy:, msg: and web links
+        self.anchorClicked.connect(self._on_anchor)
         self.setReadOnly(True)
         self.show_provenance = True
         self._stream_start: int | None = None
+        self._stream_head: int | None = None  # where the streaming answer's header begins
         self._stream_spans: list[tuple[int, str]] = []
         self._messages: list[Message] = []
+        self._code_blocks: list[str] = []  # the code of every rendered block, index = N of copy:N
+        self._tail_actions: tuple[int, Message] | None = None  # where the last message's action line starts
         self._pending: list[list[str]] = []  # [provenance, text] runs waiting for the next frame
         self._stream_cursor: QTextCursor | None = None
         self._formats = {prov: self._fmt(prov) for prov in COLOURS}
@@ -37,55 +58,165 @@ class Transcript(QTextBrowser):
         self._frame.timeout.connect(self.flush)
         self.edits = 0  # streaming edits of the document, one per frame at most (tests, benchmark)
         self.inserts = 0  # text insertions within them, one per provenance run
+        self.renders = 0  # Markdown renderings of answers (tests, benchmark)
         self.setUndoRedoEnabled(False)  # a read-only view: no undo history to grow per token
         self.document().setDocumentMargin(12)
+        self.following = True
+        self.jump_btn = QPushButton("Jump to latest ↓", self)
+        self.jump_btn.setObjectName("jumpToLatest")
+        self.jump_btn.setToolTip("Scroll to the end and follow the answer again")
+        self.jump_btn.setFocusPolicy(Qt.FocusPolicy.NoFocus)  # a click must not move the text cursor or focus
+        self.jump_btn.clicked.connect(self.jump_to_latest)
+        self.jump_btn.hide()
+        self.verticalScrollBar().valueChanged.connect(self._on_scrolled)
+
+    # -- following the stream ------------------------------------------------------------
+    def _at_end(self) -> bool:
+        bar = self.verticalScrollBar()
+        return bar.value() >= bar.maximum() - AT_END_SLACK
+
+    def _on_scrolled(self, _value: int) -> None:
+        """A scroll moved the view (the user's, or ours to the end): follow exactly when the
+        bottom is in sight. Growth of the document alone moves nothing, so it lands nowhere here."""
+        self.following = self._at_end()
+        self.jump_btn.setVisible(not self.following)
+        if not self.following:
+            self._place_jump_button()
+
+    def jump_to_latest(self) -> None:
+        self.following = True
+        self._scroll_to_end()
+        self.jump_btn.hide()
+
+    def _place_jump_button(self) -> None:
+        self.jump_btn.adjustSize()
+        vp = self.viewport().geometry()
+        x = vp.x() + (vp.width() - self.jump_btn.width()) // 2
+        y = vp.y() + vp.height() - self.jump_btn.height() - 10
+        self.jump_btn.move(max(0, x), max(0, y))
+        self.jump_btn.raise_()
+
+    def resizeEvent(self, e: QResizeEvent) -> None:
+        super().resizeEvent(e)
+        if self.following:
+            self._scroll_to_end()
+        self._place_jump_button()
+
+    def _scroll_to_end(self) -> None:
+        self.verticalScrollBar().setValue(self.verticalScrollBar().maximum())
 
     # -- whole conversation --------------------------------------------------------------
     def set_messages(self, messages: list[Message]) -> None:
+        """Show `messages`. When they only add to what is shown (Send: one more user message)
+        just the new ones are rendered, so a long conversation is not laid out again."""
+        n = len(self._messages)
+        if 0 < n < len(messages) and self._stream_start is None and messages[:n] == self._messages:
+            for i, m in enumerate(messages[n:], start=n):
+                self._append_message(m, last=i == len(messages) - 1)
+            self._messages = list(messages)
+            self.jump_to_latest()
+            return
+        self._render_all(messages)
+
+    def _render_all(self, messages: list[Message]) -> None:
         self._messages = list(messages)
+        self._tail_actions = None
         self.clear()
+        self._code_blocks = []
         self._stream_start = None
+        self._stream_head = None
         self._stream_cursor = None
         self._pending = []
-        for m in messages:
-            self._append_message(m)
-        self._scroll_to_end()
+        for i, m in enumerate(messages):
+            self._append_message(m, last=i == len(messages) - 1)
+        self.jump_to_latest()
 
     def set_show_provenance(self, on: bool) -> None:
         self.show_provenance = on
         streaming = self._stream_start is not None
         if not streaming:
-            self.set_messages(self._messages)
+            bar = self.verticalScrollBar()
+            keep, follow = bar.value(), self.following
+            self._render_all(self._messages)
+            if not follow:
+                bar.setValue(keep)
 
-    def _header(self, cursor: QTextCursor, role: str, status: str = "complete") -> None:
+    def _header(self, cursor: QTextCursor, role: str, badge: str | None = None) -> None:
         if not self.document().isEmpty():
             cursor.insertBlock(QTextBlockFormat())
             cursor.insertBlock(QTextBlockFormat())
         fmt = QTextCharFormat()
         fmt.setFontWeight(QFont.Weight.Bold)
-        title = ROLE_TITLES.get(role, role)
-        if status != "complete":
-            title += f"  ({status})"
-        cursor.insertText(title, fmt)
-        cursor.insertBlock(QTextBlockFormat())
+        cursor.insertText(ROLE_TITLES.get(role, role), fmt)
+        if badge:
+            cursor.insertText("  ", QTextCharFormat())
+            b = QTextCharFormat()
+            b.setBackground(BADGE_BG)
+            b.setToolTip({"stopped: max tokens": "The answer reached Max tokens: Continue writes more",
+                          "stopped by you": "You stopped this answer: Continue writes more"}.get(badge, ""))
+            cursor.insertText(f" {badge} ", b)
+        cursor.insertBlock(QTextBlockFormat(), QTextCharFormat())
 
-    def _append_message(self, m: Message) -> None:
+    def _append_message(self, m: Message, last: bool) -> None:
         cursor = self.textCursor()
+        self._demote_tail(cursor)
         cursor.movePosition(QTextCursor.MoveOperation.End)
-        self._header(cursor, m.role, m.status)
-        if m.role == "assistant" and self.show_provenance and m.spans:
-            self._insert_spans(cursor, m.content, m.spans)
-        else:
-            cursor.insertMarkdown(m.content, QTextDocument.MarkdownFeature.MarkdownDialectGitHub)
+        reason = stop_reason(m)
+        self._header(cursor, m.role, reason)
+        if m.role == "assistant":
+            spans = m.spans if self.show_provenance else None
+            rendered = render_markdown(m.content, spans, self._colours(), first_copy=len(self._code_blocks))
+            self.renders += 1
+            self._code_blocks.extend(rendered.code_blocks)
+            cursor.insertFragment(QTextDocumentFragment(rendered.document))
+        else:  # verbatim: newlines and indentation as typed, nothing interpreted
+            cursor.insertText(m.content, QTextCharFormat())
+        self._actions(cursor, m, last, reason)
 
-    def _insert_spans(self, cursor: QTextCursor, text: str, spans: list[tuple[int, str]]) -> None:
-        pos = 0
-        plain = self._formats["plain"]
-        for n, prov in spans:
-            cursor.insertText(text[pos : pos + n], self._formats.get(prov, plain))
-            pos += n
-        if pos < len(text):
-            cursor.insertText(text[pos:], plain)
+    def _demote_tail(self, cursor: QTextCursor) -> None:
+        """The message shown last is about to have a successor: its action line (the end of
+        the document) loses the links only the last answer has (Regenerate, Continue)."""
+        tail, self._tail_actions = self._tail_actions, None
+        if tail is None:
+            return
+        start, m = tail
+        cursor.setPosition(start)
+        cursor.movePosition(QTextCursor.MoveOperation.End, QTextCursor.MoveMode.KeepAnchor)
+        cursor.removeSelectedText()
+        self._actions(cursor, m, False, stop_reason(m))
+        self._tail_actions = None
+
+    def _actions(self, cursor: QTextCursor, m: Message, last: bool, reason: str | None) -> None:
+        """A small line of links under the message; which ones depends on its role and place."""
+        self._tail_actions = (cursor.position(), m)
+        acts: list[tuple[str, str]] = []
+        if m.role == "user":
+            acts.append(("edit", "Edit"))
+        elif m.role == "assistant" and last:
+            acts.append(("regenerate", "Regenerate"))
+            if reason in ("stopped by you", "stopped: max tokens") and m.content:
+                acts.append(("continue", "Continue"))
+        acts += [("copy-text", "Copy as text"), ("copy-markdown", "Copy as Markdown")]
+        block = QTextBlockFormat()
+        block.setTopMargin(4)
+        cursor.insertBlock(block, QTextCharFormat())
+        small = QFont()
+        small.setPointSizeF(max(7.0, small.pointSizeF() * 0.85))
+        sep = QTextCharFormat()
+        sep.setForeground(MUTED)
+        sep.setFont(small, QTextCharFormat.FontPropertiesInheritanceBehavior.FontPropertiesSpecifiedOnly)
+        for i, (key, label) in enumerate(acts):
+            if i:
+                cursor.insertText("  ·  ", sep)
+            link = QTextCharFormat(sep)
+            link.setForeground(LINK)
+            link.setAnchor(True)
+            link.setAnchorHref(f"{ACTION_SCHEME}:{key}:{m.id}")
+            cursor.insertText(label, link)
+        cursor.setCharFormat(QTextCharFormat())
+
+    def _colours(self) -> dict[str, QColor]:
+        return COLOURS
 
     @staticmethod
     def _fmt(prov: str) -> QTextCharFormat:
@@ -95,15 +226,53 @@ class Transcript(QTextBrowser):
             f.setBackground(c)
         return f
 
+    # -- links ---------------------------------------------------------------------------
+    def _on_anchor(self, url: QUrl) -> None:
+        scheme = url.scheme()
+        if scheme == COPY_SCHEME and url.path().isdigit():
+            self.copy_code(int(url.path()))
+        elif scheme == ACTION_SCHEME:
+            action, _, ident = url.path().partition(":")
+            if ident.isdigit():
+                self._message_action(action, int(ident))
+        elif scheme in ("http", "https", "mailto"):
+            QDesktopServices.openUrl(url)
+
+    def copy_code(self, n: int) -> None:
+        """Put code block `n` (exactly its code, no fence or label) on the clipboard."""
+        if 0 <= n < len(self._code_blocks):
+            QGuiApplication.clipboard().setText(self._code_blocks[n])
+            self.notice.emit("Code copied")
+
+    def message(self, message_id: int) -> Message | None:
+        return next((m for m in self._messages if m.id == message_id), None)
+
+    def _message_action(self, action: str, message_id: int) -> None:
+        m = self.message(message_id)
+        if m is None:
+            return
+        if action == "copy-markdown":
+            QGuiApplication.clipboard().setText(m.content)
+            self.notice.emit("Copied as Markdown")
+        elif action == "copy-text":
+            QGuiApplication.clipboard().setText(message_text(m))
+            self.notice.emit("Copied as text")
+        elif action in ("edit", "regenerate", "continue"):
+            self.messageAction.emit(action, message_id)
+
     # -- streaming -----------------------------------------------------------------------
     def begin_stream(self) -> None:
         self._pending = []
         cursor = QTextCursor(self.document())
+        self._demote_tail(cursor)
         cursor.movePosition(QTextCursor.MoveOperation.End)
+        self._stream_head = cursor.position()
         self._header(cursor, "assistant")
         self._stream_start = cursor.position()
         self._stream_spans = []
         self._stream_cursor = cursor
+        if self.following:
+            self._scroll_to_end()
 
     def append_tokens(self, tokens: list) -> None:
         """tokens: engine TokenEvents (text, provenance), queued for the next frame.
@@ -132,15 +301,13 @@ class Transcript(QTextBrowser):
         cursor = self._stream_cursor
         if not runs or cursor is None or self._stream_start is None:
             return
-        bar = self.verticalScrollBar()
-        at_end = bar.value() >= bar.maximum() - 4
         self.edits += 1
         cursor.beginEditBlock()
         for prov, text in runs:
             cursor.insertText(text, self._formats.get(prov, self._formats["plain"]))
             self.inserts += 1
         cursor.endEditBlock()
-        if at_end:
+        if self.following:
             self._scroll_to_end()
 
     def stream_text(self) -> str:
@@ -153,16 +320,39 @@ class Transcript(QTextBrowser):
         return c.selectedText().replace("\u2029", "\n")
 
     def end_stream(self, message: Message) -> None:
-        """Replace the streamed text by the stored message's rendering."""
+        """Replace the streamed text by the stored message's rendering (that answer alone:
+        the rest of the conversation is not laid out again)."""
         self._frame.stop()
         self._pending = []
+        head = self._stream_head
         self._stream_start = None
+        self._stream_head = None
         self._stream_cursor = None
         self._messages.append(message)
-        self.set_messages(self._messages)
+        if head is None:
+            self._render_all(self._messages)
+            return
+        bar = self.verticalScrollBar()
+        keep, follow = bar.value(), self.following
+        cursor = QTextCursor(self.document())
+        cursor.beginEditBlock()
+        cursor.setPosition(head)
+        cursor.movePosition(QTextCursor.MoveOperation.End, QTextCursor.MoveMode.KeepAnchor)
+        cursor.removeSelectedText()
+        cursor.endEditBlock()
+        self._append_message(message, last=True)
+        if follow:
+            self.jump_to_latest()
+        else:
+            bar.setValue(keep)
 
-    def _scroll_to_end(self) -> None:
-        self.verticalScrollBar().setValue(self.verticalScrollBar().maximum())
+
+def message_text(m: Message) -> str:
+    """A message as plain text: an answer's Markdown rendered (no fences, no ``**``; list
+    markers kept), a user's message as typed."""
+    if m.role != "assistant":
+        return m.content
+    return plain_text(render_markdown(m.content).document)
 
 
 def spans_from_tokens(tokens: list) -> list[tuple[int, str]]:

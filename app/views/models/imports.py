@@ -81,6 +81,7 @@ class ImportsPanel(QGroupBox):
         self.import_btn.clicked.connect(lambda: self.import_file())
         hint = QLabel("or drop .gguf files anywhere on this page")
         hint.setObjectName("hint")
+        hint.setWordWrap(True)  # it wraps rather than widening the Models page past a 1024-px window
         self.forget_btn, self.folder_btn = file_buttons(
             "Remove the selected file from Tandem's list; the file itself stays where it is",
             "Open the folder holding the selected file", self.forget_selected, self.show_selected_folder)
