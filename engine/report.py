@@ -28,7 +28,7 @@ def stats_parts(stats: Any, *, finish: bool = True) -> list[str]:
         parts += [f"acceptance {_get(stats, 'acceptance_rate', 0.0):.0%} ({_get(stats, 'accepted')}/{drafted})",
                   f"{_get(stats, 'mean_tokens_per_step', 0.0):.2f} tokens/step"]
     elif _get(stats, "mode", "") not in ("", "target"):
-        parts.append("nothing drafted")
+        parts.append("no tokens drafted")
     if finish:
         parts.append(f"finish: {_get(stats, 'finish_reason', '')} ({_get(stats, 'stopped_by', '')})")
     return parts
