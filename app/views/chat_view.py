@@ -10,21 +10,24 @@ from typing import Any
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QGuiApplication, QKeySequence, QShortcut
 from PySide6.QtWidgets import (
-    QCheckBox, QComboBox, QDoubleSpinBox, QFileDialog, QFormLayout, QGroupBox, QHBoxLayout, QInputDialog, QLabel,
+    QCheckBox, QDoubleSpinBox, QFileDialog, QFormLayout, QGroupBox, QHBoxLayout, QInputDialog, QLabel,
     QLineEdit, QListWidget, QListWidgetItem, QMenu, QMessageBox, QPlainTextEdit, QPushButton, QSpinBox, QSplitter,
     QVBoxLayout, QWidget,
 )
 
 from ..history import History, HistoryError, Message, message_markdown
 from ..session import Session
+from ..widgets.attachments import (
+    Attachment, AttachmentChips, AttachmentError, FileDropFilter, PromptEdit, attachment_block, read_text_file,
+)
 from ..widgets.charts import LiveCharts
 from ..widgets.lookahead_control import LookaheadControl
+from ..widgets.model_bar import ModelBar
+from ..widgets.token_meter import TokenCounter, TokenMeter
 from ..widgets.provenance import Legend
 from ..widgets.transcript import Transcript, spans_from_tokens
 from .. import workers
 
-MAX_ATTACHMENT = 512 * 1024
-DRAFTERS = [("Draft model", "model"), ("Prompt lookup", "lookup"), ("None (target alone)", "none")]
 
 
 def stats_text(s: dict[str, Any]) -> str:
@@ -47,12 +50,14 @@ class ChatView(QWidget):
         self._stream_tokens: list = []
         self._k_shown: int | None = None  # the lookahead last shown on the slider while streaming
         self._assistant_msg: Message | None = None
-        self.attachment: tuple[str, str] | None = None  # (name, text)
+        self.counter = TokenCounter(lambda: self.session.engine)
         self._build()
         self.refresh_conversations()
         session.busyChanged.connect(self._sync_buttons)
         session.pairChanged.connect(self._sync_buttons)
+        session.pairChanged.connect(self._model_changed)
         self._sync_buttons()
+        self.meter.update_now()
 
     # -- layout --------------------------------------------------------------------------
     def _build(self) -> None:
@@ -98,15 +103,31 @@ class ChatView(QWidget):
         self.stats_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         self.prefill_label = QLabel("")
         self.prefill_label.hide()
-        self.attach_label = QLabel("")
-        self.attach_label.hide()
-        self.prompt = QPlainTextEdit()
+        self.auto_note = QLabel("")  # why Auto drafted nothing in the last answer (numbers on hover)
+        self.auto_note.setObjectName("autoNote")
+        self.auto_note.setWordWrap(True)
+        self.auto_note.hide()
+        self.context_note = QLabel("")  # earlier messages left out to fit the context
+        self.context_note.setObjectName("contextNote")
+        self.context_note.setWordWrap(True)
+        self.context_note.hide()
+        self.model_bar = ModelBar(self.session)
+        self.attachments = AttachmentChips()
+        self.attachments.changed.connect(self._schedule_meter)
+        self.prompt = PromptEdit()
+        self.prompt.filesArrived.connect(self.attach_files)
+        self.prompt.textChanged.connect(self._schedule_meter)
+        self._drop_filter = FileDropFilter(self.attach_files, self)
+        self.transcript.setAcceptDrops(True)
+        self.transcript.viewport().setAcceptDrops(True)
+        self.transcript.viewport().installEventFilter(self._drop_filter)
+        self.meter = TokenMeter(self._measure_prompt)
         self.prompt.setPlaceholderText("Ask something…  (Ctrl+Enter to send, Esc to stop)")
         self.prompt.setMaximumHeight(120)
         row = QHBoxLayout()
         self.attach_btn = QPushButton("Attach file…")
-        self.attach_btn.setToolTip("Add a text or Markdown file as context (report drafting)")
-        self.attach_btn.clicked.connect(self.attach_file)
+        self.attach_btn.setToolTip("Add text files as context (or drop them on the chat, or paste copied files)")
+        self.attach_btn.clicked.connect(self.choose_attachments)  # no-argument slot: clicked(bool) is not a path
         self.export_btn = QPushButton("Export…")
         self.export_btn.setToolTip("Save the conversation or the last answer as Markdown")
         menu = QMenu(self.export_btn)
@@ -123,13 +144,17 @@ class ChatView(QWidget):
         for w in (self.attach_btn, self.export_btn, self.copy_btn):
             row.addWidget(w)
         row.addStretch(1)
+        row.addWidget(self.meter)
         row.addWidget(self.stop_btn)
         row.addWidget(self.send_btn)
+        ml.addWidget(self.model_bar)
         ml.addWidget(self.legend)
         ml.addWidget(self.transcript, 1)
         ml.addWidget(self.stats_label)
+        ml.addWidget(self.auto_note)
+        ml.addWidget(self.context_note)
         ml.addWidget(self.prefill_label)
-        ml.addWidget(self.attach_label)
+        ml.addWidget(self.attachments)
         ml.addWidget(self.prompt)
         ml.addLayout(row)
         split.addWidget(mid)
@@ -139,9 +164,7 @@ class ChatView(QWidget):
         rl = QVBoxLayout(right)
         box = QGroupBox("Generation")
         form = QFormLayout(box)
-        self.drafter = QComboBox()
-        for label, key in DRAFTERS:
-            self.drafter.addItem(label, key)
+        self.drafter = self.model_bar.draft  # one drafter control: the model bar's Draft box
         self.lookahead = LookaheadControl(value="auto")
         self.lookahead.changed.connect(self._lookahead_changed)
         self.temperature = QDoubleSpinBox()
@@ -159,10 +182,11 @@ class ChatView(QWidget):
         self.max_tokens = QSpinBox()
         self.max_tokens.setRange(1, 32768)
         self.max_tokens.setValue(512)
+        self.max_tokens.valueChanged.connect(self._schedule_meter)
         self.system = QPlainTextEdit()
         self.system.setPlaceholderText("System prompt (optional)")
         self.system.setMaximumHeight(70)
-        form.addRow("Drafter", self.drafter)
+        self.system.textChanged.connect(self._schedule_meter)
         form.addRow(self.lookahead)
         form.addRow("Temperature", self.temperature)
         form.addRow("Top-p", self.top_p)
@@ -253,6 +277,7 @@ class ChatView(QWidget):
         self.transcript.set_messages(msgs)
         last = next((m for m in reversed(msgs) if m.role == "assistant" and m.stats), None)
         self.stats_label.setText(stats_text(last.stats) if last and last.stats else "")
+        self._clear_notes()
 
     def new_conversation(self) -> None:
         if self.worker is not None:
@@ -260,9 +285,17 @@ class ChatView(QWidget):
         self.conversation_id = None
         self.transcript.set_messages([])
         self.stats_label.clear()
+        self._clear_notes()
         self.charts.reset()
         self.conv_list.clearSelection()
         self.prompt.setFocus()
+
+    def _clear_notes(self) -> None:
+        """Notes about the last answer belong to it: another conversation starts without them."""
+        for label in (self.auto_note, self.context_note):
+            label.clear()
+            label.hide()
+        self.meter.schedule()
 
     def rename_conversation(self) -> None:
         if self.conversation_id is None:
@@ -284,28 +317,58 @@ class ChatView(QWidget):
         self.refresh_conversations()
 
     # -- attachments and export ----------------------------------------------------------
-    def attach_file(self, path: str | None = None) -> None:
-        if path is None:
-            path, _ = QFileDialog.getOpenFileName(self, "Attach a text file", "", "Text (*.txt *.md *.markdown *.csv *.json *.py *.rst);;All files (*)")
-            if not path:
-                return
-        p = Path(path)
+    def choose_attachments(self) -> None:
+        """The Attach button: pick one or more text files."""
+        paths, _ = QFileDialog.getOpenFileNames(
+            self, "Attach text files", "",
+            "Text (*.txt *.md *.markdown *.csv *.json *.py *.rst *.log);;All files (*)")
+        self.attach_files(paths)
+
+    def attach_files(self, paths: list[str]) -> None:
+        for p in paths:
+            self.attach_file(p)
+
+    def attach_file(self, path: str) -> bool:
+        """Attach a UTF-8 text file as a chip; refused (one line) if unreadable or larger than the context."""
         try:
-            data = p.read_bytes()
-        except OSError as e:
-            self.error.emit(f"{p.name}: cannot read ({e.strerror})")
-            return
-        if len(data) > MAX_ATTACHMENT:
-            self.error.emit(f"{p.name}: {len(data) // 1024} KB is too large to attach (at most {MAX_ATTACHMENT // 1024} KB)")
-            return
-        try:
-            text = data.decode("utf-8")
-        except UnicodeDecodeError:
-            self.error.emit(f"{p.name}: not a UTF-8 text file")
-            return
-        self.attachment = (p.name, text)
-        self.attach_label.setText(f"Attached: {p.name} ({len(text):,} characters) will be sent with your next message")
-        self.attach_label.show()
+            name, text = read_text_file(path)
+        except AttachmentError as e:
+            self.error.emit(str(e))
+            return False
+        tokens, exact = self.counter.count(text)
+        n_ctx = self._context_size()
+        if tokens >= n_ctx:
+            self.error.emit(f"{name} is {'' if exact else '≈'}{tokens:,} tokens but the context holds {n_ctx:,}: "
+                            "not attached (load the model with a longer context in the bar above the chat)")
+            return False
+        self.attachments.add(Attachment(name, text, tokens, exact))
+        return True
+
+    # -- the token meter -----------------------------------------------------------------
+    def _context_size(self) -> int:
+        eng = self.session.engine
+        return int(eng.n_ctx) if eng is not None else self.model_bar.n_ctx()
+
+    def _schedule_meter(self, *_: object) -> None:
+        self.meter.schedule()
+
+    def _measure_prompt(self) -> tuple[int, bool, int]:
+        """Tokens of what the next Send would put in the context: system, history, prompt, attachments."""
+        contents = [self.system.toPlainText()] if self.system.toPlainText() else []
+        if self.conversation_id is not None:
+            try:
+                contents += [m.content for m in self.history.messages(self.conversation_id)
+                             if m.role in ("user", "assistant") and m.content]
+            except HistoryError:
+                pass
+        contents.append(self._compose(self.prompt.toPlainText().strip()))
+        used, exact = self.counter.count_messages(contents)
+        return used, exact, self._context_size()
+
+    def _model_changed(self, *_: object) -> None:
+        """Another model counts other tokens: recount the chips and the meter."""
+        self.attachments.recount(self.counter.count)
+        self.meter.update_now()
 
     def export_conversation(self, path: str | None = None) -> None:
         if self.conversation_id is None:
@@ -350,30 +413,64 @@ class ChatView(QWidget):
 
     # -- generation ----------------------------------------------------------------------
     def _draft_spec(self) -> Any:
+        """The Draft box's choice for the loaded target. "Draft model" when the pair was loaded
+        without one: the engine loads the pair's draft at the first answer that needs it."""
         key = self.drafter.currentData()
         if key == "lookup":
             return "lookup"
         if key == "none":
             return None
         pair = self.session.pair
-        return pair.draft if pair is not None else None
+        if pair is None:
+            return None
+        if isinstance(pair.draft, Path):
+            return pair.draft
+        choice = self.model_bar.current()
+        loaded = choice is not None and choice.draft is not None and Path(choice.target) == Path(pair.target)
+        return choice.draft if loaded else "lookup"
+
+    def _compose(self, text: str) -> str:
+        """The user's message as stored and sent: the typed text, then each attachment."""
+        return "\n\n".join([text] * bool(text) + [attachment_block(a) for a in self.attachments.items()])
+
+    def _fit_to_context(self, content: str) -> Any:
+        """The chat to send (engine/context_window.py's rule), or None after saying why not."""
+        from engine.context_window import TooLarge, fit_chat
+        from engine.errors import TandemError
+
+        eng, system = self.session.engine, self.system.toPlainText()
+        prior: list[dict] = []
+        if self.conversation_id is not None:
+            prior = [{"role": m.role, "content": m.content} for m in self.history.messages(self.conversation_id)
+                     if m.role in ("user", "assistant") and m.content]
+        sys_msgs = [{"role": "system", "content": system}] if system else []
+        try:
+            return fit_chat(sys_msgs, prior + [{"role": "user", "content": content}],
+                            lambda msgs: len(eng.tokens_for(msgs, chat=True)), eng.n_ctx, self.max_tokens.value())
+        except TooLarge as e:
+            self.error.emit(str(e))
+        except TandemError as e:  # a chat template that cannot render these messages
+            self.error.emit(str(e))
+        return None
 
     def send(self) -> None:
         text = self.prompt.toPlainText().strip()
-        if not text:
+        if not text and not self.attachments.items():
             return
         if self.session.engine is None:
-            self.error.emit("No model loaded: pick a pair in Models (or use the welcome banner) first")
+            self.error.emit("No model loaded: pick one in the bar above the chat (or in Models) and Load")
             return
         if self.session.busy:
             self.message.emit(f"Busy: {self.session.busy}")
             return
-        content = text
-        if self.attachment is not None:
-            name, body = self.attachment
-            content = f"{text}\n\nAttached file `{name}`:\n\n```\n{body}\n```"
+        content = self._compose(text)
+        fit = self._fit_to_context(content)
+        if fit is None:  # refused before anything is stored: the typed text and the chips stay
+            return
+        chat = [m for m in fit.messages if m["role"] != "system"]
         if self.conversation_id is None:
-            conv = self.history.create(title=text.splitlines()[0][:60], system_prompt=self.system.toPlainText())
+            title = (text or self.attachments.items()[0].name).splitlines()[0][:60]
+            conv = self.history.create(title=title, system_prompt=self.system.toPlainText())
             self.conversation_id = conv.id
             self.refresh_conversations()
         else:
@@ -381,11 +478,13 @@ class ChatView(QWidget):
         self.history.add_message(self.conversation_id, "user", content)
         msgs = self.history.messages(self.conversation_id)
         self.transcript.set_messages(msgs)
-        chat = [{"role": m.role, "content": m.content} for m in msgs if m.role in ("user", "assistant") and m.content]
         self.prompt.clear()
-        self.attachment = None
-        self.attach_label.clear()
-        self.attach_label.hide()
+        self.attachments.clear()
+        self.context_note.setText(f"ⓘ {fit.note}" if fit.note else "")
+        self.context_note.setVisible(bool(fit.note))
+        if fit.note:
+            self.message.emit(fit.note)
+        self.auto_note.hide()
         self._assistant_msg = self.history.add_message(self.conversation_id, "assistant", "", status="generating")
         self._stream_tokens = []
         self._k_shown = None
@@ -444,7 +543,24 @@ class ChatView(QWidget):
         status = "complete" if ev.stats.finish_reason != "cancelled" else "stopped"
         self._save_answer(ev.text, stats, status)
         self.stats_label.setText(stats_text(stats))
+        self._show_auto_note(stats)
+        self.meter.schedule()
         self.session.liveSpeed.emit(0.0)
+
+    def _show_auto_note(self, stats: dict[str, Any]) -> None:
+        """Auto drafted nothing: say so under the answer, the cost model's numbers on hover."""
+        from engine.report import auto_idle_note
+
+        costs = None
+        try:
+            costs = self.session.engine.decoder(self._draft_spec()).cost.snapshot()  # created for this answer
+        except Exception:  # the figures are a detail; the line stands without them
+            costs = None
+        note = auto_idle_note(stats, costs)
+        self.auto_note.setVisible(note is not None)
+        if note is not None:
+            self.auto_note.setText(f"ⓘ {note[0]}")
+            self.auto_note.setToolTip(note[1])
 
     def _on_failed(self, msg: str) -> None:
         self._save_answer(self._partial_text(), None, "failed")
@@ -478,12 +594,7 @@ class ChatView(QWidget):
         running = self.worker is not None
         self.send_btn.setEnabled(not running and self.session.engine is not None)
         self.stop_btn.setEnabled(running)
-        has_draft = self.session.pair is not None and self.session.pair.draft not in (None, "lookup")
-        model_item = self.drafter.model().item(0)
-        if model_item is not None:
-            model_item.setEnabled(has_draft)
-        if not has_draft and self.drafter.currentData() == "model" and self.session.pair is not None:
-            self.drafter.setCurrentIndex(1)
+        # the Draft box's items follow the model bar's selection (app/widgets/model_bar.py)
 
     def answer_markdown(self) -> str:
         if self.conversation_id is None:
