@@ -167,16 +167,15 @@ class ModelBar(QWidget):
         c = self.current()
         self.context.blockSignals(True)
         self.context.clear()
-        for n in context_choices(c.trained if c else None):
-            self.context.addItem(f"{n:,}", n)
         eng = self.session.engine
         loaded = self._loaded_index()
         want = eng.n_ctx if eng is not None and loaded is not None and loaded == self.model.currentIndex() \
             else self.session.default_n_ctx()
-        i = self.context.findData(want)
-        if i < 0:  # not a preset: the largest one below it
-            i = max((j for j in range(self.context.count()) if self.context.itemData(j) <= want), default=0)
-        self.context.setCurrentIndex(i)
+        trained = c.trained if c else None
+        want = min(want, trained) if trained else want
+        for n in sorted(set(context_choices(trained)) | {want}):  # the loaded or default length, even if no preset
+            self.context.addItem(f"{n:,}", n)
+        self.context.setCurrentIndex(self.context.findData(want))
         self.context.blockSignals(False)
         self._sync_draft_items()
         self._update_need()
