@@ -292,3 +292,14 @@ def test_a_real_answer_under_auto_shows_the_note_exactly_when_nothing_was_drafte
     stats = window.history.messages(window.chat.conversation_id)[-1].stats
     assert "acceptance" not in window.chat.stats_label.text() or stats["drafted"] > 0
     assert window.chat.auto_note.isVisibleTo(window.chat) == (stats["drafted"] == 0)
+
+
+def test_a_pair_loaded_with_a_str_draft_path_keeps_its_draft_model(qtbot, tmp_path, monkeypatch, tiny_target, tiny_draft):
+    """Views and the GUI benchmark pass paths as str: the Draft box must still offer the model."""
+    w = _make_window(qtbot, tmp_path, monkeypatch)
+    _load(qtbot, w, str(tiny_target), str(tiny_draft))
+    bar = w.chat.model_bar
+    assert bar.draft.model().item(0).isEnabled() and bar.draft.itemText(0) == "Draft: draft"
+    w.chat.apply_settings({"drafter": "model"})
+    assert w.chat.drafter.currentData() == "model" and w.chat._draft_spec() == str(tiny_draft)
+    w.close()

@@ -22,7 +22,7 @@ from ..widgets.attachments import (
 )
 from ..widgets.charts import LiveCharts
 from ..widgets.lookahead_control import LookaheadControl
-from ..widgets.model_bar import ModelBar
+from ..widgets.model_bar import ModelBar, draft_model_path
 from ..widgets.token_meter import TokenCounter, TokenMeter
 from ..widgets.provenance import Legend
 from ..widgets.transcript import Transcript, spans_from_tokens
@@ -423,7 +423,7 @@ class ChatView(QWidget):
         pair = self.session.pair
         if pair is None:
             return None
-        if isinstance(pair.draft, Path):
+        if draft_model_path(pair.draft) is not None:
             return pair.draft
         choice = self.model_bar.current()
         loaded = choice is not None and choice.draft is not None and Path(choice.target) == Path(pair.target)

@@ -73,6 +73,13 @@ def available_models(catalog: Any = None) -> list[ModelChoice]:
     return out
 
 
+def draft_model_path(draft: Any) -> Path | None:
+    """The draft model of a loaded pair (a path, given as str or Path), or None for lookup/none."""
+    if draft is None or (isinstance(draft, str) and draft.lower() in ("lookup", "none", "")):
+        return None
+    return Path(draft)
+
+
 def context_choices(trained: int | None) -> list[int]:
     """Presets up to the trained length, and the trained length itself."""
     if not trained:
@@ -132,7 +139,7 @@ class ModelBar(QWidget):
         pair = self.session.pair
         loaded = self._loaded_index()
         if pair is not None and loaded is None:
-            draft = pair.draft if isinstance(pair.draft, Path) else None
+            draft = draft_model_path(pair.draft)
             choice = _from_files(pair.label, Path(pair.target), draft, pair.pair_id)
             if choice is not None:
                 self.choices.insert(0, choice)
