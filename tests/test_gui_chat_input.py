@@ -92,7 +92,7 @@ def test_attach_button_opens_the_dialog_and_adds_removable_chips(qtbot, window, 
     assert [x.name for x in chat.attachments.items()] == ["notes.md", "log.txt"]
     assert not chat.attachments.isHidden() and len(chat.attachments.chips) == 2
     n = _tokens(window, a.read_text())
-    assert chat.attachments.chips[0].label.text() == f"📄 notes.md · {n:,} tokens"  # the target's tokenizer, no ≈
+    assert chat.attachments.chips[0].label.text() == f"notes.md · {n:,} tokens"  # the target's tokenizer, no ≈
     assert not window.errors
     qtbot.mouseClick(chat.attachments.chips[1].remove_btn, Qt.MouseButton.LeftButton)
     assert [x.name for x in chat.attachments.items()] == ["notes.md"]
@@ -157,7 +157,7 @@ def test_without_a_model_sizes_are_estimates(qtbot, tmp_path, monkeypatch):
     w = _make_window(qtbot, tmp_path, monkeypatch)
     a = _file(tmp_path, "a.txt", "x" * 400)
     w.chat.attach_file(str(a))
-    assert w.chat.attachments.chips[0].label.text() == "📄 a.txt · ≈100 tokens"
+    assert w.chat.attachments.chips[0].label.text() == "a.txt · ≈100 tokens"
     w.chat.meter.update_now()
     assert w.chat.meter.text().startswith("≈")
     w.close()
@@ -251,7 +251,8 @@ def test_model_bar_lists_imports_offers_lookup_and_loads_with_the_chosen_context
     bar.model.setCurrentIndex(labels.index("tiny-target (imported)"))
     assert not bar.draft.model().item(0).isEnabled()  # an imported GGUF has no draft model
     assert [bar.context.itemData(i) for i in range(bar.context.count())] == [1024, 2048]  # up to the trained length
-    assert bar.need.text().startswith("needs ") and "KV cache" in bar.need.toolTip()
+    assert bar.need.text().endswith(" MB") and bar.need.toolTip().startswith(f"Needs {bar.need.text()} of memory at 1,024 tokens")
+    assert "KV cache" in bar.need.toolTip()
     assert bar.n_ctx() == 1024  # the Settings default is preselected
     bar.draft.setCurrentIndex(bar.draft.findData("lookup"))
     bar.context.setCurrentIndex(bar.context.findData(2048))

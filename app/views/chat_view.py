@@ -144,7 +144,6 @@ class ChatView(QWidget):
         for w in (self.attach_btn, self.export_btn, self.copy_btn):
             row.addWidget(w)
         row.addStretch(1)
-        row.addWidget(self.meter)
         row.addWidget(self.stop_btn)
         row.addWidget(self.send_btn)
         ml.addWidget(self.model_bar)
@@ -154,8 +153,12 @@ class ChatView(QWidget):
         ml.addWidget(self.auto_note)
         ml.addWidget(self.context_note)
         ml.addWidget(self.prefill_label)
-        ml.addWidget(self.attachments)
         ml.addWidget(self.prompt)
+        under_prompt = QHBoxLayout()  # attachment chips, then the token meter at the right
+        under_prompt.addWidget(self.attachments, 1)
+        under_prompt.addStretch(0)
+        under_prompt.addWidget(self.meter)
+        ml.addLayout(under_prompt)
         ml.addLayout(row)
         split.addWidget(mid)
 

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Callable
 
 from PySide6.QtCore import QEvent, QMimeData, QObject, Qt, Signal
-from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QPlainTextEdit, QToolButton, QWidget
+from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QPlainTextEdit, QSizePolicy, QToolButton, QWidget
 
 MAX_ATTACHMENT = 512 * 1024  # bytes: more is not a prompt, and a larger file would freeze the tokenizer call
 
@@ -109,7 +109,9 @@ class _Chip(QFrame):
         lay = QHBoxLayout(self)
         lay.setContentsMargins(6, 1, 2, 1)
         lay.setSpacing(2)
-        self.label = QLabel(f"📄 {a.name} · {a.size_label}")
+        self.setSizePolicy(QSizePolicy.Policy.Maximum, QSizePolicy.Policy.Fixed)
+        name = a.name if len(a.name) <= 28 else a.name[:18] + "…" + a.name[-9:]
+        self.label = QLabel(f"{name} · {a.size_label}")
         self.label.setToolTip(f"{a.name}: {len(a.text):,} characters, {a.size_label}"
                               + ("" if a.exact else " (estimated: no model is loaded)"))
         self.remove_btn = QToolButton()
@@ -133,6 +135,8 @@ class AttachmentChips(QWidget):
         self._row.setContentsMargins(0, 0, 0, 0)
         self._row.addStretch(1)
         self.chips: list[_Chip] = []
+        # many chips may be cut at the right rather than widen the window (each has a tooltip)
+        self.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
         self.hide()
 
     def items(self) -> list[Attachment]:

@@ -102,11 +102,13 @@ class ModelBar(QWidget):
         self.model = QComboBox()
         self.model.setToolTip("Target model: downloaded catalog pairs and imported GGUF files")
         self.model.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
-        self.model.setMinimumContentsLength(14)
+        self.model.setMinimumContentsLength(6)  # elided in a narrow window; the full name is in the tooltip
         self.model.currentIndexChanged.connect(self._model_picked)
         self.draft = QComboBox()
         for label, key in DRAFTS:
             self.draft.addItem(label, key)
+        self.draft.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
+        self.draft.setMinimumContentsLength(6)
         self.draft.setToolTip("How answers are drafted: a small draft model, copying from the prompt "
                               "(Prompt lookup, no second model), or the target alone.\n"
                               "Applies to the next answer; switching to a draft model needs Load.")
@@ -120,12 +122,12 @@ class ModelBar(QWidget):
         self.load_btn = QPushButton("Load")
         self.load_btn.setToolTip("Load the chosen model with this draft and context")
         self.load_btn.clicked.connect(self.load)
-        lay.addWidget(QLabel("Model"))
+        # no caption labels: each box names its own choice ("Draft: …", "8,192 tokens"), so the bar
+        # fits a narrow window; the tooltips explain
         lay.addWidget(self.model, 3)
-        lay.addWidget(QLabel("Draft"))
         lay.addWidget(self.draft, 1)
-        lay.addWidget(QLabel("Context"))
         lay.addWidget(self.context)
+        self.context.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToContents)
         lay.addWidget(self.need)
         lay.addWidget(self.load_btn)
         session.pairChanged.connect(self.refresh)
@@ -181,7 +183,7 @@ class ModelBar(QWidget):
         trained = c.trained if c else None
         want = min(want, trained) if trained else want
         for n in sorted(set(context_choices(trained)) | {want}):  # the loaded or default length, even if no preset
-            self.context.addItem(f"{n:,}", n)
+            self.context.addItem(f"{n:,} tokens", n)
         self.context.setCurrentIndex(self.context.findData(want))
         self.context.blockSignals(False)
         self._sync_draft_items()
@@ -222,12 +224,13 @@ class ModelBar(QWidget):
             self.need.setText("")
             return
         n = self.n_ctx()
-        self.need.setText(f"needs {human_bytes(memory_need(specs, n))}")
+        self.need.setText(f"{human_bytes(memory_need(specs, n))}")  # "needs" is in the tooltip: a narrow bar
         rows = []
         for m in specs:
             w, kv, ov = model_need(m, n)
             rows.append(f"{m.title}: weights {human_bytes(w)} + KV cache {human_bytes(kv)} + overhead {human_bytes(ov)}")
-        self.need.setToolTip(f"Memory at {n:,} tokens of context (as Models' fit check counts it):\n" + "\n".join(rows))
+        self.need.setToolTip(f"Needs {human_bytes(memory_need(specs, n))} of memory at {n:,} tokens of context "
+                             "(as Models' fit check counts it):\n" + "\n".join(rows))
 
     def _sync(self, *_: object) -> None:
         self.load_btn.setEnabled(self.current() is not None and not self.session.busy)
