@@ -94,8 +94,9 @@ def test_attach_button_opens_the_dialog_and_adds_removable_chips(qtbot, window, 
     n = _tokens(window, a.read_text())
     assert chat.attachments.chips[0].label.text() == f"notes.md · {n:,} tokens"  # the target's tokenizer, no ≈
     assert not window.errors
-    qtbot.mouseClick(chat.attachments.chips[1].remove_btn, Qt.MouseButton.LeftButton)
-    assert [x.name for x in chat.attachments.items()] == ["notes.md"]
+    old = chat.attachments.chips[1]
+    qtbot.mouseClick(old.remove_btn, Qt.MouseButton.LeftButton)
+    assert [x.name for x in chat.attachments.items()] == ["notes.md"] and old.isHidden()
     _send(qtbot, window, "summarise")
     user = window.history.messages(chat.conversation_id)[0]
     assert user.content.startswith("summarise") and "Attached file `notes.md`" in user.content
@@ -231,7 +232,7 @@ def test_long_chat_drops_the_oldest_turns_and_says_so(qtbot, tmp_path, monkeypat
     assert dropped > 0 and dropped % 2 == 0  # whole turns
     assert chat[0]["content"].startswith(f"question {dropped // 2} ")
     note = f"{dropped} earlier messages are not sent: the context holds 512 tokens"
-    assert w.chat.context_note.text() == f"ⓘ {note}" and not w.chat.context_note.isHidden() and note in notices
+    assert w.chat.context_note.text() == note and not w.chat.context_note.isHidden() and note in notices
     prompt = len(w.session.engine.tokens_for(chat, chat=True, system="be brief"))
     assert prompt + 60 <= 512
     msgs = w.history.messages(conv.id)
@@ -278,7 +279,7 @@ def test_auto_drafting_nothing_is_said_under_the_answer(qtbot, window):
     chat = window.chat
     chat._show_auto_note({"mode": "model", "lookahead": "auto (k=0 x20)", "drafted": 0, "generated_tokens": 20})
     assert chat.auto_note.isVisibleTo(chat)
-    assert chat.auto_note.text() == ("ⓘ Auto is not drafting: on this machine the draft costs more than it saves — "
+    assert chat.auto_note.text() == ("Auto is not drafting: on this machine the draft costs more than it saves — "
                                      "try Prompt lookup for edits")
     tip = chat.auto_note.toolTip()
     assert "cost ratio" in tip and "verifying at once" in tip and "best predicted" in tip

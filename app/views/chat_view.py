@@ -111,6 +111,8 @@ class ChatView(QWidget):
         self.context_note.setObjectName("contextNote")
         self.context_note.setWordWrap(True)
         self.context_note.hide()
+        for note in (self.auto_note, self.context_note):
+            note.setStyleSheet("font-style: italic;")
         self.model_bar = ModelBar(self.session)
         self.attachments = AttachmentChips()
         self.attachments.changed.connect(self._schedule_meter)
@@ -483,7 +485,7 @@ class ChatView(QWidget):
         self.transcript.set_messages(msgs)
         self.prompt.clear()
         self.attachments.clear()
-        self.context_note.setText(f"ⓘ {fit.note}" if fit.note else "")
+        self.context_note.setText(fit.note)
         self.context_note.setVisible(bool(fit.note))
         if fit.note:
             self.message.emit(fit.note)
@@ -562,7 +564,7 @@ class ChatView(QWidget):
         note = auto_idle_note(stats, costs)
         self.auto_note.setVisible(note is not None)
         if note is not None:
-            self.auto_note.setText(f"ⓘ {note[0]}")
+            self.auto_note.setText(note[0])
             self.auto_note.setToolTip(note[1])
 
     def _on_failed(self, msg: str) -> None:

@@ -164,6 +164,7 @@ class AttachmentChips(QWidget):
     def _rebuild(self) -> None:
         for c in self.chips:
             self._row.removeWidget(c)
+            c.hide()  # gone now, not only when the deferred delete runs
             c.deleteLater()
         self.chips = []
         for a in self._items:

@@ -125,7 +125,7 @@ class ModelBar(QWidget):
         # no caption labels: each box names its own choice ("Draft: …", "8,192 tokens"), so the bar
         # fits a narrow window; the tooltips explain
         lay.addWidget(self.model, 3)
-        lay.addWidget(self.draft, 1)
+        lay.addWidget(self.draft, 2)
         lay.addWidget(self.context)
         self.context.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToContents)
         lay.addWidget(self.need)
