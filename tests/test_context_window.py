@@ -103,3 +103,19 @@ def test_stats_never_give_an_acceptance_rate_for_nothing_drafted():
     line = stats_line({"generated_tokens": 40, "mode": "model", "drafted": 10, "accepted": 7, "acceptance_rate": 0.7,
                        "mean_tokens_per_step": 1.5}, finish=False)
     assert "acceptance 70% (7/10)" in line and "1.50 tokens/step" in line
+
+
+def test_auto_idle_note_only_when_auto_drafted_nothing():
+    from engine.lookahead import Costs
+    from engine.report import auto_idle_note
+
+    costs = Costs([(1, 0.010), (2, 0.013), (4, 0.019), (8, 0.031)], 0.006, 0.3, 0.4)
+    line, tip = auto_idle_note({"mode": "model", "lookahead": "auto (k=0 x40)", "drafted": 0}, costs)
+    assert line == "Auto is not drafting: on this machine the draft costs more than it saves — try Prompt lookup for edits"
+    assert "one target step: 10.0 ms" in tip and "one draft token: 6.0 ms = 0.60× a target step (cost ratio)" in tip
+    assert "2 tokens 1.30×" in tip and "acceptance estimate: 40%" in tip and "best predicted: lookahead" in tip
+    line, _ = auto_idle_note({"mode": "lookup", "lookahead": "auto", "drafted": 0}, None)
+    assert line.startswith("Prompt lookup drafted nothing")
+    assert auto_idle_note({"mode": "model", "lookahead": "auto", "drafted": 3}, costs) is None
+    assert auto_idle_note({"mode": "model", "lookahead": "4", "drafted": 0}, costs) is None
+    assert auto_idle_note({"mode": "target", "lookahead": "auto", "drafted": 0}, costs) is None

@@ -305,3 +305,30 @@ def test_a_pair_loaded_with_a_str_draft_path_keeps_its_draft_model(qtbot, tmp_pa
     w.chat.apply_settings({"drafter": "model"})
     assert w.chat.drafter.currentData() == "model" and w.chat._draft_spec() == str(tiny_draft)
     w.close()
+
+
+def test_model_bar_lists_downloaded_catalog_pairs_with_their_draft(qtbot, tmp_path, monkeypatch, tiny_target, tiny_draft):
+    from engine import catalog, store
+    from engine.context_window import memory_need
+
+    cat = catalog.load()
+    pair = cat.pairs[cat.default_pair]
+    on_disk = {pair.target.id: tiny_target, pair.draft.id: tiny_draft}
+    monkeypatch.setattr(store, "locate_model", lambda spec, verify=False: on_disk.get(spec.id))
+    w = _make_window(qtbot, tmp_path, monkeypatch)
+    bar = w.chat.model_bar
+    assert [c.label for c in bar.choices] == [pair.title]  # only the pair whose files are here
+    assert bar.draft.model().item(0).isEnabled() and bar.draft.itemText(0) == "Draft: draft"
+    trained = pair.target.context_length
+    assert bar.context.itemData(bar.context.count() - 1) == trained and bar.n_ctx() == min(4096, trained)
+    bar.context.setCurrentIndex(bar.context.count() - 1)
+    assert bar.need.toolTip().startswith(f"Needs {bar.need.text()}")
+    from engine.units import human_bytes
+
+    assert bar.need.text() == human_bytes(memory_need((pair.target, pair.draft), trained))  # the catalog's sizes
+    bar.draft.setCurrentIndex(bar.draft.findData("none"))
+    assert bar.need.text() == human_bytes(memory_need((pair.target,), trained))  # no draft, less memory
+    store.register_import(tiny_target)
+    bar.relist()  # e.g. the chat came back into view after an import: the pick stays
+    assert bar.current().pair_id == pair.id and bar.draft.currentData() == "none" and len(bar.choices) == 2
+    w.close()

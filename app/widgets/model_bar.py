@@ -33,16 +33,28 @@ class ModelChoice:
     trained: int | None  # the target's trained context length
 
 
-def _from_files(label: str, target: Path, draft: Path | None, pair_id: str | None = None) -> ModelChoice | None:
+_specs: dict[tuple[str, int, float], ModelSpec] = {}
+
+
+def _spec(path: Path) -> ModelSpec:
+    """A GGUF's header-derived spec, read once per file version (headers of large vocabularies
+    take a while to parse, and the bar lists models each time the chat is shown)."""
     from engine.context_window import spec_from_header
+
+    st = path.stat()
+    key = (str(path), st.st_size, st.st_mtime)
+    if key not in _specs:
+        _specs[key] = spec_from_header(path)
+    return _specs[key]
+
+
+def _from_files(label: str, target: Path, draft: Path | None, pair_id: str | None = None) -> ModelChoice | None:
     from engine.errors import TandemError
-    from engine.gguf_header import read_header
 
     try:
-        header = read_header(target, with_tensors=False)
-        specs = [spec_from_header(target, header)]
+        specs = [_spec(target)]
         if draft is not None and draft != target:
-            specs.append(spec_from_header(draft))
+            specs.append(_spec(draft))
     except (OSError, TandemError):
         return None
     return ModelChoice(label, target, draft, pair_id, tuple(specs), specs[0].context_length or None)
@@ -132,11 +144,27 @@ class ModelBar(QWidget):
         lay.addWidget(self.load_btn)
         session.pairChanged.connect(self.refresh)
         session.busyChanged.connect(self._sync)
+        session.downloads.finished.connect(self.relist)  # a pair just downloaded can be picked
         self.refresh()
+
+    def showEvent(self, event: Any) -> None:
+        """Models may have been imported meanwhile: list again when the chat comes into view."""
+        super().showEvent(event)
+        if not self.session.busy:
+            self.relist()
 
     # -- the list ------------------------------------------------------------------------
     def refresh(self, *_: object) -> None:
         """List what can be loaded now, the loaded model selected (added if it is not listed)."""
+        self._relist(keep_selection=False)
+
+    def relist(self, *_: object) -> None:
+        """List again, keeping the user's pick (a download finished, the chat came into view)."""
+        self._relist(keep_selection=True)
+
+    def _relist(self, keep_selection: bool) -> None:
+        before = self.current() if keep_selection else None
+        draft_key = self.draft.currentData()
         self.choices = available_models(getattr(self.window(), "catalog", None))
         pair = self.session.pair
         loaded = self._loaded_index()
@@ -154,9 +182,16 @@ class ModelBar(QWidget):
         if not self.choices:
             self.model.addItem("No model downloaded: see Models")
         idx = self._loaded_index()
+        if before is not None:
+            idx = next((i for i, c in enumerate(self.choices)
+                        if c.target == before.target and c.pair_id == before.pair_id), idx)
         self.model.setCurrentIndex(idx if idx is not None else 0)
         self.model.blockSignals(False)
         self._model_picked()
+        if keep_selection and draft_key is not None:
+            i = self.draft.findData(draft_key)
+            if i >= 0 and self.draft.model().item(i).isEnabled():
+                self.draft.setCurrentIndex(i)
 
     def _loaded_index(self) -> int | None:
         pair = self.session.pair
