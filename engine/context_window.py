@@ -65,7 +65,7 @@ def fit_chat(system: Sequence[Message], chat: Sequence[Message], count: Callable
     """
     system, chat = list(system), list(chat)
     starts = _turn_starts(chat)
-    budget = n_ctx - max(0, headroom)
+    budget = n_ctx - max(1, headroom)  # the decoder needs room for at least one new token
 
     def tokens_from(turn: int) -> int:
         return count(system + chat[starts[turn]:])

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import example, given, settings, strategies as st
 
 from engine import context_window as cw
 from engine.report import stats_line
@@ -59,6 +59,7 @@ def test_last_turn_without_headroom_is_still_sent():
 
 @settings(max_examples=60, deadline=None)
 @given(st.lists(st.integers(0, 300), min_size=1, max_size=30), st.integers(100, 2000), st.integers(0, 400))
+@example([76], 100, 0)  # exactly n_ctx tokens: no room for an answer token
 def test_kept_suffix_is_the_longest_that_fits(lengths, n_ctx, headroom):
     chat = _chat(*lengths)
     try:
