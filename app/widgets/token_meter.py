@@ -80,7 +80,9 @@ class TokenMeter(QLabel):
         self.setText(f"{'' if exact else '≈'}{used:,} / {n_ctx:,} tokens")
         self.setStyleSheet("color: #d32f2f; font-weight: bold;" if self.over else "")
         self.setToolTip(
-            "System prompt, chat history, your message and attachments, counted with the loaded model's tokenizer"
+            "System prompt, chat history, your message and attachments, counted with the loaded model's tokenizer "
+            f"(plus about {TEMPLATE_TOKENS_PER_MESSAGE} tokens of chat-template markers per message; "
+            "Send checks the exact prompt)"
             if exact else "Estimated (characters / 4): no model is loaded")
         if self.over:
             self.setToolTip(self.toolTip() + ".\nOver the context: the oldest turns will not be sent, "
