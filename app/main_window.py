@@ -278,8 +278,8 @@ class MainWindow(QMainWindow):
         self.apply_theme()
 
     def _apply_performance(self, p: Any) -> None:
-        """Settings → Performance: how the next pair loads."""
-        self.session.n_ctx = p.n_ctx
+        """Settings → Performance: how the next pair loads (the context length is read from
+        QSettings at each load: Session.default_n_ctx)."""
         self.session.n_threads = p.threads
         self.session.n_gpu_layers = p.gpu_layers
 

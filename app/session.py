@@ -106,10 +106,14 @@ class Session(QObject):
             self.engine = None
 
     # -- the loaded pair -----------------------------------------------------------------
-    def load(self, target: str | Path, draft: Any, *, label: str = "", pair_id: str | None = None) -> None:
+    def load(self, target: str | Path, draft: Any, *, label: str = "", pair_id: str | None = None,
+             n_ctx: int | None = None) -> None:
+        """Load a target and its drafter off the GUI thread. `n_ctx`: the context length
+        (None = the Settings default, 4096 when unset), capped at the target's trained length."""
         if self._busy:
             self.loadFailed.emit(f"cannot load a pair while {self._busy} is running")
             return
+        self.n_ctx = self._context_for(Path(target), n_ctx if n_ctx is not None else self.default_n_ctx())
         engine_kw = {k: v for k, v in (("n_threads", self.n_threads), ("n_gpu_layers", self.n_gpu_layers)) if v is not None}
         w = workers.LoadWorker(str(target), str(draft) if isinstance(draft, Path) else draft, n_ctx=self.n_ctx, **engine_kw)
         if self.rpc_endpoints:  # [rpc] the target goes to the workers, in a child process
@@ -121,7 +125,30 @@ class Session(QObject):
         self._loader = w
         self.run(w, "loading")
 
-    def load_pair(self, pair: PairSpec) -> bool:
+    def default_n_ctx(self) -> int:
+        """The context length chosen in Settings (QSettings "performance/n_ctx"; 0 or missing = 4096)."""
+        from engine.context_window import DEFAULT_N_CTX
+
+        settings = getattr(self.parent(), "settings", None)  # the main window's QSettings
+        try:
+            n = int(settings.value("performance/n_ctx", 0) or 0) if settings is not None else 0
+        except (TypeError, ValueError):
+            n = 0
+        return n if n > 0 else DEFAULT_N_CTX
+
+    @staticmethod
+    def _context_for(target: Path, wanted: int | None) -> int:
+        from engine.context_window import clamp_n_ctx, trained_length
+        from engine.errors import TandemError
+        from engine.gguf_header import read_header
+
+        try:
+            trained = trained_length(read_header(target, with_tensors=False))
+        except (OSError, TandemError):
+            trained = None  # the load itself will say what is wrong with the file
+        return clamp_n_ctx(wanted, trained)
+
+    def load_pair(self, pair: PairSpec, n_ctx: int | None = None) -> bool:
         """Load a catalog pair from the model cache; loadFailed says why not (not downloaded, busy)."""
         from engine import draft_variants
 
@@ -130,7 +157,7 @@ class Session(QObject):
             self.loadFailed.emit(f"{pair.title} is not downloaded yet: Download it first")
             return False
         d = draft_variants.preferred(d)  # the faster draft `tandem optimize-draft` kept, if any
-        self.load(t, d, label=pair.title, pair_id=pair.id)
+        self.load(t, d, label=pair.title, pair_id=pair.id, n_ctx=n_ctx)
         return True
 
     def cancel_load(self) -> None:

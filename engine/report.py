@@ -28,7 +28,7 @@ def stats_parts(stats: Any, *, finish: bool = True) -> list[str]:
         parts += [f"acceptance {_get(stats, 'acceptance_rate', 0.0):.0%} ({_get(stats, 'accepted')}/{drafted})",
                   f"{_get(stats, 'mean_tokens_per_step', 0.0):.2f} tokens/step"]
     elif _get(stats, "mode", "") not in ("", "target"):
-        parts.append("nothing drafted")
+        parts.append("no tokens drafted")
     if finish:
         parts.append(f"finish: {_get(stats, 'finish_reason', '')} ({_get(stats, 'stopped_by', '')})")
     return parts
@@ -42,3 +42,33 @@ def progress_line(done: int, total: int, label: str, width: int = 30) -> str:
     """[#####     ] 12/40 label"""
     filled = int(width * done / total) if total else width
     return f"[{'#' * filled:<{width}s}] {done}/{total} {label}"
+
+
+def auto_idle_note(stats: Any, costs: Any = None) -> tuple[str, str] | None:
+    """(line, details) when Auto drafted nothing in an answer, else None.
+
+    The line says why in words a person can act on; the details are the cost model's
+    figures behind it (`costs`: a `lookahead.Costs` snapshot of the pair that ran), for a
+    tooltip: the draft's cost against a target step, the verify curve, the acceptance
+    estimate and the best lookahead it predicts."""
+    mode = _get(stats, "mode", "")
+    if _get(stats, "drafted") or mode in ("", "target") or not str(_get(stats, "lookahead", "")).startswith("auto"):
+        return None
+    if mode == "lookup":
+        line = "Prompt lookup drafted nothing: this answer did not repeat text from the prompt or the chat"
+    else:
+        line = "Auto is not drafting: on this machine the draft costs more than it saves — try Prompt lookup for edits"
+    if costs is None:
+        return line, ""
+    v1 = costs.verify_time(1)
+    rows = [f"one target step: {v1 * 1000:.1f} ms" + ("" if costs.verify_pts else " (prior: not measured yet)")]
+    if mode == "model":
+        d = costs.draft_time(1)
+        rows.append(f"one draft token: {d * 1000:.1f} ms = {d / v1:.2f}× a target step (cost ratio)")
+    curve = ", ".join(f"{n} tokens {costs.verify_time(n) / v1:.2f}×" for n in (2, 3, 5, 8))
+    rows.append(f"verifying at once, against 1 token: {curve}")
+    rows.append(f"acceptance estimate: {costs.alpha:.0%}")
+    best = costs.best()
+    rows.append(f"best predicted: lookahead {best.k} at {best.speedup:.2f}× the target alone"
+                + (" (so Auto drafts nothing)" if best.k == 0 else ""))
+    return line, "\n".join(rows)

@@ -162,7 +162,7 @@ def test_performance_settings_are_stored_and_used_by_the_next_load(qtbot, make_w
     view.n_ctx.setCurrentIndex(view.n_ctx.findData(2048))
     assert int(w.settings.value("performance/threads")) == 1
     assert int(w.settings.value("performance/n_ctx")) == 2048
-    assert (w.session.n_threads, w.session.n_ctx) == (1, 2048)
+    assert (w.session.n_threads, w.session.default_n_ctx()) == (1, 2048)
     w.session.load(tiny_target, "lookup", label="tiny")
     qtbot.waitUntil(lambda: w.session.engine is not None, timeout=20000)
     assert w.session.engine.n_threads == 1

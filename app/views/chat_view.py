@@ -10,7 +10,7 @@ from typing import Any
 from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtGui import QGuiApplication, QKeySequence, QShortcut
 from PySide6.QtWidgets import (
-    QCheckBox, QComboBox, QDoubleSpinBox, QFileDialog, QFormLayout, QGroupBox, QHBoxLayout, QInputDialog, QLabel,
+    QCheckBox, QDoubleSpinBox, QFileDialog, QFormLayout, QGroupBox, QHBoxLayout, QInputDialog, QLabel,
     QLineEdit, QListWidget, QListWidgetItem, QMenu, QMessageBox, QPlainTextEdit, QPushButton, QSizePolicy, QSpinBox, QSplitter,
     QVBoxLayout, QWidget,
 )
@@ -19,15 +19,18 @@ from PySide6.QtWidgets import QScrollArea, QToolButton  # the settings drawer an
 from ..history import History, HistoryError, Message, message_markdown
 from ..relative_time import absolute_date, relative_date
 from ..session import Session
+from ..widgets.attachments import (
+    Attachment, AttachmentChips, AttachmentError, FileDropFilter, PromptEdit, attachment_block, read_text_file,
+)
 from ..widgets.charts import LiveCharts
 from ..widgets.live_stats import REFRESH_MS, LiveStats
 from ..widgets.lookahead_control import LookaheadControl
+from ..widgets.model_bar import ModelBar, draft_model_path
+from ..widgets.token_meter import TokenCounter, TokenMeter
 from ..widgets.provenance import Legend
 from ..widgets.transcript import Transcript, message_text, spans_from_tokens
 from .. import workers
 
-MAX_ATTACHMENT = 512 * 1024
-DRAFTERS = [("Draft model", "model"), ("Prompt lookup", "lookup"), ("None (target alone)", "none")]
 DRAWER_OPEN_WIDTH = 1100  # the settings drawer starts closed in a narrower window
 DRAWER_MIN_WIDTH = 240  # the drawer scrolls rather than widening the window
 DRAWER_OPEN_SIZE = 380  # its width when opened
@@ -53,15 +56,17 @@ class ChatView(QWidget):
         self._stream_tokens: list = []
         self._k_shown: int | None = None  # the lookahead last shown on the slider while streaming
         self._assistant_msg: Message | None = None
-        self.attachment: tuple[str, str] | None = None  # (name, text)
         self._editing: tuple[int, int] | None = None  # (conversation, message) that Send replaces
         self._answer_prefix = ""  # Continue: the stored part of the answer being continued
         self.live_stats = LiveStats()
+        self.counter = TokenCounter(lambda: self.session.engine)
         self._build()
         self.refresh_conversations()
         session.busyChanged.connect(self._sync_buttons)
         session.pairChanged.connect(self._sync_buttons)
+        session.pairChanged.connect(self._model_changed)
         self._sync_buttons()
+        self.meter.update_now()
 
     # -- layout --------------------------------------------------------------------------
     def _build(self) -> None:
@@ -114,9 +119,6 @@ class ChatView(QWidget):
         self.stats_label.setWordWrap(True)  # a long stats line wraps; unwrapped, it widened the window
         self.prefill_label = QLabel("")
         self.prefill_label.hide()
-        self.attach_label = QLabel("")
-        self.attach_label.setWordWrap(True)
-        self.attach_label.hide()
         self.edit_label = QLabel("Editing a message: Send replaces it and drops everything after it. "
                                  "<a href='cancel'>Cancel edit</a>")
         self.edit_label.setObjectName("editNotice")
@@ -127,13 +129,33 @@ class ChatView(QWidget):
         self._stats_timer = QTimer(self)
         self._stats_timer.setInterval(REFRESH_MS)
         self._stats_timer.timeout.connect(self._show_live_stats)
-        self.prompt = QPlainTextEdit()
+        self.auto_note = QLabel("")  # why Auto drafted nothing in the last answer (numbers on hover)
+        self.auto_note.setObjectName("autoNote")
+        self.auto_note.setWordWrap(True)
+        self.auto_note.hide()
+        self.context_note = QLabel("")  # earlier messages left out to fit the context
+        self.context_note.setObjectName("contextNote")
+        self.context_note.setWordWrap(True)
+        self.context_note.hide()
+        for note in (self.auto_note, self.context_note):
+            note.setStyleSheet("font-style: italic;")
+        self.model_bar = ModelBar(self.session)
+        self.attachments = AttachmentChips()
+        self.attachments.changed.connect(self._schedule_meter)
+        self.prompt = PromptEdit()
+        self.prompt.filesArrived.connect(self.attach_files)
+        self.prompt.textChanged.connect(self._schedule_meter)
+        self._drop_filter = FileDropFilter(self.attach_files, self)
+        self.transcript.setAcceptDrops(True)
+        self.transcript.viewport().setAcceptDrops(True)
+        self.transcript.viewport().installEventFilter(self._drop_filter)
+        self.meter = TokenMeter(self._measure_prompt)
         self.prompt.setPlaceholderText("Ask something…  (Ctrl+Enter to send, Esc to stop)")
         self.prompt.setMaximumHeight(120)
         row = QHBoxLayout()
         self.attach_btn = QPushButton("Attach file…")
-        self.attach_btn.setToolTip("Add a text or Markdown file as context (report drafting)")
-        self.attach_btn.clicked.connect(self.attach_file)
+        self.attach_btn.setToolTip("Add text files as context (or drop them on the chat, or paste copied files)")
+        self.attach_btn.clicked.connect(self.choose_attachments)  # no-argument slot: clicked(bool) is not a path
         self.export_btn = QPushButton("Export…")
         self.export_btn.setToolTip("Save the conversation or the last answer as Markdown")
         menu = QMenu(self.export_btn)
@@ -152,13 +174,20 @@ class ChatView(QWidget):
         row.addStretch(1)
         row.addWidget(self.stop_btn)
         row.addWidget(self.send_btn)
+        ml.addWidget(self.model_bar)
         ml.addWidget(self.legend)
         ml.addWidget(self.transcript, 1)
         ml.addWidget(self.stats_label)
+        ml.addWidget(self.auto_note)
+        ml.addWidget(self.context_note)
         ml.addWidget(self.prefill_label)
-        ml.addWidget(self.attach_label)
         ml.addWidget(self.edit_label)
         ml.addWidget(self.prompt)
+        under_prompt = QHBoxLayout()  # attachment chips, then the token meter at the right
+        under_prompt.addWidget(self.attachments, 1)
+        under_prompt.addStretch(0)
+        under_prompt.addWidget(self.meter)
+        ml.addLayout(under_prompt)
         ml.addLayout(row)
         split.addWidget(mid)
 
@@ -167,9 +196,7 @@ class ChatView(QWidget):
         rl = QVBoxLayout(right)
         box = QGroupBox("Generation")
         form = QFormLayout(box)
-        self.drafter = QComboBox()
-        for label, key in DRAFTERS:
-            self.drafter.addItem(label, key)
+        self.drafter = self.model_bar.draft  # one drafter control: the model bar's Draft box
         self.lookahead = LookaheadControl(value="auto")
         self.lookahead.changed.connect(self._lookahead_changed)
         self.temperature = QDoubleSpinBox()
@@ -187,10 +214,11 @@ class ChatView(QWidget):
         self.max_tokens = QSpinBox()
         self.max_tokens.setRange(1, 32768)
         self.max_tokens.setValue(512)
+        self.max_tokens.valueChanged.connect(self._schedule_meter)
         self.system = QPlainTextEdit()
         self.system.setPlaceholderText("System prompt (optional)")
         self.system.setMaximumHeight(70)
-        form.addRow("Drafter", self.drafter)
+        self.system.textChanged.connect(self._schedule_meter)
         form.addRow(self.lookahead)
         form.addRow("Temperature", self.temperature)
         form.addRow("Top-p", self.top_p)
@@ -374,6 +402,7 @@ class ChatView(QWidget):
         self.transcript.set_messages(msgs)
         last = next((m for m in reversed(msgs) if m.role == "assistant" and m.stats), None)
         self.stats_label.setText(stats_text(last.stats) if last and last.stats else "")
+        self._clear_notes()
 
     def new_conversation(self) -> None:
         if self.worker is not None:
@@ -381,11 +410,19 @@ class ChatView(QWidget):
         self.conversation_id = None
         self.transcript.set_messages([])
         self.stats_label.clear()
+        self._clear_notes()
         self.charts.reset()
         self.conv_list.blockSignals(True)
         self.conv_list.setCurrentRow(-1)  # so a click on the previous chat is a change again
         self.conv_list.blockSignals(False)
         self.prompt.setFocus()
+
+    def _clear_notes(self) -> None:
+        """Notes about the last answer belong to it: another conversation starts without them."""
+        for label in (self.auto_note, self.context_note):
+            label.clear()
+            label.hide()
+        self.meter.schedule()
 
     def rename_conversation(self) -> None:
         if self.conversation_id is None:
@@ -407,28 +444,58 @@ class ChatView(QWidget):
         self.refresh_conversations()
 
     # -- attachments and export ----------------------------------------------------------
-    def attach_file(self, path: str | None = None) -> None:
-        if path is None:
-            path, _ = QFileDialog.getOpenFileName(self, "Attach a text file", "", "Text (*.txt *.md *.markdown *.csv *.json *.py *.rst);;All files (*)")
-            if not path:
-                return
-        p = Path(path)
+    def choose_attachments(self) -> None:
+        """The Attach button: pick one or more text files."""
+        paths, _ = QFileDialog.getOpenFileNames(
+            self, "Attach text files", "",
+            "Text (*.txt *.md *.markdown *.csv *.json *.py *.rst *.log);;All files (*)")
+        self.attach_files(paths)
+
+    def attach_files(self, paths: list[str]) -> None:
+        for p in paths:
+            self.attach_file(p)
+
+    def attach_file(self, path: str) -> bool:
+        """Attach a UTF-8 text file as a chip; refused (one line) if unreadable or larger than the context."""
         try:
-            data = p.read_bytes()
-        except OSError as e:
-            self.error.emit(f"{p.name}: cannot read ({e.strerror})")
-            return
-        if len(data) > MAX_ATTACHMENT:
-            self.error.emit(f"{p.name}: {len(data) // 1024} KB is too large to attach (at most {MAX_ATTACHMENT // 1024} KB)")
-            return
-        try:
-            text = data.decode("utf-8")
-        except UnicodeDecodeError:
-            self.error.emit(f"{p.name}: not a UTF-8 text file")
-            return
-        self.attachment = (p.name, text)
-        self.attach_label.setText(f"Attached: {p.name} ({len(text):,} characters) will be sent with your next message")
-        self.attach_label.show()
+            name, text = read_text_file(path)
+        except AttachmentError as e:
+            self.error.emit(str(e))
+            return False
+        tokens, exact = self.counter.count(text)
+        n_ctx = self._context_size()
+        if tokens >= n_ctx:
+            self.error.emit(f"{name} is {'' if exact else '≈'}{tokens:,} tokens but the context holds {n_ctx:,}: "
+                            "not attached (load the model with a longer context in the bar above the chat)")
+            return False
+        self.attachments.add(Attachment(name, text, tokens, exact))
+        return True
+
+    # -- the token meter -----------------------------------------------------------------
+    def _context_size(self) -> int:
+        eng = self.session.engine
+        return int(eng.n_ctx) if eng is not None else self.model_bar.n_ctx()
+
+    def _schedule_meter(self, *_: object) -> None:
+        self.meter.schedule()
+
+    def _measure_prompt(self) -> tuple[int, bool, int]:
+        """Tokens of what the next Send would put in the context: system, history, prompt, attachments."""
+        contents = [self.system.toPlainText()] if self.system.toPlainText() else []
+        if self.conversation_id is not None:
+            try:
+                contents += [m.content for m in self.history.messages(self.conversation_id)
+                             if m.role in ("user", "assistant") and m.content]
+            except HistoryError:
+                pass
+        contents.append(self._compose(self.prompt.toPlainText().strip()))
+        used, exact = self.counter.count_messages(contents)
+        return used, exact, self._context_size()
+
+    def _model_changed(self, *_: object) -> None:
+        """Another model counts other tokens: recount the chips and the meter."""
+        self.attachments.recount(self.counter.count)
+        self.meter.update_now()
 
     def export_conversation(self, path: str | None = None) -> None:
         if self.conversation_id is None:
@@ -473,30 +540,78 @@ class ChatView(QWidget):
 
     # -- generation ----------------------------------------------------------------------
     def _draft_spec(self) -> Any:
+        """The Draft box's choice for the loaded target. "Draft model" when the pair was loaded
+        without one: the engine loads the pair's draft at the first answer that needs it."""
         key = self.drafter.currentData()
         if key == "lookup":
             return "lookup"
         if key == "none":
             return None
         pair = self.session.pair
-        return pair.draft if pair is not None else None
+        if pair is None:
+            return None
+        if draft_model_path(pair.draft) is not None:
+            return pair.draft
+        choice = self.model_bar.current()
+        loaded = choice is not None and choice.draft is not None and Path(choice.target) == Path(pair.target)
+        return choice.draft if loaded else "lookup"
+
+    def _compose(self, text: str) -> str:
+        """The user's message as stored and sent: the typed text, then each attachment."""
+        return "\n\n".join([text] * bool(text) + [attachment_block(a) for a in self.attachments.items()])
+
+    def _conversation_chat(self, before: int | None = None) -> list[dict]:
+        """The open conversation as chat messages, those before message `before` only; while
+        editing, only what precedes the edited message (Send replaces it and drops what follows)."""
+        if self.conversation_id is None:
+            return []
+        msgs = self.history.messages(self.conversation_id)
+        if before is None and self._editing is not None and self._editing[0] == self.conversation_id:
+            before = self._editing[1]
+        if before is not None:
+            msgs = [m for m in msgs if m.id < before]
+        return [{"role": m.role, "content": m.content} for m in msgs if m.role in ("user", "assistant") and m.content]
+
+    def _fit_to_context(self, chat: list[dict]) -> Any:
+        """The chat to send (engine/context_window.py's rule), or None after saying why not."""
+        from engine.context_window import TooLarge, fit_chat
+        from engine.errors import TandemError
+
+        eng, system = self.session.engine, self.system.toPlainText()
+        sys_msgs = [{"role": "system", "content": system}] if system else []
+        try:
+            return fit_chat(sys_msgs, chat, lambda msgs: len(eng.tokens_for(msgs, chat=True)), eng.n_ctx,
+                            self.max_tokens.value())
+        except TooLarge as e:
+            self.error.emit(str(e))
+        except TandemError as e:  # a chat template that cannot render these messages
+            self.error.emit(str(e))
+        return None
+
+    def _show_context_note(self, note: str) -> None:
+        self.context_note.setText(note)
+        self.context_note.setVisible(bool(note))
+        if note:
+            self.message.emit(note)
 
     def send(self) -> None:
         text = self.prompt.toPlainText().strip()
-        if not text:
+        if not text and not self.attachments.items():
             return
         if self.session.engine is None:
-            self.error.emit("No model loaded: pick a pair in Models (or use the welcome banner) first")
+            self.error.emit("No model loaded: pick one in the bar above the chat (or in Models) and Load")
             return
         if self.session.busy:
             self.message.emit(f"Busy: {self.session.busy}")
             return
-        content = text
-        if self.attachment is not None:
-            name, body = self.attachment
-            content = f"{text}\n\nAttached file `{name}`:\n\n```\n{body}\n```"
+        content = self._compose(text)
+        fit = self._fit_to_context(self._conversation_chat() + [{"role": "user", "content": content}])
+        if fit is None:  # refused before anything is stored: the typed text and the chips stay
+            return
+        chat = [m for m in fit.messages if m["role"] != "system"]
         if self.conversation_id is None:
-            conv = self.history.create(title=text.splitlines()[0][:60], system_prompt=self.system.toPlainText())
+            title = (text or self.attachments.items()[0].name).splitlines()[0][:60]
+            conv = self.history.create(title=title, system_prompt=self.system.toPlainText())
             self.conversation_id = conv.id
             self.refresh_conversations()
         else:
@@ -505,11 +620,10 @@ class ChatView(QWidget):
         self.history.add_message(self.conversation_id, "user", content)
         msgs = self.history.messages(self.conversation_id)
         self.transcript.set_messages(msgs)
-        chat = [{"role": m.role, "content": m.content} for m in msgs if m.role in ("user", "assistant") and m.content]
         self.prompt.clear()
-        self.attachment = None
-        self.attach_label.clear()
-        self.attach_label.hide()
+        self.attachments.clear()
+        self._show_context_note(fit.note)
+        self.auto_note.hide()
         self._assistant_msg = self.history.add_message(self.conversation_id, "assistant", "", status="generating")
         self._start_answer(chat)
 
@@ -578,7 +692,24 @@ class ChatView(QWidget):
         self._stats_timer.stop()
         self._save_answer(self._answer_prefix + ev.text, stats, status)
         self.stats_label.setText(stats_text(stats))
+        self._show_auto_note(stats)
+        self.meter.schedule()
         self.session.liveSpeed.emit(0.0)
+
+    def _show_auto_note(self, stats: dict[str, Any]) -> None:
+        """Auto drafted nothing: say so under the answer, the cost model's numbers on hover."""
+        from engine.report import auto_idle_note
+
+        costs = None
+        try:
+            costs = self.session.engine.decoder(self._draft_spec()).cost.snapshot()  # created for this answer
+        except Exception:  # the figures are a detail; the line stands without them
+            costs = None
+        note = auto_idle_note(stats, costs)
+        self.auto_note.setVisible(note is not None)
+        if note is not None:
+            self.auto_note.setText(note[0])
+            self.auto_note.setToolTip(note[1])
 
     def _on_failed(self, msg: str) -> None:
         self._stats_timer.stop()
@@ -616,12 +747,7 @@ class ChatView(QWidget):
         running = self.worker is not None
         self.send_btn.setEnabled(not running and self.session.engine is not None)
         self.stop_btn.setEnabled(running)
-        has_draft = self.session.pair is not None and self.session.pair.draft not in (None, "lookup")
-        model_item = self.drafter.model().item(0)
-        if model_item is not None:
-            model_item.setEnabled(has_draft)
-        if not has_draft and self.drafter.currentData() == "model" and self.session.pair is not None:
-            self.drafter.setCurrentIndex(1)
+        # the Draft box's items follow the model bar's selection (app/widgets/model_bar.py)
 
     def answer_markdown(self) -> str:
         if self.conversation_id is None:
@@ -643,7 +769,7 @@ class ChatView(QWidget):
 
     def _can_generate(self) -> bool:
         if self.session.engine is None:
-            self.error.emit("No model loaded: pick a pair in Models (or use the welcome banner) first")
+            self.error.emit("No model loaded: pick one in the bar above the chat (or in Models) and Load")
             return False
         if self.session.busy:
             self.message.emit(f"Busy: {self.session.busy}")
@@ -663,12 +789,15 @@ class ChatView(QWidget):
         if not self._can_generate() or self._last_answer(message_id) is None:
             return
         cid = self.conversation_id
-        self.history.delete_messages_from(cid, message_id)
-        msgs = self.history.messages(cid)
-        self.transcript.set_messages(msgs)
-        chat = [{"role": m.role, "content": m.content} for m in msgs if m.role in ("user", "assistant") and m.content]
-        if not chat:
+        prior = self._conversation_chat(before=message_id)
+        fit = self._fit_to_context(prior) if prior else None
+        if fit is None:
             return
+        chat = [m for m in fit.messages if m["role"] != "system"]
+        self.history.delete_messages_from(cid, message_id)
+        self.transcript.set_messages(self.history.messages(cid))
+        self._show_context_note(fit.note)
+        self.auto_note.hide()
         self._assistant_msg = self.history.add_message(cid, "assistant", "", status="generating")
         self._start_answer(chat)
 

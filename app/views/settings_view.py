@@ -17,6 +17,8 @@ from PySide6.QtWidgets import (
     QComboBox, QFormLayout, QGridLayout, QGroupBox, QLabel, QPushButton, QSpinBox, QVBoxLayout, QWidget,
 )
 
+from engine.context_window import DEFAULT_N_CTX
+
 from ..widgets.elided_label import ElidedLabel
 
 THEME_KEY = "appearance/theme"
@@ -25,7 +27,6 @@ GPU_LAYERS_KEY = "performance/gpu_layers"  # -1: every layer that fits
 N_CTX_KEY = "performance/n_ctx"
 THEMES = [("System", "system"), ("Light", "light"), ("Dark", "dark")]
 CONTEXT_LENGTHS = [2048, 4096, 8192, 16384, 32768, 65536, 131072]
-DEFAULT_N_CTX = 4096
 
 
 @dataclass(frozen=True)

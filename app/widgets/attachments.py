@@ -1,0 +1,175 @@
+"""Attached files as removable chips, and the ways a file arrives: the Attach button, a
+drop onto the chat, a paste of copied files.
+
+A chip shows the file's name and its size in tokens of the loaded target ("≈" and a
+characters/4 estimate when no model is loaded), so a person sees what an attachment
+costs in the context before sending it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+from PySide6.QtCore import QEvent, QMimeData, QObject, Qt, Signal
+from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QPlainTextEdit, QSizePolicy, QToolButton, QWidget
+
+MAX_ATTACHMENT = 512 * 1024  # bytes: more is not a prompt, and a larger file would freeze the tokenizer call
+
+
+@dataclass
+class Attachment:
+    name: str
+    text: str
+    tokens: int
+    exact: bool  # counted with the loaded target's tokenizer (else a characters/4 estimate)
+
+    @property
+    def size_label(self) -> str:
+        return f"{'' if self.exact else '≈'}{self.tokens:,} tokens"
+
+
+class AttachmentError(ValueError):
+    """A file that cannot be attached; the message is one line for the user."""
+
+
+def read_text_file(path: str | Path) -> tuple[str, str]:
+    """(name, text) of a UTF-8 text file of at most MAX_ATTACHMENT bytes, else AttachmentError."""
+    p = Path(path)
+    try:
+        if p.is_dir():
+            raise AttachmentError(f"{p.name}: is a folder, not a file")
+        data = p.read_bytes()
+    except OSError as e:
+        raise AttachmentError(f"{p.name}: cannot read ({e.strerror})") from None
+    if len(data) > MAX_ATTACHMENT:
+        raise AttachmentError(f"{p.name}: {len(data) // 1024:,} KB is too large to attach (at most {MAX_ATTACHMENT // 1024} KB)")
+    try:
+        return p.name, data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise AttachmentError(f"{p.name}: not a UTF-8 text file") from None
+
+
+def local_files(mime: QMimeData | None) -> list[str]:
+    """Paths of the local files a drop or a paste carries (file managers put them as URLs)."""
+    if mime is None or not mime.hasUrls():
+        return []
+    return [u.toLocalFile() for u in mime.urls() if u.isLocalFile() and u.toLocalFile()]
+
+
+def attachment_block(a: Attachment) -> str:
+    """How an attachment is put into the user's message (kept verbatim in history)."""
+    return f"Attached file `{a.name}`:\n\n```\n{a.text}\n```"
+
+
+class PromptEdit(QPlainTextEdit):
+    """The prompt box: pasted or dropped files become attachments instead of their paths as text."""
+
+    filesArrived = Signal(list)  # [path, ...]
+
+    def canInsertFromMimeData(self, source: QMimeData) -> bool:
+        return bool(local_files(source)) or super().canInsertFromMimeData(source)
+
+    def insertFromMimeData(self, source: QMimeData) -> None:
+        files = local_files(source)
+        if files:
+            self.filesArrived.emit(files)
+            return
+        super().insertFromMimeData(source)
+
+
+class FileDropFilter(QObject):
+    """Event filter that takes file drops on a widget that would not accept them itself
+    (the read-only transcript) and hands the paths on."""
+
+    def __init__(self, on_files: Callable[[list[str]], None], parent: QObject | None = None):
+        super().__init__(parent)
+        self.on_files = on_files
+
+    def eventFilter(self, obj: QObject, event: QEvent) -> bool:
+        t = event.type()
+        if t in (QEvent.Type.DragEnter, QEvent.Type.DragMove) and local_files(event.mimeData()):
+            event.acceptProposedAction()
+            return True
+        if t == QEvent.Type.Drop:
+            files = local_files(event.mimeData())
+            if files:
+                event.acceptProposedAction()
+                self.on_files(files)
+                return True
+        return False
+
+
+class _Chip(QFrame):
+    def __init__(self, a: Attachment, on_remove: Callable[[], None]):
+        super().__init__()
+        self.setObjectName("attachmentChip")
+        self.setFrameShape(QFrame.Shape.StyledPanel)
+        lay = QHBoxLayout(self)
+        lay.setContentsMargins(6, 1, 2, 1)
+        lay.setSpacing(2)
+        self.setSizePolicy(QSizePolicy.Policy.Maximum, QSizePolicy.Policy.Fixed)
+        name = a.name if len(a.name) <= 28 else a.name[:18] + "…" + a.name[-9:]
+        self.label = QLabel(f"{name} · {a.size_label}")
+        self.label.setToolTip(f"{a.name}: {len(a.text):,} characters, {a.size_label}"
+                              + ("" if a.exact else " (estimated: no model is loaded)"))
+        self.remove_btn = QToolButton()
+        self.remove_btn.setText("×")
+        self.remove_btn.setAutoRaise(True)
+        self.remove_btn.setToolTip(f"Remove {a.name}")
+        self.remove_btn.clicked.connect(lambda _=False: on_remove())
+        lay.addWidget(self.label)
+        lay.addWidget(self.remove_btn)
+
+
+class AttachmentChips(QWidget):
+    """A row of chips, one per attached file; hidden while empty."""
+
+    changed = Signal()
+
+    def __init__(self, parent: QWidget | None = None):
+        super().__init__(parent)
+        self._items: list[Attachment] = []
+        self._row = QHBoxLayout(self)
+        self._row.setContentsMargins(0, 0, 0, 0)
+        self._row.addStretch(1)
+        self.chips: list[_Chip] = []
+        # many chips may be cut at the right rather than widen the window (each has a tooltip)
+        self.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
+        self.hide()
+
+    def items(self) -> list[Attachment]:
+        return list(self._items)
+
+    def add(self, a: Attachment) -> None:
+        """Attach a file; attaching the same name again replaces the earlier one."""
+        self._items = [x for x in self._items if x.name != a.name] + [a]
+        self._rebuild()
+
+    def remove(self, name: str) -> None:
+        self._items = [x for x in self._items if x.name != name]
+        self._rebuild()
+
+    def clear(self) -> None:
+        self._items = []
+        self._rebuild()
+
+    def recount(self, count: Callable[[str], tuple[int, bool]]) -> None:
+        """Count again with another tokenizer (a model was loaded or unloaded)."""
+        for a in self._items:
+            a.tokens, a.exact = count(a.text)
+        self._rebuild()
+
+    def _rebuild(self) -> None:
+        for c in self.chips:
+            self._row.removeWidget(c)
+            c.hide()  # gone now, not only when the deferred delete runs
+            c.deleteLater()
+        self.chips = []
+        for a in self._items:
+            chip = _Chip(a, lambda name=a.name: self.remove(name))
+            self._row.insertWidget(self._row.count() - 1, chip)
+            self.chips.append(chip)
+        self.setVisible(bool(self._items))
+        self.changed.emit()

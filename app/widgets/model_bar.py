@@ -1,0 +1,280 @@
+"""The model bar at the top of the chat: which target (a downloaded catalog pair or an
+imported GGUF), which drafter, how long a context, what that costs in memory, and Load.
+
+One control per thing: the Draft box here is the chat's only drafter choice. "Prompt
+lookup" and "No draft" are offered for every target (lookup needs no second model); the
+pair's draft model is offered where there is one. Loading goes through `Session.load`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Sequence
+
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QPushButton, QWidget
+
+from engine.catalog import ModelSpec
+
+CONTEXT_PRESETS = (2048, 4096, 8192, 16384, 32768, 65536, 131072)
+DRAFTS = [("Draft model", "model"), ("Prompt lookup", "lookup"), ("No draft", "none")]
+
+
+@dataclass
+class ModelChoice:
+    """One loadable entry: a target, the pair's draft model if any, and what sizes them."""
+
+    label: str
+    target: Path
+    draft: Path | None
+    pair_id: str | None
+    specs: tuple[ModelSpec, ...]  # target first, then the draft (memory estimate)
+    trained: int | None  # the target's trained context length
+
+
+_specs: dict[tuple[str, int, float], ModelSpec] = {}
+
+
+def _spec(path: Path) -> ModelSpec:
+    """A GGUF's header-derived spec, read once per file version (headers of large vocabularies
+    take a while to parse, and the bar lists models each time the chat is shown)."""
+    from engine.context_window import spec_from_header
+
+    st = path.stat()
+    key = (str(path), st.st_size, st.st_mtime)
+    if key not in _specs:
+        _specs[key] = spec_from_header(path)
+    return _specs[key]
+
+
+def _from_files(label: str, target: Path, draft: Path | None, pair_id: str | None = None) -> ModelChoice | None:
+    from engine.errors import TandemError
+
+    try:
+        specs = [_spec(target)]
+        if draft is not None and draft != target:
+            specs.append(_spec(draft))
+    except (OSError, TandemError):
+        return None
+    return ModelChoice(label, target, draft, pair_id, tuple(specs), specs[0].context_length or None)
+
+
+def available_models(catalog: Any = None) -> list[ModelChoice]:
+    """Downloaded catalog pairs, then imported GGUFs that still exist on disk."""
+    from engine import catalog as catalog_mod, draft_variants, store
+
+    out: list[ModelChoice] = []
+    try:
+        cat = catalog or catalog_mod.load()
+        pairs = list(cat.pairs.values())
+    except Exception:  # a broken catalog must not break the chat; Models says what is wrong with it
+        pairs = []
+    for p in pairs:
+        t, d = store.locate_model(p.target), store.locate_model(p.draft)
+        if t is None or d is None:
+            continue
+        d = draft_variants.preferred(d)
+        specs = (p.target,) if p.draft.id == p.target.id else (p.target, p.draft)
+        out.append(ModelChoice(p.title, t, d, p.id, specs, p.target.context_length or None))
+    for m in store.imported_models():
+        if m.exists:
+            choice = _from_files(f"{m.name} (imported)", Path(m.path), None)
+            if choice is not None:
+                out.append(choice)
+    return out
+
+
+def draft_model_path(draft: Any) -> Path | None:
+    """The draft model of a loaded pair (a path, given as str or Path), or None for lookup/none."""
+    if draft is None or (isinstance(draft, str) and draft.lower() in ("lookup", "none", "")):
+        return None
+    return Path(draft)
+
+
+def context_choices(trained: int | None) -> list[int]:
+    """Presets up to the trained length, and the trained length itself."""
+    if not trained:
+        return list(CONTEXT_PRESETS[:4])
+    out = [n for n in CONTEXT_PRESETS if n < trained]
+    return out + [trained]
+
+
+class ModelBar(QWidget):
+    """Model · Draft · Context (memory it needs) · Load."""
+
+    draftChanged = Signal(str)  # "model" | "lookup" | "none"
+
+    def __init__(self, session: Any, parent: QWidget | None = None):
+        super().__init__(parent)
+        self.session = session
+        self.choices: list[ModelChoice] = []
+        lay = QHBoxLayout(self)
+        lay.setContentsMargins(0, 0, 0, 0)
+        self.model = QComboBox()
+        self.model.setToolTip("Target model: downloaded catalog pairs and imported GGUF files")
+        self.model.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
+        self.model.setMinimumContentsLength(6)  # elided in a narrow window; the full name is in the tooltip
+        self.model.currentIndexChanged.connect(self._model_picked)
+        self.draft = QComboBox()
+        for label, key in DRAFTS:
+            self.draft.addItem(label, key)
+        self.draft.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
+        self.draft.setMinimumContentsLength(6)
+        self.draft.setToolTip("How answers are drafted: a small draft model, copying from the prompt "
+                              "(Prompt lookup, no second model), or the target alone.\n"
+                              "Applies to the next answer; switching to a draft model needs Load.")
+        self.draft.currentIndexChanged.connect(self._draft_picked)
+        self.context = QComboBox()
+        self.context.setToolTip("Context length: how many tokens of system prompt, chat history, "
+                                "attachments and answer the model holds. Applies on Load.")
+        self.context.currentIndexChanged.connect(self._update_need)
+        self.need = QLabel("")
+        self.need.setObjectName("contextMemory")
+        self.load_btn = QPushButton("Load")
+        self.load_btn.setToolTip("Load the chosen model with this draft and context")
+        self.load_btn.clicked.connect(self.load)
+        # no caption labels: each box names its own choice ("Draft: …", "8,192 tokens"), so the bar
+        # fits a narrow window; the tooltips explain
+        lay.addWidget(self.model, 3)
+        lay.addWidget(self.draft, 2)
+        lay.addWidget(self.context)
+        self.context.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToContents)
+        lay.addWidget(self.need)
+        lay.addWidget(self.load_btn)
+        session.pairChanged.connect(self.refresh)
+        session.busyChanged.connect(self._sync)
+        session.downloads.finished.connect(self.relist)  # a pair just downloaded can be picked
+        self.refresh()
+
+    def showEvent(self, event: Any) -> None:
+        """Models may have been imported meanwhile: list again when the chat comes into view."""
+        super().showEvent(event)
+        if not self.session.busy:
+            self.relist()
+
+    # -- the list ------------------------------------------------------------------------
+    def refresh(self, *_: object) -> None:
+        """List what can be loaded now, the loaded model selected (added if it is not listed)."""
+        self._relist(keep_selection=False)
+
+    def relist(self, *_: object) -> None:
+        """List again, keeping the user's pick (a download finished, the chat came into view)."""
+        self._relist(keep_selection=True)
+
+    def _relist(self, keep_selection: bool) -> None:
+        before = self.current() if keep_selection else None
+        draft_key = self.draft.currentData()
+        self.choices = available_models(getattr(self.window(), "catalog", None))
+        pair = self.session.pair
+        loaded = self._loaded_index()
+        if pair is not None and loaded is None:
+            draft = draft_model_path(pair.draft)
+            choice = _from_files(pair.label, Path(pair.target), draft, pair.pair_id)
+            if choice is not None:
+                self.choices.insert(0, choice)
+        self.model.blockSignals(True)
+        self.model.clear()
+        for c in self.choices:
+            self.model.addItem(c.label)
+            self.model.setItemData(self.model.count() - 1, f"{c.target}" + (f"\ndraft: {c.draft}" if c.draft else ""),
+                                   Qt.ItemDataRole.ToolTipRole)
+        if not self.choices:
+            self.model.addItem("No model downloaded: see Models")
+        idx = self._loaded_index()
+        if before is not None:
+            idx = next((i for i, c in enumerate(self.choices)
+                        if c.target == before.target and c.pair_id == before.pair_id), idx)
+        self.model.setCurrentIndex(idx if idx is not None else 0)
+        self.model.blockSignals(False)
+        self._model_picked()
+        if keep_selection and draft_key is not None:
+            i = self.draft.findData(draft_key)
+            if i >= 0 and self.draft.model().item(i).isEnabled():
+                self.draft.setCurrentIndex(i)
+
+    def _loaded_index(self) -> int | None:
+        pair = self.session.pair
+        if pair is None:
+            return None
+        for i, c in enumerate(self.choices):
+            if Path(c.target) == Path(pair.target) and (c.pair_id == pair.pair_id or c.pair_id is None):
+                return i
+        return None
+
+    def current(self) -> ModelChoice | None:
+        i = self.model.currentIndex()
+        return self.choices[i] if 0 <= i < len(self.choices) else None
+
+    # -- choices -------------------------------------------------------------------------
+    def _model_picked(self, *_: object) -> None:
+        c = self.current()
+        self.context.blockSignals(True)
+        self.context.clear()
+        eng = self.session.engine
+        loaded = self._loaded_index()
+        want = eng.n_ctx if eng is not None and loaded is not None and loaded == self.model.currentIndex() \
+            else self.session.default_n_ctx()
+        trained = c.trained if c else None
+        want = min(want, trained) if trained else want
+        for n in sorted(set(context_choices(trained)) | {want}):  # the loaded or default length, even if no preset
+            self.context.addItem(f"{n:,} tokens", n)
+        self.context.setCurrentIndex(self.context.findData(want))
+        self.context.blockSignals(False)
+        self._sync_draft_items()
+        self._update_need()
+        self._sync()
+
+    def _sync_draft_items(self) -> None:
+        """The 'Draft model' item names the pair's draft and is off where there is none."""
+        c = self.current()
+        has = c is not None and c.draft is not None
+        item = self.draft.model().item(0)
+        item.setEnabled(has)
+        item.setText(f"Draft: {c.draft.stem}" if has and c is not None and c.draft is not None else "Draft model")
+        if not has and self.draft.currentData() == "model":
+            self.draft.setCurrentIndex(1)
+
+    def _draft_picked(self, *_: object) -> None:
+        self._update_need()
+        self.draftChanged.emit(str(self.draft.currentData()))
+
+    def n_ctx(self) -> int:
+        v = self.context.currentData()
+        return int(v) if v else 4096
+
+    def memory_specs(self) -> Sequence[ModelSpec]:
+        c = self.current()
+        if c is None:
+            return ()
+        return c.specs if self.draft.currentData() == "model" else c.specs[:1]
+
+    def _update_need(self, *_: object) -> None:
+        from engine.context_window import memory_need
+        from engine.hardware import model_need
+        from engine.units import human_bytes
+
+        specs = self.memory_specs()
+        if not specs:
+            self.need.setText("")
+            return
+        n = self.n_ctx()
+        self.need.setText(f"{human_bytes(memory_need(specs, n))}")  # "needs" is in the tooltip: a narrow bar
+        rows = []
+        for m in specs:
+            w, kv, ov = model_need(m, n)
+            rows.append(f"{m.title}: weights {human_bytes(w)} + KV cache {human_bytes(kv)} + overhead {human_bytes(ov)}")
+        self.need.setToolTip(f"Needs {human_bytes(memory_need(specs, n))} of memory at {n:,} tokens of context "
+                             "(as Models' fit check counts it):\n" + "\n".join(rows))
+
+    def _sync(self, *_: object) -> None:
+        self.load_btn.setEnabled(self.current() is not None and not self.session.busy)
+
+    # -- load ----------------------------------------------------------------------------
+    def load(self) -> None:
+        c = self.current()
+        if c is None:
+            return
+        key = self.draft.currentData()
+        draft: Any = c.draft if key == "model" and c.draft is not None else ("lookup" if key == "lookup" else None)
+        self.session.load(c.target, draft, label=c.label, pair_id=c.pair_id, n_ctx=self.n_ctx())
