@@ -37,8 +37,9 @@ def served_id(args: argparse.Namespace, target: Path) -> str:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    from .api import Engine
     from .cli import resolve_pair
+    from .cli_rpc import engine_for
+    from .settings import RuntimeParams
 
     _require_server_extra()
     from .server import ServedModel, ServerConfig, create_app, is_loopback, serve_forever
@@ -52,7 +53,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
               "can use the server", file=sys.stderr)
     bind(args.host, args.port).close()  # a busy port fails now, before minutes of model loading
     target, draft = resolve_pair(args)
-    eng = Engine(target, n_ctx=args.ctx, n_threads=args.threads)
+    eng = engine_for(target, RuntimeParams(n_ctx=args.ctx, n_threads=args.threads), args)  # --rpc: a child process
     try:
         if draft is not None:
             eng.decoder(draft)  # load and check the draft before the first request
@@ -60,9 +61,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
         served = ServedModel(eng, served_id(args, target), draft=draft, lookahead=args.lookahead)
         config = ServerConfig(api_key=api_key, max_waiting=args.queue, temperature=args.temperature)
         app = create_app(served, config)
+        split = f", target split over {len(eng.endpoints)} RPC worker(s)" if getattr(args, "rpc", None) else ""
         draft_text = {"model": f"draft {Path(str(draft)).name}", "lookup": "prompt lookup", "none": "no draft"}[served.default_draft]
         print(f"tandem: serving {served.id} ({target.name}, {draft_text}, lookahead {args.lookahead}, "
-              f"context {args.ctx}) on {url_for(args.host, args.port)}/v1", file=sys.stderr)
+              f"context {args.ctx}{split}) on {url_for(args.host, args.port)}/v1", file=sys.stderr)
         serve_forever(app, args.host, args.port, log_level=args.log_level)
         print("tandem: server stopped", file=sys.stderr)
     finally:
@@ -72,6 +74,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 def register(sub: Any) -> None:
     from .cli import _lookahead
+    from .cli_rpc import add_rpc_option
 
     s = sub.add_parser("serve", help="an OpenAI-compatible local server (chat, completions, models, metrics)",
                        description="Serve the OpenAI HTTP API on a pair (or a target with a draft, prompt lookup or "
@@ -91,4 +94,5 @@ def register(sub: Any) -> None:
                                                           "more get 503 with Retry-After")
     s.add_argument("--temperature", type=float, default=1.0, help="for requests that do not say (default 1.0, as OpenAI)")
     s.add_argument("--log-level", default="info", choices=("critical", "error", "warning", "info", "debug"))
+    add_rpc_option(s)
     s.set_defaults(func=cmd_serve)

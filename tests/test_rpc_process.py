@@ -222,3 +222,51 @@ def test_rpc_timeout_option_is_checked(tiny_target):
     r = subprocess.run([sys.executable, "-m", "engine.cli", "generate", "hi", "--target", str(tiny_target), "--rpc",
                         "127.0.0.1:1", "--rpc-timeout", "0"], capture_output=True, text=True, env=_env(), cwd=ROOT, timeout=60)
     assert r.returncode == 2 and "--rpc-timeout expects seconds > 0" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_tandem_serve_with_rpc_answers_then_says_503_when_its_worker_is_lost(split_target):
+    """`tandem serve --rpc`: the split target answers over HTTP; a worker killed between
+    requests makes the next request a 503 naming it (not a 400 blaming the request), /health
+    says so too, and the server itself stays up and stops cleanly."""
+    import signal
+    import subprocess
+    import sys
+
+    import httpx
+
+    from test_rpc import ROOT, _env
+
+    a = Worker()
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "engine.cli", "serve", "--target", str(split_target), "--draft", "none",
+                             "--rpc", a.endpoint, "--port", str(port), "--ctx", "512"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env(), cwd=ROOT)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 90
+        while True:
+            assert proc.poll() is None, proc.stderr.read()
+            try:
+                if httpx.get(url + "/health", timeout=1).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            assert time.monotonic() < deadline, "tandem serve --rpc did not come up"
+            time.sleep(0.2)
+        body = {"prompt": "the value of", "max_tokens": 4, "temperature": 0}
+        ok = httpx.post(url + "/v1/completions", json=body, timeout=60)
+        assert ok.status_code == 200 and ok.json()["usage"]["completion_tokens"] == 4
+        a.kill()
+        lost = httpx.post(url + "/v1/completions", json=body, timeout=60)
+        assert lost.status_code == 503, lost.text
+        err = lost.json()["error"]
+        assert err["code"] == "rpc_worker_lost" and a.endpoint in err["message"] and err["type"] == "server_error"
+        health = httpx.get(url + "/health", timeout=5)
+        assert health.status_code == 503 and a.endpoint in health.json()["error"]
+        assert proc.poll() is None  # still serving (the 503s), until told to stop
+    finally:
+        a.kill()
+        proc.send_signal(signal.SIGINT)
+        _, err_text = proc.communicate(timeout=30)
+    assert proc.returncode == 0, err_text
+    assert "target split over 1 RPC worker(s)" in err_text and "Traceback" not in err_text

@@ -25,6 +25,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from ..errors import TandemError
+from ..rpc import RpcError
 from ..events import DoneEvent, TokenEvent
 from ..llama import Model
 from ..serving import GenerationQueue, QueueFull, queue_for
@@ -68,6 +69,14 @@ class ServerConfig:
     temperature: float = 1.0  # when a request does not say (OpenAI's default)
     list_catalog: bool = True  # /v1/models also lists downloaded catalog pairs
     extra: dict[str, Any] = field(default_factory=dict)
+
+
+def _failure(e: GenerationFailed) -> "ApiError":
+    """The answer to a generation that raised: 400 for bad input, 503 for a lost RPC worker
+    (retrying will not help until the server is restarted: no Retry-After), 500 for a bug."""
+    if e.lost_worker:
+        return ApiError(503, str(e), type="server_error", code="rpc_worker_lost")
+    return ApiError(400 if e.user else 500, str(e), type="invalid_request_error" if e.user else "server_error")
 
 
 class ApiError(Exception):
@@ -182,6 +191,8 @@ def create_app(served: ServedModel, config: ServerConfig | None = None) -> FastA
     async def prompt_tokens(prompt: Any, chat: bool) -> int:
         try:
             n = len(await run_in_threadpool(eng.tokens_for, prompt, chat=chat))
+        except RpcError as e:  # the split target's worker is gone: the server's trouble, not the request's
+            raise _failure(GenerationFailed(str(e), user=False, lost_worker=True))
         except TandemError as e:
             raise ApiError(400, str(e), param="messages" if chat else "prompt", code="invalid_value")
         if n >= eng.n_ctx:
@@ -233,7 +244,7 @@ def create_app(served: ServedModel, config: ServerConfig | None = None) -> FastA
                     gen.cancel()  # nobody will read the answer: stop at the next step
             task.result()
         except GenerationFailed as e:
-            raise ApiError(400 if e.user else 500, str(e), type="invalid_request_error" if e.user else "server_error")
+            raise _failure(e)
         finally:
             gen.cancel()
         if not done:
@@ -263,7 +274,7 @@ def create_app(served: ServedModel, config: ServerConfig | None = None) -> FastA
                         yield {"data": wire.dumps(shape.usage_chunk(outcome))}
             yield {"data": "[DONE]"}
         except GenerationFailed as e:
-            yield {"data": wire.dumps(wire.error_body(str(e), type="invalid_request_error" if e.user else "server_error"))}
+            yield {"data": wire.dumps(_failure(e).body)}
         finally:
             gen.cancel()  # a client that went away stops its generation at the next step
 
@@ -305,6 +316,9 @@ def create_app(served: ServedModel, config: ServerConfig | None = None) -> FastA
     @app.get("/health")
     async def health() -> dict[str, Any]:
         running = queue.running
+        lost = getattr(eng, "lost", None)  # a split target (tandem serve --rpc) whose worker is gone
+        if lost is not None:
+            return JSONResponse({"status": "error", "model": served.id, "error": str(lost)}, status_code=503)
         return {"status": "ok", "model": served.id, "busy": running is not None, "waiting": queue.waiting}
 
     @app.get("/metrics", dependencies=auth)

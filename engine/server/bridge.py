@@ -14,6 +14,7 @@ import logging
 from typing import Any, AsyncIterator
 
 from ..errors import Cancelled, TandemError
+from ..rpc import RpcError
 from ..events import DoneEvent, PrefillEvent, TokenEvent
 from ..serving import GenerationQueue, Job
 
@@ -22,11 +23,12 @@ _END = object()
 
 
 class GenerationFailed(Exception):
-    """The generation raised; `user` tells whether the input was to blame (a TandemError)."""
+    """The generation raised; `user` tells whether the input was to blame (a TandemError);
+    `lost_worker`: an RPC worker of a split target was lost (the server cannot answer now)."""
 
-    def __init__(self, message: str, user: bool):
+    def __init__(self, message: str, user: bool, lost_worker: bool = False):
         super().__init__(message)
-        self.user = user
+        self.user, self.lost_worker = user, lost_worker
 
 
 class Generation:
@@ -62,6 +64,8 @@ class Generation:
                     self.prompt_evaluated = ev.total + 1  # the last prompt token is fed with the first step
         except Cancelled:
             pass
+        except RpcError as e:  # a split target's worker died or hung: not the request's fault
+            self._put(GenerationFailed(str(e), user=False, lost_worker=True))
         except TandemError as e:
             self._put(GenerationFailed(str(e), user=True))
         except Exception as e:  # a bug: reported as a 500, the server lives on
