@@ -183,6 +183,7 @@ class MainWindow(QMainWindow):
         self.views["Race"] = RaceView(self.session)
         self.views["Models"] = ModelsView(self.session, self.catalog, self.hw)
         self.views["Bench"] = BenchView(self.session)
+        self.views["Bench"].useSetting.connect(self.use_chat_setting)
         from .views.settings_view import SettingsView, performance, theme_choice
 
         self.settings_view = SettingsView(self.settings, cores=self.hw.cores_physical, gpu=bool(self.hw.gpus))
@@ -276,6 +277,10 @@ class MainWindow(QMainWindow):
         if app is not None:
             appearance.apply(app, scheme)  # type: ignore[arg-type]
         self.apply_theme()
+
+    def use_chat_setting(self, setting: dict) -> None:
+        """Bench's "Use this setting in Chat": the row's drafter and lookahead, the rest kept."""
+        self.chat.apply_settings({**self.chat.settings(), **setting})
 
     def _apply_performance(self, p: Any) -> None:
         """Settings → Performance: how the next pair loads (the context length is read from

@@ -192,6 +192,7 @@ def test_help_lists_every_shortcut_collected_from_the_window(qtbot, make_window)
     w = make_window()
     keys = {(s.keys, s.what) for s in w.shortcuts()}
     assert ("Ctrl+N", "New chat") in keys and ("F1", "Keyboard shortcuts") in keys and ("Ctrl+Q", "Quit") in keys
+    assert not [s for s in w.shortcuts() if s.what == "(no description)"], "every shortcut says what it does"
     assert ("Ctrl+5", "Show Settings") in keys
     QShortcut(QKeySequence("Ctrl+Shift+K"), w.chat).setWhatsThis("a shortcut added later")
     after = {s.keys: s for s in w.shortcuts()}
@@ -373,3 +374,14 @@ def test_busy_mark_is_a_glyph_the_status_font_has(make_window):
     assert w.busy_label.text().startswith(BUSY_MARK)
     assert QFontMetrics(w.busy_label.font()).inFontUcs4(ord(BUSY_MARK))
 
+
+
+def test_bench_use_this_setting_reaches_the_chat(qtbot, make_window):
+    """Bench's 'Use this setting in Chat' sets the chat's drafter and lookahead, nothing else."""
+    w = make_window()
+    w.chat.temperature.setValue(0.7)
+    w.views["Bench"].useSetting.emit({"drafter": "lookup", "lookahead": 3})
+    assert w.chat.drafter.currentData() == "lookup" and w.chat.lookahead.value() == 3
+    assert w.chat.temperature.value() == pytest.approx(0.7)
+    w.views["Bench"].useSetting.emit({"drafter": "none", "lookahead": "auto"})
+    assert w.chat.drafter.currentData() == "none" and w.chat.lookahead.value() == "auto"
