@@ -238,9 +238,9 @@ class ChatView(QWidget):
         split.setStretchFactor(1, 1)
         split.setCollapsible(1, False)
 
-        QShortcut(QKeySequence("Ctrl+Return"), self, activated=self.send)
-        QShortcut(QKeySequence("Ctrl+Enter"), self, activated=self.send)
-        QShortcut(QKeySequence("Escape"), self, activated=self.stop)
+        QShortcut(QKeySequence("Ctrl+Return"), self, activated=self.send).setWhatsThis("Send the message")
+        QShortcut(QKeySequence("Ctrl+Enter"), self, activated=self.send).setWhatsThis("Send the message (keypad Enter)")
+        QShortcut(QKeySequence("Escape"), self, activated=self.stop).setWhatsThis("Stop the answer being generated")
 
     # -- the settings drawer (the right-hand panel) ---------------------------------------
     def _drawer(self, panel: QWidget) -> QWidget:
