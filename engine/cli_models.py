@@ -77,7 +77,8 @@ def cmd_models(args: argparse.Namespace) -> int:
 
         hw = hardware.probe()
         workers = _worker_memory(getattr(args, "rpc", None))
-        fit_of = lambda pair: hardware.pair_fit(pair, hw, n_ctx=args.ctx, workers=workers)  # noqa: E731
+        bw = hardware.ram_bandwidth(hw)  # the expected speed beside each verdict, as in the app
+        fit_of = lambda pair: hardware.pair_fit(pair, hw, n_ctx=args.ctx, workers=workers, bandwidth=bw)  # noqa: E731
         print(hw.summary())
         print()
     except ImportError:
@@ -85,7 +86,7 @@ def cmd_models(args: argparse.Namespace) -> int:
     rows = []
     for pair in cat.pairs.values():
         state = store.pair_state(pair).word
-        fit = fit_of(pair).verdict if fit_of else ""
+        fit = fit_of(pair).label if fit_of else ""
         mark = "*" if pair.id == cat.default_pair else " "
         rows.append((mark + pair.id, pair.title, _human(pair.bytes), ",".join(pair.tags), fit, state))
     headers = ("pair", "title", "size", "tags", "fit", "local")
@@ -93,6 +94,8 @@ def cmd_models(args: argparse.Namespace) -> int:
     print("  ".join(h.ljust(w) for h, w in zip(headers, widths)).rstrip())
     for r in rows:
         print("  ".join(str(c).ljust(w) for c, w in zip(r, widths)).rstrip())
+    if fit_of is not None:
+        print(f"\nExpected speed: target alone, an estimate from {bw.basis} ({bw.bytes_per_s / 1e9:.1f} GB/s).")
     print(f"\n* default pair. Files live in {store.hub_cache()}. Download one with `tandem pull PAIR`.")
     imported = store.imported_models()
     if imported:

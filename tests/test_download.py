@@ -418,6 +418,7 @@ def test_pull_and_models_commands(fakehub, served, tiny_draft, tmp_path, monkeyp
     assert main(["models"]) == 0
     out = capsys.readouterr().out
     assert "*tiny" in out and "not downloaded" in out
+    assert "tok/s expected" in out and "Expected speed: target alone, an estimate" in out  # as the app's fit column
 
     assert main(["pull", "tiny-target", "--source", "hub"]) == 0
     err = capsys.readouterr().err
