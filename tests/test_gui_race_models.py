@@ -426,6 +426,7 @@ def test_worker_errors_become_messages_and_the_view_stays_usable(qtbot, session,
     assert "notes.gguf" in err.args[0]
     assert "Not imported" in view.imports.info.text()
     assert store.imported_models() == []
+    qtbot.waitUntil(lambda: not session.busy, timeout=10000)  # the signal comes before the worker ends
 
     with qtbot.waitSignal(view.error, timeout=30000) as err:
         view.compat.load_combination(tiny_target, bad)
@@ -437,6 +438,7 @@ def test_worker_errors_become_messages_and_the_view_stays_usable(qtbot, session,
     # still usable: a good combination checks and loads
     with qtbot.waitSignal(view.compat.checked, timeout=30000):
         view.compat.check_combination(tiny_target, tiny_draft)
+    qtbot.waitUntil(lambda: not session.busy, timeout=10000)
     with qtbot.waitSignal(view.compat.loadStarted, timeout=30000) as started:
         view.compat.load_combination()
     assert started.args == ["target + draft"] and view.pairs.progress_label.text() == "Loading target + draft…"
