@@ -260,6 +260,10 @@ def test_model_bar_lists_imports_offers_lookup_and_loads_with_the_chosen_context
     qtbot.mouseClick(bar.load_btn, Qt.MouseButton.LeftButton)
     qtbot.waitUntil(lambda: w.session.engine is not None and not w.session.busy, timeout=20000)
     assert w.session.pair.draft == "lookup" and w.session.engine.n_ctx == 2048
+    assert not bar.load_btn.isEnabled() and bar.load_btn.toolTip().startswith("Loaded")  # nothing new to load
+    bar.context.setCurrentIndex(bar.context.findData(1024))
+    assert bar.load_btn.isEnabled()  # another context is a reload
+    bar.context.setCurrentIndex(bar.context.findData(2048))
     assert w.chat.drafter is bar.draft  # one drafter control, in the bar
     _send(qtbot, w, "the value of the value of", drafter="lookup")
     assert w.history.messages(w.chat.conversation_id)[-1].stats["mode"] == "lookup"

@@ -129,6 +129,7 @@ class ModelBar(QWidget):
         self.context.setToolTip("Context length: how many tokens of system prompt, chat history, "
                                 "attachments and answer the model holds. Applies on Load.")
         self.context.currentIndexChanged.connect(self._update_need)
+        self.context.currentIndexChanged.connect(self._sync)
         self.need = QLabel("")
         self.need.setObjectName("contextMemory")
         self.load_btn = QPushButton("Load")
@@ -267,8 +268,18 @@ class ModelBar(QWidget):
         self.need.setToolTip(f"Needs {human_bytes(memory_need(specs, n))} of memory at {n:,} tokens of context "
                              "(as Models' fit check counts it):\n" + "\n".join(rows))
 
+    def is_loaded(self) -> bool:
+        """The chosen model at the chosen context is what is loaded (the Draft box needs no
+        reload: each answer uses its choice)."""
+        eng, loaded = self.session.engine, self._loaded_index()
+        return eng is not None and loaded is not None and loaded == self.model.currentIndex() \
+            and self.n_ctx() == eng.n_ctx
+
     def _sync(self, *_: object) -> None:
-        self.load_btn.setEnabled(self.current() is not None and not self.session.busy)
+        loaded = self.is_loaded()
+        self.load_btn.setEnabled(self.current() is not None and not self.session.busy and not loaded)
+        self.load_btn.setToolTip("Loaded: pick another model or context to load it" if loaded
+                                 else "Load the chosen model with this draft and context")
 
     # -- load ----------------------------------------------------------------------------
     def load(self) -> None:
