@@ -123,10 +123,13 @@ def test_a_one_repetition_run_is_not_coloured_has_tooltips_and_no_single_point_p
         idx = m.index(row, speed_col)
         assert idx.data(Qt.ItemDataRole.ForegroundRole) is None, "one repetition: no green or red"
         if m.rows[row].mode != "target":
-            assert idx.data(Qt.ItemDataRole.ToolTipRole) == "one repetition: no noise estimate"
+            assert idx.data(Qt.ItemDataRole.ToolTipRole).startswith("one repetition: no noise estimate; all runs ")
+            wall = m.index(row, [k for k, _ in COLUMNS].index("wall_speedup_median"))
+            assert wall.data() == f"{m.rows[row].wall_speedup_median:.2f}x"  # the headline, beside decode
+            assert wall.data(Qt.ItemDataRole.ToolTipRole).startswith("wall-clock ratio over ")
     for col in range(m.columnCount()):
         assert len(m.headerData(col, Qt.Orientation.Horizontal, Qt.ItemDataRole.ToolTipRole) or "") > 20
-    assert "Predicted" in m.COLUMNS and "cost model" in m.headerData(m.COLUMNS.index("Predicted"), Qt.Orientation.Horizontal,
+    assert "Pred. ×" in m.COLUMNS and "cost model" in m.headerData(m.COLUMNS.index("Pred. ×"), Qt.Orientation.Horizontal,
                                                                      Qt.ItemDataRole.ToolTipRole)
     # One lookahead value is one point: a note instead of the charts.
     assert view.plot_note.isVisible() and not view.charts.isVisible()
@@ -169,7 +172,7 @@ def test_ratios_are_coloured_only_outside_the_repetition_noise(qtbot):
     colours = [m.index(r, col).data(Qt.ItemDataRole.ForegroundRole) for r in range(4)]
     pal = theme.palette(False)
     assert colours == [None, None, QColor(pal.gain), QColor(pal.loss)]
-    assert m.index(1, col).data(Qt.ItemDataRole.ToolTipRole) == "within the noise: 3 repetitions ranged 0.96–1.05x"
+    assert m.index(1, col).data(Qt.ItemDataRole.ToolTipRole).startswith("within the noise: 3 repetitions ranged 0.96–1.05x")
     assert m.index(2, col).data(Qt.ItemDataRole.ToolTipRole).startswith("faster in every repetition")
 
 
