@@ -160,7 +160,11 @@ def test_bench_view_fills_its_table(qtbot, window):
     bench.start()
     qtbot.waitUntil(lambda: bench.result is not None, timeout=60000)
     assert bench.model.rowCount() == 4  # target, k=2, auto, lookup
-    assert bench.model.data(bench.model.index(1, 3)).endswith(")")
+    from app.views.bench_view import COLUMNS
+
+    for key in ("wall_speedup_median", "speedup_median"):  # the wall-clock headline and the decode ratio
+        col = [k for k, _ in COLUMNS].index(key)
+        assert bench.model.data(bench.model.index(1, col)).endswith("x")
     assert bench.progress.value() == bench.progress.maximum()
 
 

@@ -148,7 +148,7 @@ def test_a_worker_lost_mid_answer_keeps_the_app_and_the_answer_and_offers_a_loca
         s = window.session
         s.rpc_endpoints = (a.endpoint,)
         s.load(loop, None, label="loop over RPC")
-        qtbot.waitUntil(lambda: s.engine is not None, timeout=60000)
+        qtbot.waitUntil(lambda: s.engine is not None and not s.busy, timeout=60000)  # Send refuses while loading
         assert isinstance(s.engine, RemoteEngine) and a.endpoint in window.pair_label.text()
         chat = window.chat
         chat.apply_settings({"drafter": "none", "temperature": 0.0, "max_tokens": 1900})
