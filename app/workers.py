@@ -13,7 +13,8 @@ import logging
 import threading
 import time
 import traceback
-from typing import Any, Callable
+from contextlib import contextmanager
+from typing import Any, Callable, Iterator
 
 from PySide6.QtCore import QObject, QThread, Signal
 
@@ -57,6 +58,17 @@ class Worker(QObject):
 
     def work(self) -> None:  # pragma: no cover - interface
         raise NotImplementedError
+
+
+@contextmanager
+def engine_turn(engine: Any, source: str, token: Any) -> Iterator[None]:
+    """Hold `engine`'s generation queue (engine/serving.py) for a whole race or benchmark, so a
+    local-server request or a chat answer waits for it instead of running between its runs."""
+    from engine.serving import queue_for
+
+    queue = queue_for(engine)
+    with queue.turn(queue.submit(source, bounded=False, cancel=token)):
+        yield
 
 
 def start(worker: Worker, parent: QObject | None = None) -> QThread:
@@ -241,7 +253,8 @@ class RaceWorker(Worker):
     def work(self) -> None:
         from engine.racing import race
 
-        r = race(self.engine, self.request, on_event=self._on_event, cancel=self.token)
+        with engine_turn(self.engine, "race", self.token):
+            r = race(self.engine, self.request, on_event=self._on_event, cancel=self.token)
         if r is None:
             return
         self.result.emit({
@@ -295,10 +308,19 @@ class BenchWorker(Worker):
 
     def __init__(self, engine: Any, suites: list, configs: list, **options: Any):
         super().__init__()
+        from engine.speculative import CancelToken
+
         self.engine, self.suites, self.configs, self.options = engine, suites, configs, options
+        self.token = CancelToken()  # ends a wait for the engine's queue
+
+    def cancel(self) -> None:
+        super().cancel()
+        self.token.cancel()
 
     def work(self) -> None:
         from engine import bench
 
-        res = bench.run_bench(self.engine, self.suites, self.configs, progress=self.progress.emit, cancel=self._cancel, **self.options)
+        with engine_turn(self.engine, "bench", self.token):
+            res = bench.run_bench(self.engine, self.suites, self.configs, progress=self.progress.emit, cancel=self._cancel,
+                                  **self.options)
         self.result.emit(res)

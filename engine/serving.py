@@ -18,6 +18,7 @@ import threading
 import time
 import weakref
 from collections import deque
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
 
@@ -138,6 +139,17 @@ class GenerationQueue:
         for j in hit:
             j.cancel.cancel()
         return len(hit)
+
+    @contextmanager
+    def turn(self, job: Job) -> Iterator[Job]:
+        """Hold the line for work that is more than one `engine.stream` (a race, a benchmark):
+        nothing else generates on this engine until the block ends. Raises `Cancelled` if the
+        job's token fires while it waits."""
+        try:
+            self.wait_turn(job)
+            yield job
+        finally:
+            self.finish(job)
 
     def stream(self, engine: Any, prompt: Any, job: Job, **kw: Any) -> Iterator[Event]:
         """Wait for `job`'s turn, then `engine.stream(prompt, cancel=job.cancel, **kw)`.

@@ -129,3 +129,62 @@ def test_a_busy_port_is_a_message_not_a_crash(qtbot, loaded):
             switch.set_on(True)
     assert "cannot listen on 127.0.0.1" in sig.args[0]
     assert not switch.running and not switch.button.isChecked()
+
+
+@pytest.mark.parametrize("kind", ["race", "bench"])
+def test_a_race_or_benchmark_holds_the_queue_and_a_server_request_waits_for_it(qtbot, loaded, kind):
+    """A race or a benchmark is many generations whose timings are compared: a server
+    request must not run between them; it waits in line, then is answered."""
+    session, switch, _ = loaded
+    switch.set_on(True)
+    qtbot.waitUntil(lambda: switch.running, timeout=15000)
+    q = queue_for(session.engine)
+    blocker = q.submit("test", bounded=False)
+    q.wait_turn(blocker)
+    if kind == "race":
+        w = workers.RaceWorker(session.engine, "the value of", draft="lookup", lookahead=2, max_tokens=8)
+        w.result.connect(lambda r: ended.append(r))
+    else:
+        from engine import bench
+
+        suite = bench.Suite("one", [bench.BenchPrompt("p1", "the value of", chat=False)])
+        w = workers.BenchWorker(session.engine, [suite], bench.plan_configs("lookup", ["target", "fixed"], [2]),
+                                max_tokens=8, repeat=1)
+        w.result.connect(lambda r: ended.append(r))
+    ended: list = []
+    session.run(w, kind)
+    qtbot.waitUntil(lambda: q.waiting == 1)  # it waits for the blocker like anything else
+    result: dict = {}
+    order: list[str] = []
+
+    def request() -> None:
+        result["r"] = httpx.post(switch.server.url + "/v1/completions",
+                                 json={"prompt": "the value", "max_tokens": 4, "temperature": 0}, timeout=60)
+        order.append("server")
+
+    q.finish(blocker)
+    qtbot.waitUntil(lambda: q.running is not None and q.running.source == kind, timeout=5000)
+    t = threading.Thread(target=request)
+    t.start()
+    qtbot.waitUntil(lambda: bool(ended), timeout=60000)
+    order.append(kind)
+    t.join(60)
+    assert order == [kind, "server"] and result["r"].status_code == 200  # answered after, not between
+
+
+def test_a_race_cancelled_while_it_waits_for_the_queue_ends_quietly(qtbot, loaded):
+    session, _, _ = loaded
+    q = queue_for(session.engine)
+    blocker = q.submit("test", bounded=False)
+    q.wait_turn(blocker)
+    try:
+        w = workers.RaceWorker(session.engine, "the value of", draft="lookup", lookahead=2, max_tokens=8)
+        failed: list = []
+        w.failed.connect(failed.append)
+        session.run(w, "race")
+        qtbot.waitUntil(lambda: q.waiting == 1)
+        w.cancel()
+        qtbot.waitUntil(lambda: not session.busy, timeout=5000)
+        assert not failed and q.waiting == 0
+    finally:
+        q.finish(blocker)
