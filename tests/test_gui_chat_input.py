@@ -336,3 +336,33 @@ def test_model_bar_lists_downloaded_catalog_pairs_with_their_draft(qtbot, tmp_pa
     bar.relist()  # e.g. the chat came back into view after an import: the pick stays
     assert bar.current().pair_id == pair.id and bar.draft.currentData() == "none" and len(bar.choices) == 2
     w.close()
+
+
+def test_attachment_reading_refuses_what_is_not_a_small_text_file_before_reading_it(tmp_path):
+    """Checked before reading: a folder, a pipe (which would block), a file over the limit
+    (a sparse 10 GB file is refused without being read), bytes that are not UTF-8."""
+    import os
+
+    from app.widgets.attachments import MAX_ATTACHMENT, AttachmentError, read_text_file
+
+    ok = tmp_path / "notes.md"
+    ok.write_text("the data of the class")
+    assert read_text_file(ok) == ("notes.md", "the data of the class")
+    big = tmp_path / "disk.img"
+    with big.open("wb") as f:
+        f.truncate(10 * 10**9)
+    with pytest.raises(AttachmentError, match=r"disk.img: 9,765,625 KB is too large to attach"):
+        read_text_file(big)
+    edge = tmp_path / "edge.txt"
+    edge.write_bytes(b"a" * MAX_ATTACHMENT)
+    assert len(read_text_file(edge)[1]) == MAX_ATTACHMENT
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    with pytest.raises(AttachmentError, match="pipe: not a regular file"):
+        read_text_file(fifo)
+    with pytest.raises(AttachmentError, match="is a folder"):
+        read_text_file(tmp_path)
+    binary = tmp_path / "x.bin"
+    binary.write_bytes(b"\xff\xfe\x00\x81")
+    with pytest.raises(AttachmentError, match="not a UTF-8 text file"):
+        read_text_file(binary)

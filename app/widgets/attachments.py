@@ -40,11 +40,17 @@ def read_text_file(path: str | Path) -> tuple[str, str]:
     try:
         if p.is_dir():
             raise AttachmentError(f"{p.name}: is a folder, not a file")
-        data = p.read_bytes()
+        if not p.is_file():  # a pipe or a device would block or never end
+            raise AttachmentError(f"{p.name}: not a regular file")
+        size = p.stat().st_size
+        if size > MAX_ATTACHMENT:  # said before reading: a dropped disk image must not fill memory
+            raise AttachmentError(f"{p.name}: {size // 1024:,} KB is too large to attach (at most {MAX_ATTACHMENT // 1024} KB)")
+        with p.open("rb") as f:
+            data = f.read(MAX_ATTACHMENT + 1)
     except OSError as e:
         raise AttachmentError(f"{p.name}: cannot read ({e.strerror})") from None
-    if len(data) > MAX_ATTACHMENT:
-        raise AttachmentError(f"{p.name}: {len(data) // 1024:,} KB is too large to attach (at most {MAX_ATTACHMENT // 1024} KB)")
+    if len(data) > MAX_ATTACHMENT:  # it grew since the check
+        raise AttachmentError(f"{p.name}: too large to attach (at most {MAX_ATTACHMENT // 1024} KB)")
     try:
         return p.name, data.decode("utf-8")
     except UnicodeDecodeError:
