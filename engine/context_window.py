@@ -96,20 +96,29 @@ def trained_length(header: GGUFHeader) -> int | None:
     """`<arch>.context_length` from a GGUF header: the longest context the model was trained for."""
     v = header.arch_value("context_length")
     try:
-        return int(v) if v else None
-    except (TypeError, ValueError):
+        n = int(v) if v else None
+    except (TypeError, ValueError, OverflowError):
         return None
+    return n if n is not None and n > 0 else None
 
 
 def spec_from_header(path: str | os.PathLike[str], header: GGUFHeader | None = None) -> ModelSpec:
     """A catalog-like description of a local GGUF (size and KV-cache shape from its header),
     so `hardware.model_need` sizes imported models the way it sizes catalog ones."""
     header = header or read_header(path, with_tensors=False)
-    n_layers = int(header.arch_value("block_count", 0) or 0)
-    n_heads = int(header.arch_value("attention.head_count", 0) or 0)
-    n_kv = int(header.arch_value("attention.head_count_kv", n_heads) or n_heads)
-    emb = int(header.arch_value("embedding_length", 0) or 0)
-    head_dim = int(header.arch_value("attention.key_length", 0) or 0) or (emb // n_heads if n_heads else 0)
+
+    def count(key: str, default: int = 0) -> int:  # a downloaded header may hold anything: bad values count as unknown
+        v = header.arch_value(key, default)
+        try:
+            return max(0, int(v or default))
+        except (TypeError, ValueError, OverflowError):
+            return default
+
+    n_layers = count("block_count")
+    n_heads = count("attention.head_count")
+    n_kv = count("attention.head_count_kv", n_heads) or n_heads
+    emb = count("embedding_length")
+    head_dim = count("attention.key_length") or (emb // n_heads if n_heads else 0)
     size = os.path.getsize(path)
     name = os.path.basename(os.fspath(path))
     return ModelSpec(

@@ -91,6 +91,22 @@ def test_trained_length_and_memory_from_the_header(tiny_target):
     assert big - small == spec.kv_bytes_per_token() * (2048 - 512)
 
 
+def test_a_header_with_nonsense_sizes_is_read_as_unknown_not_an_exception(tiny_target):
+    """Header values come from downloaded files: strings, negatives and huge numbers where
+    counts belong give 'unknown' (0 / None), never a ValueError in the model bar."""
+    from engine.gguf_header import read_header
+
+    header = read_header(tiny_target, with_tensors=False)
+    arch = header.architecture
+    for bad in ("many", -5, float("inf"), [1, 2]):
+        header.metadata.update({f"{arch}.context_length": bad, f"{arch}.block_count": bad,
+                                f"{arch}.attention.head_count": bad, f"{arch}.attention.key_length": bad})
+        assert cw.trained_length(header) is None
+        spec = cw.spec_from_header(tiny_target, header)
+        assert spec.n_layers == 0 and spec.context_length == 0
+        assert cw.memory_need([spec], 2048) >= spec.bytes  # the weights still count
+
+
 @pytest.mark.parametrize("wanted,trained,expected", [(0, 2048, 2048), (None, 32768, 4096), (8192, 2048, 2048),
                                                      (16384, 32768, 16384), (8192, None, 8192)])
 def test_clamp_n_ctx(wanted, trained, expected):
