@@ -8,6 +8,7 @@ costs in the context before sending it.
 
 from __future__ import annotations
 
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -38,11 +39,12 @@ def read_text_file(path: str | Path) -> tuple[str, str]:
     """(name, text) of a UTF-8 text file of at most MAX_ATTACHMENT bytes, else AttachmentError."""
     p = Path(path)
     try:
-        if p.is_dir():
+        st = p.stat()  # a missing file says so: "cannot read (No such file or directory)"
+        if stat.S_ISDIR(st.st_mode):
             raise AttachmentError(f"{p.name}: is a folder, not a file")
-        if not p.is_file():  # a pipe or a device would block or never end
+        if not stat.S_ISREG(st.st_mode):  # a pipe or a device would block or never end
             raise AttachmentError(f"{p.name}: not a regular file")
-        size = p.stat().st_size
+        size = st.st_size
         if size > MAX_ATTACHMENT:  # said before reading: a dropped disk image must not fill memory
             raise AttachmentError(f"{p.name}: {size // 1024:,} KB is too large to attach (at most {MAX_ATTACHMENT // 1024} KB)")
         with p.open("rb") as f:
