@@ -228,6 +228,9 @@ def test_edit_and_resend_replaces_the_message_and_drops_what_follows(qtbot, win)
     msgs = win.history.messages(chat.conversation_id)
     assert [(m.role, m.content if m.role == "user" else "") for m in msgs] == [("user", "the class of"), ("assistant", "")]
     assert msgs[1].content and not chat.edit_label.isVisible()
+    # what the model read was the edited message alone, not the replaced turns before it
+    sent = win.session.engine.tokens_for([{"role": "user", "content": "the class of"}], chat=True)
+    assert msgs[1].stats["prompt_tokens"] == len(sent)
 
 
 def test_continue_appends_to_an_answer_cut_at_max_tokens(qtbot, win, tiny_target):
