@@ -328,19 +328,20 @@ def test_twenty_concurrent_clients_are_answered_in_order(served, client):
     q.add_listener(record)
     blocker = q.submit("test", bounded=False)
     q.wait_turn(blocker)  # hold the engine so all twenty line up, in the order they were sent
+    ex = ThreadPoolExecutor(20)
     try:
-        with ThreadPoolExecutor(20) as ex:
-            futures = []
-            for i, p in enumerate(prompts):
-                futures.append(ex.submit(chat, client, [{"role": "user", "content": p}], max_tokens=12,
-                                         draft=drafts[i % 3]))
-                wait_until(lambda: q.waiting == i + 1, what=f"request {i} to queue")
-            q.finish(blocker)
-            blocker = None
-            results = [f.result(timeout=120) for f in futures]
+        futures = []
+        for i, p in enumerate(prompts):
+            futures.append(ex.submit(chat, client, [{"role": "user", "content": p}], max_tokens=12,
+                                     draft=drafts[i % 3]))
+            wait_until(lambda: q.waiting == i + 1, timeout=60, what=f"request {i} to queue")
+        q.finish(blocker)
+        blocker = None
+        results = [f.result(timeout=120) for f in futures]
     finally:
-        if blocker is not None:
+        if blocker is not None:  # let the queued requests run before waiting for their threads
             q.finish(blocker)
+        ex.shutdown(wait=True)
         q.remove_listener(record)
     assert [r.choices[0].message.content for r in results] == expected
     assert started == [r.id.removeprefix("chatcmpl-") for r in results]
