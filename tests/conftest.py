@@ -17,6 +17,19 @@ def _isolated_home(tmp_path_factory, monkeypatch):
     monkeypatch.setenv("TANDEM_HOME", str(home))
     monkeypatch.setenv("TANDEM_METRICS_LOG", str(home / "metrics.jsonl"))
     yield
+    # Collect this test's Python-owned windows now, while no generation thread emits signals.
+    # Collected later, in the middle of the next test's answer, a window's destructor took a Qt
+    # signal mutex (a pool shared by address) in the GUI thread, holding the GIL, while the
+    # worker held that mutex waiting for the GIL: CI hung (gdb: QMenu::~QMenu vs take_gil).
+    import gc
+    import sys
+
+    gc.collect()
+    if "PySide6.QtWidgets" in sys.modules:
+        from PySide6.QtCore import QCoreApplication, QEvent
+
+        if QCoreApplication.instance() is not None:
+            QCoreApplication.sendPostedEvents(None, QEvent.Type.DeferredDelete)
 
 
 @pytest.fixture(scope="session")
