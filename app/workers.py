@@ -60,6 +60,21 @@ class Worker(QObject):
         raise NotImplementedError
 
 
+class EngineWorker(Worker):
+    """A worker that runs the engine: `token` (a CancelToken) also stops a running prefill and
+    a wait in the engine's queue, so cancel() sets both flags."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        from engine.speculative import CancelToken  # lazily: it loads llama.cpp
+
+        self.token = CancelToken()
+
+    def cancel(self) -> None:
+        super().cancel()
+        self.token.cancel()
+
+
 @contextmanager
 def engine_turn(engine: Any, source: str, token: Any) -> Iterator[None]:
     """Hold `engine`'s generation queue (engine/serving.py) for a whole race or benchmark, so a
@@ -152,7 +167,7 @@ class LoadWorker(Worker):
         self.loaded.emit(eng)
 
 
-class GenerationWorker(Worker):
+class GenerationWorker(EngineWorker):
     """One generation through `engine.stream`; the lookahead may change while it runs."""
 
     tokens = Signal(list)  # [TokenEvent, ...] coalesced per frame
@@ -163,16 +178,10 @@ class GenerationWorker(Worker):
     def __init__(self, engine: Any, prompt: Any, *, draft: Any, lookahead: Any, **settings: Any):
         super().__init__()
         from engine import GenerationRequest, LiveLookahead
-        from engine.speculative import CancelToken
 
         self.engine = engine
         self.live = LiveLookahead(lookahead)  # the slider and Auto switch change this, mid-answer
         self.request = GenerationRequest.from_options(prompt, draft_model=draft, lookahead=self.live, **settings)
-        self.token = CancelToken()
-
-    def cancel(self) -> None:
-        super().cancel()
-        self.token.cancel()
 
     def set_lookahead(self, value: Any) -> None:
         """From the GUI thread: applies from the next step."""
@@ -207,7 +216,7 @@ class GenerationWorker(Worker):
                 self.done.emit(ev)
 
 
-class RaceWorker(Worker):
+class RaceWorker(EngineWorker):
     """`engine.race`: target alone, then speculative, same prompt and settings, streaming both."""
 
     started_side = Signal(str)
@@ -219,18 +228,12 @@ class RaceWorker(Worker):
     def __init__(self, engine: Any, prompt: Any, *, draft: Any, lookahead: Any, **settings: Any):
         super().__init__()
         from engine import GenerationRequest
-        from engine.speculative import CancelToken
 
         self.engine = engine
         self.request = GenerationRequest.from_options(prompt, draft_model=draft, lookahead=lookahead, tag="race", **settings)
-        self.token = CancelToken()
         self._side = ""
         self._toks: _Coalescer | None = None
         self._steps: _Coalescer | None = None
-
-    def cancel(self) -> None:
-        super().cancel()
-        self.token.cancel()
 
     def _on_event(self, side: str, ev: Any) -> None:
         from engine.events import DoneEvent, StepEvent, TokenEvent
@@ -300,7 +303,7 @@ class CallWorker(Worker):
         self.result.emit(self.fn())
 
 
-class BenchWorker(Worker):
+class BenchWorker(EngineWorker):
     """`engine.bench.run_bench` off the GUI thread, with progress and cancel."""
 
     progress = Signal(int, int, str)
@@ -308,14 +311,7 @@ class BenchWorker(Worker):
 
     def __init__(self, engine: Any, suites: list, configs: list, **options: Any):
         super().__init__()
-        from engine.speculative import CancelToken
-
         self.engine, self.suites, self.configs, self.options = engine, suites, configs, options
-        self.token = CancelToken()  # ends a wait for the engine's queue
-
-    def cancel(self) -> None:
-        super().cancel()
-        self.token.cancel()
 
     def work(self) -> None:
         from engine import bench

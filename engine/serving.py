@@ -156,13 +156,10 @@ class GenerationQueue:
 
         The turn is held until the generation ends, fails, or the iterator is closed.
         """
-        try:
-            self.wait_turn(job)
+        with self.turn(job):
             for ev in engine.stream(prompt, cancel=job.cancel, **kw):
                 self._notify(job, ev)
                 yield ev
-        finally:
-            self.finish(job)
 
     def run_on_worker(self, fn: Callable[[], None]) -> None:
         """Run `fn` on this engine's one long-lived generation thread, in submission order.

@@ -95,9 +95,7 @@ def test_chat_and_server_requests_queue_behind_each_other(qtbot, loaded):
 def test_a_chat_stopped_while_waiting_ends_as_a_stopped_answer(qtbot, loaded):
     session, _, _ = loaded
     q = queue_for(session.engine)
-    blocker = q.submit("test", bounded=False)
-    q.wait_turn(blocker)
-    try:
+    with q.turn(q.submit("test", bounded=False)):  # holds the engine, as a running answer would
         w = workers.GenerationWorker(session.engine, MSGS, draft=None, lookahead=0, max_tokens=6, chat=True)
         answers: list = []
         w.done.connect(answers.append)
@@ -106,8 +104,6 @@ def test_a_chat_stopped_while_waiting_ends_as_a_stopped_answer(qtbot, loaded):
         w.cancel()
         qtbot.waitUntil(lambda: bool(answers), timeout=5000)
         assert answers[0].stats.finish_reason == "cancelled" and q.waiting == 0
-    finally:
-        q.finish(blocker)
 
 
 def test_the_server_stops_before_its_engine_is_closed(qtbot, loaded):
@@ -175,9 +171,7 @@ def test_a_race_or_benchmark_holds_the_queue_and_a_server_request_waits_for_it(q
 def test_a_race_cancelled_while_it_waits_for_the_queue_ends_quietly(qtbot, loaded):
     session, _, _ = loaded
     q = queue_for(session.engine)
-    blocker = q.submit("test", bounded=False)
-    q.wait_turn(blocker)
-    try:
+    with q.turn(q.submit("test", bounded=False)):  # holds the engine, as a running answer would
         w = workers.RaceWorker(session.engine, "the value of", draft="lookup", lookahead=2, max_tokens=8)
         failed: list = []
         w.failed.connect(failed.append)
@@ -186,5 +180,3 @@ def test_a_race_cancelled_while_it_waits_for_the_queue_ends_quietly(qtbot, loade
         w.cancel()
         qtbot.waitUntil(lambda: not session.busy, timeout=5000)
         assert not failed and q.waiting == 0
-    finally:
-        q.finish(blocker)
