@@ -231,6 +231,9 @@ class _Harness:
             self._wait(lambda: bool(got) and race.worker is None, 3600)  # type: ignore[attr-defined]
         finally:
             race.raceFinished.disconnect(got.append)  # type: ignore[attr-defined]
+            # The view replays a finished race side by side on its own; left running, that
+            # animation would share the CPU with the next job and skew its figure.
+            race.stop_replay()  # type: ignore[attr-defined]
             self.win.nav.setCurrentRow(0)
         r = got[0]
         return [Run(f"race-{side}", r[side].stats.decode_tokens_per_s, r[side].stats.generated_tokens, r[side].text)

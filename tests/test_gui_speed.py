@@ -16,6 +16,7 @@ from PySide6.QtCore import QSettings, Qt  # noqa: E402
 from PySide6.QtGui import QColor, QFontMetrics  # noqa: E402
 
 from app.history import History  # noqa: E402
+from app.widgets.live_stats import REFRESH_MS  # noqa: E402
 from app.widgets.charts import MAX_K, ROLLING, LiveCharts, StepSeries, nice_ceiling  # noqa: E402
 from app.widgets.provenance import COLOURS  # noqa: E402
 from app.widgets.transcript import Transcript, spans_from_tokens  # noqa: E402
@@ -258,6 +259,34 @@ def test_worker_signals_come_once_per_frame_not_per_token(qtbot, window):
     frames = wall / workers.FRAME_S + 2
     assert emissions["tokens"] <= frames and emissions["steps"] <= frames
     assert emissions["n_tokens"] > 0 and emissions["tokens"] <= emissions["steps"] + 1  # text travels with its steps
+
+
+def test_race_rewrites_its_live_speed_a_few_times_a_second_not_per_batch(qtbot, window):
+    """A label's new text re-lays out the window: per token batch (~60 Hz) that took CPU from
+    the compute threads of the race's target-alone side."""
+    import time
+
+    race = window.views["Race"]
+    window.nav.setCurrentRow(1)
+    race.prompt.setPlainText("the value of")
+    race.max_tokens.setValue(1500)
+    race.lookahead.set_value(2)
+    live, batches, shown = [], [], []
+    window.session.liveSpeed.connect(live.append)
+    race.raceFinished.connect(lambda _r: shown.append(race.panes["target"].speed.text()))
+    t0 = time.perf_counter()
+    with qtbot.waitSignal(race.raceFinished, timeout=120000) as res:
+        race.start()
+        race.worker.tokens.connect(lambda side, toks: batches.append(side))
+    wall = time.perf_counter() - t0
+    race.stop_replay()
+    r = res.args[0]
+    assert r["target"].stats.generated_tokens > 200
+    assert len(batches) > 2 * (wall * 4 + 3), "the tiny model must stream many batches for this test to mean anything"
+    rates = [v for v in live if v > 0]
+    assert 0 < len(rates) <= wall * 1000 / REFRESH_MS + 3, (len(rates), wall)
+    assert race.panes["target"].plain_text() == r["target"].text
+    assert shown == [f"{r['target'].stats.decode_tokens_per_s:.1f} tok/s"]  # the final figure, not a late live one
 
 
 def test_status_bar_shows_live_speed_with_glyphs_the_font_has(qtbot, window):

@@ -17,6 +17,7 @@ from PySide6.QtWidgets import (
 from .. import theme, workers
 from ..replay import ReplayClock, live_rate
 from ..session import Session
+from ..widgets.live_stats import REFRESH_MS
 from ..widgets.lookahead_control import LookaheadControl
 from ..widgets.provenance import Legend
 from ..widgets.race_pane import RacePane
@@ -50,6 +51,13 @@ class RaceView(QWidget):
         self._replay_timer.timeout.connect(self._replay_tick)
         self._replay: ReplayClock | None = None
         self.replay_frames = 0
+        # The live tok/s of the running side, rewritten a few times a second rather than per
+        # token: a label's new text re-lays out the window, which would take CPU from the
+        # compute threads the figure measures.
+        self._live_side = ""
+        self._live_timer = QTimer(self)
+        self._live_timer.setInterval(REFRESH_MS)
+        self._live_timer.timeout.connect(self._show_live_speed)
         self._race_lookahead: Any = "auto"
         self._race_temperature = 0.0
         self._build()
@@ -317,11 +325,16 @@ class RaceView(QWidget):
 
     def _on_tokens(self, side: str, tokens: list) -> None:
         self.tokens[side].extend(tokens)
-        pane = self.panes[side]
-        pane.append(tokens)
-        rate = live_rate(self.tokens[side])
-        if rate > 0:
-            pane.speed.setText(f"{rate:.1f} tok/s")
+        self.panes[side].append(tokens)
+        self._live_side = side
+        if not self._live_timer.isActive():
+            self._live_timer.start()
+
+    def _show_live_speed(self) -> None:
+        side = self._live_side
+        rate = live_rate(self.tokens[side]) if side else 0.0
+        if rate > 0 and side not in self.done:
+            self.panes[side].speed.setText(f"{rate:.1f} tok/s")
             self.session.liveSpeed.emit(rate)
 
     def _on_side_done(self, side: str, ev: Any) -> None:
@@ -421,6 +434,8 @@ class RaceView(QWidget):
 
     def _on_finished(self) -> None:
         self.worker = None
+        self._live_timer.stop()
+        self._live_side = ""
         self.session.liveSpeed.emit(0.0)
         if self.result is None and not self.status.text().startswith("The race failed"):
             self.status.setText("Stopped." if self.done or any(self.tokens.values()) else "Ready.")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any, Iterable
+
 from PySide6.QtCore import Signal
 from PySide6.QtGui import QColor
 from PySide6.QtWidgets import QCheckBox, QHBoxLayout, QLabel, QWidget
@@ -15,6 +17,23 @@ LABELS = {
     "bonus": "bonus",
     "plain": "target alone",
 }
+
+
+def merge_runs(runs: list[list[str]], tokens: Iterable[Any], *, coloured: bool = True) -> list[list[str]]:
+    """Append TokenEvents to `runs` as [provenance, text] runs, merging neighbours of one
+    provenance, so a batch is inserted with one call per colour instead of one per token.
+
+    A character split across tokens arrives whole with its last token (the earlier ones
+    carry ""), so empty pieces are skipped and nothing is ever cut mid-character."""
+    for ev in tokens:
+        if not ev.text:
+            continue
+        prov = ev.provenance if coloured else "plain"
+        if runs and runs[-1][0] == prov:
+            runs[-1][1] += ev.text
+        else:
+            runs.append([prov, ev.text])
+    return runs
 
 
 def swatch_css(prov: str) -> str:

@@ -8,7 +8,7 @@ from PySide6.QtGui import QFont, QFontMetrics, QTextCharFormat, QTextCursor
 from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QTextBrowser, QVBoxLayout, QWidget
 
 from .elided_label import ElidedLabel
-from .provenance import COLOURS
+from .provenance import COLOURS, merge_runs
 
 WIDEST_SPEED = "\u2713 000.00 s \u00b7 0000.0 tok/s"  # the longest speed text (app/replay.py speed_text)
 
@@ -65,9 +65,10 @@ class RacePane(QFrame):
         at_end = bar.value() >= bar.maximum() - 4
         cursor = self.text.textCursor()
         cursor.movePosition(QTextCursor.MoveOperation.End)
-        for ev in tokens:
-            if ev.text:
-                cursor.insertText(ev.text, self._formats.get(ev.provenance, self._formats["plain"]))
+        cursor.beginEditBlock()  # one layout pass per batch, not one per token
+        for prov, text in merge_runs([], tokens):
+            cursor.insertText(text, self._formats.get(prov, self._formats["plain"]))
+        cursor.endEditBlock()
         if at_end:
             bar.setValue(bar.maximum())
 

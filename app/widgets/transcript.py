@@ -22,7 +22,7 @@ from PySide6.QtWidgets import QPushButton, QTextBrowser, QWidget
 
 from ..history import Message, stop_reason
 from .markdown_render import COPY_SCHEME, render_markdown, plain_text
-from .provenance import COLOURS
+from .provenance import COLOURS, merge_runs
 
 ROLE_TITLES = {"user": "You", "assistant": "Assistant", "system": "System"}
 FRAME_MS = 16
@@ -275,22 +275,10 @@ class Transcript(QTextBrowser):
             self._scroll_to_end()
 
     def append_tokens(self, tokens: list) -> None:
-        """tokens: engine TokenEvents (text, provenance), queued for the next frame.
-
-        A character split across tokens arrives whole with its last token (the earlier
-        ones carry ""), so empty pieces are skipped and nothing is ever cut mid-character.
-        """
+        """tokens: engine TokenEvents (text, provenance), queued for the next frame."""
         if self._stream_start is None:
             return
-        pending = self._pending
-        for ev in tokens:
-            if not ev.text:
-                continue
-            prov = ev.provenance if self.show_provenance else "plain"
-            if pending and pending[-1][0] == prov:
-                pending[-1][1] += ev.text
-            else:
-                pending.append([prov, ev.text])
+        pending = merge_runs(self._pending, tokens, coloured=self.show_provenance)
         if pending and not self._frame.isActive():
             self._frame.start()
 
