@@ -188,9 +188,16 @@ class Engine:
             return dec
 
     # -- calibration persisted per machine and model -----------------------------------------
+    def calibration_key(self) -> str:
+        """The key this target's measured pass costs persist under (engine/calibration.py)."""
+        return self._cal_keys(None)[0]
+
     def _cal_keys(self, drafter: Drafter | None) -> tuple[str, str | None]:
         backend = f"{'gpu' if supports_gpu_offload() else 'cpu'}:ngl{self.target.n_gpu_layers}"
-        vk = calibration.key(calibration.file_id(self.target.path), threads=self.n_threads, backend=backend)
+        # A target split over RPC workers passes at another cost than the same file loaded
+        # here, so it has its own key, named by its workers; the draft stays local either way.
+        target_backend = backend + (f"{calibration.RPC_MARK}{','.join(self.rpc.endpoints)}" if self.rpc else "")
+        vk = calibration.key(calibration.file_id(self.target.path), threads=self.n_threads, backend=target_backend)
         dk = None
         if drafter is not None and drafter.model is not None:
             dk = calibration.key(calibration.file_id(drafter.model.path), threads=self.n_threads, backend=backend)

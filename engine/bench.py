@@ -171,7 +171,7 @@ def estimate(n_prompts: int, configs: Sequence[Config], *, repeat: int, max_toke
 
 
 def _pace_key(engine: Any) -> str:
-    return engine._cal_keys(None)[0] + "|bench"  # beside Auto's costs for the same model and machine
+    return engine.calibration_key() + "|bench"  # beside Auto's costs for the same model and machine
 
 
 def target_token_seconds(engine: Any) -> tuple[float, str] | None:
@@ -180,7 +180,7 @@ def target_token_seconds(engine: Any) -> tuple[float, str] | None:
     Auto's calibrated cost model (target alone), else the hardware bandwidth estimate."""
     from . import calibration, hardware
 
-    vk = engine._cal_keys(None)[0]  # the key Auto persists its measurements under
+    vk = engine.calibration_key()  # the key Auto persists its measurements under
     pace = (calibration.load(_pace_key(engine)) or {}).get("s_per_token")
     if isinstance(pace, (int, float)) and pace > 0:
         return float(pace), "the pace of your last benchmark of this model here"
@@ -263,6 +263,7 @@ class Row:
     compared: int
     bugs: int  # divergences where the target's margin was not a near-tie
     speedup_by_rep: list[float] = field(default_factory=list)  # median decode ratio of each repetition
+    network_ms_per_token: float | None = None  # RPC: network time per generated token, where known
 
     def speedup_verdict(self) -> tuple[str | None, str]:
         """("gain" | "loss" | None, why): a gain or loss only when every repetition's median
@@ -383,6 +384,9 @@ def run_bench(
     if engine.calibration:
         record_pace(engine, seconds, total, max_tokens)
     cost = measured_costs(runs)
+    cluster = getattr(engine, "rpc", None)
+    if cluster is not None:
+        cost.update(network_costs(cost, engine.calibration_key()))
     rows = summarize(runs, cost)
     meta = {
         "target": engine.target.path.name,
@@ -396,6 +400,8 @@ def run_bench(
         "suites": [s.name for s in suites],
         "configs": [c.name for c in configs],
     }
+    if cluster is not None:
+        meta["rpc"] = {"endpoints": list(cluster.endpoints), "split": cluster.describe()}
     try:
         from .hardware import probe
 
@@ -415,6 +421,11 @@ def _draft_name(configs: Sequence[Config]) -> str | None:
 # -- analysis -------------------------------------------------------------------------------
 def _median(xs: Sequence[float]) -> float:
     return float(statistics.median(xs)) if xs else 0.0
+
+
+def _median_or_none(xs: Sequence[float | None]) -> float | None:
+    known = [x for x in xs if x is not None]
+    return _median(known) if known else None
 
 
 def alpha_of(runs: Sequence[Run]) -> float:
@@ -438,6 +449,31 @@ def measured_costs(runs: Sequence[Run]) -> dict[str, Any]:
         "verify_ms": {n: _median(v) for n, v in sorted(by_n.items())},
         "draft_ms_per_token": {k: _median(v) for k, v in draft.items()},
     }
+
+
+def network_costs(cost: dict[str, Any], rpc_key: str) -> dict[str, Any]:
+    """A target split over RPC workers: the same passes measured with the model loaded here
+    (stored by earlier local runs, engine/calibration.py), and the difference, the network's
+    share of each pass. Empty figures when this model was never measured here alone."""
+    from . import calibration
+
+    local = {int(n): s * 1000.0 for n, s in calibration.local_verify_s(rpc_key).items() if str(n).isdigit()}
+    network = {n: max(0.0, ms - local[n]) for n, ms in cost["verify_ms"].items() if n in local}
+    return {"local_verify_ms": local, "network_ms": network}
+
+
+def network_per_token(run: Run, network_ms: dict[int, float]) -> float | None:
+    """Network time per generated token: every pass pays its round trips once, however many
+    tokens it verifies, so this falls as more tokens are accepted per pass. A batch size
+    measured only over RPC takes the network time of the nearest size measured both ways."""
+    if not network_ms or run.generated_tokens <= 0 or not run.step_drafted:
+        return None
+    sizes = sorted(network_ms)
+    total = 0.0
+    for d in run.step_drafted:
+        n = d + 1
+        total += network_ms[n] if n in network_ms else network_ms[min(sizes, key=lambda m: abs(m - n))]
+    return total / run.generated_tokens
 
 
 def predicted_speedup(cost: dict[str, Any], k: int, alpha: float, kind: str) -> float | None:
@@ -493,6 +529,7 @@ def summarize(runs: Sequence[Run], cost: dict[str, Any] | None = None) -> list[R
             _median([r.mean_tokens_per_step for r in rs]), a, pred,
             sum(1 for r in compared if r.identical), len(compared), sum(1 for r in rs if r.divergence_bug),
             [_median(v) for _, v in sorted(by_rep.items())],
+            _median_or_none([network_per_token(r, cost.get("network_ms") or {}) for r in rs]),
         ))
     return rows
 
@@ -603,8 +640,37 @@ def summary_markdown(result: BenchResult) -> str:
                          f"target margin {r.divergence_margin:.3f}{flag}")
     if bugs:
         lines += ["", f"**WARNING: {len(bugs)} divergence(s) were not near-ties.**"]
+    if m.get("rpc"):
+        lines += ["", *network_markdown(result)]
     lines += ["", "## Cost model", "", "```", cost_model_report(result), "```", ""]
     return "\n".join(lines)
+
+
+def network_markdown(result: BenchResult) -> list[str]:
+    """The RPC section: what a target pass costs over the workers and here alone, the
+    network's share, and the network time per generated token of each configuration."""
+    rpc = result.meta["rpc"]
+    c = result.cost
+    lines = ["## Network (RPC workers)", "",
+             f"Target split over {', '.join(rpc['endpoints'])}: {rpc['split']}."]
+    local = c.get("local_verify_ms") or {}
+    if not local:
+        return lines + ["", "Network share unknown: this model has not been measured on this machine without "
+                            "workers yet. Run the same `tandem bench` once without `--rpc` (or any Auto generation), "
+                            "then again with it."]
+    lines += ["", "| target pass over n tokens | over RPC | here alone | network share |", "|---|---|---|---|"]
+    for n, ms in c["verify_ms"].items():
+        if n in local:
+            net = c["network_ms"][n]
+            lines.append(f"| n={n} | {ms:.1f} ms | {local[n]:.1f} ms | {net:.1f} ms ({net / ms:.0%}) |" if ms > 0
+                         else f"| n={n} | {ms:.1f} ms | {local[n]:.1f} ms | – |")
+    lines += ["", "Every pass pays the network once, however many tokens it verifies: the network time per "
+                  "generated token falls as more drafted tokens are accepted per pass.", "",
+              "| suite | config | tokens/step | network per token |", "|---|---|---|---|"]
+    for r in result.rows:
+        per = f"{r.network_ms_per_token:.1f} ms" if r.network_ms_per_token is not None else "–"
+        lines.append(f"| {r.suite} | {r.config} | {r.tokens_per_step_median:.2f} | {per} |")
+    return lines
 
 
 def write_plots(result: BenchResult, out: Path) -> list[Path]:

@@ -58,6 +58,37 @@ def key(model_file: str, *, threads: int, backend: str) -> str:
     return f"{machine_id()}|{backend}|t{threads}|{model_file}"
 
 
+RPC_MARK = "+rpc:"  # in the backend part of a key: a target split over these RPC workers
+
+
+def local_verify_s(rpc_key: str, path: Path | None = None) -> dict[str, float]:
+    """Seconds per target pass by batch size for the same model file, machine and threads
+    loaded here without RPC workers, from what earlier local runs stored; {} when none did.
+    With several local backends stored (CPU only, GPU offload), the fastest single-token
+    pass is the one a user would choose."""
+    try:
+        head, threads, model_file = rpc_key.rsplit("|", 2)
+        machine, backend = head.rsplit("|", 1)
+    except ValueError:
+        return {}
+    best: dict[str, float] = {}
+    for k, entry in _read(path or store_path()).items():
+        if not isinstance(k, str) or not isinstance(entry, dict) or not k.endswith(f"|{threads}|{model_file}"):
+            continue
+        try:
+            k_head = k.rsplit("|", 2)[0]
+            k_machine, k_backend = k_head.rsplit("|", 1)
+        except ValueError:
+            continue
+        verify = entry.get("verify_s")
+        if k_machine != machine or RPC_MARK in k_backend or not isinstance(verify, dict):
+            continue
+        clean = {str(n): float(v) for n, v in verify.items() if isinstance(v, (int, float)) and v > 0}
+        if "1" in clean and ("1" not in best or clean["1"] < best["1"]):
+            best = clean
+    return best
+
+
 def _read(path: Path) -> dict[str, Any]:
     try:
         data = json.loads(path.read_text(encoding="utf-8"))

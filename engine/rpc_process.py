@@ -33,6 +33,12 @@ from .settings import GenerationRequest, RuntimeParams
 DEFAULT_HANG_TIMEOUT_S = 30.0
 DEFAULT_CONNECT_TIMEOUT_S = 3.0
 LOAD_TIMEOUT_S = 120.0
+# After Stop a healthy child ends within the step it is in: silence longer than this many of
+# the slowest steps seen so far (at least STOP_GRACE_S) means a worker hung, and Stop should
+# not wait the whole hang timeout to say so. Before the first step (prefill, whose length
+# is unknown) the hang timeout applies as before.
+STOP_GRACE_S = 5.0
+STOP_STEPS = 4
 _POLL_S = 0.05
 
 
@@ -322,12 +328,15 @@ class RemoteEngine:
 
             raise EngineClosedError("this engine was closed: load the model again")
 
-    def _fail(self, why: str, hung: bool, waited: float = 0.0) -> RemoteWorkerLost:
+    def _fail(self, why: str, hung: bool, waited: float = 0.0, stopping: bool = False) -> RemoteWorkerLost:
         """Kill the child, find the worker(s) that stopped answering, remember the error."""
         self._kill()
         lost = _lost_endpoints(self.endpoints, timeout=min(2.0, self.connect_timeout))
         who = ", ".join(lost) if lost else " or ".join(self.endpoints)
-        if hung:
+        if hung and stopping:
+            msg = (f"RPC worker {who} stopped answering: nothing came back within {waited:g} s of Stop; "
+                   "the split target is gone. Restart the worker and load again, or reload the model locally")
+        elif hung:
             msg = (f"RPC worker {who} stopped answering: nothing came back for {waited:g} s; "
                    "the split target is gone. Restart the worker and load again, or reload the model locally")
         else:
@@ -342,8 +351,10 @@ class RemoteEngine:
                 pass
         return self._lost
 
-    def _recv(self, cancel: Any = None, on_tick: Callable[[], None] | None = None, timeout: float | None = None) -> tuple:
-        """The next message from the child, or RemoteWorkerLost when it died or went silent."""
+    def _recv(self, cancel: Any = None, on_tick: Callable[[], None] | None = None, timeout: float | None = None,
+              stop_limit: float | None = None, stopping: bool = False) -> tuple:
+        """The next message from the child, or RemoteWorkerLost when it died or went silent
+        (for `timeout` seconds, or `stop_limit` seconds once `cancel()` said Stop)."""
         limit = self.hang_timeout if timeout is None else timeout
         last = time.monotonic()
         while True:
@@ -352,6 +363,8 @@ class RemoteEngine:
             if cancel is not None and cancel():
                 self._send_ctrl(("cancel",))
                 cancel = None  # once
+                if stop_limit is not None:
+                    limit, last, stopping = min(limit, stop_limit), time.monotonic(), True
             if self._conn.poll(_POLL_S):
                 try:
                     msg = self._conn.recv()
@@ -372,7 +385,7 @@ class RemoteEngine:
                     raise EngineClosedError("this engine was closed while it was working")
                 raise self._fail(self._exit_text(), hung=False)
             if time.monotonic() - last > limit:
-                raise self._fail("", hung=True, waited=limit)
+                raise self._fail("", hung=True, waited=limit, stopping=stopping)
 
     def _exit_text(self) -> str:
         self._proc.join(2)
@@ -437,6 +450,10 @@ class RemoteEngine:
     def tokens_for(self, prompt: Any, *, chat: bool = False, system: str | None = None) -> list[int]:
         return self._call("engine", "tokens_for", (prompt,), {"chat": chat, "system": system})
 
+    def calibration_key(self) -> str:
+        """The key the split target's pass costs persist under (the child's Engine decides)."""
+        return self._call("engine", "calibration_key", (), {})
+
     def first_divergence(self, prompt: Sequence[int], reference: Sequence[int], other: Sequence[int]) -> Any:
         """`engine.quality.first_divergence` on the split target (the race's check)."""
         return self._call("quality", "first_divergence", (list(prompt), list(reference), list(other)), {})
@@ -486,10 +503,22 @@ class RemoteEngine:
                 told[0] = True
                 return True
 
+            slowest: list[float] = []  # the longest silence between two events after the first
+
+            def stop_limit() -> float:
+                return min(self.hang_timeout, max(STOP_GRACE_S, STOP_STEPS * slowest[0])) if slowest else self.hang_timeout
+
             finished = False
             try:
+                heard: float | None = None
                 while True:
-                    msg = self._recv(is_cancelled, follow_slider)
+                    limit = stop_limit()
+                    msg = self._recv(is_cancelled, follow_slider, timeout=limit if told[0] else None, stop_limit=limit,
+                                     stopping=told[0])
+                    now = time.monotonic()
+                    if heard is not None:
+                        slowest[:] = [max(slowest[0] if slowest else 0.0, now - heard)]
+                    heard = now
                     if msg[0] == "event":
                         yield msg[1]
                     elif msg[0] == "end":
@@ -505,7 +534,7 @@ class RemoteEngine:
                 if not finished and not self._closed:  # the caller stopped reading: stop the child too
                     self._send_ctrl(("cancel",))
                     try:
-                        while self._recv()[0] not in ("end", "error"):
+                        while self._recv(timeout=stop_limit(), stopping=True)[0] not in ("end", "error"):
                             pass
                     except TandemError:
                         pass

@@ -168,7 +168,7 @@ def test_target_token_seconds_prefers_the_calibrated_cost_model(tiny_target):
     try:
         secs, basis = bench.target_token_seconds(eng)
         assert basis.startswith("uncalibrated: hardware bandwidth estimate") and secs > 0
-        calibration.save({eng._cal_keys(None)[0]: {"verify_s": {"1": 0.125, "4": 0.2}}})
+        calibration.save({eng.calibration_key(): {"verify_s": {"1": 0.125, "4": 0.2}}})
         secs, basis = bench.target_token_seconds(eng)
         assert secs == 0.125 and basis.startswith("calibrated cost model, target alone")
         # A benchmark leaves its real pace (seconds per token of its budget) for the next estimate.
@@ -204,3 +204,47 @@ def test_a_ratio_is_a_gain_or_loss_only_outside_the_repetition_noise():
     assert _reps([0.8, 0.9])["lookup"].speedup_verdict() == ("loss", "slower in every repetition (2 repetitions ranged 0.80–0.90x)")
     assert _reps([1.2, 1.3])["target"].speedup_verdict()[0] is None
     assert _reps([1.2, 1.3])["lookup"].speedup_by_rep == pytest.approx([1.2, 1.3])
+
+
+def test_local_pass_costs_are_found_beside_an_rpc_key(tmp_path):
+    """The network share needs the same pass measured here alone: same machine, threads and
+    file, any local backend (the fastest), never another RPC split or another machine."""
+    from engine import calibration
+
+    store = tmp_path / "calibration.json"
+    m = calibration.machine_id()
+    rpc_key = f"{m}|cpu:ngl6+rpc:127.0.0.1:5001|t2|target.gguf:100"
+    calibration.save({
+        f"{m}|cpu:ngl0|t2|target.gguf:100": {"verify_s": {"1": 0.040, "2": 0.070}},
+        f"{m}|gpu:ngl99|t2|target.gguf:100": {"verify_s": {"1": 0.010, "2": 0.011, "bad": "x"}},
+        f"{m}|cpu:ngl6+rpc:127.0.0.1:5009|t2|target.gguf:100": {"verify_s": {"1": 0.001}},  # another split
+        f"other-host|cpu|cpu:ngl0|t2|target.gguf:100": {"verify_s": {"1": 0.0001}},  # another machine
+        f"{m}|cpu:ngl0|t4|target.gguf:100": {"verify_s": {"1": 0.0002}},  # other threads
+        f"{m}|cpu:ngl0|t2|draft.gguf:50": {"verify_s": {"1": 0.0003}},  # another file
+        f"{m}|cpu:ngl0|t2|target.gguf:100|bench": {"s_per_token": 0.05},
+        f"{m}|cpu:ngl1|t2|target.gguf:100": "not a dict",
+    }, store)
+    assert calibration.local_verify_s(rpc_key, store) == {"1": 0.010, "2": 0.011}
+    assert calibration.local_verify_s("no separators", store) == {}
+    assert calibration.local_verify_s(rpc_key, tmp_path / "missing.json") == {}
+
+
+def test_network_share_per_pass_and_per_token(monkeypatch):
+    """Every pass pays the network once: per generated token it falls with tokens per pass."""
+    from engine import calibration
+
+    monkeypatch.setattr(calibration, "local_verify_s", lambda key: {"1": 0.040, "3": 0.080})
+    cost = {"verify_ms": {1: 100.0, 2: 130.0, 3: 140.0}, "draft_ms_per_token": {}}
+    net = bench.network_costs(cost, "key")
+    assert net["local_verify_ms"] == {1: 40.0, 3: 80.0}
+    assert net["network_ms"] == pytest.approx({1: 60.0, 3: 60.0})
+    plain = bench.Run("s", "p", "target", "target", 0, 0, 4, 0.1, 10.0, 0.0, 1.0, 4, 0, 0, "length", "", [],
+                      step_drafted=[0, 0, 0, 0])
+    spec = bench.Run("s", "p", "lookup k=2", "lookup", 2, 0, 6, 0.1, 10.0, 1.0, 3.0, 2, 4, 4, "length", "", [],
+                     step_drafted=[2, 2])  # two passes of 3 tokens; n=3 measured both ways
+    odd = bench.Run("s", "p", "lookup k=1", "lookup", 1, 0, 2, 0.1, 10.0, 1.0, 2.0, 1, 1, 1, "length", "", [],
+                    step_drafted=[1])  # n=2 only over RPC: the nearest size measured both ways stands in
+    assert bench.network_per_token(plain, net["network_ms"]) == pytest.approx(60.0)
+    assert bench.network_per_token(spec, net["network_ms"]) == pytest.approx(20.0)
+    assert bench.network_per_token(odd, net["network_ms"]) == pytest.approx(30.0)
+    assert bench.network_per_token(plain, {}) is None

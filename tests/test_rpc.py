@@ -267,6 +267,40 @@ def test_delay_proxy_speculation_needs_fewer_passes_and_less_time(workers, split
 
 
 @needs_rpc
+def test_bench_over_workers_reports_the_network_share_of_a_pass(workers, split_target, tmp_path):
+    """`tandem bench --rpc`: the same passes measured here alone (by an earlier local run)
+    are subtracted from the passes over the workers; before any local run it says how."""
+    import json
+
+    suite = tmp_path / "s.txt"
+    suite.write_text("the value of\n")
+    env = {**_env(), "TANDEM_HOME": str(tmp_path / "home")}
+    cmd = [sys.executable, "-m", "engine.cli", "bench", "--target", str(split_target), "--draft", "lookup",
+           "--suite", str(suite), "--repeat", "1", "--max-tokens", "12", "--lookahead", "2", "--modes", "target,fixed"]
+    eps = ",".join(w.endpoint for w in workers)
+
+    def bench(out: str, *extra: str) -> str:
+        for w in workers:
+            _wait_idle(w.endpoint)
+        r = subprocess.run(cmd + ["--out", str(tmp_path / out), *extra], capture_output=True, text=True, env=env,
+                           cwd=ROOT, timeout=300)
+        assert r.returncode == 0, r.stderr[-2000:]
+        return (tmp_path / out / "summary.md").read_text()
+
+    md = bench("rpc-first", "--rpc", eps)
+    assert "## Network (RPC workers)" in md and "Network share unknown" in md
+    assert "## Network" not in bench("local")
+    md = bench("rpc", "--rpc", eps)
+    cost = json.loads((tmp_path / "rpc" / "results.json").read_text())
+    local, network = cost["cost"]["local_verify_ms"], cost["cost"]["network_ms"]
+    assert local["1"] > 0 and set(network) <= set(cost["cost"]["verify_ms"]) and "1" in network
+    assert cost["meta"]["rpc"]["endpoints"] == eps.split(",")
+    assert "| n=1 |" in md and "network per token" in md
+    rows = cost["rows"]
+    assert all(r["network_ms_per_token"] is not None for r in rows), rows
+
+
+@needs_rpc
 def test_killing_a_worker_mid_generation_is_one_line_exit_2_and_leaves_no_mess(tmp_path, vocab):
     """llama.cpp cannot continue without a worker; Tandem names it and exits 2, fast."""
     from engine.tinymodel import write_model

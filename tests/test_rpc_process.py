@@ -6,6 +6,7 @@ starts one child interpreter, so the tests share them where they can.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 from pathlib import Path
@@ -158,27 +159,83 @@ def test_killing_a_worker_mid_generation_is_a_clear_error_and_we_live_on(loop_ta
         b.kill()
 
 
-def test_a_hung_worker_times_out_within_the_bound(split_target):
-    """A worker whose connection stays open but answers nothing: RemoteWorkerLost after
-    the hang timeout, naming it, instead of a window waiting forever."""
+@contextlib.contextmanager
+def _behind_a_proxy(target: Path, *, hang_timeout: float):
+    """A RemoteEngine whose one worker sits behind a proxy the test can freeze (`hold`)."""
     from delayproxy import DelayProxy
 
     a = Worker()
     try:
         with DelayProxy(a.endpoint, 0.0) as proxy:
-            eng = RemoteEngine(split_target, rpc=[proxy.endpoint], metrics_log=False, calibration=False,
-                               hang_timeout=2.0, connect_timeout=1.0)
+            eng = RemoteEngine(target, rpc=[proxy.endpoint], metrics_log=False, calibration=False,
+                               hang_timeout=hang_timeout, connect_timeout=1.0)
             try:
-                assert len(eng.generate("the value", max_tokens=4).tokens) == 4
-                proxy.hold()
-                t0 = time.monotonic()
-                with pytest.raises(RemoteWorkerLost, match=f"RPC worker {proxy.endpoint} stopped answering: nothing came back for 2 s"):
-                    eng.generate("the value", max_tokens=8)
-                took = time.monotonic() - t0
-                assert 2.0 <= took < 2.0 + 1.0 + 5.0, took  # timeout + one probe + slack
-                assert proxy.held > 0 and not eng._proc.is_alive()
+                yield eng, proxy
             finally:
                 eng.close()
+    finally:
+        a.kill()
+
+
+def test_a_hung_worker_times_out_within_the_bound(split_target):
+    """A worker whose connection stays open but answers nothing: RemoteWorkerLost after
+    the hang timeout, naming it, instead of a window waiting forever."""
+    with _behind_a_proxy(split_target, hang_timeout=2.0) as (eng, proxy):
+        assert len(eng.generate("the value", max_tokens=4).tokens) == 4
+        proxy.hold()
+        t0 = time.monotonic()
+        with pytest.raises(RemoteWorkerLost, match=f"RPC worker {proxy.endpoint} stopped answering: nothing came back for 2 s"):
+            eng.generate("the value", max_tokens=8)
+        took = time.monotonic() - t0
+        assert 2.0 <= took < 2.0 + 1.0 + 5.0, took  # timeout + one probe + slack
+        assert proxy.held > 0 and not eng._proc.is_alive()
+
+
+def test_stop_during_a_hung_worker_says_so_within_the_stop_grace_not_the_hang_timeout(loop_target):
+    """Stop mid-answer while a worker hangs: a healthy child ends within a step, so silence
+    for STOP_GRACE_S (or a few of the slowest steps seen) names the worker, long before
+    the 30 s hang timeout; the tokens streamed before Stop were all delivered."""
+    from engine.rpc_process import STOP_GRACE_S
+    from engine.speculative import CancelToken
+
+    with _behind_a_proxy(loop_target, hang_timeout=30.0) as (eng, proxy):
+        token = CancelToken()
+        seen = 0
+        t0 = None
+        with pytest.raises(RemoteWorkerLost, match=f"RPC worker {proxy.endpoint} stopped answering: "
+                                                  f"nothing came back within {STOP_GRACE_S:g} s of Stop"):
+            for ev in eng.stream("the", max_tokens=1500, cancel=token):
+                seen += ev.kind == "token"
+                if seen == 20 and t0 is None:
+                    proxy.hold()
+                    time.sleep(0.5)  # the child is now blocked inside a pass
+                    t0 = time.monotonic()
+                    token.cancel()
+        took = time.monotonic() - t0
+        assert STOP_GRACE_S <= took < STOP_GRACE_S + 3.0 + 5.0, took  # grace + one probe + slack
+        assert seen >= 20 and not eng._proc.is_alive()
+
+
+def test_stop_with_a_healthy_worker_still_ends_cleanly(loop_target):
+    """The stop grace only ends a silent child: a stopped answer from live workers ends
+    as cancelled, and the engine keeps working."""
+    from engine.speculative import CancelToken
+
+    a = Worker()
+    try:
+        eng = RemoteEngine(loop_target, rpc=[a.endpoint], metrics_log=False, calibration=False, connect_timeout=1.0)
+        try:
+            token = CancelToken()
+            done = None
+            for ev in eng.stream("the", max_tokens=1500, cancel=token):
+                if ev.kind == "token" and not token.cancelled:
+                    token.cancel()
+                if ev.kind == "done":
+                    done = ev
+            assert done is not None and done.stats.finish_reason == "cancelled"
+            assert len(eng.generate("the", max_tokens=6).tokens) == 6
+        finally:
+            eng.close()
     finally:
         a.kill()
 
