@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -35,7 +36,7 @@ def test_tandem_app_passes_its_options_to_the_app(capsys):
 
 
 @pytest.mark.skipif(os.environ.get("TANDEM_SKIP_BUNDLE") == "1", reason="TANDEM_SKIP_BUNDLE=1")
-def test_bundle_builds_and_passes_its_self_test(tmp_path):
+def test_bundle_builds_and_passes_its_self_test(tmp_path, tiny_target):
     pytest.importorskip("PyInstaller")
     dist, work = tmp_path / "dist", tmp_path / "build"
     r = subprocess.run(
@@ -59,3 +60,35 @@ def test_bundle_builds_and_passes_its_self_test(tmp_path):
     assert "self-test: ok" in r.stdout
     r = subprocess.run([str(exe), "cli", "models"], capture_output=True, text=True, timeout=300, env=env)
     assert r.returncode == 0 and "qwen2.5-coder-1.5b" in r.stdout, r.stdout + r.stderr
+    _bundled_rpc_split_matches_local(exe, tiny_target, env, tmp_path / "worker.log")
+
+
+def _bundled_rpc_split_matches_local(exe: Path, target: Path, env: dict, log_path: Path) -> None:
+    """The frozen app runs a split target in a spawned child (engine/rpc_process.py): that
+    needs the launcher's freeze_support() and the bundled libggml-rpc. A bundled worker
+    serves it, and the output equals the same model loaded locally."""
+    from engine.llama import supports_rpc
+
+    if not supports_rpc():
+        return  # a build without -DGGML_RPC=ON: tests/test_rpc.py says so as skips
+    from test_rpc import free_port
+
+    port = free_port()
+    gen = [str(exe), "cli", "generate", "the value of", "--target", str(target), "--max-tokens", "12", "--no-colour"]
+    local = subprocess.run(gen, capture_output=True, text=True, timeout=300, env=env)
+    assert local.returncode == 0, local.stderr
+    with open(log_path, "wb") as out:  # the worker's own handle: reading must not move its write offset
+        worker = subprocess.Popen([str(exe), "cli", "worker", "--port", str(port), "--threads", "1"], stdout=out,
+                                  stderr=subprocess.STDOUT, env=env)
+    try:
+        deadline = time.monotonic() + 60
+        while b"listening on" not in log_path.read_bytes():
+            assert worker.poll() is None and time.monotonic() < deadline, log_path.read_text(errors="replace")
+            time.sleep(0.1)
+        split = subprocess.run(gen + ["--rpc", f"127.0.0.1:{port}"], capture_output=True, text=True, timeout=300, env=env)
+        assert split.returncode == 0, split.stderr
+        assert split.stdout == local.stdout != ""
+        assert log_path.read_bytes().count(b"Accepted client connection") >= 2  # the probe, then the split target
+    finally:
+        worker.kill()
+        worker.wait(10)
