@@ -62,6 +62,8 @@ _LAZY: dict[str, str] = {
     "RaceResult": ".racing",
     "LiveLookahead": ".lookahead",
     "EngineClosedError": ".speculative",
+    "RemoteEngine": ".rpc_process",
+    "RemoteWorkerLost": ".rpc_process",
 }
 
 
@@ -85,14 +87,29 @@ _default: Engine | None = None
 
 
 def setup(target: str, **kw: object) -> Engine:
-    """Load the target model used by `generate` and `stream` (replacing any earlier one)."""
+    """Load the target model used by `generate` and `stream` (replacing any earlier one).
+
+    With `rpc=["HOST:PORT", ...]` the target is split over those workers in a child process
+    (`RemoteEngine`): a worker lost mid-answer raises `RemoteWorkerLost` here instead of
+    ending this process, as llama.cpp would in-process."""
     from .api import Engine
 
     global _default
     if _default is not None:
         _default.close()
     _default = None
-    _default = Engine(target, **kw)  # type: ignore[arg-type]
+    if kw.get("rpc"):
+        from dataclasses import replace
+
+        from .rpc_process import RemoteEngine
+        from .settings import RuntimeParams
+
+        given = {k: kw.pop(k) for k in ("n_batch", "n_threads", "n_gpu_layers") if kw.get(k) is not None}
+        if given:  # Engine's loose runtime options, as the RuntimeParams the child receives
+            kw["runtime"] = replace(kw.get("runtime") or RuntimeParams(), **given)  # type: ignore[arg-type]
+        _default = RemoteEngine(target, **kw)  # type: ignore[arg-type,assignment]
+    else:
+        _default = Engine(target, **kw)  # type: ignore[arg-type]
     return _default
 
 

@@ -37,6 +37,24 @@ def split_target(tmp_path_factory, vocab) -> Path:
     return write_model(tmp_path_factory.mktemp("rpcproc") / "split.gguf", seed=5, n_layer=5, name="split-target", vocab=vocab)
 
 
+def test_python_api_setup_with_rpc_uses_the_child_process_engine(split_target):
+    """`engine.setup(path, rpc=...)`: a lost worker must raise here, not end the caller's
+    process, so the module-level API gets the child-process engine, runtime options included."""
+    import engine
+
+    a = Worker()
+    try:
+        eng = engine.setup(str(split_target), rpc=[a.endpoint], metrics_log=False, calibration=False, n_threads=1)
+        try:
+            assert isinstance(eng, engine.RemoteEngine) and eng.runtime.threads == 1
+            assert engine.RemoteWorkerLost is RemoteWorkerLost
+            assert len(engine.generate("the value", max_tokens=5).tokens) == 5
+        finally:
+            eng.close()
+    finally:
+        a.kill()
+
+
 def test_a_wrong_port_is_one_fast_error_and_starts_no_process(tiny_target):
     port = free_port()
     t0 = time.monotonic()
