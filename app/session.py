@@ -143,7 +143,7 @@ class Session(QObject):
         from engine.gguf_header import read_header
 
         try:
-            trained = trained_length(read_header(target, with_tensors=False))
+            trained = trained_length(read_header(target, with_tensors=False, arrays=False))
         except (OSError, TandemError):
             trained = None  # the load itself will say what is wrong with the file
         return clamp_n_ctx(wanted, trained)

@@ -105,7 +105,7 @@ def trained_length(header: GGUFHeader) -> int | None:
 def spec_from_header(path: str | os.PathLike[str], header: GGUFHeader | None = None) -> ModelSpec:
     """A catalog-like description of a local GGUF (size and KV-cache shape from its header),
     so `hardware.model_need` sizes imported models the way it sizes catalog ones."""
-    header = header or read_header(path, with_tensors=False)
+    header = header or read_header(path, with_tensors=False, arrays=False)
 
     def count(key: str, default: int = 0) -> int:  # a downloaded header may hold anything: bad values count as unknown
         v = header.arch_value(key, default)

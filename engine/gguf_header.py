@@ -95,13 +95,24 @@ class GGUFHeader:
         return self.data_offset + self.data_size
 
 
+@dataclass(frozen=True)
+class SkippedArray:
+    """An array value not read (`read_header(..., arrays=False)`): only its length is known."""
+
+    count: int
+
+    def __len__(self) -> int:
+        return self.count
+
+
 class _Stream:
     """Sequential reader with a position counter over a `read(n)` callable."""
 
-    def __init__(self, read: Callable[[int], bytes], source: str):
+    def __init__(self, read: Callable[[int], bytes], source: str, arrays: bool = True):
         self._read = read
         self.pos = 0
         self.source = source
+        self.arrays = arrays  # False: arrays (a tokenizer's 150k strings) are stepped over, not decoded
 
     def read(self, n: int) -> bytes:
         data = self._read(n)
@@ -139,14 +150,26 @@ def _read_value(s: _Stream, vtype: int) -> Any:
             fmt = _SCALAR_FORMATS[GGUFValueType(item_type)]
             size = struct.calcsize(fmt)
             raw = s.read(size * count)
-            return list(struct.unpack(f"<{count}{fmt[1]}", raw))
-        return [_read_value(s, item_type) for _ in range(count)]
+            return list(struct.unpack(f"<{count}{fmt[1]}", raw)) if s.arrays else SkippedArray(count)
+        if not s.arrays and item_type == GGUFValueType.STRING:
+            for _ in range(count):  # lengths only: no decoding, no per-item type dispatch
+                n = s.unpack("<Q")
+                if n > _MAX_STRING:
+                    raise ModelFileError(f"{s.source}: corrupt GGUF header (string of {n} bytes at {s.pos})")
+                s.read(n)
+            return SkippedArray(count)
+        items = [_read_value(s, item_type) for _ in range(count)]
+        return items if s.arrays else SkippedArray(count)
     return s.unpack(_SCALAR_FORMATS[vt])
 
 
-def read_header_stream(read: Callable[[int], bytes], source: str, *, with_tensors: bool = True) -> GGUFHeader:
-    """Parse a GGUF header from a `read(n)` callable (file, HTTP range reader...)."""
-    s = _Stream(read, source)
+def read_header_stream(read: Callable[[int], bytes], source: str, *, with_tensors: bool = True,
+                       arrays: bool = True) -> GGUFHeader:
+    """Parse a GGUF header from a `read(n)` callable (file, HTTP range reader...).
+
+    `arrays=False`: array values become `SkippedArray`s (a model's scalars in a tenth of the
+    time: most of a header is the tokenizer's vocabulary)."""
+    s = _Stream(read, source, arrays)
     magic = s._read(4)
     s.pos = len(magic)
     if len(magic) < 4:
@@ -182,8 +205,9 @@ def read_header_stream(read: Callable[[int], bytes], source: str, *, with_tensor
     return header
 
 
-def read_header(path: str | os.PathLike[str], *, with_tensors: bool = True) -> GGUFHeader:
-    """Parse a local file's header; errors name the file and the cause."""
+def read_header(path: str | os.PathLike[str], *, with_tensors: bool = True, arrays: bool = True) -> GGUFHeader:
+    """Parse a local file's header; errors name the file and the cause. `arrays=False`: see
+    `read_header_stream`."""
     p = Path(path)
     if not p.exists():
         raise ModelFileError(f"{p}: no such file")
@@ -194,7 +218,7 @@ def read_header(path: str | os.PathLike[str], *, with_tensors: bool = True) -> G
         raise ModelFileError(f"{p}: file is empty")
     try:
         with open(p, "rb", buffering=1 << 20) as f:
-            return read_header_stream(f.read, str(p), with_tensors=with_tensors)
+            return read_header_stream(f.read, str(p), with_tensors=with_tensors, arrays=arrays)
     except PermissionError as e:
         raise ModelFileError(f"{p}: cannot read ({e.strerror})") from None
 

@@ -388,7 +388,7 @@ def optimize_draft(
         per = statistics.median(step_s[role]) if step_s[role] else float("inf")
         a = alpha_of(st)
         drafted, accepted = sum(d for d, _ in st), sum(x for _, x in st)
-        m = DraftMeasure(str(p), file_type_name(read_header(p, with_tensors=False)), p.stat().st_size,
+        m = DraftMeasure(str(p), file_type_name(read_header(p, with_tensors=False, arrays=False)), p.stat().st_size,
                          statistics.median(alone[role]), per, drafted, accepted, a,
                          (accepted + len(st)) / len(st) if st else 1.0, same[role], len(suite),
                          statistics.median(ratios[role]) if ratios[role] else 0.0,

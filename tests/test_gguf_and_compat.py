@@ -21,6 +21,27 @@ def test_header_reads_metadata_and_tensors(tiny_target):
     assert h.expected_file_size == tiny_target.stat().st_size
 
 
+def test_scalars_only_read_steps_over_arrays_and_still_checks_them(tiny_target, tmp_path):
+    """The app reads a model's context length and shape on its GUI thread: without the
+    tokenizer's arrays (most of a header), and a cut inside them is still an error."""
+    from engine.gguf_header import SkippedArray
+
+    full = read_header(tiny_target, with_tensors=False)
+    quick = read_header(tiny_target, with_tensors=False, arrays=False)
+    for k, v in full.metadata.items():
+        if isinstance(v, list):
+            assert quick.metadata[k] == SkippedArray(len(v)) and len(quick.metadata[k]) == len(v)
+        else:
+            assert quick.metadata[k] == v
+    assert quick.architecture == full.architecture
+    cut = tmp_path / "cut.gguf"
+    data = tiny_target.read_bytes()
+    tokens_at = data.index(b"tokenizer.ggml.tokens")
+    cut.write_bytes(data[: tokens_at + 400])  # ends inside the token strings
+    with pytest.raises(ModelFileError, match="ends inside the GGUF header"):
+        read_header(cut, with_tensors=False, arrays=False)
+
+
 @pytest.mark.parametrize(
     "make, message",
     [
