@@ -21,7 +21,12 @@ from PySide6.QtCore import QObject, QThread, Signal
 from engine.errors import Cancelled, TandemError
 
 log = logging.getLogger("tandem.app")
-FRAME_S = 0.016
+# How often a generating worker hands its tokens and steps to the GUI thread: ~12 times a
+# second. Every wake of the GUI thread (a slot call, a text edit, its repaint) preempts one
+# of llama.cpp's compute threads on a machine with as many threads as cores, and the other
+# one then waits for it at the next barrier; per token (25/s on 2 cores) that cost ~10% of
+# decode speed, measured with `python -m app.bench_gui` (docs/benchmarks.md section 7).
+FRAME_S = 0.08
 
 
 class Worker(QObject):
@@ -98,7 +103,7 @@ def start(worker: Worker, parent: QObject | None = None) -> QThread:
 
 
 class _Coalescer:
-    """Collects items and flushes them through `emit` at most once per frame.
+    """Collects items and flushes them through `emit` at most once per frame (FRAME_S).
 
     `before` runs first at every flush: a step's coalescer flushes the tokens of its
     steps ahead of them, so text and steps reach the GUI together, once per frame.

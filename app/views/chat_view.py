@@ -668,7 +668,7 @@ class ChatView(QWidget):
 
     def _on_steps(self, steps: list) -> None:
         """Cheap on purpose (it runs while llama.cpp computes): append to the charts' series
-        (drawn later, at most 10 times a second), move the slider only when Auto's k changes."""
+        (drawn later, at most 5 times a second), move the slider only when Auto's k changes."""
         if not steps:
             return
         self.charts.add_steps(steps)

@@ -4,7 +4,7 @@ and the lookahead in use (so Auto's choices are visible).
 The window must not eat the speed it shows: on a 2-core machine every millisecond the GUI
 thread draws is taken from llama.cpp's compute threads. So the data grows incrementally
 (each step costs O(1), derived series are computed once per step), the plots are redrawn
-at most 10 times a second and only when something changed, and not at all while the
+at most 5 times a second and only when something changed, and not at all while the
 charts are hidden (they catch up when shown again).
 """
 
@@ -19,7 +19,7 @@ from PySide6.QtWidgets import QGraphicsItem, QGridLayout, QWidget
 from .. import theme
 
 ROLLING = 16
-REDRAW_MS = 100  # ~10 Hz is plenty for a human
+REDRAW_MS = 200  # 5 Hz: live enough for a human, and each redraw takes CPU from the compute threads
 MAX_K = 16
 
 
@@ -273,7 +273,7 @@ class LiveCharts(QWidget):
             self._timer.start()
 
     def redraw(self) -> None:
-        """Push the series into the plots now (the timer calls this at most 10 times a second)."""
+        """Push the series into the plots now (the timer calls this at most 5 times a second)."""
         self._dirty = False
         self.redraws += 1
         s = self.series
