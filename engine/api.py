@@ -240,6 +240,13 @@ class Engine:
         if entries:
             calibration.save(entries)
 
+    def forget_prompts(self) -> None:
+        """Empty every loaded decoder's KV caches (no cached prompt prefix is reused next)."""
+        with self._lock:
+            decoders = list(self._decoders.values())
+        for d in decoders:
+            d.forget_prompts()
+
     # -- prompts -------------------------------------------------------------------------
     def tokens_for(self, prompt: Prompt, *, chat: bool = False, system: str | None = None) -> list[int]:
         """Prompt tokens: text (raw or through the chat template), chat messages, or token ids."""

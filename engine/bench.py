@@ -336,6 +336,12 @@ def run_bench(
     def one(prompt: BenchPrompt, cfg: Config, s: int) -> tuple[Any, list[StepEvent]]:
         steps: list[StepEvent] = []
         result = None
+        # Every run reads its whole prompt: configurations that share a decoder (fixed k and
+        # Auto with one draft) would otherwise reuse the prompt the one before them read,
+        # and their wall-clock would beat target alone by a prefill they never paid.
+        forget = getattr(engine, "forget_prompts", None)
+        if forget is not None:
+            forget()
         req = GenerationRequest.from_options(prompt.prompt, draft_model=cfg.draft, lookahead=cfg.lookahead,
                                              max_tokens=max_tokens, temperature=temperature, seed=s, chat=prompt.chat,
                                              tag="bench")
@@ -602,7 +608,8 @@ def summary_markdown(result: BenchResult) -> str:
         f"temperature {m.get('temperature')} · {m.get('seconds')} s",
         "",
         "Wall-clock = target-alone wall time / this wall time (prompt in, last token out: what the user "
-        "waited, calibration and draft prefill included); decode = tok/s / target-alone tok/s. Both for the "
+        "waited, calibration and draft prefill included; every run starts with empty caches, so it reads its whole "
+        "prompt); decode = tok/s / target-alone tok/s. Both for the "
         "same prompt and repetition, then the median over prompts and repetitions (min–max in brackets). "
         "Held-out suites (heldout/...) were written before tuning and never used to tune. "
         "Identical = outputs equal to target alone.",

@@ -450,6 +450,10 @@ class RemoteEngine:
     def tokens_for(self, prompt: Any, *, chat: bool = False, system: str | None = None) -> list[int]:
         return self._call("engine", "tokens_for", (prompt,), {"chat": chat, "system": system})
 
+    def forget_prompts(self) -> None:
+        """`Engine.forget_prompts` in the child."""
+        self._call("engine", "forget_prompts", (), {})
+
     def calibration_key(self) -> str:
         """The key the split target's pass costs persist under (the child's Engine decides)."""
         return self._call("engine", "calibration_key", (), {})

@@ -275,6 +275,16 @@ class Decoder:
             if self.drafter is not None:
                 self.drafter.close()
 
+    def forget_prompts(self) -> None:
+        """Empty the target's and the drafter's KV caches: the next run reads its whole
+        prompt, as a new conversation's first request does (benchmarks compare like with like)."""
+        with self._step_lock:
+            if self._closed:
+                return
+            self.ctx.clear()
+            for c in self.drafter.contexts if self.drafter is not None else ():
+                c.clear()
+
     # -- the loop ------------------------------------------------------------------------
     def run(
         self,

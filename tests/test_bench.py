@@ -248,3 +248,38 @@ def test_network_share_per_pass_and_per_token(monkeypatch):
     assert bench.network_per_token(spec, net["network_ms"]) == pytest.approx(20.0)
     assert bench.network_per_token(odd, net["network_ms"]) == pytest.approx(30.0)
     assert bench.network_per_token(plain, {}) is None
+
+
+def test_every_bench_run_reads_its_whole_prompt(tiny_target, tiny_draft):
+    """Fixed k and Auto with one draft share a decoder: without emptying its caches the
+    second configuration would reuse the prompt the first one read, and its wall-clock
+    would beat target alone by a prefill it never paid."""
+    eng = Engine(tiny_target, n_ctx=512, metrics_log=False)
+    try:
+        prompt = "the value of the count of items"
+        n = len(eng.tokens_for(prompt))
+
+        def prefill_total() -> int:
+            evs = list(eng.stream(prompt, draft_model=str(tiny_draft), lookahead=2, max_tokens=4))
+            return next(e for e in evs if e.kind == "prefill").total
+
+        assert prefill_total() == n - 1
+        assert prefill_total() == 0  # the same prompt again: the cached prefix is reused
+        eng.forget_prompts()
+        assert prefill_total() == n - 1  # emptied: read in full, as a new conversation's first turn
+
+        totals = []
+        real = eng.stream
+
+        def spy(req, **kw):
+            evs = list(real(req, **kw))
+            totals.append(next(e for e in evs if e.kind == "prefill").total)
+            return iter(evs)
+
+        eng.stream = spy  # type: ignore[method-assign]
+        suite = bench.Suite("one", [bench.BenchPrompt("a", prompt, False)])
+        bench.run_bench(eng, [suite], plan_configs(str(tiny_draft), modes=("target", "fixed", "auto"), sweep=(1, 2)),
+                        repeat=2, max_tokens=4, check_quality=False)
+        assert totals and set(totals) == {n - 1}, totals
+    finally:
+        eng.close()
