@@ -469,9 +469,10 @@ def network_costs(cost: dict[str, Any], rpc_key: str) -> dict[str, Any]:
 
 
 def network_per_token(run: Run, network_ms: dict[int, float]) -> float | None:
-    """Network time per generated token: every pass pays its round trips once, however many
-    tokens it verifies, so this falls as more tokens are accepted per pass. A batch size
-    measured only over RPC takes the network time of the nearest size measured both ways."""
+    """Network time per generated token, from each step's batch size. Over a real network a
+    pass pays its round trips once however many tokens it verifies, so this falls as more
+    tokens are accepted per pass. A batch size measured only over RPC takes the network
+    time of the nearest size measured both ways."""
     if not network_ms or run.generated_tokens <= 0 or not run.step_drafted:
         return None
     sizes = sorted(network_ms)
@@ -671,8 +672,9 @@ def network_markdown(result: BenchResult) -> list[str]:
             net = c["network_ms"][n]
             lines.append(f"| n={n} | {ms:.1f} ms | {local[n]:.1f} ms | {net:.1f} ms ({net / ms:.0%}) |" if ms > 0
                          else f"| n={n} | {ms:.1f} ms | {local[n]:.1f} ms | – |")
-    lines += ["", "Every pass pays the network once, however many tokens it verifies: the network time per "
-                  "generated token falls as more drafted tokens are accepted per pass.", "",
+    lines += ["", "Over a real network every pass pays its round trips once, however many tokens it verifies, so "
+                  "the network time per generated token falls as more drafted tokens are accepted per pass. Workers "
+                  "on this same machine share its cores: then the difference grows with the batch as well.", "",
               "| suite | config | tokens/step | network per token |", "|---|---|---|---|"]
     for r in result.rows:
         per = f"{r.network_ms_per_token:.1f} ms" if r.network_ms_per_token is not None else "–"

@@ -68,7 +68,7 @@ def local_verify_s(rpc_key: str, path: Path | None = None) -> dict[str, float]:
     pass is the one a user would choose."""
     try:
         head, threads, model_file = rpc_key.rsplit("|", 2)
-        machine, backend = head.rsplit("|", 1)
+        machine, _backend = head.rsplit("|", 1)
     except ValueError:
         return {}
     best: dict[str, float] = {}
