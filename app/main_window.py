@@ -23,6 +23,7 @@ from .history import History
 from .session import Session
 from .views.chat_view import ChatView
 from .widgets.elided_label import ElidedLabel
+from .widgets.live_label import pin_size
 
 PAGES = ["Chat", "Race", "Models", "Bench", "Settings"]
 NAV_WIDTH = 100
@@ -209,8 +210,9 @@ class MainWindow(QMainWindow):
         self.speed_label = QLabel("")
         self.speed_label.setObjectName("liveSpeed")
         self.speed_label.setToolTip("Decode speed of the running generation, over its last 16 steps")
-        # Wide enough for any figure, so a new value never relayouts the status bar.
-        self.speed_label.setMinimumWidth(self.speed_label.fontMetrics().horizontalAdvance("0000.0 tok/s") + 6)
+        # Wide enough for any figure, and pinned: a new value repaints the label alone instead of
+        # re-laying out the status bar and the window (app/widgets/live_label.py).
+        pin_size(self.speed_label, self.speed_label.fontMetrics().horizontalAdvance("0000.0 tok/s") + 6)
         self.speed_label.setAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
         self._speed_value = 0.0
         self._speed_timer = QTimer(self)  # shows the latest figure 4 times a second, not per step

@@ -11,7 +11,7 @@ from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtGui import QGuiApplication, QKeySequence, QShortcut
 from PySide6.QtWidgets import (
     QCheckBox, QDoubleSpinBox, QFileDialog, QFormLayout, QGroupBox, QHBoxLayout, QInputDialog, QLabel,
-    QLineEdit, QListWidget, QListWidgetItem, QMenu, QMessageBox, QPlainTextEdit, QPushButton, QSizePolicy, QSpinBox, QSplitter,
+    QLineEdit, QListWidget, QListWidgetItem, QMenu, QMessageBox, QPlainTextEdit, QPushButton, QSpinBox, QSplitter,
     QVBoxLayout, QWidget,
 )
 from PySide6.QtWidgets import QScrollArea, QToolButton  # the settings drawer and the chat list's menu
@@ -23,6 +23,7 @@ from ..widgets.attachments import (
     Attachment, AttachmentChips, AttachmentError, FileDropFilter, PromptEdit, attachment_block, read_text_file,
 )
 from ..widgets.charts import LiveCharts
+from ..widgets.live_label import LiveLabel
 from ..widgets.live_stats import REFRESH_MS, LiveStats
 from ..widgets.lookahead_control import LookaheadControl
 from ..widgets.model_bar import ModelBar, draft_model_path
@@ -113,10 +114,10 @@ class ChatView(QWidget):
         self.transcript = Transcript()
         self.transcript.notice.connect(self.message)
         self.transcript.messageAction.connect(self._on_message_action)
-        self.stats_label = QLabel("")
+        # Rewritten 4 times a second while streaming: a LiveLabel repaints itself without a
+        # relayout of the panes; a long line wraps instead of widening the window.
+        self.stats_label = LiveLabel("")
         self.stats_label.setObjectName("answerStats")
-        self.stats_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
-        self.stats_label.setWordWrap(True)  # a long stats line wraps; unwrapped, it widened the window
         self.prefill_label = QLabel("")
         self.prefill_label.hide()
         self.edit_label = QLabel("Editing a message: Send replaces it and drops everything after it. "
@@ -124,8 +125,6 @@ class ChatView(QWidget):
         self.edit_label.setObjectName("editNotice")
         self.edit_label.linkActivated.connect(lambda _href: self.cancel_edit())
         self.edit_label.hide()
-        # The line changes while streaming: its text must not resize the panes a few times a second.
-        self.stats_label.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
         self._stats_timer = QTimer(self)
         self._stats_timer.setInterval(REFRESH_MS)
         self._stats_timer.timeout.connect(self._show_live_stats)

@@ -8,6 +8,7 @@ from PySide6.QtGui import QFont, QFontMetrics, QTextCharFormat, QTextCursor
 from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QTextBrowser, QVBoxLayout, QWidget
 
 from .elided_label import ElidedLabel
+from .live_label import pin_size
 from .provenance import COLOURS, merge_runs
 
 WIDEST_SPEED = "\u2713 000.00 s \u00b7 0000.0 tok/s"  # the longest speed text (app/replay.py speed_text)
@@ -31,7 +32,8 @@ class RacePane(QFrame):
         f.setBold(True)
         self.speed.setFont(f)
         # As wide as the longest figure it shows, so "✓ 2.93 s · 45.1 tok/s" is never clipped.
-        self.speed.setMinimumWidth(QFontMetrics(f).horizontalAdvance(WIDEST_SPEED) + 4)
+        # Pinned to that width: a new figure then repaints the label alone, no relayout.
+        pin_size(self.speed, QFontMetrics(f).horizontalAdvance(WIDEST_SPEED) + 4)
         self.status = QLabel("")
         self.status.setObjectName("paneStatus")
         self.status.setWordWrap(True)  # a long summary wraps instead of widening the window
