@@ -99,14 +99,8 @@ def setup(target: str, **kw: object) -> Engine:
         _default.close()
     _default = None
     if kw.get("rpc"):
-        from dataclasses import replace
-
         from .rpc_process import RemoteEngine
-        from .settings import RuntimeParams
 
-        given = {k: kw.pop(k) for k in ("n_batch", "n_threads", "n_gpu_layers") if kw.get(k) is not None}
-        if given:  # Engine's loose runtime options, as the RuntimeParams the child receives
-            kw["runtime"] = replace(kw.get("runtime") or RuntimeParams(), **given)  # type: ignore[arg-type]
         _default = RemoteEngine(target, **kw)  # type: ignore[arg-type,assignment]
     else:
         _default = Engine(target, **kw)  # type: ignore[arg-type]

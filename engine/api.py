@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import os
 import threading
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
@@ -28,7 +28,7 @@ from .llama import Model, supports_gpu_offload
 from .lookahead import CostModel
 from .metrics import append_metrics
 from .rpc import Cluster, connect as rpc_connect
-from .settings import DraftSpec, GenerationRequest, Prompt, RuntimeParams
+from .settings import DraftSpec, GenerationRequest, Prompt, RuntimeParams, runtime_from
 from .speculative import CancelToken, Decoder, EngineClosedError, GenerationConfig, RunGate
 
 @dataclass
@@ -81,10 +81,7 @@ class Engine:
     ):
         """`rpc`: llama.cpp RPC workers ("HOST:PORT" strings or an `engine.rpc.Cluster`)
         that hold part of the target, split by free memory; drafts always stay local."""
-        rt = runtime or RuntimeParams()
-        given = {k: v for k, v in (("n_ctx", n_ctx), ("n_batch", n_batch), ("n_threads", n_threads),
-                                   ("n_gpu_layers", n_gpu_layers)) if v is not None}
-        self.runtime = replace(rt, **given) if given else rt
+        self.runtime = runtime_from(runtime, n_ctx=n_ctx, n_batch=n_batch, n_threads=n_threads, n_gpu_layers=n_gpu_layers)
         self.n_threads = self.runtime.threads
         # [rpc] begin: split the target over RPC workers (engine/rpc.py). Drafts load with
         # llama.cpp's default devices, which never include RPC workers (Tandem does not

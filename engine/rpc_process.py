@@ -28,7 +28,7 @@ from . import rpc as rpc_mod  # `rpc` is also RemoteEngine's keyword, as in Engi
 from .api import Engine
 from .errors import Cancelled, TandemError
 from .events import Event
-from .settings import GenerationRequest, RuntimeParams
+from .settings import GenerationRequest, RuntimeParams, runtime_from
 
 DEFAULT_HANG_TIMEOUT_S = 30.0
 DEFAULT_CONNECT_TIMEOUT_S = 3.0
@@ -255,6 +255,9 @@ class RemoteEngine:
         weights: Sequence[float] | None = None,
         runtime: RuntimeParams | None = None,
         n_ctx: int | None = None,
+        n_batch: int | None = None,
+        n_threads: int | None = None,
+        n_gpu_layers: int | None = None,
         metrics_log: str | os.PathLike[str] | None | bool = True,
         calibration: bool = True,
         on_progress: Callable[[float], bool] | None = None,
@@ -262,8 +265,6 @@ class RemoteEngine:
         connect_timeout: float = DEFAULT_CONNECT_TIMEOUT_S,
         on_lost: Callable[[RemoteWorkerLost], None] | None = None,
     ):
-        from dataclasses import replace
-
         from .gguf_header import validate_file
 
         self.path = Path(target)
@@ -271,8 +272,7 @@ class RemoteEngine:
         self.endpoints = rpc_mod.parse_endpoints(rpc)
         for ep in self.endpoints:  # the connect pre-check: a wrong port is one fast line
             rpc_mod.probe(ep, timeout=connect_timeout)
-        rt = runtime or RuntimeParams()
-        self.runtime = replace(rt, n_ctx=n_ctx) if n_ctx is not None else rt
+        self.runtime = runtime_from(runtime, n_ctx=n_ctx, n_batch=n_batch, n_threads=n_threads, n_gpu_layers=n_gpu_layers)
         self.hang_timeout = float(hang_timeout)
         self.connect_timeout = float(connect_timeout)
         self.calibration = calibration
@@ -507,10 +507,12 @@ class RemoteEngine:
                 told[0] = True
                 return True
 
-            slowest: list[float] = []  # the longest silence between two events after the first
+            slowest: float | None = None  # the longest silence between two events after the first
 
             def stop_limit() -> float:
-                return min(self.hang_timeout, max(STOP_GRACE_S, STOP_STEPS * slowest[0])) if slowest else self.hang_timeout
+                if slowest is None:
+                    return self.hang_timeout
+                return min(self.hang_timeout, max(STOP_GRACE_S, STOP_STEPS * slowest))
 
             finished = False
             try:
@@ -521,7 +523,7 @@ class RemoteEngine:
                                      stopping=told[0])
                     now = time.monotonic()
                     if heard is not None:
-                        slowest[:] = [max(slowest[0] if slowest else 0.0, now - heard)]
+                        slowest = max(slowest or 0.0, now - heard)
                     heard = now
                     if msg[0] == "event":
                         yield msg[1]

@@ -51,6 +51,15 @@ class RuntimeParams:
         return self.n_threads or physical_cores()
 
 
+def runtime_from(runtime: RuntimeParams | None = None, *, n_ctx: int | None = None, n_batch: int | None = None,
+                 n_threads: int | None = None, n_gpu_layers: int | None = None) -> RuntimeParams:
+    """`runtime` (or the defaults) with the loose keyword options an engine accepts laid over it."""
+    rt = runtime or RuntimeParams()
+    given = {k: v for k, v in (("n_ctx", n_ctx), ("n_batch", n_batch), ("n_threads", n_threads),
+                               ("n_gpu_layers", n_gpu_layers)) if v is not None}
+    return replace(rt, **given) if given else rt
+
+
 def check_prompt(prompt: object) -> Prompt:
     """Accept a string, a list of chat messages, or a list of token ids; say what is wrong otherwise."""
     if isinstance(prompt, str):

@@ -7,8 +7,8 @@ many compute threads as cores every moment the GUI thread runs is a moment a lla
 thread waits. This label only asks for a new layout when its height really changes (its
 wrapped text needs another line); otherwise a new text is one repaint of itself.
 
-Two tricks for the fixed-size labels that need neither: `pin_size` gives a QLabel a fixed
-width and height, and Qt then skips the layout request on setText.
+A one-line label of known width needs no custom painting: `pin_size` fixes a QLabel's width
+and height, and Qt then skips the layout request on setText.
 """
 
 from __future__ import annotations
