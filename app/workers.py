@@ -3,8 +3,8 @@
 They consume the engine's event stream and emit Qt signals. Cancellation is a flag the
 engine checks between steps (and between prefill chunks). Any exception becomes a
 `failed` signal with one line of text: the window shows it and stays alive. Token
-signals are coalesced to about one per frame (16 ms) so a fast model cannot flood the
-GUI thread.
+signals are coalesced to about one per frame (FRAME_S) so a fast model cannot flood the
+GUI thread, and what waits longer than a frame is handed over by a small timer thread.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import traceback
 from contextlib import contextmanager
 from typing import Any, Callable, Iterator
 
-from PySide6.QtCore import QObject, QThread, Signal
+from PySide6.QtCore import QObject, Qt, QThread, Signal
 
 from engine.errors import Cancelled, TandemError
 
@@ -92,10 +92,16 @@ def engine_turn(engine: Any, source: str, token: Any) -> Iterator[None]:
 
 
 def start(worker: Worker, parent: QObject | None = None) -> QThread:
-    """Move `worker` to a new thread and start it; both are cleaned up when it finishes."""
+    """Run `worker.run()` on a new thread; the thread is cleaned up when it finishes.
+
+    The worker object stays on the GUI thread and only its `run()` executes on the new one
+    (a direct call from `started`). So every signal it emits, from its thread or from a
+    `_LateFlush`, is queued to the GUI thread, for plain callables too: moved to its thread,
+    a callable connected without a QObject would run there directly when the worker emits
+    and wait for an event loop that never runs when another thread emits.
+    """
     thread = QThread(parent)
-    worker.moveToThread(thread)
-    thread.started.connect(worker.run)
+    thread.started.connect(worker.run, Qt.ConnectionType.DirectConnection)
     worker.finished.connect(thread.quit)
     thread.finished.connect(thread.deleteLater)
     thread.start()
@@ -105,33 +111,79 @@ def start(worker: Worker, parent: QObject | None = None) -> QThread:
 class _Coalescer:
     """Collects items and flushes them through `emit` at most once per frame (FRAME_S).
 
-    `before` runs first at every flush: a step's coalescer flushes the tokens of its
-    steps ahead of them, so text and steps reach the GUI together, once per frame.
+    `lead`'s items go out first at every flush: a step's coalescer leads with the tokens of
+    its steps, so text and steps reach the GUI together, once per frame. A coalescer and
+    its lead share one lock, so the worker and a `_LateFlush` never interleave flushes.
     """
 
-    def __init__(self, emit: Callable[[list], None], before: Callable[[], None] | None = None):
+    def __init__(self, emit: Callable[[list], None], lead: "_Coalescer | None" = None):
         self.emit = emit
-        self.before = before
+        self.lead = lead
+        self.lock = lead.lock if lead is not None else threading.RLock()
         self.items: list = []
         self.last = time.perf_counter()
 
     def add(self, item: Any) -> None:
-        self.items.append(item)
-        now = time.perf_counter()
-        if now - self.last >= FRAME_S:
-            self.flush(now)
+        with self.lock:
+            self.items.append(item)
+            now = time.perf_counter()
+            if now - self.last >= FRAME_S:
+                self.flush(now)
 
     def hold(self, item: Any) -> None:
         """Keep an item for the next flush without checking the clock."""
-        self.items.append(item)
+        with self.lock:
+            self.items.append(item)
+
+    @property
+    def pending(self) -> bool:
+        return bool(self.items) or (self.lead is not None and self.lead.pending)
 
     def flush(self, now: float | None = None) -> None:
-        if self.before is not None:
-            self.before()
-        if self.items:
-            items, self.items = self.items, []
-            self.emit(items)
-        self.last = now if now is not None else time.perf_counter()
+        with self.lock:
+            if self.lead is not None:
+                self.lead.flush(now)
+            if self.items:
+                items, self.items = self.items, []
+                self.emit(items)
+            self.last = now if now is not None else time.perf_counter()
+
+    def flush_if_late(self) -> None:
+        """Flush what has waited a frame or more (see `_LateFlush`)."""
+        with self.lock:
+            now = time.perf_counter()
+            if self.pending and now - self.last >= FRAME_S:
+                self.flush(now)
+
+
+class _LateFlush:
+    """A small thread that hands over what coalescers still hold once it is a frame old.
+
+    A coalescer flushes only when the next item arrives, and the worker has no event loop:
+    without this, the last tokens before a long pause (Auto's first draft catch-up, a slow
+    step over RPC workers) would show only when the pause ends. It wakes twice a frame and
+    does nothing while items flow; it never runs llama.cpp, so it takes microseconds from
+    the compute threads, not milliseconds.
+    """
+
+    def __init__(self, coalescers: Callable[[], tuple]):
+        self._coalescers = coalescers  # read at each wake: the race swaps them per side
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="tandem-late-flush", daemon=True)
+
+    def __enter__(self) -> "_LateFlush":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def _run(self) -> None:
+        while not self._stop.wait(FRAME_S / 2):
+            for c in self._coalescers():
+                if c is not None:
+                    c.flush_if_late()
 
 
 class LoadWorker(Worker):
@@ -197,12 +249,13 @@ class GenerationWorker(EngineWorker):
         from engine.serving import queue_for
 
         toks = _Coalescer(self.tokens.emit)
-        steps = _Coalescer(self.steps.emit, before=toks.flush)  # one frame: its tokens, then its steps
+        steps = _Coalescer(self.steps.emit, lead=toks)  # one frame: its tokens, then its steps
         # Through the engine's queue: a local-server request and this answer wait for each other.
         queue = queue_for(self.engine)
         job = queue.submit("chat", bounded=False, cancel=self.token)
         try:
-            self._consume(queue.stream(self.engine, self.request, job), toks, steps)
+            with _LateFlush(lambda: (steps,)):
+                self._consume(queue.stream(self.engine, self.request, job), toks, steps)
         except Cancelled:  # stopped while a server request was running: an empty, stopped answer
             self.done.emit(DoneEvent("", [], RunStats(finish_reason="cancelled", stopped_by="cancel")))
 
@@ -246,22 +299,21 @@ class RaceWorker(EngineWorker):
         if side != self._side:
             self._side = side
             self.started_side.emit(side)
-            self._toks = _Coalescer(lambda items, s=side: self.tokens.emit(s, items))
-            self._steps = _Coalescer(lambda items, s=side: self.steps.emit(s, items))
+            toks = _Coalescer(lambda items, s=side: self.tokens.emit(s, items))
+            self._toks, self._steps = toks, _Coalescer(lambda items, s=side: self.steps.emit(s, items), lead=toks)
         assert self._toks is not None and self._steps is not None
         if isinstance(ev, TokenEvent):
             self._toks.add(ev)
         elif isinstance(ev, StepEvent):
             self._steps.add(ev)
         elif isinstance(ev, DoneEvent):
-            self._toks.flush()
-            self._steps.flush()
+            self._steps.flush()  # its tokens first
             self.side_done.emit(side, ev)
 
     def work(self) -> None:
         from engine.racing import race
 
-        with engine_turn(self.engine, "race", self.token):
+        with engine_turn(self.engine, "race", self.token), _LateFlush(lambda: (self._steps,)):
             r = race(self.engine, self.request, on_event=self._on_event, cancel=self.token)
         if r is None:
             return

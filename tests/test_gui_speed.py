@@ -261,6 +261,73 @@ def test_worker_signals_come_once_per_frame_not_per_token(qtbot, window):
     assert emissions["n_tokens"] > 0 and emissions["tokens"] <= emissions["steps"] + 1  # text travels with its steps
 
 
+
+class _PausingEngine:
+    """Two quick steps, then a long silence (as before Auto's first draft catch-up), then done."""
+
+    PAUSE_S = 1.5
+
+    def stream(self, request, cancel=None, **kw):
+        import time
+
+        from engine.events import DoneEvent, RunStats, TokenEvent
+
+        for i in range(2):
+            yield TokenEvent(f"w{i} ", i, "plain", i, i, 0.0)
+            yield StepEvent(i, 0, 0, 0, 1, 0.0, 5.0, 0.0)
+        time.sleep(self.PAUSE_S)
+        yield DoneEvent("w0 w1 ", [0, 1], RunStats(generated_tokens=2))
+
+
+@pytest.mark.parametrize("kind", ["chat", "race"])
+def test_tokens_before_a_long_pause_reach_the_gui_within_a_frame_or_two(qtbot, monkeypatch, kind):
+    """The worker flushes when the next event comes; a token followed by a pause must not
+    wait for the pause to end (it did, by up to the whole pause, before _LateFlush)."""
+    import time
+
+    from app import workers
+
+    from PySide6.QtCore import QObject, Slot
+
+    arrived: dict[str, float] = {}
+
+    class Receiver(QObject):  # a view's slots live on the GUI thread (a lambda would run on the worker's)
+        @Slot()
+        def note(self, *args) -> None:
+            arrived.setdefault(self.sender_name, time.perf_counter())
+
+    def receiver(name: str) -> QObject:
+        r = Receiver()
+        r.sender_name = name
+        keep.append(r)
+        return r
+
+    keep: list[QObject] = []
+    if kind == "chat":
+        w = workers.GenerationWorker(_PausingEngine(), "hi", draft=None, lookahead=0, max_tokens=4)
+        w.tokens.connect(receiver("tokens").note)
+        w.done.connect(receiver("done").note)
+    else:
+        from engine import racing
+
+        def fake_race(engine, request, on_event, cancel):
+            for ev in engine.stream(request):
+                on_event("target", ev)
+
+        monkeypatch.setattr(racing, "race", fake_race)
+        w = workers.RaceWorker(_PausingEngine(), "hi", draft=None, lookahead=0, max_tokens=4)
+        w.tokens.connect(receiver("tokens").note)
+        w.side_done.connect(receiver("done").note)
+    w.finished.connect(receiver("finished").note)
+    t0 = time.perf_counter()
+    thread = workers.start(w)  # held: a running QThread must not be garbage-collected
+    qtbot.waitUntil(lambda: "finished" in arrived, timeout=10000)
+    qtbot.wait(50)  # its thread quits and is deleted by Qt
+    del thread
+    assert arrived["done"] - t0 >= _PausingEngine.PAUSE_S
+    assert arrived["tokens"] - t0 < 4 * workers.FRAME_S + 0.3  # not at the end of the pause
+
+
 def test_race_rewrites_its_live_speed_a_few_times_a_second_not_per_batch(qtbot, window):
     """A label's new text re-lays out the window: per token batch that took CPU from
     the compute threads of the race's target-alone side."""
