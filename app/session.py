@@ -63,8 +63,9 @@ class Session(QObject):
     def run(self, worker: workers.Worker, job: str = "") -> QThread:
         """Start a worker; `job` marks the session busy until it finishes.
 
-        Signals are connected to bound methods of this GUI-thread object, never to
-        lambdas: PySide6 runs a lambda slot in the emitting (worker) thread.
+        Workers stay on the GUI thread (only their run() executes on the new thread, see
+        `workers.start`), so their signals reach bound methods and plain callables alike on
+        the GUI thread.
         """
         if job:
             if self._busy:

@@ -283,30 +283,24 @@ class _PausingEngine:
 def test_tokens_before_a_long_pause_reach_the_gui_within_a_frame_or_two(qtbot, monkeypatch, kind):
     """The worker flushes when the next event comes; a token followed by a pause must not
     wait for the pause to end (it did, by up to the whole pause, before _LateFlush)."""
+    import threading
     import time
 
     from app import workers
 
-    from PySide6.QtCore import QObject, Slot
-
     arrived: dict[str, float] = {}
+    threads: set[str] = set()
 
-    class Receiver(QObject):  # a view's slots live on the GUI thread (a lambda would run on the worker's)
-        @Slot()
-        def note(self, *args) -> None:
-            arrived.setdefault(self.sender_name, time.perf_counter())
+    def receiver(name: str):
+        def note(*args) -> None:
+            threads.add(threading.current_thread().name)
+            arrived.setdefault(name, time.perf_counter())
+        return note
 
-    def receiver(name: str) -> QObject:
-        r = Receiver()
-        r.sender_name = name
-        keep.append(r)
-        return r
-
-    keep: list[QObject] = []
     if kind == "chat":
         w = workers.GenerationWorker(_PausingEngine(), "hi", draft=None, lookahead=0, max_tokens=4)
-        w.tokens.connect(receiver("tokens").note)
-        w.done.connect(receiver("done").note)
+        w.tokens.connect(receiver("tokens"))
+        w.done.connect(receiver("done"))
     else:
         from engine import racing
 
@@ -316,9 +310,9 @@ def test_tokens_before_a_long_pause_reach_the_gui_within_a_frame_or_two(qtbot, m
 
         monkeypatch.setattr(racing, "race", fake_race)
         w = workers.RaceWorker(_PausingEngine(), "hi", draft=None, lookahead=0, max_tokens=4)
-        w.tokens.connect(receiver("tokens").note)
-        w.side_done.connect(receiver("done").note)
-    w.finished.connect(receiver("finished").note)
+        w.tokens.connect(receiver("tokens"))
+        w.side_done.connect(receiver("done"))
+    w.finished.connect(receiver("finished"))
     t0 = time.perf_counter()
     thread = workers.start(w)  # held: a running QThread must not be garbage-collected
     qtbot.waitUntil(lambda: "finished" in arrived, timeout=10000)
@@ -326,6 +320,7 @@ def test_tokens_before_a_long_pause_reach_the_gui_within_a_frame_or_two(qtbot, m
     del thread
     assert arrived["done"] - t0 >= _PausingEngine.PAUSE_S
     assert arrived["tokens"] - t0 < 4 * workers.FRAME_S + 0.3  # not at the end of the pause
+    assert threads == {threading.main_thread().name}  # plain callables too run on the GUI thread
 
 
 def test_race_rewrites_its_live_speed_a_few_times_a_second_not_per_batch(qtbot, window):
