@@ -7,8 +7,8 @@ thread draws is taken from llama.cpp's compute threads. So the data grows increm
 at most 5 times a second and only when something changed, and not at all while the
 charts are hidden (they catch up when shown again). Lines are one pixel wide and only the
 plots of sloped curves (acceptance, tokens/s) are antialiased: a 2-pixel antialiased stroke
-cost Qt's raster engine about twice the time per redraw (measured under Xvfb: 75 redraws of four plots, 0.48 s of
-GUI-thread CPU before, 0.23 s after).
+cost Qt's raster engine about twice the time per redraw (measured under Xvfb: 75 redraws
+of four plots, 0.48 s of GUI-thread CPU before, 0.23 s after).
 """
 
 from __future__ import annotations
