@@ -203,7 +203,7 @@ class Engine:
     def _confidence_key(self, drafter: Drafter) -> str:
         """What a drafter's confidences are worth depends on the target and the drafter, not
         on the machine: one entry per (target file, draft file or drafter kind)."""
-        other = calibration.file_id(drafter.model.path) if drafter.model is not None else drafter.kind
+        other = calibration.file_id(drafter.model.path) if drafter.model is not None else drafter.calibration_name
         return f"confidence|{calibration.file_id(self.target.path)}|{other}"
 
     def _load_calibration(self, cost: CostModel, drafter: Drafter | None) -> None:

@@ -16,9 +16,15 @@ import threading
 import time
 from collections import deque
 from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, Sequence
 
 MAX_LOOKAHEAD = 16
+CONF_BUCKETS = 20  # a drafter's stated confidence, in buckets of 0.05
+
+
+def conf_bucket(c: float) -> int:
+    """The calibration bucket of a stated confidence."""
+    return min(CONF_BUCKETS - 1, max(0, int(c * CONF_BUCKETS)))
 
 
 def expected_tokens(k: int, alpha: float) -> float:
@@ -47,7 +53,7 @@ class CostModel:
     """
 
     RECENT_S = 20.0  # compare costs measured at about the same time (load changes)
-    CONF_BUCKETS = 20
+    CONF_BUCKETS = CONF_BUCKETS
     CONF_PRIOR = 4.0  # weight of a drafter's stated confidence before measurements
 
     def __init__(self, *, decay: float = 0.85, alpha_prior: float = 0.6, prior_weight: float = 2.0, window: int = 9):
@@ -57,6 +63,12 @@ class CostModel:
         # one step that waited for the CPU must not convince Auto that plain decoding is
         # slow, and costs measured minutes apart under different load must not be compared.
         self._verify: dict[int, deque[tuple[float, float]]] = {}
+        # Wider passes also as multiples of a one-token pass measured at about the same time.
+        # Load moves both alike, so a whole window of ratios stays comparable, where the
+        # absolute times of a size Auto drafts rarely are its last few samples, taken minutes
+        # apart under other load (and stored so for the next process: one benchmark left a
+        # pass over 2 tokens at 3.9x one token, which costs 1.7x measured back to back).
+        self._ratio: dict[int, deque[float]] = {}
         self._draft: deque[tuple[float, float]] = deque(maxlen=window)
         self._window = window
         self.draft_ratio_prior: float = 0.3  # draft step / target step before measuring
@@ -71,9 +83,28 @@ class CostModel:
         self._conf_total = [0.0] * self.CONF_BUCKETS
 
     # -- observations --------------------------------------------------------------------
+    # A pass over n tokens never costs more than this many times n one-token passes (it could
+    # be split into them); a sample above that is a stall (the machine paused the process),
+    # not a cost. Kept, one such sample would stand for its batch size until Auto drafts that
+    # size again, which a cost that high forbids: measured, a 3.3 s stall of one 3-token pass
+    # stopped every 2-token draft for the rest of a benchmark (and was stored for the next).
+    STALL = 2.0
+
+    def _is_stall(self, n: int, seconds: float) -> bool:
+        one = self._verify.get(1)
+        return n > 1 and bool(one) and seconds > self.STALL * n * self._estimate(one)  # type: ignore[arg-type]
+
     def observe_verify(self, n: int, seconds: float) -> None:
         with self._lock:
-            self._verify.setdefault(n, deque(maxlen=self._window)).append((time.monotonic(), seconds))
+            self._add_verify(n, seconds, time.monotonic())
+
+    def _add_verify(self, n: int, seconds: float, when: float) -> None:
+        if self._is_stall(n, seconds):
+            return
+        one = self._verify.get(1)
+        if n > 1 and one:
+            self._ratio.setdefault(n, deque(maxlen=self._window)).append(seconds / self._estimate(one))
+        self._verify.setdefault(n, deque(maxlen=self._window)).append((when, seconds))
 
     def observe_draft(self, drafted: int, seconds: float) -> None:
         if drafted <= 0:
@@ -88,9 +119,17 @@ class CostModel:
 
     @property
     def verify_s(self) -> dict[int, float]:
-        """Estimated seconds for a target pass over n tokens, per measured n."""
+        """Estimated seconds for a target pass over n tokens, per measured n: a one-token pass
+        as measured lately, wider ones as their typical multiple of it."""
         with self._lock:
-            return {n: self._estimate(v) for n, v in self._verify.items() if v}
+            one = self._verify.get(1)
+            v1 = self._estimate(one) if one else None
+            out = {}
+            for n, v in self._verify.items():
+                ratios = self._ratio.get(n)
+                if v:
+                    out[n] = v1 * statistics.median(ratios) if (n > 1 and ratios and v1) else self._estimate(v)
+            return out
 
     @property
     def draft_token_s(self) -> float | None:
@@ -109,7 +148,7 @@ class CostModel:
         if confidence:
             with self._lock:  # token i was tried only if all before it were accepted
                 for i, c in enumerate(confidence[: min(drafted, accepted + 1)]):
-                    b = min(self.CONF_BUCKETS - 1, max(0, int(c * self.CONF_BUCKETS)))
+                    b = conf_bucket(c)
                     self._conf_total[b] += 1
                     self._conf_hits[b] += 1 if i < accepted else 0
         with self._lock:
@@ -125,8 +164,8 @@ class CostModel:
         return self._acc_s / (self._acc_s + self._acc_f)
 
     def calibrated_confidence(self, c: float) -> float:
-        """The measured acceptance rate of tokens the drafter gave confidence `c`."""
-        b = min(self.CONF_BUCKETS - 1, max(0, int(c * self.CONF_BUCKETS)))
+        """The measured acceptance rate of tokens the drafter gave confidence `c` (all texts)."""
+        b = conf_bucket(c)
         return (self._conf_hits[b] + self.CONF_PRIOR * c) / (self._conf_total[b] + self.CONF_PRIOR)
 
     # -- persistence (engine/calibration.py keys it by machine and model) ---------------
@@ -167,12 +206,10 @@ class CostModel:
         first real steps (recent samples) take over as soon as they exist."""
         old = time.monotonic() - 10 * self.RECENT_S
         with self._lock:
-            for n, t in (data.get("verify_s") or {}).items():
-                n_i, t_f = int(n), float(t)
-                if n_i >= 1 and t_f > 0:
-                    q = self._verify.setdefault(n_i, deque(maxlen=self._window))
-                    if not q:
-                        q.append((old, t_f))
+            # one-token passes first: they are the yardstick a stored stall is recognised by
+            for n_i, t_f in sorted((int(n), float(t)) for n, t in (data.get("verify_s") or {}).items()):
+                if n_i >= 1 and t_f > 0 and not self._verify.get(n_i):
+                    self._add_verify(n_i, t_f, old)
             d = data.get("draft_token_s")
             if d and not self._draft:
                 self._draft.append((old, float(d)))
@@ -257,6 +294,45 @@ class Costs:
             if p.speedup > best.speedup * 1.0001:
                 best = p
         return best
+
+
+class TextAcceptance:
+    """What one text's proposals turned out to be worth, per confidence bucket.
+
+    The cost model's buckets are learned across texts (and processes), but texts differ: a
+    pointer that has copied 8 tokens of the prompt is nearly always right in a code edit and
+    often wrong in a report that paraphrases its notes, and the code edits that taught the
+    buckets may have run just before. So each generation counts its own hits per bucket,
+    from verified tokens and, for free, from proposed tokens it did not verify (the target's
+    next token says whether they were right), and trusts a bucket at most as much as the
+    calibration does: a text can only lower it. Drafting a failing long proposal costs
+    several plain steps; leaving a good one unverified costs a little speed.
+    """
+
+    PRIOR = 4.0  # tokens' worth of the calibration at the start of a text
+    DOUBT = 0.5  # a fraction of a miss: a bucket this text has not tried is trusted a bit less
+
+    def __init__(self, cost: CostModel):
+        self.cost = cost
+        self._hits = [0.0] * CONF_BUCKETS
+        self._total = [0.0] * CONF_BUCKETS
+
+    def observe(self, confidence: "Sequence[float] | None", drafted: int, accepted: int) -> None:
+        """A verified proposal: token i was tried only if all before it were accepted."""
+        for i, c in enumerate((confidence or [])[: min(drafted, accepted + 1)]):
+            self.observe_one(c, i < accepted)
+
+    def observe_one(self, confidence: float, accepted: bool) -> None:
+        """One proposed token and whether the target wrote it (verified or not)."""
+        b = conf_bucket(confidence)
+        self._total[b] += 1
+        self._hits[b] += 1 if accepted else 0
+
+    def confidence(self, c: float) -> float:
+        """The chance that a token of stated confidence `c` is accepted in this text."""
+        g = self.cost.calibrated_confidence(c)
+        b = conf_bucket(c)
+        return min(g, (self._hits[b] + self.PRIOR * g) / (self._total[b] + self.PRIOR + self.DOUBT))
 
 
 class Lookahead:
@@ -347,9 +423,10 @@ class Auto(Lookahead):
             return min(cap, max(1, min(hopeful.k, 2)))
         return 0
 
-    def trim(self, proposal: "object", cost: CostModel) -> int:
+    def trim(self, proposal: "object", cost: CostModel, text: TextAcceptance | None = None) -> int:
         """How many of a free drafter's proposed tokens to verify: the k with the best expected
-        tokens per second from each token's calibrated confidence and the measured verify curve."""
+        tokens per second from each token's confidence (calibrated, and lowered where this text
+        has proved worse: `text`) and the measured verify curve."""
         tokens = getattr(proposal, "tokens")
         if not tokens:
             return 0
@@ -360,8 +437,9 @@ class Auto(Lookahead):
         v1 = costs.verify_time(1)
         best_k, best_rate, best_expect = 0, self.min_gain / v1, 1.0
         cum, expect = 1.0, 1.0
+        trust = text.confidence if text is not None else cost.calibrated_confidence
         for i, c in enumerate(conf[: len(tokens)], 1):
-            cum *= cost.calibrated_confidence(c)
+            cum *= trust(c)
             expect += cum
             rate = expect / costs.verify_time(i + 1)
             if rate > best_rate:
@@ -463,4 +541,4 @@ def parse_lookahead(value: "int | str | Lookahead") -> Lookahead:
     raise ValueError(f"lookahead must be an integer or 'auto', got {value!r}")
 
 
-__all__ = ["CostModel", "Prediction", "Lookahead", "Fixed", "Auto", "expected_tokens", "parse_lookahead", "MAX_LOOKAHEAD", "LiveLookahead"]
+__all__ = ["CostModel", "TextAcceptance", "Prediction", "Lookahead", "Fixed", "Auto", "expected_tokens", "parse_lookahead", "MAX_LOOKAHEAD", "LiveLookahead"]

@@ -21,7 +21,7 @@ from .drafters import Drafter, Proposal
 from .errors import Cancelled, PromptError, TandemError, UnsupportedModelError
 from .events import DoneEvent, Event, PrefillEvent, RunStats, StepEvent, TokenEvent
 from .llama import Context, Model
-from .lookahead import Auto, CostModel, Fixed, LiveLookahead, Lookahead
+from .lookahead import Auto, CostModel, Fixed, LiveLookahead, Lookahead, TextAcceptance
 from .sampling import GREEDY, Sampler, SamplingParams, verify
 
 
@@ -195,6 +195,7 @@ class _Run:
     first_token_t: float | None = None
     emitted_this_step: int = 0
     drafter_synced: bool = False  # the model drafter has read the prompt (deferred under Auto)
+    acceptance: TextAcceptance | None = None  # what this text's proposals were worth (Auto trims by it)
 
     def end(self, finish: str, stopped_by: str) -> None:
         if not self.finish:
@@ -327,6 +328,7 @@ class Decoder:
         la.k_counts = {}
         stats = RunStats(prompt_tokens=len(prompt), mode=self.mode, lookahead=la.label if self.drafter is not None else "0")
         run = _Run(prompt, cfg, cancel, la, Sampler(cfg.sampling), stats, _TextAssembler(cfg.stop), time.perf_counter())
+        run.acceptance = TextAcceptance(self.cost)
         run.context = list(prompt)
         run.pending = prompt[-1]
         cancel.watch(ctx)
@@ -405,7 +407,7 @@ class Decoder:
             run.end("length", "max_tokens")
             return StepResult([], None, True)
         k_req = 0
-        prop = Proposal()
+        prop = untried = Proposal()
         if drafter is not None:
             k_req = run.lookahead.choose(min(room_ctx, remaining - 1), self.cost)
             if k_req > 0 and drafter.cost_class == "model" and not run.drafter_synced:
@@ -423,9 +425,11 @@ class Decoder:
                 drafter.trimmed_by_caller = isinstance(policy, Auto)
                 prop = drafter.propose(run.context, k_req, run.sampler)
                 if isinstance(policy, Auto):
-                    k_use = policy.trim(prop, self.cost)
+                    k_use = policy.trim(prop, self.cost, run.acceptance)
                 else:
                     k_use = k_req
+                if drafter.cost_class == "free" and prop.confidence and len(prop.tokens) > k_use:
+                    untried = prop  # its first unverified token is checked for free below
                 prop = prop.cut(k_use)
             drafts, dists = prop.tokens, prop.dists
             run.lookahead.record(len(drafts))
@@ -443,6 +447,12 @@ class Decoder:
                 self.cost.observe_draft(len(drafts), t_d1 - t_d0)
             self.cost.observe_acceptance(len(drafts), result.accepted, prop.confidence)
             drafter.feedback(len(drafts), result.accepted)
+        if run.acceptance is not None:
+            run.acceptance.observe(prop.confidence, len(drafts), result.accepted)
+            if untried.confidence and result.accepted == len(drafts):
+                # Every verified draft held, so the target's own token is what the first
+                # unverified one should have been: free evidence of this text's copies.
+                run.acceptance.observe_one(untried.confidence[len(drafts)], untried.tokens[len(drafts)] == result.token)
         run.lookahead.feedback(len(drafts), result.accepted)
         tokens = self._emit(run, drafts[: result.accepted] + [result.token], result, bool(drafts))
         st = run.stats

@@ -328,3 +328,42 @@ def test_draft_model_reads_the_prompt_during_prefill(tiny_target, tiny_draft):
     dec0 = Decoder(target, fresh, Fixed(0), n_ctx=512)
     list(dec0.run(prompt, GenerationConfig(max_tokens=4)))
     assert fresh.ctx.n_past == 0
+
+
+class _Oracle(Drafter):
+    """A free drafter that knows the target's output: proposes its next 2 tokens and then a
+    third, right or wrong, with a low stated confidence (more than a Fixed(2) verifies)."""
+
+    kind = "oracle"
+
+    def __init__(self, prompt_len: int, truth: list[int], third_right: bool):
+        self.prompt_len, self.truth, self.third_right = prompt_len, truth, third_right
+
+    def propose(self, context, k, sampler):
+        i = len(context) - self.prompt_len
+        toks = self.truth[i : i + 3]
+        if len(toks) == 3 and not self.third_right:
+            toks[2] = (toks[2] + 1) % 50
+        return Proposal(toks, [None] * len(toks), [0.97, 0.97, 0.12][: len(toks)])
+
+
+@pytest.mark.parametrize("third_right", [True, False])
+def test_unverified_proposed_tokens_are_checked_for_free(tiny_target, monkeypatch, third_right):
+    """When every verified draft holds, the target's own next token says whether the first
+    unverified one was right: the run records it for that text's confidence, at no cost, and
+    the output is still the target's."""
+    from engine.lookahead import TextAcceptance
+
+    seen: list[tuple[float, bool]] = []
+    real = TextAcceptance.observe_one
+    monkeypatch.setattr(TextAcceptance, "observe_one", lambda self, c, ok: (seen.append((c, ok)), real(self, c, ok)))
+    target = Model(tiny_target)
+    prompt = target.tokenize("the value of")
+    plain = Decoder(target, None, Fixed(0), n_ctx=512)
+    truth = [ev.token_id for ev in plain.run(prompt, GenerationConfig(max_tokens=30)) if isinstance(ev, TokenEvent)]
+    dec = Decoder(target, _Oracle(len(prompt), truth, third_right), Fixed(2), n_ctx=512)
+    out = [ev.token_id for ev in dec.run(prompt, GenerationConfig(max_tokens=30)) if isinstance(ev, TokenEvent)]
+    assert out == truth
+    untried = [ok for c, ok in seen if c == 0.12]
+    assert len(untried) >= 5 and set(untried) == {third_right}
+    assert [ok for c, ok in seen if c == 0.97] and all(ok for c, ok in seen if c == 0.97)

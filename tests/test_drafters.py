@@ -121,3 +121,27 @@ def test_lookup_rejoins_the_source_after_an_insertion():
     d0, a0, s0 = simulate(NoRejoin(), prompt, truth)
     assert accepted > a0 and steps < s0
     assert steps < len(truth) * 0.45  # 97 tokens in 41 steps here; 66 before the prompt-first anchoring
+
+
+def _follow(drafter, prompt, written):
+    """Propose after each of `written` (the target accepts what was written); return the last
+    proposal."""
+    drafter.begin(prompt)
+    s = Sampler()
+    prop = None
+    for i in range(len(written) + 1):
+        prop = drafter.propose(prompt + written[:i], 4, s)
+    return prop
+
+
+def test_copies_of_the_output_are_trusted_less_than_copies_of_the_prompt():
+    """An edit copies its prompt for hundreds of tokens; code repeating a pattern of its own
+    output parts from it within a few. The same streak gets a lower stated confidence when
+    the pointer copies the output, so the calibration learns the two apart."""
+    source = list(range(100, 140))
+    from_prompt = _follow(PromptLookupDrafter(), [1, 2] + source + [3], source[:5])
+    pattern = list(range(200, 220))
+    from_output = _follow(PromptLookupDrafter(), [1, 2, 3], pattern + pattern[:5])
+    assert from_prompt.tokens[:2] == source[5:7] and from_output.tokens[:2] == pattern[5:7]
+    assert from_output.confidence[0] < from_prompt.confidence[0]
+    assert from_prompt.confidence[0] >= 0.8 and from_output.confidence[0] <= 0.7

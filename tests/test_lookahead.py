@@ -176,3 +176,92 @@ def test_confidence_calibration_round_trips_and_stays_adaptable():
         assert c.calibrated_confidence(0.9) == pytest.approx(0.9)
     b.import_confidence(data)  # a model that measured its own keeps them
     assert b.calibrated_confidence(0.9) > 0.75
+
+
+# Verify cost relative to one token on the 2-core EPYC (docs/benchmarks.md, section 9):
+# nearly linear up to 8 tokens, and a pass over 16 cheaper than over 15 (ggml's kernel choice).
+EPYC_CURVE = {1: 1.0, 2: 1.66, 3: 2.34, 4: 3.05, 5: 4.05, 8: 7.43, 15: 10.66, 16: 8.91, 17: 9.32}
+
+
+def _lookup_cost(held: float) -> CostModel:
+    """A free drafter's cost model whose calibration (other texts) says established copies
+    (stated 0.93) held a fraction `held` of the time."""
+    c = CostModel()
+    c.free_drafter = True
+    for n, t in EPYC_CURVE.items():
+        c.observe_verify(n, t * 0.045)
+    for i in range(400):
+        c.observe_acceptance(1, int(i * held) != int((i + 1) * held), [0.93])
+    return c
+
+
+def test_a_text_earns_long_drafts_and_loses_them_by_its_own_evidence():
+    """The calibration learned on code edits trusts long copies. A new text verifies a long
+    proposal only once its own copies have held (verified or not: free evidence), and stops
+    as soon as they fail, whatever the calibration says."""
+    from engine.drafters import Proposal
+    from engine.lookahead import TextAcceptance
+
+    cost = _lookup_cost(held=0.995)
+    auto = Auto()
+    long = Proposal(list(range(15)), [None] * 15, [0.93] * 15)
+    text = TextAcceptance(cost)
+    fresh = auto.trim(long, cost, text)
+    assert 1 <= fresh <= 4  # a bucket this text has not tried yet: short drafts only
+    for _ in range(30):
+        text.observe_one(0.93, True)
+    earned = auto.trim(long, cost, text)
+    assert earned == 15 > fresh
+    assert auto.trim(long, cost) == 15  # the calibration alone says the same
+    report = TextAcceptance(cost)
+    for _ in range(4):  # a report that paraphrases: its copies break after a few tokens
+        report.observe(([0.93] * 15), 15, 3)
+    assert report.confidence(0.93) < 0.85 < cost.calibrated_confidence(0.93)
+    assert auto.trim(long, cost, report) < fresh
+    assert auto.trim(long, cost) == 15  # the calibration across texts still trusts them
+
+
+def test_a_text_never_trusts_a_bucket_more_than_the_calibration():
+    """Lucky guesses in one text must not start costly verifies the calibration advises
+    against: a text can only lower a bucket's trust."""
+    from engine.lookahead import TextAcceptance
+
+    cost = _lookup_cost(held=0.5)
+    text = TextAcceptance(cost)
+    for _ in range(100):
+        text.observe_one(0.93, True)
+    assert text.confidence(0.93) == pytest.approx(cost.calibrated_confidence(0.93))
+    assert text.confidence(0.93) < 0.6
+    other = TextAcceptance(cost)  # texts do not share their evidence
+    assert other.confidence(0.93) < text.confidence(0.93)
+
+
+def test_a_stalled_pass_is_not_taken_for_its_cost():
+    """A pass the machine paused for seconds is a stall, not what that batch size costs: kept,
+    it would stop Auto drafting that size for good (and be stored for the next process)."""
+    c = CostModel()
+    for n, t in EPYC_CURVE.items():
+        c.observe_verify(n, t * 0.045)
+    c.observe_verify(3, 3.3)
+    assert c.verify_s[3] == pytest.approx(2.34 * 0.045)
+    c.observe_verify(3, 2.9 * 0.045)  # slower, but a cost: kept
+    assert c.verify_s[3] > 2.34 * 0.045
+    stored = CostModel()
+    stored.import_costs({"verify_s": {"16": 0.40, "3": 1.69, "1": 0.045}})  # a store that kept one
+    assert 3 not in stored.verify_s and stored.verify_s[16] == pytest.approx(0.40)
+
+
+def test_wider_passes_keep_their_ratio_to_one_token_when_the_load_changes():
+    """A size drafted rarely is priced as its typical multiple of a one-token pass now, not
+    as its last absolute time measured under another load."""
+    c = CostModel()
+    c.observe_verify(1, 0.040)
+    c.observe_verify(3, 0.100)  # 2.5x
+    for _ in range(9):
+        c.observe_verify(1, 0.080)  # the machine got twice as slow
+    assert c.verify_s[3] == pytest.approx(0.200)
+    assert c.export_costs()["verify_s"]["3"] == pytest.approx(0.200)
+    stored = CostModel()
+    stored.import_costs({"verify_s": {"1": 0.050, "3": 0.120}})
+    stored.observe_verify(1, 0.025)
+    assert stored.verify_s[3] == pytest.approx(0.060)  # 2.4x of today's one-token pass
