@@ -57,6 +57,27 @@ def _encodable(value: Any) -> Any:
     return value
 
 
+def prompt_tokens(model: Model, prompt: Prompt, *, chat: bool = False, system: str | None = None) -> list[int]:
+    """Prompt tokens for a model: text (raw or through its chat template), chat messages, or
+    token ids. `Engine.tokens_for` and the lookup replay (which has only a vocabulary) share it."""
+    prompt, system = _encodable(prompt), _encodable(system) if system else system
+    if isinstance(prompt, str):
+        if not prompt.strip():
+            raise PromptError("the prompt is empty")
+        if not chat:
+            return model.tokenize(prompt, add_special=True, parse_special=False)
+        messages: list[Message] = ([{"role": "system", "content": system}] if system else []) + [
+            {"role": "user", "content": prompt}
+        ]
+    elif prompt and all(isinstance(t, int) for t in prompt):
+        return list(prompt)  # type: ignore[arg-type]
+    else:
+        messages = list(prompt)  # type: ignore[arg-type]
+        if system and not any(m.get("role") == "system" for m in messages):
+            messages.insert(0, {"role": "system", "content": system})
+    return chat_tokens(model, messages)
+
+
 class Engine:
     """One loaded target and the drafters used with it (loaded once, reused).
 
@@ -248,23 +269,8 @@ class Engine:
     def tokens_for(self, prompt: Prompt, *, chat: bool = False, system: str | None = None) -> list[int]:
         """Prompt tokens: text (raw or through the chat template), chat messages, or token ids."""
         self._check_open()
-        prompt, system = _encodable(prompt), _encodable(system) if system else system
         with self._lock:
-            if isinstance(prompt, str):
-                if not prompt.strip():
-                    raise PromptError("the prompt is empty")
-                if not chat:
-                    return self.target.tokenize(prompt, add_special=True, parse_special=False)
-                messages: list[Message] = ([{"role": "system", "content": system}] if system else []) + [
-                    {"role": "user", "content": prompt}
-                ]
-            elif prompt and all(isinstance(t, int) for t in prompt):
-                return list(prompt)  # type: ignore[arg-type]
-            else:
-                messages = list(prompt)  # type: ignore[arg-type]
-                if system and not any(m.get("role") == "system" for m in messages):
-                    messages.insert(0, {"role": "system", "content": system})
-            return chat_tokens(self.target, messages)
+            return prompt_tokens(self.target, prompt, chat=chat, system=system)
 
     # -- generation ----------------------------------------------------------------------
     def request(self, prompt: Prompt | GenerationRequest, **options: Any) -> GenerationRequest:
