@@ -72,7 +72,7 @@ class Session(QObject):
                 raise RuntimeError(f"busy with {self._busy}")
             self._set_busy(job)
             self._jobs.add(worker)
-        thread = workers.start(worker, self)
+        thread = workers.start(worker)
         self._threads.append((thread, worker))
         worker.finished.connect(self._worker_finished)
         return thread

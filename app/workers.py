@@ -16,7 +16,7 @@ import traceback
 from contextlib import contextmanager
 from typing import Any, Callable, Iterator
 
-from PySide6.QtCore import QObject, Qt, QThread, Signal
+from PySide6.QtCore import QObject, Qt, QThread, Signal, Slot
 
 from engine.errors import Cancelled, TandemError
 
@@ -91,7 +91,7 @@ def engine_turn(engine: Any, source: str, token: Any) -> Iterator[None]:
         yield
 
 
-def start(worker: Worker, parent: QObject | None = None) -> QThread:
+def start(worker: Worker) -> QThread:
     """Run `worker.run()` on a new thread; the thread is cleaned up when it finishes.
 
     The worker object stays on the GUI thread and only its `run()` executes on the new one
@@ -100,12 +100,50 @@ def start(worker: Worker, parent: QObject | None = None) -> QThread:
     a callable connected without a QObject would run there directly when the worker emits
     and wait for an event loop that never runs when another thread emits.
     """
-    thread = QThread(parent)
+    # No parent: a view destroyed just as its worker ends (closed on `finished`) would take a
+    # child QThread that is still ending with it, which Qt answers with an abort. The keeper
+    # holds the thread instead, until it has ended.
+    thread = QThread()
     thread.started.connect(worker.run, Qt.ConnectionType.DirectConnection)
     worker.finished.connect(thread.quit)
-    thread.finished.connect(thread.deleteLater)
+    _keeper().hold(thread, worker)
     thread.start()
     return thread
+
+
+class _Keeper(QObject):
+    """Holds every started thread and its worker until the thread has ended, then lets both go
+    on the GUI thread. Destroying a QThread that is still ending aborts the process ("QThread:
+    Destroyed while thread is still running": 1 in 7 runs of the optimiser dialog's test, whose
+    dialog, the thread's parent then, was freed right after its worker's `finished`), and
+    `QThread.finished` is emitted while the thread is still ending. A view also drops its
+    worker on `finished`, which is emitted inside `run()` on the worker's thread."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._held: dict[int, tuple[QThread, Worker]] = {}
+
+    def hold(self, thread: QThread, worker: Worker) -> None:
+        self._held[id(thread)] = (thread, worker)
+        thread.finished.connect(self._release)  # queued: this object lives on the GUI thread
+
+    @Slot()
+    def _release(self) -> None:
+        held = self._held.pop(id(self.sender()), None)
+        if held is not None:
+            thread, _ = held
+            thread.wait()  # it has emitted `finished`: only its last instructions remain
+            thread.deleteLater()
+
+
+_KEEPER: _Keeper | None = None
+
+
+def _keeper() -> _Keeper:
+    global _KEEPER
+    if _KEEPER is None:
+        _KEEPER = _Keeper()
+    return _KEEPER
 
 
 class _Coalescer:

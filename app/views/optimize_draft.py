@@ -130,7 +130,7 @@ class OptimizeDraftDialog(QDialog):
         self._worker = w
         self.start_btn.setEnabled(False)
         self.cancel_btn.setEnabled(True)
-        workers.start(w, self)
+        workers.start(w)
 
     def cancel(self) -> None:
         if self._worker is not None:
