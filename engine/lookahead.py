@@ -16,7 +16,10 @@ import threading
 import time
 from collections import deque
 from dataclasses import dataclass
-from typing import Callable, Sequence
+from typing import TYPE_CHECKING, Callable, Iterator, Sequence
+
+if TYPE_CHECKING:
+    from .drafters import Proposal
 
 MAX_LOOKAHEAD = 16
 CONF_BUCKETS = 20  # a drafter's stated confidence, in buckets of 0.05
@@ -25,6 +28,13 @@ CONF_BUCKETS = 20  # a drafter's stated confidence, in buckets of 0.05
 def conf_bucket(c: float) -> int:
     """The calibration bucket of a stated confidence."""
     return min(CONF_BUCKETS - 1, max(0, int(c * CONF_BUCKETS)))
+
+
+def tried(confidence: "Sequence[float] | None", drafted: int, accepted: int) -> Iterator[tuple[float, bool]]:
+    """The tokens of a verified proposal that were tried, with whether each held: token i
+    was tried only if all before it were accepted."""
+    for i, c in enumerate((confidence or [])[: min(drafted, accepted + 1)]):
+        yield c, i < accepted
 
 
 def expected_tokens(k: int, alpha: float) -> float:
@@ -90,20 +100,17 @@ class CostModel:
     # stopped every 2-token draft for the rest of a benchmark (and was stored for the next).
     STALL = 2.0
 
-    def _is_stall(self, n: int, seconds: float) -> bool:
-        one = self._verify.get(1)
-        return n > 1 and bool(one) and seconds > self.STALL * n * self._estimate(one)  # type: ignore[arg-type]
-
     def observe_verify(self, n: int, seconds: float) -> None:
         with self._lock:
             self._add_verify(n, seconds, time.monotonic())
 
     def _add_verify(self, n: int, seconds: float, when: float) -> None:
-        if self._is_stall(n, seconds):
-            return
         one = self._verify.get(1)
         if n > 1 and one:
-            self._ratio.setdefault(n, deque(maxlen=self._window)).append(seconds / self._estimate(one))
+            v1 = self._estimate(one)
+            if seconds > self.STALL * n * v1:
+                return  # a stall, not a cost
+            self._ratio.setdefault(n, deque(maxlen=self._window)).append(seconds / v1)
         self._verify.setdefault(n, deque(maxlen=self._window)).append((when, seconds))
 
     def observe_draft(self, drafted: int, seconds: float) -> None:
@@ -146,11 +153,11 @@ class CostModel:
         if drafted <= 0:
             return
         if confidence:
-            with self._lock:  # token i was tried only if all before it were accepted
-                for i, c in enumerate(confidence[: min(drafted, accepted + 1)]):
+            with self._lock:
+                for c, held in tried(confidence, drafted, accepted):
                     b = conf_bucket(c)
                     self._conf_total[b] += 1
-                    self._conf_hits[b] += 1 if i < accepted else 0
+                    self._conf_hits[b] += 1 if held else 0
         with self._lock:
             ps, pf = self._prior
             # Decay towards the prior so alpha follows the text (copying vs free writing).
@@ -318,12 +325,21 @@ class TextAcceptance:
         self._total = [0.0] * CONF_BUCKETS
 
     def observe(self, confidence: "Sequence[float] | None", drafted: int, accepted: int) -> None:
-        """A verified proposal: token i was tried only if all before it were accepted."""
-        for i, c in enumerate((confidence or [])[: min(drafted, accepted + 1)]):
-            self.observe_one(c, i < accepted)
+        """A verified proposal (its tried tokens)."""
+        for c, held in tried(confidence, drafted, accepted):
+            self.observe_one(c, held)
+
+    def observe_step(self, offered: "Proposal | None", verified: int, accepted: int, token: int | None) -> None:
+        """One step: the first `verified` tokens of the proposal `offered` were verified; when
+        every one of them held, the target's own `token` says for free whether the first
+        unverified one was right."""
+        conf = offered.confidence if offered is not None else None
+        self.observe(conf, verified, accepted)
+        if offered is not None and conf and accepted == verified < len(offered.tokens) and token is not None:
+            self.observe_one(conf[verified], offered.tokens[verified] == token)
 
     def observe_one(self, confidence: float, accepted: bool) -> None:
-        """One proposed token and whether the target wrote it (verified or not)."""
+        """One proposed token and whether the target wrote it."""
         b = conf_bucket(confidence)
         self._total[b] += 1
         self._hits[b] += 1 if accepted else 0

@@ -114,9 +114,7 @@ def replay(cases: Sequence[Case], verify_s: Callable[[int], float], *, confidenc
                 assert prop is not None
                 cost.observe_acceptance(len(drafts), acc, prop.confidence)
                 drafter.feedback(len(drafts), acc)
-            text.observe(prop.confidence if prop is not None else None, len(drafts), acc)
-            if full is not None and full.confidence and len(full.tokens) > len(drafts) == acc and nxt is not None:
-                text.observe_one(full.confidence[acc], full.tokens[acc] == nxt)
+            text.observe_step(full, len(drafts), acc, nxt)
             auto.feedback(len(drafts), acc)
             if on_step is not None:
                 on_step(case, i, len(drafts), acc)

@@ -407,7 +407,7 @@ class Decoder:
             run.end("length", "max_tokens")
             return StepResult([], None, True)
         k_req = 0
-        prop = untried = Proposal()
+        prop = offered = Proposal()
         if drafter is not None:
             k_req = run.lookahead.choose(min(room_ctx, remaining - 1), self.cost)
             if k_req > 0 and drafter.cost_class == "model" and not run.drafter_synced:
@@ -428,8 +428,7 @@ class Decoder:
                     k_use = policy.trim(prop, self.cost, run.acceptance)
                 else:
                     k_use = k_req
-                if drafter.cost_class == "free" and prop.confidence and len(prop.tokens) > k_use:
-                    untried = prop  # its first unverified token is checked for free below
+                offered = prop  # a free drafter's may be longer than what is verified: see below
                 prop = prop.cut(k_use)
             drafts, dists = prop.tokens, prop.dists
             run.lookahead.record(len(drafts))
@@ -448,11 +447,7 @@ class Decoder:
             self.cost.observe_acceptance(len(drafts), result.accepted, prop.confidence)
             drafter.feedback(len(drafts), result.accepted)
         if run.acceptance is not None:
-            run.acceptance.observe(prop.confidence, len(drafts), result.accepted)
-            if untried.confidence and result.accepted == len(drafts):
-                # Every verified draft held, so the target's own token is what the first
-                # unverified one should have been: free evidence of this text's copies.
-                run.acceptance.observe_one(untried.confidence[len(drafts)], untried.tokens[len(drafts)] == result.token)
+            run.acceptance.observe_step(offered, len(drafts), result.accepted, result.token)
         run.lookahead.feedback(len(drafts), result.accepted)
         tokens = self._emit(run, drafts[: result.accepted] + [result.token], result, bool(drafts))
         st = run.stats
