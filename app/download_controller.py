@@ -8,17 +8,27 @@ the pair is loaded as soon as it has arrived and the session is free.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
-from PySide6.QtCore import QObject, Signal, Slot
+from PySide6.QtCore import QObject, Signal, SignalInstance, Slot
 
-from engine.catalog import PairSpec
+from engine.models.catalog import PairSpec
 
 from . import workers
 from .download_job import DownloadJob, DownloadStatus
 
-if TYPE_CHECKING:
-    from .session import Session
+
+class DownloadHost(Protocol):
+    """What the controller needs from its owner (the Session), so neither imports the other."""
+
+    busyChanged: SignalInstance  # emitted with the new `busy` text ("" when free)
+
+    @property
+    def busy(self) -> str: ...  # what the session is doing, "" when free
+
+    def run(self, worker: Any) -> None: ...
+
+    def load_pair(self, pair: PairSpec) -> Any: ...
 
 
 class DownloadController(QObject):
@@ -28,8 +38,8 @@ class DownloadController(QObject):
     failed = Signal(str)  # why a download failed, once
     notice = Signal(str)  # something the store wants a person to know (nothing transferred)
 
-    def __init__(self, session: Session):
-        super().__init__(session)
+    def __init__(self, session: DownloadHost):
+        super().__init__(session if isinstance(session, QObject) else None)
         self.session = session
         self.job: DownloadJob | None = None
         self._worker: workers.DownloadWorker | None = None

@@ -18,8 +18,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import Enum
 
-from engine.catalog import ModelSpec, PairSpec
-from engine.store import Progress
+from engine.models.catalog import ModelSpec, PairSpec
+from engine.models.store import Progress
 from engine.units import human_bytes, human_duration
 
 

@@ -16,7 +16,7 @@ def self_test() -> int:
     import tempfile
 
     from engine import Engine
-    from engine.tinymodel import write_model
+    from engine.models.tinymodel import write_model
 
     with tempfile.TemporaryDirectory() as tmp:
         path = write_model(Path(tmp) / "selftest.gguf", seed=1)
@@ -30,7 +30,7 @@ def self_test() -> int:
 
 
 def _rpc_endpoints(value: str) -> list[str]:
-    from engine.cli_rpc import rpc_endpoints
+    from engine.cli.rpc import rpc_endpoints
 
     return rpc_endpoints(value)
 

@@ -14,7 +14,7 @@ from PySide6.QtWidgets import (
     QPushButton, QScrollArea, QStackedWidget, QVBoxLayout, QWidget,
 )
 
-from engine import catalog, hardware, store
+from engine.models import catalog, hardware, store
 from engine.units import human_bytes
 
 from . import appearance, help_menu, theme

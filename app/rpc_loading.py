@@ -1,6 +1,6 @@
 """Loading a pair whose target is split over llama.cpp RPC workers (issue 14).
 
-The target then lives in a child process (engine/rpc_process.py): a worker lost or hung
+The target then lives in a child process (engine/serving/remote_engine.py): a worker lost or hung
 mid-answer ends that child, never the app. The loader is `workers.LoadWorker` with the
 engine swapped; the session wires `on_lost` so it can drop the dead engine and offer to
 reload the pair on this machine alone.
@@ -22,7 +22,7 @@ class RemoteLoadWorker(LoadWorker):
         self.endpoints, self.on_lost, self.hang_timeout = list(endpoints), on_lost, hang_timeout
 
     def open_engine(self, on_progress: Callable[[float], bool]) -> Any:
-        from engine.rpc_process import DEFAULT_HANG_TIMEOUT_S, RemoteEngine
+        from engine.serving.remote_engine import DEFAULT_HANG_TIMEOUT_S, RemoteEngine
 
         self.progress.emit(f"target on {len(self.endpoints)} worker(s)", 0.0)
         return RemoteEngine(self.target, rpc=self.endpoints, n_ctx=self.n_ctx, on_progress=on_progress,

@@ -14,8 +14,8 @@ from typing import Any
 
 from PySide6.QtCore import QObject, QThread, Signal, Slot
 
-from engine import store
-from engine.catalog import PairSpec
+from engine.models import store
+from engine.models.catalog import PairSpec
 
 from . import workers
 from .download_controller import DownloadController
@@ -128,7 +128,7 @@ class Session(QObject):
 
     def default_n_ctx(self) -> int:
         """The context length chosen in Settings (QSettings "performance/n_ctx"; 0 or missing = 4096)."""
-        from engine.context_window import DEFAULT_N_CTX
+        from engine.models.context_window import DEFAULT_N_CTX
 
         settings = getattr(self.parent(), "settings", None)  # the main window's QSettings
         try:
@@ -139,9 +139,9 @@ class Session(QObject):
 
     @staticmethod
     def _context_for(target: Path, wanted: int | None) -> int:
-        from engine.context_window import clamp_n_ctx, trained_length
+        from engine.models.context_window import clamp_n_ctx, trained_length
         from engine.errors import TandemError
-        from engine.gguf_header import read_header
+        from engine.models.gguf_header import read_header
 
         try:
             trained = trained_length(read_header(target, with_tensors=False, arrays=False))
@@ -151,7 +151,7 @@ class Session(QObject):
 
     def load_pair(self, pair: PairSpec, n_ctx: int | None = None) -> bool:
         """Load a catalog pair from the model cache; loadFailed says why not (not downloaded, busy)."""
-        from engine import draft_variants
+        from engine.models import draft_variants
 
         t, d = store.locate_model(pair.target), store.locate_model(pair.draft)
         if t is None or d is None:

@@ -25,7 +25,7 @@ log = logging.getLogger("tandem.app")
 # second. Every wake of the GUI thread (a slot call, a text edit, its repaint) preempts one
 # of llama.cpp's compute threads on a machine with as many threads as cores, and the other
 # one then waits for it at the next barrier; per token (25/s on 2 cores) that cost ~10% of
-# decode speed, measured with `python -m app.bench_gui` (docs/benchmarks.md section 7).
+# decode speed, measured with `python -m tools.bench_gui` (docs/benchmarks.md section 7).
 FRAME_S = 0.08
 
 
@@ -71,7 +71,7 @@ class EngineWorker(Worker):
 
     def __init__(self) -> None:
         super().__init__()
-        from engine.speculative import CancelToken  # lazily: it loads llama.cpp
+        from engine.decoding.decoder import CancelToken  # lazily: it loads llama.cpp
 
         self.token = CancelToken()
 
@@ -82,9 +82,9 @@ class EngineWorker(Worker):
 
 @contextmanager
 def engine_turn(engine: Any, source: str, token: Any) -> Iterator[None]:
-    """Hold `engine`'s generation queue (engine/serving.py) for a whole race or benchmark, so a
+    """Hold `engine`'s generation queue (engine/decoding/queue.py) for a whole race or benchmark, so a
     local-server request or a chat answer waits for it instead of running between its runs."""
-    from engine.serving import queue_for
+    from engine.decoding.queue import queue_for
 
     queue = queue_for(engine)
     with queue.turn(queue.submit(source, bounded=False, cancel=token)):
@@ -283,8 +283,8 @@ class GenerationWorker(EngineWorker):
         self.live.set(value)
 
     def work(self) -> None:
-        from engine.events import DoneEvent, RunStats
-        from engine.serving import queue_for
+        from engine.decoding.events import DoneEvent, RunStats
+        from engine.decoding.queue import queue_for
 
         toks = _Coalescer(self.tokens.emit)
         steps = _Coalescer(self.steps.emit, lead=toks)  # one frame: its tokens, then its steps
@@ -298,7 +298,7 @@ class GenerationWorker(EngineWorker):
             self.done.emit(DoneEvent("", [], RunStats(finish_reason="cancelled", stopped_by="cancel")))
 
     def _consume(self, events: Any, toks: _Coalescer, steps: _Coalescer) -> None:
-        from engine.events import DoneEvent, PrefillEvent, StepEvent, TokenEvent
+        from engine.decoding.events import DoneEvent, PrefillEvent, StepEvent, TokenEvent
 
         for ev in events:
             if isinstance(ev, TokenEvent):
@@ -332,7 +332,7 @@ class RaceWorker(EngineWorker):
         self._steps: _Coalescer | None = None
 
     def _on_event(self, side: str, ev: Any) -> None:
-        from engine.events import DoneEvent, StepEvent, TokenEvent
+        from engine.decoding.events import DoneEvent, StepEvent, TokenEvent
 
         if side != self._side:
             self._side = side
@@ -349,7 +349,7 @@ class RaceWorker(EngineWorker):
             self.side_done.emit(side, ev)
 
     def work(self) -> None:
-        from engine.racing import race
+        from engine.measure.racing import race
 
         with engine_turn(self.engine, "race", self.token), _LateFlush(lambda: (self._steps,)):
             r = race(self.engine, self.request, on_event=self._on_event, cancel=self.token)
@@ -365,7 +365,7 @@ class RaceWorker(EngineWorker):
 class DownloadWorker(Worker):
     """Fetch every file of some catalog models (Hub or mirror), with progress."""
 
-    progress = Signal(object)  # engine.store.Progress
+    progress = Signal(object)  # engine.models.store.Progress
     file_done = Signal(str, str)  # model id, path
     all_done = Signal()
 
@@ -374,7 +374,7 @@ class DownloadWorker(Worker):
         self.models, self.source = models, source
 
     def work(self) -> None:
-        from engine import download
+        from engine.models import download
 
         for m in self.models:
             for f in m.files:
@@ -399,17 +399,17 @@ class CallWorker(Worker):
 
 
 class BenchWorker(EngineWorker):
-    """`engine.bench.run_bench` off the GUI thread, with progress and cancel."""
+    """`engine.measure.bench.run_bench` off the GUI thread, with progress and cancel."""
 
     progress = Signal(int, int, str)
-    result = Signal(object)  # engine.bench.BenchResult
+    result = Signal(object)  # engine.measure.bench.BenchResult
 
     def __init__(self, engine: Any, suites: list, configs: list, **options: Any):
         super().__init__()
         self.engine, self.suites, self.configs, self.options = engine, suites, configs, options
 
     def work(self) -> None:
-        from engine import bench
+        from engine.measure import bench
 
         with engine_turn(self.engine, "bench", self.token):
             res = bench.run_bench(self.engine, self.suites, self.configs, progress=self.progress.emit, cancel=self._cancel,

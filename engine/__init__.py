@@ -33,37 +33,37 @@ from .errors import (
 )
 
 if TYPE_CHECKING:
-    from .api import Engine, GenerationResult
-    from .events import Event
+    from .decoding.engine import Engine, GenerationResult
+    from .decoding.events import Event
 
 __version__ = "0.1.0"
 
 # Public name -> the module that defines it, imported on first access. One line per name.
 _LAZY: dict[str, str] = {
-    "Engine": ".api",
-    "GenerationResult": ".api",
-    "Model": ".llama",
-    "Fixed": ".lookahead",
-    "Auto": ".lookahead",
-    "CostModel": ".lookahead",
-    "SamplingParams": ".sampling",
-    "CancelToken": ".speculative",
-    "check_pair": ".compat",
-    "Verdict": ".compat",
-    "Event": ".events",
-    "TokenEvent": ".events",
-    "StepEvent": ".events",
-    "PrefillEvent": ".events",
-    "DoneEvent": ".events",
-    "RunStats": ".events",
-    "GenerationRequest": ".settings",
-    "RuntimeParams": ".settings",
-    "race": ".racing",
-    "RaceResult": ".racing",
-    "LiveLookahead": ".lookahead",
-    "EngineClosedError": ".speculative",
-    "RemoteEngine": ".rpc_process",
-    "RemoteWorkerLost": ".rpc_process",
+    "Engine": ".decoding.engine",
+    "GenerationResult": ".decoding.engine",
+    "Model": ".decoding.llama",
+    "Fixed": ".decoding.lookahead",
+    "Auto": ".decoding.lookahead",
+    "CostModel": ".decoding.lookahead",
+    "SamplingParams": ".decoding.sampling",
+    "CancelToken": ".decoding.decoder",
+    "check_pair": ".models.compat",
+    "Verdict": ".models.compat",
+    "Event": ".decoding.events",
+    "TokenEvent": ".decoding.events",
+    "StepEvent": ".decoding.events",
+    "PrefillEvent": ".decoding.events",
+    "DoneEvent": ".decoding.events",
+    "RunStats": ".decoding.events",
+    "GenerationRequest": ".decoding.settings",
+    "RuntimeParams": ".decoding.settings",
+    "race": ".measure.racing",
+    "RaceResult": ".measure.racing",
+    "LiveLookahead": ".decoding.lookahead",
+    "EngineClosedError": ".decoding.decoder",
+    "RemoteEngine": ".serving.remote_engine",
+    "RemoteWorkerLost": ".serving.remote_engine",
 }
 
 
@@ -92,14 +92,14 @@ def setup(target: str, **kw: object) -> Engine:
     With `rpc=["HOST:PORT", ...]` the target is split over those workers in a child process
     (`RemoteEngine`): a worker lost mid-answer raises `RemoteWorkerLost` here instead of
     ending this process, as llama.cpp would in-process."""
-    from .api import Engine
+    from .decoding.engine import Engine
 
     global _default
     if _default is not None:
         _default.close()
     _default = None
     if kw.get("rpc"):
-        from .rpc_process import RemoteEngine
+        from .serving.remote_engine import RemoteEngine
 
         _default = RemoteEngine(target, **kw)  # type: ignore[arg-type,assignment]
     else:

@@ -38,7 +38,7 @@ device)
   CMAKE_ARGS="-DGGML_CUDA=on -DCMAKE_CUDA_ARCHITECTURES=90" CMAKE_BUILD_PARALLEL_LEVEL=16 \
     /tmp/tv/bin/pip install -q --no-index --no-build-isolation --find-links "$CARRY" "$src" 2>&1 | tail -3
   nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv > "$OUT/gpu.txt" || true
-  cd "$ROOT" && /tmp/tv/bin/python -m engine.gpu_probe --target-shape qwen7b --draft-shape qwen0.5b \
+  cd "$ROOT" && /tmp/tv/bin/python -m tools.gpu_probe --target-shape qwen7b --draft-shape qwen0.5b \
       --alphas "code_generation:0.9,chat:0.75,code_editing_lookup:0.8" --out "$OUT/gpu.json"
   ;;
 *)

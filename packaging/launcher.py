@@ -5,7 +5,7 @@ import sys
 
 def run() -> int:
     if len(sys.argv) > 1 and sys.argv[1] == "cli":
-        from engine.cli import main as cli_main
+        from engine.cli.main import main as cli_main
 
         return cli_main(sys.argv[2:])
     from app.main import main
@@ -16,5 +16,5 @@ def run() -> int:
 if __name__ == "__main__":
     import multiprocessing
 
-    multiprocessing.freeze_support()  # a target split over RPC workers runs in a spawned child (engine/rpc_process.py)
+    multiprocessing.freeze_support()  # a target split over RPC workers runs in a spawned child (engine/serving/remote_engine.py)
     sys.exit(run())

@@ -5,7 +5,7 @@
 
 For each added round-trip latency (tests/delayproxy.py, in front of both workers) it runs
 target alone, prompt lookup (Auto) and the draft model (Auto) interleaved per prompt with
-`engine.bench.run_bench`, on one target loaded once (the proxy's delay changes between
+`engine.measure.bench.run_bench`, on one target loaded once (the proxy's delay changes between
 latencies, each latency gets fresh decoders so Auto re-calibrates). It also measures the
 same target loaded locally, so each pass's network share is visible: per-pass verify time
 over RPC minus the same pass measured locally.
@@ -27,8 +27,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
 from delayproxy import DelayProxy  # noqa: E402
-from engine import bench, rpc  # noqa: E402
-from engine.api import Engine  # noqa: E402
+from engine.measure import bench
+from engine.decoding import rpc_backend as rpc  # noqa: E402
+from engine.decoding.engine import Engine  # noqa: E402
 
 
 def start_worker(threads: int) -> tuple[subprocess.Popen, str]:

@@ -31,7 +31,7 @@ def main() -> int:
     os.environ["TANDEM_HOME"] = tmp
     os.environ.setdefault("TANDEM_METRICS_LOG", str(Path(tmp) / "metrics.jsonl"))
 
-    from engine import store
+    from engine.models import store
 
     target = Path(a.target) if a.target else store.find_model("smollm2-135m-instruct-q4_1")
     if target is None:

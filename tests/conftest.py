@@ -39,14 +39,14 @@ def models_dir(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="session")
 def vocab():
-    from engine.tinymodel import make_vocab
+    from engine.models.tinymodel import make_vocab
 
     return make_vocab()
 
 
 @pytest.fixture(scope="session")
 def tiny_target(models_dir, vocab) -> Path:
-    from engine.tinymodel import write_model
+    from engine.models.tinymodel import write_model
 
     return write_model(models_dir / "target.gguf", seed=1, n_layer=2, name="tiny-target", vocab=vocab)
 
@@ -54,7 +54,7 @@ def tiny_target(models_dir, vocab) -> Path:
 @pytest.fixture(scope="session")
 def tiny_draft(models_dir, vocab) -> Path:
     """Same tokenizer, different weights: disagrees with the target often."""
-    from engine.tinymodel import write_model
+    from engine.models.tinymodel import write_model
 
     return write_model(models_dir / "draft.gguf", seed=2, n_layer=1, name="tiny-draft", vocab=vocab)
 
@@ -62,7 +62,7 @@ def tiny_draft(models_dir, vocab) -> Path:
 @pytest.fixture(scope="session")
 def other_vocab_model(models_dir) -> Path:
     """A model whose vocabulary differs from the tiny target's (incompatible pair)."""
-    from engine.tinymodel import make_vocab, write_model
+    from engine.models.tinymodel import make_vocab, write_model
 
     v = make_vocab(extra_words=10)
     v.tokens[300], v.tokens[301] = v.tokens[301], v.tokens[300]
@@ -72,7 +72,7 @@ def other_vocab_model(models_dir) -> Path:
 def real_model(name: str) -> Path | None:
     """A real GGUF from the store, if it has been fetched (CI fetches SmolLM2)."""
     try:
-        from engine import store
+        from engine.models import store
 
         return store.find_model(name)
     except Exception:

@@ -1,6 +1,6 @@
 """A fake Hugging Face Hub on 127.0.0.1 for the store/download tests.
 
-It speaks the part of the Hub protocol that huggingface_hub and engine.download use:
+It speaks the part of the Hub protocol that huggingface_hub and engine.models.download use:
 HEAD/GET on `/{org}/{name}/resolve/{revision}/{filename}` with X-Repo-Commit, ETag and
 X-Linked-Etag (the sha256, as the Hub does for LFS files), X-Linked-Size and
 Content-Length; `Range: bytes=a-[b]` answered with 206 (416 past the end); errors carry
@@ -32,7 +32,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.catalog import FileSpec
+from engine.models.catalog import FileSpec
 
 _RESOLVE = re.compile(r"^/(?P<repo>[^/]+/[^/]+)/resolve/(?P<rev>[^/]+)/(?P<file>.+)$")
 _CDN = re.compile(r"^/cdn/(?P<sha>[0-9a-f]{64})$")

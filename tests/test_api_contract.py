@@ -11,9 +11,9 @@ import pytest
 
 import engine
 from engine import Engine, GenerationRequest, LiveLookahead, TandemError
-from engine.events import DoneEvent, StepEvent
-from engine.racing import race, verdict
-from engine.speculative import EngineClosedError
+from engine.decoding.events import DoneEvent, StepEvent
+from engine.measure.racing import race, verdict
+from engine.decoding.decoder import EngineClosedError
 
 
 @pytest.fixture(scope="module")
@@ -111,7 +111,7 @@ def test_auto_with_deferred_draft_prefill_is_exact(tiny_target, tiny_draft, draf
 
 def test_race_reports_nothing_drafted_honestly(eng):
     req = GenerationRequest.from_options("the value of", draft_model="lookup", lookahead=0, max_tokens=20)
-    r = engine.race(eng, req)  # the public name, same function as engine.racing.race
+    r = engine.race(eng, req)  # the public name, same function as engine.measure.racing.race
     assert race is engine.race
     assert isinstance(r, engine.RaceResult) and r.identical
     assert r.speculative.stats.drafted == 0
@@ -121,7 +121,7 @@ def test_race_reports_nothing_drafted_honestly(eng):
 
 
 def test_verdict_wording():
-    from engine.events import RunStats
+    from engine.decoding.events import RunStats
 
     base = RunStats(generated_tokens=100, wall_s=10.0, decode_tokens_per_s=10.0)
     fast = RunStats(generated_tokens=100, wall_s=5.0, decode_tokens_per_s=25.0, drafted=50, accepted=45, mode="lookup", lookahead="auto")
@@ -145,7 +145,7 @@ def test_setup_while_another_thread_generates_does_not_crash(tiny_target, tiny_d
     """engine.setup() closes the engine a thread is generating with: cancel, wait, free."""
     r = _py(f"""
         import threading, engine
-        from engine.speculative import EngineClosedError
+        from engine.decoding.decoder import EngineClosedError
         old = engine.setup({str(tiny_target)!r}, n_ctx=2048, metrics_log=False)
         out = {{}}
         started = threading.Event()

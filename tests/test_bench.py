@@ -9,9 +9,11 @@ import time
 
 import pytest
 
-from engine import Engine, bench, metrics
-from engine.bench import Run, load_suite, plan_configs, summarize
-from engine.cli import main as cli
+from engine import Engine
+from engine.measure import bench
+from engine.decoding import metrics
+from engine.measure.bench import Run, load_suite, plan_configs, summarize
+from engine.cli.main import main as cli
 
 
 def test_builtin_suites_have_ten_prompts_or_more():
@@ -162,7 +164,7 @@ def test_estimate_counts_generations_and_times_them():
 
 
 def test_target_token_seconds_prefers_the_calibrated_cost_model(tiny_target):
-    from engine import calibration
+    from engine.models import calibration
 
     eng = Engine(tiny_target, n_ctx=256, metrics_log=False)
     try:
@@ -209,7 +211,7 @@ def test_a_ratio_is_a_gain_or_loss_only_outside_the_repetition_noise():
 def test_local_pass_costs_are_found_beside_an_rpc_key(tmp_path):
     """The network share needs the same pass measured here alone: same machine, threads and
     file, any local backend (the fastest), never another RPC split or another machine."""
-    from engine import calibration
+    from engine.models import calibration
 
     store = tmp_path / "calibration.json"
     m = calibration.machine_id()
@@ -231,7 +233,7 @@ def test_local_pass_costs_are_found_beside_an_rpc_key(tmp_path):
 
 def test_network_share_per_pass_and_per_token(monkeypatch):
     """Every pass pays the network once: per generated token it falls with tokens per pass."""
-    from engine import calibration
+    from engine.models import calibration
 
     monkeypatch.setattr(calibration, "local_verify_s", lambda key: {"1": 0.040, "3": 0.080})
     cost = {"verify_ms": {1: 100.0, 2: 130.0, 3: 140.0}, "draft_ms_per_token": {}}

@@ -8,8 +8,8 @@ import tomllib
 
 import pytest
 
-from engine import catalog
-from engine.catalog import CATALOG_PATH, CatalogError
+from engine.models import catalog
+from engine.models.catalog import CATALOG_PATH, CatalogError
 
 SHA = re.compile(r"^[0-9a-f]{64}$")
 COMMIT = re.compile(r"^[0-9a-f]{40}$")

@@ -1,12 +1,12 @@
-"""engine/context_window.py: which turns of a long chat are sent, trained length, memory."""
+"""engine/models/context_window.py: which turns of a long chat are sent, trained length, memory."""
 
 from __future__ import annotations
 
 import pytest
 from hypothesis import example, given, settings, strategies as st
 
-from engine import context_window as cw
-from engine.report import stats_line
+from engine.models import context_window as cw
+from engine.measure.report import stats_line
 
 
 def _chat(*lengths: int) -> list[dict]:
@@ -80,7 +80,7 @@ def test_kept_suffix_is_the_longest_that_fits(lengths, n_ctx, headroom):
 
 
 def test_trained_length_and_memory_from_the_header(tiny_target):
-    from engine.gguf_header import read_header
+    from engine.models.gguf_header import read_header
 
     header = read_header(tiny_target, with_tensors=False)
     assert cw.trained_length(header) == 2048
@@ -94,7 +94,7 @@ def test_trained_length_and_memory_from_the_header(tiny_target):
 def test_a_header_with_nonsense_sizes_is_read_as_unknown_not_an_exception(tiny_target):
     """Header values come from downloaded files: strings, negatives and huge numbers where
     counts belong give 'unknown' (0 / None), never a ValueError in the model bar."""
-    from engine.gguf_header import read_header
+    from engine.models.gguf_header import read_header
 
     header = read_header(tiny_target, with_tensors=False)
     arch = header.architecture
@@ -123,8 +123,8 @@ def test_stats_never_give_an_acceptance_rate_for_nothing_drafted():
 
 
 def test_auto_idle_note_only_when_auto_drafted_nothing():
-    from engine.lookahead import Costs
-    from engine.report import auto_idle_note
+    from engine.decoding.lookahead import Costs
+    from engine.measure.report import auto_idle_note
 
     costs = Costs([(1, 0.010), (2, 0.013), (4, 0.019), (8, 0.031)], 0.006, 0.3, 0.4)
     line, tip = auto_idle_note({"mode": "model", "lookahead": "auto (k=0 x40)", "drafted": 0}, costs)

@@ -8,15 +8,15 @@ import pytest
 from scipy import stats as sps
 
 from engine import Engine
-from engine.drafters import Drafter, ModelDrafter, Proposal
+from engine.decoding.drafters import Drafter, ModelDrafter, Proposal
 from engine.errors import IncompatiblePairError, ModelFileError, PromptError
-from engine.events import DoneEvent, PrefillEvent, StepEvent, TokenEvent
-from engine.llama import Context, Model
-from engine.lookahead import Fixed
-from engine.quality import first_divergence
-from engine.sampling import SamplingParams, distribution
-from engine.speculative import CancelToken, Decoder, GenerationConfig
-from engine.tinymodel import chain_through, write_model
+from engine.decoding.events import DoneEvent, PrefillEvent, StepEvent, TokenEvent
+from engine.decoding.llama import Context, Model
+from engine.decoding.lookahead import Fixed
+from engine.decoding.quality import first_divergence
+from engine.decoding.sampling import SamplingParams, distribution
+from engine.decoding.decoder import CancelToken, Decoder, GenerationConfig
+from engine.models.tinymodel import chain_through, write_model
 
 PROMPTS = ["the value of", "def count items", "return total and", "import data for the class", "while item is not"]
 
@@ -352,7 +352,7 @@ def test_unverified_proposed_tokens_are_checked_for_free(tiny_target, monkeypatc
     """When every verified draft holds, the target's own next token says whether the first
     unverified one was right: the run records it for that text's confidence, at no cost, and
     the output is still the target's."""
-    from engine.lookahead import TextAcceptance
+    from engine.decoding.lookahead import TextAcceptance
 
     seen: list[tuple[float, bool]] = []
     real = TextAcceptance.observe_one

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from engine import doctor
-from engine.cli import main as cli
+from engine.cli import doctor
+from engine.cli.main import main as cli
 
 
 def test_doctor_says_how_to_get_the_default_pair(tmp_path, monkeypatch, capsys):
@@ -21,7 +21,7 @@ def test_doctor_says_how_to_get_the_default_pair(tmp_path, monkeypatch, capsys):
 
 
 def test_doctor_flags_a_damaged_model_file(tmp_path, monkeypatch):
-    from engine import catalog, store
+    from engine.models import catalog, store
 
     monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
     spec = catalog.load().default.draft.files[0]

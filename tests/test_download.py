@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from engine import download, remote, store
-from engine.catalog import FileSpec
+from engine.models import download, remote_header as remote, store
+from engine.models.catalog import FileSpec
 from engine.errors import Cancelled, StoreError
 from fakehub import Failure, closed_port_url, fakehub, write_tiny_catalog  # noqa: F401  (fixture)
 
@@ -339,7 +339,7 @@ def test_offline_and_absent_is_a_clear_error(fakehub, served, monkeypatch):
 
 # -- remote header check ----------------------------------------------------------------------
 def test_remote_header_reads_only_the_header_with_growing_ranges(fakehub, tiny_target):
-    from engine.gguf_header import read_header
+    from engine.models.gguf_header import read_header
 
     fakehub.add(REPO, FILE, tiny_target)
     r = remote.read_remote_header(REPO, FILE, first=4096)
@@ -378,7 +378,7 @@ def test_parse_remote_spec():
 
 
 def test_check_command_remote_pair(fakehub, tiny_target, tiny_draft, other_vocab_model, capsys):
-    from engine.cli import main
+    from engine.cli.main import main
 
     fakehub.add("org/target", "t.gguf", tiny_target)
     fakehub.add("org/draft", "d.gguf", tiny_draft)
@@ -409,7 +409,7 @@ def test_check_command_remote_pair(fakehub, tiny_target, tiny_draft, other_vocab
 
 
 def test_pull_and_models_commands(fakehub, served, tiny_draft, tmp_path, monkeypatch, capsys):
-    from engine.cli import main
+    from engine.cli.main import main
 
     fakehub.add("tiny-org/tiny-draft-GGUF", "d.gguf", tiny_draft)
     dspec = fakehub.spec("tiny-org/tiny-draft-GGUF", "d.gguf")
@@ -438,7 +438,7 @@ def test_pull_and_models_commands(fakehub, served, tiny_draft, tmp_path, monkeyp
 
 
 def test_models_says_draft_only(fakehub, served, tiny_draft, tmp_path, monkeypatch, capsys):
-    from engine.cli import main
+    from engine.cli.main import main
 
     fakehub.add("tiny-org/tiny-draft-GGUF", "d.gguf", tiny_draft)
     dspec = fakehub.spec("tiny-org/tiny-draft-GGUF", "d.gguf")
@@ -450,8 +450,8 @@ def test_models_says_draft_only(fakehub, served, tiny_draft, tmp_path, monkeypat
 
 def test_pull_ctrl_c_keeps_the_partial_and_the_next_pull_resumes(fakehub, served, tmp_path, monkeypatch,
                                                                   capsys, small_chunks):
-    from engine import cli_models
-    from engine.cli import main
+    from engine.cli import models as cli_models
+    from engine.cli.main import main
 
     fakehub.delay = 0.005
     fakehub.chunk = 8 * 1024
@@ -480,7 +480,7 @@ def test_pull_ctrl_c_keeps_the_partial_and_the_next_pull_resumes(fakehub, served
 
 def test_check_catalog_ids_reads_remote_headers_when_not_downloaded(fakehub, served, tiny_draft, tmp_path,
                                                                    monkeypatch, capsys):
-    from engine.cli import main
+    from engine.cli.main import main
 
     fakehub.add("tiny-org/tiny-draft-GGUF", "d.gguf", tiny_draft)
     dspec = fakehub.spec("tiny-org/tiny-draft-GGUF", "d.gguf")
@@ -502,8 +502,8 @@ def test_check_catalog_ids_reads_remote_headers_when_not_downloaded(fakehub, ser
 def test_progress_bar_on_a_terminal_and_on_a_pipe():
     import io
 
-    from engine.cli_models import ProgressBar
-    from engine.store import Progress
+    from engine.cli.models import ProgressBar
+    from engine.models.store import Progress
 
     class Tty(io.StringIO):
         def isatty(self):

@@ -9,9 +9,9 @@ import sys
 from pathlib import Path
 
 from app.download_job import DownloadJob, Phase, pair_models, progress_text
-from engine import catalog as catalog_mod
-from engine.catalog import FileSpec, ModelSpec, PairSpec
-from engine.store import Progress
+from engine.models import catalog as catalog_mod
+from engine.models.catalog import FileSpec, ModelSpec, PairSpec
+from engine.models.store import Progress
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -6,9 +6,9 @@ behaviour is measured in isolation from any model.
 
 from __future__ import annotations
 
-from engine.drafters import PromptLookupDrafter
-from engine.llama import common_prefix
-from engine.sampling import Sampler
+from engine.decoding.drafters import PromptLookupDrafter
+from engine.decoding.llama import common_prefix
+from engine.decoding.sampling import Sampler
 
 
 def simulate(drafter, prompt, truth, k=8):

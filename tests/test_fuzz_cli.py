@@ -20,7 +20,7 @@ hypothesis = pytest.importorskip("hypothesis")
 from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
-from engine.cli import main as cli  # noqa: E402
+from engine.cli.main import main as cli  # noqa: E402
 
 BUDGET_S = 20.0  # the generate fuzz; the stats fuzz gets half: about 30 s in all
 FUZZ_SETTINGS = settings(max_examples=3000, deadline=None, derandomize=True, database=None,

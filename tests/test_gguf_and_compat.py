@@ -6,10 +6,10 @@ import shutil
 
 import pytest
 
-from engine.compat import VocabInfo, check_pair, check_vocabs, require_compatible
+from engine.models.compat import VocabInfo, check_pair, check_vocabs, require_compatible
 from engine.errors import IncompatiblePairError, ModelFileError, ModelLoadError
-from engine.gguf_header import read_header, validate_file
-from engine.llama import Model
+from engine.models.gguf_header import read_header, validate_file
+from engine.decoding.llama import Model
 
 
 def test_header_reads_metadata_and_tensors(tiny_target):
@@ -24,7 +24,7 @@ def test_header_reads_metadata_and_tensors(tiny_target):
 def test_scalars_only_read_steps_over_arrays_and_still_checks_them(tiny_target, tmp_path):
     """The app reads a model's context length and shape on its GUI thread: without the
     tokenizer's arrays (most of a header), and a cut inside them is still an error."""
-    from engine.gguf_header import SkippedArray
+    from engine.models.gguf_header import SkippedArray
 
     full = read_header(tiny_target, with_tensors=False)
     quick = read_header(tiny_target, with_tensors=False, arrays=False)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import json
 
-from engine import gpu_probe
-from engine.gguf_header import read_header
+from tools import gpu_probe
+from engine.models.gguf_header import read_header
 
 
 def test_gpu_probe_runs_end_to_end_on_tiny_shapes(tmp_path):

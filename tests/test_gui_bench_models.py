@@ -22,10 +22,10 @@ from app import theme, workers  # noqa: E402
 from app.session import Session  # noqa: E402
 from app.views.bench_view import COLUMNS, BenchView, ResultsModel  # noqa: E402
 from app.views.models import ModelsView  # noqa: E402
-from engine import catalog as catalog_mod  # noqa: E402
-from engine import store  # noqa: E402
-from engine.bench import Row  # noqa: E402
-from engine.hardware import Hardware  # noqa: E402
+from engine.models import catalog as catalog_mod  # noqa: E402
+from engine.models import store  # noqa: E402
+from engine.measure.bench import Row  # noqa: E402
+from engine.models.hardware import Hardware  # noqa: E402
 from engine.units import human_bytes  # noqa: E402
 
 

@@ -242,7 +242,7 @@ def test_long_chat_drops_the_oldest_turns_and_says_so(qtbot, tmp_path, monkeypat
 
 # -- item 2/3: the model bar ----------------------------------------------------------------------
 def test_model_bar_lists_imports_offers_lookup_and_loads_with_the_chosen_context(qtbot, tmp_path, monkeypatch, tiny_target):
-    from engine import store
+    from engine.models import store
 
     store.register_import(tiny_target)
     w = _make_window(qtbot, tmp_path, monkeypatch, {"performance/n_ctx": 1024})
@@ -312,8 +312,8 @@ def test_a_pair_loaded_with_a_str_draft_path_keeps_its_draft_model(qtbot, tmp_pa
 
 
 def test_model_bar_lists_downloaded_catalog_pairs_with_their_draft(qtbot, tmp_path, monkeypatch, tiny_target, tiny_draft):
-    from engine import catalog, store
-    from engine.context_window import memory_need
+    from engine.models import catalog, store
+    from engine.models.context_window import memory_need
 
     cat = catalog.load()
     pair = cat.pairs[cat.default_pair]

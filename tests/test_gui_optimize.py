@@ -8,7 +8,7 @@ import pytest
 pytest.importorskip("pytestqt")
 
 from app.views.optimize_draft import OptimizeDraftDialog  # noqa: E402
-from engine import optimize  # noqa: E402
+from engine.measure import optimize  # noqa: E402
 
 
 def _wait_idle(qtbot, dlg: OptimizeDraftDialog) -> None:

@@ -18,10 +18,10 @@ from app.session import Session  # noqa: E402
 from app.views.models import ModelsView  # noqa: E402
 from app.views.models.pairs import PairsModel  # noqa: E402
 from app.views.race_view import RaceView  # noqa: E402
-from engine import catalog as catalog_mod  # noqa: E402
-from engine import download, store  # noqa: E402
-from engine.events import TokenEvent  # noqa: E402
-from engine.hardware import Hardware, pair_fit, ram_bandwidth  # noqa: E402
+from engine.models import catalog as catalog_mod  # noqa: E402
+from engine.models import download, store  # noqa: E402
+from engine.decoding.events import TokenEvent  # noqa: E402
+from engine.models.hardware import Hardware, pair_fit, ram_bandwidth  # noqa: E402
 from fakehub import fakehub  # noqa: E402,F401  (fixture)
 
 GB = 10**9
@@ -370,7 +370,7 @@ def test_import_shows_metadata_and_registers(qtbot, session, tiny_draft):
         view.imports.import_file(tiny_draft)
     got = imp.args[0]
     assert (got.record.architecture, got.record.name, got.fact("context length")) == ("llama", "tiny-draft", "2,048")
-    from engine.gguf_header import read_header
+    from engine.models.gguf_header import read_header
 
     n_vocab = len(read_header(tiny_draft).get("tokenizer.ggml.tokens"))
     info = view.imports.info.text()

@@ -11,7 +11,7 @@ import pytest
 pytest.importorskip("PySide6")
 
 from app.widgets.rpc_workers import RpcWorkersWidget  # noqa: E402
-from engine import rpc  # noqa: E402
+from engine.decoding import rpc_backend as rpc  # noqa: E402
 
 pytestmark = pytest.mark.gui
 
@@ -134,8 +134,8 @@ def test_a_worker_lost_mid_answer_keeps_the_app_and_the_answer_and_offers_a_loca
     from PySide6.QtCore import Qt
 
     from engine import Engine
-    from engine.rpc_process import RemoteEngine
-    from engine.tinymodel import write_model
+    from engine.serving.remote_engine import RemoteEngine
+    from engine.models.tinymodel import write_model
     from test_rpc import Worker, needs_rpc
 
     if needs_rpc.args[0]:

@@ -16,7 +16,7 @@ from app import workers  # noqa: E402
 from app.session import Session  # noqa: E402
 from app.widgets.charts import LiveCharts  # noqa: E402
 from app.widgets.server_switch import ServerSwitch  # noqa: E402
-from engine.serving import queue_for  # noqa: E402
+from engine.decoding.queue import queue_for  # noqa: E402
 
 pytestmark = pytest.mark.gui
 MSGS = [{"role": "user", "content": "the value of"}]
@@ -141,7 +141,7 @@ def test_a_race_or_benchmark_holds_the_queue_and_a_server_request_waits_for_it(q
         w = workers.RaceWorker(session.engine, "the value of", draft="lookup", lookahead=2, max_tokens=8)
         w.result.connect(lambda r: ended.append(r))
     else:
-        from engine import bench
+        from engine.measure import bench
 
         suite = bench.Suite("one", [bench.BenchPrompt("p1", "the value of", chat=False)])
         w = workers.BenchWorker(session.engine, [suite], bench.plan_configs("lookup", ["target", "fixed"], [2]),

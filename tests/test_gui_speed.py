@@ -20,7 +20,7 @@ from app.widgets.live_stats import REFRESH_MS  # noqa: E402
 from app.widgets.charts import MAX_K, REDRAW_MS, ROLLING, LiveCharts, StepSeries, nice_ceiling  # noqa: E402
 from app.widgets.provenance import COLOURS  # noqa: E402
 from app.widgets.transcript import Transcript, spans_from_tokens  # noqa: E402
-from engine.events import StepEvent  # noqa: E402
+from engine.decoding.events import StepEvent  # noqa: E402
 
 
 def tok(text: str, prov: str) -> SimpleNamespace:
@@ -270,7 +270,7 @@ class _PausingEngine:
     def stream(self, request, cancel=None, **kw):
         import time
 
-        from engine.events import DoneEvent, RunStats, TokenEvent
+        from engine.decoding.events import DoneEvent, RunStats, TokenEvent
 
         for i in range(2):
             yield TokenEvent(f"w{i} ", i, "plain", i, i, 0.0)
@@ -302,7 +302,7 @@ def test_tokens_before_a_long_pause_reach_the_gui_within_a_frame_or_two(qtbot, m
         w.tokens.connect(receiver("tokens"))
         w.done.connect(receiver("done"))
     else:
-        from engine import racing
+        from engine.measure import racing
 
         def fake_race(engine, request, on_event, cancel):
             for ev in engine.stream(request):
@@ -370,7 +370,7 @@ def test_status_bar_shows_live_speed_with_glyphs_the_font_has(qtbot, window):
 def test_gui_overhead_benchmark_on_a_tiny_model(tiny_target):
     """The real figure (default pair, 2 cores) is in docs/benchmarks.md; this catches gross
     regressions such as a redraw or a layout per token: counts first, then a loose ratio."""
-    from app import bench_gui
+    from tools import bench_gui
 
     res = bench_gui.run(str(tiny_target), str(tiny_target), lookahead=3, max_tokens=400, repeat=1,
                         modes=("chat", "chat-nocharts"), prompt="the value of")

@@ -293,9 +293,9 @@ def test_a_stopped_answer_wears_a_badge(qtbot, win):
 
 
 def test_continuation_tokens_open_the_assistant_turn_without_closing_it(tiny_target):
-    from engine.chat import chat_tokens, continuation_tokens
+    from engine.decoding.chat import chat_tokens, continuation_tokens
     from engine.errors import PromptError
-    from engine.llama import Model
+    from engine.decoding.llama import Model
 
     m = Model(tiny_target)
     try:
@@ -312,7 +312,7 @@ def test_continuation_tokens_open_the_assistant_turn_without_closing_it(tiny_tar
 
 
 def test_live_stats_words_running_totals_and_no_rate_of_nothing():
-    from engine.events import StepEvent
+    from engine.decoding.events import StepEvent
 
     from app.widgets.live_stats import LiveStats
 

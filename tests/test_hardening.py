@@ -19,11 +19,11 @@ from pathlib import Path
 
 import pytest
 
-from engine.chat import ChatTemplateWarning, render
-from engine.cli import main as cli
-from engine.metrics import append_metrics
-from engine.sampling import SamplingParamError, SamplingParams
-from engine.template_sandbox import TemplateLimitError
+from engine.decoding.chat import ChatTemplateWarning, render
+from engine.cli.main import main as cli
+from engine.decoding.metrics import append_metrics
+from engine.decoding.sampling import SamplingParamError, SamplingParams
+from engine.decoding.template_sandbox import TemplateLimitError
 
 ROOT = Path(__file__).resolve().parents[1]
 MSGS = [{"role": "user", "content": "the value of"}]
@@ -71,7 +71,7 @@ def test_valid_sampling_parameters_are_stored_as_plain_numbers():
 def test_a_tiny_positive_temperature_is_greedy_not_nan():
     import numpy as np
 
-    from engine.sampling import distribution
+    from engine.decoding.sampling import distribution
 
     d = distribution(np.array([1.0, 3.0, 2.0]), SamplingParams(temperature=1e-310))
     assert np.isfinite(d.probs).all() and d.prob(1) == pytest.approx(1.0)
@@ -122,7 +122,7 @@ def test_metrics_lines_are_strict_json(tmp_path):
 
 
 def test_stats_skips_and_counts_unreadable_lines(tmp_path, capsys):
-    from engine import metrics
+    from engine.decoding import metrics
 
     good = {"target": "t.gguf", "draft": None, "task": "x",
             "stats": {"generated_tokens": 10, "decode_tokens_per_s": 5.0, "drafted": 0, "accepted": 0}}
@@ -155,7 +155,7 @@ def test_prompt_file_with_invalid_utf8_is_read_with_replacements(capsys, tmp_pat
 
 
 def test_prompt_files_with_a_bom_are_decoded():
-    from engine.prompt_text import decode
+    from engine.decoding.prompt_text import decode
 
     for enc in ("utf-16", "utf-32", "utf-8-sig"):
         assert decode("héllo ☃".encode(enc)) == ("héllo ☃", 0)
@@ -180,7 +180,7 @@ def test_stdin_bytes_are_read_tolerantly(monkeypatch, capsys, tiny_target):
 
 
 def test_oversized_and_unreadable_prompt_sources_get_one_line(capsys, tmp_path, monkeypatch):
-    import engine.prompt_text as pt
+    import engine.decoding.prompt_text as pt
 
     monkeypatch.setattr(pt, "MAX_PROMPT_BYTES", 1000)
     big = tmp_path / "big.txt"
@@ -192,7 +192,7 @@ def test_oversized_and_unreadable_prompt_sources_get_one_line(capsys, tmp_path, 
 
 
 def test_prompt_is_read_before_any_model_is_resolved(capsys, monkeypatch):
-    import engine.cli as c
+    import engine.cli.main as c
 
     def too_early(args):
         raise AssertionError("models were resolved before the prompt was read")
@@ -263,8 +263,8 @@ def test_hostile_template_falls_back_to_chatml_quickly(name):
 
 
 def test_deadline_is_what_stops_an_endless_template():
-    from engine.chat import _env
-    from engine.template_sandbox import render_bounded
+    from engine.decoding.chat import _env
+    from engine.decoding.template_sandbox import render_bounded
 
     with pytest.raises(TemplateLimitError, match="ran for more than 0.3 s"):
         render_bounded(_env(), HOSTILE["nested loops"], {"messages": MSGS}, deadline_s=0.3)
@@ -282,7 +282,7 @@ def test_real_world_template_features_still_render():
 
 
 def _hostile_model(models_dir: Path, vocab, name: str, template: str) -> Path:
-    from engine.tinymodel import write_model
+    from engine.models.tinymodel import write_model
 
     return write_model(models_dir / f"hostile-{name}.gguf", seed=1, n_layer=1, vocab=vocab, chat_template=template)
 
@@ -336,8 +336,8 @@ def test_cli_chat_with_hostile_template_prints_one_warning(capsys, models_dir, v
 
 # -- Ctrl+C -------------------------------------------------------------------------------------
 def test_ctrl_c_prints_the_partial_result_and_exits_130(capsys, monkeypatch, tiny_target):
-    from engine.api import Engine
-    from engine.events import TokenEvent
+    from engine.decoding.engine import Engine
+    from engine.decoding.events import TokenEvent
 
     original = Engine.stream
 

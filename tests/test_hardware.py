@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from engine import catalog, hardware
-from engine.hardware import Device, Hardware, pair_fit, recommend
+from engine.models import catalog, hardware
+from engine.models.hardware import Device, Hardware, pair_fit, recommend
 
 GB = 10**9
 
@@ -53,7 +53,7 @@ def test_recommendation():
 def test_one_physical_core_count(monkeypatch):
     """llama.cpp's threads and the reported cores come from one count: physical cores, capped
     by the CPUs this process may use (containers and taskset narrow the affinity mask)."""
-    from engine import llama
+    from engine.decoding import llama
 
     def counts(affinity: int, physical: int | None) -> tuple[int, int]:
         monkeypatch.setattr(hardware.os, "sched_getaffinity", lambda pid: set(range(affinity)), raising=False)
@@ -81,7 +81,7 @@ def _calibration_file(tmp_path, entries):
 
 
 def test_measured_decode_bandwidth_comes_from_this_machines_calibration(tmp_path):
-    from engine import calibration
+    from engine.models import calibration
 
     me = calibration.machine_id()
     p = _calibration_file(tmp_path, {

@@ -16,7 +16,7 @@ PROBE = r"""
 import json, os, sys
 if os.environ.get("PROBE_NO_LLAMA_CPP"):
     sys.modules["llama_cpp"] = None  # imports of llama_cpp now fail, as when it is not installed
-from engine.cli import main
+from engine.cli.main import main
 rc = main(sys.argv[1:])
 maps = open("/proc/self/maps").read() if os.path.exists("/proc/self/maps") else ""
 print("PROBE " + json.dumps({"rc": rc, "llama_cpp": sys.modules.get("llama_cpp") is not None,
@@ -52,7 +52,7 @@ def test_public_names_still_import_from_engine():
     code = ("import sys, engine; from engine import Engine, SamplingParams, RunStats, check_pair; "
             "assert set(engine.__all__) <= set(dir(engine)); print(Engine.__module__, 'llama_cpp' in sys.modules)")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
-    assert r.returncode == 0 and r.stdout.split() == ["engine.api", "True"], r.stdout + r.stderr
+    assert r.returncode == 0 and r.stdout.split() == ["engine.decoding.engine", "True"], r.stdout + r.stderr
 
 
 def test_models_lists_devices_without_llama(tmp_path, monkeypatch):

@@ -6,7 +6,7 @@ import threading
 
 import pytest
 
-from engine.lookahead import Auto, CostModel, Fixed, expected_tokens, parse_lookahead
+from engine.decoding.lookahead import Auto, CostModel, Fixed, expected_tokens, parse_lookahead
 
 # Verify cost relative to one token, as measured on the 2-core CPU for the 1.5B target.
 CPU_CURVE = {1: 1.0, 2: 1.35, 3: 1.8, 4: 2.2, 6: 3.0, 8: 4.0, 12: 4.5, 16: 4.5}
@@ -120,7 +120,7 @@ def test_auto_remeasures_plain_decoding_now_and_then():
 def test_costs_measured_under_old_load_are_forgotten(monkeypatch):
     """Plain steps timed while another process ran must not be compared with batch
     timings taken later on a quiet machine."""
-    import engine.lookahead as la
+    import engine.decoding.lookahead as la
 
     now = [1000.0]
     monkeypatch.setattr(la.time, "monotonic", lambda: now[0])
@@ -199,8 +199,8 @@ def test_a_text_earns_long_drafts_and_loses_them_by_its_own_evidence():
     """The calibration learned on code edits trusts long copies. A new text verifies a long
     proposal only once its own copies have held (verified or not: free evidence), and stops
     as soon as they fail, whatever the calibration says."""
-    from engine.drafters import Proposal
-    from engine.lookahead import TextAcceptance
+    from engine.decoding.drafters import Proposal
+    from engine.decoding.lookahead import TextAcceptance
 
     cost = _lookup_cost(held=0.995)
     auto = Auto()
@@ -224,7 +224,7 @@ def test_a_text_earns_long_drafts_and_loses_them_by_its_own_evidence():
 def test_a_text_never_trusts_a_bucket_more_than_the_calibration():
     """Lucky guesses in one text must not start costly verifies the calibration advises
     against: a text can only lower a bucket's trust."""
-    from engine.lookahead import TextAcceptance
+    from engine.decoding.lookahead import TextAcceptance
 
     cost = _lookup_cost(held=0.5)
     text = TextAcceptance(cost)

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from engine.lookup_replay import Case, curve_function, load_cases, main, replay
+from tools.lookup_replay import Case, curve_function, load_cases, main, replay
 
 # nearly linear up to 8 tokens, a pass over 16 cheaper than over 15 (the 2-core EPYC)
 EPYC = {1: 0.045, 2: 0.075, 3: 0.106, 4: 0.138, 5: 0.183, 8: 0.336, 15: 0.482, 16: 0.403, 17: 0.421}

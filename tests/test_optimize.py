@@ -1,4 +1,4 @@
-"""The draft optimiser: llama.cpp's quantiser bound in engine.llama, the requantised draft
+"""The draft optimiser: llama.cpp's quantiser bound in engine.decoding.llama, the requantised draft
 loads and keeps greedy output identical to target alone, per-tensor fallbacks, the cost
 model's break-even, the variant registry, the catalog's published-file route, the CLI."""
 
@@ -11,12 +11,14 @@ from pathlib import Path
 import pytest
 from gguf import GGMLQuantizationType as T
 
-from engine import draft_variants, llama, optimize
-from engine.api import Engine
-from engine.catalog import CatalogError
+from engine.models import draft_variants
+from engine.decoding import llama
+from engine.measure import optimize
+from engine.decoding.engine import Engine
+from engine.models.catalog import CatalogError
 from engine.errors import ModelFileError
-from engine.gguf_header import read_header
-from engine.lookahead import Costs
+from engine.models.gguf_header import read_header
+from engine.decoding.lookahead import Costs
 from fakehub import fakehub, write_tiny_catalog  # noqa: F401  (fixture)
 
 CURVE = {1: 0.030, 2: 0.040, 3: 0.054, 4: 0.066, 5: 0.075, 6: 0.090, 8: 0.120}  # CPU-like: k=4 at 2.2x
@@ -67,7 +69,7 @@ def test_quantize_errors_are_one_clear_line(tiny_target, q4_draft, tmp_path):
 
 
 def test_fallback_tensors_follow_row_width(tmp_path, vocab):
-    from engine.tinymodel import write_model
+    from engine.models.tinymodel import write_model
 
     # 96-wide rows: a multiple of Q4_0's 32-block, not of the K-quants' 256 (as the 0.5B's 896)
     p = write_model(tmp_path / "w96.gguf", n_embd=96, n_head=4, n_kv_head=2, n_ff=256, n_layer=1, vocab=vocab)
@@ -137,7 +139,7 @@ def test_registry_roundtrip(tmp_path, tiny_draft, q4_draft):
 
 # -- the catalog's preferred draft --------------------------------------------------------------
 def test_catalog_names_the_published_q4_0_draft_for_cpu():
-    from engine import catalog
+    from engine.models import catalog
 
     cat = catalog.load()
     pref = cat.default.preferred_draft("cpu")
@@ -151,7 +153,7 @@ def test_catalog_names_the_published_q4_0_draft_for_cpu():
 def test_catalog_rejects_a_bad_preferred_draft():
     import tomllib
 
-    from engine import catalog
+    from engine.models import catalog
 
     with open(catalog.CATALOG_PATH, "rb") as fh:
         raw = tomllib.load(fh)
@@ -178,7 +180,8 @@ def tiny_pair_with_published_q4(fakehub, tiny_target, tiny_draft, q4_draft, tmp_
 
 
 def test_cli_fetches_the_published_file_measures_and_registers(tiny_pair_with_published_q4, capsys, monkeypatch):
-    from engine.cli import main, resolve_pair
+    from engine.cli.main import main
+    from engine.cli.common import resolve_pair
 
     assert main(["pull", "tiny"]) == 0
     capsys.readouterr()
@@ -204,7 +207,7 @@ def test_cli_fetches_the_published_file_measures_and_registers(tiny_pair_with_pu
 
 
 def test_requantises_when_offline_and_drops_a_losing_variant(tiny_pair_with_published_q4, capsys, monkeypatch):
-    from engine.cli import main
+    from engine.cli.main import main
 
     assert main(["pull", "tiny"]) == 0
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
@@ -219,7 +222,7 @@ def test_requantises_when_offline_and_drops_a_losing_variant(tiny_pair_with_publ
 
 
 def test_cli_errors_are_one_line(tiny_target, tiny_draft, q4_draft, other_vocab_model, capsys):
-    from engine.cli import main
+    from engine.cli.main import main
 
     cases = [
         (["optimize-draft", "--target", str(tiny_target)], "give both --target and --draft"),

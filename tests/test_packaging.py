@@ -29,7 +29,7 @@ def test_self_test_from_source():
 
 
 def test_tandem_app_passes_its_options_to_the_app(capsys):
-    from engine.cli import main as cli
+    from engine.cli.main import main as cli
 
     assert cli(["app", "--self-test"]) == 0  # the option reaches the app's parser
     assert "self-test: ok" in capsys.readouterr().out
@@ -64,10 +64,10 @@ def test_bundle_builds_and_passes_its_self_test(tmp_path, tiny_target):
 
 
 def _bundled_rpc_split_matches_local(exe: Path, target: Path, env: dict, log_path: Path) -> None:
-    """The frozen app runs a split target in a spawned child (engine/rpc_process.py): that
+    """The frozen app runs a split target in a spawned child (engine/serving/remote_engine.py): that
     needs the launcher's freeze_support() and the bundled libggml-rpc. A bundled worker
     serves it, and the output equals the same model loaded locally."""
-    from engine.llama import supports_rpc
+    from engine.decoding.llama import supports_rpc
 
     if not supports_rpc():
         return  # a build without -DGGML_RPC=ON: tests/test_rpc.py says so as skips

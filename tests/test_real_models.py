@@ -31,7 +31,7 @@ def test_chat_with_itself_as_draft_accepts_nearly_everything(smol):
 def test_speculative_greedy_matches_or_parts_at_a_near_tie(smol):
     """Identity on real quantized models holds except where the target's top two logits are
     within the batched-vs-single numeric noise of llama.cpp (measured: 0.05-0.15)."""
-    from engine.quality import first_divergence
+    from engine.decoding.quality import first_divergence
 
     eng, path = smol
     q = "Write a haiku about the sea."

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from app.replay import ReplayClock, live_rate
-from engine.events import TokenEvent
+from engine.decoding.events import TokenEvent
 
 ROOT = Path(__file__).resolve().parents[1]
 

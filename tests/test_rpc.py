@@ -16,14 +16,14 @@ from pathlib import Path
 
 import pytest
 
-from engine import rpc
+from engine.decoding import rpc_backend as rpc
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def _has_rpc() -> bool:
     try:
-        from engine.llama import supports_rpc
+        from engine.decoding.llama import supports_rpc
 
         return supports_rpc()
     except Exception:
@@ -82,7 +82,7 @@ class Worker:
 @pytest.fixture(scope="module")
 def split_target(tmp_path_factory, vocab) -> Path:
     """Random weights, 5 layers: enough units for CPU + two workers to each get some."""
-    from engine.tinymodel import write_model
+    from engine.models.tinymodel import write_model
 
     return write_model(tmp_path_factory.mktemp("rpc") / "split.gguf", seed=5, n_layer=5, name="split-target", vocab=vocab)
 
@@ -209,7 +209,7 @@ def test_worker_reports_endpoint_devices_and_protocol(workers):
 
 @needs_rpc
 def test_greedy_split_over_two_workers_and_cpu_equals_local(workers, split_target):
-    from engine import llama
+    from engine.decoding import llama
 
     prompt = "the value of the"
     expected, eng = _local_tokens_then_split_engine(split_target, prompt, workers)
@@ -303,7 +303,7 @@ def test_bench_over_workers_reports_the_network_share_of_a_pass(workers, split_t
 @needs_rpc
 def test_killing_a_worker_mid_generation_is_one_line_exit_2_and_leaves_no_mess(tmp_path, vocab):
     """llama.cpp cannot continue without a worker; Tandem names it and exits 2, fast."""
-    from engine.tinymodel import write_model
+    from engine.models.tinymodel import write_model
 
     ids = [vocab.id(f"▁{w}") for w in ("the", "value", "of", "data")]
     loop = write_model(tmp_path / "loop.gguf", n_layer=5, vocab=vocab, name="loop",
@@ -356,8 +356,8 @@ def test_worker_on_another_address_warns_about_no_authentication():
 
 
 def test_fit_counts_the_workers_free_memory_and_keeps_the_draft_local():
-    from engine import catalog
-    from engine.hardware import Device, Hardware, pair_fit
+    from engine.models import catalog
+    from engine.models.hardware import Device, Hardware, pair_fit
 
     gb = 10**9
     pair = catalog.load().pair("qwen2.5-coder-32b")  # about 20 GB of weights
@@ -377,7 +377,7 @@ def test_fit_counts_the_workers_free_memory_and_keeps_the_draft_local():
 
 
 def test_doctor_reports_whether_rpc_is_in_this_build():
-    from engine import doctor
+    from engine.cli import doctor
 
     c = doctor._rpc_check()
     assert c.ok and c.name == "rpc"

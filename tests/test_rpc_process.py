@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from engine import rpc
-from engine.rpc_process import RemoteEngine, RemoteWorkerLost
+from engine.decoding import rpc_backend as rpc
+from engine.serving.remote_engine import RemoteEngine, RemoteWorkerLost
 from test_rpc import Worker, _wait_idle, free_port, needs_rpc
 
 pytestmark = needs_rpc
@@ -23,7 +23,7 @@ pytestmark = needs_rpc
 @pytest.fixture(scope="module")
 def loop_target(tmp_path_factory, vocab) -> Path:
     """5 layers whose greedy output cycles forever: a generation that only ends when asked."""
-    from engine.tinymodel import write_model
+    from engine.models.tinymodel import write_model
 
     ids = [vocab.id(f"▁{w}") for w in ("the", "value", "of", "data")]
     return write_model(tmp_path_factory.mktemp("rpcproc") / "loop.gguf", n_layer=5, vocab=vocab, name="loop",
@@ -32,7 +32,7 @@ def loop_target(tmp_path_factory, vocab) -> Path:
 
 @pytest.fixture(scope="module")
 def split_target(tmp_path_factory, vocab) -> Path:
-    from engine.tinymodel import write_model
+    from engine.models.tinymodel import write_model
 
     return write_model(tmp_path_factory.mktemp("rpcproc") / "split.gguf", seed=5, n_layer=5, name="split-target", vocab=vocab)
 
@@ -86,8 +86,8 @@ def test_greedy_and_speculative_through_the_child_equal_local(split_target, tiny
             assert spec.tokens == expected and spec.stats.drafted > 0
             selfdraft = eng.generate(prompt, draft_model=split_target, lookahead=4, max_tokens=32)
             assert selfdraft.tokens == expected and selfdraft.stats.steps < 32
-            from engine.quality import first_divergence
-            from engine.racing import compare, race
+            from engine.decoding.quality import first_divergence
+            from engine.measure.racing import compare, race
 
             toks = eng.tokens_for(prompt)
             other = expected[:5] + [(expected[5] + 1) % eng.target.n_vocab] + expected[6:]
@@ -110,7 +110,7 @@ def test_greedy_and_speculative_through_the_child_equal_local(split_target, tiny
 
 def test_cancel_slider_and_abandoned_stream_reach_the_child(loop_target):
     from engine import LiveLookahead
-    from engine.speculative import CancelToken
+    from engine.decoding.decoder import CancelToken
 
     a = Worker()
     try:
@@ -213,8 +213,8 @@ def test_stop_during_a_hung_worker_says_so_within_the_stop_grace_not_the_hang_ti
     """Stop mid-answer while a worker hangs: a healthy child ends within a step, so silence
     for STOP_GRACE_S (or a few of the slowest steps seen) names the worker, long before
     the 30 s hang timeout; the tokens streamed before Stop were all delivered."""
-    from engine.rpc_process import STOP_GRACE_S
-    from engine.speculative import CancelToken
+    from engine.serving.remote_engine import STOP_GRACE_S
+    from engine.decoding.decoder import CancelToken
 
     with _behind_a_proxy(loop_target, hang_timeout=30.0) as (eng, proxy):
         token = CancelToken()
@@ -237,7 +237,7 @@ def test_stop_during_a_hung_worker_says_so_within_the_stop_grace_not_the_hang_ti
 def test_stop_with_a_healthy_worker_still_ends_cleanly(loop_target):
     """The stop grace only ends a silent child: a stopped answer from live workers ends
     as cancelled, and the engine keeps working."""
-    from engine.speculative import CancelToken
+    from engine.decoding.decoder import CancelToken
 
     a = Worker()
     try:

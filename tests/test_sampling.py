@@ -7,7 +7,7 @@ import pytest
 from scipy import stats as sps
 
 from engine.errors import TandemError
-from engine.sampling import Dist, Sampler, SamplingParams, distribution, verify
+from engine.decoding.sampling import Dist, Sampler, SamplingParams, distribution, verify
 
 
 def test_greedy_is_argmax():

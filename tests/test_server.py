@@ -21,7 +21,7 @@ httpx = pytest.importorskip("httpx")
 pytest.importorskip("fastapi")
 
 from engine import Engine  # noqa: E402
-from engine.serving import queue_for  # noqa: E402
+from engine.decoding.queue import queue_for  # noqa: E402
 
 KEY = "test-key"
 AUTH = {"Authorization": f"Bearer {KEY}"}
@@ -50,7 +50,7 @@ def reference(eng, prompt, **kw):
 
 @pytest.fixture(scope="module")
 def served(tiny_target, tiny_draft):
-    from engine.server import ServedModel, ServerConfig, ServerThread, create_app
+    from engine.serving.server import ServedModel, ServerConfig, ServerThread, create_app
 
     eng = Engine(tiny_target, n_ctx=1024, metrics_log=False)
     app = create_app(ServedModel(eng, "tiny-pair", draft=tiny_draft, lookahead=4),
@@ -235,7 +235,7 @@ def test_the_over_long_prompt_error_names_both_sizes(served):
 def test_draft_model_is_refused_when_the_server_has_none(tiny_target):
     from fastapi.testclient import TestClient
 
-    from engine.server import ServedModel, create_app
+    from engine.serving.server import ServedModel, create_app
 
     eng = Engine(tiny_target, n_ctx=256, metrics_log=False)
     try:
@@ -391,7 +391,7 @@ def busy_port():
 
 
 def test_serve_on_a_busy_port_is_one_line_and_exit_2(tiny_target, busy_port, capsys):
-    from engine.cli import main
+    from engine.cli.main import main
 
     assert main(["serve", "--target", str(tiny_target), "--port", str(busy_port)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
@@ -399,7 +399,7 @@ def test_serve_on_a_busy_port_is_one_line_and_exit_2(tiny_target, busy_port, cap
 
 
 def test_serve_off_loopback_without_a_key_warns(tiny_target, busy_port, capsys):
-    from engine.cli import main
+    from engine.cli.main import main
 
     assert main(["serve", "--target", str(tiny_target), "--host", "0.0.0.0", "--port", str(busy_port)]) == 2
     err = capsys.readouterr().err
@@ -409,7 +409,7 @@ def test_serve_off_loopback_without_a_key_warns(tiny_target, busy_port, capsys):
 
 
 def test_serve_with_a_missing_model_is_one_line(tmp_path, capsys):
-    from engine.cli import main
+    from engine.cli.main import main
 
     assert main(["serve", "--target", str(tmp_path / "nope.gguf"), "--port", "0"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
@@ -450,7 +450,7 @@ def test_tandem_serve_runs_and_stops_on_ctrl_c(tiny_target, tiny_draft):
 def test_real_smollm2_through_the_server_with_itself_as_draft():
     from conftest import require_real
 
-    from engine.server import ServedModel, ServerThread, create_app
+    from engine.serving.server import ServedModel, ServerThread, create_app
 
     path = require_real("smollm2-135m-instruct-q4_1")
     eng = Engine(path, n_ctx=1024, metrics_log=False)

@@ -1,4 +1,4 @@
-"""engine.serving.GenerationQueue on its own: order, bounds, cancel, listeners (no model)."""
+"""engine.decoding.queue.GenerationQueue on its own: order, bounds, cancel, listeners (no model)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import time
 import pytest
 
 from engine.errors import Cancelled
-from engine.events import DoneEvent, PrefillEvent, RunStats, TokenEvent
-from engine.serving import GenerationQueue, QueueFull, queue_for
+from engine.decoding.events import DoneEvent, PrefillEvent, RunStats, TokenEvent
+from engine.decoding.queue import GenerationQueue, QueueFull, queue_for
 
 
 class FakeEngine:

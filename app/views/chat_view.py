@@ -20,7 +20,13 @@ from ..history import History, HistoryError, Message, message_markdown
 from ..relative_time import absolute_date, relative_date
 from ..session import Session
 from ..widgets.attachments import (
-    Attachment, AttachmentChips, AttachmentError, FileDropFilter, PromptEdit, attachment_block, read_text_file,
+    Attachment,
+    AttachmentChips,
+    AttachmentError,
+    FileDropFilter,
+    PromptEdit,
+    attachment_block,
+    read_text_file,
 )
 from ..widgets.charts import LiveCharts
 from ..widgets.live_label import LiveLabel
@@ -38,8 +44,8 @@ DRAWER_OPEN_SIZE = 380  # its width when opened
 
 
 def stats_text(s: dict[str, Any]) -> str:
-    """The engine's one stats wording (engine/report.py), as the CLI prints it."""
-    from engine.report import stats_line
+    """The engine's one stats wording (engine/measure/report.py), as the CLI prints it."""
+    from engine.measure.report import stats_line
 
     return stats_line(s, " · ", finish=False)
 
@@ -572,8 +578,8 @@ class ChatView(QWidget):
         return [{"role": m.role, "content": m.content} for m in msgs if m.role in ("user", "assistant") and m.content]
 
     def _fit_to_context(self, chat: list[dict]) -> Any:
-        """The chat to send (engine/context_window.py's rule), or None after saying why not."""
-        from engine.context_window import TooLarge, fit_chat
+        """The chat to send (engine/models/context_window.py's rule), or None after saying why not."""
+        from engine.models.context_window import TooLarge, fit_chat
         from engine.errors import TandemError
 
         eng, system = self.session.engine, self.system.toPlainText()
@@ -697,7 +703,7 @@ class ChatView(QWidget):
 
     def _show_auto_note(self, stats: dict[str, Any]) -> None:
         """Auto drafted nothing: say so under the answer, the cost model's numbers on hover."""
-        from engine.report import auto_idle_note
+        from engine.measure.report import auto_idle_note
 
         costs = None
         try:
@@ -802,13 +808,13 @@ class ChatView(QWidget):
 
     def continue_answer(self, message_id: int) -> None:
         """Generate more of a stopped answer and append it: the prompt is the conversation with
-        the partial answer as the open assistant turn (engine.chat.continuation_tokens)."""
+        the partial answer as the open assistant turn (engine.decoding.chat.continuation_tokens)."""
         if not self._can_generate():
             return
         last = self._last_answer(message_id)
         if last is None or not last.content:
             return
-        from engine.chat import continuation_tokens
+        from engine.decoding.chat import continuation_tokens
         from engine.errors import TandemError
 
         msgs = self.history.messages(self.conversation_id)

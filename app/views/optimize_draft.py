@@ -2,7 +2,7 @@
 then the before/after table, the break-even figures and whether the variant was kept.
 
 Standalone so the Models view can mount it on a button: `OptimizeDraftDialog.for_pair(pair,
-catalog, parent).show()`. The work runs on a worker thread (`engine.optimize` does the
+catalog, parent).show()`. The work runs on a worker thread (`engine.measure.optimize` does the
 measuring); the window stays responsive, Cancel stops between measurement steps (a running
 requantisation, some seconds, finishes first), and errors are shown as one line.
 """
@@ -24,17 +24,17 @@ from .. import workers
 
 
 class OptimizeDraftWorker(workers.Worker):
-    """`engine.optimize.optimize_draft` off the GUI thread."""
+    """`engine.measure.optimize.optimize_draft` off the GUI thread."""
 
     progress = Signal(str, float)
-    result = Signal(object)  # engine.optimize.OptimizeResult
+    result = Signal(object)  # engine.measure.optimize.OptimizeResult
 
     def __init__(self, target: Path, draft: Path, pair: Any = None, **options: Any):
         super().__init__()
         self.target, self.draft, self.pair, self.options = target, draft, pair, options
 
     def work(self) -> None:
-        from engine import optimize
+        from engine.measure import optimize
 
         res = optimize.optimize_draft(self.target, self.draft, pair=self.pair, progress=self.progress.emit,
                                       cancel=self._cancel, **self.options)
@@ -101,7 +101,7 @@ class OptimizeDraftDialog(QDialog):
     @classmethod
     def for_pair(cls, pair: Any, catalog: Any = None, parent: QWidget | None = None, **options: Any) -> "OptimizeDraftDialog":
         """A dialog for a catalog pair whose files are on disk (TandemError otherwise)."""
-        from engine import store
+        from engine.models import store
 
         t, d = store.find_model(pair.target.id, catalog), store.find_model(pair.draft.id, catalog)
         if t is None or d is None:
@@ -152,7 +152,7 @@ class OptimizeDraftDialog(QDialog):
         self.status.setText(message)
 
     def _on_result(self, res: Any) -> None:
-        from engine import optimize
+        from engine.measure import optimize
 
         self.result = res
         rows = optimize.result_table(res)

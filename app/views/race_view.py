@@ -503,5 +503,5 @@ class RaceView(QWidget):
 
 
 def _about_the_same(race: Any) -> bool:
-    """No real difference (nothing drafted, or a gap inside the noise), as engine.racing decides it."""
+    """No real difference (nothing drafted, or a gap inside the noise), as engine.measure.racing decides it."""
     return race.about_the_same

@@ -17,7 +17,7 @@ from PySide6.QtWidgets import (
     QComboBox, QFormLayout, QGridLayout, QGroupBox, QLabel, QPushButton, QSpinBox, QVBoxLayout, QWidget,
 )
 
-from engine.context_window import DEFAULT_N_CTX
+from engine.models.context_window import DEFAULT_N_CTX
 
 from ..widgets.elided_label import ElidedLabel
 
@@ -61,7 +61,8 @@ def theme_choice(settings: QSettings) -> str:
 
 def storage_places() -> list[tuple[str, Path, str]]:
     """(what, path, why) for each place Tandem reads or writes (engine/paths.py, the HF cache)."""
-    from engine import calibration, paths, store
+    from engine.models import calibration, store
+    from engine import paths
 
     return [
         ("Models", store.hub_cache(), "Downloaded GGUF files (the Hugging Face cache; HF_HOME moves it)"),

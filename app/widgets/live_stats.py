@@ -1,5 +1,5 @@
 """The stats line while an answer streams: running totals from the StepEvents the chat view
-already receives, worded like the finished answer's line (engine/report.py).
+already receives, worded like the finished answer's line (engine/measure/report.py).
 
 Adding steps is a few integer additions (it runs for every batch of steps); the text is
 built only when the view's timer asks, a few times a second.

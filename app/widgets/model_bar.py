@@ -15,7 +15,7 @@ from typing import Any, Sequence
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QPushButton, QWidget
 
-from engine.catalog import ModelSpec
+from engine.models.catalog import ModelSpec
 
 CONTEXT_PRESETS = (2048, 4096, 8192, 16384, 32768, 65536, 131072)
 DRAFTS = [("Draft model", "model"), ("Prompt lookup", "lookup"), ("No draft", "none")]
@@ -39,7 +39,7 @@ _specs: dict[tuple[str, int, float], ModelSpec] = {}
 def _spec(path: Path) -> ModelSpec:
     """A GGUF's header-derived spec, read once per file version (headers of large vocabularies
     take a while to parse, and the bar lists models each time the chat is shown)."""
-    from engine.context_window import spec_from_header
+    from engine.models.context_window import spec_from_header
 
     st = path.stat()
     key = (str(path), st.st_size, st.st_mtime)
@@ -62,7 +62,7 @@ def _from_files(label: str, target: Path, draft: Path | None, pair_id: str | Non
 
 def available_models(catalog: Any = None) -> list[ModelChoice]:
     """Downloaded catalog pairs, then imported GGUFs that still exist on disk."""
-    from engine import catalog as catalog_mod, draft_variants, store
+    from engine.models import catalog as catalog_mod, draft_variants, store
 
     out: list[ModelChoice] = []
     try:
@@ -251,8 +251,8 @@ class ModelBar(QWidget):
         return c.specs if self.draft.currentData() == "model" else c.specs[:1]
 
     def _update_need(self, *_: object) -> None:
-        from engine.context_window import memory_need
-        from engine.hardware import model_need
+        from engine.models.context_window import memory_need
+        from engine.models.hardware import model_need
         from engine.units import human_bytes
 
         specs = self.memory_specs()

@@ -24,7 +24,7 @@ DEFAULT_PORT = 8080
 class ServerSwitch(QWidget):
     message = Signal(str)
     error = Signal(str)
-    jobStarted = Signal(object)  # engine.serving.Job of a server request that began generating
+    jobStarted = Signal(object)  # engine.decoding.queue.Job of a server request that began generating
     steps = Signal(list)  # its StepEvents, about one batch per frame
     jobDone = Signal(object)  # its DoneEvent
     _started = Signal(object)  # from the starter thread: a ServerThread, or an error text
@@ -32,7 +32,7 @@ class ServerSwitch(QWidget):
     def __init__(self, session: Any, charts: Any = None, port: int = DEFAULT_PORT, parent: QWidget | None = None):
         super().__init__(parent)
         self.session, self.charts = session, charts
-        self.server: Any = None  # engine.server.ServerThread while running
+        self.server: Any = None  # engine.serving.server.ServerThread while running
         self._engine: Any = None  # the engine being served (its queue has our listener)
         self._starting = False
         self._steps = _Coalescer(self.steps.emit)
@@ -92,7 +92,7 @@ class ServerSwitch(QWidget):
     def _start_in_thread(self, engine: Any, draft: Any, served_id: str, port: int) -> None:
         """Off the GUI thread: importing FastAPI and starting uvicorn take a moment."""
         try:
-            from engine.server import ServedModel, ServerThread, create_app
+            from engine.serving.server import ServedModel, ServerThread, create_app
 
             app = create_app(ServedModel(engine, served_id, draft=draft, lookahead="auto"))
             self._started.emit((engine, ServerThread(app, "127.0.0.1", port).start()))
@@ -117,7 +117,7 @@ class ServerSwitch(QWidget):
             if self.button.isChecked():
                 self._start()
             return
-        from engine.serving import queue_for
+        from engine.decoding.queue import queue_for
 
         self.server, self._engine = server, engine
         queue_for(engine).add_listener(self._on_event)
@@ -127,7 +127,7 @@ class ServerSwitch(QWidget):
     def _stop(self) -> None:
         """Stop serving (running and waiting requests are cancelled) and wait for it."""
         if self._engine is not None:
-            from engine.serving import queue_for
+            from engine.decoding.queue import queue_for
 
             queue_for(self._engine).remove_listener(self._on_event)
         if self.server is not None:

@@ -1,4 +1,4 @@
-"""Check any target/draft combination (engine.compat.check_pair on the two GGUF headers, in
+"""Check any target/draft combination (engine.models.compat.check_pair on the two GGUF headers, in
 a worker) and load it as a pair when it is compatible. Any target can also be loaded with
 prompt lookup or with no draft at all: those need no second model."""
 
@@ -11,8 +11,8 @@ from typing import Any
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import QComboBox, QFileDialog, QGridLayout, QGroupBox, QHBoxLayout, QLabel, QPushButton, QVBoxLayout, QWidget
 
-from engine import gguf_header
-from engine.compat import Verdict, check_pair
+from engine.models import gguf_header
+from engine.models.compat import Verdict, check_pair
 
 from ... import theme, workers
 from ...session import Session
@@ -51,7 +51,7 @@ class CompatPanel(QGroupBox):
 
     message = Signal(str)
     error = Signal(str)
-    checked = Signal(object)  # engine.compat.Verdict for the current combination
+    checked = Signal(object)  # engine.models.compat.Verdict for the current combination
     loadStarted = Signal(str)  # the label of the combination being loaded
 
     def __init__(self, session: Session, parent: QWidget | None = None):
@@ -177,7 +177,7 @@ class CompatPanel(QGroupBox):
 
     # -- checking ------------------------------------------------------------------------
     def check_combination(self, target: str | Path | None = None, draft: str | Path | None = None) -> None:
-        """Run engine.compat.check_pair on two files in a worker; the verdict appears below."""
+        """Run engine.models.compat.check_pair on two files in a worker; the verdict appears below."""
         if target is not None and draft is not None:
             self.set_combination(target, draft)  # calls back here with the combos set
             return

@@ -15,7 +15,7 @@ from PySide6.QtWidgets import (
     QVBoxLayout, QWidget,
 )
 
-from engine import gguf_header, store
+from engine.models import gguf_header, store
 from engine.units import human_bytes
 
 from ... import theme, workers

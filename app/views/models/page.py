@@ -9,9 +9,9 @@ from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QDragEnterEvent, QDropEvent
 from PySide6.QtWidgets import QHBoxLayout, QSplitter, QVBoxLayout, QWidget
 
-from engine import store
-from engine.catalog import Catalog
-from engine.hardware import Hardware
+from engine.models import store
+from engine.models.catalog import Catalog
+from engine.models.hardware import Hardware
 
 from ...session import Session
 from .compat import CompatPanel

@@ -13,10 +13,10 @@ from PySide6.QtWidgets import (
     QVBoxLayout, QWidget,
 )
 
-from engine import store
-from engine.catalog import Catalog, PairSpec
+from engine.models import store
+from engine.models.catalog import Catalog, PairSpec
 from engine.errors import StoreError
-from engine.hardware import Bandwidth, Hardware, pair_fit, ram_bandwidth
+from engine.models.hardware import Bandwidth, Hardware, pair_fit, ram_bandwidth
 from engine.units import human_bytes
 
 from ... import theme

@@ -1,0 +1,5 @@
+"""`python -m engine.cli` runs the `tandem` command."""
+
+from .main import main
+
+raise SystemExit(main())

@@ -1,0 +1,77 @@
+"""Helpers every `tandem` sub-command shares: resolving models and pairs, and the lookahead flag.
+
+Sub-command modules import these from here, never from main.py, so nothing in engine/cli
+imports back up.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from pathlib import Path
+
+from ..errors import TandemError
+
+
+class UsageError(TandemError):
+    pass
+
+
+# -- resolving models -------------------------------------------------------------------------
+def resolve_model(value: str, role: str) -> Path:
+    """A path, or a catalog model id found in the store."""
+    p = Path(value).expanduser()
+    if p.exists() or value.endswith(".gguf") or os.sep in value:
+        return p
+    from ..models import catalog, store
+
+    cat = catalog.load()
+    if value in cat.models:
+        found = store.find_model(value, cat)
+        if found is None:
+            raise UsageError(f"{role} {value!r} is not downloaded yet: run `tandem pull {value}`")
+        return found
+    raise UsageError(f"{role} {value!r}: no such file, and not a model id in the catalog (see `tandem models`)")
+
+
+def resolve_pair(args: argparse.Namespace) -> tuple[Path, str | Path | None]:
+    """--pair, or --target/--draft; with neither, the catalog's default pair if downloaded."""
+    from ..models import catalog, draft_variants, store
+
+    draft: str | Path | None
+    if getattr(args, "pair", None) or not args.target:
+        cat = catalog.load()
+        pair = cat.pair(args.pair) if getattr(args, "pair", None) else cat.default
+        t = store.find_model(pair.target.id, cat)
+        d = store.find_model(pair.draft.id, cat)
+        if t is None or d is None:
+            raise UsageError(f"pair {pair.id!r} is not downloaded yet: run `tandem pull {pair.id}`")
+        draft = draft_variants.preferred(d)  # the faster file `tandem optimize-draft` kept, if any
+        if args.draft is not None:
+            draft = draft_arg(args.draft)
+        return t, draft
+    return resolve_model(args.target, "target"), draft_arg(args.draft) if args.draft is not None else None
+
+
+def draft_arg(value: str) -> str | Path | None:
+    v = value.strip()
+    if v.lower() == "none":
+        return None
+    if v.lower() == "lookup":
+        return "lookup"
+    return resolve_model(v, "draft")
+
+
+def lookahead_arg(value: str) -> int | str:
+    from ..decoding.lookahead import MAX_LOOKAHEAD
+
+    v = value.strip().lower()
+    if v == "auto":
+        return "auto"
+    try:
+        k = int(v)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"lookahead must be an integer 0..{MAX_LOOKAHEAD} or 'auto', not {value!r}")
+    if not 0 <= k <= MAX_LOOKAHEAD:
+        raise argparse.ArgumentTypeError(f"lookahead must be in 0..{MAX_LOOKAHEAD}, not {k}")
+    return k

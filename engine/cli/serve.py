@@ -1,0 +1,98 @@
+"""`tandem serve`: the OpenAI-compatible local server on a pair, a target alone, or lookup."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from ..errors import TandemError
+
+
+class ServerExtraMissing(TandemError):
+    pass
+
+
+def _require_server_extra() -> None:
+    try:
+        import fastapi  # noqa: F401
+        import sse_starlette  # noqa: F401
+        import uvicorn  # noqa: F401
+    except ImportError as e:
+        raise ServerExtraMissing(f"the server needs the 'server' extra ({e.name} is missing): "
+                                 "pip install 'tandem-studio[server]'") from None
+
+
+def served_id(args: argparse.Namespace, target: Path) -> str:
+    """The model id clients use: the pair's id, or the target file's stem."""
+    from ..models import catalog
+
+    if getattr(args, "pair", None):
+        return args.pair
+    if not args.target:
+        return catalog.load().default.id
+    return target.stem
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    from .common import resolve_pair
+    from .rpc import engine_for
+    from ..decoding.settings import RuntimeParams
+
+    _require_server_extra()
+    from ..serving.server import ServedModel, ServerConfig, create_app, is_loopback, serve_forever
+    from ..serving.server.runner import bind, url_for
+
+    api_key = args.api_key or os.environ.get("TANDEM_API_KEY") or None
+    if args.queue < 0:
+        raise TandemError(f"--queue must be >= 0, got {args.queue}")
+    if not is_loopback(args.host) and not api_key:
+        print(f"tandem: warning: listening on {args.host} without --api-key: anyone who can reach this machine "
+              "can use the server", file=sys.stderr)
+    bind(args.host, args.port).close()  # a busy port fails now, before minutes of model loading
+    target, draft = resolve_pair(args)
+    eng = engine_for(target, RuntimeParams(n_ctx=args.ctx, n_threads=args.threads), args)  # --rpc: a child process
+    try:
+        if draft is not None:
+            eng.decoder(draft)  # load and check the draft before the first request
+        eng.decoder(None)
+        served = ServedModel(eng, served_id(args, target), draft=draft, lookahead=args.lookahead)
+        config = ServerConfig(api_key=api_key, max_waiting=args.queue, temperature=args.temperature)
+        app = create_app(served, config)
+        split = f", target split over {len(eng.endpoints)} RPC worker(s)" if getattr(args, "rpc", None) else ""
+        draft_text = {"model": f"draft {Path(str(draft)).name}", "lookup": "prompt lookup", "none": "no draft"}[served.default_draft]
+        print(f"tandem: serving {served.id} ({target.name}, {draft_text}, lookahead {args.lookahead}, "
+              f"context {args.ctx}{split}) on {url_for(args.host, args.port)}/v1", file=sys.stderr)
+        serve_forever(app, args.host, args.port, log_level=args.log_level)
+        print("tandem: server stopped", file=sys.stderr)
+    finally:
+        eng.close()
+    return 0
+
+
+def register(sub: Any) -> None:
+    from .common import lookahead_arg
+    from .rpc import add_rpc_option
+
+    s = sub.add_parser("serve", help="an OpenAI-compatible local server (chat, completions, models, metrics)",
+                       description="Serve the OpenAI HTTP API on a pair (or a target with a draft, prompt lookup or "
+                                   "none). Requests may set 'lookahead' (0..16 or 'auto') and 'draft' "
+                                   "('model', 'lookup', 'none'); every answer reports usage and timings.")
+    s.add_argument("--pair", help="a catalog pair id (default: the catalog's default pair)")
+    s.add_argument("--target", help="target GGUF path or catalog model id (instead of --pair)")
+    s.add_argument("--draft", help="draft GGUF path or model id, 'lookup' or 'none'")
+    s.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1: this machine only)")
+    s.add_argument("--port", type=int, default=8080)
+    s.add_argument("--lookahead", type=lookahead_arg, default="auto",
+                   help="default tokens drafted per step, 0..16 or 'auto' (default auto); requests may override")
+    s.add_argument("--api-key", help="require 'Authorization: Bearer KEY' (also from TANDEM_API_KEY)")
+    s.add_argument("--ctx", type=int, default=4096, help="context size in tokens")
+    s.add_argument("--threads", type=int, default=None)
+    s.add_argument("--queue", type=int, default=16, help="requests that may wait behind the running one (default 16); "
+                                                          "more get 503 with Retry-After")
+    s.add_argument("--temperature", type=float, default=1.0, help="for requests that do not say (default 1.0, as OpenAI)")
+    s.add_argument("--log-level", default="info", choices=("critical", "error", "warning", "info", "debug"))
+    add_rpc_option(s)
+    s.set_defaults(func=cmd_serve)

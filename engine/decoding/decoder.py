@@ -1,0 +1,533 @@
+"""The decoder loop: prefill, then steps of draft -> verify -> accept -> roll back.
+
+Each step feeds the target one batch: the last emitted token (not yet in its KV cache)
+followed by the k drafted tokens, asking logits for every row. Row i verifies draft i; the
+last row yields the bonus token. Rejected drafts are removed from the target's KV cache by
+truncation; the drafter re-syncs its own cache by common prefix on its next proposal.
+"""
+
+from __future__ import annotations
+
+import codecs
+import threading
+import time
+from dataclasses import dataclass
+from typing import Iterator, Sequence
+
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+
+from .drafters import Drafter, Proposal
+from ..errors import Cancelled, PromptError, TandemError, UnsupportedModelError
+from .events import DoneEvent, Event, PrefillEvent, RunStats, StepEvent, TokenEvent
+from .llama import Context, Model
+from .lookahead import Auto, CostModel, Fixed, LiveLookahead, Lookahead, TextAcceptance
+from .sampling import GREEDY, Sampler, SamplingParams, verify
+
+
+class EngineClosedError(TandemError):
+    """The engine (or decoder) was closed; load it again to generate."""
+
+
+@dataclass
+class GenerationConfig:
+    """Per-run settings the decoder needs (the prompt arrives as tokens beside it)."""
+
+    max_tokens: int = 512
+    stop: Sequence[str] = ()
+    sampling: SamplingParams = GREEDY
+    lookahead: LiveLookahead | None = None  # None: the decoder's default handle
+
+
+class CancelToken:
+    """Thread-safe cancel flag; also interrupts a running prefill decode."""
+
+    def __init__(self) -> None:
+        self._event = threading.Event()
+        self._contexts: list[Context] = []
+
+    def cancel(self) -> None:
+        self._event.set()
+        for c in list(self._contexts):
+            c.abort()
+
+    @property
+    def cancelled(self) -> bool:
+        return self._event.is_set()
+
+    def watch(self, ctx: Context) -> None:
+        if ctx not in self._contexts:
+            self._contexts.append(ctx)
+
+
+class RunGate:
+    """One generation at a time per target, across every decoder that shares it.
+
+    Other threads wait their turn (the app's chat and server requests queue behind each
+    other). The same thread starting a second generation while its first is suspended (two
+    `stream()` generators advanced in turn) would wait for itself forever: it gets an error
+    at once instead.
+    """
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._owner: int | None = None
+
+    @property
+    def busy(self) -> bool:
+        return self._owner is not None
+
+    @contextmanager
+    def hold(self) -> Iterator[None]:
+        me = threading.get_ident()
+        with self._cond:
+            if self._owner == me:
+                raise TandemError(
+                    "this engine is already generating in this thread: finish or close the first "
+                    "stream before starting another (or use a second Engine)"
+                )
+            while self._owner is not None:
+                self._cond.wait()
+            self._owner = me
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._owner = None
+                self._cond.notify_all()
+
+
+class _TextAssembler:
+    """Turns token bytes into whole UTF-8 text, holding back possible stop-string prefixes.
+
+    Each token becomes a pending entry (its completed characters); entries are released
+    once no stop string could still begin inside them. When a stop string appears, the text
+    before it is released and the rest dropped.
+    """
+
+    def __init__(self, stop: Sequence[str]):
+        self.stop = [s for s in stop if s]
+        self.decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        self.text = ""  # all decoded text, including pending
+        self.released = 0  # chars of self.text already released
+        self.pending: list[tuple[int, str, int]] = []  # (token index, text, end offset in self.text)
+        self.stopped = False
+
+    def add(self, index: int, data: bytes) -> list[tuple[int, str]]:
+        piece = self.decoder.decode(data)
+        self.text += piece
+        self.pending.append((index, piece, len(self.text)))
+        return self._release()
+
+    def _release(self) -> list[tuple[int, str]]:
+        if self.stop:
+            lo = max(0, self.released - max(len(s) for s in self.stop))
+            hits = [i for i in (self.text.find(s, lo) for s in self.stop) if i >= 0]
+            if hits:
+                cut = min(hits)
+                self.stopped = True
+                return self._emit_until(cut, trim=True)
+            safe = len(self.text) - self._held_suffix()
+        else:
+            safe = len(self.text)
+        return self._emit_until(safe, trim=False)
+
+    def _held_suffix(self) -> int:
+        """Length of the longest text suffix that is a proper prefix of a stop string."""
+        best = 0
+        for s in self.stop:
+            for n in range(min(len(s) - 1, len(self.text)), best, -1):
+                if self.text.endswith(s[:n]):
+                    best = n
+                    break
+        return best
+
+    def _emit_until(self, limit: int, *, trim: bool) -> list[tuple[int, str]]:
+        out: list[tuple[int, str]] = []
+        while self.pending:
+            idx, piece, end = self.pending[0]
+            start = end - len(piece)
+            if end <= limit:
+                out.append((idx, piece))
+                self.pending.pop(0)
+            elif trim and start < limit:
+                out.append((idx, piece[: limit - start]))
+                self.pending.pop(0)
+                break
+            else:
+                break
+        if trim:
+            self.pending.clear()
+            self.text = self.text[:limit]
+        self.released = max(self.released, min(limit, len(self.text)))
+        return out
+
+    def flush(self) -> list[tuple[int, str]]:
+        tail = self.decoder.decode(b"", final=True)
+        if tail and self.pending:
+            idx, piece, end = self.pending[-1]
+            self.pending[-1] = (idx, piece + tail, end + len(tail))
+            self.text += tail
+        return self._emit_until(len(self.text), trim=False)
+
+
+@dataclass
+class _Run:
+    """The state of one generation between steps."""
+
+    prompt: list[int]
+    cfg: GenerationConfig
+    cancel: CancelToken
+    lookahead: LiveLookahead
+    sampler: Sampler
+    stats: RunStats
+    text: _TextAssembler
+    t0: float
+    t_prefill: float = 0.0
+    generated: list[int] = field(default_factory=list)
+    provenance: list[str] = field(default_factory=list)
+    context: list[int] = field(default_factory=list)
+    counts: dict[str, int] = field(default_factory=lambda: {"draft": 0, "target": 0, "bonus": 0, "plain": 0})
+    pending: int = 0  # emitted (or last prompt) token not yet in the target's KV cache
+    step: int = 0
+    finish: str = ""
+    stopped_by: str = ""
+    first_token_t: float | None = None
+    emitted_this_step: int = 0
+    drafter_synced: bool = False  # the model drafter has read the prompt (deferred under Auto)
+    acceptance: TextAcceptance | None = None  # what this text's proposals were worth (Auto trims by it)
+
+    def end(self, finish: str, stopped_by: str) -> None:
+        if not self.finish:
+            self.finish, self.stopped_by = finish, stopped_by
+
+
+@dataclass
+class StepResult:
+    """What one draft -> verify -> accept step produced."""
+
+    tokens: list[TokenEvent]
+    step: StepEvent | None  # None when the run ended before drafting (limits, cancel)
+    finished: bool
+
+
+class Decoder:
+    """Runs generations for one target with an optional drafter.
+
+    `run` orchestrates: `_prefill`, then `step` until the run finishes, then `_done`. The
+    target context and the cost model persist across runs, so timings learned in one
+    generation inform `Auto` in the next. The lookahead of a run comes with its config (a
+    `LiveLookahead` another thread may change); `lookahead` here is only the default for
+    callers that pass none. `close()` may be called from another thread while a run is
+    going: it cancels, waits for the current step to end, then frees.
+    """
+
+    def __init__(
+        self,
+        target: Model,
+        drafter: Drafter | None = None,
+        lookahead: Lookahead | LiveLookahead | None = None,
+        *,
+        n_ctx: int = 4096,
+        n_batch: int = 512,
+        n_threads: int | None = None,
+        cost: CostModel | None = None,
+        gate: RunGate | None = None,
+    ):
+        if drafter is not None and not target.can_rollback:
+            raise UnsupportedModelError(
+                f"{target.path}: {target.architecture} keeps a recurrent state that cannot be rolled back, "
+                "so it cannot verify drafts; run it without a draft"
+            )
+        self.target = target
+        self.drafter = drafter
+        default = lookahead if lookahead is not None else Fixed(0 if drafter is None else 4)
+        self.lookahead = default if isinstance(default, LiveLookahead) else LiveLookahead(default)
+        self.ctx = Context(target, n_ctx=n_ctx, n_batch=n_batch, n_threads=n_threads)
+        self.cost = cost or CostModel()
+        if drafter is not None:
+            self.cost.draft_ratio_prior = drafter.relative_cost(target)
+            self.cost.free_drafter = drafter.cost_class == "free"
+        self.gate = gate or RunGate()
+        self._step_lock = threading.Lock()
+        self._closed = False
+        self._active: CancelToken | None = None
+
+    @property
+    def n_ctx(self) -> int:
+        return self.ctx.n_ctx
+
+    @property
+    def mode(self) -> str:
+        return "target" if self.drafter is None else self.drafter.kind
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def close(self) -> None:
+        """Cancel a running generation, wait for its step to end, then free the contexts."""
+        self._closed = True
+        active = self._active
+        if active is not None:
+            active.cancel()
+        with self._step_lock:
+            self.ctx.close()
+            if self.drafter is not None:
+                self.drafter.close()
+
+    def forget_prompts(self) -> None:
+        """Empty the target's and the drafter's KV caches: the next run reads its whole
+        prompt, as a new conversation's first request does (benchmarks compare like with like)."""
+        with self._step_lock:
+            if self._closed:
+                return
+            self.ctx.clear()
+            for c in self.drafter.contexts if self.drafter is not None else ():
+                c.clear()
+
+    # -- the loop ------------------------------------------------------------------------
+    def run(
+        self,
+        prompt_tokens: Sequence[int],
+        config: GenerationConfig | None = None,
+        cancel: CancelToken | None = None,
+    ) -> Iterator[Event]:
+        """Generate from `prompt_tokens`, yielding events; the last one is a `DoneEvent`."""
+        if self._closed:
+            raise EngineClosedError("this engine was closed: load the model again")
+        with self.gate.hold():
+            run = self._start(list(prompt_tokens), config or GenerationConfig(), cancel or CancelToken())
+            self._active = run.cancel
+            try:
+                yield from self._prefill(run)
+                while not run.finish:
+                    result = self.step(run)
+                    yield from result.tokens
+                    if result.step is not None:
+                        yield result.step
+                flushed, done = self._done(run)
+                yield from flushed
+                yield done
+            finally:
+                self._active = None
+
+    def _start(self, prompt: list[int], cfg: GenerationConfig, cancel: CancelToken) -> _Run:
+        target, ctx = self.target, self.ctx
+        if not prompt:
+            raise PromptError("the prompt is empty")
+        if len(prompt) >= ctx.n_ctx:
+            raise PromptError(
+                f"the prompt is {len(prompt)} tokens but the context holds {ctx.n_ctx}; "
+                "shorten it or raise the context size"
+            )
+        bad = [t for t in prompt if not 0 <= t < target.n_vocab]
+        if bad:
+            raise PromptError(f"prompt token id {bad[0]} is outside the vocabulary (0..{target.n_vocab - 1})")
+        la = cfg.lookahead or self.lookahead
+        la.k_counts = {}
+        stats = RunStats(prompt_tokens=len(prompt), mode=self.mode, lookahead=la.label if self.drafter is not None else "0")
+        run = _Run(prompt, cfg, cancel, la, Sampler(cfg.sampling), stats, _TextAssembler(cfg.stop), time.perf_counter())
+        run.acceptance = TextAcceptance(self.cost)
+        run.context = list(prompt)
+        run.pending = prompt[-1]
+        cancel.watch(ctx)
+        for c in self.drafter.contexts if self.drafter is not None else ():
+            cancel.watch(c)
+        return run
+
+    def _prefill(self, run: _Run) -> Iterator[Event]:
+        """Read the prompt into the target (reusing a cached prefix), then get the drafter
+        ready. A model drafter reads the prompt now only if this run will surely draft
+        (a fixed k > 0); under Auto it catches up the first time Auto decides to draft, so
+        a run in which Auto never drafts costs what target alone costs."""
+        ctx, cancel = self.ctx, run.cancel
+        keep = ctx.reuse_prefix(run.prompt)
+        todo = run.prompt[keep:-1]
+        total, done = len(todo), 0
+        yield PrefillEvent(0, total)
+        try:
+            if cancel.cancelled:
+                raise Cancelled("cancelled")
+            chunks = ctx.feed(todo, abortable=True)
+            while done < total:
+                with self._step_lock:  # never held across a yield: close() must not wait on a consumer
+                    if self._closed:
+                        raise Cancelled("closed")
+                    done, _ = next(chunks)
+                yield PrefillEvent(done, total)
+                if cancel.cancelled and done < total:
+                    raise Cancelled("cancelled")
+        except Cancelled:
+            if not self._closed:
+                ctx.truncate(keep + done)
+            run.end("cancelled", "cancel")
+            run.t_prefill = time.perf_counter()
+            return
+        drafter = self.drafter
+        if drafter is not None:
+            drafter.begin(run.prompt)
+            policy = run.lookahead.current
+            if drafter.cost_class == "model" and isinstance(policy, Fixed) and policy.k > 0:
+                self._sync_drafter(run)
+            if isinstance(policy, Auto) and drafter.cost_class == "model" and not self.cost.calibrated and not cancel.cancelled:
+                t = time.perf_counter()
+                with self._step_lock:
+                    if not self._closed:
+                        self._calibrate(run.prompt[-1])
+                run.stats.calibration_s += time.perf_counter() - t
+        run.t_prefill = time.perf_counter()
+        run.stats.prefill_s = run.t_prefill - run.t0
+
+    def _sync_drafter(self, run: _Run) -> None:
+        """Let a model drafter read the context it has not seen (timed apart from drafting)."""
+        assert self.drafter is not None
+        t = time.perf_counter()
+        try:
+            with self._step_lock:
+                if not self._closed:
+                    self.drafter.prefill(run.context, lambda: run.cancel.cancelled)
+        except Cancelled:
+            pass  # the step loop sees the cancel and finishes cleanly
+        run.drafter_synced = True
+        run.stats.draft_sync_s += time.perf_counter() - t
+
+    def step(self, run: _Run) -> StepResult:
+        """One step: choose k, draft, verify in one target pass, accept, roll back."""
+        target, ctx, drafter = self.target, self.ctx, self.drafter
+        if run.cancel.cancelled or self._closed:
+            run.end("cancelled", "cancel")
+            return StepResult([], None, True)
+        room_ctx = ctx.n_ctx - ctx.n_past - 1  # batch = pending + k drafts
+        remaining = run.cfg.max_tokens - len(run.generated)
+        if room_ctx < 0:
+            run.end("length", "context_full")
+            return StepResult([], None, True)
+        if remaining <= 0:
+            run.end("length", "max_tokens")
+            return StepResult([], None, True)
+        k_req = 0
+        prop = offered = Proposal()
+        if drafter is not None:
+            k_req = run.lookahead.choose(min(room_ctx, remaining - 1), self.cost)
+            if k_req > 0 and drafter.cost_class == "model" and not run.drafter_synced:
+                self._sync_drafter(run)
+        with self._step_lock:
+            if self._closed:
+                run.end("cancelled", "cancel")
+                return StepResult([], None, True)
+            t_d0 = time.perf_counter()
+            if k_req > 0:
+                assert drafter is not None
+                policy = run.lookahead.current
+                if drafter.cost_class == "model":
+                    drafter.confidence_gate = policy.gate(self.cost) if isinstance(policy, Auto) else None
+                drafter.trimmed_by_caller = isinstance(policy, Auto)
+                prop = drafter.propose(run.context, k_req, run.sampler)
+                if isinstance(policy, Auto):
+                    k_use = policy.trim(prop, self.cost, run.acceptance)
+                else:
+                    k_use = k_req
+                offered = prop  # a free drafter's may be longer than what is verified: see below
+                prop = prop.cut(k_use)
+            drafts, dists = prop.tokens, prop.dists
+            run.lookahead.record(len(drafts))
+            t_d1 = time.perf_counter()
+            logits = ctx.decode([run.pending] + drafts, logits="all" if drafts else "last")
+            result = verify(drafts, dists, logits, run.sampler)
+            t_v1 = time.perf_counter()
+            n_in = 1 + len(drafts)
+            # Keep pending + accepted drafts in the KV; the final token becomes pending.
+            ctx.truncate(ctx.n_past - n_in + 1 + result.accepted)
+        self.cost.observe_verify(n_in, t_v1 - t_d1)
+        if drafts:
+            assert drafter is not None
+            if drafter.cost_class == "model":
+                self.cost.observe_draft(len(drafts), t_d1 - t_d0)
+            self.cost.observe_acceptance(len(drafts), result.accepted, prop.confidence)
+            drafter.feedback(len(drafts), result.accepted)
+        if run.acceptance is not None:
+            run.acceptance.observe_step(offered, len(drafts), result.accepted, result.token)
+        run.lookahead.feedback(len(drafts), result.accepted)
+        tokens = self._emit(run, drafts[: result.accepted] + [result.token], result, bool(drafts))
+        st = run.stats
+        st.steps += 1
+        st.drafted += len(drafts)
+        st.accepted += result.accepted
+        st.draft_s += t_d1 - t_d0
+        st.verify_s += t_v1 - t_d1
+        now = time.perf_counter()
+        ev = StepEvent(run.step, k_req, len(drafts), result.accepted, run.emitted_this_step,
+                       (t_d1 - t_d0) * 1000.0, (t_v1 - t_d1) * 1000.0, now - run.t0)
+        run.pending = result.token
+        run.step += 1
+        return StepResult(tokens, ev, bool(run.finish))
+
+    def _emit(self, run: _Run, new_tokens: list[int], result, drafted: bool) -> list[TokenEvent]:
+        """Append accepted tokens to the output, with provenance, stop and EOS handling."""
+        if not drafted:
+            provs = ["plain"]
+        else:
+            provs = ["draft"] * result.accepted + ["target" if result.corrected else "bonus"]
+        out: list[TokenEvent] = []
+        now = time.perf_counter()
+        run.emitted_this_step = 0
+        for tok, prov in zip(new_tokens, provs):
+            if self.target.is_eog(tok):
+                run.end("stop", "eos")
+                break
+            run.generated.append(tok)
+            run.provenance.append(prov)
+            run.context.append(tok)
+            run.counts[prov] += 1
+            run.emitted_this_step += 1
+            if run.first_token_t is None:
+                run.first_token_t = now
+            for idx, piece in run.text.add(len(run.generated) - 1, self.target.piece(tok)):
+                out.append(TokenEvent(piece, run.generated[idx], run.provenance[idx], idx, run.step, now - run.t0))  # type: ignore[arg-type]
+            if run.text.stopped:
+                run.end("stop", "stop_string")
+                break
+            if len(run.generated) >= run.cfg.max_tokens:
+                run.end("length", "max_tokens")
+                break
+        return out
+
+    def _done(self, run: _Run) -> tuple[list[TokenEvent], DoneEvent]:
+        tokens: list[TokenEvent] = []
+        if not run.text.stopped:
+            for idx, piece in run.text.flush():
+                tokens.append(TokenEvent(piece, run.generated[idx], run.provenance[idx], idx, run.step, time.perf_counter() - run.t0))  # type: ignore[arg-type]
+        t_end = time.perf_counter()
+        st = run.stats
+        st.generated_tokens = len(run.generated)
+        st.finish_reason, st.stopped_by = run.finish, run.stopped_by
+        if not run.t_prefill:
+            run.t_prefill = t_end
+        if not st.prefill_s:
+            st.prefill_s = run.t_prefill - run.t0
+        st.decode_s = t_end - run.t_prefill
+        st.wall_s = t_end - run.t0
+        st.time_to_first_token_s = (run.first_token_t - run.t0) if run.first_token_t is not None else 0.0
+        st.provenance_counts = run.counts
+        st.lookahead = run.lookahead.summary() if self.drafter is not None else "0"  # nothing to draft with
+        st.k_counts = {str(k): n for k, n in sorted(run.lookahead.k_counts.items())}
+        return tokens, DoneEvent(run.text.text, run.generated, st.finalize())
+
+    def _calibrate(self, probe_token: int) -> None:
+        """Measure the target's verify cost for a few batch sizes (when none is known).
+
+        Decodes throwaway tokens after the prompt and removes them again. About 20 single
+        decodes' worth of time on a CPU; milliseconds on a GPU. The result is persisted per
+        machine and model (engine/models/calibration.py), so later processes skip it.
+        """
+        ctx = self.ctx
+        base = ctx.n_past
+        for n in (1, 2, 4, 8, 16):
+            if base + n > ctx.n_ctx or n > ctx.n_batch:
+                break
+            for _ in range(2):
+                t = time.perf_counter()
+                ctx.decode([probe_token] * n, logits="all")
+                self.cost.observe_verify(n, time.perf_counter() - t)
+                ctx.truncate(base)

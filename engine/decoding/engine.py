@@ -1,0 +1,358 @@
+"""The Python API: load a target once, then generate with any drafter and lookahead.
+
+    from engine import Engine
+    eng = Engine("qwen2.5-coder-1.5b-instruct-q4_k_m.gguf")
+    out = eng.generate("def fib(n):", draft_model="qwen2.5-coder-0.5b-instruct-q4_k_m.gguf", lookahead=5)
+    print(out.text, out.stats.acceptance_rate)
+
+`engine.setup(...)` / `engine.generate(...)` / `engine.stream(...)` do the same on a
+module-level default engine.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+from ..models import calibration
+from .. import paths
+from .chat import Message, chat_tokens
+from ..models.compat import require_compatible
+from .drafters import Drafter, ModelDrafter, PromptLookupDrafter
+from ..errors import PromptError, TandemError
+from .events import DoneEvent, Event, RunStats, StepEvent, TokenEvent
+from ..models.gguf_header import validate_file
+from .llama import Model, supports_gpu_offload
+from .lookahead import CostModel
+from .metrics import append_metrics
+from .rpc_backend import Cluster, connect as rpc_connect
+from .settings import DraftSpec, GenerationRequest, Prompt, RuntimeParams, runtime_from
+from .decoder import CancelToken, Decoder, EngineClosedError, GenerationConfig, RunGate
+
+@dataclass
+class GenerationResult:
+    text: str
+    tokens: list[int]
+    stats: RunStats
+    token_events: list[TokenEvent] = field(default_factory=list)
+    step_events: list[StepEvent] = field(default_factory=list)
+
+
+def _encodable(value: Any) -> Any:
+    """Text the tokenizer can encode: lone surrogates (from a shell or a careless caller)
+    become U+FFFD, with a warning, instead of a UnicodeEncodeError deep in llama.cpp."""
+    import warnings
+
+    from .prompt_text import clean
+
+    if isinstance(value, str):
+        text, n = clean(value)
+        if n:
+            warnings.warn(f"the prompt had {n} undecodable character(s); replaced with U+FFFD", stacklevel=4)
+        return text
+    if isinstance(value, list) and value and isinstance(value[0], dict):
+        return [{**m, "content": _encodable(m.get("content"))} for m in value]
+    return value
+
+
+def prompt_tokens(model: Model, prompt: Prompt, *, chat: bool = False, system: str | None = None) -> list[int]:
+    """Prompt tokens for a model: text (raw or through its chat template), chat messages, or
+    token ids. `Engine.tokens_for` and the lookup replay (which has only a vocabulary) share it."""
+    prompt, system = _encodable(prompt), _encodable(system) if system else system
+    if isinstance(prompt, str):
+        if not prompt.strip():
+            raise PromptError("the prompt is empty")
+        if not chat:
+            return model.tokenize(prompt, add_special=True, parse_special=False)
+        messages: list[Message] = ([{"role": "system", "content": system}] if system else []) + [
+            {"role": "user", "content": prompt}
+        ]
+    elif prompt and all(isinstance(t, int) for t in prompt):
+        return list(prompt)  # type: ignore[arg-type]
+    else:
+        messages = list(prompt)  # type: ignore[arg-type]
+        if system and not any(m.get("role") == "system" for m in messages):
+            messages.insert(0, {"role": "system", "content": system})
+    return chat_tokens(model, messages)
+
+
+class Engine:
+    """One loaded target and the drafters used with it (loaded once, reused).
+
+    Runtime settings come as a `RuntimeParams` (or the same names as keywords). One
+    generation runs at a time per engine: other threads queue; `close()` from any thread
+    cancels a running generation, waits for its step to end, then frees the models.
+    """
+
+    def __init__(
+        self,
+        target: str | os.PathLike[str] | Model,
+        *,
+        runtime: RuntimeParams | None = None,
+        n_ctx: int | None = None,
+        n_batch: int | None = None,
+        n_threads: int | None = None,
+        n_gpu_layers: int | None = None,
+        metrics_log: str | os.PathLike[str] | None | bool = True,
+        calibration: bool = True,
+        on_progress: Callable[[float], bool] | None = None,
+        rpc: Sequence[str] | str | Cluster | None = None,
+    ):
+        """`rpc`: llama.cpp RPC workers ("HOST:PORT" strings or an `engine.decoding.rpc_backend.Cluster`)
+        that hold part of the target, split by free memory; drafts always stay local."""
+        self.runtime = runtime_from(runtime, n_ctx=n_ctx, n_batch=n_batch, n_threads=n_threads, n_gpu_layers=n_gpu_layers)
+        self.n_threads = self.runtime.threads
+        # [rpc] begin: split the target over RPC workers (engine/decoding/rpc_backend.py). Drafts load with
+        # llama.cpp's default devices, which never include RPC workers (Tandem does not
+        # register them globally), so they stay on this host.
+        self.rpc: Cluster | None = None
+        target_kw: dict = {"n_gpu_layers": self.runtime.n_gpu_layers, "on_progress": on_progress}
+        if rpc and not isinstance(target, Model):
+            header = validate_file(Path(target))  # a bad file is reported before any network
+            self.rpc = rpc if isinstance(rpc, Cluster) else rpc_connect(rpc)
+            target_kw.update(self.rpc.model_kwargs(header))
+        # [rpc] end
+        self.target = target if isinstance(target, Model) else Model(target, **target_kw)
+        self._owns_target = not isinstance(target, Model)
+        self._drafts: dict[str, Model] = {}
+        self._decoders: dict[str, Decoder] = {}
+        self._costs: dict[str, CostModel] = {}
+        self._lock = threading.RLock()
+        self.gate = RunGate()  # one generation at a time, whichever drafter
+        self._closed = False
+        self.calibration = calibration
+        if metrics_log is True:
+            self.metrics_log: Path | None = paths.metrics_log()
+        elif metrics_log in (False, None):
+            self.metrics_log = None
+        else:
+            self.metrics_log = Path(metrics_log)  # type: ignore[arg-type]
+
+    @property
+    def n_ctx(self) -> int:
+        return self.runtime.n_ctx
+
+    @property
+    def n_batch(self) -> int:
+        return self.runtime.n_batch
+
+    @property
+    def n_gpu_layers(self) -> int | None:
+        return self.runtime.n_gpu_layers
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise EngineClosedError("this engine was closed: load the model again (engine.setup / Engine(...))")
+
+    # -- drafters ------------------------------------------------------------------------
+    def _draft_key(self, draft: DraftSpec) -> str:
+        if draft is None or (isinstance(draft, str) and draft.lower() in ("none", "")):
+            return "none"
+        if isinstance(draft, str) and draft.lower() == "lookup":
+            return "lookup"
+        if isinstance(draft, Model):
+            return f"model:{draft.path.resolve()}:{id(draft)}"
+        if isinstance(draft, Drafter):
+            return f"drafter:{id(draft)}"
+        if not isinstance(draft, (str, os.PathLike)):
+            raise TandemError(f"draft_model must be a path, an engine.Model, 'lookup' or None, not {type(draft).__name__}")
+        return f"path:{Path(draft).resolve()}"
+
+    def load_draft(self, path: str | os.PathLike[str], on_progress: Callable[[float], bool] | None = None) -> Model:
+        """Check compatibility from the headers, then load (once) a draft model."""
+        self._check_open()
+        p = Path(path).resolve()
+        key = str(p)
+        if key not in self._drafts:
+            require_compatible(self.target.header, Path(path))
+            self._drafts[key] = Model(p, n_gpu_layers=self.runtime.n_gpu_layers, on_progress=on_progress)
+        return self._drafts[key]
+
+    def decoder(self, draft_model: DraftSpec = None, on_progress: Callable[[float], bool] | None = None) -> Decoder:
+        """The decoder (target context + drafter) for a draft choice, created once."""
+        self._check_open()
+        key = self._draft_key(draft_model)
+        with self._lock:
+            dec = self._decoders.get(key)
+            if dec is not None:
+                return dec
+            drafter: Drafter | None
+            if key == "none":
+                drafter = None
+            elif key == "lookup":
+                drafter = PromptLookupDrafter()
+            elif isinstance(draft_model, Drafter):
+                drafter = draft_model
+            else:
+                if isinstance(draft_model, Model):
+                    require_compatible(self.target.header, draft_model.header)
+                    dm = draft_model
+                else:
+                    dm = self.load_draft(draft_model, on_progress)  # type: ignore[arg-type]
+                rt = self.runtime
+                drafter = ModelDrafter(dm, n_ctx=rt.n_ctx, n_batch=rt.n_batch, n_threads=self.n_threads, target_vocab=self.target.n_vocab)
+            cost = self._costs.setdefault(key, CostModel())
+            self._load_calibration(cost, drafter)
+            rt = self.runtime
+            dec = Decoder(self.target, drafter, None, n_ctx=rt.n_ctx, n_batch=rt.n_batch, n_threads=self.n_threads,
+                          cost=cost, gate=self.gate)
+            self._decoders[key] = dec
+            return dec
+
+    # -- calibration persisted per machine and model -----------------------------------------
+    def calibration_key(self) -> str:
+        """The key this target's measured pass costs persist under (engine/models/calibration.py)."""
+        return self._cal_keys(None)[0]
+
+    def _cal_keys(self, drafter: Drafter | None) -> tuple[str, str | None]:
+        backend = f"{'gpu' if supports_gpu_offload() else 'cpu'}:ngl{self.target.n_gpu_layers}"
+        # A target split over RPC workers passes at another cost than the same file loaded
+        # here, so it has its own key, named by its workers; the draft stays local either way.
+        target_backend = backend + (f"{calibration.RPC_MARK}{','.join(self.rpc.endpoints)}" if self.rpc else "")
+        vk = calibration.key(calibration.file_id(self.target.path), threads=self.n_threads, backend=target_backend)
+        dk = None
+        if drafter is not None and drafter.model is not None:
+            dk = calibration.key(calibration.file_id(drafter.model.path), threads=self.n_threads, backend=backend)
+        return vk, dk
+
+    def _confidence_key(self, drafter: Drafter) -> str:
+        """What a drafter's confidences are worth depends on the target and the drafter, not
+        on the machine: one entry per (target file, draft file or drafter kind)."""
+        other = calibration.file_id(drafter.model.path) if drafter.model is not None else drafter.calibration_name
+        return f"confidence|{calibration.file_id(self.target.path)}|{other}"
+
+    def _load_calibration(self, cost: CostModel, drafter: Drafter | None) -> None:
+        if not self.calibration:
+            return
+        vk, dk = self._cal_keys(drafter)
+        seed: dict = {"verify_s": (calibration.load(vk) or {}).get("verify_s") or {}}
+        if dk is not None:
+            seed["draft_token_s"] = (calibration.load(dk) or {}).get("draft_token_s")
+        cost.import_costs(seed)
+        if drafter is not None:
+            conf = calibration.load(self._confidence_key(drafter))
+            if isinstance(conf, dict):
+                cost.import_confidence(conf)
+
+    def _save_calibration(self, dec: Decoder) -> None:
+        if not self.calibration:
+            return
+        vk, dk = self._cal_keys(dec.drafter)
+        now = dec.cost.export_costs()
+        entries: dict = {}
+        if now["verify_s"]:
+            old = (calibration.load(vk) or {}).get("verify_s") or {}
+            entries[vk] = {"verify_s": {**old, **now["verify_s"]}}
+        if dk is not None and now["draft_token_s"]:
+            entries[dk] = {"draft_token_s": now["draft_token_s"]}
+        if dec.drafter is not None:
+            conf = dec.cost.export_confidence()
+            if any(conf["total"]):
+                entries[self._confidence_key(dec.drafter)] = conf
+        if entries:
+            calibration.save(entries)
+
+    def forget_prompts(self) -> None:
+        """Empty every loaded decoder's KV caches (no cached prompt prefix is reused next)."""
+        with self._lock:
+            decoders = list(self._decoders.values())
+        for d in decoders:
+            d.forget_prompts()
+
+    # -- prompts -------------------------------------------------------------------------
+    def tokens_for(self, prompt: Prompt, *, chat: bool = False, system: str | None = None) -> list[int]:
+        """Prompt tokens: text (raw or through the chat template), chat messages, or token ids."""
+        self._check_open()
+        with self._lock:
+            return prompt_tokens(self.target, prompt, chat=chat, system=system)
+
+    # -- generation ----------------------------------------------------------------------
+    def request(self, prompt: Prompt | GenerationRequest, **options: Any) -> GenerationRequest:
+        """A `GenerationRequest` from a prompt and `generate`'s keywords (or one as given)."""
+        if isinstance(prompt, GenerationRequest):
+            if options:
+                raise TandemError(f"pass options inside the GenerationRequest, not beside it: {sorted(options)}")
+            return prompt
+        try:
+            return GenerationRequest.from_options(prompt, **options)
+        except TypeError as e:  # an unknown keyword
+            raise TandemError(str(e).replace("from_options()", "generate()")) from None
+
+    def stream(self, prompt: Prompt | GenerationRequest, *, cancel: CancelToken | None = None, **options: Any) -> Iterator[Event]:
+        """Yield `PrefillEvent`, `TokenEvent`, `StepEvent` and finally a `DoneEvent`.
+
+        `prompt` is a str, chat messages, token ids, or a whole `GenerationRequest`; the
+        keywords are those of `GenerationRequest.from_options` (draft_model, lookahead,
+        max_tokens, temperature, top_k, top_p, min_p, seed, stop, chat, system, tag).
+        Inputs are checked here, before anything runs."""
+        self._check_open()
+        req = self.request(prompt, **options)
+        tokens = self.tokens_for(req.prompt, chat=req.chat, system=req.system)
+        dec = self.decoder(req.draft)
+        cfg = GenerationConfig(max_tokens=req.max_tokens, stop=req.stop, sampling=req.sampling, lookahead=req.live_lookahead())
+        return self._run(dec, tokens, cfg, cancel, req)
+
+    def _run(self, dec: Decoder, tokens: list[int], cfg: GenerationConfig, cancel: CancelToken | None,
+             req: GenerationRequest) -> Iterator[Event]:
+        for ev in dec.run(tokens, cfg, cancel):
+            if isinstance(ev, DoneEvent):
+                self._log(ev.stats, dec, req)
+                self._save_calibration(dec)
+            yield ev
+
+    def generate(self, prompt: Prompt | GenerationRequest, *, cancel: CancelToken | None = None,
+                 on_event: Callable[[Event], None] | None = None, **options: Any) -> GenerationResult:
+        """Run to completion; returns text, tokens, stats and the token/step events.
+        `on_event` sees every event as it happens (the race streams both panes from it)."""
+        toks: list[TokenEvent] = []
+        steps: list[StepEvent] = []
+        for ev in self.stream(prompt, cancel=cancel, **options):
+            if on_event is not None:
+                on_event(ev)
+            if isinstance(ev, TokenEvent):
+                toks.append(ev)
+            elif isinstance(ev, StepEvent):
+                steps.append(ev)
+            elif isinstance(ev, DoneEvent):
+                return GenerationResult(ev.text, ev.tokens, ev.stats, toks, steps)
+        raise TandemError("generation ended without a result")  # pragma: no cover
+
+    def _log(self, stats: RunStats, dec: Decoder, req: GenerationRequest) -> None:
+        if self.metrics_log is None:
+            return
+        draft = None
+        if dec.drafter is not None:
+            draft = dec.drafter.model.path.name if dec.drafter.model is not None else dec.drafter.kind
+        append_metrics(
+            self.metrics_log,
+            {
+                "target": self.target.path.name,
+                "draft": draft,
+                "task": req.tag,
+                "settings": req.sampling.to_dict(),
+                "stats": stats.to_dict(),
+            },
+        )
+
+    def close(self) -> None:
+        """Cancel a running generation, wait for its step to end, then free everything.
+        Safe from any thread, and more than once; later use raises `EngineClosedError`."""
+        if self._closed:
+            return
+        self._closed = True
+        for d in list(self._decoders.values()):
+            d.close()
+        with self._lock:
+            self._decoders.clear()
+            for m in self._drafts.values():
+                m.close()
+            self._drafts.clear()
+            if self._owns_target:
+                self.target.close()

@@ -1,0 +1,605 @@
+"""The one seam over llama-cpp-python's low-level ctypes API.
+
+Everything else in Tandem talks to `Model` and `Context`. We skip `llama_cpp.Llama`
+because its draft-model mode forces `logits_all` (an n_ctx x n_vocab float array), hides
+which tokens were accepted, and `Llama.__init__` allocates an n_batch x n_vocab score
+array (about 300 MB for Qwen's 152k vocabulary) per model.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import threading
+from collections import deque
+from pathlib import Path
+from typing import Callable, Iterator, Sequence
+
+import numpy as np
+
+from ..errors import Cancelled, DecodeError, ModelFileError, ModelLoadError
+from ..models.gguf_header import GGUFHeader, validate_file
+from ..models.hardware import physical_cores
+
+import llama_cpp  # noqa: E402  (after our imports so import errors name our modules first)
+
+_backend_lock = threading.Lock()
+_backend_ready = False
+_log_tail: deque[str] = deque(maxlen=40)
+_verbose = bool(os.environ.get("TANDEM_DEBUG"))
+
+
+@llama_cpp.llama_log_callback
+def _log_callback(level: int, text: bytes, user_data: ctypes.c_void_p) -> None:
+    """Keep llama.cpp's chatter out of the terminal; remember it for error messages."""
+    try:
+        line = text.decode("utf-8", errors="replace")
+    except Exception:  # pragma: no cover - defensive, callbacks must not raise
+        return
+    _log_tail.append(line)
+    if _verbose:
+        import sys
+
+        sys.stderr.write(line)
+
+
+def _ensure_backend() -> None:
+    global _backend_ready
+    with _backend_lock:
+        if not _backend_ready:
+            llama_cpp.llama_log_set(_log_callback, ctypes.c_void_p(0))
+            llama_cpp.llama_backend_init()
+            _backend_ready = True
+
+
+def _recent_log_errors() -> str:
+    lines = [ln.strip() for ln in _log_tail if ln.strip()]
+    interesting = [ln for ln in lines if any(w in ln.lower() for w in ("error", "failed", "invalid", "unknown", "not "))]
+    return (interesting or lines)[-1] if (interesting or lines) else ""
+
+
+def supports_gpu_offload() -> bool:
+    _ensure_backend()
+    return bool(llama_cpp.llama_supports_gpu_offload())
+
+
+def default_threads() -> int:
+    """llama.cpp's thread count: the physical cores this process can use.
+
+    Compute threads and their waiting, as chosen for the desktop app (measured on 2 cores,
+    docs/benchmarks.md): all physical cores compute (one fewer halves the speed on 2 cores;
+    the GUI's few percent of a core cost less than that), and waiting threads keep spinning.
+    Our Linux build uses OpenMP, where the threadpool `poll` setting of llama_context_params
+    is not used: OpenMP's wait policy decides, and its default spin-wait is right
+    (OMP_WAIT_POLICY=PASSIVE, sleeping between graph computations, cost 30% of decode
+    speed). libgomp keeps a pool per thread that ever computed and cuts every spin-wait to
+    100 iterations once it manages more threads than there are cores, which costs the same
+    30%: compute on one thread at a time, on short-lived or dedicated workers, never on the
+    GUI thread or a thread that then idles while another computes.
+    """
+    return physical_cores()
+
+
+class Model:
+    """A loaded GGUF model: weights, vocabulary and metadata. Thread-safe to read."""
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        n_gpu_layers: int | None = None,
+        on_progress: Callable[[float], bool] | None = None,
+        vocab_only: bool = False,
+        devices: Sequence[int] | None = None,
+        tensor_split: Sequence[float] | None = None,
+    ):
+        """`devices` (ggml device handles, see `rpc_add_server`/`local_offload_devices`)
+        and `tensor_split` (one weight per device) place the layers explicitly, as
+        llama.cpp's `--device`/`--tensor-split` do; None keeps llama.cpp's own choice."""
+        self.path = Path(path)
+        self.header: GGUFHeader = validate_file(self.path)
+        _ensure_backend()
+        if n_gpu_layers is None:
+            n_gpu_layers = -1 if llama_cpp.llama_supports_gpu_offload() else 0
+        self.n_gpu_layers = n_gpu_layers
+        params = llama_cpp.llama_model_default_params()
+        params.n_gpu_layers = n_gpu_layers
+        params.vocab_only = vocab_only
+        if devices is not None:
+            # NULL-terminated; llama.cpp copies the handles while loading.
+            self._devices = (ctypes.c_void_p * (len(devices) + 1))(*devices, None)
+            params.devices = ctypes.cast(self._devices, ctypes.c_void_p)
+        if tensor_split is not None:
+            # llama.cpp copies llama_max_devices() floats from this pointer.
+            n_max = int(llama_cpp.llama_max_devices())
+            if len(tensor_split) > n_max:
+                raise ModelLoadError(f"{self.path}: {len(tensor_split)} split weights, this build supports {n_max} devices")
+            self._split = (ctypes.c_float * n_max)(*tensor_split)
+            params.tensor_split = ctypes.cast(self._split, ctypes.POINTER(ctypes.c_float))
+        cancelled = False
+        if on_progress is not None:
+
+            def _progress(value: float, _data: ctypes.c_void_p) -> bool:
+                nonlocal cancelled
+                try:
+                    keep = on_progress(float(value)) is not False
+                except Exception:
+                    keep = True
+                cancelled = cancelled or not keep
+                return keep
+
+            self._progress_cb = llama_cpp.llama_progress_callback(_progress)
+            params.progress_callback = self._progress_cb
+        _log_tail.clear()
+        self._model = llama_cpp.llama_model_load_from_file(os.fsencode(self.path), params)
+        if not self._model:
+            if cancelled:
+                raise Cancelled(f"{self.path}: loading cancelled")
+            detail = _recent_log_errors() or "unsupported or damaged model"
+            raise ModelLoadError(f"{self.path}: llama.cpp could not load the model ({detail})")
+        self._vocab = llama_cpp.llama_model_get_vocab(self._model)
+        self.n_vocab: int = llama_cpp.llama_vocab_n_tokens(self._vocab)
+        self.n_ctx_train: int = llama_cpp.llama_model_n_ctx_train(self._model)
+        self.bos: int = llama_cpp.llama_vocab_bos(self._vocab)
+        self.eos: int = llama_cpp.llama_vocab_eos(self._vocab)
+        self.add_bos: bool = bool(llama_cpp.llama_vocab_get_add_bos(self._vocab))
+        self.size_bytes: int = int(llama_cpp.llama_model_size(self._model))
+        self.n_params: int = int(llama_cpp.llama_model_n_params(self._model))
+        self.can_rollback: bool = not (
+            llama_cpp.llama_model_is_recurrent(self._model) or llama_cpp.llama_model_is_hybrid(self._model)
+        )
+        self._pieces: dict[int, bytes] = {}
+        self._eog: dict[int, bool] = {}
+
+    # -- metadata -----------------------------------------------------------------------
+    @property
+    def name(self) -> str:
+        return str(self.header.get("general.name") or self.path.stem)
+
+    @property
+    def architecture(self) -> str:
+        return self.header.architecture
+
+    @property
+    def chat_template(self) -> str | None:
+        t = self.header.get("tokenizer.chat_template")
+        return str(t) if t else None
+
+    def token_text(self, token: int) -> str:
+        """The vocabulary entry itself (for display/debugging, not for output text)."""
+        raw = llama_cpp.llama_vocab_get_text(self._vocab, token)
+        return raw.decode("utf-8", errors="replace") if raw else ""
+
+    # -- tokens -------------------------------------------------------------------------
+    def tokenize(self, text: str, *, add_special: bool = True, parse_special: bool = False) -> list[int]:
+        data = text.encode("utf-8")
+        n_max = len(data) + 8
+        buf = (llama_cpp.llama_token * n_max)()
+        n = llama_cpp.llama_tokenize(self._vocab, data, len(data), buf, n_max, add_special, parse_special)
+        if n < 0:
+            n_max = -n
+            buf = (llama_cpp.llama_token * n_max)()
+            n = llama_cpp.llama_tokenize(self._vocab, data, len(data), buf, n_max, add_special, parse_special)
+        if n < 0:
+            raise DecodeError(f"tokenization failed for a prompt of {len(data)} bytes")
+        return list(buf[:n])
+
+    def piece(self, token: int) -> bytes:
+        """Bytes of one token as it appears in generated text (special tokens rendered empty)."""
+        cached = self._pieces.get(token)
+        if cached is not None:
+            return cached
+        buf = ctypes.create_string_buffer(64)
+        n = llama_cpp.llama_token_to_piece(self._vocab, token, buf, 64, 0, False)
+        if n < 0:
+            buf = ctypes.create_string_buffer(-n)
+            n = llama_cpp.llama_token_to_piece(self._vocab, token, buf, -n, 0, False)
+        out = buf.raw[: max(n, 0)]
+        self._pieces[token] = out
+        return out
+
+    def detokenize(self, tokens: Sequence[int]) -> str:
+        return b"".join(self.piece(t) for t in tokens).decode("utf-8", errors="replace")
+
+    def is_eog(self, token: int) -> bool:
+        """End of generation: EOS, EOT, <|im_end|> and the like."""
+        v = self._eog.get(token)
+        if v is None:
+            v = bool(llama_cpp.llama_vocab_is_eog(self._vocab, token))
+            self._eog[token] = v
+        return v
+
+    def close(self) -> None:
+        if getattr(self, "_model", None):
+            llama_cpp.llama_model_free(self._model)
+            self._model = None
+
+    def __del__(self) -> None:  # pragma: no cover - interpreter shutdown order varies
+        try:
+            self.close()
+        except Exception:
+            pass
+
+
+class Context:
+    """One KV cache over a model, a single sequence, with batch decode and truncation.
+
+    `tokens` mirrors what the KV cache holds, position by position, so callers can
+    compute common prefixes and roll back by truncating.
+    """
+
+    def __init__(
+        self,
+        model: Model,
+        *,
+        n_ctx: int = 4096,
+        n_batch: int = 512,
+        n_threads: int | None = None,
+    ):
+        if not model._model:
+            raise ModelLoadError(f"{model.path}: model is closed")
+        self.model = model
+        threads = n_threads or default_threads()
+        params = llama_cpp.llama_context_default_params()
+        params.n_ctx = n_ctx
+        params.n_batch = n_batch
+        params.n_ubatch = n_batch
+        params.n_seq_max = 1
+        params.n_threads = threads
+        params.n_threads_batch = threads
+        params.no_perf = True
+        _log_tail.clear()
+        self._ctx = llama_cpp.llama_init_from_model(model._model, params)
+        if not self._ctx:
+            detail = _recent_log_errors() or "out of memory?"
+            raise ModelLoadError(f"{model.path}: could not create a context of {n_ctx} tokens ({detail})")
+        self.n_ctx: int = llama_cpp.llama_n_ctx(self._ctx)
+        # llama.cpp caps its batch at the context it asked for (n_ctx 64 -> batch 64, context padded
+        # to 256): chunk by what it accepts, or a longer prompt aborts the process (GGML_ASSERT)
+        self.n_batch: int = min(n_batch, int(llama_cpp.llama_n_batch(self._ctx)))
+        self.n_threads = threads
+        self.n_vocab = model.n_vocab
+        self._mem = llama_cpp.llama_get_memory(self._ctx)
+        self._batch = llama_cpp.llama_batch_init(n_batch, 0, 1)
+        self._b_token = np.ctypeslib.as_array(self._batch.token, shape=(n_batch,))
+        self._b_pos = np.ctypeslib.as_array(self._batch.pos, shape=(n_batch,))
+        self._b_logits = np.ctypeslib.as_array(self._batch.logits, shape=(n_batch,))
+        n_seq = np.ctypeslib.as_array(self._batch.n_seq_id, shape=(n_batch,))
+        n_seq[:] = 1
+        for i in range(n_batch):
+            self._batch.seq_id[i][0] = 0
+        self.tokens: list[int] = []
+        self._abort = threading.Event()
+        self._abort_cb = llama_cpp.ggml_abort_callback(lambda _data: self._abort.is_set())
+        self._null_abort = ctypes.cast(None, llama_cpp.ggml_abort_callback)
+
+    @property
+    def n_past(self) -> int:
+        return len(self.tokens)
+
+    def decode(self, tokens: Sequence[int], *, logits: str = "last", abortable: bool = False) -> np.ndarray:
+        """Append `tokens` to the KV cache; return logits rows as a numpy *view*.
+
+        logits: "last" -> shape (1, n_vocab); "all" -> (len(tokens), n_vocab); "none" -> empty.
+        The view is valid until the next decode on this context; copy what must outlive it.
+        `abortable` lets `abort()` interrupt a long decode (prefill) from another thread;
+        it is off for the hot single-token path, where the check would cost time.
+        """
+        n = len(tokens)
+        if n == 0:
+            raise DecodeError("nothing to decode")
+        if n > self.n_batch:
+            raise DecodeError(f"batch of {n} tokens exceeds n_batch {self.n_batch}")
+        if self.n_past + n > self.n_ctx:
+            raise DecodeError(f"context full: {self.n_past} + {n} tokens > {self.n_ctx}")
+        start = self.n_past
+        self._b_token[:n] = tokens
+        self._b_pos[:n] = np.arange(start, start + n, dtype=np.int32)
+        if logits == "all":
+            self._b_logits[:n] = 1
+            n_out = n
+        elif logits == "last":
+            self._b_logits[: n - 1] = 0
+            self._b_logits[n - 1] = 1
+            n_out = 1
+        elif logits == "none":
+            self._b_logits[:n] = 0
+            n_out = 0
+        else:
+            raise ValueError(f"logits must be 'last', 'all' or 'none', not {logits!r}")
+        self._batch.n_tokens = n
+        if abortable:
+            self._abort.clear()
+            llama_cpp.llama_set_abort_callback(self._ctx, self._abort_cb, None)
+        try:
+            rc = llama_cpp.llama_decode(self._ctx, self._batch)
+        finally:
+            if abortable:
+                llama_cpp.llama_set_abort_callback(self._ctx, self._null_abort, None)
+        if rc != 0:
+            # Failed or aborted decodes may leave some ubatches in memory: restore our view.
+            llama_cpp.llama_memory_seq_rm(self._mem, 0, start, -1)
+            if rc == 2:
+                raise Cancelled("cancelled")
+            if rc == 1:
+                raise DecodeError(f"no KV slot for {n} tokens at position {start} (context {self.n_ctx})")
+            raise DecodeError(f"llama_decode failed with code {rc}")
+        self.tokens.extend(int(t) for t in tokens)
+        if n_out == 0:
+            return np.empty((0, self.n_vocab), dtype=np.float32)
+        ptr = llama_cpp.llama_get_logits(self._ctx)
+        return np.ctypeslib.as_array(ptr, shape=(n_out, self.n_vocab))
+
+    def reuse_prefix(self, tokens: Sequence[int]) -> int:
+        """Keep the cached positions shared with `tokens` (a chat turn, the draft's last
+        proposal), always leaving the last token to decode since its logits are needed.
+        Returns how many positions were kept."""
+        keep = min(common_prefix(self.tokens, tokens), len(tokens) - 1)
+        self.truncate(keep)
+        return keep
+
+    def feed(self, tokens: Sequence[int], *, last_logits: bool = False, abortable: bool = False) -> Iterator[tuple[int, np.ndarray]]:
+        """Decode `tokens` in n_batch chunks, yielding (tokens done, logits) after each chunk:
+        callers report progress or stop between chunks. With `last_logits` the final chunk
+        returns the last row's logits (a view, as `decode`); otherwise empty arrays."""
+        for start in range(0, len(tokens), self.n_batch):
+            chunk = tokens[start : start + self.n_batch]
+            final = start + self.n_batch >= len(tokens)
+            logits = self.decode(chunk, logits="last" if final and last_logits else "none", abortable=abortable)
+            yield start + len(chunk), logits
+
+    def abort(self) -> None:
+        """Ask an `abortable` decode running in another thread to stop."""
+        self._abort.set()
+
+    def truncate(self, n: int) -> None:
+        """Drop KV entries from position `n` on (roll back rejected draft tokens)."""
+        if n >= self.n_past:
+            return
+        ok = llama_cpp.llama_memory_seq_rm(self._mem, 0, n, -1)
+        if not ok:
+            raise DecodeError("this model's memory cannot be partially rolled back")
+        del self.tokens[n:]
+
+    def clear(self) -> None:
+        llama_cpp.llama_memory_clear(self._mem, True)
+        self.tokens.clear()
+
+    def close(self) -> None:
+        if getattr(self, "_ctx", None):
+            llama_cpp.llama_batch_free(self._batch)
+            llama_cpp.llama_free(self._ctx)
+            self._ctx = None
+
+    def __del__(self) -> None:  # pragma: no cover
+        try:
+            self.close()
+        except Exception:
+            pass
+
+
+def common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
+    n = min(len(a), len(b))
+    i = 0
+    while i < n and a[i] == b[i]:
+        i += 1
+    return i
+
+
+def load_model(path: str | os.PathLike[str], **kw: object) -> Model:
+    """Validate then load; errors are `ModelFileError` / `ModelLoadError` naming the file."""
+    p = Path(path)
+    if not p.exists():
+        raise ModelFileError(f"{p}: no such file")
+    return Model(p, **kw)  # type: ignore[arg-type]
+
+
+# -- llama.cpp RPC (ggml-rpc) ----------------------------------------------------------------
+# llama-cpp-python does not bind ggml's backend registry or the RPC backend; both are
+# exported by the bundled libggml / libggml-rpc (built with -DGGML_RPC=ON), so we bind the
+# few functions we need here, next to every other llama.cpp call.
+
+GGML_DEV_TYPES = {0: "CPU", 1: "GPU", 2: "iGPU", 3: "accelerator", 4: "meta"}
+
+
+def supports_rpc() -> bool:
+    """True when this llama.cpp build has the RPC backend (-DGGML_RPC=ON)."""
+    _ensure_backend()
+    return bool(llama_cpp.llama_supports_rpc()) and _ggml_libs() is not None
+
+
+class _GgmlLibs:
+    """The bound functions of libggml (registry, devices, abort hook) and libggml-rpc."""
+
+    def __init__(self, ggml: ctypes.CDLL, rpc: ctypes.CDLL):
+        vp, sz, cp = ctypes.c_void_p, ctypes.c_size_t, ctypes.c_char_p
+        self.ggml, self.rpc = ggml, rpc
+        sig = {
+            (ggml, "ggml_backend_dev_count"): ([], sz),
+            (ggml, "ggml_backend_dev_get"): ([sz], vp),
+            (ggml, "ggml_backend_dev_name"): ([vp], cp),
+            (ggml, "ggml_backend_dev_description"): ([vp], cp),
+            (ggml, "ggml_backend_dev_type"): ([vp], ctypes.c_int),
+            (ggml, "ggml_backend_dev_memory"): ([vp, ctypes.POINTER(sz), ctypes.POINTER(sz)], None),
+            (ggml, "ggml_backend_dev_backend_reg"): ([vp], vp),
+            (ggml, "ggml_backend_reg_name"): ([vp], cp),
+            (ggml, "ggml_backend_reg_dev_count"): ([vp], sz),
+            (ggml, "ggml_backend_reg_dev_get"): ([vp, sz], vp),
+            (ggml, "ggml_set_abort_callback"): ([vp], vp),
+            (rpc, "ggml_backend_rpc_add_server"): ([cp], vp),
+            (rpc, "ggml_backend_rpc_start_server"): ([cp, cp, sz, sz, ctypes.POINTER(vp)], None),
+        }
+        for (lib, name), (args, res) in sig.items():
+            fn = getattr(lib, name)
+            fn.argtypes, fn.restype = args, res
+
+
+_libs: _GgmlLibs | None = None
+_libs_tried = False
+
+
+def _ggml_libs() -> _GgmlLibs | None:
+    """libggml and libggml-rpc from llama_cpp/lib, or None when this build has no RPC."""
+    global _libs, _libs_tried
+    if _libs_tried:
+        return _libs
+    _libs_tried = True
+    libdir = Path(llama_cpp.__file__).parent / "lib"
+
+    def first(stem: str) -> ctypes.CDLL | None:
+        for name in (f"lib{stem}.so", f"lib{stem}.dylib", f"{stem}.dll"):
+            if (libdir / name).exists():
+                try:
+                    return ctypes.CDLL(str(libdir / name))
+                except OSError:
+                    return None
+        return None
+
+    ggml, rpc = first("ggml"), first("ggml-rpc")
+    if ggml is None or rpc is None:
+        return None
+    try:
+        _libs = _GgmlLibs(ggml, rpc)
+    except AttributeError:  # an older libggml without these exports
+        _libs = None
+    return _libs
+
+
+def _require_libs() -> _GgmlLibs:
+    _ensure_backend()
+    libs = _ggml_libs()
+    if libs is None or not llama_cpp.llama_supports_rpc():
+        raise ModelLoadError("this llama.cpp build has no RPC backend: rebuild with packaging/install_llama_cpp.sh "
+                             "(it adds -DGGML_RPC=ON)")
+    return libs
+
+
+def device_info(dev: int) -> tuple[str, str, str, int, int]:
+    """(name, description, kind, free bytes, total bytes) of a ggml device handle."""
+    libs = _require_libs()
+    free, total = ctypes.c_size_t(0), ctypes.c_size_t(0)
+    libs.ggml.ggml_backend_dev_memory(dev, ctypes.byref(free), ctypes.byref(total))
+    name = (libs.ggml.ggml_backend_dev_name(dev) or b"").decode(errors="replace")
+    desc = (libs.ggml.ggml_backend_dev_description(dev) or b"").decode(errors="replace")
+    kind = GGML_DEV_TYPES.get(libs.ggml.ggml_backend_dev_type(dev), "other")
+    return name, desc, kind, int(free.value), int(total.value)
+
+
+def local_devices() -> list[int]:
+    """Handles of every device registered in this process (CPU included)."""
+    libs = _require_libs()
+    return [libs.ggml.ggml_backend_dev_get(i) for i in range(libs.ggml.ggml_backend_dev_count())]
+
+
+def rpc_add_server(endpoint: str) -> list[int]:
+    """Connect llama.cpp's RPC client to `HOST:PORT`; return the worker's device handles.
+
+    llama.cpp aborts the process when the endpoint does not answer: check it first
+    (`engine.decoding.rpc_backend.probe`)."""
+    libs = _require_libs()
+    reg = libs.rpc.ggml_backend_rpc_add_server(endpoint.encode())
+    if not reg:
+        return []
+    return [libs.ggml.ggml_backend_reg_dev_get(reg, i) for i in range(libs.ggml.ggml_backend_reg_dev_count(reg))]
+
+
+def rpc_start_server(endpoint: str, devices: Sequence[int], *, cache_dir: str | None = None, n_threads: int | None = None) -> None:
+    """Serve `devices` over TCP at `endpoint`; blocks for as long as the server runs."""
+    libs = _require_libs()
+    arr = (ctypes.c_void_p * len(devices))(*devices)
+    libs.rpc.ggml_backend_rpc_start_server(
+        endpoint.encode(), os.fsencode(cache_dir) if cache_dir else None, n_threads or default_threads(), len(devices), arr
+    )
+
+
+_abort_hook_ref: object = None
+
+
+def set_fatal_hook(hook: Callable[[str], None] | None) -> None:
+    """Call `hook(message)` when ggml is about to abort the process (a lost RPC worker:
+    llama.cpp's RPC client has no error path). The hook runs on llama.cpp's thread and
+    should end the process itself with a clear message; if it returns, ggml aborts."""
+    global _abort_hook_ref
+    libs = _require_libs()
+    if hook is None:
+        libs.ggml.ggml_set_abort_callback(None)
+        _abort_hook_ref = None
+        return
+
+    @ctypes.CFUNCTYPE(None, ctypes.c_char_p)
+    def _hook(message: bytes) -> None:
+        try:
+            hook((message or b"").decode("utf-8", errors="replace").strip())
+        except BaseException:  # noqa: BLE001 - a callback must not raise into C
+            pass
+
+    _abort_hook_ref = _hook
+    libs.ggml.ggml_set_abort_callback(ctypes.cast(_hook, ctypes.c_void_p))
+
+# -- quantisation -----------------------------------------------------------------------------
+class QuantizeError(ModelLoadError):
+    """llama.cpp could not write a requantised copy of a model."""
+
+
+def quant_types() -> dict[str, int]:
+    """llama.cpp's file types by lowercase name ("q4_0", "q8_0", "q4_k_m", ...), read from
+    the bound library's own LLAMA_FTYPE_* constants rather than copied numbers."""
+    out: dict[str, int] = {}
+    for attr in dir(llama_cpp):
+        for prefix in ("LLAMA_FTYPE_MOSTLY_", "LLAMA_FTYPE_ALL_"):
+            if attr.startswith(prefix):
+                out[attr[len(prefix):].lower()] = int(getattr(llama_cpp, attr))
+    return out
+
+
+def quantize(
+    src: str | os.PathLike[str],
+    dst: str | os.PathLike[str],
+    qtype: str,
+    *,
+    allow_requantize: bool = True,
+    n_threads: int | None = None,
+    token_embedding_type: str | None = None,
+    output_tensor_type: str | None = None,
+) -> Path:
+    """Write `src` requantised to `qtype` at `dst` with llama.cpp's `llama_model_quantize`.
+
+    `allow_requantize` lets already-quantised tensors be converted (a Q4_K_M download to
+    Q4_0); llama.cpp picks each tensor's type itself and falls back per tensor where a row
+    width does not fit the type's block. `token_embedding_type` / `output_tensor_type` (ggml
+    type names such as "q4_0") override its choice for those two tensors. The file appears
+    at `dst` only once complete (written beside it, then renamed). Not interruptible: a
+    0.5B model takes seconds to tens of seconds on a CPU.
+    """
+    src_p, dst_p = Path(src), Path(dst)
+    validate_file(src_p)  # ModelFileError naming the file, before llama.cpp sees it
+    types = quant_types()
+    if qtype.lower() not in types:
+        raise QuantizeError(f"unknown quantisation type {qtype!r}; known: {', '.join(sorted(types))}")
+    params = llama_cpp.llama_model_quantize_default_params()
+    params.ftype = types[qtype.lower()]
+    params.allow_requantize = allow_requantize
+    params.nthread = n_threads or default_threads()
+    for field_name, value in (("token_embedding_type", token_embedding_type), ("output_tensor_type", output_tensor_type)):
+        if value is not None:
+            import gguf
+
+            try:
+                setattr(params, field_name, int(gguf.GGMLQuantizationType[value.upper()]))
+            except KeyError:
+                raise QuantizeError(f"unknown tensor type {value!r} for {field_name}") from None
+    _ensure_backend()
+    dst_p.parent.mkdir(parents=True, exist_ok=True)
+    partial = dst_p.with_name(dst_p.name + ".partial")
+    _log_tail.clear()
+    try:
+        rc = llama_cpp.llama_model_quantize(os.fsencode(src_p), os.fsencode(partial), ctypes.byref(params))
+    except OSError as e:  # pragma: no cover - disk full surfaces as rc != 0 in practice
+        partial.unlink(missing_ok=True)
+        raise QuantizeError(f"{src_p}: quantisation to {qtype} failed ({e})") from None
+    if rc != 0 or not partial.exists():
+        partial.unlink(missing_ok=True)
+        detail = _recent_log_errors() or f"llama_model_quantize returned {rc}"
+        raise QuantizeError(f"{src_p}: quantisation to {qtype} failed ({detail})")
+    os.replace(partial, dst_p)
+    return dst_p

@@ -1,0 +1,216 @@
+"""One generation at a time per loaded target, in arrival order, shared by every consumer.
+
+The HTTP server's requests and the desktop app's chat run on the same `Engine`; they go
+through the same `GenerationQueue` (see `queue_for`) so they wait behind each other
+instead of sharing one CPU/GPU at once, which would slow both and distort every speed
+figure. The queue is bounded for callers that ask for it (the server answers 503 beyond
+it); the app's own chat is never refused. Listeners see every event of every generation,
+which is how the app draws server requests in its live charts. Qt-free.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import math
+import queue as _queue
+import threading
+import time
+import weakref
+from collections import deque
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterator
+
+from ..errors import Cancelled, TandemError
+from .events import Event
+from .decoder import CancelToken
+
+log = logging.getLogger("tandem.serving")
+
+Listener = Callable[["Job", Event], None]
+
+
+class QueueFull(TandemError):
+    """More requests are waiting than the queue allows."""
+
+    def __init__(self, waiting: int, limit: int, retry_after_s: int):
+        super().__init__(f"the server is busy: {waiting} request(s) already waiting (limit {limit}); retry in {retry_after_s} s")
+        self.waiting, self.limit, self.retry_after_s = waiting, limit, retry_after_s
+
+
+@dataclass(eq=False)
+class Job:
+    """One generation's place in the queue."""
+
+    id: str
+    source: str  # who asked: "server", "chat", ...
+    cancel: CancelToken = field(default_factory=CancelToken)
+    enqueued: float = field(default_factory=time.monotonic)
+    started: float | None = None
+    info: dict[str, Any] = field(default_factory=dict)  # free-form: endpoint, model, draft
+
+
+class GenerationQueue:
+    """FIFO turns for one engine: `submit` a job, `stream` runs it when its turn comes."""
+
+    def __init__(self, max_waiting: int = 16):
+        self.max_waiting = max_waiting
+        self._cond = threading.Condition()
+        self._waiting: deque[Job] = deque()
+        self._running: Job | None = None
+        self._listeners: list[Listener] = []
+        self._ids = itertools.count(1)
+        self._durations: deque[float] = deque(maxlen=20)
+        self._tasks: _queue.SimpleQueue[Callable[[], None] | None] | None = None
+
+    # -- state ---------------------------------------------------------------------------
+    @property
+    def waiting(self) -> int:
+        with self._cond:
+            return len(self._waiting)
+
+    @property
+    def running(self) -> Job | None:
+        return self._running
+
+    @property
+    def busy(self) -> bool:
+        with self._cond:
+            return self._running is not None or bool(self._waiting)
+
+    def retry_after_s(self) -> int:
+        """A guess at when a refused request could get in: the queue ahead times a typical job."""
+        with self._cond:
+            return self._retry_after_locked()
+
+    # -- turns ---------------------------------------------------------------------------
+    def submit(self, source: str, *, bounded: bool = True, cancel: CancelToken | None = None, **info: Any) -> Job:
+        """Take a place in line; raises `QueueFull` when `bounded` and the line is full."""
+        with self._cond:
+            if bounded and len(self._waiting) >= self.max_waiting and (self._running is not None or self._waiting):
+                raise QueueFull(len(self._waiting), self.max_waiting, self._retry_after_locked())
+            job = Job(f"{next(self._ids):06d}", source, cancel or CancelToken(), info=info)
+            self._waiting.append(job)
+            return job
+
+    def _retry_after_locked(self) -> int:
+        typical = sorted(self._durations)[len(self._durations) // 2] if self._durations else 2.0
+        return max(1, math.ceil(typical * (len(self._waiting) + 1)))
+
+    def wait_turn(self, job: Job, poll_s: float = 0.05) -> None:
+        """Block until `job` is first in line and nothing runs; then it runs.
+
+        Raises `Cancelled` (and leaves the line) if the job's cancel token fires first.
+        """
+        with self._cond:
+            if self._running is job:
+                return
+            while not (self._running is None and self._waiting and self._waiting[0] is job):
+                if job.cancel.cancelled:
+                    self._drop(job)
+                    raise Cancelled("cancelled while waiting in the queue")
+                self._cond.wait(poll_s)
+            self._waiting.popleft()
+            self._running = job
+            job.started = time.monotonic()
+
+    def _drop(self, job: Job) -> None:
+        try:
+            self._waiting.remove(job)
+        except ValueError:
+            pass
+        self._cond.notify_all()
+
+    def finish(self, job: Job) -> None:
+        """End `job`'s turn (or its wait) and let the next one in."""
+        with self._cond:
+            if self._running is job:
+                self._running = None
+                if job.started is not None:
+                    self._durations.append(time.monotonic() - job.started)
+            self._drop(job)
+
+    def cancel_all(self, source: str | None = None) -> int:
+        """Cancel the running and waiting jobs (of one source, or all); returns how many."""
+        with self._cond:
+            jobs = list(self._waiting) + ([self._running] if self._running is not None else [])
+        hit = [j for j in jobs if source is None or j.source == source]
+        for j in hit:
+            j.cancel.cancel()
+        return len(hit)
+
+    @contextmanager
+    def turn(self, job: Job) -> Iterator[Job]:
+        """Hold the line for work that is more than one `engine.stream` (a race, a benchmark):
+        nothing else generates on this engine until the block ends. Raises `Cancelled` if the
+        job's token fires while it waits."""
+        try:
+            self.wait_turn(job)
+            yield job
+        finally:
+            self.finish(job)
+
+    def stream(self, engine: Any, prompt: Any, job: Job, **kw: Any) -> Iterator[Event]:
+        """Wait for `job`'s turn, then `engine.stream(prompt, cancel=job.cancel, **kw)`.
+
+        The turn is held until the generation ends, fails, or the iterator is closed.
+        """
+        with self.turn(job):
+            for ev in engine.stream(prompt, cancel=job.cancel, **kw):
+                self._notify(job, ev)
+                yield ev
+
+    def run_on_worker(self, fn: Callable[[], None]) -> None:
+        """Run `fn` on this engine's one long-lived generation thread, in submission order.
+
+        Why not a new thread per request: with one, each served request decoded slower
+        than the last (measured: 23 tok/s direct, 16 -> 10 tok/s over three served
+        requests on a 2-core CPU); likely llama.cpp's OpenMP backend, which keeps a
+        thread team per calling thread. See docs/benchmarks.md, section 5.
+        """
+        with self._cond:
+            if self._tasks is None:
+                self._tasks = _queue.SimpleQueue()
+                threading.Thread(target=self._worker, args=(self._tasks,), name="tandem-generate", daemon=True).start()
+                weakref.finalize(self, self._tasks.put, None)  # the thread ends with its queue
+            self._tasks.put(fn)
+
+    @staticmethod
+    def _worker(tasks: "_queue.SimpleQueue[Callable[[], None] | None]") -> None:
+        while (fn := tasks.get()) is not None:
+            try:
+                fn()
+            except Exception:  # callers report their own errors; this thread must live on
+                log.exception("generation task failed")
+
+    # -- listeners -----------------------------------------------------------------------
+    def add_listener(self, fn: Listener) -> None:
+        """`fn(job, event)` is called on the generating thread for every event."""
+        with self._cond:
+            self._listeners.append(fn)
+
+    def remove_listener(self, fn: Listener) -> None:
+        with self._cond:
+            if fn in self._listeners:
+                self._listeners.remove(fn)
+
+    def _notify(self, job: Job, ev: Event) -> None:
+        for fn in list(self._listeners):
+            try:
+                fn(job, ev)
+            except Exception:  # a listener's bug must not stop a generation
+                log.exception("generation listener failed")
+
+
+_queues: "weakref.WeakKeyDictionary[Any, GenerationQueue]" = weakref.WeakKeyDictionary()
+_queues_lock = threading.Lock()
+
+
+def queue_for(engine: Any) -> GenerationQueue:
+    """The one queue of an engine (created on first use, gone with the engine)."""
+    with _queues_lock:
+        q = _queues.get(engine)
+        if q is None:
+            q = _queues[engine] = GenerationQueue()
+        return q

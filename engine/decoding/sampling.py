@@ -1,0 +1,245 @@
+"""Sampling parameters, the target's next-token distribution, and the exact acceptance rule.
+
+Greedy: a draft token is accepted while it equals the target's argmax; the first mismatch
+is replaced by the target's own argmax. Sampling: the rule of Leviathan et al. (2023) and
+Chen et al. (2023): accept draft token x with probability min(1, p(x)/q(x)); on rejection
+draw from norm(max(0, p - q)); when every draft is accepted, draw a bonus token from the
+target's next distribution. The emitted sequence is then distributed exactly as the
+target's own sampling would be, whatever the draft proposes.
+
+Filters follow llama.cpp's order (top-k, top-p, min-p on the raw distribution, then
+temperature), so settings mean what they mean in llama.cpp.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from dataclasses import dataclass, field
+from typing import Sequence
+
+import numpy as np
+
+from ..errors import TandemError
+
+SEED_MAX = 2**64 - 1  # numpy's generators take any non-negative int; llama.cpp-style seeds fit in 64 bits
+
+
+class SamplingParamError(TandemError):
+    """A sampling parameter is of the wrong type, not finite, or out of its range."""
+
+
+def _real(name: str, value: object) -> float:
+    """`value` as a finite float, or a SamplingParamError naming `name`."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise SamplingParamError(f"{name} must be a number, got {value!r}")
+    x = float(value)
+    if not math.isfinite(x):
+        raise SamplingParamError(f"{name} must be a finite number, got {value!r}")
+    return x
+
+
+def _int(name: str, value: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise SamplingParamError(f"{name} must be an integer, got {value!r}")
+    return int(value)
+
+
+@dataclass(frozen=True)
+class SamplingParams:
+    """How the target picks tokens. temperature <= 0 means greedy (argmax).
+
+    Every parameter is checked here, once, for every caller (CLI, API, app, bench): NaN or
+    infinity would sample noise and poison the metrics log, so they never get past this.
+    """
+
+    temperature: float = 0.0
+    top_k: int = 0  # 0 = off
+    top_p: float = 1.0  # 1 = off
+    min_p: float = 0.0  # 0 = off
+    seed: int | None = None
+
+    def __post_init__(self) -> None:
+        temperature = _real("temperature", self.temperature)
+        if temperature < 0:
+            raise SamplingParamError(f"temperature must be >= 0 (0 = greedy), got {self.temperature!r}")
+        top_k = _int("top-k", self.top_k)
+        if top_k < 0:
+            raise SamplingParamError(f"top-k must be >= 0 (0 = off), got {self.top_k!r}")
+        top_p = _real("top-p", self.top_p)
+        if not 0.0 < top_p <= 1.0:
+            raise SamplingParamError(f"top-p must be in (0, 1], got {self.top_p!r}")
+        min_p = _real("min-p", self.min_p)
+        if not 0.0 <= min_p < 1.0:
+            raise SamplingParamError(f"min-p must be in [0, 1), got {self.min_p!r}")
+        seed = None if self.seed is None else _int("seed", self.seed)
+        if seed is not None and not 0 <= seed <= SEED_MAX:
+            raise SamplingParamError(f"seed must be in 0..{SEED_MAX} (or unset for a random one), got {self.seed!r}")
+        # store plain Python numbers (numpy scalars, ints for floats) so to_dict() is clean JSON
+        for name, v in (("temperature", temperature), ("top_k", top_k), ("top_p", top_p), ("min_p", min_p), ("seed", seed)):
+            object.__setattr__(self, name, v)
+
+    @property
+    def greedy(self) -> bool:
+        return self.temperature <= 0.0
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "temperature": self.temperature,
+            "top_k": self.top_k,
+            "top_p": self.top_p,
+            "min_p": self.min_p,
+            "seed": self.seed,
+        }
+
+
+GREEDY = SamplingParams()
+
+
+@dataclass
+class Dist:
+    """A sparse probability distribution over token ids (ids unique, probs sum to 1)."""
+
+    ids: np.ndarray  # int64
+    probs: np.ndarray  # float64
+
+    def prob(self, token: int) -> float:
+        hit = np.nonzero(self.ids == token)[0]
+        return float(self.probs[hit[0]]) if hit.size else 0.0
+
+    @classmethod
+    def one_hot(cls, token: int) -> "Dist":
+        return cls(np.array([token], dtype=np.int64), np.array([1.0]))
+
+
+def _softmax(x: np.ndarray) -> np.ndarray:
+    z = np.exp(x - x.max())
+    return z / z.sum()
+
+
+def distribution(logits: np.ndarray, params: SamplingParams) -> Dist:
+    """The filtered, temperature-scaled distribution the target samples from."""
+    logits = np.asarray(logits, dtype=np.float64)
+    n = logits.shape[0]
+    if params.top_k and params.top_k < n:
+        ids = np.argpartition(-logits, params.top_k - 1)[: params.top_k]
+    else:
+        ids = np.arange(n)
+    lg = logits[ids]
+    p = _softmax(lg)
+    if params.top_p < 1.0:
+        keep = _top_p_keep(p, params.top_p)
+        ids, lg, p = ids[keep], lg[keep], p[keep]
+        p = p / p.sum()
+    if params.min_p > 0.0:
+        keep = p >= params.min_p * p.max()
+        ids, lg = ids[keep], lg[keep]
+    t = params.temperature if params.temperature > 0 else 1.0
+    # shift before dividing: a tiny temperature then sends the others to -inf, never inf - inf = NaN
+    with np.errstate(over="ignore", divide="ignore"):
+        probs = _softmax((lg - lg.max()) / t)
+    return Dist(ids.astype(np.int64), probs)
+
+
+def _top_p_keep(p: np.ndarray, top_p: float) -> np.ndarray:
+    """Indices of the smallest set of most likely tokens with mass >= top_p.
+
+    Sorting 152k probabilities costs milliseconds per token; the nucleus is almost always
+    small, so sort the top M first and widen M only when its mass falls short. Exact.
+    """
+    n = p.shape[0]
+    m = 64
+    while True:
+        if m >= n:
+            order = np.argsort(-p, kind="stable")
+        else:
+            part = np.argpartition(-p, m - 1)[:m]
+            order = part[np.argsort(-p[part], kind="stable")]
+        cum = np.cumsum(p[order])
+        if cum[-1] >= top_p or m >= n:
+            cut = int(np.searchsorted(cum, top_p)) + 1
+            return order[: min(cut, order.shape[0])]
+        m *= 8
+
+
+class Sampler:
+    """Draws tokens with one seeded random stream, so a run is reproducible per seed."""
+
+    def __init__(self, params: SamplingParams = GREEDY):
+        self.params = params
+        self.rng = np.random.default_rng(params.seed)
+
+    @property
+    def greedy(self) -> bool:
+        return self.params.greedy
+
+    def dist(self, logits: np.ndarray) -> Dist:
+        return distribution(logits, self.params)
+
+    def draw(self, d: Dist) -> int:
+        return int(d.ids[self._choice(d.probs)])
+
+    def pick(self, logits: np.ndarray) -> int:
+        """Next token from logits: argmax when greedy, else a draw."""
+        if self.greedy:
+            return int(np.argmax(logits))
+        return self.draw(self.dist(logits))
+
+    def _choice(self, probs: np.ndarray) -> int:
+        c = np.cumsum(probs)
+        u = self.rng.random() * c[-1]
+        return int(min(np.searchsorted(c, u, side="right"), probs.shape[0] - 1))
+
+    def residual_draw(self, p: Dist, q: Dist) -> int:
+        """Draw from norm(max(0, p - q)): the correction after a rejection."""
+        n = int(max(p.ids.max(initial=0), q.ids.max(initial=0))) + 1
+        r = np.zeros(n)
+        r[p.ids] += p.probs
+        r[q.ids] -= q.probs
+        np.maximum(r, 0.0, out=r)
+        total = r.sum()
+        if total <= 0.0:  # p == q exactly: rejection had probability 0; fall back to p
+            return self.draw(p)
+        support = np.nonzero(r)[0]
+        return int(support[self._choice(r[support] / total)])
+
+
+@dataclass
+class Verification:
+    """Outcome of verifying one step's drafts against the target's logits."""
+
+    accepted: int  # how many draft tokens were accepted (a prefix)
+    token: int  # the token emitted after them: correction or bonus
+    corrected: bool  # True: `token` replaces a rejected draft; False: bonus (all accepted)
+    target_choices: list[int] = field(default_factory=list)  # greedy only: argmax per row
+
+
+def verify(
+    drafts: Sequence[int],
+    draft_dists: Sequence[Dist | None],
+    logits: np.ndarray,
+    sampler: Sampler,
+) -> Verification:
+    """Accept a prefix of `drafts` using target `logits` rows (len(drafts) + 1 rows).
+
+    Row i is the target's prediction after the context plus drafts[:i].
+    """
+    k = len(drafts)
+    if logits.shape[0] != k + 1:
+        raise ValueError(f"need {k + 1} logit rows for {k} drafts, got {logits.shape[0]}")
+    if sampler.greedy:
+        choices = [int(t) for t in np.argmax(logits, axis=1)]
+        for i, d in enumerate(drafts):
+            if d != choices[i]:
+                return Verification(i, choices[i], True, choices)
+        return Verification(k, choices[k], False, choices)
+    for i, d in enumerate(drafts):
+        p = sampler.dist(logits[i])
+        q = draft_dists[i] if draft_dists and draft_dists[i] is not None else Dist.one_hot(d)
+        px, qx = p.prob(d), q.prob(d)
+        if qx <= 0.0:
+            raise ValueError(f"draft token {d} has zero draft probability")
+        if sampler.rng.random() < min(1.0, px / qx):
+            continue
+        return Verification(i, sampler.residual_draw(p, q), True)
+    return Verification(k, sampler.draw(sampler.dist(logits[k])), False)

@@ -1,0 +1,152 @@
+"""The race: target alone, then speculative, same prompt and settings, one after the other.
+
+One implementation for the CLI (`tandem race`), the app's Race view and the benchmark:
+run both, compare outputs (identical, or where they part and whether that is a near-tie),
+and state the result honestly. The headline is wall-clock (prompt in, last token out:
+what the user waited), with the decode-only ratio beside it; when nothing was drafted or
+the difference is inside run-to-run noise, the headline says so instead of a speedup.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Callable
+
+from ..decoding.events import Event, RunStats
+from ..decoding.quality import Divergence, first_divergence
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..decoding.engine import Engine, GenerationResult
+    from ..decoding.settings import GenerationRequest
+    from ..decoding.decoder import CancelToken
+
+NOISE = 0.03  # single runs on a desktop differ by a few percent: closer than this is "the same"
+
+
+@dataclass
+class Comparison:
+    identical: bool
+    divergence: Divergence | None  # greedy only: where the outputs part, with the target's margin
+
+
+@dataclass
+class RaceResult:
+    target: "GenerationResult"
+    speculative: "GenerationResult"
+    wall_speedup: float  # target wall-clock / speculative wall-clock
+    decode_speedup: float  # speculative decode tok/s / target decode tok/s
+    comparison: Comparison
+    headline: str
+    detail: str
+
+    @property
+    def identical(self) -> bool:
+        return self.comparison.identical
+
+    @property
+    def about_the_same(self) -> bool:
+        """Nothing drafted, or a gap inside the noise: the view shows no speedup."""
+        return about_the_same(self.target.stats, self.speculative.stats)
+
+    @property
+    def divergence(self) -> Divergence | None:
+        return self.comparison.divergence
+
+    def to_dict(self) -> dict[str, Any]:
+        div = self.comparison.divergence
+        return {
+            "target": {"text": self.target.text, "tokens": self.target.tokens, "stats": self.target.stats.to_dict()},
+            "speculative": {"text": self.speculative.text, "tokens": self.speculative.tokens,
+                            "stats": self.speculative.stats.to_dict()},
+            "speedup": self.decode_speedup,
+            "wall_speedup": self.wall_speedup,
+            "identical": self.comparison.identical,
+            "divergence": None if div is None else div.__dict__,
+            "headline": self.headline,
+            "detail": self.detail,
+        }
+
+
+def ratios(base: RunStats, spec: RunStats) -> tuple[float, float]:
+    """(wall-clock speedup, decode speedup) of `spec` over `base`; 0 where undefined."""
+    wall = base.wall_s / spec.wall_s if spec.wall_s > 0 else 0.0
+    decode = spec.decode_tokens_per_s / base.decode_tokens_per_s if base.decode_tokens_per_s > 0 else 0.0
+    return wall, decode
+
+
+def compare(engine: "Engine", prompt_tokens: list[int], base_tokens: list[int], spec_tokens: list[int],
+            *, greedy: bool) -> Comparison:
+    """Identical outputs, or (greedy) the first place they part and the target's margin there.
+    One output being a prefix of the other (a stop hit earlier) counts as identical."""
+    if base_tokens == spec_tokens:
+        return Comparison(True, None)
+    if not greedy:
+        return Comparison(False, None)
+    remote = getattr(engine, "first_divergence", None)  # a target split over RPC workers (engine/serving/remote_engine.py)
+    div = remote(prompt_tokens, base_tokens, spec_tokens) if remote else first_divergence(engine.target, prompt_tokens, base_tokens, spec_tokens)
+    return Comparison(div is None, div)
+
+
+def about_the_same(base: RunStats, spec: RunStats, *, noise: float = NOISE) -> bool:
+    """No real difference: nothing was drafted, or the wall-clock gap is inside the noise."""
+    return spec.drafted == 0 or abs(ratios(base, spec)[0] - 1.0) < noise
+
+
+def verdict(base: RunStats, spec: RunStats, *, noise: float = NOISE) -> tuple[str, str]:
+    """(headline, detail) for a race: wall-clock first; 'about the same' when it is."""
+    wall, decode = ratios(base, spec)
+    detail = (f"wall-clock {base.wall_s:.2f} s vs {spec.wall_s:.2f} s ({wall:.2f}x); "
+              f"decode {base.decode_tokens_per_s:.1f} vs {spec.decode_tokens_per_s:.1f} tok/s ({decode:.2f}x)")
+    if spec.drafted == 0:
+        if spec.lookahead.startswith("auto"):
+            why = "Auto judged that drafting does not pay on this machine (the draft costs more than it saves)"
+        elif spec.mode == "lookup":
+            why = "prompt lookup found nothing in the prompt to copy"
+        else:
+            why = "the lookahead was 0"
+        return f"About the same: nothing was drafted — {why}", detail
+    if spec.finish_reason == "cancelled" or base.finish_reason == "cancelled":
+        return "Stopped before the end: no speed comparison", detail
+    if abs(wall - 1.0) < noise:
+        return f"About the same: {wall:.2f}x is within run-to-run noise", detail + f"; acceptance {spec.acceptance_rate:.0%}"
+    detail += f"; acceptance {spec.acceptance_rate:.0%} ({spec.accepted}/{spec.drafted})"
+    if wall > 1.0:
+        return f"{wall:.2f}x faster (wall-clock)", detail
+    return f"{1.0 / wall:.2f}x slower (wall-clock): speculation does not pay here", detail
+
+
+def race(
+    engine: "Engine",
+    request: "GenerationRequest",
+    *,
+    on_event: Callable[[str, Event], None] | None = None,
+    cancel: "CancelToken | None" = None,
+) -> RaceResult | None:
+    """Run `request` with no draft ("target" side), then as asked ("speculative" side).
+
+    `on_event(side, event)` sees every event as it happens (the app streams both panes
+    from it). Returns None when cancelled before both sides finished."""
+    if request.draft is None:
+        from ..errors import TandemError
+
+        raise TandemError("a race needs a draft: a draft model or 'lookup'")
+    results: dict[str, "GenerationResult"] = {}
+    for side, req in (("target", request.with_(draft=None, lookahead=0)), ("speculative", request)):
+        if cancel is not None and cancel.cancelled:
+            return None
+        res = _collect(engine, req, side, on_event, cancel)
+        results[side] = res
+        if res.stats.finish_reason == "cancelled":
+            return None
+    base, spec = results["target"], results["speculative"]
+    prompt_tokens = engine.tokens_for(request.prompt, chat=request.chat, system=request.system)
+    cmp = compare(engine, prompt_tokens, base.tokens, spec.tokens, greedy=request.sampling.greedy)
+    wall, decode = ratios(base.stats, spec.stats)
+    headline, detail = verdict(base.stats, spec.stats)
+    return RaceResult(base, spec, wall, decode, cmp, headline, detail)
+
+
+def _collect(engine: "Engine", req: "GenerationRequest", side: str, on_event: Callable[[str, Event], None] | None,
+             cancel: "CancelToken | None") -> "GenerationResult":
+    forward = (lambda ev: on_event(side, ev)) if on_event is not None else None
+    return engine.generate(req.with_(tag=req.tag or "race"), cancel=cancel, on_event=forward)

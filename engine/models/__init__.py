@@ -1,0 +1,10 @@
+"""Models: everything known about model files before one is run.
+
+The catalog (models.toml), the store in the Hugging Face cache layout, downloads (Hub and
+PyPI mirror) with resume and sha256 checks, GGUF header reads (local and over HTTP ranges),
+pair compatibility, hardware fit and context windows, draft variants, the persisted
+calibration of measured pass costs, and the tiny GGUF writer used by tests and self-tests.
+
+May import: engine.errors, engine.paths, engine.units, engine.resources, and its own modules.
+Never llama.cpp's decode path (engine.decoding) or anything above it.
+"""

