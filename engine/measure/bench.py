@@ -387,7 +387,7 @@ def run_bench(
                 runs.append(run)
                 tick(f"{suite.name}/{prompt.id} {cfg.name} (rep {rep + 1}/{repeat})")
     seconds = time.time() - t_start
-    if engine.models.calibration:
+    if engine.calibration:
         record_pace(engine, seconds, total, max_tokens)
     cost = measured_costs(runs)
     cluster = getattr(engine, "rpc", None)
