@@ -71,7 +71,7 @@ class EngineWorker(Worker):
 
     def __init__(self) -> None:
         super().__init__()
-        from engine.decoding.decoder import CancelToken  # lazily: it loads llama.cpp
+        from engine.decoding.cancel import CancelToken  # lazily: it loads llama.cpp
 
         self.token = CancelToken()
 
@@ -84,9 +84,7 @@ class EngineWorker(Worker):
 def engine_turn(engine: Any, source: str, token: Any) -> Iterator[None]:
     """Hold `engine`'s generation queue (engine/decoding/queue.py) for a whole race or benchmark, so a
     local-server request or a chat answer waits for it instead of running between its runs."""
-    from engine.decoding.queue import queue_for
-
-    queue = queue_for(engine)
+    queue = engine.queue
     with queue.turn(queue.submit(source, bounded=False, cancel=token)):
         yield
 
@@ -284,12 +282,11 @@ class GenerationWorker(EngineWorker):
 
     def work(self) -> None:
         from engine.decoding.events import DoneEvent, RunStats
-        from engine.decoding.queue import queue_for
 
         toks = _Coalescer(self.tokens.emit)
         steps = _Coalescer(self.steps.emit, lead=toks)  # one frame: its tokens, then its steps
         # Through the engine's queue: a local-server request and this answer wait for each other.
-        queue = queue_for(self.engine)
+        queue = self.engine.queue
         job = queue.submit("chat", bounded=False, cancel=self.token)
         try:
             with _LateFlush(lambda: (steps,)):

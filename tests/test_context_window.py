@@ -123,7 +123,7 @@ def test_stats_never_give_an_acceptance_rate_for_nothing_drafted():
 
 
 def test_auto_idle_note_only_when_auto_drafted_nothing():
-    from engine.decoding.lookahead import Costs
+    from engine.decoding.cost_model import Costs
     from engine.measure.report import auto_idle_note
 
     costs = Costs([(1, 0.010), (2, 0.013), (4, 0.019), (8, 0.031)], 0.006, 0.3, 0.4)

@@ -15,7 +15,10 @@ from engine.decoding.llama import Context, Model
 from engine.decoding.lookahead import Fixed
 from engine.decoding.quality import first_divergence
 from engine.decoding.sampling import SamplingParams, distribution
-from engine.decoding.decoder import CancelToken, Decoder, GenerationConfig
+from engine.decoding.cancel import CancelToken
+from engine.decoding.decoder import Decoder
+from engine.decoding.runtime import RuntimeParams
+from engine.decoding.settings import GenerationRequest
 from engine.models.tinymodel import chain_through, write_model
 
 PROMPTS = ["the value of", "def count items", "return total and", "import data for the class", "while item is not"]
@@ -52,7 +55,7 @@ def test_acceptance_is_one_with_the_target_as_its_own_draft(eng, tiny_target):
 
 
 def _exact_two_token_distribution(model: Model, prompt: list[int], params: SamplingParams) -> dict[tuple[int, int], float]:
-    ctx = Context(model, n_ctx=256)
+    ctx = Context(model, RuntimeParams(n_ctx=256))
     out: dict[tuple[int, int], float] = {}
     try:
         ctx.decode(prompt[:-1], logits="none")
@@ -94,20 +97,21 @@ def test_sampling_distribution_matches_target(tiny_target, tiny_draft, draft):
     prompt = target.tokenize("the value of")
     exact = _exact_two_token_distribution(target, prompt, params)
     if draft == "other-model":
-        drafter: Drafter = ModelDrafter(Model(tiny_draft), n_ctx=256)
+        drafter: Drafter = ModelDrafter(Model(tiny_draft), RuntimeParams(n_ctx=256))
     elif draft == "self":
-        drafter = ModelDrafter(target, n_ctx=256)
+        drafter = ModelDrafter(target, RuntimeParams(n_ctx=256))
     else:
         # deterministic guesses (q one-hot) on the target's second choices: often rejected,
         # so the residual draw decides much of the outcome
         firsts = sorted({a for a, _ in exact}, key=lambda a: -sum(p for (x, _), p in exact.items() if x == a))
         seconds = sorted({b for (a, b) in exact if a == firsts[1]}, key=lambda b: -exact[(firsts[1], b)])
         drafter = _FixedProposal([firsts[1], seconds[1]])
-    dec = Decoder(target, drafter, Fixed(2), n_ctx=256)
+    dec = Decoder(target, drafter, runtime=RuntimeParams(n_ctx=256))
     n = 2500
     counts: dict[tuple[int, int], int] = {}
     for seed in range(n):
-        cfg = GenerationConfig(max_tokens=2, sampling=SamplingParams(temperature=1.0, top_k=6, seed=seed))
+        cfg = GenerationRequest(prompt, lookahead=Fixed(2), max_tokens=2,
+                                sampling=SamplingParams(temperature=1.0, top_k=6, seed=seed))
         done = [e for e in dec.run(prompt, cfg) if isinstance(e, DoneEvent)][0]
         assert len(done.tokens) == 2
         key = (done.tokens[0], done.tokens[1])
@@ -131,11 +135,11 @@ def test_target_alone_sampling_matches_exact_distribution(tiny_target):
     target = Model(tiny_target)
     prompt = target.tokenize("the value of")
     exact = _exact_two_token_distribution(target, prompt, params)
-    dec = Decoder(target, None, n_ctx=256)
+    dec = Decoder(target, None, runtime=RuntimeParams(n_ctx=256))
     n = 2000
     counts: dict[tuple[int, int], int] = {}
     for seed in range(n):
-        cfg = GenerationConfig(max_tokens=2, sampling=SamplingParams(temperature=1.0, top_k=6, seed=seed))
+        cfg = GenerationRequest(prompt, max_tokens=2, sampling=SamplingParams(temperature=1.0, top_k=6, seed=seed))
         done = [e for e in dec.run(prompt, cfg) if isinstance(e, DoneEvent)][0]
         counts[tuple(done.tokens)] = counts.get(tuple(done.tokens), 0) + 1
     assert _chi_square(counts, exact, n) > 0.01
@@ -174,13 +178,14 @@ def test_events_are_ordered_and_consistent(eng, tiny_draft):
 def test_lookahead_changed_from_another_thread_applies_next_step(tiny_target):
     target = Model(tiny_target)
     la = Fixed(1)
-    dec = Decoder(target, ModelDrafter(target, n_ctx=512), la, n_ctx=512)
+    dec = Decoder(target, ModelDrafter(target, RuntimeParams(n_ctx=512)), runtime=RuntimeParams(n_ctx=512))
     gate = threading.Event()
     changed = threading.Event()
     seen: list[int] = []
 
     def consume():
-        for ev in dec.run(target.tokenize("the value of"), GenerationConfig(max_tokens=120)):
+        prompt = target.tokenize("the value of")
+        for ev in dec.run(prompt, GenerationRequest(prompt, lookahead=la, max_tokens=120)):
             if isinstance(ev, StepEvent):
                 seen.append(ev.k)
                 if ev.step == 3:
@@ -218,11 +223,11 @@ def test_cancel_stops_within_a_step(eng, tiny_draft):
 
 def test_cancel_during_prefill(tiny_target):
     target = Model(tiny_target)
-    dec = Decoder(target, None, n_ctx=2048, n_batch=32)
+    dec = Decoder(target, None, runtime=RuntimeParams(n_ctx=2048, n_batch=32))
     cancel = CancelToken()
     prompt = target.tokenize(" ".join(["the value of data"] * 120))
     events = []
-    for ev in dec.run(prompt, GenerationConfig(max_tokens=10), cancel):
+    for ev in dec.run(prompt, GenerationRequest(prompt, max_tokens=10), cancel):
         events.append(ev)
         if isinstance(ev, PrefillEvent) and ev.done >= 64:
             cancel.cancel()
@@ -314,19 +319,19 @@ def test_metrics_log_gets_one_line_per_generation(tiny_target, tmp_path):
 
 def test_draft_model_reads_the_prompt_during_prefill(tiny_target, tiny_draft):
     target = Model(tiny_target)
-    drafter = ModelDrafter(Model(tiny_draft), n_ctx=512)
-    dec = Decoder(target, drafter, Fixed(3), n_ctx=512)
+    drafter = ModelDrafter(Model(tiny_draft), RuntimeParams(n_ctx=512))
+    dec = Decoder(target, drafter, runtime=RuntimeParams(n_ctx=512))
     prompt = target.tokenize("the value of data " * 20)
-    events = dec.run(prompt, GenerationConfig(max_tokens=4))
+    events = dec.run(prompt, GenerationRequest(prompt, lookahead=Fixed(3), max_tokens=4))
     for ev in events:
         if isinstance(ev, StepEvent):
             # by the first step the draft already holds the prompt: it only catches up one token
             assert ev.step > 0 or drafter.ctx.n_past >= len(prompt) - 1
     assert drafter.ctx.tokens[: len(prompt) - 1] == prompt[:-1]
     # with lookahead 0 the draft is not touched
-    fresh = ModelDrafter(Model(tiny_draft), n_ctx=512)
-    dec0 = Decoder(target, fresh, Fixed(0), n_ctx=512)
-    list(dec0.run(prompt, GenerationConfig(max_tokens=4)))
+    fresh = ModelDrafter(Model(tiny_draft), RuntimeParams(n_ctx=512))
+    dec0 = Decoder(target, fresh, runtime=RuntimeParams(n_ctx=512))
+    list(dec0.run(prompt, GenerationRequest(prompt, lookahead=Fixed(0), max_tokens=4)))
     assert fresh.ctx.n_past == 0
 
 
@@ -352,17 +357,19 @@ def test_unverified_proposed_tokens_are_checked_for_free(tiny_target, monkeypatc
     """When every verified draft holds, the target's own next token says whether the first
     unverified one was right: the run records it for that text's confidence, at no cost, and
     the output is still the target's."""
-    from engine.decoding.lookahead import TextAcceptance
+    from engine.decoding.cost_model import TextAcceptance
 
     seen: list[tuple[float, bool]] = []
     real = TextAcceptance.observe_one
     monkeypatch.setattr(TextAcceptance, "observe_one", lambda self, c, ok: (seen.append((c, ok)), real(self, c, ok)))
     target = Model(tiny_target)
     prompt = target.tokenize("the value of")
-    plain = Decoder(target, None, Fixed(0), n_ctx=512)
-    truth = [ev.token_id for ev in plain.run(prompt, GenerationConfig(max_tokens=30)) if isinstance(ev, TokenEvent)]
-    dec = Decoder(target, _Oracle(len(prompt), truth, third_right), Fixed(2), n_ctx=512)
-    out = [ev.token_id for ev in dec.run(prompt, GenerationConfig(max_tokens=30)) if isinstance(ev, TokenEvent)]
+    plain = Decoder(target, None, runtime=RuntimeParams(n_ctx=512))
+    truth = [ev.token_id for ev in plain.run(prompt, GenerationRequest(prompt, lookahead=Fixed(0), max_tokens=30))
+             if isinstance(ev, TokenEvent)]
+    dec = Decoder(target, _Oracle(len(prompt), truth, third_right), runtime=RuntimeParams(n_ctx=512))
+    out = [ev.token_id for ev in dec.run(prompt, GenerationRequest(prompt, lookahead=Fixed(2), max_tokens=30))
+           if isinstance(ev, TokenEvent)]
     assert out == truth
     untried = [ok for c, ok in seen if c == 0.12]
     assert len(untried) >= 5 and set(untried) == {third_right}

@@ -16,8 +16,6 @@ from app import workers  # noqa: E402
 from app.session import Session  # noqa: E402
 from app.widgets.charts import LiveCharts  # noqa: E402
 from app.widgets.server_switch import ServerSwitch  # noqa: E402
-from engine.decoding.queue import queue_for  # noqa: E402
-
 pytestmark = pytest.mark.gui
 MSGS = [{"role": "user", "content": "the value of"}]
 
@@ -66,7 +64,7 @@ def test_chat_and_server_requests_queue_behind_each_other(qtbot, loaded):
     session, switch, _ = loaded
     switch.set_on(True)
     qtbot.waitUntil(lambda: switch.running, timeout=15000)
-    q = queue_for(session.engine)
+    q = session.engine.queue
     order: list[str] = []
     q.add_listener(lambda job, ev: order.append(job.source) if ev.kind == "prefill" and ev.done == 0 else None)
     blocker = q.submit("test", bounded=False)
@@ -94,7 +92,7 @@ def test_chat_and_server_requests_queue_behind_each_other(qtbot, loaded):
 
 def test_a_chat_stopped_while_waiting_ends_as_a_stopped_answer(qtbot, loaded):
     session, _, _ = loaded
-    q = queue_for(session.engine)
+    q = session.engine.queue
     with q.turn(q.submit("test", bounded=False)):  # holds the engine, as a running answer would
         w = workers.GenerationWorker(session.engine, MSGS, draft=None, lookahead=0, max_tokens=6, chat=True)
         answers: list = []
@@ -134,7 +132,7 @@ def test_a_race_or_benchmark_holds_the_queue_and_a_server_request_waits_for_it(q
     session, switch, _ = loaded
     switch.set_on(True)
     qtbot.waitUntil(lambda: switch.running, timeout=15000)
-    q = queue_for(session.engine)
+    q = session.engine.queue
     blocker = q.submit("test", bounded=False)
     q.wait_turn(blocker)
     if kind == "race":
@@ -170,7 +168,7 @@ def test_a_race_or_benchmark_holds_the_queue_and_a_server_request_waits_for_it(q
 
 def test_a_race_cancelled_while_it_waits_for_the_queue_ends_quietly(qtbot, loaded):
     session, _, _ = loaded
-    q = queue_for(session.engine)
+    q = session.engine.queue
     with q.turn(q.submit("test", bounded=False)):  # holds the engine, as a running answer would
         w = workers.RaceWorker(session.engine, "the value of", draft="lookup", lookahead=2, max_tokens=8)
         failed: list = []

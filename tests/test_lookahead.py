@@ -6,7 +6,9 @@ import threading
 
 import pytest
 
-from engine.decoding.lookahead import Auto, CostModel, Fixed, expected_tokens, parse_lookahead
+from engine.decoding.cost_model import CostModel, expected_tokens
+
+from engine.decoding.lookahead import Auto, Fixed, parse_lookahead
 
 # Verify cost relative to one token, as measured on the 2-core CPU for the 1.5B target.
 CPU_CURVE = {1: 1.0, 2: 1.35, 3: 1.8, 4: 2.2, 6: 3.0, 8: 4.0, 12: 4.5, 16: 4.5}
@@ -120,7 +122,7 @@ def test_auto_remeasures_plain_decoding_now_and_then():
 def test_costs_measured_under_old_load_are_forgotten(monkeypatch):
     """Plain steps timed while another process ran must not be compared with batch
     timings taken later on a quiet machine."""
-    import engine.decoding.lookahead as la
+    import engine.decoding.cost_model as la
 
     now = [1000.0]
     monkeypatch.setattr(la.time, "monotonic", lambda: now[0])
@@ -200,7 +202,7 @@ def test_a_text_earns_long_drafts_and_loses_them_by_its_own_evidence():
     proposal only once its own copies have held (verified or not: free evidence), and stops
     as soon as they fail, whatever the calibration says."""
     from engine.decoding.drafters import Proposal
-    from engine.decoding.lookahead import TextAcceptance
+    from engine.decoding.cost_model import TextAcceptance
 
     cost = _lookup_cost(held=0.995)
     auto = Auto()
@@ -224,7 +226,7 @@ def test_a_text_earns_long_drafts_and_loses_them_by_its_own_evidence():
 def test_a_text_never_trusts_a_bucket_more_than_the_calibration():
     """Lucky guesses in one text must not start costly verifies the calibration advises
     against: a text can only lower a bucket's trust."""
-    from engine.decoding.lookahead import TextAcceptance
+    from engine.decoding.cost_model import TextAcceptance
 
     cost = _lookup_cost(held=0.5)
     text = TextAcceptance(cost)

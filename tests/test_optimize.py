@@ -18,7 +18,7 @@ from engine.decoding.engine import Engine
 from engine.models.catalog import CatalogError
 from engine.errors import ModelFileError
 from engine.models.gguf_header import read_header
-from engine.decoding.lookahead import Costs
+from engine.decoding.cost_model import Costs
 from fakehub import fakehub, write_tiny_catalog  # noqa: F401  (fixture)
 
 CURVE = {1: 0.030, 2: 0.040, 3: 0.054, 4: 0.066, 5: 0.075, 6: 0.090, 8: 0.120}  # CPU-like: k=4 at 2.2x

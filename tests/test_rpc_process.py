@@ -110,7 +110,7 @@ def test_greedy_and_speculative_through_the_child_equal_local(split_target, tiny
 
 def test_cancel_slider_and_abandoned_stream_reach_the_child(loop_target):
     from engine import LiveLookahead
-    from engine.decoding.decoder import CancelToken
+    from engine.decoding.cancel import CancelToken
 
     a = Worker()
     try:
@@ -214,7 +214,7 @@ def test_stop_during_a_hung_worker_says_so_within_the_stop_grace_not_the_hang_ti
     for STOP_GRACE_S (or a few of the slowest steps seen) names the worker, long before
     the 30 s hang timeout; the tokens streamed before Stop were all delivered."""
     from engine.serving.remote_engine import STOP_GRACE_S
-    from engine.decoding.decoder import CancelToken
+    from engine.decoding.cancel import CancelToken
 
     with _behind_a_proxy(loop_target, hang_timeout=30.0) as (eng, proxy):
         token = CancelToken()
@@ -237,7 +237,7 @@ def test_stop_during_a_hung_worker_says_so_within_the_stop_grace_not_the_hang_ti
 def test_stop_with_a_healthy_worker_still_ends_cleanly(loop_target):
     """The stop grace only ends a silent child: a stopped answer from live workers ends
     as cancelled, and the engine keeps working."""
-    from engine.decoding.decoder import CancelToken
+    from engine.decoding.cancel import CancelToken
 
     a = Worker()
     try:

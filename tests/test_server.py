@@ -21,8 +21,6 @@ httpx = pytest.importorskip("httpx")
 pytest.importorskip("fastapi")
 
 from engine import Engine  # noqa: E402
-from engine.decoding.queue import queue_for  # noqa: E402
-
 KEY = "test-key"
 AUTH = {"Authorization": f"Bearer {KEY}"}
 MSGS = [{"role": "user", "content": "the value of the item"}]
@@ -39,7 +37,7 @@ def wait_until(cond, timeout: float = 10.0, what: str = "condition") -> None:
 
 def reference(eng, prompt, **kw):
     """`engine.generate`'s answer, taken through the engine's queue so no request overlaps it."""
-    q = queue_for(eng)
+    q = eng.queue
     job = q.submit("test", bounded=False)
     done = None
     for ev in q.stream(eng, prompt, job, **kw):

@@ -9,7 +9,7 @@ import pytest
 
 from engine.errors import Cancelled
 from engine.decoding.events import DoneEvent, PrefillEvent, RunStats, TokenEvent
-from engine.decoding.queue import GenerationQueue, QueueFull, queue_for
+from engine.decoding.queue import GenerationQueue, QueueFull
 
 
 class FakeEngine:
@@ -109,8 +109,3 @@ def test_cancel_all_reaches_running_and_waiting_jobs_of_one_source():
     b, c = q.submit("server"), q.submit("chat")
     assert q.cancel_all("server") == 2
     assert a.cancel.cancelled and b.cancel.cancelled and not c.cancel.cancelled
-
-
-def test_one_queue_per_engine():
-    e1, e2 = FakeEngine(), FakeEngine()
-    assert queue_for(e1) is queue_for(e1) and queue_for(e1) is not queue_for(e2)

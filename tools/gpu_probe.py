@@ -77,13 +77,14 @@ def measure(target: Path, draft: Path, tokens: int = 128, reps: int = 3) -> dict
     from engine import Engine
     from engine.decoding.events import DoneEvent
     from engine.decoding.llama import Context
-    from engine.decoding.lookahead import Fixed, LiveLookahead
-    from engine.decoding.decoder import GenerationConfig
+    from engine.decoding.lookahead import Fixed
+    from engine.decoding.runtime import RuntimeParams
+    from engine.decoding.settings import GenerationRequest
 
     eng = Engine(target, n_ctx=4096, metrics_log=False)
     t = eng.target
     prompt = [300 + (i * 7919) % 1000 for i in range(256)]  # 256 ordinary vocabulary ids
-    ctx = Context(t, n_ctx=4096)
+    ctx = Context(t, RuntimeParams(n_ctx=4096))
     ctx.decode(prompt[:-1], logits="none")
     base = ctx.n_past
     verify = {}
@@ -95,7 +96,7 @@ def measure(target: Path, draft: Path, tokens: int = 128, reps: int = 3) -> dict
         verify[n] = _median_time(one, 9)
     ctx.close()
     dm = eng.load_draft(draft)
-    dctx = Context(dm, n_ctx=4096)
+    dctx = Context(dm, RuntimeParams(n_ctx=4096))
     dctx.decode(prompt[:-1], logits="none")
     dbase = dctx.n_past
 
@@ -110,8 +111,8 @@ def measure(target: Path, draft: Path, tokens: int = 128, reps: int = 3) -> dict
         dec = eng.decoder(draft_model)
         vals = []
         for _ in range(reps):
-            cfg = GenerationConfig(max_tokens=tokens, lookahead=LiveLookahead(Fixed(la)))
-            done = [e for e in dec.run(prompt, cfg) if isinstance(e, DoneEvent)][0]
+            req = GenerationRequest(prompt, max_tokens=tokens, lookahead=Fixed(la))
+            done = [e for e in dec.run(prompt, req) if isinstance(e, DoneEvent)][0]
             if done.stats.generated_tokens < tokens:
                 raise RuntimeError(f"only {done.stats.generated_tokens} of {tokens} tokens generated")
             vals.append(done.stats.decode_tokens_per_s)
@@ -134,7 +135,7 @@ def measure(target: Path, draft: Path, tokens: int = 128, reps: int = 3) -> dict
 
 def predict(m: dict, alphas: dict[str, float]) -> dict:
     """Predicted speedups for a real draft of this cost at CPU-measured acceptance rates."""
-    from engine.decoding.lookahead import CostModel
+    from engine.decoding.cost_model import CostModel
 
     cm = CostModel()
     for n, s in m["verify_s"].items():

@@ -28,7 +28,9 @@ from typing import Callable, Sequence
 
 from engine.decoding.drafters import PromptLookupDrafter
 from engine.errors import TandemError
-from engine.decoding.lookahead import MAX_LOOKAHEAD, Auto, CostModel, TextAcceptance
+from engine.decoding.cost_model import CostModel, TextAcceptance
+from engine.decoding.lookahead import MAX_LOOKAHEAD, Auto
+from engine.decoding.runtime import RuntimeParams
 from engine.decoding.sampling import Sampler
 
 
@@ -170,7 +172,7 @@ def measure_curve(target: str, sizes: Sequence[int] = range(1, MAX_LOOKAHEAD + 2
     from engine.decoding.llama import Context, Model
 
     model = Model(target)
-    ctx = Context(model, n_ctx=context + MAX_LOOKAHEAD + 8)
+    ctx = Context(model, RuntimeParams(n_ctx=context + MAX_LOOKAHEAD + 8))
     try:
         filler = [(1000 + i) % model.n_vocab for i in range(context)]
         for _ in ctx.feed(filler):

@@ -22,11 +22,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from engine.decoding.queue import queue_for
-
-
 def _direct(eng: Any, prompt: Any, **kw: Any) -> dict[str, float]:
-    q = queue_for(eng)
+    q = eng.queue
     job = q.submit("bench", bounded=False)
     t0 = time.perf_counter()
     stamps: list[float] = []

@@ -117,19 +117,15 @@ class ServerSwitch(QWidget):
             if self.button.isChecked():
                 self._start()
             return
-        from engine.decoding.queue import queue_for
-
         self.server, self._engine = server, engine
-        queue_for(engine).add_listener(self._on_event)
+        engine.queue.add_listener(self._on_event)
         self.url.setText(f"{server.url}/v1")
         self.message.emit(f"Local server on {server.url}/v1")
 
     def _stop(self) -> None:
         """Stop serving (running and waiting requests are cancelled) and wait for it."""
         if self._engine is not None:
-            from engine.decoding.queue import queue_for
-
-            queue_for(self._engine).remove_listener(self._on_event)
+            self._engine.queue.remove_listener(self._on_event)
         if self.server is not None:
             self.server.stop()
         self.server, self._engine = None, None

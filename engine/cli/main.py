@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import shutil
 import signal
 import sys
@@ -18,7 +17,7 @@ from pathlib import Path
 from typing import Callable, Sequence
 
 from ..errors import TandemError
-from .common import UsageError, draft_arg, lookahead_arg, resolve_model, resolve_pair
+from .common import UsageError, lookahead_arg, resolve_pair
 
 COLOURS = {"draft": "\033[32m", "bonus": "\033[36m", "target": "\033[33m", "plain": ""}
 RESET = "\033[0m"
@@ -26,7 +25,7 @@ RESET = "\033[0m"
 
 # -- generate ---------------------------------------------------------------------------------
 def _runtime(args: argparse.Namespace):
-    from ..decoding.settings import RuntimeParams
+    from ..decoding.runtime import RuntimeParams
 
     return RuntimeParams(n_ctx=args.ctx, n_threads=args.threads)
 
@@ -76,7 +75,7 @@ def _install_sigint(cancel) -> Callable[[], None]:
 
 def cmd_generate(args: argparse.Namespace) -> int:
     from ..decoding.events import DoneEvent, TokenEvent
-    from ..decoding.decoder import CancelToken
+    from ..decoding.cancel import CancelToken
 
     prompt = _validated_inputs(args)  # before loading anything: a bad prompt costs no model load
     target, draft = resolve_pair(args)

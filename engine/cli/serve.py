@@ -39,7 +39,7 @@ def served_id(args: argparse.Namespace, target: Path) -> str:
 def cmd_serve(args: argparse.Namespace) -> int:
     from .common import resolve_pair
     from .rpc import engine_for
-    from ..decoding.settings import RuntimeParams
+    from ..decoding.runtime import RuntimeParams
 
     _require_server_extra()
     from ..serving.server import ServedModel, ServerConfig, create_app, is_loopback, serve_forever

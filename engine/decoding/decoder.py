@@ -8,21 +8,26 @@ truncation; the drafter re-syncs its own cache by common prefix on its next prop
 
 from __future__ import annotations
 
-import codecs
 import threading
 import time
-from dataclasses import dataclass
-from typing import Iterator, Sequence
-
-from contextlib import contextmanager
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Iterator, Sequence
 
-from .drafters import Drafter, Proposal
 from ..errors import Cancelled, PromptError, TandemError, UnsupportedModelError
+from .cancel import CancelToken
+from .cost_model import CostModel, TextAcceptance
+from .drafters import Drafter, Proposal
 from .events import DoneEvent, Event, PrefillEvent, RunStats, StepEvent, TokenEvent
 from .llama import Context, Model
-from .lookahead import Auto, CostModel, Fixed, LiveLookahead, Lookahead, TextAcceptance
-from .sampling import GREEDY, Sampler, SamplingParams, verify
+from .lookahead import LiveLookahead
+from .runtime import RuntimeParams
+from .sampling import Sampler, verify
+from .text_assembly import TextAssembler
+
+from .queue import GenerationQueue
+
+if TYPE_CHECKING:
+    from .settings import GenerationRequest
 
 
 class EngineClosedError(TandemError):
@@ -30,158 +35,16 @@ class EngineClosedError(TandemError):
 
 
 @dataclass
-class GenerationConfig:
-    """Per-run settings the decoder needs (the prompt arrives as tokens beside it)."""
-
-    max_tokens: int = 512
-    stop: Sequence[str] = ()
-    sampling: SamplingParams = GREEDY
-    lookahead: LiveLookahead | None = None  # None: the decoder's default handle
-
-
-class CancelToken:
-    """Thread-safe cancel flag; also interrupts a running prefill decode."""
-
-    def __init__(self) -> None:
-        self._event = threading.Event()
-        self._contexts: list[Context] = []
-
-    def cancel(self) -> None:
-        self._event.set()
-        for c in list(self._contexts):
-            c.abort()
-
-    @property
-    def cancelled(self) -> bool:
-        return self._event.is_set()
-
-    def watch(self, ctx: Context) -> None:
-        if ctx not in self._contexts:
-            self._contexts.append(ctx)
-
-
-class RunGate:
-    """One generation at a time per target, across every decoder that shares it.
-
-    Other threads wait their turn (the app's chat and server requests queue behind each
-    other). The same thread starting a second generation while its first is suspended (two
-    `stream()` generators advanced in turn) would wait for itself forever: it gets an error
-    at once instead.
-    """
-
-    def __init__(self) -> None:
-        self._cond = threading.Condition()
-        self._owner: int | None = None
-
-    @property
-    def busy(self) -> bool:
-        return self._owner is not None
-
-    @contextmanager
-    def hold(self) -> Iterator[None]:
-        me = threading.get_ident()
-        with self._cond:
-            if self._owner == me:
-                raise TandemError(
-                    "this engine is already generating in this thread: finish or close the first "
-                    "stream before starting another (or use a second Engine)"
-                )
-            while self._owner is not None:
-                self._cond.wait()
-            self._owner = me
-        try:
-            yield
-        finally:
-            with self._cond:
-                self._owner = None
-                self._cond.notify_all()
-
-
-class _TextAssembler:
-    """Turns token bytes into whole UTF-8 text, holding back possible stop-string prefixes.
-
-    Each token becomes a pending entry (its completed characters); entries are released
-    once no stop string could still begin inside them. When a stop string appears, the text
-    before it is released and the rest dropped.
-    """
-
-    def __init__(self, stop: Sequence[str]):
-        self.stop = [s for s in stop if s]
-        self.decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
-        self.text = ""  # all decoded text, including pending
-        self.released = 0  # chars of self.text already released
-        self.pending: list[tuple[int, str, int]] = []  # (token index, text, end offset in self.text)
-        self.stopped = False
-
-    def add(self, index: int, data: bytes) -> list[tuple[int, str]]:
-        piece = self.decoder.decode(data)
-        self.text += piece
-        self.pending.append((index, piece, len(self.text)))
-        return self._release()
-
-    def _release(self) -> list[tuple[int, str]]:
-        if self.stop:
-            lo = max(0, self.released - max(len(s) for s in self.stop))
-            hits = [i for i in (self.text.find(s, lo) for s in self.stop) if i >= 0]
-            if hits:
-                cut = min(hits)
-                self.stopped = True
-                return self._emit_until(cut, trim=True)
-            safe = len(self.text) - self._held_suffix()
-        else:
-            safe = len(self.text)
-        return self._emit_until(safe, trim=False)
-
-    def _held_suffix(self) -> int:
-        """Length of the longest text suffix that is a proper prefix of a stop string."""
-        best = 0
-        for s in self.stop:
-            for n in range(min(len(s) - 1, len(self.text)), best, -1):
-                if self.text.endswith(s[:n]):
-                    best = n
-                    break
-        return best
-
-    def _emit_until(self, limit: int, *, trim: bool) -> list[tuple[int, str]]:
-        out: list[tuple[int, str]] = []
-        while self.pending:
-            idx, piece, end = self.pending[0]
-            start = end - len(piece)
-            if end <= limit:
-                out.append((idx, piece))
-                self.pending.pop(0)
-            elif trim and start < limit:
-                out.append((idx, piece[: limit - start]))
-                self.pending.pop(0)
-                break
-            else:
-                break
-        if trim:
-            self.pending.clear()
-            self.text = self.text[:limit]
-        self.released = max(self.released, min(limit, len(self.text)))
-        return out
-
-    def flush(self) -> list[tuple[int, str]]:
-        tail = self.decoder.decode(b"", final=True)
-        if tail and self.pending:
-            idx, piece, end = self.pending[-1]
-            self.pending[-1] = (idx, piece + tail, end + len(tail))
-            self.text += tail
-        return self._emit_until(len(self.text), trim=False)
-
-
-@dataclass
 class _Run:
     """The state of one generation between steps."""
 
     prompt: list[int]
-    cfg: GenerationConfig
+    request: GenerationRequest
     cancel: CancelToken
     lookahead: LiveLookahead
     sampler: Sampler
     stats: RunStats
-    text: _TextAssembler
+    text: TextAssembler
     t0: float
     t_prefill: float = 0.0
     generated: list[int] = field(default_factory=list)
@@ -216,23 +79,21 @@ class Decoder:
 
     `run` orchestrates: `_prefill`, then `step` until the run finishes, then `_done`. The
     target context and the cost model persist across runs, so timings learned in one
-    generation inform `Auto` in the next. The lookahead of a run comes with its config (a
-    `LiveLookahead` another thread may change); `lookahead` here is only the default for
-    callers that pass none. `close()` may be called from another thread while a run is
-    going: it cancels, waits for the current step to end, then frees.
+    generation inform `Auto` in the next. Everything about one run (limits, sampling, the
+    lookahead policy or a live handle another thread may change) comes in its
+    `GenerationRequest`. Runs take turns in `queue` (the engine's, shared by all its
+    decoders). `close()` may be called from another thread while a run is going: it
+    cancels, waits for the current step to end, then frees.
     """
 
     def __init__(
         self,
         target: Model,
         drafter: Drafter | None = None,
-        lookahead: Lookahead | LiveLookahead | None = None,
         *,
-        n_ctx: int = 4096,
-        n_batch: int = 512,
-        n_threads: int | None = None,
+        runtime: RuntimeParams | None = None,
         cost: CostModel | None = None,
-        gate: RunGate | None = None,
+        queue: GenerationQueue | None = None,
     ):
         if drafter is not None and not target.can_rollback:
             raise UnsupportedModelError(
@@ -241,14 +102,12 @@ class Decoder:
             )
         self.target = target
         self.drafter = drafter
-        default = lookahead if lookahead is not None else Fixed(0 if drafter is None else 4)
-        self.lookahead = default if isinstance(default, LiveLookahead) else LiveLookahead(default)
-        self.ctx = Context(target, n_ctx=n_ctx, n_batch=n_batch, n_threads=n_threads)
+        self.ctx = Context(target, runtime)
         self.cost = cost or CostModel()
         if drafter is not None:
             self.cost.draft_ratio_prior = drafter.relative_cost(target)
             self.cost.free_drafter = drafter.cost_class == "free"
-        self.gate = gate or RunGate()
+        self.queue = queue or GenerationQueue()
         self._step_lock = threading.Lock()
         self._closed = False
         self._active: CancelToken | None = None
@@ -290,14 +149,18 @@ class Decoder:
     def run(
         self,
         prompt_tokens: Sequence[int],
-        config: GenerationConfig | None = None,
+        request: GenerationRequest | None = None,
         cancel: CancelToken | None = None,
     ) -> Iterator[Event]:
-        """Generate from `prompt_tokens`, yielding events; the last one is a `DoneEvent`."""
+        """Generate from `prompt_tokens` as `request` asks (its prompt was turned into these
+        tokens by the caller; None: the defaults), yielding events; the last is a `DoneEvent`."""
+        from .settings import GenerationRequest
+
         if self._closed:
             raise EngineClosedError("this engine was closed: load the model again")
-        with self.gate.hold():
-            run = self._start(list(prompt_tokens), config or GenerationConfig(), cancel or CancelToken())
+        prompt = list(prompt_tokens)
+        with self.queue.hold():
+            run = self._start(prompt, request or GenerationRequest(prompt), cancel or CancelToken())
             self._active = run.cancel
             try:
                 yield from self._prefill(run)
@@ -312,7 +175,7 @@ class Decoder:
             finally:
                 self._active = None
 
-    def _start(self, prompt: list[int], cfg: GenerationConfig, cancel: CancelToken) -> _Run:
+    def _start(self, prompt: list[int], request: GenerationRequest, cancel: CancelToken) -> _Run:
         target, ctx = self.target, self.ctx
         if not prompt:
             raise PromptError("the prompt is empty")
@@ -324,10 +187,11 @@ class Decoder:
         bad = [t for t in prompt if not 0 <= t < target.n_vocab]
         if bad:
             raise PromptError(f"prompt token id {bad[0]} is outside the vocabulary (0..{target.n_vocab - 1})")
-        la = cfg.lookahead or self.lookahead
+        la = request.live_lookahead()
         la.k_counts = {}
         stats = RunStats(prompt_tokens=len(prompt), mode=self.mode, lookahead=la.label if self.drafter is not None else "0")
-        run = _Run(prompt, cfg, cancel, la, Sampler(cfg.sampling), stats, _TextAssembler(cfg.stop), time.perf_counter())
+        run = _Run(prompt, request, cancel, la, Sampler(request.sampling), stats, TextAssembler(request.stop),
+                   time.perf_counter())
         run.acceptance = TextAcceptance(self.cost)
         run.context = list(prompt)
         run.pending = prompt[-1]
@@ -368,9 +232,9 @@ class Decoder:
         if drafter is not None:
             drafter.begin(run.prompt)
             policy = run.lookahead.current
-            if drafter.cost_class == "model" and isinstance(policy, Fixed) and policy.k > 0:
+            if drafter.cost_class == "model" and policy.drafts_from_start:
                 self._sync_drafter(run)
-            if isinstance(policy, Auto) and drafter.cost_class == "model" and not self.cost.calibrated and not cancel.cancelled:
+            if policy.needs_costs and drafter.cost_class == "model" and not self.cost.calibrated and not cancel.cancelled:
                 t = time.perf_counter()
                 with self._step_lock:
                     if not self._closed:
@@ -394,12 +258,12 @@ class Decoder:
 
     def step(self, run: _Run) -> StepResult:
         """One step: choose k, draft, verify in one target pass, accept, roll back."""
-        target, ctx, drafter = self.target, self.ctx, self.drafter
+        ctx, drafter = self.ctx, self.drafter
         if run.cancel.cancelled or self._closed:
             run.end("cancelled", "cancel")
             return StepResult([], None, True)
         room_ctx = ctx.n_ctx - ctx.n_past - 1  # batch = pending + k drafts
-        remaining = run.cfg.max_tokens - len(run.generated)
+        remaining = run.request.max_tokens - len(run.generated)
         if room_ctx < 0:
             run.end("length", "context_full")
             return StepResult([], None, True)
@@ -421,13 +285,10 @@ class Decoder:
                 assert drafter is not None
                 policy = run.lookahead.current
                 if drafter.cost_class == "model":
-                    drafter.confidence_gate = policy.gate(self.cost) if isinstance(policy, Auto) else None
-                drafter.trimmed_by_caller = isinstance(policy, Auto)
+                    drafter.confidence_gate = policy.draft_gate(self.cost)
+                drafter.trimmed_by_caller = policy.trims_proposals
                 prop = drafter.propose(run.context, k_req, run.sampler)
-                if isinstance(policy, Auto):
-                    k_use = policy.trim(prop, self.cost, run.acceptance)
-                else:
-                    k_use = k_req
+                k_use = policy.verify_count(prop, k_req, self.cost, run.acceptance)
                 offered = prop  # a free drafter's may be longer than what is verified: see below
                 prop = prop.cut(k_use)
             drafts, dists = prop.tokens, prop.dists
@@ -488,7 +349,7 @@ class Decoder:
             if run.text.stopped:
                 run.end("stop", "stop_string")
                 break
-            if len(run.generated) >= run.cfg.max_tokens:
+            if len(run.generated) >= run.request.max_tokens:
                 run.end("length", "max_tokens")
                 break
         return out

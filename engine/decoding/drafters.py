@@ -17,6 +17,7 @@ from typing import Callable, Sequence
 import numpy as np
 
 from .llama import Context, Model
+from .runtime import RuntimeParams
 from .sampling import Dist, Sampler
 
 
@@ -98,15 +99,13 @@ class ModelDrafter(Drafter):
     def __init__(
         self,
         model: Model,
+        runtime: RuntimeParams | None = None,
         *,
-        n_ctx: int = 4096,
-        n_batch: int = 512,
-        n_threads: int | None = None,
         p_min: float = 0.0,
         target_vocab: int | None = None,
     ):
         self.model = model
-        self.ctx = Context(model, n_ctx=n_ctx, n_batch=n_batch, n_threads=n_threads)
+        self.ctx = Context(model, runtime)
         self.p_min = p_min
         self.target_vocab = target_vocab or model.n_vocab
         self.confidence_gate = None

@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import os
 import threading
-from dataclasses import dataclass, field
+from dataclasses import replace
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterator, Sequence
 
 from ..models import calibration
 from .. import paths
@@ -23,23 +23,19 @@ from .chat import Message, chat_tokens
 from ..models.compat import require_compatible
 from .drafters import Drafter, ModelDrafter, PromptLookupDrafter
 from ..errors import PromptError, TandemError
-from .events import DoneEvent, Event, RunStats, StepEvent, TokenEvent
+from .engine_api import BaseEngine
+from .events import DoneEvent, Event, RunStats
 from ..models.gguf_header import validate_file
 from .llama import Model, supports_gpu_offload
-from .lookahead import CostModel
+from .cost_model import CostModel
 from .metrics import append_metrics
 from .rpc_backend import Cluster, connect as rpc_connect
-from .settings import DraftSpec, GenerationRequest, Prompt, RuntimeParams, runtime_from
-from .decoder import CancelToken, Decoder, EngineClosedError, GenerationConfig, RunGate
-
-@dataclass
-class GenerationResult:
-    text: str
-    tokens: list[int]
-    stats: RunStats
-    token_events: list[TokenEvent] = field(default_factory=list)
-    step_events: list[StepEvent] = field(default_factory=list)
-
+from .runtime import RuntimeParams, runtime_from
+from .settings import DraftSpec, GenerationRequest, Prompt
+from .cancel import CancelToken
+from .decoder import Decoder, EngineClosedError
+from .quality import Divergence, first_divergence
+from .queue import GenerationQueue
 
 def _encodable(value: Any) -> Any:
     """Text the tokenizer can encode: lone surrogates (from a shell or a careless caller)
@@ -79,8 +75,8 @@ def prompt_tokens(model: Model, prompt: Prompt, *, chat: bool = False, system: s
     return chat_tokens(model, messages)
 
 
-class Engine:
-    """One loaded target and the drafters used with it (loaded once, reused).
+class Engine(BaseEngine):
+    """One loaded target and the drafters used with it (loaded once, reused), in this process.
 
     Runtime settings come as a `RuntimeParams` (or the same names as keywords). One
     generation runs at a time per engine: other threads queue; `close()` from any thread
@@ -109,11 +105,13 @@ class Engine:
         # llama.cpp's default devices, which never include RPC workers (Tandem does not
         # register them globally), so they stay on this host.
         self.rpc: Cluster | None = None
-        target_kw: dict = {"n_gpu_layers": self.runtime.n_gpu_layers, "on_progress": on_progress}
+        target_kw: dict = {"runtime": self.runtime, "on_progress": on_progress}
         if rpc and not isinstance(target, Model):
             header = validate_file(Path(target))  # a bad file is reported before any network
             self.rpc = rpc if isinstance(rpc, Cluster) else rpc_connect(rpc)
-            target_kw.update(self.rpc.model_kwargs(header))
+            placement = self.rpc.model_kwargs(header)  # devices, split and how many layers leave the CPU
+            target_kw["runtime"] = replace(self.runtime, n_gpu_layers=placement.pop("n_gpu_layers"))
+            target_kw.update(placement)
         # [rpc] end
         self.target = target if isinstance(target, Model) else Model(target, **target_kw)
         self._owns_target = not isinstance(target, Model)
@@ -121,7 +119,7 @@ class Engine:
         self._decoders: dict[str, Decoder] = {}
         self._costs: dict[str, CostModel] = {}
         self._lock = threading.RLock()
-        self.gate = RunGate()  # one generation at a time, whichever drafter
+        self.queue = GenerationQueue()  # one generation at a time, whichever drafter
         self._closed = False
         self.calibration = calibration
         if metrics_log is True:
@@ -130,14 +128,6 @@ class Engine:
             self.metrics_log = None
         else:
             self.metrics_log = Path(metrics_log)  # type: ignore[arg-type]
-
-    @property
-    def n_ctx(self) -> int:
-        return self.runtime.n_ctx
-
-    @property
-    def n_batch(self) -> int:
-        return self.runtime.n_batch
 
     @property
     def n_gpu_layers(self) -> int | None:
@@ -172,7 +162,7 @@ class Engine:
         key = str(p)
         if key not in self._drafts:
             require_compatible(self.target.header, Path(path))
-            self._drafts[key] = Model(p, n_gpu_layers=self.runtime.n_gpu_layers, on_progress=on_progress)
+            self._drafts[key] = Model(p, runtime=self.runtime, on_progress=on_progress)
         return self._drafts[key]
 
     def decoder(self, draft_model: DraftSpec = None, on_progress: Callable[[float], bool] | None = None) -> Decoder:
@@ -196,15 +186,16 @@ class Engine:
                     dm = draft_model
                 else:
                     dm = self.load_draft(draft_model, on_progress)  # type: ignore[arg-type]
-                rt = self.runtime
-                drafter = ModelDrafter(dm, n_ctx=rt.n_ctx, n_batch=rt.n_batch, n_threads=self.n_threads, target_vocab=self.target.n_vocab)
+                drafter = ModelDrafter(dm, self._runtime_here(), target_vocab=self.target.n_vocab)
             cost = self._costs.setdefault(key, CostModel())
             self._load_calibration(cost, drafter)
-            rt = self.runtime
-            dec = Decoder(self.target, drafter, None, n_ctx=rt.n_ctx, n_batch=rt.n_batch, n_threads=self.n_threads,
-                          cost=cost, gate=self.gate)
+            dec = Decoder(self.target, drafter, runtime=self._runtime_here(), cost=cost, queue=self.queue)
             self._decoders[key] = dec
             return dec
+
+    def _runtime_here(self) -> RuntimeParams:
+        """The runtime with the thread count resolved (contexts and calibration keys agree on it)."""
+        return replace(self.runtime, n_threads=self.n_threads)
 
     # -- calibration persisted per machine and model -----------------------------------------
     def calibration_key(self) -> str:
@@ -274,17 +265,6 @@ class Engine:
             return prompt_tokens(self.target, prompt, chat=chat, system=system)
 
     # -- generation ----------------------------------------------------------------------
-    def request(self, prompt: Prompt | GenerationRequest, **options: Any) -> GenerationRequest:
-        """A `GenerationRequest` from a prompt and `generate`'s keywords (or one as given)."""
-        if isinstance(prompt, GenerationRequest):
-            if options:
-                raise TandemError(f"pass options inside the GenerationRequest, not beside it: {sorted(options)}")
-            return prompt
-        try:
-            return GenerationRequest.from_options(prompt, **options)
-        except TypeError as e:  # an unknown keyword
-            raise TandemError(str(e).replace("from_options()", "generate()")) from None
-
     def stream(self, prompt: Prompt | GenerationRequest, *, cancel: CancelToken | None = None, **options: Any) -> Iterator[Event]:
         """Yield `PrefillEvent`, `TokenEvent`, `StepEvent` and finally a `DoneEvent`.
 
@@ -296,33 +276,17 @@ class Engine:
         req = self.request(prompt, **options)
         tokens = self.tokens_for(req.prompt, chat=req.chat, system=req.system)
         dec = self.decoder(req.draft)
-        cfg = GenerationConfig(max_tokens=req.max_tokens, stop=req.stop, sampling=req.sampling, lookahead=req.live_lookahead())
-        return self._run(dec, tokens, cfg, cancel, req)
+        return self._run(dec, tokens, req, cancel)
 
-    def _run(self, dec: Decoder, tokens: list[int], cfg: GenerationConfig, cancel: CancelToken | None,
-             req: GenerationRequest) -> Iterator[Event]:
-        for ev in dec.run(tokens, cfg, cancel):
+    def _run(self, dec: Decoder, tokens: list[int], req: GenerationRequest, cancel: CancelToken | None) -> Iterator[Event]:
+        for ev in dec.run(tokens, req, cancel):
             if isinstance(ev, DoneEvent):
                 self._log(ev.stats, dec, req)
                 self._save_calibration(dec)
             yield ev
 
-    def generate(self, prompt: Prompt | GenerationRequest, *, cancel: CancelToken | None = None,
-                 on_event: Callable[[Event], None] | None = None, **options: Any) -> GenerationResult:
-        """Run to completion; returns text, tokens, stats and the token/step events.
-        `on_event` sees every event as it happens (the race streams both panes from it)."""
-        toks: list[TokenEvent] = []
-        steps: list[StepEvent] = []
-        for ev in self.stream(prompt, cancel=cancel, **options):
-            if on_event is not None:
-                on_event(ev)
-            if isinstance(ev, TokenEvent):
-                toks.append(ev)
-            elif isinstance(ev, StepEvent):
-                steps.append(ev)
-            elif isinstance(ev, DoneEvent):
-                return GenerationResult(ev.text, ev.tokens, ev.stats, toks, steps)
-        raise TandemError("generation ended without a result")  # pragma: no cover
+    def first_divergence(self, prompt: Sequence[int], reference: Sequence[int], other: Sequence[int]) -> Divergence | None:
+        return first_divergence(self.target, prompt, reference, other)
 
     def _log(self, stats: RunStats, dec: Decoder, req: GenerationRequest) -> None:
         if self.metrics_log is None:

@@ -20,6 +20,7 @@ import numpy as np
 from ..errors import Cancelled, DecodeError, ModelFileError, ModelLoadError
 from ..models.gguf_header import GGUFHeader, validate_file
 from ..models.hardware import physical_cores
+from .runtime import RuntimeParams
 
 import llama_cpp  # noqa: E402  (after our imports so import errors name our modules first)
 
@@ -87,7 +88,7 @@ class Model:
         self,
         path: str | os.PathLike[str],
         *,
-        n_gpu_layers: int | None = None,
+        runtime: RuntimeParams | None = None,
         on_progress: Callable[[float], bool] | None = None,
         vocab_only: bool = False,
         devices: Sequence[int] | None = None,
@@ -95,8 +96,10 @@ class Model:
     ):
         """`devices` (ggml device handles, see `rpc_add_server`/`local_offload_devices`)
         and `tensor_split` (one weight per device) place the layers explicitly, as
-        llama.cpp's `--device`/`--tensor-split` do; None keeps llama.cpp's own choice."""
+        llama.cpp's `--device`/`--tensor-split` do; None keeps llama.cpp's own choice.
+        Of `runtime` a model uses `n_gpu_layers` (None: all layers when llama.cpp can offload)."""
         self.path = Path(path)
+        n_gpu_layers = (runtime or RuntimeParams()).n_gpu_layers
         self.header: GGUFHeader = validate_file(self.path)
         _ensure_backend()
         if n_gpu_layers is None:
@@ -231,15 +234,15 @@ class Context:
     def __init__(
         self,
         model: Model,
-        *,
-        n_ctx: int = 4096,
-        n_batch: int = 512,
-        n_threads: int | None = None,
+        runtime: RuntimeParams | None = None,
     ):
+        """Of `runtime` a context uses n_ctx, n_batch and n_threads (None: the physical cores)."""
         if not model._model:
             raise ModelLoadError(f"{model.path}: model is closed")
+        rt = runtime or RuntimeParams()
+        n_ctx, n_batch = rt.n_ctx, rt.n_batch
         self.model = model
-        threads = n_threads or default_threads()
+        threads = rt.n_threads or default_threads()
         params = llama_cpp.llama_context_default_params()
         params.n_ctx = n_ctx
         params.n_batch = n_batch

@@ -1,366 +1,48 @@
-"""How many tokens to draft next step: a fixed k (the slider) or `Auto` (a cost model).
-
-The cost model is the standard one for speculative decoding: with per-token acceptance
-probability alpha, drafting k tokens yields on average E(k) = (1 - alpha^(k+1)) / (1 - alpha)
-tokens per step, and a step costs k draft steps plus one target pass over k + 1 tokens.
-Every term is *measured* on this machine during generation (a CPU verifies 8 tokens at
-about 4x the cost of one; a GPU almost for free), so `Auto` picks the k that maximises
-expected tokens per second, including k = 0 (plain target decoding) when speculation
-does not pay.
+"""How many tokens to draft next step: a fixed k (the slider) or `Auto` (the cost model's
+choice, including k = 0, plain target decoding, when speculation does not pay), and the live
+handle a slider changes mid-generation. The cost model itself is in cost_model.py.
 """
 
 from __future__ import annotations
 
-import statistics
 import threading
-import time
-from collections import deque
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable, Iterator, Sequence
+from typing import Callable
 
-if TYPE_CHECKING:
-    from .drafters import Proposal
-
-MAX_LOOKAHEAD = 16
-CONF_BUCKETS = 20  # a drafter's stated confidence, in buckets of 0.05
-
-
-def conf_bucket(c: float) -> int:
-    """The calibration bucket of a stated confidence."""
-    return min(CONF_BUCKETS - 1, max(0, int(c * CONF_BUCKETS)))
-
-
-def tried(confidence: "Sequence[float] | None", drafted: int, accepted: int) -> Iterator[tuple[float, bool]]:
-    """The tokens of a verified proposal that were tried, with whether each held: token i
-    was tried only if all before it were accepted."""
-    for i, c in enumerate((confidence or [])[: min(drafted, accepted + 1)]):
-        yield c, i < accepted
-
-
-def expected_tokens(k: int, alpha: float) -> float:
-    """Mean tokens emitted by a step that drafts k tokens (accepted prefix + one target token)."""
-    if k <= 0:
-        return 1.0
-    if alpha >= 1.0:
-        return float(k + 1)
-    return (1.0 - alpha ** (k + 1)) / (1.0 - alpha)
-
-
-@dataclass
-class Prediction:
-    k: int
-    tokens_per_step: float
-    seconds_per_step: float
-    speedup: float  # vs plain target decoding, by the same cost model
-
-
-class CostModel:
-    """Measured timings of one target/drafter pair, updated after every step.
-
-    verify time per batch size n (exponentially weighted, interpolated between measured
-    sizes), draft time per proposed token, and the acceptance probability alpha. It lives
-    as long as the pair is loaded, so each generation starts from what the last one learned.
-    """
-
-    RECENT_S = 20.0  # compare costs measured at about the same time (load changes)
-    CONF_BUCKETS = CONF_BUCKETS
-    CONF_PRIOR = 4.0  # weight of a drafter's stated confidence before measurements
-
-    def __init__(self, *, decay: float = 0.85, alpha_prior: float = 0.6, prior_weight: float = 2.0, window: int = 9):
-        self._lock = threading.Lock()
-        self.decay = decay
-        # Medians of recent (time-stamped) samples, not running means: on a shared machine
-        # one step that waited for the CPU must not convince Auto that plain decoding is
-        # slow, and costs measured minutes apart under different load must not be compared.
-        self._verify: dict[int, deque[tuple[float, float]]] = {}
-        # Wider passes also as multiples of a one-token pass measured at about the same time.
-        # Load moves both alike, so a whole window of ratios stays comparable, where the
-        # absolute times of a size Auto drafts rarely are its last few samples, taken minutes
-        # apart under other load (and stored so for the next process: one benchmark left a
-        # pass over 2 tokens at 3.9x one token, which costs 1.7x measured back to back).
-        self._ratio: dict[int, deque[float]] = {}
-        self._draft: deque[tuple[float, float]] = deque(maxlen=window)
-        self._window = window
-        self.draft_ratio_prior: float = 0.3  # draft step / target step before measuring
-        self._acc_s = alpha_prior * prior_weight
-        self._acc_f = (1.0 - alpha_prior) * prior_weight
-        self._prior = (alpha_prior * prior_weight, (1.0 - alpha_prior) * prior_weight)
-        self.steps_observed = 0
-        self.free_drafter = False  # proposals cost ~nothing (prompt lookup): Auto trims by confidence
-        # Acceptance by the drafter's own confidence, in 20 buckets: a drafter that says 0.9
-        # may be right 70% of the time. Counts, with the stated confidence as a weak prior.
-        self._conf_hits = [0.0] * self.CONF_BUCKETS
-        self._conf_total = [0.0] * self.CONF_BUCKETS
-
-    # -- observations --------------------------------------------------------------------
-    # A pass over n tokens never costs more than this many times n one-token passes (it could
-    # be split into them); a sample above that is a stall (the machine paused the process),
-    # not a cost. Kept, one such sample would stand for its batch size until Auto drafts that
-    # size again, which a cost that high forbids: measured, a 3.3 s stall of one 3-token pass
-    # stopped every 2-token draft for the rest of a benchmark (and was stored for the next).
-    STALL = 2.0
-
-    def observe_verify(self, n: int, seconds: float) -> None:
-        with self._lock:
-            self._add_verify(n, seconds, time.monotonic())
-
-    def _add_verify(self, n: int, seconds: float, when: float) -> None:
-        one = self._verify.get(1)
-        if n > 1 and one:
-            v1 = self._estimate(one)
-            if seconds > self.STALL * n * v1:
-                return  # a stall, not a cost
-            self._ratio.setdefault(n, deque(maxlen=self._window)).append(seconds / v1)
-        self._verify.setdefault(n, deque(maxlen=self._window)).append((when, seconds))
-
-    def observe_draft(self, drafted: int, seconds: float) -> None:
-        if drafted <= 0:
-            return
-        with self._lock:
-            self._draft.append((time.monotonic(), seconds / drafted))
-
-    def _estimate(self, samples: deque[tuple[float, float]]) -> float:
-        now = time.monotonic()
-        recent = [v for t, v in samples if now - t <= self.RECENT_S]
-        return statistics.median(recent or [v for _, v in list(samples)[-3:]])
-
-    @property
-    def verify_s(self) -> dict[int, float]:
-        """Estimated seconds for a target pass over n tokens, per measured n: a one-token pass
-        as measured lately, wider ones as their typical multiple of it."""
-        with self._lock:
-            one = self._verify.get(1)
-            v1 = self._estimate(one) if one else None
-            out = {}
-            for n, v in self._verify.items():
-                ratios = self._ratio.get(n)
-                if v:
-                    out[n] = v1 * statistics.median(ratios) if (n > 1 and ratios and v1) else self._estimate(v)
-            return out
-
-    @property
-    def draft_token_s(self) -> float | None:
-        with self._lock:
-            return self._estimate(self._draft) if self._draft else None
-
-    def age_of_plain(self) -> float:
-        """Seconds since target-alone decoding (n = 1) was last measured."""
-        with self._lock:
-            v = self._verify.get(1)
-            return time.monotonic() - v[-1][0] if v else float("inf")
-
-    def observe_acceptance(self, drafted: int, accepted: int, confidence: "list[float] | None" = None) -> None:
-        if drafted <= 0:
-            return
-        if confidence:
-            with self._lock:
-                for c, held in tried(confidence, drafted, accepted):
-                    b = conf_bucket(c)
-                    self._conf_total[b] += 1
-                    self._conf_hits[b] += 1 if held else 0
-        with self._lock:
-            ps, pf = self._prior
-            # Decay towards the prior so alpha follows the text (copying vs free writing).
-            self._acc_s = self.decay * self._acc_s + (1 - self.decay) * ps + accepted
-            self._acc_f = self.decay * self._acc_f + (1 - self.decay) * pf + (1 if accepted < drafted else 0)
-            self.steps_observed += 1
-
-    # -- estimates -----------------------------------------------------------------------
-    @property
-    def alpha(self) -> float:
-        return self._acc_s / (self._acc_s + self._acc_f)
-
-    def calibrated_confidence(self, c: float) -> float:
-        """The measured acceptance rate of tokens the drafter gave confidence `c` (all texts)."""
-        b = conf_bucket(c)
-        return (self._conf_hits[b] + self.CONF_PRIOR * c) / (self._conf_total[b] + self.CONF_PRIOR)
-
-    # -- persistence (engine/models/calibration.py keys it by machine and model) ---------------
-    def export_costs(self) -> dict:
-        """Verify times per batch size and the draft token time, as medians."""
-        return {"verify_s": {str(n): t for n, t in self.verify_s.items()}, "draft_token_s": self.draft_token_s}
-
-    CONF_KEEP = 40.0  # a persisted bucket counts as at most this many tokens: new text still moves it
-
-    def export_confidence(self) -> dict:
-        """Acceptance per confidence bucket (hits, totals), for the next process of this pair."""
-        with self._lock:
-            scale = [min(1.0, self.CONF_KEEP / t) if t > 0 else 0.0 for t in self._conf_total]
-            return {"hits": [round(h * s, 3) for h, s in zip(self._conf_hits, scale)],
-                    "total": [round(t * s, 3) for t, s in zip(self._conf_total, scale)]}
-
-    def import_confidence(self, data: dict) -> None:
-        """Seed the confidence buckets measured by an earlier process (ignored when this model
-        has measured its own already, or when the data is malformed)."""
-        hits, total = data.get("hits"), data.get("total")
-        n = self.CONF_BUCKETS
-        if not (isinstance(hits, list) and isinstance(total, list) and len(hits) == n == len(total)):
-            return
-        try:
-            pairs = [(float(h), float(t)) for h, t in zip(hits, total)]
-        except (TypeError, ValueError):
-            return
-        if any(not (0 <= h <= t <= self.CONF_KEEP) for h, t in pairs):  # NaN fails too
-            return
-        with self._lock:
-            if any(self._conf_total):
-                return
-            self._conf_hits = [h for h, _ in pairs]
-            self._conf_total = [t for _, t in pairs]
-
-    def import_costs(self, data: dict) -> None:
-        """Seed the estimates from an earlier process. Seeded samples count as old: the
-        first real steps (recent samples) take over as soon as they exist."""
-        old = time.monotonic() - 10 * self.RECENT_S
-        with self._lock:
-            # one-token passes first: they are the yardstick a stored stall is recognised by
-            for n_i, t_f in sorted((int(n), float(t)) for n, t in (data.get("verify_s") or {}).items()):
-                if n_i >= 1 and t_f > 0 and not self._verify.get(n_i):
-                    self._add_verify(n_i, t_f, old)
-            d = data.get("draft_token_s")
-            if d and not self._draft:
-                self._draft.append((old, float(d)))
-
-    @property
-    def calibrated(self) -> bool:
-        return 1 in self.verify_s and len(self.verify_s) >= 3
-
-    def snapshot(self) -> "Costs":
-        """The current estimates, computed once; predictions then are plain arithmetic
-        (Auto asks 2 x 17 of them every step)."""
-        return Costs(sorted(self.verify_s.items()), self.draft_token_s, self.draft_ratio_prior, self.alpha)
-
-    def verify_time(self, n: int) -> float:
-        """Seconds for a target pass over n tokens, interpolated between measured sizes."""
-        return self.snapshot().verify_time(n)
-
-    def draft_time(self, k: int) -> float:
-        return self.snapshot().draft_time(k)
-
-    def predict(self, k: int, alpha: float | None = None) -> Prediction:
-        return self.snapshot().predict(k, alpha)
-
-    def best(self, max_k: int = MAX_LOOKAHEAD, alpha: float | None = None) -> Prediction:
-        return self.snapshot().best(max_k, alpha)
-
-
-@dataclass
-class Costs:
-    """Frozen cost estimates: measured verify times per batch size, draft time, alpha."""
-
-    verify_pts: list[tuple[int, float]]
-    draft_token_s: float | None
-    draft_ratio_prior: float
-    alpha: float
-
-    def verify_time(self, n: int) -> float:
-        pts = self.verify_pts
-        if not pts:
-            return 1.0 * (1 + 0.35 * (n - 1))  # unit cost; a CPU-like prior
-        lo = hi = None
-        prev = None
-        for m, t in pts:
-            if m == n:
-                return t
-            if m < n:
-                prev, lo = lo, (m, t)
-            elif hi is None:
-                hi = (m, t)
-        if lo and hi:
-            (m0, t0), (m1, t1) = lo, hi
-            return t0 + (t1 - t0) * (n - m0) / (m1 - m0)
-        if hi:  # below the smallest measured size
-            return hi[1]
-        # above the largest measured size: extend the last measured slope, never decreasing
-        assert lo is not None
-        if prev is not None:
-            slope = max((lo[1] - prev[1]) / (lo[0] - prev[0]), 0.0)
-        else:
-            slope = 0.35 * lo[1]
-        return lo[1] + slope * (n - lo[0])
-
-    def draft_time(self, k: int) -> float:
-        if k <= 0:
-            return 0.0
-        per = self.draft_token_s
-        if per is None:
-            per = self.draft_ratio_prior * self.verify_time(1)
-        return k * per
-
-    def predict(self, k: int, alpha: float | None = None) -> Prediction:
-        a = self.alpha if alpha is None else alpha
-        e = expected_tokens(k, a)
-        t = self.draft_time(k) + self.verify_time(k + 1)
-        base = 1.0 / self.verify_time(1)
-        return Prediction(k, e, t, (e / t) / base if t > 0 else 0.0)
-
-    def best(self, max_k: int = MAX_LOOKAHEAD, alpha: float | None = None) -> Prediction:
-        best = self.predict(0, alpha)
-        for k in range(1, max_k + 1):
-            p = self.predict(k, alpha)
-            if p.speedup > best.speedup * 1.0001:
-                best = p
-        return best
-
-
-class TextAcceptance:
-    """What one text's proposals turned out to be worth, per confidence bucket.
-
-    The cost model's buckets are learned across texts (and processes), but texts differ: a
-    pointer that has copied 8 tokens of the prompt is nearly always right in a code edit and
-    often wrong in a report that paraphrases its notes, and the code edits that taught the
-    buckets may have run just before. So each generation counts its own hits per bucket,
-    from verified tokens and, for free, from proposed tokens it did not verify (the target's
-    next token says whether they were right), and trusts a bucket at most as much as the
-    calibration does: a text can only lower it. Drafting a failing long proposal costs
-    several plain steps; leaving a good one unverified costs a little speed.
-    """
-
-    PRIOR = 4.0  # tokens' worth of the calibration at the start of a text
-    DOUBT = 0.5  # a fraction of a miss: a bucket this text has not tried is trusted a bit less
-
-    def __init__(self, cost: CostModel):
-        self.cost = cost
-        self._hits = [0.0] * CONF_BUCKETS
-        self._total = [0.0] * CONF_BUCKETS
-
-    def observe(self, confidence: "Sequence[float] | None", drafted: int, accepted: int) -> None:
-        """A verified proposal (its tried tokens)."""
-        for c, held in tried(confidence, drafted, accepted):
-            self.observe_one(c, held)
-
-    def observe_step(self, offered: "Proposal | None", verified: int, accepted: int, token: int | None) -> None:
-        """One step: the first `verified` tokens of the proposal `offered` were verified; when
-        every one of them held, the target's own `token` says for free whether the first
-        unverified one was right."""
-        conf = offered.confidence if offered is not None else None
-        self.observe(conf, verified, accepted)
-        if offered is not None and conf and accepted == verified < len(offered.tokens) and token is not None:
-            self.observe_one(conf[verified], offered.tokens[verified] == token)
-
-    def observe_one(self, confidence: float, accepted: bool) -> None:
-        """One proposed token and whether the target wrote it."""
-        b = conf_bucket(confidence)
-        self._total[b] += 1
-        self._hits[b] += 1 if accepted else 0
-
-    def confidence(self, c: float) -> float:
-        """The chance that a token of stated confidence `c` is accepted in this text."""
-        g = self.cost.calibrated_confidence(c)
-        b = conf_bucket(c)
-        return min(g, (self._hits[b] + self.PRIOR * g) / (self._total[b] + self.PRIOR + self.DOUBT))
-
+from .cost_model import MAX_LOOKAHEAD, CostModel, Prediction, TextAcceptance
 
 class Lookahead:
-    """Base: `choose(room)` returns the k for the next step; `room` caps it."""
+    """A lookahead policy. The decoder asks it, each step, how many tokens to draft
+    (`choose`), how a model draft should stop early (`draft_gate`), and how many of the
+    proposed tokens to verify (`verify_count`); before the first step, whether the drafter
+    must read the prompt now (`drafts_from_start`) and whether the target's pass costs must
+    be measured first (`needs_costs`)."""
 
     label: str = ""
+    trims_proposals = False  # True: the drafter may propose more than `choose` and this policy cuts
+    needs_costs = False  # True: a model draft needs the verify curve measured before step one
 
     def choose(self, room: int, cost: CostModel) -> int:  # pragma: no cover - interface
         raise NotImplementedError
 
     def feedback(self, drafted: int, accepted: int) -> None:
         """Told after each step (Auto uses it for probe scheduling)."""
+
+    @property
+    def drafts_from_start(self) -> bool:
+        """Will the first step surely draft? Then a model drafter reads the prompt with the target."""
+        return False
+
+    def draft_gate(self, cost: CostModel) -> "Callable[[int, float], tuple[bool, bool]] | None":
+        """A rule that stops a model draft early by its confidence (None: draft all k)."""
+        return None
+
+    def verify_count(self, proposal: "object", k: int, cost: CostModel, text: "TextAcceptance | None") -> int:
+        """How many of the proposed tokens (asked for `k`) the target verifies."""
+        return k
+
+    def fresh(self) -> "Lookahead":  # pragma: no cover - interface
+        """A new policy with the same settings and no run state (one per generation)."""
+        raise NotImplementedError
 
 
 class Fixed(Lookahead):
@@ -384,6 +66,13 @@ class Fixed(Lookahead):
     def choose(self, room: int, cost: CostModel) -> int:
         return max(0, min(self._k, room))
 
+    @property
+    def drafts_from_start(self) -> bool:
+        return self._k > 0
+
+    def fresh(self) -> "Fixed":
+        return Fixed(self._k)
+
 
 class Auto(Lookahead):
     """Pick the k with the best predicted tokens/s from measured costs, k = 0 included.
@@ -396,6 +85,8 @@ class Auto(Lookahead):
     """
 
     label = "auto"
+    trims_proposals = True
+    needs_costs = True
     REFRESH_EVERY = 64  # while speculating, one plain step at least this often (steps)...
     REFRESH_S = 5.0  # ...or seconds, re-measures plain decoding under the current load
     FIRST_PROBE = 8  # steps of plain decoding before the first probe
@@ -438,6 +129,15 @@ class Auto(Lookahead):
             self._probe_interval = min(self._probe_interval * 2, self.MAX_PROBE_INTERVAL)
             return min(cap, max(1, min(hopeful.k, 2)))
         return 0
+
+    def fresh(self) -> "Auto":
+        return Auto(self.max_k, self.min_gain)
+
+    def draft_gate(self, cost: CostModel) -> "Callable[[int, float], tuple[bool, bool]]":
+        return self.gate(cost)
+
+    def verify_count(self, proposal: "object", k: int, cost: CostModel, text: "TextAcceptance | None") -> int:
+        return self.trim(proposal, cost, text)
 
     def trim(self, proposal: "object", cost: CostModel, text: TextAcceptance | None = None) -> int:
         """How many of a free drafter's proposed tokens to verify: the k with the best expected
@@ -557,4 +257,4 @@ def parse_lookahead(value: "int | str | Lookahead") -> Lookahead:
     raise ValueError(f"lookahead must be an integer or 'auto', got {value!r}")
 
 
-__all__ = ["CostModel", "TextAcceptance", "Prediction", "Lookahead", "Fixed", "Auto", "expected_tokens", "parse_lookahead", "MAX_LOOKAHEAD", "LiveLookahead"]
+__all__ = ["Lookahead", "Fixed", "Auto", "parse_lookahead", "MAX_LOOKAHEAD", "LiveLookahead"]

@@ -15,6 +15,7 @@ from typing import Sequence
 import numpy as np
 
 from .llama import Context, Model
+from .runtime import RuntimeParams
 
 NOISE_MARGIN = 0.6  # logit gap below which batched/single decodes may disagree (measured)
 
@@ -52,7 +53,7 @@ def first_divergence(
     if i is None:
         return None
     seq = list(prompt) + list(reference[:i])
-    ctx = Context(model, n_ctx=n_ctx or max(256, len(seq) + 8))
+    ctx = Context(model, RuntimeParams(n_ctx=n_ctx or max(256, len(seq) + 8)))
     try:
         start = 0
         while start < len(seq) - 1:

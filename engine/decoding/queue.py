@@ -1,11 +1,13 @@
 """One generation at a time per loaded target, in arrival order, shared by every consumer.
 
-The HTTP server's requests and the desktop app's chat run on the same `Engine`; they go
-through the same `GenerationQueue` (see `queue_for`) so they wait behind each other
-instead of sharing one CPU/GPU at once, which would slow both and distort every speed
-figure. The queue is bounded for callers that ask for it (the server answers 503 beyond
-it); the app's own chat is never refused. Listeners see every event of every generation,
-which is how the app draws server requests in its live charts. Qt-free.
+Each engine owns one `GenerationQueue` (`engine.queue`), the only thing that serialises
+generations: the HTTP server's requests, the desktop app's chat, a race or a benchmark
+holding a turn, and plain `Engine.stream` calls from any thread (each decoder run takes a
+turn through `hold`). They wait behind each other instead of sharing one CPU/GPU at once,
+which would slow both and distort every speed figure. The queue is bounded for callers
+that ask for it (the server answers 503 beyond it); the app's own chat is never refused.
+Listeners see every event of every generation, which is how the app draws server requests
+in its live charts. Qt-free.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from typing import Any, Callable, Iterator
 
 from ..errors import Cancelled, TandemError
 from .events import Event
-from .decoder import CancelToken
+from .cancel import CancelToken
 
 log = logging.getLogger("tandem.serving")
 
@@ -49,6 +51,8 @@ class Job:
     enqueued: float = field(default_factory=time.monotonic)
     started: float | None = None
     info: dict[str, Any] = field(default_factory=dict)  # free-form: endpoint, model, draft
+    thread: int | None = None  # the thread holding the turn, while it runs
+    generating: bool = False  # a decoder run is inside this turn now
 
 
 class GenerationQueue:
@@ -147,9 +151,39 @@ class GenerationQueue:
         job's token fires while it waits."""
         try:
             self.wait_turn(job)
+            job.thread = threading.get_ident()
             yield job
         finally:
+            job.thread = None
             self.finish(job)
+
+    @contextmanager
+    def hold(self) -> Iterator[None]:
+        """The turn one decoder run needs: inside a turn this thread already holds (a queued
+        request, a race), run in it; otherwise wait for a turn of its own, unbounded.
+
+        The same thread starting a second run while its first is suspended (two `stream()`
+        generators advanced in turn) would wait for itself forever: it gets an error at once.
+        """
+        me = threading.get_ident()
+        with self._cond:
+            running = self._running
+        if running is not None and running.thread == me:
+            if running.generating:
+                raise TandemError(
+                    "this engine is already generating in this thread: finish or close the first "
+                    "stream before starting another (or use a second Engine)"
+                )
+            running.generating = True
+            try:
+                yield
+            finally:
+                running.generating = False
+            return
+        job = self.submit("direct", bounded=False)
+        with self.turn(job):
+            job.generating = True
+            yield
 
     def stream(self, engine: Any, prompt: Any, job: Job, **kw: Any) -> Iterator[Event]:
         """Wait for `job`'s turn, then `engine.stream(prompt, cancel=job.cancel, **kw)`.
@@ -201,16 +235,3 @@ class GenerationQueue:
                 fn(job, ev)
             except Exception:  # a listener's bug must not stop a generation
                 log.exception("generation listener failed")
-
-
-_queues: "weakref.WeakKeyDictionary[Any, GenerationQueue]" = weakref.WeakKeyDictionary()
-_queues_lock = threading.Lock()
-
-
-def queue_for(engine: Any) -> GenerationQueue:
-    """The one queue of an engine (created on first use, gone with the engine)."""
-    with _queues_lock:
-        q = _queues.get(engine)
-        if q is None:
-            q = _queues[engine] = GenerationQueue()
-        return q

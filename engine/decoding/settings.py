@@ -1,11 +1,10 @@
-"""Settings as objects: what one generation asks for, and how a model is run.
+"""What one generation asks for: the one request type, built at each edge and passed down.
 
 `GenerationRequest` carries everything a generation needs (prompt, drafter choice,
-lookahead, sampling, limits), so the CLI, the app, the benchmark and the server build one
-object and pass it down instead of spelling out a dozen keyword arguments each.
-`RuntimeParams` carries how models are run (context, batch, threads, GPU layers).
-`engine.generate(prompt, draft_model=..., lookahead=...)` stays the public convenience:
-it builds a request with `GenerationRequest.from_options`.
+lookahead policy, sampling, limits). The CLI, the app's views, the benchmark and the server
+build one and hand it down as is, to `Engine.stream` and on to `Decoder.run`. How models
+are run is `runtime.RuntimeParams`. `engine.generate(prompt, draft_model=..., lookahead=...)`
+stays the public convenience: it builds a request with `GenerationRequest.from_options`.
 """
 
 from __future__ import annotations
@@ -25,39 +24,6 @@ if TYPE_CHECKING:  # pragma: no cover
 
 DraftSpec = Union[str, "os.PathLike[str]", "Model", "Drafter", None]
 Prompt = Union[str, Sequence["Message"], Sequence[int]]
-
-
-@dataclass(frozen=True)
-class RuntimeParams:
-    """How models are loaded and run: one object for every constructor that needs it."""
-
-    n_ctx: int = 4096
-    n_batch: int = 512
-    n_threads: int | None = None  # None: the physical cores this process may use
-    n_gpu_layers: int | None = None  # None: all layers when llama.cpp can offload
-
-    def __post_init__(self) -> None:
-        for name, what in (("n_ctx", "the context size"), ("n_batch", "the batch size")):
-            v = getattr(self, name)
-            if not isinstance(v, int) or isinstance(v, bool) or v < 16:
-                raise TandemError(f"{what} ({name}) must be an integer of at least 16 tokens, got {v!r}")
-        if self.n_threads is not None and (not isinstance(self.n_threads, int) or self.n_threads < 1):
-            raise TandemError(f"n_threads must be a positive integer, got {self.n_threads!r}")
-
-    @property
-    def threads(self) -> int:
-        from ..models.hardware import physical_cores
-
-        return self.n_threads or physical_cores()
-
-
-def runtime_from(runtime: RuntimeParams | None = None, *, n_ctx: int | None = None, n_batch: int | None = None,
-                 n_threads: int | None = None, n_gpu_layers: int | None = None) -> RuntimeParams:
-    """`runtime` (or the defaults) with the loose keyword options an engine accepts laid over it."""
-    rt = runtime or RuntimeParams()
-    given = {k: v for k, v in (("n_ctx", n_ctx), ("n_batch", n_batch), ("n_threads", n_threads),
-                               ("n_gpu_layers", n_gpu_layers)) if v is not None}
-    return replace(rt, **given) if given else rt
 
 
 def check_prompt(prompt: object) -> Prompt:
@@ -88,35 +54,42 @@ def check_prompt(prompt: object) -> Prompt:
 class GenerationRequest:
     """One generation: prompt, drafter, lookahead, sampling and limits.
 
-    `lookahead` may be an int 0..16, "auto", a `Lookahead`, or a `LiveLookahead` handle that
-    another thread changes while the generation runs (the app's slider).
+    `lookahead` may be given as an int 0..16, "auto", a `Lookahead` policy, or a
+    `LiveLookahead` handle that another thread changes while the generation runs (the app's
+    slider); it is parsed once, here, into a policy object (or kept as the live handle).
     """
 
     prompt: Prompt
     draft: DraftSpec = None
-    lookahead: Any = 5
+    lookahead: Any = 5  # after __post_init__: a Lookahead policy or a LiveLookahead
     max_tokens: int = 512
     sampling: SamplingParams = GREEDY
     stop: tuple[str, ...] = ()
     chat: bool = False
     system: str | None = None
-    tag: str | None = None
-    extra: dict[str, Any] = field(default_factory=dict)  # free-form labels for the metrics log
+    tag: str | None = None  # the task label in the metrics log
+    # True when the policy was parsed here from an int or "auto": each run then gets a
+    # fresh copy (Auto keeps per-run probe state); a policy object given is used as is.
+    _parsed: bool = field(default=False, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         self.prompt = check_prompt(self.prompt)
         if not isinstance(self.max_tokens, int) or isinstance(self.max_tokens, bool) or self.max_tokens < 1:
             raise TandemError(f"max_tokens must be an integer >= 1, got {self.max_tokens!r}")
-        if not isinstance(self.lookahead, LiveLookahead):
+        if not isinstance(self.lookahead, (LiveLookahead, Lookahead)):
             try:
-                parse_lookahead(self.lookahead)  # validated whether or not a draft is given
+                self.lookahead = parse_lookahead(self.lookahead)
             except (TypeError, ValueError) as e:
                 raise TandemError(str(e)) from None
+            self._parsed = True
         if isinstance(self.stop, str):
             self.stop = (self.stop,)
-        self.stop = tuple(self.stop or ())
+        try:
+            self.stop = tuple(self.stop or ())
+        except TypeError:
+            raise TandemError(f"stop must be a string or a list of strings, not {type(self.stop).__name__}") from None
         if not all(isinstance(s, str) for s in self.stop):
-            raise TandemError("stop must be a list of strings")
+            raise TandemError("stop must be a string or a list of strings")
         if not isinstance(self.sampling, SamplingParams):
             raise TandemError("sampling must be an engine.SamplingParams")
 
@@ -143,14 +116,18 @@ class GenerationRequest:
         return cls(prompt, draft_model, lookahead, max_tokens, sampling, tuple(stop or ()), chat, system, tag)
 
     def live_lookahead(self) -> LiveLookahead:
-        """The handle the decoder reads each step (created from `lookahead` unless given)."""
+        """The handle the decoder reads each step: the one given, or a new one around this
+        request's policy (a fresh copy of a policy parsed here, so runs do not share state)."""
         if isinstance(self.lookahead, LiveLookahead):
             return self.lookahead
-        return LiveLookahead(parse_lookahead(self.lookahead))
+        return LiveLookahead(self.lookahead.fresh() if self._parsed else self.lookahead)
 
     def with_(self, **changes: Any) -> "GenerationRequest":
         """A copy with some fields changed (the race runs one request twice)."""
-        return replace(self, **changes)
+        copy = replace(self, **changes)
+        if "lookahead" not in changes:
+            copy._parsed = self._parsed
+        return copy
 
 
-__all__ = ["RuntimeParams", "GenerationRequest", "check_prompt", "DraftSpec", "Prompt", "MAX_LOOKAHEAD", "Lookahead"]
+__all__ = ["GenerationRequest", "check_prompt", "DraftSpec", "Prompt", "MAX_LOOKAHEAD", "Lookahead"]

@@ -18,7 +18,8 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from ..errors import Cancelled, TandemError
-from ..decoding.lookahead import MAX_LOOKAHEAD, CostModel, expected_tokens
+from ..decoding.cost_model import CostModel, expected_tokens
+from ..decoding.lookahead import MAX_LOOKAHEAD
 from ..resources import suites_dir
 
 SUITES_DIR = suites_dir()

@@ -23,7 +23,9 @@ from typing import Any, Callable
 
 from ..models import draft_variants
 from ..errors import Cancelled, TandemError
-from ..decoding.lookahead import MAX_LOOKAHEAD, Costs, Prediction
+from ..decoding.cost_model import Costs, Prediction
+from ..decoding.lookahead import MAX_LOOKAHEAD
+from ..decoding.runtime import RuntimeParams
 
 # The type each backend runs a small draft fastest in. CPU: measured on this project's
 # machines (x86, llama.cpp 0.3.36: the 0.5B from ~52 to ~87 tok/s); other backends: Q4_0 as
@@ -202,7 +204,7 @@ def measure_verify_curve(model: Any, prompt: list[int], sizes: tuple[int, ...] =
     sizes interleaved within each repetition so load changes hit them all; medians."""
     from ..decoding.llama import Context
 
-    ctx = Context(model, n_ctx=max(512, len(prompt) + max(sizes) + 8), n_threads=n_threads)
+    ctx = Context(model, RuntimeParams(n_ctx=max(512, len(prompt) + max(sizes) + 8), n_threads=n_threads))
     try:
         for _ in ctx.feed(prompt):
             pass

@@ -13,12 +13,12 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable
 
 from ..decoding.events import Event, RunStats
-from ..decoding.quality import Divergence, first_divergence
+from ..decoding.quality import Divergence
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..decoding.engine import Engine, GenerationResult
     from ..decoding.settings import GenerationRequest
-    from ..decoding.decoder import CancelToken
+    from ..decoding.cancel import CancelToken
 
 NOISE = 0.03  # single runs on a desktop differ by a few percent: closer than this is "the same"
 
@@ -82,8 +82,7 @@ def compare(engine: "Engine", prompt_tokens: list[int], base_tokens: list[int], 
         return Comparison(True, None)
     if not greedy:
         return Comparison(False, None)
-    remote = getattr(engine, "first_divergence", None)  # a target split over RPC workers (engine/serving/remote_engine.py)
-    div = remote(prompt_tokens, base_tokens, spec_tokens) if remote else first_divergence(engine.target, prompt_tokens, base_tokens, spec_tokens)
+    div = engine.first_divergence(prompt_tokens, base_tokens, spec_tokens)  # in the child for a split target
     return Comparison(div is None, div)
 
 

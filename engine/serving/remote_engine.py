@@ -26,9 +26,12 @@ from typing import Any, Callable, Iterator, Sequence
 from ..decoding import rpc_backend as rpc
 from ..decoding import rpc_backend as rpc_mod  # `rpc` is also RemoteEngine's keyword, as in Engine
 from ..decoding.engine import Engine
+from ..decoding.engine_api import BaseEngine
+from ..decoding.queue import GenerationQueue
 from ..errors import Cancelled, TandemError
 from ..decoding.events import Event
-from ..decoding.settings import GenerationRequest, RuntimeParams, runtime_from
+from ..decoding.runtime import RuntimeParams, runtime_from
+from ..decoding.settings import GenerationRequest
 
 DEFAULT_HANG_TIMEOUT_S = 30.0
 DEFAULT_CONNECT_TIMEOUT_S = 3.0
@@ -194,7 +197,7 @@ def _child_main(conn: Any, ctrl: Any, spec: dict) -> None:
 
 def _child_stream(eng: Any, req: GenerationRequest, send: Callable[[tuple], None], ctrl: Any) -> None:
     """Run one generation; a watcher applies the parent's cancel and lookahead changes."""
-    from ..decoding.decoder import CancelToken
+    from ..decoding.cancel import CancelToken
 
     while ctrl.poll():  # leftovers of an earlier generation
         ctrl.recv()
@@ -238,7 +241,7 @@ def _lost_endpoints(endpoints: Sequence[str], timeout: float) -> list[str]:
     return [ep for ep, d in zip(endpoints, flags) if d]
 
 
-class RemoteEngine:
+class RemoteEngine(BaseEngine):
     """`Engine(target, rpc=endpoints)` in a child process, with a parent-side proxy.
 
     `hang_timeout`: seconds without any event from the child (a token, a step, a progress
@@ -279,6 +282,7 @@ class RemoteEngine:
         self.load_timeout = max(self.hang_timeout, LOAD_TIMEOUT_S)
         self.on_lost: Callable[[RemoteWorkerLost], None] | None = None  # set once loaded: a failed load is its own error
         self._lock = threading.RLock()
+        self.queue = GenerationQueue()  # one generation at a time, as in a local Engine
         self._closed = False
         self._lost: RemoteWorkerLost | None = None
         ctx = mp.get_context("spawn")
@@ -298,14 +302,6 @@ class RemoteEngine:
         self.on_lost = on_lost
 
     # -- attributes the callers read ------------------------------------------------------------
-    @property
-    def n_ctx(self) -> int:
-        return self.runtime.n_ctx
-
-    @property
-    def n_batch(self) -> int:
-        return self.runtime.n_batch
-
     @property
     def closed(self) -> bool:
         return self._closed
@@ -471,8 +467,6 @@ class RemoteEngine:
             self._send(("decoder", str(draft_model) if isinstance(draft_model, os.PathLike) else draft_model))
             self._result(on_progress, timeout=self.load_timeout)
 
-    request = Engine.request  # checks only the arguments; no model needed
-
     def stream(self, prompt: Any, *, cancel: Any = None, **options: Any) -> Iterator[Event]:
         """The child's events as they come; checked here, before anything is sent."""
         from ..decoding.lookahead import LiveLookahead
@@ -489,7 +483,7 @@ class RemoteEngine:
         return self._stream(req, cancel, live)
 
     def _stream(self, req: GenerationRequest, cancel: Any, live: Any) -> Iterator[Event]:
-        with self._lock:
+        with self.queue.hold(), self._lock:
             self._check_open()
             self._send(("stream", req))
             sent_label = [live.label] if live is not None else None
@@ -545,8 +539,6 @@ class RemoteEngine:
                     except TandemError:
                         pass
 
-    generate = Engine.generate  # collects `self.stream`, exactly as a local engine does
-
     # -- ending -----------------------------------------------------------------------------------
     def _kill(self) -> None:
         if self._proc.is_alive():
@@ -575,9 +567,3 @@ class RemoteEngine:
                 c.close()
             except OSError:
                 pass
-
-    def __enter__(self) -> "RemoteEngine":
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.close()

@@ -28,7 +28,7 @@ from ...errors import TandemError
 from ...decoding.rpc_backend import RpcError
 from ...decoding.events import DoneEvent, TokenEvent
 from ...decoding.llama import Model
-from ...decoding.queue import GenerationQueue, QueueFull, queue_for
+from ...decoding.queue import GenerationQueue, QueueFull
 from . import wire
 from .bridge import Generation, GenerationFailed
 from .prom import ServerMetrics
@@ -128,7 +128,7 @@ def create_app(served: ServedModel, config: ServerConfig | None = None) -> FastA
     """The ASGI app for one served engine (the engine stays the caller's to close)."""
     config = config or ServerConfig()
     eng = served.engine
-    queue: GenerationQueue = queue_for(eng)
+    queue: GenerationQueue = eng.queue
     queue.max_waiting = config.max_waiting
     metrics = ServerMetrics(queue)
     app = FastAPI(title="Tandem", description="OpenAI-compatible local speculative decoding", version="1",

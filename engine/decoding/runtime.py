@@ -1,0 +1,48 @@
+"""How models are loaded and run: context, batch, threads, GPU layers, in one object.
+
+Every constructor that loads a model or makes a context takes a `RuntimeParams` (Model,
+Context, ModelDrafter, Decoder, Engine, the app's load worker), so a setting chosen at the
+edge reaches llama.cpp without being spelled out again on the way.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from ..errors import TandemError
+
+
+@dataclass(frozen=True)
+class RuntimeParams:
+    """How models are loaded and run: one object for every constructor that needs it."""
+
+    n_ctx: int = 4096
+    n_batch: int = 512
+    n_threads: int | None = None  # None: the physical cores this process may use
+    n_gpu_layers: int | None = None  # None: all layers when llama.cpp can offload
+
+    def __post_init__(self) -> None:
+        for name, what in (("n_ctx", "the context size"), ("n_batch", "the batch size")):
+            v = getattr(self, name)
+            if not isinstance(v, int) or isinstance(v, bool) or v < 16:
+                raise TandemError(f"{what} ({name}) must be an integer of at least 16 tokens, got {v!r}")
+        if self.n_threads is not None and (not isinstance(self.n_threads, int) or self.n_threads < 1):
+            raise TandemError(f"n_threads must be a positive integer, got {self.n_threads!r}")
+
+    @property
+    def threads(self) -> int:
+        from ..models.hardware import physical_cores
+
+        return self.n_threads or physical_cores()
+
+
+def runtime_from(runtime: RuntimeParams | None = None, *, n_ctx: int | None = None, n_batch: int | None = None,
+                 n_threads: int | None = None, n_gpu_layers: int | None = None) -> RuntimeParams:
+    """`runtime` (or the defaults) with the loose keyword options an engine accepts laid over it."""
+    rt = runtime or RuntimeParams()
+    given = {k: v for k, v in (("n_ctx", n_ctx), ("n_batch", n_batch), ("n_threads", n_threads),
+                               ("n_gpu_layers", n_gpu_layers)) if v is not None}
+    return replace(rt, **given) if given else rt
+
+
+__all__ = ["RuntimeParams", "runtime_from"]
