@@ -8,7 +8,8 @@
         print(srv.url)                          # http://127.0.0.1:8080, API under /v1
 
 Modules: `schemas` (request validation), `wire` (OpenAI response shapes, usage and
-timings), `bridge` (worker thread -> event loop), `prom` (/metrics), `app` (routes),
+timings), `bridge` (worker thread -> event loop), `prom` (/metrics), `app` (builds the app from
+`config`, `errors`, `generation`, `listing`, `middleware`),
 `runner` (uvicorn, foreground or on a thread). Qt-free. May import engine.decoding,
 engine.models and the top-level helpers.
 """

@@ -1,0 +1,94 @@
+"""OpenAI-shaped errors: the `ApiError` routes raise, the handlers that answer every failure
+(validation, unknown endpoint, a bug) in the same shape, and the API-key check."""
+
+from __future__ import annotations
+
+import hmac
+import logging
+from typing import Any, Awaitable, Callable
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from . import wire
+from .bridge import GenerationFailed
+
+log = logging.getLogger("tandem.server")
+
+
+class ApiError(Exception):
+    """An error answered with an OpenAI-shaped body."""
+
+    def __init__(self, status: int, message: str, *, type: str = "invalid_request_error", param: str | None = None,
+                 code: str | None = None, headers: dict[str, str] | None = None):
+        super().__init__(message)
+        self.status, self.body, self.headers = status, wire.error_body(message, type=type, param=param, code=code), headers
+
+
+def failure(e: GenerationFailed) -> ApiError:
+    """The answer to a generation that raised: 400 for bad input, 503 for a lost RPC worker
+    (retrying will not help until the server is restarted: no Retry-After), 500 for a bug."""
+    if e.lost_worker:
+        return ApiError(503, str(e), type="server_error", code="rpc_worker_lost")
+    return ApiError(400 if e.user else 500, str(e), type="invalid_request_error" if e.user else "server_error")
+
+
+def validation_message(err: dict[str, Any]) -> tuple[str, str | None]:
+    """One readable line (and the offending parameter) from pydantic's first error."""
+    loc = [x for x in err.get("loc", ()) if x != "body"]
+    param = "".join(f"[{x}]" if isinstance(x, int) else (f".{x}" if i else str(x)) for i, x in enumerate(loc)) or None
+    kind = err.get("type", "")
+    msg = str(err.get("msg", "invalid value"))
+    if kind == "json_invalid":
+        detail = (err.get("ctx") or {}).get("error", "")
+        return f"the request body is not valid JSON{f' ({detail})' if detail else ''}", None
+    if kind in ("model_attributes_type", "dict_type") and not loc:
+        return "the request body must be a JSON object, sent with 'Content-Type: application/json'", None
+    if kind == "missing":
+        return f"{param}: this field is required", param
+    msg = msg.removeprefix("Value error, ")
+    return (f"{param}: {msg}" if param else msg), param
+
+
+def install_error_handlers(app: FastAPI) -> None:
+    """Every error the app can meet is answered with OpenAI's error body, never a dead server."""
+
+    @app.exception_handler(ApiError)
+    async def _api_error(request: Request, e: ApiError) -> JSONResponse:
+        return JSONResponse(e.body, status_code=e.status, headers=e.headers)
+
+    @app.exception_handler(RequestValidationError)
+    async def _invalid(request: Request, e: RequestValidationError) -> JSONResponse:
+        errors = e.errors()
+        message, param = validation_message(errors[0]) if errors else ("invalid request", None)
+        return JSONResponse(wire.error_body(message, param=param, code="invalid_value"), status_code=400)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http(request: Request, e: StarletteHTTPException) -> JSONResponse:
+        message = {404: f"no such endpoint: {request.method} {request.url.path}",
+                   405: f"method {request.method} is not allowed on {request.url.path}"}.get(e.status_code, str(e.detail))
+        return JSONResponse(wire.error_body(message, code=str(e.status_code)), status_code=e.status_code)
+
+    @app.exception_handler(Exception)
+    async def _bug(request: Request, e: Exception) -> JSONResponse:
+        log.exception("request failed")
+        return JSONResponse(wire.error_body(f"internal error: {type(e).__name__}: {e}", type="server_error"), status_code=500)
+
+
+def key_check(config: Any) -> Callable[[Request], Awaitable[None]]:
+    """A FastAPI dependency: 401 unless the request carries 'Authorization: Bearer KEY' (no check while
+    `config.api_key` is unset; read per request, so a key set later applies at once)."""
+
+    async def check_key(request: Request) -> None:
+        api_key = config.api_key
+        if not api_key:
+            return
+        got = request.headers.get("authorization", "")
+        scheme, _, token = got.partition(" ")
+        if scheme.lower() != "bearer" or not hmac.compare_digest(token.strip().encode(), api_key.encode()):
+            raise ApiError(401, "missing or incorrect API key: send the header 'Authorization: Bearer KEY'",
+                           code="invalid_api_key")
+
+    return check_key

@@ -1,0 +1,161 @@
+"""`POST /v1/chat/completions` and `/v1/completions`: check the request, take a place in the
+engine's queue, and answer with one body or a stream of chunks."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from typing import Any, Callable, Union
+
+from fastapi import APIRouter, Depends, Request
+from fastapi.responses import JSONResponse, Response
+from sse_starlette import EventSourceResponse
+from starlette.concurrency import run_in_threadpool
+
+from ...errors import TandemError
+from ...decoding.rpc_backend import RpcError
+from ...decoding.events import DoneEvent, TokenEvent
+from ...decoding.queue import GenerationQueue, QueueFull
+from . import wire
+from .bridge import Generation, GenerationFailed
+from .config import ServedModel, ServerConfig
+from .errors import ApiError, failure
+from .listing import downloaded_pairs
+from .prom import ServerMetrics
+from .schemas import ChatCompletionRequest, CompletionRequest
+
+
+class Completions:
+    """One served engine's generation endpoints: the checks before a request queues, and its answer."""
+
+    def __init__(self, served: ServedModel, config: ServerConfig, queue: GenerationQueue, metrics: ServerMetrics):
+        self.served, self.config, self.queue, self.metrics = served, config, queue, metrics
+        self.eng = served.engine
+
+    def check_model(self, name: str | None) -> None:
+        if not name or name in self.served.names():
+            return
+        served = self.served
+        listed = {p["id"] for p in downloaded_pairs(set())} if self.config.list_catalog else set()
+        hint = (f"'{name}' is downloaded but not loaded: this server runs '{served.id}' (restart it with --pair {name})"
+                if name in listed else f"the model '{name}' does not exist here: this server runs '{served.id}'")
+        raise ApiError(400, hint, param="model", code="model_not_found")
+
+    def draft_spec(self, choice: str | None) -> Any:
+        choice = choice or self.served.default_draft
+        if choice == "model":
+            if not self.served.has_draft_model:
+                raise ApiError(400, "draft 'model': this server was started without a draft model; "
+                                    "use 'lookup' or 'none'", param="draft", code="invalid_value")
+            return self.served.draft
+        return "lookup" if choice == "lookup" else None
+
+    async def prompt_tokens(self, prompt: Any, chat: bool) -> int:
+        eng = self.eng
+        try:
+            n = len(await run_in_threadpool(eng.tokens_for, prompt, chat=chat))
+        except RpcError as e:  # the split target's worker is gone: the server's trouble, not the request's
+            raise failure(GenerationFailed(str(e), user=False, lost_worker=True))
+        except TandemError as e:
+            raise ApiError(400, str(e), param="messages" if chat else "prompt", code="invalid_value")
+        if n >= eng.n_ctx:
+            raise ApiError(400, f"the prompt is {n} tokens but the context holds {eng.n_ctx}: shorten it, "
+                                "or start the server with a larger --ctx", param="messages" if chat else "prompt",
+                           code="context_length_exceeded")
+        return n
+
+    async def generate(self, request: Request, req: Union[ChatCompletionRequest, CompletionRequest], kind: str) -> Response:
+        self.check_model(req.model)
+        eng, chat = self.eng, kind == "chat"
+        prompt: Any = req.engine_messages() if isinstance(req, ChatCompletionRequest) else req.text
+        n_prompt = await self.prompt_tokens(prompt, chat)
+        draft = self.draft_spec(req.draft)
+        lookahead = req.lookahead if req.lookahead is not None else self.served.lookahead
+        limit = req.token_limit or max(1, eng.n_ctx - n_prompt)
+        kw = dict(draft_model=draft, lookahead=lookahead if draft is not None else 0, max_tokens=limit,
+                  temperature=self.config.temperature if req.temperature is None else req.temperature,
+                  top_p=1.0 if req.top_p is None else req.top_p, top_k=req.top_k or 0, min_p=req.min_p or 0.0,
+                  seed=req.seed, stop=req.stop_list, chat=chat, tag="server")
+        request_id = uuid.uuid4().hex[:24]
+        try:
+            job = self.queue.submit("server", endpoint=kind, request_id=request_id, model=self.served.id)
+        except QueueFull as e:
+            raise ApiError(503, str(e), type="server_error", code="queue_full",
+                           headers={"Retry-After": str(e.retry_after_s)})
+        gen = Generation(self.queue, job, eng, prompt, **kw).start()
+        shape = wire.Shape(kind, request_id, self.served.id)
+        if req.stream:
+            return EventSourceResponse(self.stream(gen, shape, req), sep="\n")
+        return await self.complete(request, gen, shape, req)
+
+    async def complete(self, request: Request, gen: Generation, shape: wire.Shape, req: Any) -> Response:
+        """The whole answer in one body; a client that goes away cancels the generation."""
+        tokens: list[TokenEvent] = []
+        done: list[DoneEvent] = []
+
+        async def drain() -> None:
+            async for ev in gen:
+                if isinstance(ev, TokenEvent):
+                    tokens.append(ev)
+                else:
+                    done.append(ev)
+
+        task = asyncio.ensure_future(drain())
+        try:
+            while not task.done():
+                await asyncio.wait({task}, timeout=0.25)
+                if not task.done() and await request.is_disconnected():
+                    gen.cancel()  # nobody will read the answer: stop at the next step
+            task.result()
+        except GenerationFailed as e:
+            raise failure(e)
+        finally:
+            gen.cancel()
+        if not done:
+            raise ApiError(503, "the generation was cancelled before it started (the server is stopping)",
+                           type="server_error", code="cancelled")
+        outcome = wire.Outcome(done[0].stats, gen.prompt_evaluated)
+        self.metrics.observe(outcome.stats)
+        return JSONResponse(shape.full(done[0].text, outcome, tokens if req.provenance else None))
+
+    async def stream(self, gen: Generation, shape: wire.Shape, req: Any):
+        """Server-sent chunks as tokens arrive; a failure ends the stream with an error chunk."""
+        try:
+            if shape.chat:
+                yield {"data": wire.dumps(shape.chunk("", role=True))}
+            pending: list[TokenEvent] = []  # tokens whose text is still incomplete (split characters)
+            async for ev in gen:
+                if isinstance(ev, TokenEvent):
+                    pending.append(ev)
+                    if ev.text:
+                        text = "".join(t.text for t in pending)
+                        yield {"data": wire.dumps(shape.chunk(text, tokens=pending if req.provenance else None))}
+                        pending = []
+                else:
+                    outcome = wire.Outcome(ev.stats, gen.prompt_evaluated)
+                    self.metrics.observe(outcome.stats)
+                    yield {"data": wire.dumps(shape.final_chunk(outcome))}
+                    if req.include_usage:
+                        yield {"data": wire.dumps(shape.usage_chunk(outcome))}
+            yield {"data": "[DONE]"}
+        except GenerationFailed as e:
+            yield {"data": wire.dumps(failure(e).body)}
+        finally:
+            gen.cancel()  # a client that went away stops its generation at the next step
+
+
+def completions_router(completions: Completions, check_key: Callable[..., Any]) -> APIRouter:
+    """The two generation endpoints (with their unversioned aliases), behind the key check."""
+    router = APIRouter(dependencies=[Depends(check_key)])
+
+    @router.post("/v1/chat/completions")
+    @router.post("/chat/completions", include_in_schema=False)
+    async def chat_completions(request: Request, body: ChatCompletionRequest) -> Response:
+        return await completions.generate(request, body, "chat")
+
+    @router.post("/v1/completions")
+    @router.post("/completions", include_in_schema=False)
+    async def text_completions(request: Request, body: CompletionRequest) -> Response:
+        return await completions.generate(request, body, "text")
+
+    return router
