@@ -21,7 +21,7 @@ from . import appearance, help_menu, theme
 from .download_job import DownloadStatus
 from .history import History
 from .session import Session
-from .views.chat_view import ChatView
+from .views.chat import ChatView
 from .widgets.elided_label import ElidedLabel
 from .widgets.live_label import pin_size
 
@@ -145,21 +145,11 @@ class MainWindow(QMainWindow):
 
     # -- layout --------------------------------------------------------------------------
     def _build(self) -> None:
+        """Banners above, the page list and the pages, the status bar; shortcuts and menus."""
         central = QWidget()
         outer = QVBoxLayout(central)
         outer.setContentsMargins(0, 0, 0, 0)
-        self.welcome = WelcomeBanner()
-        self.welcome.button.clicked.connect(self.download_recommended)
-        self.welcome.cancel.clicked.connect(lambda: self.session.downloads.cancel())
-        self.session.downloads.changed.connect(self.welcome.show_download)
-        outer.addWidget(self.welcome)
-        self.history_notice = QLabel()
-        self.history_notice.setObjectName("historyNotice")
-        self.history_notice.setWordWrap(True)
-        self.history_notice.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
-        self.history_notice.setStyleSheet("padding: 6px; background: rgba(230,81,0,0.15);")
-        self.history_notice.hide()
-        outer.addWidget(self.history_notice)
+        self._build_banners(outer)
         body = QHBoxLayout()
         outer.addLayout(body, 1)
         self.nav = QListWidget()
@@ -172,12 +162,43 @@ class MainWindow(QMainWindow):
         body.addWidget(self.stack, 1)
         self.setCentralWidget(central)
         self.setMinimumSize(MIN_WIDTH, MIN_HEIGHT)  # half of a 1920-px screen, with room to spare
+        self._build_pages()
+        self._build_status_bar()
+        QShortcut(QKeySequence("Ctrl+N"), self, activated=self._new_chat).setWhatsThis("New chat")
+        QShortcut(QKeySequence("Ctrl+L"), self, activated=self._focus_prompt).setWhatsThis("Go to the chat's prompt box")
+        for i, name in enumerate(PAGES):
+            QShortcut(QKeySequence(f"Ctrl+{i + 1}"), self,
+                      activated=lambda i=i: self.nav.setCurrentRow(i)).setWhatsThis(f"Show {name}")
+        self._build_menus()
+        from .views.settings_view import theme_choice
 
+        app = QApplication.instance()
+        if app is not None and theme_choice(self.settings) != "system":
+            appearance.apply(app, theme_choice(self.settings))  # type: ignore[arg-type]
+        self.apply_theme()
+
+    def _build_banners(self, outer: QVBoxLayout) -> None:
+        """The first-run download banner and the damaged-history notice."""
+        self.welcome = WelcomeBanner()
+        self.welcome.button.clicked.connect(self.download_recommended)
+        self.welcome.cancel.clicked.connect(lambda: self.session.downloads.cancel())
+        self.session.downloads.changed.connect(self.welcome.show_download)
+        outer.addWidget(self.welcome)
+        self.history_notice = QLabel()
+        self.history_notice.setObjectName("historyNotice")
+        self.history_notice.setWordWrap(True)
+        self.history_notice.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.history_notice.setStyleSheet("padding: 6px; background: rgba(230,81,0,0.15);")
+        self.history_notice.hide()
+        outer.addWidget(self.history_notice)
+
+    def _build_pages(self) -> None:
+        """Chat, Race, Models, Bench and Settings in the stack, their notices to the status bar."""
         self.chat = ChatView(self.session, self.history)
         self.chat.message.connect(self.notify)
         self.chat.error.connect(self.show_error)
         self.views: dict[str, QWidget] = {"Chat": self.chat}
-        from .views.race_view import RaceView
+        from .views.race import RaceView
         from .views.models import ModelsView
         from .views.bench_view import BenchView
 
@@ -185,7 +206,7 @@ class MainWindow(QMainWindow):
         self.views["Models"] = ModelsView(self.session, self.catalog, self.hw)
         self.views["Bench"] = BenchView(self.session)
         self.views["Bench"].useSetting.connect(self.use_chat_setting)
-        from .views.settings_view import SettingsView, performance, theme_choice
+        from .views.settings_view import SettingsView, performance
 
         self.settings_view = SettingsView(self.settings, cores=self.hw.cores_physical, gpu=bool(self.hw.gpus))
         self.settings_view.themeChanged.connect(self.set_theme)
@@ -202,6 +223,8 @@ class MainWindow(QMainWindow):
         self.nav.currentRowChanged.connect(self.stack.setCurrentIndex)
         self.nav.setCurrentRow(0)
 
+    def _build_status_bar(self) -> None:
+        """The pair, load progress, busy job, live speed, hardware and the server switch."""
         sb = self.statusBar()
         # Elided, with the whole text as tooltip: a long pair title or GPU name never widens the window.
         self.hw_label = ElidedLabel(self._hw_text(), min_chars=10)
@@ -233,17 +256,6 @@ class MainWindow(QMainWindow):
         self.server_switch.message.connect(self.notify)
         self.server_switch.error.connect(self.show_error)
         sb.addPermanentWidget(self.server_switch)
-
-        QShortcut(QKeySequence("Ctrl+N"), self, activated=self._new_chat).setWhatsThis("New chat")
-        QShortcut(QKeySequence("Ctrl+L"), self, activated=self._focus_prompt).setWhatsThis("Go to the chat's prompt box")
-        for i, name in enumerate(PAGES):
-            QShortcut(QKeySequence(f"Ctrl+{i + 1}"), self,
-                      activated=lambda i=i: self.nav.setCurrentRow(i)).setWhatsThis(f"Show {name}")
-        self._build_menus()
-        app = QApplication.instance()
-        if app is not None and theme_choice(self.settings) != "system":
-            appearance.apply(app, theme_choice(self.settings))  # type: ignore[arg-type]
-        self.apply_theme()
 
     def _build_menus(self) -> None:
         """File (Quit) and Help (every shortcut, collected from the window; About)."""

@@ -15,6 +15,7 @@ from typing import Any
 from PySide6.QtCore import QObject, QThread, Signal, Slot
 
 from engine.models import store
+from engine.decoding.settings import RuntimeParams
 from engine.models.catalog import PairSpec
 
 from . import workers
@@ -115,8 +116,7 @@ class Session(QObject):
             self.loadFailed.emit(f"cannot load a pair while {self._busy} is running")
             return
         self.n_ctx = self._context_for(Path(target), n_ctx if n_ctx is not None else self.default_n_ctx())
-        engine_kw = {k: v for k, v in (("n_threads", self.n_threads), ("n_gpu_layers", self.n_gpu_layers)) if v is not None}
-        w = workers.LoadWorker(str(target), str(draft) if isinstance(draft, Path) else draft, n_ctx=self.n_ctx, **engine_kw)
+        w = workers.LoadWorker(str(target), str(draft) if isinstance(draft, Path) else draft, self.runtime())
         if self.rpc_endpoints:  # [rpc] the target goes to the workers, in a child process
             w = self._remote_loader(w)
         w.progress.connect(self.loadProgress)
@@ -125,6 +125,11 @@ class Session(QObject):
         w.loaded.connect(self._loaded)
         self._loader = w
         self.run(w, "loading")
+
+    def runtime(self) -> RuntimeParams:
+        """How the next load runs its models: the context chosen for it, Settings' threads
+        and GPU layers (None: the engine's defaults)."""
+        return RuntimeParams(n_ctx=self.n_ctx, n_threads=self.n_threads, n_gpu_layers=self.n_gpu_layers)
 
     def default_n_ctx(self) -> int:
         """The context length chosen in Settings (QSettings "performance/n_ctx"; 0 or missing = 4096)."""
@@ -193,7 +198,8 @@ class Session(QObject):
         a worker lost later ends that child process, not the app."""
         from .rpc_loading import RemoteLoadWorker
 
-        return RemoteLoadWorker(local.target, local.draft, list(self.rpc_endpoints), n_ctx=local.n_ctx,
+        # The context only: threads and GPU layers in Settings are this machine's, not the workers'.
+        return RemoteLoadWorker(local.target, local.draft, list(self.rpc_endpoints), RuntimeParams(n_ctx=local.runtime.n_ctx),
                                 on_lost=self._remote_lost)
 
     def _remote_lost(self, error: Exception) -> None:

@@ -14,11 +14,14 @@ import threading
 import time
 import traceback
 from contextlib import contextmanager
-from typing import Any, Callable, Iterator
+from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 from PySide6.QtCore import QObject, Qt, QThread, Signal, Slot
 
 from engine.errors import Cancelled, TandemError
+
+if TYPE_CHECKING:  # pragma: no cover
+    from engine import GenerationRequest, RuntimeParams
 
 log = logging.getLogger("tandem.app")
 # How often a generating worker hands its tokens and steps to the GUI thread: ~12 times a
@@ -228,16 +231,16 @@ class LoadWorker(Worker):
     progress = Signal(str, float)
     loaded = Signal(object)  # engine.Engine
 
-    def __init__(self, target: str, draft: Any, *, n_ctx: int = 4096, **engine_kw: Any):
+    def __init__(self, target: str, draft: Any, runtime: "RuntimeParams"):
         super().__init__()
-        self.target, self.draft, self.n_ctx = target, draft, n_ctx
-        self.engine_kw = engine_kw  # more Engine arguments (n_threads, n_gpu_layers from Settings)
+        self.target, self.draft = target, draft
+        self.runtime = runtime  # context, threads and GPU layers (Settings and the model bar)
 
     def open_engine(self, on_progress: Callable[[float], bool]) -> Any:
         """The target, loaded here (app/rpc_loading.py loads it over RPC workers instead)."""
         from engine import Engine
 
-        return Engine(self.target, n_ctx=self.n_ctx, on_progress=on_progress, **self.engine_kw)
+        return Engine(self.target, runtime=self.runtime, on_progress=on_progress)
 
     def work(self) -> None:
         def cb(label: str) -> Callable[[float], bool]:
@@ -268,13 +271,15 @@ class GenerationWorker(EngineWorker):
     prefill = Signal(int, int)
     done = Signal(object)  # DoneEvent
 
-    def __init__(self, engine: Any, prompt: Any, *, draft: Any, lookahead: Any, **settings: Any):
+    def __init__(self, engine: Any, request: "GenerationRequest"):
         super().__init__()
-        from engine import GenerationRequest, LiveLookahead
+        from engine import LiveLookahead
 
         self.engine = engine
-        self.live = LiveLookahead(lookahead)  # the slider and Auto switch change this, mid-answer
-        self.request = GenerationRequest.from_options(prompt, draft_model=draft, lookahead=self.live, **settings)
+        if not isinstance(request.lookahead, LiveLookahead):  # the view passes one; a test may not
+            request = request.with_(lookahead=LiveLookahead(request.lookahead))
+        self.request = request
+        self.live: LiveLookahead = request.lookahead  # the slider and Auto switch change this, mid-answer
 
     def set_lookahead(self, value: Any) -> None:
         """From the GUI thread: applies from the next step."""
@@ -318,12 +323,10 @@ class RaceWorker(EngineWorker):
     side_done = Signal(str, object)  # side, DoneEvent
     result = Signal(object)  # dict: both results, speedups, identical, divergence, headline (and "race": RaceResult)
 
-    def __init__(self, engine: Any, prompt: Any, *, draft: Any, lookahead: Any, **settings: Any):
+    def __init__(self, engine: Any, request: "GenerationRequest"):
         super().__init__()
-        from engine import GenerationRequest
-
         self.engine = engine
-        self.request = GenerationRequest.from_options(prompt, draft_model=draft, lookahead=lookahead, tag="race", **settings)
+        self.request = request  # run twice by engine.measure.racing.race: target alone, then with the drafter
         self._side = ""
         self._toks: _Coalescer | None = None
         self._steps: _Coalescer | None = None

@@ -218,9 +218,9 @@ def test_long_chat_drops_the_oldest_turns_and_says_so(qtbot, tmp_path, monkeypat
 
     orig = workers.GenerationWorker.__init__
 
-    def spy(self, engine, prompt, **kw):
-        sent.append((prompt, kw.get("system")))
-        orig(self, engine, prompt, **kw)
+    def spy(self, engine, request):
+        sent.append((request.prompt, request.system))
+        orig(self, engine, request)
 
     monkeypatch.setattr(workers.GenerationWorker, "__init__", spy)
     notices = []

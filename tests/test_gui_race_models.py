@@ -17,7 +17,7 @@ from PySide6.QtGui import QDropEvent  # noqa: E402
 from app.session import Session  # noqa: E402
 from app.views.models import ModelsView  # noqa: E402
 from app.views.models.pairs import PairsModel  # noqa: E402
-from app.views.race_view import RaceView  # noqa: E402
+from app.views.race import RaceView  # noqa: E402
 from engine.models import catalog as catalog_mod  # noqa: E402
 from engine.models import download, store  # noqa: E402
 from engine.decoding.events import TokenEvent  # noqa: E402

@@ -16,6 +16,8 @@ from app import workers  # noqa: E402
 from app.session import Session  # noqa: E402
 from app.widgets.charts import LiveCharts  # noqa: E402
 from app.widgets.server_switch import ServerSwitch  # noqa: E402
+from engine.decoding.settings import GenerationRequest  # noqa: E402
+
 pytestmark = pytest.mark.gui
 MSGS = [{"role": "user", "content": "the value of"}]
 
@@ -69,7 +71,7 @@ def test_chat_and_server_requests_queue_behind_each_other(qtbot, loaded):
     q.add_listener(lambda job, ev: order.append(job.source) if ev.kind == "prefill" and ev.done == 0 else None)
     blocker = q.submit("test", bounded=False)
     q.wait_turn(blocker)
-    w = workers.GenerationWorker(session.engine, MSGS, draft=None, lookahead=0, max_tokens=6, chat=True)
+    w = workers.GenerationWorker(session.engine, GenerationRequest.from_options(MSGS, lookahead=0, max_tokens=6, chat=True))
     answers: list = []
     w.done.connect(answers.append)
     session.run(w, "chat")
@@ -94,7 +96,7 @@ def test_a_chat_stopped_while_waiting_ends_as_a_stopped_answer(qtbot, loaded):
     session, _, _ = loaded
     q = session.engine.queue
     with q.turn(q.submit("test", bounded=False)):  # holds the engine, as a running answer would
-        w = workers.GenerationWorker(session.engine, MSGS, draft=None, lookahead=0, max_tokens=6, chat=True)
+        w = workers.GenerationWorker(session.engine, GenerationRequest.from_options(MSGS, lookahead=0, max_tokens=6, chat=True))
         answers: list = []
         w.done.connect(answers.append)
         session.run(w, "chat")
@@ -136,7 +138,7 @@ def test_a_race_or_benchmark_holds_the_queue_and_a_server_request_waits_for_it(q
     blocker = q.submit("test", bounded=False)
     q.wait_turn(blocker)
     if kind == "race":
-        w = workers.RaceWorker(session.engine, "the value of", draft="lookup", lookahead=2, max_tokens=8)
+        w = workers.RaceWorker(session.engine, GenerationRequest.from_options("the value of", draft_model="lookup", lookahead=2, max_tokens=8))
         w.result.connect(lambda r: ended.append(r))
     else:
         from engine.measure import bench
@@ -170,7 +172,7 @@ def test_a_race_cancelled_while_it_waits_for_the_queue_ends_quietly(qtbot, loade
     session, _, _ = loaded
     q = session.engine.queue
     with q.turn(q.submit("test", bounded=False)):  # holds the engine, as a running answer would
-        w = workers.RaceWorker(session.engine, "the value of", draft="lookup", lookahead=2, max_tokens=8)
+        w = workers.RaceWorker(session.engine, GenerationRequest.from_options("the value of", draft_model="lookup", lookahead=2, max_tokens=8))
         failed: list = []
         w.failed.connect(failed.append)
         session.run(w, "race")

@@ -361,7 +361,7 @@ def test_switching_chats_clears_the_charts_of_the_last_run(qtbot, make_window, t
     _click_row(qtbot, chat.conv_list, row)
     assert chat.conversation_id == old.id
     assert len(chat.charts.series) == 0, "the charts still show the other chat's run"
-    from app.views.chat_view import stats_text
+    from app.views.chat import stats_text
 
     assert chat.stats_label.text() == stats_text(w.history.messages(old.id)[-1].stats), "its stored summary instead"
 

@@ -21,6 +21,7 @@ from app.widgets.charts import MAX_K, REDRAW_MS, ROLLING, LiveCharts, StepSeries
 from app.widgets.provenance import COLOURS  # noqa: E402
 from app.widgets.transcript import Transcript, spans_from_tokens  # noqa: E402
 from engine.decoding.events import StepEvent  # noqa: E402
+from engine.decoding.settings import GenerationRequest  # noqa: E402
 
 
 def tok(text: str, prov: str) -> SimpleNamespace:
@@ -298,7 +299,7 @@ def test_tokens_before_a_long_pause_reach_the_gui_within_a_frame_or_two(qtbot, m
         return note
 
     if kind == "chat":
-        w = workers.GenerationWorker(_PausingEngine(), "hi", draft=None, lookahead=0, max_tokens=4)
+        w = workers.GenerationWorker(_PausingEngine(), GenerationRequest.from_options("hi", lookahead=0, max_tokens=4))
         w.tokens.connect(receiver("tokens"))
         w.done.connect(receiver("done"))
     else:
@@ -309,7 +310,7 @@ def test_tokens_before_a_long_pause_reach_the_gui_within_a_frame_or_two(qtbot, m
                 on_event("target", ev)
 
         monkeypatch.setattr(racing, "race", fake_race)
-        w = workers.RaceWorker(_PausingEngine(), "hi", draft=None, lookahead=0, max_tokens=4)
+        w = workers.RaceWorker(_PausingEngine(), GenerationRequest.from_options("hi", lookahead=0, max_tokens=4))
         w.tokens.connect(receiver("tokens"))
         w.side_done.connect(receiver("done"))
     w.finished.connect(receiver("finished"))

@@ -308,12 +308,12 @@ def test_engine_stream_with_an_endless_template_warns_and_generates(models_dir, 
 def test_app_generation_worker_finishes_on_a_hostile_template(models_dir, vocab):
     pytest.importorskip("PySide6")
     from app.workers import GenerationWorker
-    from engine import Engine
+    from engine import Engine, GenerationRequest
 
     path = _hostile_model(models_dir, vocab, "doubling", HOSTILE["nested list"])
     eng = Engine(path, n_ctx=256, metrics_log=False)
     try:
-        w = GenerationWorker(eng, MSGS, draft=None, lookahead=0, max_tokens=3, chat=True)
+        w = GenerationWorker(eng, GenerationRequest.from_options(MSGS, lookahead=0, max_tokens=3, chat=True))
         done, failed = [], []
         w.done.connect(done.append)
         w.failed.connect(failed.append)

@@ -116,11 +116,17 @@ class BenchView(QWidget):
         self._pair_changed()
 
     def _build(self) -> None:
+        """The settings column (suites, run options, buttons, progress) | results and charts."""
         root = QHBoxLayout(self)
         split = QSplitter(Qt.Orientation.Horizontal)
         root.addWidget(split)
-        left = QWidget()
-        ll = QVBoxLayout(left)
+        split.addWidget(self._build_settings())
+        split.addWidget(self._build_results())
+        split.setSizes([300, 900])
+        split.setStretchFactor(0, 0)  # a narrower window takes room from the settings, not the results
+        split.setStretchFactor(1, 1)
+
+    def _build_suites(self) -> QGroupBox:
         box = QGroupBox("Suites")
         bl = QVBoxLayout(box)
         self.suites = QListWidget()
@@ -136,8 +142,10 @@ class BenchView(QWidget):
         add.clicked.connect(lambda: self.add_suite_file())
         bl.addWidget(self.suites)
         bl.addWidget(add)
-        ll.addWidget(box)
+        return box
 
+    def _build_options(self) -> QGroupBox:
+        """Modes, the lookahead sweep, repetitions, prompts per suite, max tokens."""
         opts = QGroupBox("Run")
         form = QFormLayout(opts)
         form.setRowWrapPolicy(QFormLayout.RowWrapPolicy.WrapLongRows)  # labels above their fields when narrow
@@ -168,7 +176,14 @@ class BenchView(QWidget):
         self.max_tokens.setRange(8, 4096)
         self.max_tokens.setValue(128)
         form.addRow("Max tokens", self.max_tokens)
-        ll.addWidget(opts)
+        return opts
+
+    def _build_settings(self) -> QWidget:
+        """Suites and options, the time estimate, Run / Cancel / Export, and the progress."""
+        left = QWidget()
+        ll = QVBoxLayout(left)
+        ll.addWidget(self._build_suites())
+        ll.addWidget(self._build_options())
         self.estimate_label = QLabel("")
         self.estimate_label.setObjectName("benchEstimate")
         self.estimate_label.setWordWrap(True)
@@ -200,10 +215,9 @@ class BenchView(QWidget):
         ll.addWidget(self.progress)
         ll.addWidget(self.progress_label)
         ll.addStretch(1)
-        split.addWidget(left)
+        return left
 
-        right = QWidget()
-        rl = QVBoxLayout(right)
+    def _build_table(self) -> QTableView:
         self.model = ResultsModel()
         self.table = QTableView()
         self.table.setModel(self.model)
@@ -218,12 +232,10 @@ class BenchView(QWidget):
         self.table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
         self.table.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
         self.table.selectionModel().selectionChanged.connect(lambda *_: self._sync())
-        self.use_btn = QPushButton("Use this setting in Chat")
-        self.use_btn.setToolTip("Set Chat's drafter and lookahead to the selected row's")
-        self.use_btn.clicked.connect(lambda: self.use_selected())
-        self.note = QLabel("Wall × = target alone's time ÷ this time, prompt in to last token out; Decode × = tok/s "
-                           "÷ target alone's, same prompt and repetition (medians; ranges on hover).")
-        self.note.setWordWrap(True)
+        return self.table
+
+    def _build_charts(self) -> QWidget:
+        """tok/s and acceptance against the lookahead, side by side."""
         self.charts = QWidget()
         charts = QHBoxLayout(self.charts)
         charts.setContentsMargins(0, 0, 0, 0)
@@ -237,6 +249,20 @@ class BenchView(QWidget):
             p.setMinimumHeight(220)
             charts.addWidget(p)
         self.acc_plot.setYRange(0, 1.05)
+        return self.charts
+
+    def _build_results(self) -> QWidget:
+        """The results table, "Use this setting in Chat", and the charts."""
+        right = QWidget()
+        rl = QVBoxLayout(right)
+        self._build_table()
+        self.use_btn = QPushButton("Use this setting in Chat")
+        self.use_btn.setToolTip("Set Chat's drafter and lookahead to the selected row's")
+        self.use_btn.clicked.connect(lambda: self.use_selected())
+        self.note = QLabel("Wall × = target alone's time ÷ this time, prompt in to last token out; Decode × = tok/s "
+                           "÷ target alone's, same prompt and repetition (medians; ranges on hover).")
+        self.note.setWordWrap(True)
+        self._build_charts()
         self.plot_note = QLabel("")
         self.plot_note.setWordWrap(True)
         self.plot_note.hide()
@@ -247,10 +273,7 @@ class BenchView(QWidget):
         rl.addLayout(use_row)
         rl.addWidget(self.plot_note)
         rl.addWidget(self.charts, 2)
-        split.addWidget(right)
-        split.setSizes([300, 900])
-        split.setStretchFactor(0, 0)  # a narrower window takes room from the settings, not the results
-        split.setStretchFactor(1, 1)
+        return right
 
     def set_dark(self, dark: bool) -> None:
         bg = theme.palette(dark).chart_bg

@@ -1,0 +1,126 @@
+"""The chat's conversation list: search, open, rename, delete, and starting a new chat."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from PySide6.QtCore import Qt
+from PySide6.QtWidgets import QInputDialog, QListWidgetItem, QMenu, QMessageBox
+
+from ...history import HistoryError
+from ...relative_time import absolute_date, relative_date
+from .format import stats_text
+
+
+class ConversationsMixin:
+    """ChatView's conversation list behaviour (the list itself is built in layout.py)."""
+
+    def refresh_conversations(self) -> None:
+        """The chat list, newest first: each row its title and when it was last used."""
+        current = self.conversation_id
+        self.conv_list.blockSignals(True)
+        self.conv_list.clear()
+        try:
+            convs = self.history.conversations(self.search.text())
+        except HistoryError as e:
+            convs = []
+            self.message.emit(str(e))
+        for c in convs:
+            item = QListWidgetItem(f"{c.title}\n{relative_date(c.updated)}")
+            item.setData(Qt.ItemDataRole.UserRole, c.id)
+            item.setToolTip(f"{c.title}\nlast used {absolute_date(c.updated)}")
+            self.conv_list.addItem(item)
+            if c.id == current:
+                self.conv_list.setCurrentItem(item)
+        self.conv_list.blockSignals(False)
+
+    def _conversation_selected(self, item: QListWidgetItem | None, _prev: Any = None) -> None:
+        if item is None:
+            return
+        if self.worker is not None:
+            self.message.emit("Stop the running answer before switching conversations")
+            return
+        self.charts.reset()  # step data is not stored: the charts show only a live answer
+        self.open_conversation(int(item.data(Qt.ItemDataRole.UserRole)))
+
+    def _conversation_clicked(self, item: QListWidgetItem) -> None:
+        """A click on the row that is already current (currentItemChanged stays silent)."""
+        if int(item.data(Qt.ItemDataRole.UserRole)) != self.conversation_id:
+            self._conversation_selected(item)
+
+    def _conversation_actions(self, menu: QMenu) -> QMenu:
+        """Rename, Delete and Export of the open chat, for the context menu and the More button."""
+        menu.addAction("Rename…", self.rename_conversation)
+        menu.addAction("Export as Markdown…", lambda: self.export_conversation())
+        menu.addSeparator()
+        menu.addAction("Delete…", self.delete_conversation)
+        return menu
+
+    def _conversation_menu(self, pos: Any) -> None:
+        item = self.conv_list.itemAt(pos)
+        if item is None:
+            return
+        if int(item.data(Qt.ItemDataRole.UserRole)) != self.conversation_id:
+            self._conversation_selected(item)
+            if int(item.data(Qt.ItemDataRole.UserRole)) != self.conversation_id:
+                return  # not opened (an answer is streaming): act on nothing
+            self.conv_list.setCurrentItem(item)
+        self.context_menu = self._conversation_actions(QMenu(self))
+        self.context_menu.popup(self.conv_list.viewport().mapToGlobal(pos))
+
+    def open_conversation(self, conversation_id: int) -> None:
+        self.conversation_id = conversation_id
+        conv = self.history.get(conversation_id)
+        if conv is not None:
+            self.system.setPlainText(conv.system_prompt)
+        try:
+            msgs = self.history.messages(conversation_id)
+        except HistoryError as e:  # a damaged page: say so where the conversation would be
+            self.transcript.set_messages([])
+            self.transcript.setPlainText(f"⚠ This conversation could not be read.\n\n{e}")
+            self.stats_label.clear()
+            return
+        self.transcript.set_messages(msgs)
+        last = next((m for m in reversed(msgs) if m.role == "assistant" and m.stats), None)
+        self.stats_label.setText(stats_text(last.stats) if last and last.stats else "")
+        self._clear_notes()
+
+    def new_conversation(self) -> None:
+        if self.worker is not None:
+            return
+        self.conversation_id = None
+        self.transcript.set_messages([])
+        self.stats_label.clear()
+        self._clear_notes()
+        self.charts.reset()
+        self.conv_list.blockSignals(True)
+        self.conv_list.setCurrentRow(-1)  # so a click on the previous chat is a change again
+        self.conv_list.blockSignals(False)
+        self.prompt.setFocus()
+
+    def _clear_notes(self) -> None:
+        """Notes about the last answer belong to it: another conversation starts without them."""
+        for label in (self.auto_note, self.context_note):
+            label.clear()
+            label.hide()
+        self.meter.schedule()
+
+    def rename_conversation(self) -> None:
+        if self.conversation_id is None:
+            return
+        conv = self.history.get(self.conversation_id)
+        title, ok = QInputDialog.getText(self, "Rename conversation", "Title", text=conv.title if conv else "")
+        if ok and title.strip():
+            self.history.rename(self.conversation_id, title)
+            self.refresh_conversations()
+
+    def delete_conversation(self) -> None:
+        if self.conversation_id is None or self.worker is not None:
+            return
+        conv = self.history.get(self.conversation_id)
+        if QMessageBox.question(self, "Delete conversation", f"Delete “{conv.title if conv else ''}”?") != QMessageBox.StandardButton.Yes:
+            return
+        self.history.delete(self.conversation_id)
+        self.new_conversation()
+        self.refresh_conversations()
+

@@ -1,0 +1,187 @@
+"""The chat page's parts, built once: the conversation list (left), the transcript with the
+prompt under it (middle), and the generation settings with the live charts (the drawer)."""
+
+from __future__ import annotations
+
+from PySide6.QtCore import Qt, QTimer
+from PySide6.QtWidgets import (
+    QCheckBox, QDoubleSpinBox, QFormLayout, QGroupBox, QHBoxLayout, QLabel, QLineEdit, QListWidget, QMenu,
+    QPlainTextEdit, QPushButton, QSpinBox, QVBoxLayout, QWidget,
+)
+
+from ...widgets.attachments import AttachmentChips, FileDropFilter, PromptEdit
+from ...widgets.charts import LiveCharts
+from ...widgets.live_label import LiveLabel
+from ...widgets.live_stats import REFRESH_MS
+from ...widgets.lookahead_control import LookaheadControl
+from ...widgets.model_bar import ModelBar
+from ...widgets.provenance import Legend
+from ...widgets.token_meter import TokenMeter
+from ...widgets.transcript import Transcript
+
+
+class LayoutMixin:
+    """Builds ChatView's widgets; the behaviour lives in the other mixins of this package."""
+
+    def _build_conversations(self) -> QWidget:
+        """Search, the chat list, New chat and More."""
+        left = QWidget()
+        ll = QVBoxLayout(left)
+        self.search = QLineEdit()
+        self.search.setPlaceholderText("Search conversations")
+        self.search.setClearButtonEnabled(True)
+        self.search.textChanged.connect(self.refresh_conversations)
+        self.conv_list = QListWidget()
+        self.conv_list.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        self.conv_list.setTextElideMode(Qt.TextElideMode.ElideRight)
+        self.conv_list.currentItemChanged.connect(self._conversation_selected)
+        self.conv_list.itemClicked.connect(self._conversation_clicked)
+        self.conv_list.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
+        self.conv_list.customContextMenuRequested.connect(self._conversation_menu)
+        self.conv_list.currentItemChanged.connect(lambda *_: self._drop_edit_notice())
+        btns = QHBoxLayout()
+        self.new_btn = QPushButton("New chat")
+        self.new_btn.setToolTip("New chat (Ctrl+N)")
+        self.new_btn.clicked.connect(self.new_conversation)
+        self.more_btn = QPushButton("More")
+        self.more_btn.setToolTip("Rename, delete or export the open chat (also: right-click a chat)")
+        self.more_btn.setMenu(self._conversation_actions(QMenu(self.more_btn)))
+        for button in (self.new_btn, self.more_btn):
+            button.setMinimumWidth(button.sizeHint().width())  # the list narrows, its buttons never clip
+        btns.addWidget(self.new_btn, 1)
+        btns.addWidget(self.more_btn)
+        ll.addWidget(self.search)
+        ll.addWidget(self.conv_list, 1)
+        ll.addLayout(btns)
+        return left
+
+    def _build_transcript(self) -> None:
+        """The transcript and the notes under it (stats, Auto, context, prefill, editing)."""
+        self.legend = Legend()
+        self.legend.toggled.connect(lambda on: self.transcript.set_show_provenance(on))
+        self.transcript = Transcript()
+        self.transcript.notice.connect(self.message)
+        self.transcript.messageAction.connect(self._on_message_action)
+        # Rewritten 4 times a second while streaming: a LiveLabel repaints itself without a
+        # relayout of the panes; a long line wraps instead of widening the window.
+        self.stats_label = LiveLabel("")
+        self.stats_label.setObjectName("answerStats")
+        self.prefill_label = QLabel("")
+        self.prefill_label.hide()
+        self.edit_label = QLabel("Editing a message: Send replaces it and drops everything after it. "
+                                 "<a href='cancel'>Cancel edit</a>")
+        self.edit_label.setObjectName("editNotice")
+        self.edit_label.setWordWrap(True)
+        self.edit_label.linkActivated.connect(lambda _href: self.cancel_edit())
+        self.edit_label.hide()
+        self._stats_timer = QTimer(self)
+        self._stats_timer.setInterval(REFRESH_MS)
+        self._stats_timer.timeout.connect(self._show_live_stats)
+        self.auto_note = QLabel("")  # why Auto drafted nothing in the last answer (numbers on hover)
+        self.auto_note.setObjectName("autoNote")
+        self.context_note = QLabel("")  # earlier messages left out to fit the context
+        self.context_note.setObjectName("contextNote")
+        for note in (self.auto_note, self.context_note):
+            note.setWordWrap(True)
+            note.hide()
+            note.setStyleSheet("font-style: italic;")
+
+    def _build_prompt(self) -> None:
+        """The prompt box, its attachments and token meter, and the buttons under it."""
+        self.attachments = AttachmentChips()
+        self.attachments.changed.connect(self._schedule_meter)
+        self.prompt = PromptEdit()
+        self.prompt.filesArrived.connect(self.attach_files)
+        self.prompt.textChanged.connect(self._schedule_meter)
+        self._drop_filter = FileDropFilter(self.attach_files, self)
+        self.transcript.setAcceptDrops(True)
+        self.transcript.viewport().setAcceptDrops(True)
+        self.transcript.viewport().installEventFilter(self._drop_filter)
+        self.meter = TokenMeter(self._measure_prompt)
+        self.prompt.setPlaceholderText("Ask something…  (Ctrl+Enter to send, Esc to stop)")
+        self.prompt.setMaximumHeight(120)
+        self.attach_btn = QPushButton("Attach file…")
+        self.attach_btn.setToolTip("Add text files as context (or drop them on the chat, or paste copied files)")
+        self.attach_btn.clicked.connect(self.choose_attachments)  # no-argument slot: clicked(bool) is not a path
+        self.export_btn = QPushButton("Export…")
+        self.export_btn.setToolTip("Save the conversation or the last answer as Markdown")
+        menu = QMenu(self.export_btn)
+        menu.addAction("Whole conversation…", lambda: self.export_conversation())
+        menu.addAction("Last answer…", lambda: self.export_answer())
+        self.export_btn.setMenu(menu)
+        self.copy_btn = QPushButton("Copy answer")
+        self.copy_btn.clicked.connect(self.copy_last_answer)
+        self.stop_btn = QPushButton("Stop")
+        self.stop_btn.clicked.connect(self.stop)
+        self.send_btn = QPushButton("Send")
+        self.send_btn.setDefault(True)
+        self.send_btn.clicked.connect(self.send)
+
+    def _build_answer_column(self) -> QWidget:
+        """The middle column: model bar, legend, transcript, notes, prompt, buttons."""
+        self.model_bar = ModelBar(self.session)
+        self._build_transcript()
+        self._build_prompt()
+        mid = QWidget()
+        ml = QVBoxLayout(mid)
+        for w in (self.model_bar, self.legend):
+            ml.addWidget(w)
+        ml.addWidget(self.transcript, 1)
+        for w in (self.stats_label, self.auto_note, self.context_note, self.prefill_label, self.edit_label, self.prompt):
+            ml.addWidget(w)
+        under_prompt = QHBoxLayout()  # attachment chips, then the token meter at the right
+        under_prompt.addWidget(self.attachments, 1)
+        under_prompt.addStretch(0)
+        under_prompt.addWidget(self.meter)
+        ml.addLayout(under_prompt)
+        row = QHBoxLayout()
+        for w in (self.attach_btn, self.export_btn, self.copy_btn):
+            row.addWidget(w)
+        row.addStretch(1)
+        row.addWidget(self.stop_btn)
+        row.addWidget(self.send_btn)
+        ml.addLayout(row)
+        return mid
+
+    def _build_settings_panel(self) -> QWidget:
+        """Lookahead, sampling, limits and the system prompt, then the live charts."""
+        right = QWidget()
+        rl = QVBoxLayout(right)
+        box = QGroupBox("Generation")
+        form = QFormLayout(box)
+        self.drafter = self.model_bar.draft  # one drafter control: the model bar's Draft box
+        self.lookahead = LookaheadControl(value="auto")
+        self.lookahead.changed.connect(self._lookahead_changed)
+        self.temperature = QDoubleSpinBox()
+        self.temperature.setRange(0.0, 2.0)
+        self.temperature.setSingleStep(0.1)
+        self.temperature.setToolTip("0 = greedy: speculative output is then identical to the target's own")
+        self.top_p = QDoubleSpinBox()
+        self.top_p.setRange(0.05, 1.0)
+        self.top_p.setSingleStep(0.05)
+        self.top_p.setValue(1.0)
+        self.seed = QSpinBox()
+        self.seed.setRange(-1, 2**31 - 1)
+        self.seed.setValue(-1)
+        self.seed.setSpecialValueText("random")
+        self.max_tokens = QSpinBox()
+        self.max_tokens.setRange(1, 32768)
+        self.max_tokens.setValue(512)
+        self.max_tokens.valueChanged.connect(self._schedule_meter)
+        self.system = QPlainTextEdit()
+        self.system.setPlaceholderText("System prompt (optional)")
+        self.system.setMaximumHeight(70)
+        self.system.textChanged.connect(self._schedule_meter)
+        form.addRow(self.lookahead)
+        for label, w in (("Temperature", self.temperature), ("Top-p", self.top_p), ("Seed", self.seed),
+                         ("Max tokens", self.max_tokens), ("System", self.system)):
+            form.addRow(label, w)
+        rl.addWidget(box)
+        self.charts_toggle = QCheckBox("Live charts")
+        self.charts_toggle.setChecked(True)
+        self.charts_toggle.setToolTip("Hidden charts cost no drawing time while an answer streams")
+        self.charts_toggle.toggled.connect(self.set_charts_visible)
+        self.charts = LiveCharts()
+        rl.addWidget(self.charts_toggle)
+        rl.addWidget(self.charts, 1)
+        return right

@@ -1,0 +1,238 @@
+"""Race: the same prompt and settings through the target alone, then target + drafter, one
+after the other on the same device, streamed side by side; then a synchronised replay of
+both from their recorded token timestamps, and the honest result from engine.race (the
+speedup, or "about the same" when nothing was drafted or the gap is noise; acceptance,
+tokens per step, first-token latency, and whether the outputs are identical). The page
+assembles its parts: layout, verdict and replaying in this package."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from PySide6.QtCore import QTimer, Signal
+from PySide6.QtWidgets import QHBoxLayout, QVBoxLayout, QWidget
+
+from ... import workers
+from ...replay import ReplayClock, live_rate
+from ...session import Session
+from ...widgets.live_stats import REFRESH_MS
+from ...widgets.provenance import Legend
+from .layout import SIDES, SPEEDUP_DEFINITION, LayoutMixin
+from .replaying import ReplayMixin
+from .verdict import VerdictMixin
+
+FRAME_MS = 33  # replay at ~30 fps
+
+
+class RaceView(LayoutMixin, VerdictMixin, ReplayMixin, QWidget):
+    message = Signal(str)
+    error = Signal(str)
+    raceFinished = Signal(object)  # the RaceWorker's result dict
+    replayFinished = Signal()
+
+    def __init__(self, session: Session, parent: QWidget | None = None):
+        super().__init__(parent)
+        self.session = session
+        self.worker: workers.RaceWorker | None = None
+        self.result: dict[str, Any] | None = None
+        self.tokens: dict[str, list] = {s: [] for s in SIDES}
+        self.done: dict[str, Any] = {}
+        self.dark = False
+        # replay state
+        self._replay_timer = QTimer(self)
+        self._replay_timer.setInterval(FRAME_MS)
+        self._replay_timer.timeout.connect(self._replay_tick)
+        self._replay: ReplayClock | None = None
+        self.replay_frames = 0
+        # The live tok/s of the running side, rewritten a few times a second rather than per
+        # token: a label's new text re-lays out the window, which would take CPU from the
+        # compute threads the figure measures.
+        self._live_side = ""
+        self._live_timer = QTimer(self)
+        self._live_timer.setInterval(REFRESH_MS)
+        self._live_timer.timeout.connect(self._show_live_speed)
+        self._race_lookahead: Any = "auto"
+        self._race_temperature = 0.0
+        self._build()
+        # Bound methods, not lambdas: PySide6 runs a lambda slot in the emitting thread, and
+        # these signals may come from a worker thread; a QObject's method is queued to ours.
+        session.busyChanged.connect(self._session_changed)
+        session.pairChanged.connect(self._session_changed)
+        self._sync_buttons()
+
+    # -- layout --------------------------------------------------------------------------
+    def _build(self) -> None:
+        """Prompt and settings, the legend, the two panes, the replay row, the result."""
+        root = QVBoxLayout(self)
+        root.setSpacing(8)
+        top = QHBoxLayout()
+        top.addLayout(self._build_prompt_column(), 1)
+        top.addWidget(self._build_settings())
+        root.addLayout(top)
+        legend_row = QHBoxLayout()
+        legend_row.addWidget(Legend(show_toggle=False))
+        root.addLayout(legend_row)
+        root.addLayout(self._build_panes(), 1)
+        root.addLayout(self._build_replay_row())
+        root.addWidget(self._build_result())
+
+    def set_dark(self, dark: bool) -> None:
+        self.dark = dark
+        self.bars.update()
+        self._colour_speedup()
+
+    # -- state ---------------------------------------------------------------------------
+    @property
+    def running(self) -> bool:
+        return self.worker is not None
+
+    @property
+    def replaying(self) -> bool:
+        return self._replay_timer.isActive()
+
+    def _has_draft_model(self) -> bool:
+        pair = self.session.pair
+        return pair is not None and pair.draft not in (None, "lookup")
+
+    def _session_changed(self, *_: Any) -> None:
+        self._sync_buttons()
+
+    def _sync_buttons(self) -> None:
+        running = self.running
+        loaded = self.session.engine is not None
+        self.start_btn.setEnabled(not running and loaded and not self.session.busy)
+        self.stop_btn.setEnabled(running or self.replaying)
+        self.replay_btn.setEnabled(not running and self.result is not None)
+        has_draft = self._has_draft_model()
+        item = self.drafter.model().item(0)
+        if item is not None:
+            item.setEnabled(has_draft)
+        if not has_draft and self.drafter.currentData() == "model" and self.session.pair is not None:
+            self.drafter.setCurrentIndex(1)
+        if running:
+            return
+        if not loaded:
+            self.status.setText("Load a pair in Models first.")
+        elif self.session.busy and self.session.busy != "race":
+            self.status.setText(f"Waiting: {self.session.busy} is running.")
+        elif not self.status.text() or self.status.text().startswith(("Load a pair", "Waiting")):
+            self.status.setText("Ready.")
+
+    def _draft_spec(self) -> Any:
+        if self.drafter.currentData() == "lookup" or not self._has_draft_model():
+            return "lookup"
+        return self.session.pair.draft  # type: ignore[union-attr]
+
+    # -- the race ------------------------------------------------------------------------
+    def start(self) -> None:
+        text = self.prompt.toPlainText().strip()
+        if not text:
+            self.message.emit("Type a prompt for the race first")
+            return
+        if self.session.engine is None:
+            self.error.emit("No model loaded: pick a pair in Models first")
+            return
+        if self.session.busy or self.running:
+            self.message.emit(f"Busy: {self.session.busy or 'race'}")
+            return
+        self.stop_replay()
+        self._reset_results()
+        draft = self._draft_spec()
+        self._race_lookahead = self.lookahead.value()
+        self.panes["speculative"].subtitle.setText(
+            "prompt lookup proposes, target verifies" if draft == "lookup" else "draft model proposes, target verifies")
+        from engine import GenerationRequest
+
+        request = GenerationRequest.from_options(
+            text, draft_model=draft, lookahead=self._race_lookahead, max_tokens=self.max_tokens.value(),
+            temperature=self.temperature.value(), chat=self.chat.isChecked(), tag="race",
+        )
+        w = workers.RaceWorker(self.session.engine, request)
+        self._race_temperature = self.temperature.value()
+        w.started_side.connect(self._on_started_side)
+        w.tokens.connect(self._on_tokens)
+        w.side_done.connect(self._on_side_done)
+        w.result.connect(self._on_result)
+        w.failed.connect(self._on_failed)
+        w.finished.connect(self._on_finished)
+        self.worker = w
+        try:
+            self.session.run(w, "race")
+        except RuntimeError as e:  # someone else became busy in between
+            self.worker = None
+            self.error.emit(str(e))
+            return
+        self.status.setText("Running target alone…")
+        self._sync_buttons()
+
+    def stop(self) -> None:
+        if self.worker is not None:
+            self.worker.cancel()
+            self.status.setText("Stopping…")
+        elif self.replaying:
+            self.stop_replay()
+
+    def shutdown(self) -> None:
+        self.stop_replay()
+        if self.worker is not None:
+            self.worker.cancel()
+
+    def _reset_results(self) -> None:
+        self.result = None
+        self.done = {}
+        self.tokens = {s: [] for s in SIDES}
+        for p in self.panes.values():
+            p.clear()
+        for lab in self.metric_labels.values():
+            lab.setText("–")
+        self.speedup_label.setText("–")
+        self.speedup_detail.setText(SPEEDUP_DEFINITION)
+        self.speedup_hint.setText("")
+        self._colour_speedup()
+        self.identical_label.setText("")
+        self.replay_label.setText("")
+        self.bars.clear()
+
+    def _on_started_side(self, side: str) -> None:
+        self.status.setText("Running target alone…" if side == "target" else "Running target + draft…")
+        self.panes[side].status.setText("running…")
+
+    def _on_tokens(self, side: str, tokens: list) -> None:
+        self.tokens[side].extend(tokens)
+        self.panes[side].append(tokens)
+        self._live_side = side
+        if not self._live_timer.isActive():
+            self._live_timer.start()
+
+    def _show_live_speed(self) -> None:
+        side = self._live_side
+        rate = live_rate(self.tokens[side]) if side else 0.0
+        if rate > 0 and side not in self.done:
+            self.panes[side].speed.setText(f"{rate:.1f} tok/s")
+            self.session.liveSpeed.emit(rate)
+
+    def _on_side_done(self, side: str, ev: Any) -> None:
+        self.done[side] = ev
+        st = ev.stats
+        pane = self.panes[side]
+        pane.speed.setText(f"{st.decode_tokens_per_s:.1f} tok/s")
+        pane.status.setText(self._side_summary(st))
+        self._fill_metrics(side, st)
+        if side == "target":
+            self.bars.set_values(target=st.decode_tokens_per_s)
+
+    def _on_failed(self, msg: str) -> None:
+        self.status.setText("The race failed.")
+        self.error.emit(msg)
+
+    def _on_finished(self) -> None:
+        self.worker = None
+        self._live_timer.stop()
+        self._live_side = ""
+        self.session.liveSpeed.emit(0.0)
+        if self.result is None and not self.status.text().startswith("The race failed"):
+            self.status.setText("Stopped." if self.done or any(self.tokens.values()) else "Ready.")
+        self._sync_buttons()
+        if self.result is not None:
+            self.replay()
+

@@ -1,0 +1,94 @@
+"""The race's verdict: each side's summary and metrics, the headline speedup with its reason,
+the speed bars' colour, and whether the outputs are identical."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ... import theme
+
+
+class VerdictMixin:
+    """RaceView's result box, filled from engine.measure.racing's RaceResult."""
+
+    @staticmethod
+    def _side_summary(st: Any) -> str:
+        parts = [f"{st.generated_tokens} tokens in {st.wall_s:.2f} s", f"first token {st.time_to_first_token_s:.2f} s"]
+        if st.drafted:
+            parts.append(f"acceptance {st.acceptance_rate:.0%}")
+            parts.append(f"{st.mean_tokens_per_step:.2f} tokens/step")
+        if st.finish_reason == "cancelled":
+            parts.append("stopped")
+        return " · ".join(parts)
+
+    def _fill_metrics(self, side: str, st: Any) -> None:
+        vals = {
+            "tok_s": f"{st.decode_tokens_per_s:.1f} tok/s",
+            "ttft": f"{st.time_to_first_token_s * 1000:.0f} ms",
+            "acceptance": f"{st.acceptance_rate:.0%}" if st.drafted else "–",
+            "per_step": f"{st.mean_tokens_per_step:.2f}",
+            "tokens": str(st.generated_tokens),
+            "wall": f"{st.wall_s:.2f} s",
+        }
+        for key, text in vals.items():
+            self.metric_labels[(key, side)].setText(text)
+
+    def _on_result(self, r: dict) -> None:
+        self.result = r
+        race = r["race"]  # engine.race.RaceResult
+        base, spec = race.target.stats, race.speculative.stats
+        big, _, why = race.headline.partition(": ")
+        self.speedup_label.setText(big)
+        self.speedup_detail.setText(race.detail)
+        self.speedup_hint.setText(self._hint(why, race))
+        self._colour_speedup()
+        self.bars.set_values(target=base.decode_tokens_per_s, speculative=spec.decode_tokens_per_s)
+        self.identical_label.setText(self._identical_text(r))
+        self.status.setText("Done. Replaying both runs side by side…")
+        self.raceFinished.emit(r)
+
+    def _hint(self, why: str, race: Any) -> str:
+        """The headline's reason, and what to try when drafting lost."""
+        spec = race.speculative.stats
+        hint = why[:1].upper() + why[1:] + "." if why else ""
+        if spec.drafted and race.wall_speedup < 1.0 and not race.about_the_same:
+            tip = "Try another drafter." if self._race_lookahead == "auto" else "Try Auto lookahead or another drafter."
+            hint = (hint + " " if hint else "") + (
+                f"Each target pass yielded {spec.mean_tokens_per_step:.2f} tokens on average. {tip}")
+        elif spec.drafted and not why:
+            hint = f"Each target pass yielded {spec.mean_tokens_per_step:.2f} tokens on average."
+        return hint
+
+    def _identical_text(self, r: dict) -> str:
+        if r.get("identical"):
+            good = theme.palette(self.dark).good
+            return (f"<b style='color:{good}'>✓ Identical output.</b> Target + draft wrote exactly the tokens the "
+                    "target alone wrote.")
+        base, spec = r["target"], r["speculative"]
+        if self._race_temperature > 0:
+            return ("<b>Outputs differ</b>, as expected when sampling (temperature &gt; 0): speculative sampling "
+                    "keeps the target's distribution, not its exact text. Use temperature 0 to check exactness.")
+        div = r.get("divergence")
+        if div is None:
+            n = min(len(base.tokens), len(spec.tokens))
+            return (f"<b>Outputs differ in length only:</b> the first {n} tokens are identical "
+                    f"({len(base.tokens)} vs {len(spec.tokens)} tokens).")
+        model = getattr(self.session.engine, "target", None)
+        try:
+            text = div.describe(model)
+        except Exception:  # the engine may be gone; the ids still say it
+            text = div.describe(None)
+        pal = theme.palette(self.dark)
+        colour = pal.near_tie if div.within_noise else pal.bad
+        head = "Near-tie divergence" if div.within_noise else "Outputs differ"
+        return f"<b style='color:{colour}'>✗ {head}.</b> {text.replace('<', '&lt;')}"
+
+    def _colour_speedup(self) -> None:
+        """Green for a real gain, orange for a loss, no colour when it is about the same."""
+        race = (self.result or {}).get("race")
+        colour = ""
+        if race is not None and not race.about_the_same and race.wall_speedup > 0:
+            pal = theme.palette(self.dark)
+            colour = pal.good if race.wall_speedup > 1.0 else pal.warn
+        self.speedup_label.setStyleSheet(f"color: {colour};" if colour else "")
+
