@@ -13,6 +13,7 @@ from gguf import GGMLQuantizationType as T
 
 from engine.models import draft_variants
 from engine.decoding import llama
+from engine.decoding import quantize as quantize_mod
 from engine.measure import optimize
 from engine.decoding.engine import Engine
 from engine.models.catalog import CatalogError
@@ -26,7 +27,7 @@ CURVE = {1: 0.030, 2: 0.040, 3: 0.054, 4: 0.066, 5: 0.075, 6: 0.090, 8: 0.120}  
 
 @pytest.fixture(scope="module")
 def q4_draft(tiny_draft, tmp_path_factory) -> Path:
-    return llama.quantize(tiny_draft, tmp_path_factory.mktemp("q") / "draft.q4_0.gguf", "q4_0")
+    return quantize_mod.quantize(tiny_draft, tmp_path_factory.mktemp("q") / "draft.q4_0.gguf", "q4_0")
 
 
 # -- quantising ---------------------------------------------------------------------------------
@@ -56,15 +57,15 @@ def test_requantised_draft_keeps_greedy_output_identical(tiny_target, q4_draft, 
 
 
 def test_quantize_errors_are_one_clear_line(tiny_target, q4_draft, tmp_path):
-    with pytest.raises(llama.QuantizeError, match="unknown quantisation type 'q4_7'"):
-        llama.quantize(tiny_target, tmp_path / "x.gguf", "q4_7")
-    with pytest.raises(llama.QuantizeError, match="requantizing from type q4_0 is disabled"):
-        llama.quantize(q4_draft, tmp_path / "y.gguf", "q8_0", allow_requantize=False)
+    with pytest.raises(quantize_mod.QuantizeError, match="unknown quantisation type 'q4_7'"):
+        quantize_mod.quantize(tiny_target, tmp_path / "x.gguf", "q4_7")
+    with pytest.raises(quantize_mod.QuantizeError, match="requantizing from type q4_0 is disabled"):
+        quantize_mod.quantize(q4_draft, tmp_path / "y.gguf", "q8_0", allow_requantize=False)
     with pytest.raises(ModelFileError, match="no such file|not found|does not exist"):
-        llama.quantize(tmp_path / "missing.gguf", tmp_path / "z.gguf", "q4_0")
+        quantize_mod.quantize(tmp_path / "missing.gguf", tmp_path / "z.gguf", "q4_0")
     assert not list(tmp_path.iterdir()), "a failed quantisation leaves no file, partial or whole"
     # allowed: a quantised file requantised to another type
-    out = llama.quantize(q4_draft, tmp_path / "q8.gguf", "q8_0", allow_requantize=True)
+    out = quantize_mod.quantize(q4_draft, tmp_path / "q8.gguf", "q8_0", allow_requantize=True)
     assert optimize.file_type_name(read_header(out)) == "q8_0"
 
 

@@ -67,7 +67,7 @@ def _bundled_rpc_split_matches_local(exe: Path, target: Path, env: dict, log_pat
     """The frozen app runs a split target in a spawned child (engine/serving/remote_engine.py): that
     needs the launcher's freeze_support() and the bundled libggml-rpc. A bundled worker
     serves it, and the output equals the same model loaded locally."""
-    from engine.decoding.llama import supports_rpc
+    from engine.decoding.ggml_devices import supports_rpc
 
     if not supports_rpc():
         return  # a build without -DGGML_RPC=ON: tests/test_rpc.py says so as skips

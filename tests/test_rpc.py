@@ -23,7 +23,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def _has_rpc() -> bool:
     try:
-        from engine.decoding.llama import supports_rpc
+        from engine.decoding.ggml_devices import supports_rpc
 
         return supports_rpc()
     except Exception:
@@ -214,7 +214,7 @@ def test_greedy_split_over_two_workers_and_cpu_equals_local(workers, split_targe
     prompt = "the value of the"
     expected, eng = _local_tokens_then_split_engine(split_target, prompt, workers)
     try:
-        log = "".join(llama._log_tail)
+        log = "".join(llama.log_tail)
         for w in workers:  # both workers really hold weights
             assert f"RPC0[{w.endpoint}] model buffer size" in log, log[-2000:]
         shares = eng.rpc.placement(5).shares

@@ -52,9 +52,9 @@ def quantize(src: Path, dst: Path, ftype: str = "Q4_K_M") -> Path:
     import llama_cpp
 
     from engine.models.hardware import physical_cores
-    from engine.decoding.llama import _ensure_backend
+    from engine.decoding.llama import ensure_backend
 
-    _ensure_backend()  # routes llama.cpp's per-tensor log lines away from the terminal
+    ensure_backend()  # routes llama.cpp's per-tensor log lines away from the terminal
     params = llama_cpp.llama_model_quantize_default_params()
     params.ftype = getattr(llama_cpp, f"LLAMA_FTYPE_MOSTLY_{ftype}")
     params.nthread = physical_cores()

@@ -81,7 +81,7 @@ def run_checks() -> list[Check]:
 
 def _rpc_check() -> Check:
     """Is llama.cpp's RPC backend in this build (`tandem worker`, `--rpc`)? Informational."""
-    from ..decoding.llama import supports_rpc
+    from ..decoding.ggml_devices import supports_rpc
     from ..decoding.rpc_backend import PROTO
 
     if supports_rpc():

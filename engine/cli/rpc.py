@@ -60,7 +60,7 @@ def add_rpc_option(p: argparse.ArgumentParser) -> None:
 
 
 def cmd_worker(args: argparse.Namespace) -> int:
-    from ..decoding.llama import supports_rpc
+    from ..decoding.ggml_devices import supports_rpc
 
     if not supports_rpc():
         raise rpc.RpcError("this llama.cpp build has no RPC backend: rebuild it with packaging/install_llama_cpp.sh "

@@ -26,7 +26,7 @@ import llama_cpp  # noqa: E402  (after our imports so import errors name our mod
 
 _backend_lock = threading.Lock()
 _backend_ready = False
-_log_tail: deque[str] = deque(maxlen=40)
+log_tail: deque[str] = deque(maxlen=40)
 _verbose = bool(os.environ.get("TANDEM_DEBUG"))
 
 
@@ -37,14 +37,15 @@ def _log_callback(level: int, text: bytes, user_data: ctypes.c_void_p) -> None:
         line = text.decode("utf-8", errors="replace")
     except Exception:  # pragma: no cover - defensive, callbacks must not raise
         return
-    _log_tail.append(line)
+    log_tail.append(line)
     if _verbose:
         import sys
 
         sys.stderr.write(line)
 
 
-def _ensure_backend() -> None:
+def ensure_backend() -> None:
+    """Initialise llama.cpp once per process, with its log routed to `log_tail`."""
     global _backend_ready
     with _backend_lock:
         if not _backend_ready:
@@ -53,14 +54,15 @@ def _ensure_backend() -> None:
             _backend_ready = True
 
 
-def _recent_log_errors() -> str:
-    lines = [ln.strip() for ln in _log_tail if ln.strip()]
+def recent_log_errors() -> str:
+    """The most telling recent llama.cpp log line (an error if there is one), for messages."""
+    lines = [ln.strip() for ln in log_tail if ln.strip()]
     interesting = [ln for ln in lines if any(w in ln.lower() for w in ("error", "failed", "invalid", "unknown", "not "))]
     return (interesting or lines)[-1] if (interesting or lines) else ""
 
 
 def supports_gpu_offload() -> bool:
-    _ensure_backend()
+    ensure_backend()
     return bool(llama_cpp.llama_supports_gpu_offload())
 
 
@@ -101,7 +103,7 @@ class Model:
         self.path = Path(path)
         n_gpu_layers = (runtime or RuntimeParams()).n_gpu_layers
         self.header: GGUFHeader = validate_file(self.path)
-        _ensure_backend()
+        ensure_backend()
         if n_gpu_layers is None:
             n_gpu_layers = -1 if llama_cpp.llama_supports_gpu_offload() else 0
         self.n_gpu_layers = n_gpu_layers
@@ -133,12 +135,12 @@ class Model:
 
             self._progress_cb = llama_cpp.llama_progress_callback(_progress)
             params.progress_callback = self._progress_cb
-        _log_tail.clear()
+        log_tail.clear()
         self._model = llama_cpp.llama_model_load_from_file(os.fsencode(self.path), params)
         if not self._model:
             if cancelled:
                 raise Cancelled(f"{self.path}: loading cancelled")
-            detail = _recent_log_errors() or "unsupported or damaged model"
+            detail = recent_log_errors() or "unsupported or damaged model"
             raise ModelLoadError(f"{self.path}: llama.cpp could not load the model ({detail})")
         self._vocab = llama_cpp.llama_model_get_vocab(self._model)
         self.n_vocab: int = llama_cpp.llama_vocab_n_tokens(self._vocab)
@@ -251,10 +253,10 @@ class Context:
         params.n_threads = threads
         params.n_threads_batch = threads
         params.no_perf = True
-        _log_tail.clear()
+        log_tail.clear()
         self._ctx = llama_cpp.llama_init_from_model(model._model, params)
         if not self._ctx:
-            detail = _recent_log_errors() or "out of memory?"
+            detail = recent_log_errors() or "out of memory?"
             raise ModelLoadError(f"{model.path}: could not create a context of {n_ctx} tokens ({detail})")
         self.n_ctx: int = llama_cpp.llama_n_ctx(self._ctx)
         # llama.cpp caps its batch at the context it asked for (n_ctx 64 -> batch 64, context padded
@@ -395,214 +397,3 @@ def load_model(path: str | os.PathLike[str], **kw: object) -> Model:
     if not p.exists():
         raise ModelFileError(f"{p}: no such file")
     return Model(p, **kw)  # type: ignore[arg-type]
-
-
-# -- llama.cpp RPC (ggml-rpc) ----------------------------------------------------------------
-# llama-cpp-python does not bind ggml's backend registry or the RPC backend; both are
-# exported by the bundled libggml / libggml-rpc (built with -DGGML_RPC=ON), so we bind the
-# few functions we need here, next to every other llama.cpp call.
-
-GGML_DEV_TYPES = {0: "CPU", 1: "GPU", 2: "iGPU", 3: "accelerator", 4: "meta"}
-
-
-def supports_rpc() -> bool:
-    """True when this llama.cpp build has the RPC backend (-DGGML_RPC=ON)."""
-    _ensure_backend()
-    return bool(llama_cpp.llama_supports_rpc()) and _ggml_libs() is not None
-
-
-class _GgmlLibs:
-    """The bound functions of libggml (registry, devices, abort hook) and libggml-rpc."""
-
-    def __init__(self, ggml: ctypes.CDLL, rpc: ctypes.CDLL):
-        vp, sz, cp = ctypes.c_void_p, ctypes.c_size_t, ctypes.c_char_p
-        self.ggml, self.rpc = ggml, rpc
-        sig = {
-            (ggml, "ggml_backend_dev_count"): ([], sz),
-            (ggml, "ggml_backend_dev_get"): ([sz], vp),
-            (ggml, "ggml_backend_dev_name"): ([vp], cp),
-            (ggml, "ggml_backend_dev_description"): ([vp], cp),
-            (ggml, "ggml_backend_dev_type"): ([vp], ctypes.c_int),
-            (ggml, "ggml_backend_dev_memory"): ([vp, ctypes.POINTER(sz), ctypes.POINTER(sz)], None),
-            (ggml, "ggml_backend_dev_backend_reg"): ([vp], vp),
-            (ggml, "ggml_backend_reg_name"): ([vp], cp),
-            (ggml, "ggml_backend_reg_dev_count"): ([vp], sz),
-            (ggml, "ggml_backend_reg_dev_get"): ([vp, sz], vp),
-            (ggml, "ggml_set_abort_callback"): ([vp], vp),
-            (rpc, "ggml_backend_rpc_add_server"): ([cp], vp),
-            (rpc, "ggml_backend_rpc_start_server"): ([cp, cp, sz, sz, ctypes.POINTER(vp)], None),
-        }
-        for (lib, name), (args, res) in sig.items():
-            fn = getattr(lib, name)
-            fn.argtypes, fn.restype = args, res
-
-
-_libs: _GgmlLibs | None = None
-_libs_tried = False
-
-
-def _ggml_libs() -> _GgmlLibs | None:
-    """libggml and libggml-rpc from llama_cpp/lib, or None when this build has no RPC."""
-    global _libs, _libs_tried
-    if _libs_tried:
-        return _libs
-    _libs_tried = True
-    libdir = Path(llama_cpp.__file__).parent / "lib"
-
-    def first(stem: str) -> ctypes.CDLL | None:
-        for name in (f"lib{stem}.so", f"lib{stem}.dylib", f"{stem}.dll"):
-            if (libdir / name).exists():
-                try:
-                    return ctypes.CDLL(str(libdir / name))
-                except OSError:
-                    return None
-        return None
-
-    ggml, rpc = first("ggml"), first("ggml-rpc")
-    if ggml is None or rpc is None:
-        return None
-    try:
-        _libs = _GgmlLibs(ggml, rpc)
-    except AttributeError:  # an older libggml without these exports
-        _libs = None
-    return _libs
-
-
-def _require_libs() -> _GgmlLibs:
-    _ensure_backend()
-    libs = _ggml_libs()
-    if libs is None or not llama_cpp.llama_supports_rpc():
-        raise ModelLoadError("this llama.cpp build has no RPC backend: rebuild with packaging/install_llama_cpp.sh "
-                             "(it adds -DGGML_RPC=ON)")
-    return libs
-
-
-def device_info(dev: int) -> tuple[str, str, str, int, int]:
-    """(name, description, kind, free bytes, total bytes) of a ggml device handle."""
-    libs = _require_libs()
-    free, total = ctypes.c_size_t(0), ctypes.c_size_t(0)
-    libs.ggml.ggml_backend_dev_memory(dev, ctypes.byref(free), ctypes.byref(total))
-    name = (libs.ggml.ggml_backend_dev_name(dev) or b"").decode(errors="replace")
-    desc = (libs.ggml.ggml_backend_dev_description(dev) or b"").decode(errors="replace")
-    kind = GGML_DEV_TYPES.get(libs.ggml.ggml_backend_dev_type(dev), "other")
-    return name, desc, kind, int(free.value), int(total.value)
-
-
-def local_devices() -> list[int]:
-    """Handles of every device registered in this process (CPU included)."""
-    libs = _require_libs()
-    return [libs.ggml.ggml_backend_dev_get(i) for i in range(libs.ggml.ggml_backend_dev_count())]
-
-
-def rpc_add_server(endpoint: str) -> list[int]:
-    """Connect llama.cpp's RPC client to `HOST:PORT`; return the worker's device handles.
-
-    llama.cpp aborts the process when the endpoint does not answer: check it first
-    (`engine.decoding.rpc_backend.probe`)."""
-    libs = _require_libs()
-    reg = libs.rpc.ggml_backend_rpc_add_server(endpoint.encode())
-    if not reg:
-        return []
-    return [libs.ggml.ggml_backend_reg_dev_get(reg, i) for i in range(libs.ggml.ggml_backend_reg_dev_count(reg))]
-
-
-def rpc_start_server(endpoint: str, devices: Sequence[int], *, cache_dir: str | None = None, n_threads: int | None = None) -> None:
-    """Serve `devices` over TCP at `endpoint`; blocks for as long as the server runs."""
-    libs = _require_libs()
-    arr = (ctypes.c_void_p * len(devices))(*devices)
-    libs.rpc.ggml_backend_rpc_start_server(
-        endpoint.encode(), os.fsencode(cache_dir) if cache_dir else None, n_threads or default_threads(), len(devices), arr
-    )
-
-
-_abort_hook_ref: object = None
-
-
-def set_fatal_hook(hook: Callable[[str], None] | None) -> None:
-    """Call `hook(message)` when ggml is about to abort the process (a lost RPC worker:
-    llama.cpp's RPC client has no error path). The hook runs on llama.cpp's thread and
-    should end the process itself with a clear message; if it returns, ggml aborts."""
-    global _abort_hook_ref
-    libs = _require_libs()
-    if hook is None:
-        libs.ggml.ggml_set_abort_callback(None)
-        _abort_hook_ref = None
-        return
-
-    @ctypes.CFUNCTYPE(None, ctypes.c_char_p)
-    def _hook(message: bytes) -> None:
-        try:
-            hook((message or b"").decode("utf-8", errors="replace").strip())
-        except BaseException:  # noqa: BLE001 - a callback must not raise into C
-            pass
-
-    _abort_hook_ref = _hook
-    libs.ggml.ggml_set_abort_callback(ctypes.cast(_hook, ctypes.c_void_p))
-
-# -- quantisation -----------------------------------------------------------------------------
-class QuantizeError(ModelLoadError):
-    """llama.cpp could not write a requantised copy of a model."""
-
-
-def quant_types() -> dict[str, int]:
-    """llama.cpp's file types by lowercase name ("q4_0", "q8_0", "q4_k_m", ...), read from
-    the bound library's own LLAMA_FTYPE_* constants rather than copied numbers."""
-    out: dict[str, int] = {}
-    for attr in dir(llama_cpp):
-        for prefix in ("LLAMA_FTYPE_MOSTLY_", "LLAMA_FTYPE_ALL_"):
-            if attr.startswith(prefix):
-                out[attr[len(prefix):].lower()] = int(getattr(llama_cpp, attr))
-    return out
-
-
-def quantize(
-    src: str | os.PathLike[str],
-    dst: str | os.PathLike[str],
-    qtype: str,
-    *,
-    allow_requantize: bool = True,
-    n_threads: int | None = None,
-    token_embedding_type: str | None = None,
-    output_tensor_type: str | None = None,
-) -> Path:
-    """Write `src` requantised to `qtype` at `dst` with llama.cpp's `llama_model_quantize`.
-
-    `allow_requantize` lets already-quantised tensors be converted (a Q4_K_M download to
-    Q4_0); llama.cpp picks each tensor's type itself and falls back per tensor where a row
-    width does not fit the type's block. `token_embedding_type` / `output_tensor_type` (ggml
-    type names such as "q4_0") override its choice for those two tensors. The file appears
-    at `dst` only once complete (written beside it, then renamed). Not interruptible: a
-    0.5B model takes seconds to tens of seconds on a CPU.
-    """
-    src_p, dst_p = Path(src), Path(dst)
-    validate_file(src_p)  # ModelFileError naming the file, before llama.cpp sees it
-    types = quant_types()
-    if qtype.lower() not in types:
-        raise QuantizeError(f"unknown quantisation type {qtype!r}; known: {', '.join(sorted(types))}")
-    params = llama_cpp.llama_model_quantize_default_params()
-    params.ftype = types[qtype.lower()]
-    params.allow_requantize = allow_requantize
-    params.nthread = n_threads or default_threads()
-    for field_name, value in (("token_embedding_type", token_embedding_type), ("output_tensor_type", output_tensor_type)):
-        if value is not None:
-            import gguf
-
-            try:
-                setattr(params, field_name, int(gguf.GGMLQuantizationType[value.upper()]))
-            except KeyError:
-                raise QuantizeError(f"unknown tensor type {value!r} for {field_name}") from None
-    _ensure_backend()
-    dst_p.parent.mkdir(parents=True, exist_ok=True)
-    partial = dst_p.with_name(dst_p.name + ".partial")
-    _log_tail.clear()
-    try:
-        rc = llama_cpp.llama_model_quantize(os.fsencode(src_p), os.fsencode(partial), ctypes.byref(params))
-    except OSError as e:  # pragma: no cover - disk full surfaces as rc != 0 in practice
-        partial.unlink(missing_ok=True)
-        raise QuantizeError(f"{src_p}: quantisation to {qtype} failed ({e})") from None
-    if rc != 0 or not partial.exists():
-        partial.unlink(missing_ok=True)
-        detail = _recent_log_errors() or f"llama_model_quantize returned {rc}"
-        raise QuantizeError(f"{src_p}: quantisation to {qtype} failed ({detail})")
-    os.replace(partial, dst_p)
-    return dst_p

@@ -297,12 +297,12 @@ class Cluster:
         return [w.endpoint.partition(":")[0] for w in self.workers]
 
     def placement(self, n_layer: int) -> Placement:
-        from . import llama
+        from . import ggml_devices
 
         local = []
         cpu_free = 0
-        for dev in llama.local_devices():
-            name, _desc, kind, free, _total = llama.device_info(dev)
+        for dev in ggml_devices.local_devices():
+            name, _desc, kind, free, _total = ggml_devices.device_info(dev)
             if kind in ("GPU", "iGPU"):
                 local.append((f"local {name}", dev, free))
             elif kind == "CPU":
@@ -336,22 +336,22 @@ def connect(
 ) -> Cluster:
     """Check every endpoint (one `RpcError` naming the first bad one), then add them to
     llama.cpp's RPC client. `fatal_hook` runs if a worker is lost later (see module doc)."""
-    from . import llama
+    from . import ggml_devices
 
-    if not llama.supports_rpc():
+    if not ggml_devices.supports_rpc():
         raise RpcError("this llama.cpp build has no RPC backend: rebuild it with packaging/install_llama_cpp.sh "
                        "(it adds -DGGML_RPC=ON)")
     eps = parse_endpoints(endpoints)
     workers = [probe(ep, timeout) for ep in eps]
     if fatal_hook is not None:
-        llama.set_fatal_hook(fatal_hook)
+        ggml_devices.set_fatal_hook(fatal_hook)
     with _active_lock:
         for ep in eps:
             if ep not in _active:
                 _active.append(ep)
     devices = {}
     for w in workers:
-        handles = llama.rpc_add_server(w.endpoint)
+        handles = ggml_devices.rpc_add_server(w.endpoint)
         if len(handles) != len(w.devices):
             raise RpcError(f"RPC worker {w.endpoint}: reported {len(w.devices)} devices, llama.cpp sees {len(handles)}")
         devices[w.endpoint] = handles
@@ -362,9 +362,9 @@ def connect(
 def pick_devices(names: Sequence[str] | None = None) -> list[tuple[int, str, str, str, int, int]]:
     """This host's devices to serve: the named ones, else every GPU, else the CPU
     (what llama.cpp's rpc-server does). Rows: (handle, name, description, kind, free, total)."""
-    from . import llama
+    from . import ggml_devices
 
-    rows = [(h, *llama.device_info(h)) for h in llama.local_devices()]
+    rows = [(h, *ggml_devices.device_info(h)) for h in ggml_devices.local_devices()]
     rows = [r for r in rows if not r[1].startswith("RPC")]
     if names:
         wanted = {n.strip().lower() for n in names if n.strip()}
@@ -397,12 +397,12 @@ def check_port_free(host: str, port: int) -> None:
 def serve_forever(endpoint: str, devices: Sequence[int], *, cache_dir: str | None, n_threads: int | None,
                   ready: Callable[[], None] | None = None) -> None:
     """Run llama.cpp's RPC server on a thread until Ctrl+C / SIGTERM (or until it fails)."""
-    from . import llama
+    from . import ggml_devices
 
     failed = threading.Event()
 
     def run() -> None:
-        llama.rpc_start_server(endpoint, devices, cache_dir=cache_dir, n_threads=n_threads)
+        ggml_devices.rpc_start_server(endpoint, devices, cache_dir=cache_dir, n_threads=n_threads)
         failed.set()  # start_server only returns when it could not listen
 
     t = threading.Thread(target=run, name="rpc-server", daemon=True)

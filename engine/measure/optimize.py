@@ -48,7 +48,7 @@ def fastest_type(backend: str) -> str:
 
 def file_type_name(header: Any) -> str:
     """"q4_k_m", "q4_0", ...: llama.cpp's name for a GGUF's `general.file_type`."""
-    from ..decoding.llama import quant_types
+    from ..decoding.quantize import quant_types
 
     ft = header.get("general.file_type")
     names = {v: k for k, v in quant_types().items()}
@@ -252,7 +252,7 @@ def _obtain_variant(draft: Path, qtype: str, preferred: Any, source: str, progre
             if source == "hub":
                 raise OptimizeError(f"{spec.repo}/{spec.filename}: {e}") from None
             notes.append(f"published {preferred.quant} file not fetched ({e}); requantised locally instead")
-    from ..decoding.llama import quantize
+    from ..decoding.quantize import quantize
 
     out = draft_variants.variants_dir() / f"{draft.stem}.{qtype}.gguf"
     if out.is_file() and out.stat().st_mtime >= draft.stat().st_mtime:
@@ -308,7 +308,7 @@ def optimize_draft(
     header = read_header(draft_p)
     backend = draft_variants.current_backend()
     qtype = (qtype or fastest_type(backend)).lower()
-    from ..decoding.llama import quant_types
+    from ..decoding.quantize import quant_types
 
     if qtype not in quant_types():
         raise OptimizeError(f"unknown quantisation type {qtype!r}; for a CPU try q4_0, q8_0 or q4_k_m")

@@ -108,7 +108,7 @@ def _ggml_log(level: int, text: bytes, user_data: ctypes.c_void_p) -> None:
 def _quiet_ggml_logs(libdir: Path) -> None:
     llama = sys.modules.get("engine.decoding.llama")
     if llama is not None:  # llama.cpp is loaded anyway: its own log routing covers ggml's
-        llama._ensure_backend()
+        llama.ensure_backend()
         return
     base = _load(libdir, "ggml-base")
     if base is not None and hasattr(base, "ggml_log_set"):
