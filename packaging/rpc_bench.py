@@ -28,6 +28,7 @@ sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
 from delayproxy import DelayProxy  # noqa: E402
 from engine.measure import bench
+from engine.measure import suites as bench_suites
 from engine.decoding import rpc_backend as rpc  # noqa: E402
 from engine.decoding.engine import Engine  # noqa: E402
 
@@ -70,7 +71,7 @@ def main() -> int:
     ap.add_argument("--out", default=None)
     a = ap.parse_args()
 
-    suite = bench.load_suite(a.suite)
+    suite = bench_suites.load_suite(a.suite)
     configs = [bench.Config("target", "target", None, 0), bench.Config("auto", "auto", a.draft, "auto"),
                bench.Config("lookup", "lookup", "lookup", "auto")]
     rows = []

@@ -10,32 +10,34 @@ import time
 import pytest
 
 from engine import Engine
-from engine.measure import bench
+from engine.measure import bench, bench_report
+from engine.measure import suites as bench_suites
 from engine.decoding import metrics
-from engine.measure.bench import Run, load_suite, plan_configs, summarize
+from engine.measure.bench import Run, plan_configs, summarize
+from engine.measure.suites import load_suite
 from engine.cli.main import main as cli
 
 
 def test_builtin_suites_have_ten_prompts_or_more():
-    names = bench.builtin_suites("tuning")
+    names = bench_suites.builtin_suites("tuning")
     assert {"code_generation", "code_editing", "chat", "report_drafting", "structured_json"} <= set(names)
     for n in names:
         assert len(load_suite(n).prompts) >= 10
 
 
 def test_heldout_suites_are_listed_apart_and_pair_with_tuning_ones():
-    held = bench.builtin_suites("heldout")
-    assert {f"heldout/{n}" for n in bench.builtin_suites("tuning")} == set(held)
-    assert bench.builtin_suites() == bench.builtin_suites("tuning") + held
+    held = bench_suites.builtin_suites("heldout")
+    assert {f"heldout/{n}" for n in bench_suites.builtin_suites("tuning")} == set(held)
+    assert bench_suites.builtin_suites() == bench_suites.builtin_suites("tuning") + held
     total = 0
     for n in held:
         s = load_suite(n)
-        assert s.name == n and bench.suite_set(n) == "heldout" and len(s.prompts) >= 4
+        assert s.name == n and bench_suites.suite_set(n) == "heldout" and len(s.prompts) >= 4
         total += len(s.prompts)
     assert total >= 24
-    assert bench.suite_set("chat") == "tuning"
+    assert bench_suites.suite_set("chat") == "tuning"
     with pytest.raises(bench.BenchError, match="unknown suite set"):
-        bench.builtin_suites("secret")
+        bench_suites.builtin_suites("secret")
 
 
 def test_user_suite_files(tmp_path):
@@ -97,7 +99,7 @@ def test_ratios_and_medians_on_synthetic_runs():
 
 def test_bench_end_to_end_on_tiny_models(tiny_target, tiny_draft, tmp_path):
     eng = Engine(tiny_target, n_ctx=512, metrics_log=False)
-    suite = bench.Suite("mini", [bench.BenchPrompt("a", "the value of", False), bench.BenchPrompt("b", "def count items", False)])
+    suite = bench_suites.Suite("mini", [bench_suites.BenchPrompt("a", "the value of", False), bench_suites.BenchPrompt("b", "def count items", False)])
     seen = []
     res = bench.run_bench(eng, [suite], plan_configs(str(tiny_draft), sweep=(1, 3)), repeat=2, max_tokens=24,
                           progress=lambda d, t, label: seen.append((d, t)))
@@ -106,7 +108,7 @@ def test_bench_end_to_end_on_tiny_models(tiny_target, tiny_draft, tmp_path):
     rows = {r.config: r for r in res.rows}
     assert set(rows) == {"target", "k=1", "k=3", "auto", "lookup"}
     assert all(r.compared == 4 and r.identical == 4 and r.bugs == 0 for r in res.rows if r.mode != "target")
-    files = bench.write_reports(res, tmp_path / "out")
+    files = bench_report.write_reports(res, tmp_path / "out")
     names = {f.name for f in files}
     assert names == {"runs.jsonl", "results.csv", "results.json", "summary.md", "lookahead.png", "predicted_vs_measured.png"}
     lines = [json.loads(x) for x in (tmp_path / "out" / "runs.jsonl").read_text().splitlines()]
@@ -174,7 +176,7 @@ def test_target_token_seconds_prefers_the_calibrated_cost_model(tiny_target):
         secs, basis = bench.target_token_seconds(eng)
         assert secs == 0.125 and basis.startswith("calibrated cost model, target alone")
         # A benchmark leaves its real pace (seconds per token of its budget) for the next estimate.
-        suite = bench.Suite("mini", [bench.BenchPrompt("a", "the value of", False)])
+        suite = bench_suites.Suite("mini", [bench_suites.BenchPrompt("a", "the value of", False)])
         t0 = time.time()
         res = bench.run_bench(eng, [suite], plan_configs("lookup", sweep=(2,)), repeat=1, max_tokens=8)
         took = time.time() - t0
@@ -279,7 +281,7 @@ def test_every_bench_run_reads_its_whole_prompt(tiny_target, tiny_draft):
             return iter(evs)
 
         eng.stream = spy  # type: ignore[method-assign]
-        suite = bench.Suite("one", [bench.BenchPrompt("a", prompt, False)])
+        suite = bench_suites.Suite("one", [bench_suites.BenchPrompt("a", prompt, False)])
         bench.run_bench(eng, [suite], plan_configs(str(tiny_draft), modes=("target", "fixed", "auto"), sweep=(1, 2)),
                         repeat=2, max_tokens=4, check_quality=False)
         assert totals and set(totals) == {n - 1}, totals

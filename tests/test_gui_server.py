@@ -142,8 +142,9 @@ def test_a_race_or_benchmark_holds_the_queue_and_a_server_request_waits_for_it(q
         w.result.connect(lambda r: ended.append(r))
     else:
         from engine.measure import bench
+        from engine.measure import suites as bench_suites
 
-        suite = bench.Suite("one", [bench.BenchPrompt("p1", "the value of", chat=False)])
+        suite = bench_suites.Suite("one", [bench_suites.BenchPrompt("p1", "the value of", chat=False)])
         w = workers.BenchWorker(session.engine, [suite], bench.plan_configs("lookup", ["target", "fixed"], [2]),
                                 max_tokens=8, repeat=1)
         w.result.connect(lambda r: ended.append(r))

@@ -61,7 +61,7 @@ def _rates(t0: float, stamps: list[float]) -> dict[str, float]:
 def main(argv: list[str] | None = None) -> int:
     import httpx
 
-    from engine.measure import bench as engine_bench
+    from engine.measure import suites as bench_suites
     from engine.decoding.engine import Engine
     from engine.cli.main import resolve_pair
     from engine.serving.server import ServedModel, ServerConfig, ServerThread, create_app
@@ -108,7 +108,7 @@ def main(argv: list[str] | None = None) -> int:
             "e2e_ratio": med(p["server"]["e2e_tok_s"] / p["engine"]["e2e_tok_s"] for p in pairs),
         }
 
-        suite = engine_bench.load_suite("code_editing").prompts[: args.limit]
+        suite = bench_suites.load_suite("code_editing").prompts[: args.limit]
         modes = {"none": {"draft": "none"}, "auto": {"draft": "model", "lookahead": "auto"},
                  "lookup": {"draft": "lookup", "lookahead": "auto"}}
         if draft is None or draft == "lookup":

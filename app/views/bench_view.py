@@ -15,7 +15,8 @@ from PySide6.QtWidgets import (
     QListWidget, QListWidgetItem, QProgressBar, QPushButton, QSpinBox, QSplitter, QTableView, QVBoxLayout, QWidget,
 )
 
-from engine.measure import bench
+from engine.measure import bench, bench_report
+from engine.measure import suites as bench_suites
 
 from .. import theme, workers
 from ..session import Session
@@ -130,8 +131,8 @@ class BenchView(QWidget):
         box = QGroupBox("Suites")
         bl = QVBoxLayout(box)
         self.suites = QListWidget()
-        for name in bench.builtin_suites():
-            n = len(bench.load_suite(name).prompts)
+        for name in bench_suites.builtin_suites():
+            n = len(bench_suites.load_suite(name).prompts)
             it = QListWidgetItem(f"{name} ({n})")
             it.setData(Qt.ItemDataRole.UserRole, name)
             it.setFlags(it.flags() | Qt.ItemFlag.ItemIsUserCheckable)
@@ -287,7 +288,7 @@ class BenchView(QWidget):
             if not path:
                 return
         try:
-            suite = bench.load_suite(path)
+            suite = bench_suites.load_suite(path)
         except bench.BenchError as e:
             self.error.emit(str(e))
             return
@@ -324,7 +325,7 @@ class BenchView(QWidget):
             self.error.emit("The lookahead sweep is a comma list of integers 1..16, like 1,2,4,8")
             return
         try:
-            suites = [bench.load_suite(n) for n in names]
+            suites = [bench_suites.load_suite(n) for n in names]
             pair = self.session.pair
             draft = pair.draft if pair is not None else None
             modes = [m for m, cb in self.mode_boxes.items() if cb.isChecked()]
@@ -407,7 +408,7 @@ class BenchView(QWidget):
             if not folder:
                 return
         try:
-            files = bench.write_reports(self.result, folder)
+            files = bench_report.write_reports(self.result, folder)
         except OSError as e:
             self.error.emit(f"{folder}: cannot write ({e.strerror})")
             return
@@ -445,7 +446,7 @@ class BenchView(QWidget):
 
     def _count_prompts(self, name: str) -> int:
         if name not in self._prompt_counts:
-            self._prompt_counts[name] = len(bench.load_suite(name).prompts)
+            self._prompt_counts[name] = len(bench_suites.load_suite(name).prompts)
         return self._prompt_counts[name]
 
     def update_estimate(self) -> None:

@@ -229,7 +229,8 @@ def _side_by_side(ha: str, a: str, hb: str, b: str, width: int) -> None:
 
 # -- bench and stats --------------------------------------------------------------------------
 def cmd_bench(args: argparse.Namespace) -> int:
-    from ..measure import bench
+    from ..measure import bench, bench_report
+    from ..measure import suites as bench_suites
 
     sweep = _sweep(args.sweep) if args.sweep else [1, 2, 4, 8]
     for name in ("repeat", "max_tokens", "limit"):
@@ -240,7 +241,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
     SamplingParams(temperature=args.temperature)
     target, draft = resolve_pair(args)
-    suites = [bench.load_suite(s) for s in (args.suite or bench.builtin_suites(args.set))]
+    suites = [bench_suites.load_suite(s) for s in (args.suite or bench_suites.builtin_suites(args.set))]
     modes = [m.strip() for m in args.modes.split(",")] if args.modes else list(bench.MODES)
     configs = bench.plan_configs(draft, modes, sweep)
     from .rpc import engine_for
@@ -262,9 +263,9 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
     res = bench.run_bench(eng, suites, configs, repeat=args.repeat, max_tokens=args.max_tokens,
                           temperature=args.temperature, warmup=not args.no_warmup, limit=args.limit, progress=progress)
-    print(bench.summary_markdown(res))
+    print(bench_report.summary_markdown(res))
     if args.out:
-        files = bench.write_reports(res, args.out)
+        files = bench_report.write_reports(res, args.out)
         print(f"wrote {', '.join(str(f) for f in files)}", file=sys.stderr)
     eng.close()
     bugs = sum(r.bugs for r in res.rows)

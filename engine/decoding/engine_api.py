@@ -38,6 +38,8 @@ class BaseEngine(ABC):
     runtime: RuntimeParams
     queue: GenerationQueue
     target: Any  # a `Model`, or a stand-in with the same vocabulary calls (RemoteTarget)
+    rpc: Any  # the RPC workers the target is split over (`describe()`, `endpoints`), or None
+    calibration: bool  # measured pass costs are loaded from and saved to the calibration store
 
     @property
     def n_ctx(self) -> int:

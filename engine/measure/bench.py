@@ -8,104 +8,16 @@ same prompt in the same repetition, then the median over prompts and repetitions
 
 from __future__ import annotations
 
-import csv
-import json
 import statistics
 import threading
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from ..errors import Cancelled, TandemError
-from ..decoding.cost_model import CostModel, expected_tokens
-from ..decoding.lookahead import MAX_LOOKAHEAD
-from ..resources import suites_dir
-
-SUITES_DIR = suites_dir()
-
-
-class BenchError(TandemError):
-    pass
-
-
-# -- suites ---------------------------------------------------------------------------------
-@dataclass
-class BenchPrompt:
-    id: str
-    prompt: Any  # str, or a list of chat messages
-    chat: bool = True
-
-
-@dataclass
-class Suite:
-    name: str
-    prompts: list[BenchPrompt]
-
-
-HELDOUT = "heldout"  # assets/suites/heldout/: never used to tune anything; reported apart
-
-
-def builtin_suites(which: str = "all") -> list[str]:
-    """Tuning suites by name ("chat"), held-out ones as "heldout/chat"; which: tuning|heldout|all."""
-    tuning = sorted(p.stem for p in SUITES_DIR.glob("*.jsonl"))
-    heldout = sorted(f"{HELDOUT}/{p.stem}" for p in (SUITES_DIR / HELDOUT).glob("*.jsonl"))
-    if which == "tuning":
-        return tuning
-    if which == HELDOUT:
-        return heldout
-    if which != "all":
-        raise BenchError(f"unknown suite set {which!r}: tuning, heldout or all")
-    return tuning + heldout
-
-
-def suite_set(name: str) -> str:
-    """'heldout' for a held-out suite, else 'tuning'."""
-    return HELDOUT if name.startswith(HELDOUT + "/") else "tuning"
-
-
-def load_suite(name_or_path: str) -> Suite:
-    """A built-in suite by name, or a file: one prompt per line (.txt), or JSON lines with
-    {"prompt": ...} or {"messages": [...]} (optional "id", "chat")."""
-    p = Path(name_or_path)
-    name = p.stem
-    builtin = SUITES_DIR / f"{name_or_path}.jsonl"
-    if builtin.exists() and not name_or_path.endswith(".jsonl"):
-        p = builtin
-        name = name_or_path  # "chat" or "heldout/chat"
-    elif not p.exists():
-        raise BenchError(f"unknown suite {name_or_path!r}: not a file, and not one of {', '.join(builtin_suites())}")
-    elif p.parent.name == HELDOUT:
-        name = f"{HELDOUT}/{p.stem}"
-    try:
-        text = p.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as e:
-        raise BenchError(f"{p}: cannot read suite ({e})") from None
-    prompts: list[BenchPrompt] = []
-    is_json = p.suffix in (".jsonl", ".json") or text.lstrip().startswith("{")
-    for i, line in enumerate(text.splitlines()):
-        if not line.strip():
-            continue
-        if is_json:
-            try:
-                obj = json.loads(line)
-            except ValueError as e:
-                raise BenchError(f"{p}:{i + 1}: not valid JSON ({e})") from None
-            if "messages" in obj:
-                msgs = obj["messages"]
-                if not isinstance(msgs, list) or not all(isinstance(m, dict) and "role" in m and "content" in m for m in msgs):
-                    raise BenchError(f"{p}:{i + 1}: 'messages' must be a list of {{role, content}}")
-                prompts.append(BenchPrompt(str(obj.get("id", f"p{i + 1}")), msgs, True))
-            elif "prompt" in obj:
-                prompts.append(BenchPrompt(str(obj.get("id", f"p{i + 1}")), str(obj["prompt"]), bool(obj.get("chat", True))))
-            else:
-                raise BenchError(f"{p}:{i + 1}: needs 'prompt' or 'messages'")
-        else:
-            prompts.append(BenchPrompt(f"p{i + 1}", line.strip(), True))
-    if not prompts:
-        raise BenchError(f"{p}: the suite has no prompts")
-    return Suite(name, prompts)
-
+from ..errors import Cancelled
+from ..decoding.cost_model import CostModel
+from .suites import BenchError, BenchPrompt, Suite
 
 # -- configurations -------------------------------------------------------------------------
 @dataclass(frozen=True)
@@ -294,6 +206,92 @@ class BenchResult:
 ProgressCb = Callable[[int, int, str], None]
 
 
+@dataclass
+class _Plan:
+    """What one benchmark run does, and its progress so far."""
+
+    engine: Any
+    configs: Sequence[Config]
+    max_tokens: int
+    temperature: float
+    check_quality: bool
+    total: int
+    repeat: int
+    progress: ProgressCb | None
+    cancel: threading.Event | None
+    done: int = 0
+
+    def tick(self, label: str) -> None:
+        self.done += 1
+        if self.progress:
+            self.progress(self.done, self.total, label)
+
+    def check(self) -> None:
+        if self.cancel is not None and self.cancel.is_set():
+            raise Cancelled("benchmark cancelled")
+
+    def generate(self, prompt: BenchPrompt, cfg: Config, seed: int) -> tuple[Any, list[Any]]:
+        """One generation: its DoneEvent and its StepEvents."""
+        from ..decoding.events import DoneEvent, StepEvent
+        from ..decoding.settings import GenerationRequest
+
+        # Every run reads its whole prompt: configurations that share a decoder (fixed k and
+        # Auto with one draft) would otherwise reuse the prompt the one before them read,
+        # and their wall-clock would beat target alone by a prefill they never paid.
+        self.engine.forget_prompts()
+        req = GenerationRequest.from_options(prompt.prompt, draft_model=cfg.draft, lookahead=cfg.lookahead,
+                                             max_tokens=self.max_tokens, temperature=self.temperature, seed=seed,
+                                             chat=prompt.chat, tag="bench")
+        steps: list[StepEvent] = []
+        result = None
+        for ev in self.engine.stream(req):
+            if isinstance(ev, StepEvent):
+                steps.append(ev)
+            elif isinstance(ev, DoneEvent):
+                result = ev
+        return result, steps
+
+    def run(self, suite: Suite, prompt: BenchPrompt, cfg: Config, rep: int, seed: int) -> Run:
+        """One measured run of a prompt in a configuration."""
+        ev, steps = self.generate(prompt, cfg, seed)
+        st = ev.stats
+        return Run(
+            suite.name, prompt.id, cfg.name, cfg.mode, cfg.lookahead, rep, st.generated_tokens,
+            st.time_to_first_token_s, st.decode_tokens_per_s, st.acceptance_rate, st.mean_tokens_per_step,
+            st.steps, st.drafted, st.accepted, st.finish_reason, ev.text, list(ev.tokens),
+            [x.k for x in steps], [x.drafted for x in steps], [x.accepted for x in steps],
+            [round(x.draft_ms, 3) for x in steps], [round(x.verify_ms, 3) for x in steps],
+            wall_s=st.wall_s, calibration_s=st.calibration_s,
+        )
+
+    def compare(self, prompt: BenchPrompt, reference: Run, run: Run) -> None:
+        """Greedy runs must write what target alone wrote; say where they part, and whether
+        that is a near-tie of the target's own logits (noise) or a bug."""
+        from .racing import compare
+
+        toks = self.engine.tokens_for(prompt.prompt, chat=prompt.chat)
+        cmp = compare(self.engine, toks, reference.tokens, run.tokens, greedy=True)
+        run.identical = cmp.identical
+        if cmp.divergence is not None:
+            div = cmp.divergence
+            run.divergence_index, run.divergence_margin = div.index, div.margin
+            run.divergence_bug = not div.within_noise
+
+    def prompt_in_every_config(self, suite: Suite, prompt: BenchPrompt, rep: int, seed: int) -> list[Run]:
+        runs: list[Run] = []
+        reference: Run | None = None
+        for cfg in self.configs:
+            self.check()
+            run = self.run(suite, prompt, cfg, rep, seed)
+            if cfg.mode == "target":
+                reference = run
+            elif reference is not None and self.temperature <= 0 and self.check_quality:
+                self.compare(prompt, reference, run)
+            runs.append(run)
+            self.tick(f"{suite.name}/{prompt.id} {cfg.name} (rep {rep + 1}/{self.repeat})")
+        return runs
+
+
 def run_bench(
     engine: Any,
     suites: Sequence[Suite],
@@ -311,90 +309,37 @@ def run_bench(
 ) -> BenchResult:
     """Run every prompt in every configuration; repetitions outermost, configurations
     interleaved per prompt, so machine drift affects all configurations alike."""
-    from ..decoding.events import DoneEvent, StepEvent
-    from .racing import compare
-    from ..decoding.settings import GenerationRequest
-
     if not configs or configs[0].mode != "target":
         raise BenchError("the first configuration must be target alone (the reference)")
     if repeat < 1:
         raise BenchError("repeat must be >= 1")
     work = [(s, p) for s in suites for p in (s.prompts[:limit] if limit else s.prompts)]
     total = len(work) * len(configs) * repeat + (len(configs) if warmup else 0)
-    done = 0
+    plan = _Plan(engine, configs, max_tokens, temperature, check_quality, total, repeat, progress, cancel)
     t_start = time.time()
-
-    def tick(label: str) -> None:
-        nonlocal done
-        done += 1
-        if progress:
-            progress(done, total, label)
-
-    def check() -> None:
-        if cancel is not None and cancel.is_set():
-            raise Cancelled("benchmark cancelled")
-
-    def one(prompt: BenchPrompt, cfg: Config, s: int) -> tuple[Any, list[StepEvent]]:
-        steps: list[StepEvent] = []
-        result = None
-        # Every run reads its whole prompt: configurations that share a decoder (fixed k and
-        # Auto with one draft) would otherwise reuse the prompt the one before them read,
-        # and their wall-clock would beat target alone by a prefill they never paid.
-        forget = getattr(engine, "forget_prompts", None)
-        if forget is not None:
-            forget()
-        req = GenerationRequest.from_options(prompt.prompt, draft_model=cfg.draft, lookahead=cfg.lookahead,
-                                             max_tokens=max_tokens, temperature=temperature, seed=s, chat=prompt.chat,
-                                             tag="bench")
-        for ev in engine.stream(req):
-            if isinstance(ev, StepEvent):
-                steps.append(ev)
-            elif isinstance(ev, DoneEvent):
-                result = ev
-        return result, steps
-
     if warmup and work:
         for cfg in configs:
-            check()
-            one(work[0][1], cfg, seed)  # loads models, fills caches, calibrates Auto
-            tick(f"warm-up {cfg.name}")
-
+            plan.check()
+            plan.generate(work[0][1], cfg, seed)  # loads models, fills caches, calibrates Auto
+            plan.tick(f"warm-up {cfg.name}")
     runs: list[Run] = []
     for rep in range(repeat):
         for suite, prompt in work:
-            reference: Run | None = None
-            for cfg in configs:
-                check()
-                ev, steps = one(prompt, cfg, seed + rep)
-                st = ev.stats
-                run = Run(
-                    suite.name, prompt.id, cfg.name, cfg.mode, cfg.lookahead, rep, st.generated_tokens,
-                    st.time_to_first_token_s, st.decode_tokens_per_s, st.acceptance_rate, st.mean_tokens_per_step,
-                    st.steps, st.drafted, st.accepted, st.finish_reason, ev.text, list(ev.tokens),
-                    [x.k for x in steps], [x.drafted for x in steps], [x.accepted for x in steps],
-                    [round(x.draft_ms, 3) for x in steps], [round(x.verify_ms, 3) for x in steps],
-                    wall_s=st.wall_s, calibration_s=st.calibration_s,
-                )
-                if cfg.mode == "target":
-                    reference = run
-                elif reference is not None and temperature <= 0 and check_quality:
-                    toks = engine.tokens_for(prompt.prompt, chat=prompt.chat)
-                    cmp = compare(engine, toks, reference.tokens, run.tokens, greedy=True)
-                    run.identical = cmp.identical
-                    if cmp.divergence is not None:
-                        div = cmp.divergence
-                        run.divergence_index, run.divergence_margin = div.index, div.margin
-                        run.divergence_bug = not div.within_noise
-                runs.append(run)
-                tick(f"{suite.name}/{prompt.id} {cfg.name} (rep {rep + 1}/{repeat})")
+            runs += plan.prompt_in_every_config(suite, prompt, rep, seed + rep)
     seconds = time.time() - t_start
     if engine.calibration:
         record_pace(engine, seconds, total, max_tokens)
     cost = measured_costs(runs)
-    cluster = getattr(engine, "rpc", None)
-    if cluster is not None:
+    if engine.rpc is not None:
         cost.update(network_costs(cost, engine.calibration_key()))
-    rows = summarize(runs, cost)
+    meta = _meta(engine, suites, configs, repeat=repeat, max_tokens=max_tokens, temperature=temperature,
+                 t_start=t_start, seconds=seconds)
+    return BenchResult(runs, summarize(runs, cost), meta, cost)
+
+
+def _meta(engine: Any, suites: Sequence[Suite], configs: Sequence[Config], *, repeat: int, max_tokens: int,
+          temperature: float, t_start: float, seconds: float) -> dict[str, Any]:
+    """What was run, on what, for the reports."""
     meta = {
         "target": engine.target.path.name,
         "draft": _draft_name(configs),
@@ -407,15 +352,15 @@ def run_bench(
         "suites": [s.name for s in suites],
         "configs": [c.name for c in configs],
     }
-    if cluster is not None:
-        meta["rpc"] = {"endpoints": list(cluster.endpoints), "split": cluster.describe()}
+    if engine.rpc is not None:
+        meta["rpc"] = {"endpoints": list(engine.rpc.endpoints), "split": engine.rpc.describe()}
     try:
         from ..models.hardware import probe
 
         meta["hardware"] = probe().summary()
     except Exception:  # pragma: no cover - informational only
         pass
-    return BenchResult(runs, rows, meta, cost)
+    return meta
 
 
 def _draft_name(configs: Sequence[Config]) -> str | None:
@@ -540,198 +485,3 @@ def summarize(runs: Sequence[Run], cost: dict[str, Any] | None = None) -> list[R
             _median_or_none([network_per_token(r, cost.get("network_ms") or {}) for r in rs]),
         ))
     return rows
-
-
-def cost_model_report(result: BenchResult) -> str:
-    """The cost model, printed: measured inputs, E(k), best k and predicted vs measured."""
-    c = result.cost
-    lines = ["Cost model (measured on this machine):"]
-    v = c["verify_ms"]
-    if 1 in v:
-        lines.append("  target pass over n tokens: " + ", ".join(f"n={n}: {ms:.1f} ms ({ms / v[1]:.2f}x)" for n, ms in v.items()))
-    for kind, ms in c["draft_ms_per_token"].items():
-        lines.append(f"  draft time per proposed token ({kind}): {ms:.2f} ms" + (f" = {ms / v[1]:.2f}x a target step" if 1 in v else ""))
-    lines.append("  expected tokens per step E(k) = (1 - alpha^(k+1)) / (1 - alpha)")
-    for row in result.rows:
-        if row.mode == "target":
-            continue
-        kind = "lookup" if row.mode == "lookup" or row.config.startswith("lookup") else "model"
-        best_k, best_s = 0, 1.0
-        for k in range(1, MAX_LOOKAHEAD + 1):
-            s = predicted_speedup(c, k, row.alpha, kind)
-            if s is not None and s > best_s:
-                best_k, best_s = k, s
-        k_here = row.lookahead if isinstance(row.lookahead, int) else None
-        e = expected_tokens(k_here, row.alpha) if k_here else None
-        pred = f"{row.predicted_speedup:.2f}x" if row.predicted_speedup is not None else "n/a"
-        lines.append(
-            f"  {row.suite:16s} {row.config:12s} alpha={row.alpha:.2f}"
-            + (f" E(k)={e:.2f}" if e is not None else "")
-            + f"  predicted {pred}, measured {row.speedup_median:.2f}x;  best k={best_k} (predicted {best_s:.2f}x)"
-        )
-    return "\n".join(lines)
-
-
-# -- reports --------------------------------------------------------------------------------
-def write_reports(result: BenchResult, out: str | Path) -> list[Path]:
-    """runs.jsonl (every run), results.csv, summary.md, results.json and PNG plots."""
-    out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
-    files = []
-    p = out / "runs.jsonl"
-    with open(p, "w", encoding="utf-8") as f:
-        for r in result.runs:
-            f.write(json.dumps(asdict(r), ensure_ascii=False) + "\n")
-    files.append(p)
-    p = out / "results.csv"
-    with open(p, "w", newline="", encoding="utf-8") as f:
-        w = csv.DictWriter(f, fieldnames=list(asdict(result.rows[0]).keys()) if result.rows else ["suite"])
-        w.writeheader()
-        for row in result.rows:
-            w.writerow(asdict(row))
-    files.append(p)
-    p = out / "results.json"
-    p.write_text(json.dumps({"meta": result.meta, "cost": result.cost, "rows": [asdict(r) for r in result.rows]}, indent=1))
-    files.append(p)
-    p = out / "summary.md"
-    p.write_text(summary_markdown(result), encoding="utf-8")
-    files.append(p)
-    files += write_plots(result, out)
-    return files
-
-
-def summary_markdown(result: BenchResult) -> str:
-    m = result.meta
-    lines = [
-        f"# Benchmark: {m.get('target')} + {m.get('draft')}",
-        "",
-        f"{m.get('started')} · {m.get('hardware', '')} · {m.get('threads')} threads · "
-        f"{m.get('max_tokens')} tokens per run · median of {m.get('repeat')} repetitions · "
-        f"temperature {m.get('temperature')} · {m.get('seconds')} s",
-        "",
-        "Wall-clock = target-alone wall time / this wall time (prompt in, last token out: what the user "
-        "waited, calibration and draft prefill included; every run starts with empty caches, so it reads its whole "
-        "prompt); decode = tok/s / target-alone tok/s. Both for the "
-        "same prompt and repetition, then the median over prompts and repetitions (min–max in brackets). "
-        "Held-out suites (heldout/...) were written before tuning and never used to tune. "
-        "Identical = outputs equal to target alone.",
-    ]
-    for which in ("tuning", HELDOUT):
-        rows = [r for r in result.rows if suite_set(r.suite) == which]
-        if not rows:
-            continue
-        lines += [
-            "",
-            f"### {'Tuning suites' if which == 'tuning' else 'Held-out suites (never tuned on)'}",
-            "",
-            "| suite | config | wall-clock | decode | tok/s | predicted | acceptance | tokens/step | TTFT s | identical |",
-            "|---|---|---|---|---|---|---|---|---|---|",
-        ]
-        for r in rows:
-            pred = f"{r.predicted_speedup:.2f}x" if r.predicted_speedup is not None else "–"
-            ident = f"{r.identical}/{r.compared}" if r.compared else "–"
-            if r.bugs:
-                ident += f" **{r.bugs} NOT near-ties**"
-            lines.append(
-                f"| {r.suite} | {r.config} | **{r.wall_speedup_median:.2f}x** ({r.wall_speedup_min:.2f}–{r.wall_speedup_max:.2f}) "
-                f"| {r.speedup_median:.2f}x ({r.speedup_min:.2f}–{r.speedup_max:.2f}) | {r.tok_s_median:.1f} "
-                f"| {pred} | {r.acceptance_median:.0%} | {r.tokens_per_step_median:.2f} | {r.ttft_median:.2f} | {ident} |"
-            )
-    bugs = [r for r in result.runs if r.divergence_bug]
-    lines += ["", "## Output quality", ""]
-    divs = [r for r in result.runs if r.identical is False]
-    if not divs:
-        lines.append("Every speculative run wrote exactly what target alone wrote.")
-    else:
-        for r in divs:
-            flag = " — **a larger gap than numeric noise: a bug**" if r.divergence_bug else " (near-tie: batched vs single-token rounding)"
-            lines.append(f"- {r.suite}/{r.prompt_id} {r.config} rep {r.rep}: parts at token {r.divergence_index}, "
-                         f"target margin {r.divergence_margin:.3f}{flag}")
-    if bugs:
-        lines += ["", f"**WARNING: {len(bugs)} divergence(s) were not near-ties.**"]
-    if m.get("rpc"):
-        lines += ["", *network_markdown(result)]
-    lines += ["", "## Cost model", "", "```", cost_model_report(result), "```", ""]
-    return "\n".join(lines)
-
-
-def network_markdown(result: BenchResult) -> list[str]:
-    """The RPC section: what a target pass costs over the workers and here alone, the
-    network's share, and the network time per generated token of each configuration."""
-    rpc = result.meta["rpc"]
-    c = result.cost
-    lines = ["## Network (RPC workers)", "",
-             f"Target split over {', '.join(rpc['endpoints'])}: {rpc['split']}."]
-    local = c.get("local_verify_ms") or {}
-    if not local:
-        return lines + ["", "Network share unknown: this model has not been measured on this machine without "
-                            "workers yet. Run the same `tandem bench` once without `--rpc` (or any Auto generation), "
-                            "then again with it."]
-    lines += ["", "| target pass over n tokens | over RPC | here alone | network share |", "|---|---|---|---|"]
-    for n, ms in c["verify_ms"].items():
-        if n in local:
-            net = c["network_ms"][n]
-            lines.append(f"| n={n} | {ms:.1f} ms | {local[n]:.1f} ms | {net:.1f} ms ({net / ms:.0%}) |" if ms > 0
-                         else f"| n={n} | {ms:.1f} ms | {local[n]:.1f} ms | – |")
-    lines += ["", "Over a real network every pass pays its round trips once, however many tokens it verifies, so "
-                  "the network time per generated token falls as more drafted tokens are accepted per pass. Workers "
-                  "on this same machine share its cores: then the difference grows with the batch as well.", "",
-              "| suite | config | tokens/step | network per token |", "|---|---|---|---|"]
-    for r in result.rows:
-        per = f"{r.network_ms_per_token:.1f} ms" if r.network_ms_per_token is not None else "–"
-        lines.append(f"| {r.suite} | {r.config} | {r.tokens_per_step_median:.2f} | {per} |")
-    return lines
-
-
-def write_plots(result: BenchResult, out: Path) -> list[Path]:
-    """tok/s and acceptance vs lookahead per suite; predicted vs measured speedup."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    files = []
-    suites = list(dict.fromkeys(r.suite for r in result.rows))
-    fig, axes = plt.subplots(2, 1, figsize=(8, 7), sharex=True)
-    for suite in suites:
-        rows = [r for r in result.rows if r.suite == suite]
-        fixed = sorted((r for r in rows if isinstance(r.lookahead, int) and r.mode == "fixed"), key=lambda r: r.lookahead)
-        line = axes[0].plot([r.lookahead for r in fixed], [r.tok_s_median for r in fixed], marker="o", label=suite)[0]
-        axes[1].plot([r.lookahead for r in fixed], [r.acceptance_median for r in fixed], marker="o", color=line.get_color(), label=suite)
-        for r in rows:
-            if r.mode == "target":
-                axes[0].axhline(r.tok_s_median, color=line.get_color(), linestyle=":", linewidth=1)
-            if r.mode == "auto":
-                axes[0].scatter([0], [r.tok_s_median], marker="*", s=90, color=line.get_color())
-    axes[0].set_ylabel("decode tok/s (median)")
-    axes[0].set_title("tok/s vs lookahead (dotted: target alone; star: auto)")
-    axes[1].set_ylabel("acceptance rate")
-    axes[1].set_xlabel("lookahead k")
-    axes[1].set_ylim(0, 1.05)
-    axes[0].legend(fontsize=8)
-    fig.tight_layout()
-    p = out / "lookahead.png"
-    fig.savefig(p, dpi=110)
-    plt.close(fig)
-    files.append(p)
-
-    fig, ax = plt.subplots(figsize=(6, 6))
-    pts = [(r.predicted_speedup, r.speedup_median, f"{r.suite}:{r.config}") for r in result.rows
-           if r.mode != "target" and r.predicted_speedup is not None]
-    if pts:
-        xs, ys, labels = zip(*pts)
-        ax.scatter(xs, ys)
-        for x, y, lab in pts:
-            ax.annotate(lab, (x, y), fontsize=6, alpha=0.7)
-        lo, hi = min(xs + ys + (1.0,)) * 0.9, max(xs + ys + (1.0,)) * 1.1
-        ax.plot([lo, hi], [lo, hi], linestyle="--", color="grey")
-    ax.axhline(1.0, color="red", linewidth=0.8)
-    ax.set_xlabel("predicted speedup (cost model)")
-    ax.set_ylabel("measured speedup")
-    ax.set_title("Predicted vs measured speedup")
-    fig.tight_layout()
-    p = out / "predicted_vs_measured.png"
-    fig.savefig(p, dpi=110)
-    plt.close(fig)
-    files.append(p)
-    return files

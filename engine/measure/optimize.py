@@ -284,7 +284,7 @@ def optimize_draft(
     the code-generation suite, keep and register it only if the predicted speedup improves
     by `min_gain`. `source`: "auto" (the catalog's published file when `pair` names one and
     the Hub answers, else requantise), "hub" (published file or fail) or "requantize"."""
-    from . import bench
+    from . import suites as bench_suites
     from ..decoding.engine import Engine
     from ..models.compat import require_compatible
     from ..models.gguf_header import read_header
@@ -329,7 +329,7 @@ def optimize_draft(
     say("preparing the variant", 0.0)
     variant = _obtain_variant(draft_p, qtype, preferred, source, say, stop, notes)
     check()
-    suite = bench.load_suite("code_generation").prompts[:prompts]
+    suite = bench_suites.load_suite("code_generation").prompts[:prompts]
     eng = Engine(target_p, n_ctx=2048, n_threads=n_threads, metrics_log=False)
     try:
         files = {"before": draft_p, "after": variant.path}
