@@ -284,20 +284,15 @@ def optimize_draft(
     the code-generation suite, keep and register it only if the predicted speedup improves
     by `min_gain`. `source`: "auto" (the catalog's published file when `pair` names one and
     the Hub answers, else requantise), "hub" (published file or fail) or "requantize"."""
-    from . import suites as bench_suites
     from ..decoding.engine import Engine
     from ..models.compat import require_compatible
     from ..models.gguf_header import read_header
-    from ..decoding.quality import first_divergence
+    from . import suites as bench_suites
+    from .draft_trial import DraftTrial
 
     say: ProgressFn = progress or (lambda _m, _f: None)
     stop = cancel or threading.Event()
-    if source not in ("auto", "hub", "requantize"):
-        raise OptimizeError(f"unknown source {source!r}; use auto, hub or requantize")
-    if not 1 <= k <= MAX_LOOKAHEAD:
-        raise OptimizeError(f"k must be in 1..{MAX_LOOKAHEAD}, got {k}")
-    if prompts < 1 or max_tokens < 8:
-        raise OptimizeError("need at least one prompt and 8 tokens per prompt to measure acceptance")
+    _check_options(source, k, prompts, max_tokens)
 
     def check() -> None:
         if stop.is_set():
@@ -307,13 +302,81 @@ def optimize_draft(
     require_compatible(read_header(target_p, with_tensors=False), draft_p)
     header = read_header(draft_p)
     backend = draft_variants.current_backend()
-    qtype = (qtype or fastest_type(backend)).lower()
+    qtype, fallbacks, notes, preferred = _plan_variant(draft_p, header, backend, qtype, pair, source)
+    say("preparing the variant", 0.0)
+    variant = _obtain_variant(draft_p, qtype, preferred, source, say, stop, notes)
+    check()
+    suite = bench_suites.load_suite("code_generation").prompts[:prompts]
+    trial = DraftTrial({"before": draft_p, "after": variant.path}, k, max_tokens, say, check,
+                       total=len(suite) * 3 + repeats * 2)
+    eng = Engine(target_p, n_ctx=2048, n_threads=n_threads, metrics_log=False)
+    try:
+        for p in trial.files.values():
+            eng.load_draft(p)
+        say("measuring the target's verify cost per batch size", 0.1)
+        first = eng.tokens_for(suite[0].prompt, chat=suite[0].chat)
+        verify_s = measure_verify_curve(eng.target, first, n_threads=n_threads)
+        check()
+        trial.against_target(eng, suite)
+        trial.alone(eng, suite[0], repeats, n_threads)
+    finally:
+        eng.close()
+    before, after = (_measure(trial, role, verify_s, len(suite)) for role in ("before", "after"))
+    kept = _pays_more(after, before, min_gain)
+    better = after if kept else before
+    be = break_even(verify_s, better.step_token_s, better.alpha, goal)
+    result = OptimizeResult(str(target_p), str(draft_p), backend, qtype, variant.source, len(fallbacks),
+                            weight_matrices(header), verify_s, statistics.median(trial.target_tps), before, after, kept,
+                            str(variant.path) if kept else None, be, notes)
+    if not kept and variant.requantised:
+        variant.path.unlink(missing_ok=True)  # a losing requantised copy is not worth its disk space
+    draft_variants.record(draft_p, backend, {
+        "kept": kept, "variant": str(variant.path) if kept else None, "qtype": qtype, "source": variant.source,
+        "target": str(target_p), "before": _summary(before), "after": _summary(after),
+    })
+    say(result.verdict, 1.0)
+    return result
+
+
+def _measure(trial: Any, role: str, verify_s: dict[int, float], n_prompts: int) -> DraftMeasure:
+    """One draft's `DraftMeasure` from its trial, with the cost model's best k and its
+    prediction at the trial's k."""
+    from ..models.gguf_header import read_header
+
+    p = trial.files[role]
+    st = trial.steps[role]
+    per = statistics.median(trial.step_s[role]) if trial.step_s[role] else float("inf")
+    a = alpha_of(st)
+    drafted, accepted = sum(d for d, _ in st), sum(x for _, x in st)
+    m = DraftMeasure(str(p), file_type_name(read_header(p, with_tensors=False, arrays=False)), p.stat().st_size,
+                     statistics.median(trial.alone_tps[role]), per, drafted, accepted, a,
+                     (accepted + len(st)) / len(st) if st else 1.0, trial.same[role], n_prompts,
+                     statistics.median(trial.ratios[role]) if trial.ratios[role] else 0.0,
+                     sum(trial.parted[role]), sum(1 for w in trial.parted[role] if not w))
+    c = costs_for(verify_s, per, a)
+    m.best, m.at_k = c.best(MAX_LOOKAHEAD), c.predict(trial.k)
+    return m
+
+
+def _check_options(source: str, k: int, prompts: int, max_tokens: int) -> None:
+    if source not in ("auto", "hub", "requantize"):
+        raise OptimizeError(f"unknown source {source!r}; use auto, hub or requantize")
+    if not 1 <= k <= MAX_LOOKAHEAD:
+        raise OptimizeError(f"k must be in 1..{MAX_LOOKAHEAD}, got {k}")
+    if prompts < 1 or max_tokens < 8:
+        raise OptimizeError("need at least one prompt and 8 tokens per prompt to measure acceptance")
+
+
+def _plan_variant(draft_p: Path, header: Any, backend: str, qtype: str | None, pair: Any,
+                  source: str) -> tuple[str, list[str], list[str], Any]:
+    """The type to aim for, the tensors that cannot take it, notes, and the catalog's
+    published file of that type (None: requantise)."""
     from ..decoding.quantize import quant_types
 
+    qtype = (qtype or fastest_type(backend)).lower()
     if qtype not in quant_types():
         raise OptimizeError(f"unknown quantisation type {qtype!r}; for a CPU try q4_0, q8_0 or q4_k_m")
-    have = file_type_name(header)
-    if have == qtype:
+    if file_type_name(header) == qtype:
         raise OptimizeError(f"{draft_p.name} is already {qtype.upper()}, the type this backend ({backend}) runs fastest")
     notes: list[str] = []
     fallbacks = fallback_tensors(header, qtype)
@@ -325,94 +388,7 @@ def optimize_draft(
         preferred = None
     if source == "hub" and preferred is None:
         raise OptimizeError(f"the catalog names no published {qtype.upper()} draft for this pair on {backend}")
-
-    say("preparing the variant", 0.0)
-    variant = _obtain_variant(draft_p, qtype, preferred, source, say, stop, notes)
-    check()
-    suite = bench_suites.load_suite("code_generation").prompts[:prompts]
-    eng = Engine(target_p, n_ctx=2048, n_threads=n_threads, metrics_log=False)
-    try:
-        files = {"before": draft_p, "after": variant.path}
-        for p in files.values():
-            eng.load_draft(p)
-        say("measuring the target's verify cost per batch size", 0.1)
-        first = eng.tokens_for(suite[0].prompt, chat=suite[0].chat)
-        verify_s = measure_verify_curve(eng.target, first, n_threads=n_threads)
-        check()
-        steps: dict[str, list[tuple[int, int]]] = {r: [] for r in files}
-        step_s: dict[str, list[float]] = {r: [] for r in files}
-        same = {r: 0 for r in files}
-        ratios: dict[str, list[float]] = {r: [] for r in files}
-        parted: dict[str, list[bool]] = {r: [] for r in files}  # within noise?
-        target_tps: list[float] = []
-        total = len(suite) * 3 + repeats * 2
-        done = 0
-        for i, bp in enumerate(suite):
-            ref = eng.generate(bp.prompt, chat=bp.chat, draft_model=None, max_tokens=max_tokens, lookahead=0)
-            target_tps.append(ref.stats.decode_tokens_per_s)
-            done += 1
-            order = ("before", "after") if i % 2 == 0 else ("after", "before")  # interleaved
-            for role in order:
-                check()
-                say(f"prompt {i + 1}/{len(suite)}: {role} draft, k={k}", 0.15 + 0.75 * done / total)
-                out = eng.generate(bp.prompt, chat=bp.chat, draft_model=files[role], max_tokens=max_tokens, lookahead=k)
-                for s in out.step_events:
-                    if s.drafted:
-                        steps[role].append((s.drafted, s.accepted))
-                        step_s[role].append(s.draft_ms / 1000.0 / s.drafted)
-                same[role] += out.tokens == ref.tokens
-                if ref.stats.decode_tokens_per_s > 0:
-                    ratios[role].append(out.stats.decode_tokens_per_s / ref.stats.decode_tokens_per_s)
-                if out.tokens != ref.tokens:
-                    div = first_divergence(eng.target, eng.tokens_for(bp.prompt, chat=bp.chat), ref.tokens, out.tokens)
-                    if div is not None:
-                        parted[role].append(div.within_noise)
-                done += 1
-        alone: dict[str, list[float]] = {r: [] for r in files}
-        for rep in range(repeats):
-            for role in (("before", "after") if rep % 2 == 0 else ("after", "before")):
-                check()
-                say(f"draft alone: {role}, round {rep + 1}/{repeats}", 0.15 + 0.75 * done / total)
-                model = eng.load_draft(files[role])
-                alone_eng = Engine(model, n_ctx=1024, n_threads=n_threads, metrics_log=False)
-                try:
-                    r = alone_eng.generate(suite[0].prompt, chat=suite[0].chat, max_tokens=max_tokens, lookahead=0)
-                finally:
-                    alone_eng.close()
-                alone[role].append(r.stats.decode_tokens_per_s)
-                done += 1
-    finally:
-        eng.close()
-
-    measures: dict[str, DraftMeasure] = {}
-    for role, p in files.items():
-        st = steps[role]
-        per = statistics.median(step_s[role]) if step_s[role] else float("inf")
-        a = alpha_of(st)
-        drafted, accepted = sum(d for d, _ in st), sum(x for _, x in st)
-        m = DraftMeasure(str(p), file_type_name(read_header(p, with_tensors=False, arrays=False)), p.stat().st_size,
-                         statistics.median(alone[role]), per, drafted, accepted, a,
-                         (accepted + len(st)) / len(st) if st else 1.0, same[role], len(suite),
-                         statistics.median(ratios[role]) if ratios[role] else 0.0,
-                         sum(parted[role]), sum(1 for w in parted[role] if not w))
-        c = costs_for(verify_s, per, a)
-        m.best, m.at_k = c.best(MAX_LOOKAHEAD), c.predict(k)
-        measures[role] = m
-    before, after = measures["before"], measures["after"]
-    kept = _pays_more(after, before, min_gain)
-    better = after if kept else before
-    be = break_even(verify_s, better.step_token_s, better.alpha, goal)
-    result = OptimizeResult(str(target_p), str(draft_p), backend, qtype, variant.source, len(fallbacks),
-                            weight_matrices(header), verify_s, statistics.median(target_tps), before, after, kept,
-                            str(variant.path) if kept else None, be, notes)
-    if not kept and variant.requantised:
-        variant.path.unlink(missing_ok=True)  # a losing requantised copy is not worth its disk space
-    draft_variants.record(draft_p, backend, {
-        "kept": kept, "variant": str(variant.path) if kept else None, "qtype": qtype, "source": variant.source,
-        "target": str(target_p), "before": _summary(before), "after": _summary(after),
-    })
-    say(result.verdict, 1.0)
-    return result
+    return qtype, fallbacks, notes, preferred
 
 
 def _pays_more(after: DraftMeasure, before: DraftMeasure, min_gain: float) -> bool:

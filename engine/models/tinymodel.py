@@ -122,27 +122,8 @@ def write_model(
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     w = gguf.GGUFWriter(str(path), "llama")
-    w.add_name(name)
-    w.add_context_length(n_ctx)
-    w.add_embedding_length(n_embd)
-    w.add_block_count(n_layer)
-    w.add_feed_forward_length(n_ff)
-    w.add_head_count(n_head)
-    w.add_head_count_kv(n_kv_head)
-    w.add_rope_dimension_count(head_dim)
-    w.add_layer_norm_rms_eps(1e-5)
-    w.add_file_type(gguf.LlamaFileType.ALL_F32 if dtype == np.float32 else gguf.LlamaFileType.MOSTLY_F16)
-    w.add_tokenizer_model("llama")
-    w.add_token_list(vocab.tokens)
-    w.add_token_scores(vocab.scores)
-    w.add_token_types(vocab.types)
-    w.add_unk_token_id(0)
-    w.add_bos_token_id(1)
-    w.add_eos_token_id(2)
-    w.add_add_bos_token(True)
-    w.add_add_eos_token(False)
-    if chat_template:
-        w.add_chat_template(chat_template)
+    _add_metadata(w, vocab, name=name, n_ctx=n_ctx, n_embd=n_embd, n_layer=n_layer, n_ff=n_ff, n_head=n_head,
+                  n_kv_head=n_kv_head, dtype=dtype, chat_template=chat_template)
 
     if chain is None:
         emb = rand(n_vocab, n_embd, s=1.0)
@@ -180,6 +161,33 @@ def write_model(
     w.write_tensors_to_file()
     w.close()
     return path
+
+
+def _add_metadata(w: gguf.GGUFWriter, vocab: Vocab, *, name: str, n_ctx: int, n_embd: int, n_layer: int, n_ff: int,
+                  n_head: int, n_kv_head: int, dtype: type, chat_template: str | None) -> None:
+    """The llama architecture's hyperparameters and the tokenizer, as llama.cpp reads them."""
+    head_dim = n_embd // n_head
+    w.add_name(name)
+    w.add_context_length(n_ctx)
+    w.add_embedding_length(n_embd)
+    w.add_block_count(n_layer)
+    w.add_feed_forward_length(n_ff)
+    w.add_head_count(n_head)
+    w.add_head_count_kv(n_kv_head)
+    w.add_rope_dimension_count(head_dim)
+    w.add_layer_norm_rms_eps(1e-5)
+    w.add_file_type(gguf.LlamaFileType.ALL_F32 if dtype == np.float32 else gguf.LlamaFileType.MOSTLY_F16)
+    w.add_tokenizer_model("llama")
+    w.add_token_list(vocab.tokens)
+    w.add_token_scores(vocab.scores)
+    w.add_token_types(vocab.types)
+    w.add_unk_token_id(0)
+    w.add_bos_token_id(1)
+    w.add_eos_token_id(2)
+    w.add_add_bos_token(True)
+    w.add_add_eos_token(False)
+    if chat_template:
+        w.add_chat_template(chat_template)
 
 
 def chain_through(ids: list[int]) -> dict[int, int]:
