@@ -116,3 +116,23 @@ def test_fit_in_ram_says_the_expected_speed_as_an_estimate():
     assert pair_fit(pair, _hw(100)).label == "fits in RAM"
     assert pair_fit(pair, _hw(3), bandwidth=bw).tok_s is None
     assert pair_fit(pair, _hw(2, gpu_free=80), bandwidth=bw).label == "fits on GPU"
+
+
+def test_nvml_is_shut_down_also_when_a_device_fails(monkeypatch):
+    """Every nvmlInit that succeeded gets its nvmlShutdown, also when listing devices fails
+    (the review found an `except` that returned without it)."""
+    import sys
+    import types
+
+    calls: list[str] = []
+    fake = types.SimpleNamespace(
+        nvmlInit=lambda: calls.append("init"),
+        nvmlShutdown=lambda: calls.append("shutdown"),
+        nvmlDeviceGetCount=lambda: 2,
+        nvmlDeviceGetHandleByIndex=lambda i: i,
+        nvmlDeviceGetMemoryInfo=lambda h: types.SimpleNamespace(free=1, total=2) if h == 0 else 1 / 0,
+        nvmlDeviceGetName=lambda h: b"GPU0",
+    )
+    monkeypatch.setitem(sys.modules, "pynvml", fake)
+    assert hardware._nvml() == [{"name": "GPU0", "free": 1, "total": 2}]
+    assert calls == ["init", "shutdown"]

@@ -173,16 +173,23 @@ def _nvml() -> list[dict]:
         return []
     try:
         pynvml.nvmlInit()
-        out = []
+    except Exception:  # no driver, no device: NVML is only a second opinion
+        return []
+    out: list[dict] = []
+    try:
         for i in range(pynvml.nvmlDeviceGetCount()):
             h = pynvml.nvmlDeviceGetHandleByIndex(i)
             mem = pynvml.nvmlDeviceGetMemoryInfo(h)
             name = pynvml.nvmlDeviceGetName(h)
             out.append({"name": name.decode() if isinstance(name, bytes) else name, "free": int(mem.free), "total": int(mem.total)})
-        pynvml.nvmlShutdown()
-        return out
-    except Exception:
-        return []
+    except Exception:  # a device that will not answer: report what answered
+        pass
+    finally:
+        try:
+            pynvml.nvmlShutdown()  # every successful nvmlInit needs its shutdown, also after a failure
+        except Exception:
+            pass
+    return out
 
 
 @lru_cache(maxsize=1)
