@@ -65,7 +65,27 @@ def installed(tmp_path_factory) -> dict:
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "TANDEM_CATALOG", "PYTHONHOME")}
     env.update(HF_HOME=str(tmp / "hf"), TANDEM_HOME=str(tmp / "home"), HF_HUB_OFFLINE="1")
     tandem = venv / ("Scripts/tandem.exe" if os.name == "nt" else "bin/tandem")
-    return {"py": py, "tandem": tandem, "site": site, "cwd": elsewhere, "env": env}
+    return {"py": py, "tandem": tandem, "site": site, "cwd": elsewhere, "env": env, "wheel": wheel}
+
+
+DEV_SCRIPTS = ("baseline", "gpu_probe", "lookup_replay", "server_bench", "bench_gui", "host_overhead")
+
+
+def test_the_wheel_ships_no_development_scripts(installed):
+    import zipfile
+
+    names = zipfile.ZipFile(installed["wheel"]).namelist()
+    assert not [n for n in names if n.startswith("tools/")], names
+    shipped = [n for n in names if n.endswith(".py") and Path(n).stem in DEV_SCRIPTS]
+    assert not shipped, shipped
+    assert any(n.startswith("engine/decoding/") for n in names) and any(n.startswith("app/views/") for n in names)
+
+
+def test_the_public_api_imports_in_the_fresh_environment(installed):
+    probe = ("import engine, importlib.metadata as md; print(engine.Engine.__name__, engine.RemoteEngine.__name__); "
+             "print([e.value for e in md.entry_points(group='tandem.gui')])")
+    r = _run([str(installed["py"]), "-c", probe], cwd=installed["cwd"], env=installed["env"])
+    assert r.stdout.splitlines() == ["Engine RemoteEngine", "['app.main:main']"], r.stdout
 
 
 def test_installed_package_carries_the_catalog_and_suites(installed):
