@@ -58,6 +58,7 @@ class _Run:
     first_token_t: float | None = None
     emitted_this_step: int = 0
     drafter_synced: bool = False  # the model drafter has read the prompt (deferred under Auto)
+    costs_pending: bool = False  # the policy needs the verify curve, measured after the first token
     acceptance: TextAcceptance | None = None  # what this text's proposals were worth (Auto trims by it)
 
     def end(self, finish: str, stopped_by: str) -> None:
@@ -169,6 +170,8 @@ class Decoder:
                     yield from result.tokens
                     if result.step is not None:
                         yield result.step
+                    if run.costs_pending and not run.finish:
+                        self._measure_costs(run)
                 flushed, done = self._done(run)
                 yield from flushed
                 yield done
@@ -234,12 +237,9 @@ class Decoder:
             policy = run.lookahead.current
             if drafter.cost_class == "model" and policy.drafts_from_start:
                 self._sync_drafter(run)
-            if policy.needs_costs and drafter.cost_class == "model" and not self.cost.calibrated and not cancel.cancelled:
-                t = time.perf_counter()
-                with self._step_lock:
-                    if not self._closed:
-                        self._calibrate(run.prompt[-1])
-                run.stats.calibration_s += time.perf_counter() - t
+            # With no stored costs the first answer does not wait for measuring: its first step
+            # is plain (as target alone's), and the verify curve is measured right after it.
+            run.costs_pending = policy.needs_costs and drafter.cost_class == "model" and not self.cost.calibrated
         run.t_prefill = time.perf_counter()
         run.stats.prefill_s = run.t_prefill - run.t0
 
@@ -272,7 +272,7 @@ class Decoder:
             return StepResult([], None, True)
         k_req = 0
         prop = offered = Proposal()
-        if drafter is not None:
+        if drafter is not None and not run.costs_pending:
             k_req = run.lookahead.choose(min(room_ctx, remaining - 1), self.cost)
             if k_req > 0 and drafter.cost_class == "model" and not run.drafter_synced:
                 self._sync_drafter(run)
@@ -374,6 +374,15 @@ class Decoder:
         st.lookahead = run.lookahead.summary() if self.drafter is not None else "0"  # nothing to draft with
         st.k_counts = {str(k): n for k, n in sorted(run.lookahead.k_counts.items())}
         return tokens, DoneEvent(run.text.text, run.generated, st.finalize())
+
+    def _measure_costs(self, run: _Run) -> None:
+        """Measure the target's verify curve once, after the first token is out (timed apart)."""
+        t = time.perf_counter()
+        with self._step_lock:
+            if not self._closed and not run.cancel.cancelled:
+                self._calibrate(run.pending)
+        run.costs_pending = False
+        run.stats.calibration_s += time.perf_counter() - t
 
     def _calibrate(self, probe_token: int) -> None:
         """Measure the target's verify cost for a few batch sizes (when none is known).

@@ -79,7 +79,7 @@ class RunStats:
     wall_s: float = 0.0
     draft_s: float = 0.0
     verify_s: float = 0.0
-    calibration_s: float = 0.0  # measuring the target's verify costs (once per machine and model; in prefill_s)
+    calibration_s: float = 0.0  # measuring the target's verify costs (once per machine and model), after the first token: in decode_s
     draft_sync_s: float = 0.0  # a model draft reading the prompt/context it had not seen yet
     finish_reason: str = ""  # stop | length | cancelled
     stopped_by: str = ""  # eos | stop_string | max_tokens | context_full | cancel
