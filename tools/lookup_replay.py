@@ -130,7 +130,7 @@ def replay(cases: Sequence[Case], verify_s: Callable[[int], float], *, confidenc
 
 def load_cases(runs: Path, tokens_for: Callable[[object, bool], list[int]], which: str = "all") -> list[Case]:
     """Target-alone runs of a `tandem bench` output (the first repetition of each prompt)."""
-    from engine.measure.bench import HELDOUT, load_suite
+    from engine.measure.suites import HELDOUT, load_suite
 
     suites: dict = {}
     cases: list[Case] = []
