@@ -19,6 +19,7 @@ from engine.measure import bench
 
 from .. import theme, workers
 from ..session import Session
+from ..widgets.reflow import Reflow
 from ..widgets.table_model import RowsTableModel
 
 COLUMNS = [
@@ -120,11 +121,18 @@ class BenchView(QWidget):
         root = QHBoxLayout(self)
         split = QSplitter(Qt.Orientation.Horizontal)
         root.addWidget(split)
-        split.addWidget(self._build_settings())
+        settings = self._build_settings()
+        split.addWidget(settings)
         split.addWidget(self._build_results())
         split.setSizes([300, 900])
         split.setStretchFactor(0, 0)  # a narrower window takes room from the settings, not the results
         split.setStretchFactor(1, 1)
+        # A narrow window stacks the settings above the results: the table keeps its columns.
+        self._reflow = Reflow(self, split, [settings, self._table_width])
+
+    def _table_width(self) -> int:
+        """The width the results table needs to show every column."""
+        return self.table.horizontalHeader().length() + 2 * self.table.frameWidth() + 4
 
     def _build_suites(self) -> QGroupBox:
         box = QGroupBox("Suites")
