@@ -9,6 +9,7 @@ from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QTextBrowser, QVBoxLa
 
 from .elided_label import ElidedLabel
 from .live_label import pin_size
+from .reflow import Reflow
 from .provenance import COLOURS, merge_runs
 
 WIDEST_SPEED = "\u2713 000.00 s \u00b7 0000.0 tok/s"  # the longest speed text (app/replay.py speed_text)
@@ -40,6 +41,7 @@ class RacePane(QFrame):
         head.addWidget(self.title)
         head.addStretch(1)
         head.addWidget(self.speed)
+        self._reflow = Reflow(self, head, [self.title, self.speed])  # the speed under the title when narrow
         self.text = QTextBrowser()
         self.text.document().setDocumentMargin(10)
         mono = QFont("monospace")

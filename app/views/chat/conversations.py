@@ -42,6 +42,7 @@ class ConversationsMixin:
             return
         self.charts.reset()  # step data is not stored: the charts show only a live answer
         self.open_conversation(int(item.data(Qt.ItemDataRole.UserRole)))
+        self._close_floating_chats()
 
     def _conversation_clicked(self, item: QListWidgetItem) -> None:
         """A click on the row that is already current (currentItemChanged stays silent)."""
@@ -96,6 +97,7 @@ class ConversationsMixin:
         self.conv_list.blockSignals(True)
         self.conv_list.setCurrentRow(-1)  # so a click on the previous chat is a change again
         self.conv_list.blockSignals(False)
+        self._close_floating_chats()
         self.prompt.setFocus()
 
     def _clear_notes(self) -> None:

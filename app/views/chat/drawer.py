@@ -1,5 +1,11 @@
-"""The chat's settings drawer: the generation settings and live charts at the right, closed
-in a narrow window so the transcript keeps its room (F9 opens and closes it)."""
+"""The chat's side panels and how they follow the window: the settings drawer (generation
+settings and live charts, at the right; F9) and the conversation list (at the left).
+
+Each docks in the page's splitter while it fits beside the transcript, and floats over the
+transcript's edge when it does not (app/widgets/reflow.py), so the page never scrolls
+sideways: the drawer first (an open drawer docks in place of the conversation list, which
+then opens from a "Chats" button), both floating in the narrowest window.
+"""
 
 from __future__ import annotations
 
@@ -8,13 +14,17 @@ from typing import Any
 from PySide6.QtGui import QKeySequence, QShortcut
 from PySide6.QtWidgets import QHBoxLayout, QScrollArea, QSplitter, QToolButton, QVBoxLayout, QWidget
 
+from ...widgets.reflow import SLACK, SideOverlay, overflow
+
 DRAWER_OPEN_WIDTH = 1100  # the settings drawer starts closed in a narrower window
 DRAWER_MIN_WIDTH = 240  # the drawer scrolls rather than widening the window
 DRAWER_OPEN_SIZE = 380  # its width when opened
+CHATS_OVERLAY_WIDTH = 260  # the conversation list floating over the transcript
+CHATS_DOCK_SIZE = 200  # its width docked
 
 
 class DrawerMixin:
-    """ChatView's drawer behaviour (the panel inside it is built in layout.py)."""
+    """ChatView's side panels (the panels' contents are built in layout.py)."""
 
     def _drawer(self, panel: QWidget) -> QWidget:
         """The settings and charts in a drawer that a narrow window keeps closed.
@@ -44,10 +54,28 @@ class DrawerMixin:
         self.drawer_scroll.setWidget(panel)
         self.drawer_scroll.setMinimumWidth(DRAWER_MIN_WIDTH)
         lay.addWidget(self.drawer_scroll, 1)
+        self._drawer_overlay = SideOverlay(self.drawer_scroll, lay, self, self.drawer_btn, side="right",
+                                           width=DRAWER_OPEN_SIZE)
         self._drawer_auto = True  # follows the window's width until the user chooses
         QShortcut(QKeySequence("F9"), self, activated=self.drawer_btn.click).setWhatsThis("Show or hide the settings drawer")
         self._show_drawer(True)
         return drawer
+
+    def _conversations_dock(self, panel: QWidget) -> QWidget:
+        """The conversation list's place in the splitter; a narrow window floats it instead."""
+        dock = self._chats_dock = QWidget()
+        lay = QVBoxLayout(dock)
+        lay.setContentsMargins(0, 0, 0, 0)
+        lay.addWidget(panel, 1)
+        self.chats_btn = QToolButton()
+        self.chats_btn.setText("\u2630 Chats")
+        self.chats_btn.setCheckable(True)
+        self.chats_btn.setAutoRaise(True)
+        self.chats_btn.setToolTip("Show or hide the conversation list")
+        self.chats_btn.clicked.connect(lambda on: self._chats_overlay.set_shown(on))
+        self.chats_btn.hide()  # shown while the list floats
+        self._chats_overlay = SideOverlay(panel, lay, self, self.chats_btn, side="left", width=CHATS_OVERLAY_WIDTH)
+        return dock
 
     def _drawer_clicked(self, on: bool) -> None:
         self._drawer_auto = False
@@ -56,10 +84,15 @@ class DrawerMixin:
     def _show_drawer(self, on: bool) -> None:
         self.drawer_btn.setChecked(on)
         self.drawer_btn.setText("Settings \u203a" if on else "\u2039 Settings")
-        self.drawer_scroll.setVisible(on)
+        self._drawer_overlay.set_shown(on)
+        self._fit_side_panels()
+        self._size_drawer()
+
+    def _size_drawer(self) -> None:
         drawer = self._drawer_widget
+        on = self.drawer_open and not self._drawer_overlay.floating
         closed_width = self.drawer_btn.sizeHint().width() + 4
-        drawer.setMaximumWidth(16777215 if on else closed_width)  # closed: only the toggle
+        drawer.setMaximumWidth(16777215 if on else closed_width)  # closed or floating: only the toggle
         split = drawer.parentWidget()
         if isinstance(split, QSplitter):  # the transcript gives or takes the drawer's room
             sizes = split.sizes()
@@ -72,12 +105,59 @@ class DrawerMixin:
     def drawer_open(self) -> bool:
         return not self.drawer_scroll.isHidden()
 
+    def _fit_side_panels(self) -> None:
+        """Dock what fits beside the transcript's minimum, float the rest (see the module's docstring)."""
+        if not hasattr(self, "_chats_overlay"):
+            return  # still building
+        avail = self.width() - overflow(self) - SLACK
+        chats = self._chats_overlay.panel.minimumSizeHint().width()
+        middle = self._answer_column.minimumSizeHint().width()
+        toggle = self.drawer_btn.sizeHint().width() + 4
+        drawer = DRAWER_MIN_WIDTH + toggle if self.drawer_open else toggle
+        handles = 3 * 6 + 24  # splitter handles and the page's margins
+        float_drawer = middle + drawer + handles > avail
+        float_chats = chats + middle + (toggle if float_drawer else drawer) + handles > avail
+        self._chats_overlay.set_floating(float_chats)
+        if float_chats and not self._chats_dock.isHidden():
+            self._chats_dock.hide()
+        elif not float_chats and self._chats_dock.isHidden():
+            self._dock_chats()
+        self.chats_btn.setVisible(float_chats)
+        if not float_chats:
+            self.chats_btn.setChecked(False)
+            self._chats_overlay.set_shown(True)
+        elif not self.chats_btn.isChecked():
+            self._chats_overlay.set_shown(False)
+        if float_drawer != self._drawer_overlay.floating:
+            self._drawer_overlay.set_floating(float_drawer)
+            self._size_drawer()
+
+    def _dock_chats(self) -> None:
+        """The list back in the splitter, as wide as it was (the transcript gives the room)."""
+        self._chats_dock.show()
+        split = self._chats_dock.parentWidget()
+        if isinstance(split, QSplitter):
+            sizes = split.sizes()
+            want = max(CHATS_DOCK_SIZE, self._chats_dock.minimumSizeHint().width())
+            if sizes[0] < want:
+                sizes[1] = max(sizes[1] - (want - sizes[0]), 0)
+                sizes[0] = want
+                split.setSizes(sizes)
+
+    def _close_floating_chats(self) -> None:
+        """A conversation picked from the floating list: the list makes way for it."""
+        if self._chats_overlay.floating and self.chats_btn.isChecked():
+            self.chats_btn.setChecked(False)
+            self._chats_overlay.set_shown(False)
+
     def resizeEvent(self, event: Any) -> None:  # noqa: N802
         super().resizeEvent(event)
         if self._drawer_auto:
             wide = self.window().width() >= DRAWER_OPEN_WIDTH
             if wide != self.drawer_open:
                 self._show_drawer(wide)
+                return
+        self._fit_side_panels()
 
     def set_charts_visible(self, on: bool) -> None:
         """Show or hide the live charts (the checkbox, or the GUI benchmark)."""
@@ -85,4 +165,3 @@ class DrawerMixin:
             self.charts_toggle.setChecked(on)  # comes back here through `toggled`
             return
         self.charts.setVisible(on)
-

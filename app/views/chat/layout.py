@@ -122,10 +122,13 @@ class LayoutMixin:
         self.model_bar = ModelBar(self.session)
         self._build_transcript()
         self._build_prompt()
-        mid = QWidget()
+        mid = self._answer_column = QWidget()
         ml = QVBoxLayout(mid)
-        for w in (self.model_bar, self.legend):
-            ml.addWidget(w)
+        bar = QHBoxLayout()  # "Chats" opens the conversation list where it floats (drawer.py)
+        bar.addWidget(self.chats_btn)
+        bar.addWidget(self.model_bar, 1)
+        ml.addLayout(bar)
+        ml.addWidget(self.legend)
         ml.addWidget(self.transcript, 1)
         for w in (self.stats_label, self.auto_note, self.context_note, self.prefill_label, self.edit_label, self.prompt):
             ml.addWidget(w)

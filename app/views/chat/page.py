@@ -55,7 +55,7 @@ class ChatView(LayoutMixin, DrawerMixin, ConversationsMixin, ComposerMixin, Answ
         root = QHBoxLayout(self)
         split = QSplitter(Qt.Orientation.Horizontal)
         root.addWidget(split)
-        split.addWidget(self._build_conversations())
+        split.addWidget(self._conversations_dock(self._build_conversations()))
         split.addWidget(self._build_answer_column())
         split.addWidget(self._drawer(self._build_settings_panel()))
         split.setSizes([200, 640, 420])

@@ -14,6 +14,7 @@ from engine.models.catalog import Catalog
 from engine.models.hardware import Hardware
 
 from ...session import Session
+from ...widgets.reflow import Reflow
 from .compat import CompatPanel
 from .imports import ImportsPanel
 from .pairs import PairsPanel
@@ -39,6 +40,7 @@ class ModelsView(QWidget):
         bl.setContentsMargins(0, 0, 0, 0)
         bl.addWidget(self.imports, 1)
         bl.addWidget(self.compat, 1)
+        self._reflow = Reflow(self, bl, [self.imports, self.compat])  # stacked in a narrow window
         split.addWidget(bottom)
         split.setStretchFactor(0, 3)
         split.setStretchFactor(1, 2)

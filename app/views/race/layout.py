@@ -11,6 +11,7 @@ from PySide6.QtWidgets import (
 
 from ...widgets.lookahead_control import LookaheadControl
 from ...widgets.race_pane import RacePane
+from ...widgets.reflow import WrappingLabel
 from ...widgets.speed_bars import SpeedBars
 
 SIDES = ("target", "speculative")
@@ -109,17 +110,17 @@ class LayoutMixin:
     def _build_headline(self) -> QVBoxLayout:
         """The big speedup, its definition and reason, and the speed bars."""
         big = QVBoxLayout()
-        self.speedup_label = QLabel("–")
+        self.speedup_label = WrappingLabel("–")
         self.speedup_label.setObjectName("speedup")
         f = self.speedup_label.font()
         f.setPointSizeF(f.pointSizeF() * 2.2)
         f.setBold(True)
         self.speedup_label.setFont(f)
-        self.speedup_label.setMinimumWidth(self.speedup_label.fontMetrics().horizontalAdvance("0.00× faster") + 8)
-        self.speedup_detail = QLabel(SPEEDUP_DEFINITION)
+        self.speedup_label.setWordWrap(True)  # "1.38× slower (wall clock)" wraps rather than being cut
+        self.speedup_detail = WrappingLabel(SPEEDUP_DEFINITION)
         self.speedup_detail.setObjectName("paneSubtitle")
         self.speedup_detail.setWordWrap(True)
-        self.speedup_hint = QLabel("")
+        self.speedup_hint = WrappingLabel("")
         self.speedup_hint.setWordWrap(True)
         self.bars = SpeedBars(TITLES)
         for w in (self.speedup_label, self.speedup_detail, self.speedup_hint, self.bars):
@@ -150,14 +151,16 @@ class LayoutMixin:
 
     def _build_result(self) -> QGroupBox:
         res = QGroupBox("Result")
-        rl = QHBoxLayout(res)
+        rl = self._result_row = QHBoxLayout(res)
         rl.setSpacing(18)
-        rl.addLayout(self._build_headline(), 3)
-        rl.addLayout(self._build_metrics(), 3)
-        self.identical_label = QLabel("")
+        headline, metrics = self._build_headline(), self._build_metrics()
+        rl.addLayout(headline, 3)
+        rl.addLayout(metrics, 3)
+        self.identical_label = WrappingLabel("")
         self.identical_label.setWordWrap(True)
         self.identical_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         self.identical_label.setMinimumWidth(180)
         self.identical_label.setAlignment(Qt.AlignmentFlag.AlignTop | Qt.AlignmentFlag.AlignLeft)
         rl.addWidget(self.identical_label, 3)
+        self._result_parts = [headline, metrics, self.identical_label]  # stacked in a narrow window
         return res

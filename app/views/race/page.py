@@ -17,6 +17,7 @@ from ...replay import ReplayClock, live_rate
 from ...session import Session
 from ...widgets.live_stats import REFRESH_MS
 from ...widgets.provenance import Legend
+from ...widgets.reflow import Reflow
 from .layout import SIDES, SPEEDUP_DEFINITION, LayoutMixin
 from .replaying import ReplayMixin
 from .verdict import VerdictMixin
@@ -66,15 +67,18 @@ class RaceView(LayoutMixin, VerdictMixin, ReplayMixin, QWidget):
         root = QVBoxLayout(self)
         root.setSpacing(8)
         top = QHBoxLayout()
-        top.addLayout(self._build_prompt_column(), 1)
-        top.addWidget(self._build_settings())
+        prompt, settings = self._build_prompt_column(), self._build_settings()
+        top.addLayout(prompt, 1)
+        top.addWidget(settings)
         root.addLayout(top)
+        self._reflow = [Reflow(self, top, [prompt, settings])]  # stacked in a narrow window
         legend_row = QHBoxLayout()
         legend_row.addWidget(Legend(show_toggle=False))
         root.addLayout(legend_row)
         root.addLayout(self._build_panes(), 1)
         root.addLayout(self._build_replay_row())
         root.addWidget(self._build_result())
+        self._reflow.append(Reflow(self, self._result_row, self._result_parts))
 
     def set_dark(self, dark: bool) -> None:
         self.dark = dark

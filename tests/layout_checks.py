@@ -1,0 +1,87 @@
+"""Geometry a person would see, measured on live widgets: a horizontal scrollbar, text cut
+off (a one-line label or button narrower than its text, a wrapped label shorter than its
+lines), a control outside the window or sticking out sideways from the area that scrolls it.
+Used by the screenshot tests; each check names the widget so a failure says what to fix."""
+
+from __future__ import annotations
+
+from PySide6.QtCore import QPoint, QRect
+from PySide6.QtWidgets import (
+    QAbstractButton, QAbstractScrollArea, QAbstractSlider, QAbstractSpinBox, QComboBox, QLabel, QLineEdit, QWidget,
+)
+
+CONTROLS = (QAbstractButton, QAbstractSpinBox, QComboBox, QLineEdit, QAbstractSlider)
+# Areas whose content may scroll sideways by design: a table of many columns, a code block.
+SIDEWAYS_OK = {"codeBlock"}
+
+
+def _name(c: QWidget) -> str:
+    text = c.text() if hasattr(c, "text") and callable(c.text) else ""
+    return f"{type(c).__name__}{'#' + c.objectName() if c.objectName() else ''} {str(text)[:30]!r}"
+
+
+def _shown(c: QWidget, w: QWidget) -> bool:
+    return c.isVisibleTo(w) and c.window() is w and c.width() > 0 and c.height() > 0
+
+
+def horizontal_scrollbars(w: QWidget) -> list[str]:
+    """Scroll areas in `w` showing a horizontal scrollbar."""
+    out = []
+    for a in w.findChildren(QAbstractScrollArea):
+        if _shown(a, w) and a.objectName() not in SIDEWAYS_OK and a.horizontalScrollBar().isVisible():
+            out.append(f"{_name(a)} scrolls sideways")
+    return out
+
+
+def clipped_text(w: QWidget) -> list[str]:
+    """Buttons and one-line labels narrower than their text; wrapped labels shorter than their lines."""
+    out = []
+    for c in w.findChildren(QWidget):
+        if not _shown(c, w):
+            continue
+        if isinstance(c, QAbstractButton) or (isinstance(c, QLabel) and not c.wordWrap() and c.text()
+                                              and not c.pixmap() and not hasattr(c, "is_elided")):
+            if c.width() < c.sizeHint().width() - 1:
+                out.append(f"{_name(c)}: {c.width()} px < {c.sizeHint().width()} px of text")
+        elif isinstance(c, QLabel) and c.wordWrap() and c.text() and c.hasHeightForWidth():
+            need = c.heightForWidth(c.width())
+            if c.height() < need - 2:
+                out.append(f"{_name(c)}: {c.height()} px tall < {need} px of wrapped lines")
+    return out
+
+
+def _scroller(c: QWidget) -> QWidget | None:
+    """The viewport of the nearest scroll area that holds `c`, if any."""
+    p = c.parentWidget()
+    while p is not None:
+        if isinstance(p.parentWidget(), QAbstractScrollArea) and p.parentWidget().viewport() is p:
+            return p
+        p = p.parentWidget()
+    return None
+
+
+def outside(w: QWidget) -> list[str]:
+    """Controls not wholly inside the window, or cut off sideways by the area that scrolls them."""
+    out = []
+    win = w.rect()
+    for c in w.findChildren(QWidget):
+        if not (isinstance(c, CONTROLS) and _shown(c, w)):
+            continue
+        parent = c.parentWidget()
+        if parent is not None and (c.x() < -1 or c.geometry().right() > parent.width() + 1):
+            out.append(f"{_name(c)} sticks out of its panel ({c.x()}..{c.geometry().right()} in 0..{parent.width()})")
+            continue
+        g = QRect(c.mapTo(w, QPoint(0, 0)), c.size())
+        view = _scroller(c)
+        if view is not None:  # scrolled up or down is fine; sideways is not
+            v = QRect(view.mapTo(w, QPoint(0, 0)), view.size())
+            if g.left() < v.left() - 1 or g.right() > v.right() + 1:
+                out.append(f"{_name(c)} is cut off sideways ({g.left()}..{g.right()} in {v.left()}..{v.right()})")
+            continue
+        if not win.contains(g):
+            out.append(f"{_name(c)} is outside the window ({g.x()},{g.y()} {g.width()}x{g.height()})")
+    return out
+
+
+def problems(w: QWidget) -> list[str]:
+    return horizontal_scrollbars(w) + clipped_text(w) + outside(w)
