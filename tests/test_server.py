@@ -51,7 +51,8 @@ def served(tiny_target, tiny_draft):
     from engine.serving.server import ServedModel, ServerConfig, ServerThread, create_app
 
     eng = Engine(tiny_target, n_ctx=1024, metrics_log=False)
-    app = create_app(ServedModel(eng, "tiny-pair", draft=tiny_draft, lookahead=4),
+    app = create_app(ServedModel(eng, "tiny-pair", draft=tiny_draft, lookahead=4, aliases=("gpt-3.5-turbo",),
+                                 catalog_id="tiny-catalog-id"),
                      ServerConfig(api_key=KEY, max_waiting=32, list_catalog=False))
     srv = ServerThread(app).start()
     yield SimpleNamespace(eng=eng, app=app, url=srv.url, queue=app.state.queue)
@@ -188,7 +189,6 @@ BAD = [
     ("{", None, "not valid JSON"),
     ("[1, 2]", None, "JSON object"),
     ({}, "messages", "required"),
-    ({"model": "gpt-4"}, "model", "does not exist"),
     ({"messages": []}, "messages", "at least one message"),
     ({"messages": [{"role": "user", "content": LONG}]}, "messages", "but the context holds 1024"),
     ({"lookahead": 17}, "lookahead", "0..16"),
@@ -371,11 +371,47 @@ def test_models_health_and_metrics(served, client, tiny_target):
 
 
 def test_model_aliases_and_unknown_names(served, client, tiny_target):
-    for name in ("tiny-pair", tiny_target.name, tiny_target.stem):
+    assert [m.id for m in client.models.list().data] == ["tiny-pair", "gpt-3.5-turbo"]
+    for name in ("tiny-pair", tiny_target.name, tiny_target.stem, "tiny-catalog-id", "gpt-3.5-turbo"):
         assert chat(client, model=name, max_tokens=2).usage.completion_tokens == 2
-    with pytest.raises(openai.BadRequestError) as e:
+        assert client.models.retrieve(name).model_extra["loaded"] is True
+    with pytest.raises(openai.NotFoundError) as e:
         chat(client, model="gpt-4o", max_tokens=2)
-    assert e.value.body["code"] == "model_not_found"
+    assert e.value.status_code == 404
+    assert e.value.body["code"] == "model_not_found" and e.value.body["param"] == "model"
+    assert e.value.body["type"] == "invalid_request_error" and "gpt-4o" in e.value.body["message"]
+    r = httpx.post(served.url + "/v1/completions", headers=AUTH, json={"model": "nope", "prompt": "x", "max_tokens": 1})
+    assert r.status_code == 404 and r.json()["error"]["code"] == "model_not_found"
+
+
+def test_any_model_name_answers_to_every_name(tiny_target):
+    from fastapi.testclient import TestClient
+    from engine.serving.server import ServedModel, ServerConfig, create_app
+
+    body = {"messages": MSGS, "max_tokens": 2, "model": "gpt-4o-mini"}
+    eng = Engine(tiny_target, n_ctx=256, metrics_log=False)
+    try:
+        for any_name, status in ((False, 404), (True, 200)):
+            app = create_app(ServedModel(eng, "t", draft="lookup"), ServerConfig(any_model_name=any_name, list_catalog=False))
+            with TestClient(app) as tc:
+                assert tc.post("/v1/chat/completions", json=body).status_code == status
+                assert tc.get("/v1/models/gpt-4o-mini").status_code == status
+                assert [m["id"] for m in tc.get("/v1/models").json()["data"]] == ["t"]
+    finally:
+        eng.close()
+
+
+def test_serve_alias_and_any_model_name_flags_reach_the_server(monkeypatch, tiny_target):
+    from engine.cli import serve
+    from engine.cli.main import main
+
+    seen = {}
+    monkeypatch.setattr("engine.serving.server.serve_forever",
+                        lambda app, *a, **k: seen.update(served=app.state.served, config=app.state.config))
+    assert main(["serve", "--target", str(tiny_target), "--draft", "lookup", "--port", "0",
+                 "--alias", "a1", "--alias", "gpt-4", "--any-model-name"]) == 0
+    assert seen["served"].aliases == ("a1", "gpt-4") and seen["config"].any_model_name is True
+    assert serve.catalog_id_of(tiny_target) is None
 
 
 # -- the command -----------------------------------------------------------------------------

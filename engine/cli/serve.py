@@ -36,6 +36,20 @@ def served_id(args: argparse.Namespace, target: Path) -> str:
     return target.stem
 
 
+def catalog_id_of(target: Path) -> str | None:
+    """The catalog model id whose file is `target` (a name clients may use), or None."""
+    from ..models import catalog, store
+
+    try:
+        for spec in catalog.load().models.values():
+            found = store.locate_model(spec)
+            if found is not None and found.resolve() == target.resolve():
+                return spec.id
+    except Exception:  # a name is a courtesy: a broken catalog or store must not stop the server
+        return None
+    return None
+
+
 def cmd_serve(args: argparse.Namespace) -> int:
     from .common import resolve_pair
     from .rpc import engine_for
@@ -58,8 +72,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
         if draft is not None:
             eng.decoder(draft)  # load and check the draft before the first request
         eng.decoder(None)
-        served = ServedModel(eng, served_id(args, target), draft=draft, lookahead=args.lookahead)
-        config = ServerConfig(api_key=api_key, max_waiting=args.queue, temperature=args.temperature)
+        served = ServedModel(eng, served_id(args, target), draft=draft, lookahead=args.lookahead,
+                             aliases=tuple(args.alias or ()), catalog_id=catalog_id_of(target))
+        config = ServerConfig(api_key=api_key, max_waiting=args.queue, temperature=args.temperature,
+                              any_model_name=args.any_model_name)
         app = create_app(served, config)
         split = f", target split over {len(eng.endpoints)} RPC worker(s)" if getattr(args, "rpc", None) else ""
         draft_text = {"model": f"draft {Path(str(draft)).name}", "lookup": "prompt lookup", "none": "no draft"}[served.default_draft]
@@ -93,6 +109,10 @@ def register(sub: Any) -> None:
     s.add_argument("--queue", type=int, default=16, help="requests that may wait behind the running one (default 16); "
                                                           "more get 503 with Retry-After")
     s.add_argument("--temperature", type=float, default=1.0, help="for requests that do not say (default 1.0, as OpenAI)")
+    s.add_argument("--alias", action="append", metavar="NAME",
+                   help="another model name the server answers to and lists in /v1/models (repeatable)")
+    s.add_argument("--any-model-name", action="store_true",
+                   help="answer to every model name (for tools with a hard-coded one); off: an unknown name is a 404")
     s.add_argument("--log-level", default="info", choices=("critical", "error", "warning", "info", "debug"))
     add_rpc_option(s)
     s.set_defaults(func=cmd_serve)

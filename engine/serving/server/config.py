@@ -18,7 +18,8 @@ class ServedModel:
     id: str
     draft: Union[str, os.PathLike, Model, None] = None  # a draft model (path/Model), "lookup" or None
     lookahead: Union[int, str] = "auto"  # for requests that do not say
-    aliases: tuple[str, ...] = ()
+    aliases: tuple[str, ...] = ()  # extra names clients may use (`tandem serve --alias`), listed in /v1/models
+    catalog_id: str | None = None  # the target's catalog model id, when it is a catalog model
 
     @property
     def has_draft_model(self) -> bool:
@@ -31,8 +32,14 @@ class ServedModel:
         return "lookup" if isinstance(self.draft, str) and self.draft.lower() == "lookup" else "none"
 
     def names(self) -> set[str]:
+        """Every name this model answers to: its id, its file name (with and without .gguf),
+        its catalog id and its aliases."""
         target = Path(self.engine.target.path)
-        return {self.id, target.name, target.stem, *self.aliases}
+        return {self.id, target.name, target.stem, *self.aliases} | ({self.catalog_id} if self.catalog_id else set())
+
+    def listed_ids(self) -> list[str]:
+        """The ids /v1/models lists: the id, then the aliases (each one servable now)."""
+        return list(dict.fromkeys([self.id, *self.aliases]))
 
 
 @dataclass
@@ -40,5 +47,6 @@ class ServerConfig:
     api_key: str | None = None
     max_waiting: int = 16  # requests allowed to wait behind the running one
     temperature: float = 1.0  # when a request does not say (OpenAI's default)
-    list_catalog: bool = True  # /v1/models also lists downloaded catalog pairs
+    list_catalog: bool = True  # an unknown model's 404 says when it is a downloaded but unloaded pair
+    any_model_name: bool = False  # answer to every model name (tools with a hard-coded one)
     extra: dict[str, Any] = field(default_factory=dict)
