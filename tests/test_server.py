@@ -505,3 +505,68 @@ def test_real_smollm2_through_the_server_with_itself_as_draft():
             assert t["acceptance_rate"] > 0.9 and t["mean_tokens_per_step"] > 2.5  # a model drafting for itself
     finally:
         eng.close()
+
+
+# -- CORS ------------------------------------------------------------------------------------
+ORIGIN = "http://app.example:3000"
+
+
+def test_cors_preflight_errors_and_streams_carry_the_headers(tiny_target, monkeypatch):
+    from fastapi.testclient import TestClient
+    from engine.serving.server import ServedModel, ServerConfig, create_app
+    from engine.serving.server.generation import Completions
+
+    eng = Engine(tiny_target, n_ctx=256, metrics_log=False)
+    try:
+        app = create_app(ServedModel(eng, "t", draft="lookup"), ServerConfig(cors_origins=(ORIGIN,), list_catalog=False))
+        with TestClient(app) as tc:
+            pre = tc.options("/v1/chat/completions", headers={
+                "Origin": ORIGIN, "Access-Control-Request-Method": "POST",
+                "Access-Control-Request-Headers": "authorization, content-type"})
+            assert pre.status_code == 200 and pre.headers["access-control-allow-origin"] == ORIGIN
+            assert "POST" in pre.headers["access-control-allow-methods"]
+            assert "authorization" in pre.headers["access-control-allow-headers"].lower()
+            h = {"Origin": ORIGIN}
+            ok = tc.post("/v1/chat/completions", headers=h, json={"messages": MSGS, "max_tokens": 2})
+            bad = tc.post("/v1/chat/completions", headers=h, json={"messages": MSGS, "model": "nope"})
+            missing = tc.get("/v1/nothing", headers=h)
+            with tc.stream("POST", "/v1/chat/completions", headers=h,
+                           json={"messages": MSGS, "max_tokens": 2, "stream": True}) as sse:
+                assert sse.headers["access-control-allow-origin"] == ORIGIN
+                assert "[DONE]" in sse.read().decode()
+            for r, code in ((ok, 200), (bad, 404), (missing, 404)):
+                assert r.status_code == code and r.headers["access-control-allow-origin"] == ORIGIN
+            other = tc.get("/v1/models", headers={"Origin": "http://evil.example"})
+            assert "access-control-allow-origin" not in other.headers
+
+            async def broken(self, *a, **k):
+                raise RuntimeError("boom")
+
+            monkeypatch.setattr(Completions, "generate", broken)
+            bug = tc.post("/v1/chat/completions", headers=h, json={"messages": MSGS})
+            assert bug.status_code == 500 and bug.json()["error"]["type"] == "server_error"
+            assert bug.headers["access-control-allow-origin"] == ORIGIN
+        with TestClient(create_app(ServedModel(eng, "t", draft="lookup"))) as tc:  # no origin set: no CORS
+            r = tc.options("/v1/chat/completions", headers={"Origin": ORIGIN, "Access-Control-Request-Method": "POST"})
+            assert r.status_code == 405 and "access-control-allow-origin" not in r.headers
+    finally:
+        eng.close()
+
+
+def test_cors_star_needs_a_key_off_loopback():
+    from engine.serving.server.config import check_cors
+
+    assert check_cors(("*",), api_key=None, loopback=True) is None
+    assert check_cors(("*",), api_key="k", loopback=False) is None
+    assert "--api-key" in check_cors(("*",), api_key=None, loopback=False)
+    assert "scheme" in check_cors(("localhost:3000",), api_key="k", loopback=True)
+    assert check_cors((ORIGIN,), api_key=None, loopback=False) is None
+
+
+def test_serve_refuses_star_cors_on_the_network_in_one_line(tiny_target, capsys):
+    from engine.cli.main import main
+
+    assert main(["serve", "--target", str(tiny_target), "--host", "0.0.0.0", "--port", "0",
+                 "--cors-origin", "*"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--api-key" in err[0]

@@ -49,4 +49,16 @@ class ServerConfig:
     temperature: float = 1.0  # when a request does not say (OpenAI's default)
     list_catalog: bool = True  # an unknown model's 404 says when it is a downloaded but unloaded pair
     any_model_name: bool = False  # answer to every model name (tools with a hard-coded one)
+    cors_origins: tuple[str, ...] = ()  # browser origins allowed to call the API ("*": any; see check_cors)
     extra: dict[str, Any] = field(default_factory=dict)
+
+
+def check_cors(origins: tuple[str, ...], *, api_key: str | None, loopback: bool) -> str | None:
+    """Why these CORS origins are refused, or None: `*` lets any web page a visitor opens call the
+    server from their browser, so it needs an API key unless only this machine can reach it."""
+    for o in origins:
+        if o != "*" and not o.startswith(("http://", "https://")):
+            return f"--cors-origin {o!r}: an origin is '*' or a scheme and host such as http://localhost:3000"
+    if "*" in origins and not (api_key or loopback):
+        return "--cors-origin '*' on a network address needs --api-key (any web page could use the server)"
+    return None
