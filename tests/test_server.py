@@ -51,7 +51,8 @@ def served(tiny_target, tiny_draft):
     from engine.serving.server import ServedModel, ServerConfig, ServerThread, create_app
 
     eng = Engine(tiny_target, n_ctx=1024, metrics_log=False)
-    app = create_app(ServedModel(eng, "tiny-pair", draft=tiny_draft, lookahead=4),
+    app = create_app(ServedModel(eng, "tiny-pair", draft=tiny_draft, lookahead=4, aliases=("gpt-3.5-turbo",),
+                                 catalog_id="tiny-catalog-id"),
                      ServerConfig(api_key=KEY, max_waiting=32, list_catalog=False))
     srv = ServerThread(app).start()
     yield SimpleNamespace(eng=eng, app=app, url=srv.url, queue=app.state.queue)
@@ -188,7 +189,6 @@ BAD = [
     ("{", None, "not valid JSON"),
     ("[1, 2]", None, "JSON object"),
     ({}, "messages", "required"),
-    ({"model": "gpt-4"}, "model", "does not exist"),
     ({"messages": []}, "messages", "at least one message"),
     ({"messages": [{"role": "user", "content": LONG}]}, "messages", "but the context holds 1024"),
     ({"lookahead": 17}, "lookahead", "0..16"),
@@ -371,11 +371,47 @@ def test_models_health_and_metrics(served, client, tiny_target):
 
 
 def test_model_aliases_and_unknown_names(served, client, tiny_target):
-    for name in ("tiny-pair", tiny_target.name, tiny_target.stem):
+    assert [m.id for m in client.models.list().data] == ["tiny-pair", "gpt-3.5-turbo"]
+    for name in ("tiny-pair", tiny_target.name, tiny_target.stem, "tiny-catalog-id", "gpt-3.5-turbo"):
         assert chat(client, model=name, max_tokens=2).usage.completion_tokens == 2
-    with pytest.raises(openai.BadRequestError) as e:
+        assert client.models.retrieve(name).model_extra["loaded"] is True
+    with pytest.raises(openai.NotFoundError) as e:
         chat(client, model="gpt-4o", max_tokens=2)
-    assert e.value.body["code"] == "model_not_found"
+    assert e.value.status_code == 404
+    assert e.value.body["code"] == "model_not_found" and e.value.body["param"] == "model"
+    assert e.value.body["type"] == "invalid_request_error" and "gpt-4o" in e.value.body["message"]
+    r = httpx.post(served.url + "/v1/completions", headers=AUTH, json={"model": "nope", "prompt": "x", "max_tokens": 1})
+    assert r.status_code == 404 and r.json()["error"]["code"] == "model_not_found"
+
+
+def test_any_model_name_answers_to_every_name(tiny_target):
+    from fastapi.testclient import TestClient
+    from engine.serving.server import ServedModel, ServerConfig, create_app
+
+    body = {"messages": MSGS, "max_tokens": 2, "model": "gpt-4o-mini"}
+    eng = Engine(tiny_target, n_ctx=256, metrics_log=False)
+    try:
+        for any_name, status in ((False, 404), (True, 200)):
+            app = create_app(ServedModel(eng, "t", draft="lookup"), ServerConfig(any_model_name=any_name, list_catalog=False))
+            with TestClient(app) as tc:
+                assert tc.post("/v1/chat/completions", json=body).status_code == status
+                assert tc.get("/v1/models/gpt-4o-mini").status_code == status
+                assert [m["id"] for m in tc.get("/v1/models").json()["data"]] == ["t"]
+    finally:
+        eng.close()
+
+
+def test_serve_alias_and_any_model_name_flags_reach_the_server(monkeypatch, tiny_target):
+    from engine.cli import serve
+    from engine.cli.main import main
+
+    seen = {}
+    monkeypatch.setattr("engine.serving.server.serve_forever",
+                        lambda app, *a, **k: seen.update(served=app.state.served, config=app.state.config))
+    assert main(["serve", "--target", str(tiny_target), "--draft", "lookup", "--port", "0",
+                 "--alias", "a1", "--alias", "gpt-4", "--any-model-name"]) == 0
+    assert seen["served"].aliases == ("a1", "gpt-4") and seen["config"].any_model_name is True
+    assert serve.catalog_id_of(tiny_target) is None
 
 
 # -- the command -----------------------------------------------------------------------------
@@ -469,3 +505,68 @@ def test_real_smollm2_through_the_server_with_itself_as_draft():
             assert t["acceptance_rate"] > 0.9 and t["mean_tokens_per_step"] > 2.5  # a model drafting for itself
     finally:
         eng.close()
+
+
+# -- CORS ------------------------------------------------------------------------------------
+ORIGIN = "http://app.example:3000"
+
+
+def test_cors_preflight_errors_and_streams_carry_the_headers(tiny_target, monkeypatch):
+    from fastapi.testclient import TestClient
+    from engine.serving.server import ServedModel, ServerConfig, create_app
+    from engine.serving.server.generation import Completions
+
+    eng = Engine(tiny_target, n_ctx=256, metrics_log=False)
+    try:
+        app = create_app(ServedModel(eng, "t", draft="lookup"), ServerConfig(cors_origins=(ORIGIN,), list_catalog=False))
+        with TestClient(app) as tc:
+            pre = tc.options("/v1/chat/completions", headers={
+                "Origin": ORIGIN, "Access-Control-Request-Method": "POST",
+                "Access-Control-Request-Headers": "authorization, content-type"})
+            assert pre.status_code == 200 and pre.headers["access-control-allow-origin"] == ORIGIN
+            assert "POST" in pre.headers["access-control-allow-methods"]
+            assert "authorization" in pre.headers["access-control-allow-headers"].lower()
+            h = {"Origin": ORIGIN}
+            ok = tc.post("/v1/chat/completions", headers=h, json={"messages": MSGS, "max_tokens": 2})
+            bad = tc.post("/v1/chat/completions", headers=h, json={"messages": MSGS, "model": "nope"})
+            missing = tc.get("/v1/nothing", headers=h)
+            with tc.stream("POST", "/v1/chat/completions", headers=h,
+                           json={"messages": MSGS, "max_tokens": 2, "stream": True}) as sse:
+                assert sse.headers["access-control-allow-origin"] == ORIGIN
+                assert "[DONE]" in sse.read().decode()
+            for r, code in ((ok, 200), (bad, 404), (missing, 404)):
+                assert r.status_code == code and r.headers["access-control-allow-origin"] == ORIGIN
+            other = tc.get("/v1/models", headers={"Origin": "http://evil.example"})
+            assert "access-control-allow-origin" not in other.headers
+
+            async def broken(self, *a, **k):
+                raise RuntimeError("boom")
+
+            monkeypatch.setattr(Completions, "generate", broken)
+            bug = tc.post("/v1/chat/completions", headers=h, json={"messages": MSGS})
+            assert bug.status_code == 500 and bug.json()["error"]["type"] == "server_error"
+            assert bug.headers["access-control-allow-origin"] == ORIGIN
+        with TestClient(create_app(ServedModel(eng, "t", draft="lookup"))) as tc:  # no origin set: no CORS
+            r = tc.options("/v1/chat/completions", headers={"Origin": ORIGIN, "Access-Control-Request-Method": "POST"})
+            assert r.status_code == 405 and "access-control-allow-origin" not in r.headers
+    finally:
+        eng.close()
+
+
+def test_cors_star_needs_a_key_off_loopback():
+    from engine.serving.server.config import check_cors
+
+    assert check_cors(("*",), api_key=None, loopback=True) is None
+    assert check_cors(("*",), api_key="k", loopback=False) is None
+    assert "--api-key" in check_cors(("*",), api_key=None, loopback=False)
+    assert "scheme" in check_cors(("localhost:3000",), api_key="k", loopback=True)
+    assert check_cors((ORIGIN,), api_key=None, loopback=False) is None
+
+
+def test_serve_refuses_star_cors_on_the_network_in_one_line(tiny_target, capsys):
+    from engine.cli.main import main
+
+    assert main(["serve", "--target", str(tiny_target), "--host", "0.0.0.0", "--port", "0",
+                 "--cors-origin", "*"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--api-key" in err[0]

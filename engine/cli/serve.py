@@ -36,6 +36,20 @@ def served_id(args: argparse.Namespace, target: Path) -> str:
     return target.stem
 
 
+def catalog_id_of(target: Path) -> str | None:
+    """The catalog model id whose file is `target` (a name clients may use), or None."""
+    from ..models import catalog, store
+
+    try:
+        for spec in catalog.load().models.values():
+            found = store.locate_model(spec)
+            if found is not None and found.resolve() == target.resolve():
+                return spec.id
+    except Exception:  # a name is a courtesy: a broken catalog or store must not stop the server
+        return None
+    return None
+
+
 def cmd_serve(args: argparse.Namespace) -> int:
     from .common import resolve_pair
     from .rpc import engine_for
@@ -43,11 +57,16 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
     _require_server_extra()
     from ..serving.server import ServedModel, ServerConfig, create_app, is_loopback, serve_forever
+    from ..serving.server.config import check_cors
     from ..serving.server.runner import bind, url_for
 
     api_key = args.api_key or os.environ.get("TANDEM_API_KEY") or None
     if args.queue < 0:
         raise TandemError(f"--queue must be >= 0, got {args.queue}")
+    cors = tuple(args.cors_origin or ())
+    refused = check_cors(cors, api_key=api_key, loopback=is_loopback(args.host))
+    if refused:
+        raise TandemError(refused)
     if not is_loopback(args.host) and not api_key:
         print(f"tandem: warning: listening on {args.host} without --api-key: anyone who can reach this machine "
               "can use the server", file=sys.stderr)
@@ -58,8 +77,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
         if draft is not None:
             eng.decoder(draft)  # load and check the draft before the first request
         eng.decoder(None)
-        served = ServedModel(eng, served_id(args, target), draft=draft, lookahead=args.lookahead)
-        config = ServerConfig(api_key=api_key, max_waiting=args.queue, temperature=args.temperature)
+        served = ServedModel(eng, served_id(args, target), draft=draft, lookahead=args.lookahead,
+                             aliases=tuple(args.alias or ()), catalog_id=catalog_id_of(target))
+        config = ServerConfig(api_key=api_key, max_waiting=args.queue, temperature=args.temperature,
+                              any_model_name=args.any_model_name, cors_origins=cors)
         app = create_app(served, config)
         split = f", target split over {len(eng.endpoints)} RPC worker(s)" if getattr(args, "rpc", None) else ""
         draft_text = {"model": f"draft {Path(str(draft)).name}", "lookup": "prompt lookup", "none": "no draft"}[served.default_draft]
@@ -93,6 +114,13 @@ def register(sub: Any) -> None:
     s.add_argument("--queue", type=int, default=16, help="requests that may wait behind the running one (default 16); "
                                                           "more get 503 with Retry-After")
     s.add_argument("--temperature", type=float, default=1.0, help="for requests that do not say (default 1.0, as OpenAI)")
+    s.add_argument("--alias", action="append", metavar="NAME",
+                   help="another model name the server answers to and lists in /v1/models (repeatable)")
+    s.add_argument("--any-model-name", action="store_true",
+                   help="answer to every model name (for tools with a hard-coded one); off: an unknown name is a 404")
+    s.add_argument("--cors-origin", action="append", metavar="ORIGIN",
+                   help="a browser origin allowed to call the API, e.g. http://localhost:3000 (repeatable; '*' "
+                        "only with --api-key or on loopback); default: none")
     s.add_argument("--log-level", default="info", choices=("critical", "error", "warning", "info", "debug"))
     add_rpc_option(s)
     s.set_defaults(func=cmd_serve)

@@ -7,7 +7,7 @@ the server share one engine safely. Errors are OpenAI-shaped bodies, never a dea
 
 Parts: `config` (ServedModel, ServerConfig), `errors` (ApiError, handlers, the key check),
 `generation` (the completion endpoints), `listing` (models, health, metrics),
-`middleware` (request counting).
+`middleware` (request counting, bugs as 500s, CORS).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from .config import ServedModel, ServerConfig
 from .errors import install_error_handlers, key_check
 from .generation import Completions, completions_router
 from .listing import listing_router
-from .middleware import CountRequests
+from .middleware import install_middleware
 from .prom import ServerMetrics
 
 __all__ = ["ServedModel", "ServerConfig", "create_app"]
@@ -34,7 +34,7 @@ def create_app(served: ServedModel, config: ServerConfig | None = None) -> FastA
     app = FastAPI(title="Tandem", description="OpenAI-compatible local speculative decoding", version="1",
                   docs_url=None, redoc_url=None, openapi_url=None)
     app.state.served, app.state.config, app.state.queue, app.state.metrics = served, config, queue, metrics
-    app.add_middleware(CountRequests, metrics=metrics)
+    install_middleware(app, metrics, tuple(config.cors_origins))
     install_error_handlers(app)
     check_key = key_check(config)
     app.include_router(completions_router(Completions(served, config, queue, metrics), check_key))

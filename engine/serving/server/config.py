@@ -18,7 +18,8 @@ class ServedModel:
     id: str
     draft: Union[str, os.PathLike, Model, None] = None  # a draft model (path/Model), "lookup" or None
     lookahead: Union[int, str] = "auto"  # for requests that do not say
-    aliases: tuple[str, ...] = ()
+    aliases: tuple[str, ...] = ()  # extra names clients may use (`tandem serve --alias`), listed in /v1/models
+    catalog_id: str | None = None  # the target's catalog model id, when it is a catalog model
 
     @property
     def has_draft_model(self) -> bool:
@@ -31,8 +32,14 @@ class ServedModel:
         return "lookup" if isinstance(self.draft, str) and self.draft.lower() == "lookup" else "none"
 
     def names(self) -> set[str]:
+        """Every name this model answers to: its id, its file name (with and without .gguf),
+        its catalog id and its aliases."""
         target = Path(self.engine.target.path)
-        return {self.id, target.name, target.stem, *self.aliases}
+        return {self.id, target.name, target.stem, *self.aliases} | ({self.catalog_id} if self.catalog_id else set())
+
+    def listed_ids(self) -> list[str]:
+        """The ids /v1/models lists: the id, then the aliases (each one servable now)."""
+        return list(dict.fromkeys([self.id, *self.aliases]))
 
 
 @dataclass
@@ -40,5 +47,18 @@ class ServerConfig:
     api_key: str | None = None
     max_waiting: int = 16  # requests allowed to wait behind the running one
     temperature: float = 1.0  # when a request does not say (OpenAI's default)
-    list_catalog: bool = True  # /v1/models also lists downloaded catalog pairs
+    list_catalog: bool = True  # an unknown model's 404 says when it is a downloaded but unloaded pair
+    any_model_name: bool = False  # answer to every model name (tools with a hard-coded one)
+    cors_origins: tuple[str, ...] = ()  # browser origins allowed to call the API ("*": any; see check_cors)
     extra: dict[str, Any] = field(default_factory=dict)
+
+
+def check_cors(origins: tuple[str, ...], *, api_key: str | None, loopback: bool) -> str | None:
+    """Why these CORS origins are refused, or None: `*` lets any web page a visitor opens call the
+    server from their browser, so it needs an API key unless only this machine can reach it."""
+    for o in origins:
+        if o != "*" and not o.startswith(("http://", "https://")):
+            return f"--cors-origin {o!r}: an origin is '*' or a scheme and host such as http://localhost:3000"
+    if "*" in origins and not (api_key or loopback):
+        return "--cors-origin '*' on a network address needs --api-key (any web page could use the server)"
+    return None

@@ -20,7 +20,7 @@ from . import wire
 from .bridge import Generation, GenerationFailed
 from .config import ServedModel, ServerConfig
 from .errors import ApiError, failure
-from .listing import downloaded_pairs
+from .listing import model_not_found
 from .prom import ServerMetrics
 from .schemas import ChatCompletionRequest, CompletionRequest
 
@@ -33,13 +33,9 @@ class Completions:
         self.eng = served.engine
 
     def check_model(self, name: str | None) -> None:
-        if not name or name in self.served.names():
+        if not name or name in self.served.names() or self.config.any_model_name:
             return
-        served = self.served
-        listed = {p["id"] for p in downloaded_pairs(set())} if self.config.list_catalog else set()
-        hint = (f"'{name}' is downloaded but not loaded: this server runs '{served.id}' (restart it with --pair {name})"
-                if name in listed else f"the model '{name}' does not exist here: this server runs '{served.id}'")
-        raise ApiError(400, hint, param="model", code="model_not_found")
+        raise model_not_found(name, self.served, self.config)
 
     def draft_spec(self, choice: str | None) -> Any:
         choice = choice or self.served.default_draft

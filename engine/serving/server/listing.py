@@ -1,5 +1,5 @@
-"""The read-only endpoints: `/v1/models` (the loaded pair and the downloaded ones), `/health`
-and `/metrics`."""
+"""The read-only endpoints: `/v1/models` (what can be served now: the loaded model and its
+aliases), `/health` and `/metrics`."""
 
 from __future__ import annotations
 
@@ -38,19 +38,28 @@ def downloaded_pairs(exclude: set[str]) -> list[dict[str, Any]]:
         return []
 
 
-async def model_entries(served: ServedModel, config: ServerConfig) -> list[dict[str, Any]]:
-    """The loaded model first (with its context and defaults), then the downloaded pairs."""
+def model_entries(served: ServedModel) -> list[dict[str, Any]]:
+    """The loaded model (with its context and defaults), then one entry per alias: only names a
+    request can use now (a downloaded but unloaded pair would be refused, so it is not listed)."""
     eng = served.engine
     target = Path(eng.target.path)
     try:
         created = int(target.stat().st_mtime)
     except OSError:
         created = 0
-    loaded = {"id": served.id, "object": "model", "created": created, "owned_by": "tandem", "loaded": True,
-              "target": target.name, "draft": served.default_draft, "n_ctx": eng.n_ctx,
-              "lookahead": served.lookahead}
-    others = await run_in_threadpool(downloaded_pairs, {served.id}) if config.list_catalog else []
-    return [loaded, *others]
+    base = {"object": "model", "created": created, "owned_by": "tandem", "loaded": True,
+            "target": target.name, "draft": served.default_draft, "n_ctx": eng.n_ctx, "lookahead": served.lookahead}
+    return [{"id": name, **base, **({} if name == served.id else {"alias_of": served.id})}
+            for name in served.listed_ids()]
+
+
+def model_not_found(name: str, served: ServedModel, config: ServerConfig) -> ApiError:
+    """OpenAI's 404 for a model this server does not serve, saying what it does serve."""
+    listed = {p["id"] for p in downloaded_pairs(set())} if config.list_catalog else set()
+    hint = (f"'{name}' is downloaded but not loaded: this server runs '{served.id}' (restart it with --pair {name})"
+            if name in listed else f"The model '{name}' does not exist: this server runs '{served.id}' "
+                                   "(start it with --alias NAME or --any-model-name to accept other names)")
+    return ApiError(404, hint, param="model", code="model_not_found")
 
 
 def listing_router(served: ServedModel, config: ServerConfig, queue: GenerationQueue, metrics: ServerMetrics,
@@ -61,14 +70,18 @@ def listing_router(served: ServedModel, config: ServerConfig, queue: GenerationQ
     @router.get("/v1/models", dependencies=auth)
     @router.get("/models", dependencies=auth, include_in_schema=False)
     async def models() -> dict[str, Any]:
-        return {"object": "list", "data": await model_entries(served, config)}
+        return {"object": "list", "data": model_entries(served)}
 
     @router.get("/v1/models/{model_id:path}", dependencies=auth)
+    @router.get("/models/{model_id:path}", dependencies=auth, include_in_schema=False)
     async def model(model_id: str) -> dict[str, Any]:
-        for m in await model_entries(served, config):
-            if m["id"] == model_id or (m["loaded"] and model_id in served.names()):
+        entries = model_entries(served)
+        for m in entries:
+            if m["id"] == model_id:
                 return m
-        raise ApiError(404, f"the model '{model_id}' does not exist here", param="model", code="model_not_found")
+        if model_id in served.names() or config.any_model_name:
+            return {**entries[0], "id": model_id, "alias_of": served.id}
+        raise await run_in_threadpool(model_not_found, model_id, served, config)
 
     @router.get("/health")
     async def health() -> Any:
