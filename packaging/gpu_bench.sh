@@ -3,7 +3,7 @@
 #
 #   bash packaging/gpu_bench.sh prepare     # here: fetch the llama-cpp-python sdist and wheels into gpu-carry/
 #   run (device tool) with carry=["gpu-carry"]:
-#       bash packaging/gpu_bench.sh device   # there: build with CUDA (sm_90), write shape-realistic random
+#       bash packaging/gpu_bench.sh device   # there: build as the set-up does (CUDA for the card found), write shape-realistic random
 #                                            # models, measure, write $OUT/gpu.json
 #
 # What it measures (random weights make acceptance meaningless): target-alone tok/s of a
@@ -33,10 +33,15 @@ device)
   mkdir -p "$OUT"
   python3 -m venv --system-site-packages /tmp/tv
   /tmp/tv/bin/pip install -q --no-index --find-links "$CARRY" gguf jinja2 platformdirs psutil scikit-build-core
-  mkdir -p /tmp/llsrc && tar xzf "$CARRY"/llama_cpp_python-0.3.36.tar.gz -C /tmp/llsrc
-  src=$(ls -d /tmp/llsrc/*/ | head -1)
-  CMAKE_ARGS="-DGGML_CUDA=on -DCMAKE_CUDA_ARCHITECTURES=90" CMAKE_BUILD_PARALLEL_LEVEL=16 \
-    /tmp/tv/bin/pip install -q --no-index --no-build-isolation --find-links "$CARRY" "$src" 2>&1 | tail -3
+  # The set-up's own choice, as a user's machine makes it: nvidia-smi -> CUDA for this card's
+  # compute capability (sm_90 on an H200) with the machine's CUDA toolkit. No registry here:
+  # pip takes the carried sdist and build requirements only (PyPI's CUDA compiler, ~1 GB,
+  # cannot be carried, so a machine without a toolkit says so and this stops below).
+  export PIP_NO_INDEX=1 PIP_FIND_LINKS="$CARRY" TANDEM_WHEEL_CACHE=/tmp/tandem-wheels CMAKE_BUILD_PARALLEL_LEVEL=16
+  bash "$ROOT/packaging/install_llama_cpp.sh" --dry-run /tmp/tv/bin/python | tee "$OUT/backend.txt"
+  bash "$ROOT/packaging/install_llama_cpp.sh" /tmp/tv/bin/python > "$OUT/build.log" 2>&1 || true
+  grep -E '^(llama.cpp backend|The .* build failed|llama-cpp-python .* installed)' "$OUT/build.log" | tee -a "$OUT/backend.txt"
+  /tmp/tv/bin/python -c 'import llama_cpp, sys; sys.exit(0 if llama_cpp.llama_supports_gpu_offload() else "this llama.cpp build cannot offload to the GPU: see " + sys.argv[1])' "$OUT/backend.txt"
   nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv > "$OUT/gpu.txt" || true
   cd "$ROOT" && /tmp/tv/bin/python -m tools.gpu_probe --target-shape qwen7b --draft-shape qwen0.5b \
       --alphas "code_generation:0.9,chat:0.75,code_editing_lookup:0.8" --out "$OUT/gpu.json"
