@@ -268,6 +268,11 @@ class _PausingEngine:
 
     PAUSE_S = 1.5
 
+    def __init__(self) -> None:
+        from engine.decoding.queue import GenerationQueue
+
+        self.queue = GenerationQueue()  # every engine owns its queue (the workers take turns in it)
+
     def stream(self, request, cancel=None, **kw):
         import time
 
