@@ -123,6 +123,9 @@ class MainWindow(QMainWindow):
         self.session = Session(self)
         self.catalog = catalog.load()
         self.hw = hardware.probe()
+        # A GPU this build leaves idle (a CPU-only llama.cpp on a GPU machine): asked once, and
+        # only when llama.cpp registered no GPU, since it runs nvidia-smi.
+        self._unused_gpu = None if self.hw.gpus else hardware.unused_gpu(self.hw, offload=False)
         self._build()
         self._restore()
         self.session.pairChanged.connect(self._pair_changed)
@@ -228,6 +231,8 @@ class MainWindow(QMainWindow):
         sb = self.statusBar()
         # Elided, with the whole text as tooltip: a long pair title or GPU name never widens the window.
         self.hw_label = ElidedLabel(self._hw_text(), min_chars=10)
+        if self._unused_gpu:  # the whole warning and the command that fixes it, on hover
+            self.hw_label.setToolTip(f"{self._hw_text()}\n{self._unused_gpu}: rebuild it with\n{hardware.gpu_rebuild_command()}")
         self.pair_label = ElidedLabel("no pair loaded", min_chars=14)
         self.busy_label = QLabel("")
         self.speed_label = QLabel("")
@@ -324,7 +329,8 @@ class MainWindow(QMainWindow):
     def _hw_text(self) -> str:
         hw = self.hw
         gpus = ", ".join(f"{d.description or d.name} {d.total / 1e9:.0f} GB" for d in hw.gpus)
-        return f"{hw.backend} · {hw.cores_physical} cores · {hw.ram_total / 1e9:.0f} GB RAM" + (f" · {gpus}" if gpus else "")
+        text = f"{hw.backend} · {hw.cores_physical} cores · {hw.ram_total / 1e9:.0f} GB RAM" + (f" · {gpus}" if gpus else "")
+        return text + (" · ⚠ GPU unused: CPU-only llama.cpp build" if self._unused_gpu else "")
 
     # -- state ---------------------------------------------------------------------------
     def _restore(self) -> None:

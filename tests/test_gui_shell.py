@@ -385,3 +385,26 @@ def test_bench_use_this_setting_reaches_the_chat(qtbot, make_window):
     assert w.chat.temperature.value() == pytest.approx(0.7)
     w.views["Bench"].useSetting.emit({"drafter": "none", "lookahead": "auto"})
     assert w.chat.drafter.currentData() == "none" and w.chat.lookahead.value() == "auto"
+
+
+def test_status_bar_warns_when_a_gpu_is_idle_under_a_cpu_only_build(qtbot, make_window, monkeypatch, tmp_path):
+    import sys
+
+    from engine.models import hardware
+
+    bindir = tmp_path / "fakebin"
+    bindir.mkdir()
+    (bindir / "nvidia-smi").write_text('#!/bin/sh\necho "NVIDIA GeForce RTX 3090"\n')
+    (bindir / "nvidia-smi").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bindir}:/usr/bin:/bin")
+    monkeypatch.setattr(sys, "platform", "linux")
+    monkeypatch.setattr(hardware, "ggml_devices", lambda: [])  # llama.cpp registered no GPU
+    hardware.host_gpu.cache_clear()
+    try:
+        w = make_window()
+    finally:
+        hardware.host_gpu.cache_clear()
+    assert "GPU unused: CPU-only llama.cpp build" in w._hw_text()
+    tip = w.hw_label.toolTip()
+    assert "NVIDIA GeForce RTX 3090 present, but this llama.cpp build is CPU-only" in tip
+    assert "TANDEM_BACKEND=cuda bash " in tip and "install_llama_cpp.sh" in tip

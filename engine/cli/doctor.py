@@ -49,9 +49,12 @@ def run_checks() -> list[Check]:
 
     hw = hardware.probe()
     # llama_supports_gpu_offload() is also true for any RPC build: count real local GPUs.
-    gpu = supports_gpu_offload() and bool(hw.gpus)
-    hint = "" if gpu else " (for a GPU build see the README: CMAKE_ARGS=\"-DGGML_CUDA=on\" or Metal)"
-    checks.append(Check("backend", True, f"{hw.backend}; GPU offload {'supported' if gpu else 'not in this build'}{hint}"))
+    offload = supports_gpu_offload()
+    gpu = offload and bool(hw.gpus)
+    checks.append(Check("backend", True, f"{hw.backend}; GPU offload {'supported' if gpu else 'not in this build'}"))
+    unused = hardware.unused_gpu(hw, offload)
+    if unused:  # the set-up built for the CPU on a GPU machine (an old venv, or a failed GPU build)
+        checks.append(Check("gpu build", False, unused, hardware.gpu_rebuild_command()))
     for d in hw.devices:
         checks.append(Check(f"device {d.name}", True, f"{d.kind} {d.backend}: {d.description}, {d.free / 1e9:.1f} of {d.total / 1e9:.1f} GB free"))
     checks.append(_rpc_check())

@@ -13,6 +13,10 @@ from __future__ import annotations
 import ctypes
 import importlib.util
 import os
+import platform
+import shlex
+import shutil
+import subprocess
 import sys
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -164,6 +168,45 @@ def ggml_devices() -> list[Device]:
             )
         )
     return out
+
+
+@lru_cache(maxsize=1)
+def host_gpu() -> str | None:
+    """A GPU this machine has, whatever this llama.cpp build can use: the cards nvidia-smi
+    reports, or Apple silicon's. None when there is none to find. Runs nvidia-smi, so callers
+    ask only when llama.cpp registered no GPU."""
+    if sys.platform == "darwin" and platform.machine() == "arm64":
+        return "Apple silicon GPU"
+    exe = shutil.which("nvidia-smi")
+    if exe is None:
+        return None
+    try:
+        r = subprocess.run([exe, "--query-gpu=name", "--format=csv,noheader"], capture_output=True, text=True, timeout=15)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    names = [ln.strip() for ln in r.stdout.splitlines() if ln.strip()] if r.returncode == 0 else []
+    return ", ".join(dict.fromkeys(names)) or None
+
+
+def gpu_rebuild_command() -> str:
+    """The set-up command that rebuilds llama.cpp for this machine's GPU, runnable as printed."""
+    backend = "metal" if sys.platform == "darwin" else "cuda"
+    script = Path(__file__).resolve().parents[2] / "packaging" / "install_llama_cpp.sh"
+    where = shlex.quote(str(script)) if script.exists() else "packaging/install_llama_cpp.sh"
+    return f"TANDEM_BACKEND={backend} bash {where} {shlex.quote(sys.executable)}"
+
+
+def unused_gpu(hw: Hardware, offload: bool) -> str | None:
+    """When this machine has a GPU but this llama.cpp build runs on the CPU only: the words
+    saying so (pair them with `gpu_rebuild_command()`); else None. `offload` is
+    llama_supports_gpu_offload(), which every RPC build answers yes, so a build counts as a
+    GPU build only when llama.cpp also registered a GPU device."""
+    if offload and hw.gpus:
+        return None
+    gpu = host_gpu()
+    if gpu is None:
+        return None
+    return f"{gpu} present, but this llama.cpp build is CPU-only"
 
 
 def _nvml() -> list[dict]:
