@@ -7,10 +7,12 @@ the server share one engine safely. Errors are OpenAI-shaped bodies, never a dea
 
 Parts: `config` (ServedModel, ServerConfig), `errors` (ApiError, handlers, the key check),
 `generation` (the completion endpoints), `listing` (models, health, metrics),
-`middleware` (request counting).
+`middleware` (the body limit, request counting).
 """
 
 from __future__ import annotations
+
+import threading
 
 from fastapi import FastAPI
 
@@ -19,7 +21,7 @@ from .config import ServedModel, ServerConfig
 from .errors import install_error_handlers, key_check
 from .generation import Completions, completions_router
 from .listing import listing_router
-from .middleware import CountRequests
+from .middleware import BodyLimit, CountRequests
 from .prom import ServerMetrics
 
 __all__ = ["ServedModel", "ServerConfig", "create_app"]
@@ -34,9 +36,14 @@ def create_app(served: ServedModel, config: ServerConfig | None = None) -> FastA
     app = FastAPI(title="Tandem", description="OpenAI-compatible local speculative decoding", version="1",
                   docs_url=None, redoc_url=None, openapi_url=None)
     app.state.served, app.state.config, app.state.queue, app.state.metrics = served, config, queue, metrics
-    app.add_middleware(CountRequests, metrics=metrics)
+    app.state.stopping = threading.Event()  # set by the runner on shutdown: cut answers say so
     install_error_handlers(app)
     check_key = key_check(config)
-    app.include_router(completions_router(Completions(served, config, queue, metrics), check_key))
-    app.include_router(listing_router(served, config, queue, metrics, check_key))
+    routers = [completions_router(Completions(served, config, queue, metrics, app.state.stopping), check_key),
+               listing_router(served, config, queue, metrics, check_key)]
+    for router in routers:
+        app.include_router(router)
+    # The last added runs first: count every answer, including the body limit's 413.
+    app.add_middleware(BodyLimit, max_bytes=config.max_body)
+    app.add_middleware(CountRequests, metrics=metrics, known=frozenset(r.path for x in routers for r in x.routes))
     return app

@@ -9,6 +9,8 @@ from typing import Any, Union
 
 from ...decoding.llama import Model
 
+DEFAULT_MAX_BODY = 4 * 1024 * 1024  # 4 MiB: a full 128K-token conversation is well under 1 MiB of JSON
+
 
 @dataclass
 class ServedModel:
@@ -41,4 +43,5 @@ class ServerConfig:
     max_waiting: int = 16  # requests allowed to wait behind the running one
     temperature: float = 1.0  # when a request does not say (OpenAI's default)
     list_catalog: bool = True  # /v1/models also lists downloaded catalog pairs
+    max_body: int = DEFAULT_MAX_BODY  # bytes; larger request bodies get 413 before they are read (0: no limit)
     extra: dict[str, Any] = field(default_factory=dict)
