@@ -31,6 +31,15 @@ class PromptError(TandemError):
     """The prompt is empty or does not fit in the context window."""
 
 
+class PromptTooLong(PromptError):
+    """The prompt cannot fit in the context: known without counting all of it (`at_least` tokens)."""
+
+    def __init__(self, at_least: int, n_ctx: int):
+        super().__init__(f"the prompt is at least {at_least:,} tokens but the context holds {n_ctx}; "
+                         "shorten it or raise the context size")
+        self.at_least, self.n_ctx = at_least, n_ctx
+
+
 class DecodeError(TandemError):
     """llama.cpp failed while evaluating tokens (for example, out of KV space)."""
 

@@ -20,3 +20,18 @@ def human_duration(s: float) -> str:
     if s < 3600:
         return f"{s // 60}m{s % 60:02d}s"
     return f"{s // 3600}h{s % 3600 // 60:02d}m"
+
+
+_SIZE_UNITS = {"": 1, "b": 1, "k": 1024, "kb": 1024, "kib": 1024, "m": 1024**2, "mb": 1024**2, "mib": 1024**2,
+               "g": 1024**3, "gb": 1024**3, "gib": 1024**3}
+
+
+def parse_bytes(text: str) -> int:
+    """'4M', '512k', '1.5GB' or '1048576' as bytes (binary units); ValueError naming the text."""
+    import re
+
+    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*", str(text))
+    unit = m.group(2).lower() if m else ""
+    if not m or unit not in _SIZE_UNITS:
+        raise ValueError(f"{text!r} is not a size: use bytes or a number with K, M or G (for example 4M)")
+    return int(float(m.group(1)) * _SIZE_UNITS[unit])

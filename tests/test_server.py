@@ -355,7 +355,7 @@ def test_models_health_and_metrics(served, client, tiny_target):
     with pytest.raises(openai.NotFoundError):
         client.models.retrieve("gpt-4o")
     h = httpx.get(served.url + "/health").json()
-    assert h == {"status": "ok", "model": "tiny-pair", "busy": False, "waiting": 0}
+    assert h == {"status": "ok", "model": "tiny-pair", "busy": False, "running": False, "waiting": 0, "preparing": 0}
 
     def metric(text: str, name: str) -> float:
         return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines() if line.startswith(name))
@@ -445,7 +445,10 @@ def test_serve_off_loopback_without_a_key_warns(tiny_target, busy_port, capsys):
 def test_serve_with_a_missing_model_is_one_line(tmp_path, capsys):
     from engine.cli.main import main
 
-    assert main(["serve", "--target", str(tmp_path / "nope.gguf"), "--port", "0"]) == 2
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    assert main(["serve", "--target", str(tmp_path / "nope.gguf"), "--port", str(port)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("tandem: error:") and "nope.gguf" in err[0]
 

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import TandemError
+from ..units import parse_bytes
 
 
 class ServerExtraMissing(TandemError):
@@ -67,6 +68,12 @@ def cmd_serve(args: argparse.Namespace) -> int:
     refused = check_cors(cors, api_key=api_key, loopback=is_loopback(args.host))
     if refused:
         raise TandemError(refused)
+    if not 1 <= args.port <= 65535:
+        raise TandemError(f"--port must be 1..65535, got {args.port}")
+    try:
+        max_body = parse_bytes(args.max_body)
+    except ValueError as e:
+        raise TandemError(f"--max-body: {e}") from None
     if not is_loopback(args.host) and not api_key:
         print(f"tandem: warning: listening on {args.host} without --api-key: anyone who can reach this machine "
               "can use the server", file=sys.stderr)
@@ -80,14 +87,14 @@ def cmd_serve(args: argparse.Namespace) -> int:
         served = ServedModel(eng, served_id(args, target), draft=draft, lookahead=args.lookahead,
                              aliases=tuple(args.alias or ()), catalog_id=catalog_id_of(target))
         config = ServerConfig(api_key=api_key, max_waiting=args.queue, temperature=args.temperature,
-                              any_model_name=args.any_model_name, cors_origins=cors)
+                              any_model_name=args.any_model_name, cors_origins=cors, max_body=max_body)
         app = create_app(served, config)
         split = f", target split over {len(eng.endpoints)} RPC worker(s)" if getattr(args, "rpc", None) else ""
         draft_text = {"model": f"draft {Path(str(draft)).name}", "lookup": "prompt lookup", "none": "no draft"}[served.default_draft]
         print(f"tandem: serving {served.id} ({target.name}, {draft_text}, lookahead {args.lookahead}, "
               f"context {args.ctx}{split}) on {url_for(args.host, args.port)}/v1", file=sys.stderr)
-        serve_forever(app, args.host, args.port, log_level=args.log_level)
-        print("tandem: server stopped", file=sys.stderr)
+        stopped_by = serve_forever(app, args.host, args.port, log_level=args.log_level)
+        print(f"tandem: server stopped{f' ({stopped_by})' if stopped_by else ''}", file=sys.stderr)
     finally:
         eng.close()
     return 0
@@ -113,6 +120,8 @@ def register(sub: Any) -> None:
     s.add_argument("--threads", type=int, default=None)
     s.add_argument("--queue", type=int, default=16, help="requests that may wait behind the running one (default 16); "
                                                           "more get 503 with Retry-After")
+    s.add_argument("--max-body", default="4M", help="largest request body accepted, in bytes or with K/M/G (default 4M); "
+                                                     "larger ones get 413 before they are read")
     s.add_argument("--temperature", type=float, default=1.0, help="for requests that do not say (default 1.0, as OpenAI)")
     s.add_argument("--alias", action="append", metavar="NAME",
                    help="another model name the server answers to and lists in /v1/models (repeatable)")

@@ -17,8 +17,9 @@ from typing import Any, Mapping, Sequence
 
 from jinja2 import TemplateError
 
-from ..errors import PromptError
-from .template_sandbox import DEADLINE_S, MAX_CHARS, BoundedEnvironment, render_bounded, weight
+from ..errors import PromptError, PromptTooLong
+from .prompt_fit import max_token_bytes, output_budget, tokenize_within
+from .template_sandbox import DEADLINE_S, MAX_CHARS, BoundedEnvironment, OutputLimitError, render_bounded, weight
 
 Message = Mapping[str, str]
 
@@ -38,10 +39,12 @@ def _raise(message: str) -> None:
     raise TemplateError(message)
 
 
-def _env(input_chars: int = 0) -> BoundedEnvironment:
+def _env(input_chars: int = 0, max_output: int | None = None) -> BoundedEnvironment:
     """The sandbox; its size limit leaves room for twice the conversation itself, so a long
-    conversation is refused later, by the context-size check, with the usual message."""
-    env = BoundedEnvironment(trim_blocks=True, lstrip_blocks=True, max_chars=MAX_CHARS + 2 * input_chars)
+    conversation is refused by the context-size check with the usual message. With
+    `max_output` (what the context can hold), values are bounded by that instead of MAX_CHARS."""
+    base = MAX_CHARS if max_output is None else min(MAX_CHARS, max_output)
+    env = BoundedEnvironment(trim_blocks=True, lstrip_blocks=True, max_chars=base + 2 * input_chars)
     env.globals["raise_exception"] = _raise
     env.globals["strftime_now"] = lambda fmt: datetime.datetime.now().strftime(fmt)
     env.filters["tojson"] = lambda x, indent=None, ensure_ascii=False: json.dumps(x, indent=indent, ensure_ascii=ensure_ascii)
@@ -58,12 +61,15 @@ def render(
     add_generation_prompt: bool = True,
     source: str = "the model",
     deadline_s: float = DEADLINE_S,
+    max_output: int | None = None,
 ) -> str:
     """Render `messages` with `template` (ChatML when None or broken, with a warning).
 
     `source` names where the template came from (the GGUF file) in the warning. Whatever
     the template does (raise anything, loop for ever, build huge strings), this returns
-    within about `deadline_s` seconds."""
+    within about `deadline_s` seconds. `max_output`: the characters a prompt that fits
+    the context can have; past it rendering stops, and if ChatML cannot fit the
+    conversation either, `OutputLimitError` says it is the conversation that is too long."""
     if not messages:
         raise PromptError("the conversation is empty")
     for m in messages:
@@ -78,29 +84,37 @@ def render(
     size = weight(kwargs["messages"], budget=sys.maxsize)
     if template:
         try:
-            return render_bounded(_env(size), template, kwargs, deadline_s=deadline_s)
+            return render_bounded(_env(size, max_output), template, kwargs, deadline_s=deadline_s, max_output=max_output)
         except Exception as e:  # untrusted input: any failure at all means "use ChatML"
             reason = f"{type(e).__name__}: {e}" if not isinstance(e, TemplateError) else str(e)
+            fallback = render_bounded(_env(size, max_output), CHATML, kwargs, deadline_s=max(deadline_s, 30.0),
+                                      max_output=max_output)  # OutputLimitError: the conversation is too long
             warnings.warn(f"{source}: its chat template failed ({reason[:200]}); using ChatML instead",
                           ChatTemplateWarning, stacklevel=2)
-    else:
-        warnings.warn(f"{source} has no chat template; using ChatML", ChatTemplateWarning, stacklevel=2)
-    return render_bounded(_env(size), CHATML, kwargs, deadline_s=max(deadline_s, 30.0))
+            return fallback
+    warnings.warn(f"{source} has no chat template; using ChatML", ChatTemplateWarning, stacklevel=2)
+    return render_bounded(_env(size, max_output), CHATML, kwargs, deadline_s=max(deadline_s, 30.0), max_output=max_output)
 
 
-def chat_tokens(model: Any, messages: Sequence[Message], *, add_generation_prompt: bool = True) -> list[int]:
+def chat_tokens(model: Any, messages: Sequence[Message], *, add_generation_prompt: bool = True,
+                limit: int | None = None) -> list[int]:
     """Tokens for a conversation with `model` (an `engine.decoding.llama.Model`).
 
     Special tokens in the rendered template are parsed; BOS is added only when the model
-    wants one and the template did not already write it.
+    wants one and the template did not already write it. `limit` (the context size):
+    rendering and tokenising stop with `PromptTooLong` once the prompt cannot fit.
     """
     bos_text = model.token_text(model.bos) if model.bos >= 0 else ""
     eos_text = model.token_text(model.eos) if model.eos >= 0 else ""
     source = str(getattr(model, "path", "the model"))
-    text = render(messages, model.chat_template, bos_token=bos_text, eos_token=eos_text,
-                  add_generation_prompt=add_generation_prompt, source=source)
+    budget = output_budget(model, limit) if limit else None
+    try:
+        text = render(messages, model.chat_template, bos_token=bos_text, eos_token=eos_text,
+                      add_generation_prompt=add_generation_prompt, source=source, max_output=budget)
+    except OutputLimitError:
+        raise PromptTooLong(-(-(budget or 0) // max_token_bytes(model)), limit or 0) from None
     add_bos = model.add_bos and not (bos_text and text.startswith(bos_text))
-    tokens = model.tokenize(text, add_special=False, parse_special=True)
+    tokens = tokenize_within(model, text, limit, add_special=False, parse_special=True)
     if add_bos:
         tokens = [model.bos] + tokens
     return tokens

@@ -28,6 +28,7 @@ from .events import DoneEvent, Event, RunStats
 from ..models.gguf_header import validate_file
 from .llama import Model, supports_gpu_offload
 from .cost_model import CostModel
+from .prompt_fit import tokenize_within
 from .metrics import append_metrics
 from .rpc_backend import Cluster, connect as rpc_connect
 from .runtime import RuntimeParams, runtime_from
@@ -54,15 +55,19 @@ def _encodable(value: Any) -> Any:
     return value
 
 
-def prompt_tokens(model: Model, prompt: Prompt, *, chat: bool = False, system: str | None = None) -> list[int]:
+def prompt_tokens(model: Model, prompt: Prompt, *, chat: bool = False, system: str | None = None,
+                  limit: int | None = None) -> list[int]:
     """Prompt tokens for a model: text (raw or through its chat template), chat messages, or
-    token ids. `Engine.tokens_for` and the lookup replay (which has only a vocabulary) share it."""
+    token ids. `Engine.tokens_for` and the lookup replay (which has only a vocabulary) share it.
+
+    `limit` (the context size): raise `PromptTooLong` as soon as the prompt clearly cannot
+    fit instead of tokenising all of it (see `prompt_fit`)."""
     prompt, system = _encodable(prompt), _encodable(system) if system else system
     if isinstance(prompt, str):
         if not prompt.strip():
             raise PromptError("the prompt is empty")
         if not chat:
-            return model.tokenize(prompt, add_special=True, parse_special=False)
+            return tokenize_within(model, prompt, limit, add_special=True, parse_special=False)
         messages: list[Message] = ([{"role": "system", "content": system}] if system else []) + [
             {"role": "user", "content": prompt}
         ]
@@ -72,7 +77,7 @@ def prompt_tokens(model: Model, prompt: Prompt, *, chat: bool = False, system: s
         messages = list(prompt)  # type: ignore[arg-type]
         if system and not any(m.get("role") == "system" for m in messages):
             messages.insert(0, {"role": "system", "content": system})
-    return chat_tokens(model, messages)
+    return chat_tokens(model, messages, limit=limit)
 
 
 class Engine(BaseEngine):
@@ -258,11 +263,14 @@ class Engine(BaseEngine):
             d.forget_prompts()
 
     # -- prompts -------------------------------------------------------------------------
-    def tokens_for(self, prompt: Prompt, *, chat: bool = False, system: str | None = None) -> list[int]:
-        """Prompt tokens: text (raw or through the chat template), chat messages, or token ids."""
+    def tokens_for(self, prompt: Prompt, *, chat: bool = False, system: str | None = None,
+                   limit: int | None = None) -> list[int]:
+        """Prompt tokens: text (raw or through the chat template), chat messages, or token ids.
+
+        `limit`: stop counting with `PromptTooLong` once the prompt cannot fit that many tokens."""
         self._check_open()
         with self._lock:
-            return prompt_tokens(self.target, prompt, chat=chat, system=system)
+            return prompt_tokens(self.target, prompt, chat=chat, system=system, limit=limit)
 
     # -- generation ----------------------------------------------------------------------
     def stream(self, prompt: Prompt | GenerationRequest, *, cancel: CancelToken | None = None, **options: Any) -> Iterator[Event]:
@@ -274,7 +282,7 @@ class Engine(BaseEngine):
         Inputs are checked here, before anything runs."""
         self._check_open()
         req = self.request(prompt, **options)
-        tokens = self.tokens_for(req.prompt, chat=req.chat, system=req.system)
+        tokens = self.tokens_for(req.prompt, chat=req.chat, system=req.system, limit=self.n_ctx)
         dec = self.decoder(req.draft)
         return self._run(dec, tokens, req, cancel)
 

@@ -54,8 +54,10 @@ class BaseEngine(ABC):
     def closed(self) -> bool: ...
 
     @abstractmethod
-    def tokens_for(self, prompt: Prompt, *, chat: bool = False, system: str | None = None) -> list[int]:
-        """Prompt tokens: text (raw or through the chat template), chat messages, or token ids."""
+    def tokens_for(self, prompt: Prompt, *, chat: bool = False, system: str | None = None,
+                   limit: int | None = None) -> list[int]:
+        """Prompt tokens: text (raw or through the chat template), chat messages, or token ids;
+        with `limit`, counting stops with `PromptTooLong` once the prompt cannot fit."""
 
     @abstractmethod
     def decoder(self, draft_model: Any = None, on_progress: Callable[[float], bool] | None = None) -> Any:

@@ -154,6 +154,7 @@ class Model:
             llama_cpp.llama_model_is_recurrent(self._model) or llama_cpp.llama_model_is_hybrid(self._model)
         )
         self._pieces: dict[int, bytes] = {}
+        self._max_token_bytes: int | None = None
         self._eog: dict[int, bool] = {}
 
     # -- metadata -----------------------------------------------------------------------
@@ -169,6 +170,14 @@ class Model:
     def chat_template(self) -> str | None:
         t = self.header.get("tokenizer.chat_template")
         return str(t) if t else None
+
+    @property
+    def max_token_bytes(self) -> int:
+        """The longest vocabulary entry in bytes: no token stands for more (bounds prompt sizes)."""
+        if self._max_token_bytes is None:
+            self._max_token_bytes = max((len(llama_cpp.llama_vocab_get_text(self._vocab, t) or b"")
+                                         for t in range(self.n_vocab)), default=1)
+        return self._max_token_bytes
 
     def token_text(self, token: int) -> str:
         """The vocabulary entry itself (for display/debugging, not for output text)."""

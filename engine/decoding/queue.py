@@ -62,6 +62,7 @@ class GenerationQueue:
         self.max_waiting = max_waiting
         self._cond = threading.Condition()
         self._waiting: deque[Job] = deque()
+        self._preparing: set[Job] = set()  # admitted, still being checked (prompt counted): not in line yet
         self._running: Job | None = None
         self._listeners: list[Listener] = []
         self._ids = itertools.count(1)
@@ -79,9 +80,15 @@ class GenerationQueue:
         return self._running
 
     @property
+    def preparing(self) -> int:
+        """Admitted requests still being checked before they take their place in line."""
+        with self._cond:
+            return len(self._preparing)
+
+    @property
     def busy(self) -> bool:
         with self._cond:
-            return self._running is not None or bool(self._waiting)
+            return self._running is not None or bool(self._waiting) or bool(self._preparing)
 
     def retry_after_s(self) -> int:
         """A guess at when a refused request could get in: the queue ahead times a typical job."""
@@ -89,18 +96,35 @@ class GenerationQueue:
             return self._retry_after_locked()
 
     # -- turns ---------------------------------------------------------------------------
-    def submit(self, source: str, *, bounded: bool = True, cancel: CancelToken | None = None, **info: Any) -> Job:
-        """Take a place in line; raises `QueueFull` when `bounded` and the line is full."""
+    def submit(self, source: str, *, bounded: bool = True, cancel: CancelToken | None = None, ready: bool = True,
+               **info: Any) -> Job:
+        """Take a place in line; raises `QueueFull` when `bounded` and the line is full.
+
+        `ready=False` admits the job without a place in line yet (call `ready(job)` once its
+        prompt is checked, or `finish(job)` to give up): the server counts prompts while they
+        hold a place in the limit, so a flood of large prompts is refused, not tokenised at once."""
         with self._cond:
-            if bounded and len(self._waiting) >= self.max_waiting and (self._running is not None or self._waiting):
-                raise QueueFull(len(self._waiting), self.max_waiting, self._retry_after_locked())
+            ahead = len(self._waiting) + len(self._preparing)
+            if bounded and ahead >= self.max_waiting and (self._running is not None or ahead):
+                raise QueueFull(ahead, self.max_waiting, self._retry_after_locked())
             job = Job(f"{next(self._ids):06d}", source, cancel or CancelToken(), info=info)
-            self._waiting.append(job)
+            if ready:
+                self._waiting.append(job)
+            else:
+                self._preparing.add(job)
             return job
+
+    def ready(self, job: Job) -> None:
+        """A job admitted with `ready=False` takes its place at the end of the line."""
+        with self._cond:
+            if job in self._preparing:
+                self._preparing.discard(job)
+                self._waiting.append(job)
+                self._cond.notify_all()
 
     def _retry_after_locked(self) -> int:
         typical = sorted(self._durations)[len(self._durations) // 2] if self._durations else 2.0
-        return max(1, math.ceil(typical * (len(self._waiting) + 1)))
+        return max(1, math.ceil(typical * (len(self._waiting) + len(self._preparing) + 1)))
 
     def wait_turn(self, job: Job, poll_s: float = 0.05) -> None:
         """Block until `job` is first in line and nothing runs; then it runs.
@@ -120,6 +144,7 @@ class GenerationQueue:
             job.started = time.monotonic()
 
     def _drop(self, job: Job) -> None:
+        self._preparing.discard(job)
         try:
             self._waiting.remove(job)
         except ValueError:
@@ -138,7 +163,7 @@ class GenerationQueue:
     def cancel_all(self, source: str | None = None) -> int:
         """Cancel the running and waiting jobs (of one source, or all); returns how many."""
         with self._cond:
-            jobs = list(self._waiting) + ([self._running] if self._running is not None else [])
+            jobs = list(self._waiting) + list(self._preparing) + ([self._running] if self._running is not None else [])
         hit = [j for j in jobs if source is None or j.source == source]
         for j in hit:
             j.cancel.cancel()

@@ -30,6 +30,7 @@ from jinja2 import nodes
 from jinja2.compiler import CodeGenerator, Frame
 from jinja2.ext import loopcontrols
 from jinja2.runtime import Context
+from jinja2.exceptions import SecurityError
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 DEADLINE_S = 2.0
@@ -41,6 +42,10 @@ _HUGE_SPEC = re.compile(r"(%[-#0 +]*\d{7,})|(%[-#0 +]*\d*\.\d{7,})|(\{[^{}]*:[^{
 
 class TemplateLimitError(Exception):
     """The template ran past its deadline or built a value larger than allowed."""
+
+
+class OutputLimitError(TemplateLimitError):
+    """The template wrote more than the caller's output bound (a prompt that cannot fit the context)."""
 
 
 def weight(value: Any, budget: int = MAX_CHARS) -> int:
@@ -137,6 +142,11 @@ class BoundedEnvironment(ImmutableSandboxedEnvironment):
         super().__init__(finalize=self._finalize, **kw)
         self.max_chars = max_chars
 
+    def unsafe_undefined(self, obj: Any, attribute: str) -> Any:
+        """A blocked attribute (`__class__`, `mro`, ...) fails the render, so the caller's
+        fallback and its warning apply, instead of printing '' silently as Jinja does."""
+        raise SecurityError(f"access to attribute {attribute!r} of a {type(obj).__name__} is not allowed in a template")
+
     def _finalize(self, value: Any) -> Any:
         weight(value, self.max_chars)  # before str(): printing a nested list happens in C
         return value
@@ -228,12 +238,15 @@ def _is_int(x: Any) -> bool:
     return isinstance(x, int) and not isinstance(x, bool)
 
 
-def render_bounded(env: BoundedEnvironment, source: str, context: Mapping[str, Any], *, deadline_s: float = DEADLINE_S) -> str:
-    """Render `source` with `context`; TemplateLimitError past the deadline or size limit.
+def render_bounded(env: BoundedEnvironment, source: str, context: Mapping[str, Any], *, deadline_s: float = DEADLINE_S,
+                   max_output: int | None = None) -> str:
+    """Render `source` with `context`; TemplateLimitError past the deadline or size limit,
+    `OutputLimitError` once the output passes `max_output` characters (when given).
 
     Every other failure propagates as the exception the template raised: callers that
     treat the template as untrusted catch `Exception`."""
     end = time.monotonic() + deadline_s
+    cap = env.max_chars if max_output is None else min(env.max_chars, max_output)
 
     def tracer(frame: Any, event: str, arg: Any) -> Any:
         if time.monotonic() > end:
@@ -248,8 +261,9 @@ def render_bounded(env: BoundedEnvironment, source: str, context: Mapping[str, A
         n = 0
         for chunk in template.generate(**context):
             n += len(chunk)
-            if n > env.max_chars:
-                raise TemplateLimitError(f"the template wrote more than {env.max_chars:,} characters")
+            if n > cap:
+                error = OutputLimitError if cap == max_output else TemplateLimitError
+                raise error(f"the template wrote more than {cap:,} characters")
             out.append(chunk)
         return "".join(out)
     finally:

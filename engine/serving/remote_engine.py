@@ -317,8 +317,9 @@ class RemoteEngine(BaseEngine):
             return self._result()
 
     # -- the Engine calls -----------------------------------------------------------------------
-    def tokens_for(self, prompt: Any, *, chat: bool = False, system: str | None = None) -> list[int]:
-        return self._call("engine", "tokens_for", (prompt,), {"chat": chat, "system": system})
+    def tokens_for(self, prompt: Any, *, chat: bool = False, system: str | None = None,
+                   limit: int | None = None) -> list[int]:
+        return self._call("engine", "tokens_for", (prompt,), {"chat": chat, "system": system, "limit": limit})
 
     def forget_prompts(self) -> None:
         """`Engine.forget_prompts` in the child."""

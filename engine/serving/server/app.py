@@ -7,10 +7,12 @@ the server share one engine safely. Errors are OpenAI-shaped bodies, never a dea
 
 Parts: `config` (ServedModel, ServerConfig), `errors` (ApiError, handlers, the key check),
 `generation` (the completion endpoints), `listing` (models, health, metrics),
-`middleware` (request counting, bugs as 500s, CORS).
+`middleware` (the body limit, request counting, bugs as 500s, CORS).
 """
 
 from __future__ import annotations
+
+import threading
 
 from fastapi import FastAPI
 
@@ -34,9 +36,13 @@ def create_app(served: ServedModel, config: ServerConfig | None = None) -> FastA
     app = FastAPI(title="Tandem", description="OpenAI-compatible local speculative decoding", version="1",
                   docs_url=None, redoc_url=None, openapi_url=None)
     app.state.served, app.state.config, app.state.queue, app.state.metrics = served, config, queue, metrics
-    install_middleware(app, metrics, tuple(config.cors_origins))
+    app.state.stopping = threading.Event()  # set by the runner on shutdown: cut answers say so
     install_error_handlers(app)
     check_key = key_check(config)
-    app.include_router(completions_router(Completions(served, config, queue, metrics), check_key))
-    app.include_router(listing_router(served, config, queue, metrics, check_key))
+    routers = [completions_router(Completions(served, config, queue, metrics, app.state.stopping), check_key),
+               listing_router(served, config, queue, metrics, check_key)]
+    for router in routers:
+        app.include_router(router)
+    install_middleware(app, metrics, cors_origins=tuple(config.cors_origins), max_body=config.max_body,
+                       known=frozenset(r.path for x in routers for r in x.routes))
     return app

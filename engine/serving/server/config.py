@@ -9,6 +9,8 @@ from typing import Any, Union
 
 from ...decoding.llama import Model
 
+DEFAULT_MAX_BODY = 4 * 1024 * 1024  # 4 MiB: a full 128K-token conversation is well under 1 MiB of JSON
+
 
 @dataclass
 class ServedModel:
@@ -50,6 +52,7 @@ class ServerConfig:
     list_catalog: bool = True  # an unknown model's 404 says when it is a downloaded but unloaded pair
     any_model_name: bool = False  # answer to every model name (tools with a hard-coded one)
     cors_origins: tuple[str, ...] = ()  # browser origins allowed to call the API ("*": any; see check_cors)
+    max_body: int = DEFAULT_MAX_BODY  # bytes; larger request bodies get 413 before they are read (0: no limit)
     extra: dict[str, Any] = field(default_factory=dict)
 
 

@@ -4,6 +4,7 @@ engine's queue, and answer with one body or a stream of chunks."""
 from __future__ import annotations
 
 import asyncio
+import threading
 import uuid
 from typing import Any, Callable, Union
 
@@ -12,10 +13,10 @@ from fastapi.responses import JSONResponse, Response
 from sse_starlette import EventSourceResponse
 from starlette.concurrency import run_in_threadpool
 
-from ...errors import TandemError
+from ...errors import PromptTooLong, TandemError
 from ...decoding.rpc_backend import RpcError
 from ...decoding.events import DoneEvent, TokenEvent
-from ...decoding.queue import GenerationQueue, QueueFull
+from ...decoding.queue import GenerationQueue, Job, QueueFull
 from . import wire
 from .bridge import Generation, GenerationFailed
 from .config import ServedModel, ServerConfig
@@ -25,12 +26,25 @@ from .prom import ServerMetrics
 from .schemas import ChatCompletionRequest, CompletionRequest
 
 
+SHUTDOWN_GRACE_S = 2.0  # under uvicorn's 3 s graceful-shutdown timeout (runner.py)
+
+
+def shutdown_error() -> ApiError:
+    return ApiError(503, "the server is stopping: this answer was cut short", type="server_error", code="server_shutdown")
+
+
 class Completions:
     """One served engine's generation endpoints: the checks before a request queues, and its answer."""
 
-    def __init__(self, served: ServedModel, config: ServerConfig, queue: GenerationQueue, metrics: ServerMetrics):
+    def __init__(self, served: ServedModel, config: ServerConfig, queue: GenerationQueue, metrics: ServerMetrics,
+                 stopping: threading.Event | None = None):
         self.served, self.config, self.queue, self.metrics = served, config, queue, metrics
         self.eng = served.engine
+        self.stopping = stopping or threading.Event()
+
+    def cut_by_shutdown(self, done: DoneEvent) -> bool:
+        """The generation was cancelled because the server is stopping (not by its client)."""
+        return self.stopping.is_set() and done.stats.finish_reason == "cancelled"
 
     def check_model(self, name: str | None) -> None:
         if not name or name in self.served.names() or self.config.any_model_name:
@@ -47,41 +61,57 @@ class Completions:
         return "lookup" if choice == "lookup" else None
 
     async def prompt_tokens(self, prompt: Any, chat: bool) -> int:
+        """The prompt's length, counted only as far as the context holds (a 400 beyond it)."""
         eng = self.eng
+        param = "messages" if chat else "prompt"
         try:
-            n = len(await run_in_threadpool(eng.tokens_for, prompt, chat=chat))
+            n = len(await run_in_threadpool(eng.tokens_for, prompt, chat=chat, limit=eng.n_ctx))
         except RpcError as e:  # the split target's worker is gone: the server's trouble, not the request's
             raise failure(GenerationFailed(str(e), user=False, lost_worker=True))
+        except PromptTooLong as e:
+            raise ApiError(400, f"the prompt is at least {e.at_least:,} tokens but the context holds {eng.n_ctx}: "
+                                "shorten it, or start the server with a larger --ctx", param=param,
+                           code="context_length_exceeded")
         except TandemError as e:
-            raise ApiError(400, str(e), param="messages" if chat else "prompt", code="invalid_value")
+            raise ApiError(400, str(e), param=param, code="invalid_value")
         if n >= eng.n_ctx:
             raise ApiError(400, f"the prompt is {n} tokens but the context holds {eng.n_ctx}: shorten it, "
-                                "or start the server with a larger --ctx", param="messages" if chat else "prompt",
-                           code="context_length_exceeded")
+                                "or start the server with a larger --ctx", param=param, code="context_length_exceeded")
         return n
+
+    def admit(self, kind: str, request_id: str) -> Job:
+        """A place in the queue's limit before the prompt is counted (counting costs CPU too)."""
+        try:
+            return self.queue.submit("server", ready=False, endpoint=kind, request_id=request_id, model=self.served.id)
+        except QueueFull as e:
+            raise ApiError(503, str(e), type="server_error", code="queue_full",
+                           headers={"Retry-After": str(e.retry_after_s)})
 
     async def generate(self, request: Request, req: Union[ChatCompletionRequest, CompletionRequest], kind: str) -> Response:
         self.check_model(req.model)
         eng, chat = self.eng, kind == "chat"
         prompt: Any = req.engine_messages() if isinstance(req, ChatCompletionRequest) else req.text
-        n_prompt = await self.prompt_tokens(prompt, chat)
         draft = self.draft_spec(req.draft)
+        request_id = uuid.uuid4().hex[:24]
+        job = self.admit(kind, request_id)
+        try:
+            n_prompt = await self.prompt_tokens(prompt, chat)
+        except BaseException:
+            self.queue.finish(job)
+            raise
+        self.queue.ready(job)
         lookahead = req.lookahead if req.lookahead is not None else self.served.lookahead
         limit = req.token_limit or max(1, eng.n_ctx - n_prompt)
         kw = dict(draft_model=draft, lookahead=lookahead if draft is not None else 0, max_tokens=limit,
                   temperature=self.config.temperature if req.temperature is None else req.temperature,
                   top_p=1.0 if req.top_p is None else req.top_p, top_k=req.top_k or 0, min_p=req.min_p or 0.0,
                   seed=req.seed, stop=req.stop_list, chat=chat, tag="server")
-        request_id = uuid.uuid4().hex[:24]
-        try:
-            job = self.queue.submit("server", endpoint=kind, request_id=request_id, model=self.served.id)
-        except QueueFull as e:
-            raise ApiError(503, str(e), type="server_error", code="queue_full",
-                           headers={"Retry-After": str(e.retry_after_s)})
         gen = Generation(self.queue, job, eng, prompt, **kw).start()
         shape = wire.Shape(kind, request_id, self.served.id)
         if req.stream:
-            return EventSourceResponse(self.stream(gen, shape, req), sep="\n")
+            # On shutdown, sse-starlette waits up to the grace period for the stream to end by
+            # itself (the runner has cancelled the generation: it ends with an error chunk).
+            return EventSourceResponse(self.stream(gen, shape, req), sep="\n", shutdown_grace_period=SHUTDOWN_GRACE_S)
         return await self.complete(request, gen, shape, req)
 
     async def complete(self, request: Request, gen: Generation, shape: wire.Shape, req: Any) -> Response:
@@ -110,6 +140,8 @@ class Completions:
         if not done:
             raise ApiError(503, "the generation was cancelled before it started (the server is stopping)",
                            type="server_error", code="cancelled")
+        if self.cut_by_shutdown(done[0]):
+            raise shutdown_error()
         outcome = wire.Outcome(done[0].stats, gen.prompt_evaluated)
         self.metrics.observe(outcome.stats)
         return JSONResponse(shape.full(done[0].text, outcome, tokens if req.provenance else None))
@@ -120,6 +152,7 @@ class Completions:
             if shape.chat:
                 yield {"data": wire.dumps(shape.chunk("", role=True))}
             pending: list[TokenEvent] = []  # tokens whose text is still incomplete (split characters)
+            finished = False
             async for ev in gen:
                 if isinstance(ev, TokenEvent):
                     pending.append(ev)
@@ -130,9 +163,16 @@ class Completions:
                 else:
                     outcome = wire.Outcome(ev.stats, gen.prompt_evaluated)
                     self.metrics.observe(outcome.stats)
+                    if self.cut_by_shutdown(ev):
+                        yield {"data": wire.dumps(shutdown_error().body)}
+                        return
                     yield {"data": wire.dumps(shape.final_chunk(outcome))}
                     if req.include_usage:
                         yield {"data": wire.dumps(shape.usage_chunk(outcome))}
+                    finished = True
+            if not finished and self.stopping.is_set():  # cancelled while it waited for its turn
+                yield {"data": wire.dumps(shutdown_error().body)}
+                return
             yield {"data": "[DONE]"}
         except GenerationFailed as e:
             yield {"data": wire.dumps(failure(e).body)}

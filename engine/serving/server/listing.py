@@ -85,11 +85,14 @@ def listing_router(served: ServedModel, config: ServerConfig, queue: GenerationQ
 
     @router.get("/health")
     async def health() -> Any:
-        running = queue.running
+        """`busy` whenever the engine has work: a generation running, requests in line, or
+        requests whose prompt is being counted (`preparing`), which also costs CPU."""
         lost = getattr(served.engine, "lost", None)  # a split target (tandem serve --rpc) whose worker is gone
         if lost is not None:
             return JSONResponse({"status": "error", "model": served.id, "error": str(lost)}, status_code=503)
-        return {"status": "ok", "model": served.id, "busy": running is not None, "waiting": queue.waiting}
+        running, waiting, preparing = queue.running is not None, queue.waiting, queue.preparing
+        return {"status": "ok", "model": served.id, "busy": running or bool(waiting or preparing),
+                "running": running, "waiting": waiting, "preparing": preparing}
 
     @router.get("/metrics", dependencies=auth)
     async def prometheus() -> Response:

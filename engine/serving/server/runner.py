@@ -9,12 +9,16 @@ gives a free port whose number is known at once.
 from __future__ import annotations
 
 import ipaddress
+import logging
+import signal
 import socket
 import threading
 import time
 from typing import Any
 
 from ...errors import TandemError
+
+log = logging.getLogger("tandem.server")
 
 
 class ServerError(TandemError):
@@ -31,8 +35,18 @@ def is_loopback(host: str) -> bool:
         return False
 
 
+def check_address(host: str, port: int) -> None:
+    """Refuse a port outside 0..65535 (0: any free port) or an empty host before any bind:
+    the OS would wrap or refuse them with a less helpful message."""
+    if isinstance(port, bool) or not isinstance(port, int) or not 0 <= port <= 65535:
+        raise ServerError(f"cannot listen on port {port!r}: a port is 1..65535 (0: any free port)")
+    if not host or not host.strip():
+        raise ServerError("cannot listen: the host is empty (use 127.0.0.1 for this machine, 0.0.0.0 for all)")
+
+
 def bind(host: str, port: int) -> socket.socket:
     """A listening TCP socket on host:port (port 0: any free port)."""
+    check_address(host, port)
     try:
         infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
     except socket.gaierror as e:
@@ -60,28 +74,65 @@ def _uvicorn_server(app: Any, log_level: str, *, own_logging: bool) -> Any:
     tests its loggers just propagate to whatever the host process set up."""
     import uvicorn
 
+    class Server(uvicorn.Server):
+        def handle_exit(self, sig: int, frame: Any) -> None:
+            """The first Ctrl+C or SIGTERM cancels the generations too: a stream would
+            otherwise run on through the graceful-shutdown wait and then be cut off."""
+            if not self.should_exit:
+                n = _cancel_generations(app)
+                if n:
+                    log.warning("stopping: %d generation(s) cancelled", n)
+            super().handle_exit(sig, frame)
+
     config = uvicorn.Config(app, log_level=log_level, timeout_graceful_shutdown=3,
                             access_log=log_level in ("info", "debug"), **({} if own_logging else {"log_config": None}))
-    return uvicorn.Server(config)
+    return Server(config)
 
 
-def _cancel_generations(app: Any) -> None:
-    queue = getattr(getattr(app, "state", None), "queue", None)
-    if queue is not None:
-        queue.cancel_all("server")
+def _cancel_generations(app: Any) -> int:
+    """Mark the app as stopping (streams then end with an error chunk, not a quiet finish)
+    and cancel its running and waiting generations; returns how many."""
+    state = getattr(app, "state", None)
+    stopping = getattr(state, "stopping", None)
+    if stopping is not None:
+        stopping.set()
+    queue = getattr(state, "queue", None)
+    return queue.cancel_all("server") if queue is not None else 0
 
 
-def serve_forever(app: Any, host: str = "127.0.0.1", port: int = 8080, *, log_level: str = "info") -> None:
-    """Serve in the foreground until Ctrl+C (uvicorn handles the signal, then we stop generations)."""
+class _Terminated(Exception):
+    """SIGTERM, re-raised by uvicorn once it has shut down gracefully."""
+
+
+def _on_sigterm(signum: int, frame: Any) -> None:
+    raise _Terminated()
+
+
+def serve_forever(app: Any, host: str = "127.0.0.1", port: int = 8080, *, log_level: str = "info") -> str:
+    """Serve in the foreground until Ctrl+C or SIGTERM; returns what stopped it ("SIGINT",
+    "SIGTERM" or "" when the server stopped by itself).
+
+    On the signal, running generations are cancelled at once, so a stream ends with an
+    error chunk within uvicorn's graceful shutdown instead of being cut off after it, and
+    SIGTERM returns here (uvicorn re-raises it after shutting down, which would otherwise
+    end the process before the caller's last line)."""
     sock = bind(host, port)
     server = _uvicorn_server(app, log_level, own_logging=True)
+    main_thread = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGTERM, _on_sigterm) if main_thread else None
+    stopped_by = ""
     try:
         server.run(sockets=[sock])
     except KeyboardInterrupt:
-        pass  # uvicorn shut down gracefully on Ctrl+C, then re-raised it
+        stopped_by = "SIGINT"  # uvicorn shut down gracefully on Ctrl+C, then re-raised it
+    except _Terminated:
+        stopped_by = "SIGTERM"
     finally:
         _cancel_generations(app)
         sock.close()
+        if main_thread:
+            signal.signal(signal.SIGTERM, previous)
+    return stopped_by
 
 
 class ServerThread:
