@@ -118,10 +118,12 @@ class AnsweringMixin:
         w.tokens.connect(self._on_tokens)
         w.steps.connect(self._on_steps)
         w.prefill.connect(self._on_prefill)
+        w.calibrating.connect(self._on_calibrating)
         w.done.connect(self._on_done)
         w.failed.connect(self._on_failed)
         w.finished.connect(self._on_finished)
         self.worker = w
+        self.transcript.set_progress("Waiting for the model…")  # until the engine starts reading the prompt
         self.session.run(w, "chat")
         self._sync_buttons()
 
@@ -164,8 +166,16 @@ class AnsweringMixin:
         self.session.liveSpeed.emit(self.charts.series.live_rate())
 
     def _on_prefill(self, done: int, total: int) -> None:
+        """Prompt progress, in the transcript where the answer will appear, and under it."""
         self.prefill_label.setText(f"Reading the prompt… {done}/{total} tokens" if done < total else "")
         self.prefill_label.setVisible(done < total)
+        if done < total:
+            self.transcript.set_progress(f"Reading the prompt… {100 * done // max(total, 1)}%")
+        else:
+            self.transcript.set_progress("Writing the first token…")
+
+    def _on_calibrating(self) -> None:
+        self.transcript.set_progress("Measuring this machine for Auto (once per model; a few seconds)…")
 
     def _partial_text(self) -> str:
         return "".join(ev.text for ev in self._stream_tokens)
