@@ -18,6 +18,7 @@ from engine.measure import bench
 from .. import theme, workers
 from ..session import Session
 from ..widgets.reflow import Reflow
+from ..widgets.toast import toast
 from .bench_results import COLUMN_TIPS, COLUMNS, ResultsModel, chat_setting  # noqa: F401  (the page's table)
 
 
@@ -352,6 +353,7 @@ class BenchView(QWidget):
         setting = chat_setting(row)
         self.useSetting.emit(setting)
         self.message.emit(f"Chat now uses {row.config} ({setting['drafter']}, lookahead {setting['lookahead']})")
+        toast(self, f"Chat now uses {row.config}")
 
     def selected_row(self) -> bench.Row | None:
         rows = self.table.selectionModel().selectedRows()

@@ -23,6 +23,7 @@ from PySide6.QtWidgets import QLabel, QPushButton, QTextBrowser, QWidget
 from ..history import Message, stop_reason
 from .markdown_render import COPY_SCHEME, render_markdown, plain_text
 from .provenance import COLOURS, merge_runs
+from .toast import toast
 
 ROLE_TITLES = {"user": "You", "assistant": "Assistant", "system": "System"}
 FRAME_MS = 16
@@ -247,6 +248,7 @@ class Transcript(QTextBrowser):
         if 0 <= n < len(self._code_blocks):
             QGuiApplication.clipboard().setText(self._code_blocks[n])
             self.notice.emit("Code copied")
+            toast(self, "Code copied")
 
     def message(self, message_id: int) -> Message | None:
         return next((m for m in self._messages if m.id == message_id), None)
@@ -258,9 +260,11 @@ class Transcript(QTextBrowser):
         if action == "copy-markdown":
             QGuiApplication.clipboard().setText(m.content)
             self.notice.emit("Copied as Markdown")
+            toast(self, "Copied as Markdown")
         elif action == "copy-text":
             QGuiApplication.clipboard().setText(message_text(m))
             self.notice.emit("Copied as text")
+            toast(self, "Copied as text")
         elif action in ("edit", "regenerate", "continue"):
             self.messageAction.emit(action, message_id)
 

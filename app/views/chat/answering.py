@@ -182,6 +182,8 @@ class AnsweringMixin:
 
     def _on_done(self, ev: Any) -> None:
         stats = ev.stats.to_dict()
+        if self._closing and ev.stats.finish_reason == "cancelled":
+            stats["stopped_by"] = "close"  # its badge: "stopped: the app was closed"
         status = "complete" if ev.stats.finish_reason != "cancelled" else "stopped"
         self._stats_timer.stop()
         self._save_answer(self._answer_prefix + ev.text, stats, status)
@@ -231,11 +233,17 @@ class AnsweringMixin:
 
     def shutdown(self) -> None:
         """The window is closing: stop and keep whatever was written."""
+        self._closing = True
         if self.worker is not None:
             self.worker.cancel()
             if self._assistant_msg is not None:
                 self.history.update_message(self._assistant_msg.id, self._partial_text(),
                                             spans=spans_from_tokens(self._stream_tokens), status="stopped")
+
+    @property
+    def answering(self) -> bool:
+        """An answer is being written (closing the window would stop it)."""
+        return self.worker is not None
 
     def _sync_buttons(self, *_: object) -> None:
         running = self.worker is not None
