@@ -336,7 +336,7 @@ def stop_reason(m: Message) -> str | None:
     if m.role != "assistant":
         return None
     if m.status in ("stopped", "cancelled"):
-        return "stopped by you"
+        return "stopped: the app was closed" if (m.stats or {}).get("stopped_by") == "close" else "stopped by you"
     if m.status == "failed":
         return "failed"
     if m.status == "generating":

@@ -19,7 +19,7 @@ from engine.units import human_bytes
 
 from . import appearance, help_menu, theme
 from .download_job import DownloadStatus
-from .history import History
+from .history import History, HistoryError
 from .session import Session
 from .views.chat import ChatView
 from .widgets.elided_label import ElidedLabel
@@ -348,6 +348,7 @@ class MainWindow(QMainWindow):
                 self.chat.apply_settings(json.loads(str(raw)))
             except (ValueError, TypeError):
                 pass
+        self._reopen_last_conversation()
         page = self.settings.value("window/page")
         if page is not None:
             try:
@@ -355,11 +356,33 @@ class MainWindow(QMainWindow):
             except (TypeError, ValueError):
                 pass
 
+    def _confirm_close(self) -> bool:
+        """Closing mid-answer stops it: ask first (the partial answer is kept either way)."""
+        answer = QMessageBox.question(
+            self, "Tandem", "An answer is still being written. Stop it and quit?\n\n"
+            "What it has written so far is kept in the conversation.",
+            QMessageBox.StandardButton.Yes | QMessageBox.StandardButton.No, QMessageBox.StandardButton.No)
+        return answer == QMessageBox.StandardButton.Yes
+
+    def _reopen_last_conversation(self) -> None:
+        """The chat open when the app was closed, open again (if it still exists)."""
+        try:
+            cid = int(self.settings.value("chat/last_conversation", 0) or 0)
+        except (TypeError, ValueError):
+            cid = 0
+        try:
+            if cid and self.history.get(cid) is not None:
+                self.chat.open_conversation(cid)
+                self.chat.refresh_conversations()
+        except HistoryError:  # a damaged history: the notice above the pages says so already
+            pass
+
     def save_settings(self) -> None:
         self.settings.setValue("window/geometry", self.saveGeometry())
         self.settings.setValue("window/state", self.saveState())
         self.settings.setValue("window/page", self.nav.currentRow())
         self.settings.setValue("chat/settings", json.dumps(self.chat.settings()))
+        self.settings.setValue("chat/last_conversation", self.chat.conversation_id or 0)
         if self.session.pair is not None and self.session.pair.pair_id:
             self.settings.setValue("pair/last", self.session.pair.pair_id)
         self.settings.sync()
@@ -457,6 +480,9 @@ class MainWindow(QMainWindow):
         self.chat.prompt.setFocus()
 
     def closeEvent(self, event: QCloseEvent) -> None:
+        if self.isVisible() and self.chat.answering and not self._confirm_close():
+            event.ignore()
+            return
         self.save_settings()
         self.server_switch.shutdown()
         self.chat.shutdown()

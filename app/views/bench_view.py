@@ -19,6 +19,7 @@ from engine.measure import suites as bench_suites
 from .. import theme, workers
 from ..session import Session
 from ..widgets.reflow import Reflow
+from ..widgets.toast import toast
 from .bench_results import COLUMN_TIPS, COLUMNS, ResultsModel, chat_setting  # noqa: F401  (the page's table)
 
 
@@ -353,6 +354,7 @@ class BenchView(QWidget):
         setting = chat_setting(row)
         self.useSetting.emit(setting)
         self.message.emit(f"Chat now uses {row.config} ({setting['drafter']}, lookahead {setting['lookahead']})")
+        toast(self, f"Chat now uses {row.config}")
 
     def selected_row(self) -> bench.Row | None:
         rows = self.table.selectionModel().selectedRows()

@@ -18,19 +18,26 @@ class SpeedBars(QWidget):
         super().__init__(parent)
         self.titles = dict(titles)
         self.values: dict[str, float] = {}
+        self.neutral = False  # no winner's colour: nothing was drafted, or the gap is inside the noise
         self.setMinimumHeight(64)
         self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Fixed)
 
     def sizeHint(self) -> QSize:
         return QSize(320, 64)
 
-    def set_values(self, **values: float) -> None:
+    def set_values(self, *, neutral: bool = False, **values: float) -> None:
         self.values = dict(values)
+        self.neutral = neutral
         self.update()
 
     def clear(self) -> None:
         self.values = {}
+        self.neutral = False
         self.update()
+
+    def bar_colour(self, key: str) -> QColor:
+        """A side's colour, or grey for both when the race showed no real difference."""
+        return QColor(*(theme.GREY if self.neutral else theme.RACE_SIDES.get(key, theme.GREY)))
 
     def paintEvent(self, _ev: Any) -> None:
         p = QPainter(self)
@@ -50,7 +57,7 @@ class SpeedBars(QWidget):
             p.setBrush(QColor(*theme.TRACK))
             p.drawRoundedRect(track, 3, 3)
             if v > 0:
-                p.setBrush(QColor(*theme.RACE_SIDES.get(key, theme.GREY)))
+                p.setBrush(self.bar_colour(key))
                 p.drawRoundedRect(QRectF(track.x(), track.y(), w * v / top, track.height()), 3, 3)
             p.setPen(fg)
             p.drawText(QRectF(label_w + w + 8, y, value_w, row_h), Qt.AlignmentFlag.AlignVCenter | Qt.AlignmentFlag.AlignLeft,

@@ -18,11 +18,12 @@ from PySide6.QtGui import (
     QColor, QDesktopServices, QFont, QGuiApplication, QResizeEvent, QTextBlockFormat, QTextCharFormat, QTextCursor,
     QTextDocumentFragment,
 )
-from PySide6.QtWidgets import QPushButton, QTextBrowser, QWidget
+from PySide6.QtWidgets import QLabel, QPushButton, QTextBrowser, QWidget
 
 from ..history import Message, stop_reason
 from .markdown_render import COPY_SCHEME, render_markdown, plain_text
 from .provenance import COLOURS, merge_runs
+from .toast import toast
 
 ROLE_TITLES = {"user": "You", "assistant": "Assistant", "system": "System"}
 FRAME_MS = 16
@@ -56,6 +57,10 @@ class Transcript(QTextBrowser):
         self._frame.setSingleShot(True)
         self._frame.setInterval(FRAME_MS)
         self._frame.timeout.connect(self.flush)
+        self._progress = QLabel(self.viewport())  # what the answer waits for, where it will appear
+        self._progress.setObjectName("answerProgress")
+        self._progress.setStyleSheet("font-style: italic; color: gray; background: transparent;")
+        self._progress.hide()
         self.edits = 0  # streaming edits of the document, one per frame at most (tests, benchmark)
         self.inserts = 0  # text insertions within them, one per provenance run
         self.renders = 0  # Markdown renderings of answers (tests, benchmark)
@@ -243,6 +248,7 @@ class Transcript(QTextBrowser):
         if 0 <= n < len(self._code_blocks):
             QGuiApplication.clipboard().setText(self._code_blocks[n])
             self.notice.emit("Code copied")
+            toast(self, "Code copied")
 
     def message(self, message_id: int) -> Message | None:
         return next((m for m in self._messages if m.id == message_id), None)
@@ -254,9 +260,11 @@ class Transcript(QTextBrowser):
         if action == "copy-markdown":
             QGuiApplication.clipboard().setText(m.content)
             self.notice.emit("Copied as Markdown")
+            toast(self, "Copied as Markdown")
         elif action == "copy-text":
             QGuiApplication.clipboard().setText(message_text(m))
             self.notice.emit("Copied as text")
+            toast(self, "Copied as text")
         elif action in ("edit", "regenerate", "continue"):
             self.messageAction.emit(action, message_id)
 
@@ -274,6 +282,23 @@ class Transcript(QTextBrowser):
         if self.following:
             self._scroll_to_end()
 
+    def set_progress(self, text: str) -> None:
+        """Say what the streaming answer is waiting for ("Reading the prompt… 40%"), where its
+        first token will appear, until it does. A label over the page: the document (and the
+        answer's text) is not edited for it."""
+        self._progress.setText(text)
+        if not text or self._stream_cursor is None:
+            self._progress.hide()
+            return
+        self._progress.adjustSize()
+        r = self.cursorRect(self._stream_cursor)
+        self._progress.move(r.left() + 2, r.top())
+        self._progress.show()
+
+    def progress_text(self) -> str:
+        """The progress line shown now ("" when none)."""
+        return self._progress.text() if self._progress.isVisibleTo(self) else ""
+
     def append_tokens(self, tokens: list) -> None:
         """tokens: engine TokenEvents (text, provenance), queued for the next frame."""
         if self._stream_start is None:
@@ -289,6 +314,7 @@ class Transcript(QTextBrowser):
         cursor = self._stream_cursor
         if not runs or cursor is None or self._stream_start is None:
             return
+        self._progress.hide()  # the answer's own text takes its place
         self.edits += 1
         cursor.beginEditBlock()
         for prov, text in runs:
@@ -312,6 +338,7 @@ class Transcript(QTextBrowser):
         the rest of the conversation is not laid out again)."""
         self._frame.stop()
         self._pending = []
+        self._progress.hide()
         head = self._stream_head
         self._stream_start = None
         self._stream_head = None

@@ -118,10 +118,12 @@ class AnsweringMixin:
         w.tokens.connect(self._on_tokens)
         w.steps.connect(self._on_steps)
         w.prefill.connect(self._on_prefill)
+        w.calibrating.connect(self._on_calibrating)
         w.done.connect(self._on_done)
         w.failed.connect(self._on_failed)
         w.finished.connect(self._on_finished)
         self.worker = w
+        self.transcript.set_progress("Waiting for the model…")  # until the engine starts reading the prompt
         self.session.run(w, "chat")
         self._sync_buttons()
 
@@ -164,14 +166,24 @@ class AnsweringMixin:
         self.session.liveSpeed.emit(self.charts.series.live_rate())
 
     def _on_prefill(self, done: int, total: int) -> None:
+        """Prompt progress, in the transcript where the answer will appear, and under it."""
         self.prefill_label.setText(f"Reading the prompt… {done}/{total} tokens" if done < total else "")
         self.prefill_label.setVisible(done < total)
+        if done < total:
+            self.transcript.set_progress(f"Reading the prompt… {100 * done // max(total, 1)}%")
+        else:
+            self.transcript.set_progress("Writing the first token…")
+
+    def _on_calibrating(self) -> None:
+        self.transcript.set_progress("Measuring this machine for Auto (once per model; a few seconds)…")
 
     def _partial_text(self) -> str:
         return "".join(ev.text for ev in self._stream_tokens)
 
     def _on_done(self, ev: Any) -> None:
         stats = ev.stats.to_dict()
+        if self._closing and ev.stats.finish_reason == "cancelled":
+            stats["stopped_by"] = "close"  # its badge: "stopped: the app was closed"
         status = "complete" if ev.stats.finish_reason != "cancelled" else "stopped"
         self._stats_timer.stop()
         self._save_answer(self._answer_prefix + ev.text, stats, status)
@@ -221,11 +233,17 @@ class AnsweringMixin:
 
     def shutdown(self) -> None:
         """The window is closing: stop and keep whatever was written."""
+        self._closing = True
         if self.worker is not None:
             self.worker.cancel()
             if self._assistant_msg is not None:
                 self.history.update_message(self._assistant_msg.id, self._partial_text(),
                                             spans=spans_from_tokens(self._stream_tokens), status="stopped")
+
+    @property
+    def answering(self) -> bool:
+        """An answer is being written (closing the window would stop it)."""
+        return self.worker is not None
 
     def _sync_buttons(self, *_: object) -> None:
         running = self.worker is not None

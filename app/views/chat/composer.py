@@ -10,6 +10,7 @@ from PySide6.QtWidgets import QFileDialog
 
 from ...history import HistoryError
 from ...widgets.attachments import Attachment, AttachmentError, read_text_file
+from ...widgets.toast import toast
 from ...widgets.transcript import message_text
 
 
@@ -85,6 +86,7 @@ class ComposerMixin:
             self.error.emit(f"{path}: cannot write ({e.strerror})")
             return
         self.message.emit(f"Exported to {path}")
+        toast(self, f"Exported to {Path(path).name}")
 
     def export_answer(self, path: str | None = None) -> None:
         text = self.answer_markdown()
@@ -101,6 +103,7 @@ class ComposerMixin:
             self.error.emit(f"{path}: cannot write ({e.strerror})")
             return
         self.message.emit(f"Exported to {path}")
+        toast(self, f"Exported to {Path(path).name}")
 
     def copy_last_answer(self) -> None:
         if self.conversation_id is None:
@@ -109,4 +112,5 @@ class ComposerMixin:
         if last is not None:
             QGuiApplication.clipboard().setText(message_text(last))
             self.message.emit("Answer copied as text (Copy as Markdown is under the answer)")
+            toast(self, "Answer copied")
 

@@ -69,7 +69,19 @@ class ConversationsMixin:
         self.context_menu = self._conversation_actions(QMenu(self))
         self.context_menu.popup(self.conv_list.viewport().mapToGlobal(pos))
 
+    def _switch_draft(self, to: int | None) -> None:
+        """Keep the unsent prompt with the conversation it was typed in; bring back `to`'s."""
+        if to == self.conversation_id:
+            return
+        text = self.prompt.toPlainText()
+        if text.strip() and self._editing is None:  # an edit in progress is dropped, not kept
+            self._drafts[self.conversation_id] = text
+        else:
+            self._drafts.pop(self.conversation_id, None)
+        self.prompt.setPlainText(self._drafts.pop(to, ""))
+
     def open_conversation(self, conversation_id: int) -> None:
+        self._switch_draft(conversation_id)
         self.conversation_id = conversation_id
         conv = self.history.get(conversation_id)
         if conv is not None:
@@ -89,6 +101,7 @@ class ConversationsMixin:
     def new_conversation(self) -> None:
         if self.worker is not None:
             return
+        self._switch_draft(None)
         self.conversation_id = None
         self.transcript.set_messages([])
         self.stats_label.clear()

@@ -40,6 +40,8 @@ class ChatView(LayoutMixin, DrawerMixin, ConversationsMixin, ComposerMixin, Answ
         self._assistant_msg: Message | None = None
         self._editing: tuple[int, int] | None = None  # (conversation, message) that Send replaces
         self._answer_prefix = ""  # Continue: the stored part of the answer being continued
+        self._drafts: dict[int | None, str] = {}  # unsent prompts of the other conversations (None: a new chat)
+        self._closing = False  # the window is closing: a stopped answer says so, not "stopped by you"
         self.live_stats = LiveStats()
         self.counter = TokenCounter(lambda: self.session.engine)
         self._build()

@@ -42,7 +42,8 @@ class VerdictMixin:
         self.speedup_detail.setText(race.detail)
         self.speedup_hint.setText(self._hint(why, race))
         self._colour_speedup()
-        self.bars.set_values(target=base.decode_tokens_per_s, speculative=spec.decode_tokens_per_s)
+        self.bars.set_values(neutral=race.about_the_same, target=base.decode_tokens_per_s,
+                             speculative=spec.decode_tokens_per_s)
         self.identical_label.setText(self._identical_text(r))
         self.status.setText("Done. Replaying both runs side by side…")
         self.raceFinished.emit(r)
@@ -60,6 +61,7 @@ class VerdictMixin:
         return hint
 
     def _identical_text(self, r: dict) -> str:
+        self.identical_label.setToolTip("")
         if r.get("identical"):
             good = theme.palette(self.dark).good
             return (f"<b style='color:{good}'>✓ Identical output.</b> Target + draft wrote exactly the tokens the "
@@ -79,9 +81,10 @@ class VerdictMixin:
         except Exception:  # the engine may be gone; the ids still say it
             text = div.describe(None)
         pal = theme.palette(self.dark)
-        colour = pal.near_tie if div.within_noise else pal.bad
-        head = "Near-tie divergence" if div.within_noise else "Outputs differ"
-        return f"<b style='color:{colour}'>✗ {head}.</b> {text.replace('<', '&lt;')}"
+        if not div.within_noise:  # a real break of the promise: say it as it is
+            return f"<b style='color:{pal.bad}'>✗ Outputs differ.</b> {text.replace('<', '&lt;')}"
+        self.identical_label.setToolTip(text[:1].upper() + text[1:] + ".")  # the technical detail, on hover
+        return near_tie_words(div.index, div.margin, pal.near_tie)
 
     def _colour_speedup(self) -> None:
         """Green for a real gain, orange for a loss, no colour when it is about the same."""
@@ -92,3 +95,10 @@ class VerdictMixin:
             colour = pal.good if race.wall_speedup > 1.0 else pal.warn
         self.speedup_label.setStyleSheet(f"color: {colour};" if colour else "")
 
+
+def near_tie_words(index: int, margin: float, colour: str) -> str:
+    """A near-tie divergence in words an audience follows: the promise held, arithmetic picked."""
+    return (f"<b style='color:{colour}'>≈ Same model, a near-tie.</b> Both outputs are the target's own. "
+            f"At token {index + 1} the target's top two choices were within {max(margin, 0.01):.2f} of each other, "
+            "and the batched arithmetic of checking several tokens at once picked the other one; the texts "
+            "differ from there. (Details on hover.)")

@@ -1,0 +1,330 @@
+"""Issue 26: the app says what it is doing and what happened — the first answer's progress in
+the transcript, the race verdict for an audience, dark-theme contrast, toasts. Each test
+clicks as a user would."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+pytest.importorskip("PySide6")
+pytest.importorskip("pytestqt")
+
+from PySide6.QtCore import Qt  # noqa: E402
+
+from engine.decoding.events import PrefillEvent  # noqa: E402
+from test_gui_chat_input import _load, _make_window  # noqa: E402
+
+SLOW_S = 0.6  # each prompt chunk of the slowed-down engine
+
+
+@pytest.fixture
+def window(qtbot, tmp_path, monkeypatch, tiny_target):
+    w = _make_window(qtbot, tmp_path, monkeypatch)
+    _load(qtbot, w, tiny_target, tiny_target)
+    w.show()
+    yield w
+    w.close()
+
+
+def _slow_prefill(monkeypatch, engine) -> None:
+    """The engine reads the prompt slowly: a pause after each prompt-progress event."""
+    real = engine.stream
+
+    def stream(request, *args, **kw):
+        for ev in real(request, *args, **kw):
+            yield ev
+            if isinstance(ev, PrefillEvent):
+                time.sleep(SLOW_S)
+
+    monkeypatch.setattr(engine, "stream", stream)
+
+
+def test_first_answer_shows_prompt_progress_then_auto_measuring_in_the_transcript(qtbot, window, monkeypatch):
+    chat = window.chat
+    _slow_prefill(monkeypatch, window.session.engine)
+    chat.apply_settings({"drafter": "model", "lookahead": "auto", "temperature": 0.0, "max_tokens": 8})
+    chat.prompt.setPlainText("the value of the class " * 6)
+    seen: list[str] = []
+    t0 = time.perf_counter()
+    qtbot.mouseClick(chat.send_btn, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: chat.transcript.progress_text().startswith("Reading the prompt"), timeout=500)
+    assert time.perf_counter() - t0 < 0.5 + SLOW_S  # waitUntil's own limit says 0.5 s; the clock agrees
+    label = chat.transcript._progress
+    assert label.isVisible() and chat.transcript.viewport().rect().contains(label.geometry())
+
+    def note() -> bool:
+        text = chat.transcript.progress_text()
+        if text and (not seen or seen[-1] != text):
+            seen.append(text)
+        return chat.worker is None
+
+    qtbot.waitUntil(note, timeout=30000)
+    assert any(t.startswith("Measuring this machine for Auto") for t in seen), seen
+    assert chat.transcript.progress_text() == "", "the answer's text replaces the progress line"
+    msgs = window.history.messages(chat.conversation_id)
+    assert msgs[-1].status == "complete" and "Measuring" not in msgs[-1].content
+
+
+def test_no_measuring_line_once_this_machine_is_measured(qtbot, window, monkeypatch):
+    chat = window.chat
+    chat.apply_settings({"drafter": "model", "lookahead": "auto", "temperature": 0.0, "max_tokens": 6})
+    chat.prompt.setPlainText("the value of")
+    qtbot.mouseClick(chat.send_btn, Qt.MouseButton.LeftButton)  # the first answer measures
+    qtbot.waitUntil(lambda: chat.worker is None, timeout=30000)
+    _slow_prefill(monkeypatch, window.session.engine)
+    seen: list[str] = []
+    chat.prompt.setPlainText("and the class of")
+    qtbot.mouseClick(chat.send_btn, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: seen.append(chat.transcript.progress_text()) or chat.worker is None, timeout=30000)
+    assert not any(t.startswith("Measuring") for t in seen) and any(t.startswith("Reading the prompt") for t in seen)
+
+
+# -- the race for an audience ---------------------------------------------------------------------
+def _race(qtbot, w, *, lookahead, drafter: str = "lookup"):
+    w.nav.setCurrentRow(1)
+    race = w.views["Race"]
+    race.drafter.setCurrentIndex(race.drafter.findData(drafter))
+    race.lookahead.set_value(lookahead)
+    race.max_tokens.setValue(16)
+    race.prompt.setPlainText("the value of the value of the")
+    qtbot.mouseClick(race.start_btn, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: race.result is not None and race.worker is None, timeout=60000)
+    race.stop_replay()
+    return race
+
+
+def _green_pixels(widget) -> int:
+    from app import theme
+
+    img = widget.grab().toImage()
+    r0, g0, b0 = theme.RACE_SIDES["speculative"]
+    return sum(1 for x in range(0, img.width(), 2) for y in range(0, img.height(), 2)
+               if (c := img.pixelColor(x, y)) and abs(c.red() - r0) + abs(c.green() - g0) + abs(c.blue() - b0) < 30)
+
+
+def test_a_race_that_drafted_nothing_shows_no_winner_bar(qtbot, window):
+    race = _race(qtbot, window, lookahead=0)
+    assert race.result["race"].about_the_same and race.speedup_label.text().startswith("About the same")
+    assert race.bars.neutral and _green_pixels(race.bars) == 0, "a green bar reads as a win"
+    assert race.speedup_label.styleSheet() == ""
+    race.bars.set_values(target=9.6, speculative=11.5)  # the same bars for a real win do show green
+    assert _green_pixels(race.bars) > 0
+
+
+def test_a_near_tie_divergence_is_explained_in_plain_words_with_the_detail_on_hover(qtbot, window, monkeypatch):
+    from engine.decoding.quality import Divergence
+    from engine.measure import racing
+
+    tie = Divergence(index=62, margin=0.018, within_noise=True, expected_token=5, got_token=6)
+    monkeypatch.setattr(racing, "compare", lambda *a, **k: racing.Comparison(False, tie))
+    race = _race(qtbot, window, lookahead=2)
+    text = race.identical_label.text()
+    assert "Both outputs are the target's own" in text and "At token 63" in text and "within 0.02" in text
+    assert "✗" not in text and "logit" not in text, "no alarm and no jargon under 'output must be identical'"
+    assert "0.018" in race.identical_label.toolTip() and "near-tie" in race.identical_label.toolTip()
+
+    real = Divergence(index=3, margin=2.5, within_noise=False, expected_token=5, got_token=6)
+    monkeypatch.setattr(racing, "compare", lambda *a, **k: racing.Comparison(False, real))
+    race = _race(qtbot, window, lookahead=2)
+    assert "✗ Outputs differ" in race.identical_label.text(), "a real break is said as it is"
+
+
+# -- dark theme: every control visible, by contrast ratio ----------------------------------------
+def _luminance(c) -> float:
+    def lin(v: int) -> float:
+        v = v / 255
+        return v / 12.92 if v <= 0.03928 else ((v + 0.055) / 1.055) ** 2.4
+
+    return 0.2126 * lin(c.red()) + 0.7152 * lin(c.green()) + 0.0722 * lin(c.blue())
+
+
+def contrast(a, b) -> float:
+    """WCAG 2 contrast ratio of two colours (1..21)."""
+    hi, lo = sorted((_luminance(a), _luminance(b)), reverse=True)
+    return (hi + 0.05) / (lo + 0.05)
+
+
+def _best_contrast(widget, rect, background) -> float:
+    """The strongest contrast any pixel of `rect` (widget coordinates) has against `background`."""
+    img = widget.grab().toImage()
+    ratio = img.devicePixelRatio()
+    return max(contrast(img.pixelColor(int(x * ratio), int(y * ratio)), background)
+               for x in range(max(rect.left(), 0), min(rect.right(), widget.width() - 1) + 1)
+               for y in range(max(rect.top(), 0), min(rect.bottom(), widget.height() - 1) + 1))
+
+
+def test_dark_theme_checkboxes_and_the_slider_handle_stand_out(qtbot, window):
+    from PySide6.QtCore import QRect
+    from PySide6.QtGui import QPalette
+    from PySide6.QtWidgets import QApplication, QStyle, QStyleOptionButton, QStyleOptionSlider
+
+    from app import appearance
+
+    window.set_theme("dark")
+    try:
+        pal = QApplication.instance().palette()
+        bg, base = pal.color(QPalette.ColorRole.Window), pal.color(QPalette.ColorRole.Base)
+        window.nav.setCurrentRow(3)
+        bench = window.views["Bench"]
+        box = bench.mode_boxes["fixed"]
+        box.click()  # unchecked, as a user leaves it
+        assert not box.isChecked()
+        opt = QStyleOptionButton()
+        opt.initFrom(box)
+        indicator = box.style().subElementRect(QStyle.SubElement.SE_CheckBoxIndicator, opt, box)
+        assert _best_contrast(box, indicator, bg) >= 3.0, "an unchecked box must be visible (WCAG 3:1)"
+
+        item = bench.suites.item(0)
+        assert item.checkState() == Qt.CheckState.Unchecked
+        row = bench.suites.visualItemRect(item)
+        square = QRect(row.left(), row.top(), row.height() + 4, row.height())
+        assert _best_contrast(bench.suites.viewport(), square, base) >= 3.0, "an unchecked suite must be visible"
+
+        window.nav.setCurrentRow(0)
+        chat = window.chat
+        chat._drawer_clicked(True)
+        chat.lookahead.set_value(0)
+        slider = chat.lookahead.slider
+        qtbot.wait(20)
+        so = QStyleOptionSlider()
+        so.initFrom(slider)
+        so.minimum, so.maximum = slider.minimum(), slider.maximum()
+        so.sliderPosition = so.sliderValue = slider.value()
+        so.orientation, so.tickPosition, so.tickInterval = slider.orientation(), slider.tickPosition(), slider.tickInterval()
+        so.subControls = QStyle.SubControl.SC_SliderHandle
+        handle = slider.style().subControlRect(QStyle.ComplexControl.CC_Slider, so, QStyle.SubControl.SC_SliderHandle, slider)
+        assert slider.value() == 0 and _best_contrast(slider, handle, bg) >= 3.0, "the handle at 0 must be visible"
+    finally:
+        appearance.apply(QApplication.instance(), "system")
+
+
+# -- toasts: Copy, Export, Use this setting in Chat -----------------------------------------------
+def _toast(w):
+    from app.widgets.toast import Toast
+
+    return w.findChild(Toast, "toast")
+
+
+def _assert_toast(w, text: str) -> None:
+    t = _toast(w)
+    assert t is not None and t.isVisible() and text in t.text()
+    from PySide6.QtCore import QPoint, QRect
+
+    assert w.rect().contains(QRect(t.mapTo(w, QPoint(0, 0)), t.size())), "the toast shows inside the window"
+
+
+def test_copy_export_and_use_in_chat_each_say_so_in_a_toast(qtbot, window, tmp_path, monkeypatch):
+    from PySide6.QtWidgets import QFileDialog
+
+    from test_gui_bench_models import click_row, only_suite
+
+    chat = window.chat
+    chat.apply_settings({"drafter": "model", "lookahead": 2, "max_tokens": 6})
+    chat.prompt.setPlainText("the value of")
+    qtbot.mouseClick(chat.send_btn, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: chat.worker is None, timeout=30000)
+    assert _toast(window) is None or not _toast(window).isVisible()
+    qtbot.mouseClick(chat.copy_btn, Qt.MouseButton.LeftButton)
+    _assert_toast(window, "Answer copied")
+    qtbot.waitUntil(lambda: not _toast(window).isVisible(), timeout=5000)  # it goes by itself
+
+    out = tmp_path / "talk.md"
+    monkeypatch.setattr(QFileDialog, "getSaveFileName", lambda *a, **k: (str(out), ""))
+    chat.export_btn.menu().actions()[0].trigger()  # Export… → Whole conversation…
+    assert out.exists()
+    _assert_toast(window, "Exported to talk.md")
+
+    window.nav.setCurrentRow(3)
+    bench = window.views["Bench"]
+    only_suite(bench, "chat")
+    bench.sweep.setText("2")
+    bench.mode_boxes["auto"].setChecked(False)
+    bench.repeat.setValue(1)
+    bench.limit.setValue(1)
+    bench.max_tokens.setValue(6)
+    qtbot.mouseClick(bench.start_btn, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: bench.result is not None and bench.worker is None, timeout=60000)
+    click_row(qtbot, bench.table, 1)
+    qtbot.mouseClick(bench.use_btn, Qt.MouseButton.LeftButton)
+    _assert_toast(window, "Chat now uses")
+    assert chat.settings()["lookahead"] == 2
+
+
+# -- closing, reopening, drafts -------------------------------------------------------------------
+def test_closing_mid_answer_asks_first_and_the_partial_says_the_app_was_closed(qtbot, window, monkeypatch):
+    from PySide6.QtWidgets import QMessageBox
+
+    from app.history import stop_reason
+
+    chat = window.chat
+    asked: list[str] = []
+    reply = [QMessageBox.StandardButton.No]
+    monkeypatch.setattr(QMessageBox, "question", lambda *a, **k: asked.append(a[2]) or reply[0])
+    chat.apply_settings({"drafter": "none", "max_tokens": 20000})
+    chat.prompt.setPlainText("the value of")
+    qtbot.mouseClick(chat.send_btn, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: chat._stream_tokens != [], timeout=10000)
+    window.close()
+    assert asked and "Stop it and quit" in asked[0]
+    assert window.isVisible() and chat.worker is not None, "No keeps the window and the answer going"
+    cid = chat.conversation_id
+    reply[0] = QMessageBox.StandardButton.Yes
+    window.close()
+    assert not window.isVisible()
+    qtbot.waitUntil(lambda: (window.history.messages(cid)[-1].stats or {}).get("stopped_by") == "close", timeout=10000)
+    answer = window.history.messages(cid)[-1]
+    assert answer.status == "stopped" and answer.content
+    assert stop_reason(answer) == "stopped: the app was closed"
+
+
+def test_the_app_reopens_the_last_conversation(qtbot, tmp_path, monkeypatch, tiny_target):
+    first = _make_window(qtbot, tmp_path, monkeypatch)
+    _load(qtbot, first, tiny_target, "lookup")
+    c = first.chat
+    c.apply_settings({"drafter": "lookup", "max_tokens": 6})
+    for text in ("first chat", "second chat"):
+        c.new_conversation()
+        c.prompt.setPlainText(text)
+        qtbot.mouseClick(c.send_btn, Qt.MouseButton.LeftButton)
+        qtbot.waitUntil(lambda: c.worker is None, timeout=30000)
+    older = first.history.conversations()[-1].id
+    c.open_conversation(older)
+    first.close()
+    again = _make_window(qtbot, tmp_path, monkeypatch)
+    assert again.chat.conversation_id == older
+    assert "first chat" in again.chat.transcript.toPlainText()
+    assert again.chat.conv_list.currentItem().data(Qt.ItemDataRole.UserRole) == older
+    again.close()
+
+
+def test_an_unsent_prompt_stays_with_its_conversation(qtbot, window):
+    chat = window.chat
+    a = window.history.create(title="A")
+    b = window.history.create(title="B")
+    window.history.add_message(a.id, "user", "hi")
+    window.history.add_message(b.id, "user", "hello")
+    chat.refresh_conversations()
+
+    def click(cid: int) -> None:
+        for i in range(chat.conv_list.count()):
+            item = chat.conv_list.item(i)
+            if item.data(Qt.ItemDataRole.UserRole) == cid:
+                rect = chat.conv_list.visualItemRect(item)
+                qtbot.mouseClick(chat.conv_list.viewport(), Qt.MouseButton.LeftButton, pos=rect.center())
+                return
+        raise AssertionError(cid)
+
+    window.resize(1360, 860)
+    click(a.id)
+    qtbot.keyClicks(chat.prompt, "half a thought for A")
+    click(b.id)
+    assert chat.prompt.toPlainText() == "", "A's draft does not follow into B"
+    qtbot.keyClicks(chat.prompt, "for B")
+    qtbot.mouseClick(chat.new_btn, Qt.MouseButton.LeftButton)
+    assert chat.prompt.toPlainText() == ""
+    click(a.id)
+    assert chat.prompt.toPlainText() == "half a thought for A"
+    click(b.id)
+    assert chat.prompt.toPlainText() == "for B"
