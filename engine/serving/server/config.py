@@ -50,6 +50,7 @@ class ServerConfig:
     list_catalog: bool = True  # an unknown model's 404 says when it is a downloaded but unloaded pair
     any_model_name: bool = False  # answer to every model name (tools with a hard-coded one)
     cors_origins: tuple[str, ...] = ()  # browser origins allowed to call the API ("*": any; see check_cors)
+    early_role_chunk: bool = False  # stream the role chunk before the prompt is read (the old timing)
     extra: dict[str, Any] = field(default_factory=dict)
 
 

@@ -14,7 +14,7 @@ from starlette.concurrency import run_in_threadpool
 
 from ...errors import TandemError
 from ...decoding.rpc_backend import RpcError
-from ...decoding.events import DoneEvent, TokenEvent
+from ...decoding.events import DoneEvent, PrefillEvent, TokenEvent
 from ...decoding.queue import GenerationQueue, QueueFull
 from . import wire
 from .bridge import Generation, GenerationFailed
@@ -78,7 +78,8 @@ class Completions:
         except QueueFull as e:
             raise ApiError(503, str(e), type="server_error", code="queue_full",
                            headers={"Retry-After": str(e.retry_after_s)})
-        gen = Generation(self.queue, job, eng, prompt, **kw).start()
+        gen = Generation(self.queue, job, eng, prompt, observe=self.metrics.observe,
+                         cancelled=self.metrics.cancelled.inc, **kw).start()
         shape = wire.Shape(kind, request_id, self.served.id)
         if req.stream:
             return EventSourceResponse(self.stream(gen, shape, req), sep="\n")
@@ -93,7 +94,7 @@ class Completions:
             async for ev in gen:
                 if isinstance(ev, TokenEvent):
                     tokens.append(ev)
-                else:
+                elif isinstance(ev, DoneEvent):
                     done.append(ev)
 
         task = asyncio.ensure_future(drain())
@@ -111,16 +112,25 @@ class Completions:
             raise ApiError(503, "the generation was cancelled before it started (the server is stopping)",
                            type="server_error", code="cancelled")
         outcome = wire.Outcome(done[0].stats, gen.prompt_evaluated)
-        self.metrics.observe(outcome.stats)
         return JSONResponse(shape.full(done[0].text, outcome, tokens if req.provenance else None))
 
     async def stream(self, gen: Generation, shape: wire.Shape, req: Any):
-        """Server-sent chunks as tokens arrive; a failure ends the stream with an error chunk."""
+        """Server-sent chunks as tokens arrive; a failure ends the stream with an error chunk.
+
+        A chat stream's first chunk (the role) goes out once the prompt is read, so a client
+        timing it measures prompt processing (`--early-role-chunk`: at once, as before)."""
         try:
-            if shape.chat:
+            role_sent = not shape.chat
+            if not role_sent and self.config.early_role_chunk:
                 yield {"data": wire.dumps(shape.chunk("", role=True))}
+                role_sent = True
             pending: list[TokenEvent] = []  # tokens whose text is still incomplete (split characters)
             async for ev in gen:
+                if not role_sent:
+                    yield {"data": wire.dumps(shape.chunk("", role=True))}
+                    role_sent = True
+                if isinstance(ev, PrefillEvent):
+                    continue
                 if isinstance(ev, TokenEvent):
                     pending.append(ev)
                     if ev.text:
@@ -129,7 +139,6 @@ class Completions:
                         pending = []
                 else:
                     outcome = wire.Outcome(ev.stats, gen.prompt_evaluated)
-                    self.metrics.observe(outcome.stats)
                     yield {"data": wire.dumps(shape.final_chunk(outcome))}
                     if req.include_usage:
                         yield {"data": wire.dumps(shape.usage_chunk(outcome))}
