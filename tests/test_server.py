@@ -286,6 +286,7 @@ def test_a_client_that_disconnects_cancels_its_generation(served, client):
             done.append(ev)
 
     q.add_listener(slow_model)
+    cancelled_before = served.app.state.metrics.cancelled._value.get()
     try:
         body = {"messages": MSGS, "stream": True, "max_tokens": 900, "temperature": 0, "draft": "none"}
         with httpx.Client(timeout=30) as h:
@@ -302,6 +303,8 @@ def test_a_client_that_disconnects_cancels_its_generation(served, client):
         assert done[0].stats.finish_reason == "cancelled"
         assert 3 <= done[0].stats.generated_tokens < 900
         assert time.monotonic() - t_closed < 4.0  # far less than the ~4.5 s the whole answer takes
+        wait_until(lambda: served.app.state.metrics.cancelled._value.get() == cancelled_before + 1, 5,
+                   "the stream's disconnect to be counted as cancelled")
     finally:
         q.remove_listener(slow_model)
     t0 = time.monotonic()
@@ -573,3 +576,53 @@ def test_serve_refuses_star_cors_on_the_network_in_one_line(tiny_target, capsys)
                  "--cors-origin", "*"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "--api-key" in err[0]
+
+
+# -- honest streaming ------------------------------------------------------------------------
+@pytest.mark.parametrize("early", [False, True])
+def test_the_role_chunk_waits_for_the_prompt_unless_early(tiny_target, early):
+    """The worker is held at the event that completes the prompt: the role chunk arrives
+    only once it is let go, or (with early_role_chunk) while it is still held."""
+    import threading
+    from engine.serving.server import ServedModel, ServerConfig, ServerThread, create_app
+
+    eng = Engine(tiny_target, n_ctx=256, metrics_log=False)
+    gate, held = threading.Event(), threading.Event()
+
+    def hold_prompt(job, ev):
+        if job.source == "server" and ev.kind == "prefill" and ev.done >= ev.total:
+            held.set()
+            gate.wait(10)
+
+    eng.queue.add_listener(hold_prompt)
+    app = create_app(ServedModel(eng, "t", draft="lookup"), ServerConfig(early_role_chunk=early, list_catalog=False))
+    first: list[tuple[str, bool]] = []
+    try:
+        with ServerThread(app) as srv, httpx.Client(timeout=30) as h:
+            body = {"messages": [{"role": "user", "content": "a fresh prompt " + str(early)}], "stream": True,
+                    "max_tokens": 3}
+
+            def read() -> None:
+                with h.stream("POST", srv.url + "/v1/chat/completions", json=body) as resp:
+                    for line in resp.iter_lines():
+                        if line.startswith("data: "):
+                            first.append((line, gate.is_set()))
+                            if len(first) == 1 and early:
+                                gate.set()
+
+            reader = threading.Thread(target=read)
+            reader.start()
+            wait_until(held.is_set, 10, "the prompt to be read")
+            time.sleep(0.5)
+            got_while_held = list(first)
+            gate.set()
+            reader.join(30)
+    finally:
+        gate.set()
+        eng.queue.remove_listener(hold_prompt)
+        eng.close()
+    assert '"role":"assistant"' in first[0][0] and first[-1][0] == "data: [DONE]"
+    if early:
+        assert first[0][1] is False  # the role chunk came while the prompt's end was still held
+    else:
+        assert got_while_held == [] and first[0][1] is True

@@ -87,7 +87,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
         served = ServedModel(eng, served_id(args, target), draft=draft, lookahead=args.lookahead,
                              aliases=tuple(args.alias or ()), catalog_id=catalog_id_of(target))
         config = ServerConfig(api_key=api_key, max_waiting=args.queue, temperature=args.temperature,
-                              any_model_name=args.any_model_name, cors_origins=cors, max_body=max_body)
+                              any_model_name=args.any_model_name, cors_origins=cors, max_body=max_body,
+                              early_role_chunk=args.early_role_chunk)
         app = create_app(served, config)
         split = f", target split over {len(eng.endpoints)} RPC worker(s)" if getattr(args, "rpc", None) else ""
         draft_text = {"model": f"draft {Path(str(draft)).name}", "lookup": "prompt lookup", "none": "no draft"}[served.default_draft]
@@ -130,6 +131,8 @@ def register(sub: Any) -> None:
     s.add_argument("--cors-origin", action="append", metavar="ORIGIN",
                    help="a browser origin allowed to call the API, e.g. http://localhost:3000 (repeatable; '*' "
                         "only with --api-key or on loopback); default: none")
+    s.add_argument("--early-role-chunk", action="store_true",
+                   help="stream the first (role) chunk before the prompt is processed, as before; default: after")
     s.add_argument("--log-level", default="info", choices=("critical", "error", "warning", "info", "debug"))
     add_rpc_option(s)
     s.set_defaults(func=cmd_serve)

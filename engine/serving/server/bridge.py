@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any, AsyncIterator
+from typing import Any, AsyncIterator, Callable
 
 from ...errors import Cancelled, TandemError
 from ...decoding.rpc_backend import RpcError
-from ...decoding.events import DoneEvent, PrefillEvent, TokenEvent
+from ...decoding.events import DoneEvent, PrefillEvent, RunStats, TokenEvent
 from ...decoding.queue import GenerationQueue, Job
 
 log = logging.getLogger("tandem.server")
@@ -32,10 +32,17 @@ class GenerationFailed(Exception):
 
 
 class Generation:
-    """One queued generation whose `TokenEvent`s and final `DoneEvent` arrive by `async for`."""
+    """One queued generation whose events arrive by `async for`: the `PrefillEvent` that completes
+    the prompt, its `TokenEvent`s and the final `DoneEvent`.
 
-    def __init__(self, queue: GenerationQueue, job: Job, engine: Any, prompt: Any, **kw: Any):
+    `observe(stats)` and `cancelled()` are called on the worker thread when the generation ends,
+    whether or not anyone still listens (a stream whose client left still counts)."""
+
+    def __init__(self, queue: GenerationQueue, job: Job, engine: Any, prompt: Any, *,
+                 observe: Callable[[RunStats], None] = lambda s: None, cancelled: Callable[[], None] = lambda: None,
+                 **kw: Any):
         self.queue, self.job, self.engine, self.prompt, self.kw = queue, job, engine, prompt, kw
+        self.observe, self.cancelled = observe, cancelled
         self.loop = asyncio.get_running_loop()
         self.events: asyncio.Queue[Any] = asyncio.Queue()
         self.prompt_evaluated = 0
@@ -54,16 +61,23 @@ class Generation:
             self.cancel()
 
     def _work(self) -> None:
-        first_prefill = True
+        first_prefill, prompt_done = True, False
         try:
             for ev in self.queue.stream(self.engine, self.prompt, self.job, **self.kw):
-                if isinstance(ev, TokenEvent) or isinstance(ev, DoneEvent):
+                if isinstance(ev, DoneEvent):
+                    self.observe(ev.stats)
                     self._put(ev)
-                elif isinstance(ev, PrefillEvent) and first_prefill:
-                    first_prefill = False
-                    self.prompt_evaluated = ev.total + 1  # the last prompt token is fed with the first step
-        except Cancelled:
-            pass
+                elif isinstance(ev, TokenEvent):
+                    self._put(ev)
+                elif isinstance(ev, PrefillEvent):
+                    if first_prefill:
+                        first_prefill = False
+                        self.prompt_evaluated = ev.total + 1  # the last prompt token is fed with the first step
+                    if ev.done >= ev.total and not prompt_done:
+                        prompt_done = True
+                        self._put(ev)  # the prompt is read: a stream may send its first chunk now
+        except Cancelled:  # cancelled before its turn (the engine never started it)
+            self.cancelled()
         except RpcError as e:  # a split target's worker died or hung: not the request's fault
             self._put(GenerationFailed(str(e), user=False, lost_worker=True))
         except TandemError as e:
@@ -74,7 +88,7 @@ class Generation:
         finally:
             self._put(_END)
 
-    async def __aiter__(self) -> AsyncIterator[TokenEvent | DoneEvent]:
+    async def __aiter__(self) -> AsyncIterator[PrefillEvent | TokenEvent | DoneEvent]:
         while True:
             item = await self.events.get()
             if item is _END:

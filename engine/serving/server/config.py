@@ -53,6 +53,7 @@ class ServerConfig:
     any_model_name: bool = False  # answer to every model name (tools with a hard-coded one)
     cors_origins: tuple[str, ...] = ()  # browser origins allowed to call the API ("*": any; see check_cors)
     max_body: int = DEFAULT_MAX_BODY  # bytes; larger request bodies get 413 before they are read (0: no limit)
+    early_role_chunk: bool = False  # stream the role chunk before the prompt is read (the old timing)
     extra: dict[str, Any] = field(default_factory=dict)
 
 

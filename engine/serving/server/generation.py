@@ -15,7 +15,7 @@ from starlette.concurrency import run_in_threadpool
 
 from ...errors import PromptTooLong, TandemError
 from ...decoding.rpc_backend import RpcError
-from ...decoding.events import DoneEvent, TokenEvent
+from ...decoding.events import DoneEvent, PrefillEvent, TokenEvent
 from ...decoding.queue import GenerationQueue, Job, QueueFull
 from . import wire
 from .bridge import Generation, GenerationFailed
@@ -106,7 +106,8 @@ class Completions:
                   temperature=self.config.temperature if req.temperature is None else req.temperature,
                   top_p=1.0 if req.top_p is None else req.top_p, top_k=req.top_k or 0, min_p=req.min_p or 0.0,
                   seed=req.seed, stop=req.stop_list, chat=chat, tag="server")
-        gen = Generation(self.queue, job, eng, prompt, **kw).start()
+        gen = Generation(self.queue, job, eng, prompt, observe=self.metrics.observe,
+                         cancelled=self.metrics.cancelled.inc, **kw).start()
         shape = wire.Shape(kind, request_id, self.served.id)
         if req.stream:
             # On shutdown, sse-starlette waits up to the grace period for the stream to end by
@@ -123,7 +124,7 @@ class Completions:
             async for ev in gen:
                 if isinstance(ev, TokenEvent):
                     tokens.append(ev)
-                else:
+                elif isinstance(ev, DoneEvent):
                     done.append(ev)
 
         task = asyncio.ensure_future(drain())
@@ -143,17 +144,26 @@ class Completions:
         if self.cut_by_shutdown(done[0]):
             raise shutdown_error()
         outcome = wire.Outcome(done[0].stats, gen.prompt_evaluated)
-        self.metrics.observe(outcome.stats)
         return JSONResponse(shape.full(done[0].text, outcome, tokens if req.provenance else None))
 
     async def stream(self, gen: Generation, shape: wire.Shape, req: Any):
-        """Server-sent chunks as tokens arrive; a failure ends the stream with an error chunk."""
+        """Server-sent chunks as tokens arrive; a failure ends the stream with an error chunk.
+
+        A chat stream's first chunk (the role) goes out once the prompt is read, so a client
+        timing it measures prompt processing (`--early-role-chunk`: at once, as before)."""
         try:
-            if shape.chat:
+            role_sent = not shape.chat
+            if not role_sent and self.config.early_role_chunk:
                 yield {"data": wire.dumps(shape.chunk("", role=True))}
+                role_sent = True
             pending: list[TokenEvent] = []  # tokens whose text is still incomplete (split characters)
             finished = False
             async for ev in gen:
+                if not role_sent:
+                    yield {"data": wire.dumps(shape.chunk("", role=True))}
+                    role_sent = True
+                if isinstance(ev, PrefillEvent):
+                    continue
                 if isinstance(ev, TokenEvent):
                     pending.append(ev)
                     if ev.text:
@@ -162,7 +172,6 @@ class Completions:
                         pending = []
                 else:
                     outcome = wire.Outcome(ev.stats, gen.prompt_evaluated)
-                    self.metrics.observe(outcome.stats)
                     if self.cut_by_shutdown(ev):
                         yield {"data": wire.dumps(shutdown_error().body)}
                         return
