@@ -18,7 +18,7 @@ from engine.decoding.sampling import Dist, SamplingParams
 from engine.decoding.settings import GenerationRequest
 from engine.errors import IncompatiblePairError
 from engine.models.compat import VocabInfo, check_pair, check_vocabs
-from engine.models.tinymodel import NORMAL, Vocab, respelled_vocab, write_model
+from engine.models.tinymodel import NORMAL, respelled_vocab, write_model
 
 from test_decoder import _chi_square, _exact_two_token_distribution
 
@@ -35,14 +35,6 @@ def respelled_other(models_dir, vocab):
     """Another vocabulary and other weights: disagrees with the target often."""
     v, rows = respelled_vocab(vocab)
     return write_model(models_dir / "respelled_other.gguf", seed=2, n_layer=1, vocab=v, rows=rows, name="respelled-other")
-
-
-@pytest.fixture(scope="session")
-def no_byte_fallback(models_dir, vocab):
-    """A SentencePiece vocabulary without byte tokens: it cannot spell every text."""
-    toks = [t if not t.startswith("<0x") else f"<b{i}>" for i, t in enumerate(vocab.tokens)]
-    types = [NORMAL if t.startswith("<b") else ty for t, ty in zip(toks, vocab.types)]
-    return write_model(models_dir / "nobytes.gguf", vocab=Vocab(toks, vocab.scores, types), chain={}, name="nobytes")
 
 
 @pytest.fixture(scope="module")
