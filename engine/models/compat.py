@@ -110,7 +110,7 @@ def check_vocabs(target: VocabInfo, draft: VocabInfo) -> Verdict:
     unusable = [why for why in (draft.writes_any_text(),) if why]
     if unusable:
         return Verdict(False, shared.reasons[:1] + unusable)
-    why = shared.reasons[0] if shared.reasons else "the vocabularies differ"
+    why = "; ".join(shared.reasons) or "the vocabularies differ"
     notes = [f"vocabularies differ ({why})", BRIDGE_COST]
     if target.writes_any_text():
         notes.append("the target cannot spell every text the draft writes: such proposals are simply rejected")
