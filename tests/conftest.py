@@ -61,12 +61,23 @@ def tiny_draft(models_dir, vocab) -> Path:
 
 @pytest.fixture(scope="session")
 def other_vocab_model(models_dir) -> Path:
-    """A model whose vocabulary differs from the tiny target's (incompatible pair)."""
+    """A model whose vocabulary differs from the tiny target's (a pair bridged through text)."""
     from engine.models.tinymodel import make_vocab, write_model
 
     v = make_vocab(extra_words=10)
     v.tokens[300], v.tokens[301] = v.tokens[301], v.tokens[300]
     return write_model(models_dir / "other.gguf", seed=3, vocab=v, name="other-vocab")
+
+
+@pytest.fixture(scope="session")
+def no_byte_fallback(models_dir, vocab) -> Path:
+    """A SentencePiece vocabulary without byte tokens: it cannot spell every text, so it
+    cannot draft for another vocabulary through text (a refused pair)."""
+    from engine.models.tinymodel import NORMAL, Vocab, write_model
+
+    toks = [t if not t.startswith("<0x") else f"<b{i}>" for i, t in enumerate(vocab.tokens)]
+    types = [NORMAL if t.startswith("<b") else ty for t, ty in zip(toks, vocab.types)]
+    return write_model(models_dir / "nobytes.gguf", vocab=Vocab(toks, vocab.scores, types), chain={}, name="nobytes")
 
 
 def real_model(name: str) -> Path | None:

@@ -281,15 +281,15 @@ def test_context_full_ends_with_length(tiny_target, tiny_draft):
     e.close()
 
 
-def test_bad_inputs_raise_typed_errors(eng, tiny_draft, other_vocab_model, tmp_path):
+def test_bad_inputs_raise_typed_errors(eng, tiny_draft, no_byte_fallback, tmp_path):
     with pytest.raises(PromptError, match="empty"):
         eng.generate("   ")
     with pytest.raises(PromptError, match="context holds 512"):
         eng.generate("the value of " * 400)
     with pytest.raises(ModelFileError, match="no such file"):
         eng.generate("the", draft_model=tmp_path / "missing.gguf")
-    with pytest.raises(IncompatiblePairError, match="token 300 differs"):
-        eng.generate("the", draft_model=other_vocab_model)
+    with pytest.raises(IncompatiblePairError, match="no byte fallback"):
+        eng.generate("the", draft_model=no_byte_fallback)
     with pytest.raises(ModelFileError, match="no such file"):
         Engine(tmp_path / "nope.gguf")
     # nothing left half-loaded: the engine still works

@@ -377,12 +377,13 @@ def test_parse_remote_spec():
     assert remote.parse_remote_spec("org/x.gguf") is None
 
 
-def test_check_command_remote_pair(fakehub, tiny_target, tiny_draft, other_vocab_model, capsys):
+def test_check_command_remote_pair(fakehub, tiny_target, tiny_draft, other_vocab_model, no_byte_fallback, capsys):
     from engine.cli.main import main
 
     fakehub.add("org/target", "t.gguf", tiny_target)
     fakehub.add("org/draft", "d.gguf", tiny_draft)
     fakehub.add("org/other", "o.gguf", other_vocab_model)
+    fakehub.add("org/nobytes", "n.gguf", no_byte_fallback)
 
     assert main(["check", "org/target/t.gguf", "org/draft/d.gguf"]) == 0
     out = capsys.readouterr().out
@@ -390,9 +391,13 @@ def test_check_command_remote_pair(fakehub, tiny_target, tiny_draft, other_vocab
     assert "range request" in out and "header only" in out
     assert "vocabulary" in out and "llama" in out
 
-    assert main(["check", "org/target/t.gguf", "org/other/o.gguf"]) == 1
+    assert main(["check", "org/target/t.gguf", "org/other/o.gguf"]) == 0
     out = capsys.readouterr().out
-    assert "incompatible" in out and "token" in out
+    assert "bridged (text)" in out and "token 300 differs" in out and "tokenisation" in out
+
+    assert main(["check", "org/target/t.gguf", "org/nobytes/n.gguf"]) == 1
+    out = capsys.readouterr().out
+    assert "incompatible" in out and "no byte fallback" in out
 
     # mixed: a local target and a remote draft
     assert main(["check", str(tiny_target), "org/draft/d.gguf"]) == 0

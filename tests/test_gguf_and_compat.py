@@ -6,7 +6,7 @@ import shutil
 
 import pytest
 
-from engine.models.compat import VocabInfo, check_pair, check_vocabs, require_compatible
+from engine.models.compat import VocabInfo, check_pair, check_shared, check_vocabs, require_compatible
 from engine.errors import IncompatiblePairError, ModelFileError, ModelLoadError
 from engine.models.gguf_header import read_header, validate_file
 from engine.decoding.llama import Model
@@ -92,12 +92,19 @@ def test_same_vocab_is_compatible(tiny_target, tiny_draft):
     require_compatible(tiny_target, tiny_draft)
 
 
-def test_different_vocab_is_incompatible_with_reason(tiny_target, other_vocab_model):
+def test_different_vocab_is_bridged_with_reason(tiny_target, other_vocab_model):
     v = check_pair(tiny_target, other_vocab_model)
+    assert v.compatible and v.bridged
+    assert any("token 300 differs" in n for n in v.notes)
+    assert require_compatible(tiny_target, other_vocab_model).bridged
+
+
+def test_unbridgeable_vocab_is_incompatible_with_reason(tiny_target, no_byte_fallback):
+    v = check_pair(tiny_target, no_byte_fallback)
     assert not v.compatible
-    assert any("token 300 differs" in r for r in v.reasons)
+    assert any("no byte fallback" in r for r in v.reasons)
     with pytest.raises(IncompatiblePairError) as e:
-        require_compatible(tiny_target, other_vocab_model)
+        require_compatible(tiny_target, no_byte_fallback)
     assert e.value.reasons == v.reasons
 
 
@@ -109,26 +116,30 @@ def _vocab(**kw):
 
 def test_llama_cpp_rules_one_by_one():
     t = _vocab()
-    assert check_vocabs(t, _vocab())
-    assert "tokenizer types differ" in check_vocabs(t, _vocab(model="llama")).summary()
-    assert "add-BOS differs" in check_vocabs(t, _vocab(add_bos=True)).summary()
-    assert "BOS token differs" in check_vocabs(t, _vocab(bos=7)).summary()
-    assert "EOS token differs" in check_vocabs(t, _vocab(eos=9)).summary()
+    assert check_shared(t, _vocab())
+    assert "tokenizer types differ" in check_shared(t, _vocab(model="llama")).summary()
+    assert "add-BOS differs" in check_shared(t, _vocab(add_bos=True)).summary()
+    assert "BOS token differs" in check_shared(t, _vocab(bos=7)).summary()
+    assert "EOS token differs" in check_shared(t, _vocab(eos=9)).summary()
     # sizes: within 128 is fine (a note), beyond is not
-    ok = check_vocabs(t, _vocab(tokens=t.tokens + [f"x{i}" for i in range(128)]))
+    ok = check_shared(t, _vocab(tokens=t.tokens + [f"x{i}" for i in range(128)]))
     assert ok.compatible and ok.notes
-    bad = check_vocabs(t, _vocab(tokens=t.tokens + [f"x{i}" for i in range(129)]))
+    bad = check_shared(t, _vocab(tokens=t.tokens + [f"x{i}" for i in range(129)]))
     assert "differ by 129" in bad.summary()
     # token texts: ids below 5 may differ, from 5 on they may not
     low = list(t.tokens)
     low[3] = "other"
-    assert check_vocabs(t, _vocab(tokens=low))
+    assert check_shared(t, _vocab(tokens=low))
     high = list(t.tokens)
     high[5] = "other"
-    assert "token 5 differs" in check_vocabs(t, _vocab(tokens=high)).summary()
+    assert "token 5 differs" in check_shared(t, _vocab(tokens=high)).summary()
+    # a pair that fails them is bridged through text (byte-level BPE spells any text), the
+    # first failed rule named
+    bridged = check_vocabs(t, _vocab(tokens=high))
+    assert bridged.bridged and "token 5 differs" in bridged.summary()
 
 
-def test_real_cross_family_pair_is_incompatible():
+def test_real_cross_family_pair_is_bridged():
     from conftest import real_model
 
     smol = real_model("smollm2-135m-instruct-q4_1")
@@ -136,7 +147,7 @@ def test_real_cross_family_pair_is_incompatible():
     if smol is None or qwen is None:
         pytest.skip("needs SmolLM2 and Qwen in the store")
     v = check_pair(qwen, smol)
-    assert not v.compatible
+    assert v.bridged
     assert "vocabulary sizes differ" in v.summary()
 
 

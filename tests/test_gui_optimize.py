@@ -46,8 +46,8 @@ def test_cancel_and_close_while_running(qtbot, tiny_target, tiny_draft):
     assert dlg.result is None and "Cancelled" in dlg.status.text()
 
 
-def test_worker_error_is_one_line(qtbot, tiny_target, other_vocab_model):
-    dlg = OptimizeDraftDialog(tiny_target, other_vocab_model, prompts=1, max_tokens=10)
+def test_worker_error_is_one_line(qtbot, tiny_target, no_byte_fallback):
+    dlg = OptimizeDraftDialog(tiny_target, no_byte_fallback, prompts=1, max_tokens=10)
     qtbot.addWidget(dlg)
     dlg.show()
     dlg.start()

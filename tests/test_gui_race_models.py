@@ -394,7 +394,7 @@ def test_drop_of_gguf_files_imports_them(qtbot, session, tiny_target, tmp_path):
     assert view.imports.model.rowCount() == 1
 
 
-def test_compatibility_check_verdicts(qtbot, session, tiny_target, tiny_draft, other_vocab_model):
+def test_compatibility_check_verdicts(qtbot, session, tiny_target, tiny_draft, other_vocab_model, no_byte_fallback):
     view = ModelsView(session, catalog_mod.load(), small_machine())
     qtbot.addWidget(view)
     compat = view.compat
@@ -406,6 +406,13 @@ def test_compatibility_check_verdicts(qtbot, session, tiny_target, tiny_draft, o
 
     with qtbot.waitSignal(compat.checked, timeout=30000) as chk:
         compat.check_combination(tiny_target, other_vocab_model)
+    assert chk.args[0].bridged  # another vocabulary: drafts go through text
+    assert "Bridged (text)" in compat.verdict_label.text()
+    assert "tokenisation" in compat.verdict_label.text()
+    assert compat.load_btn.isEnabled()
+
+    with qtbot.waitSignal(compat.checked, timeout=30000) as chk:
+        compat.check_combination(tiny_target, no_byte_fallback)
     v = chk.args[0]
     assert not v.compatible and v.reasons
     text = compat.verdict_label.text()
@@ -449,11 +456,11 @@ def test_worker_errors_become_messages_and_the_view_stays_usable(qtbot, session,
     assert session.engine is None
 
 
-def test_incompatible_combination_is_not_loaded(qtbot, session, tiny_target, other_vocab_model):
+def test_incompatible_combination_is_not_loaded(qtbot, session, tiny_target, no_byte_fallback):
     view = ModelsView(session, catalog_mod.load(), small_machine())
     qtbot.addWidget(view)
     with qtbot.waitSignal(view.error, timeout=30000) as err:
-        view.compat.load_combination(tiny_target, other_vocab_model)
+        view.compat.load_combination(tiny_target, no_byte_fallback)
     assert "cannot draft for" in err.args[0]
     qtbot.waitUntil(lambda: not session.busy, timeout=10000)
     assert session.engine is None

@@ -222,13 +222,13 @@ def test_requantises_when_offline_and_drops_a_losing_variant(tiny_pair_with_publ
     assert entry["kept"] is False and entry["variant"] is None and entry["after"]["quant"] == "q4_0"
 
 
-def test_cli_errors_are_one_line(tiny_target, tiny_draft, q4_draft, other_vocab_model, capsys):
+def test_cli_errors_are_one_line(tiny_target, tiny_draft, q4_draft, no_byte_fallback, capsys):
     from engine.cli.main import main
 
     cases = [
         (["optimize-draft", "--target", str(tiny_target)], "give both --target and --draft"),
         (["optimize-draft", "--target", str(tiny_target), "--draft", str(q4_draft)], "already Q4_0"),
-        (["optimize-draft", "--target", str(tiny_target), "--draft", str(other_vocab_model)], "token"),
+        (["optimize-draft", "--target", str(tiny_target), "--draft", str(no_byte_fallback)], "byte fallback"),
         (["optimize-draft", "--target", str(tiny_target), "--draft", str(tiny_draft), "--type", "q9_9"], "q9_9"),
         (["optimize-draft", "--target", str(tiny_target), "--draft", str(tiny_draft), "--k", "0"], "k must be"),
         (["optimize-draft", "--target", str(tiny_target), "--draft", "/nope.gguf"], "no such file"),

@@ -225,6 +225,11 @@ def cmd_check(args: argparse.Namespace) -> int:
         _print_rows(describe(h))
     verdict = check_pair(th, dh)
     print()
+    if verdict.bridged:
+        print("bridged (text): the draft can speculate for the target through text (another tokenizer)")
+        for n in verdict.notes:
+            print(f"  note: {n}")
+        return 0
     if verdict:
         print("compatible: the draft can speculate for the target")
         for n in verdict.notes:

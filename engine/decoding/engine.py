@@ -21,6 +21,7 @@ from ..models import calibration
 from .. import paths
 from .chat import Message, chat_tokens
 from ..models.compat import require_compatible
+from .bridge_drafter import BridgeDrafter
 from .drafters import Drafter, ModelDrafter, PromptLookupDrafter
 from ..errors import PromptError, TandemError
 from .engine_api import BaseEngine
@@ -121,6 +122,7 @@ class Engine(BaseEngine):
         self.target = target if isinstance(target, Model) else Model(target, **target_kw)
         self._owns_target = not isinstance(target, Model)
         self._drafts: dict[str, Model] = {}
+        self._bridged: set[str] = set()  # drafts of another vocabulary (bridged through text)
         self._decoders: dict[str, Decoder] = {}
         self._costs: dict[str, CostModel] = {}
         self._lock = threading.RLock()
@@ -166,8 +168,10 @@ class Engine(BaseEngine):
         p = Path(path).resolve()
         key = str(p)
         if key not in self._drafts:
-            require_compatible(self.target.header, Path(path))
+            verdict = require_compatible(self.target.header, Path(path))
             self._drafts[key] = Model(p, runtime=self.runtime, on_progress=on_progress)
+            if verdict.bridged:
+                self._bridged.add(key)
         return self._drafts[key]
 
     def decoder(self, draft_model: DraftSpec = None, on_progress: Callable[[float], bool] | None = None) -> Decoder:
@@ -187,11 +191,15 @@ class Engine(BaseEngine):
                 drafter = draft_model
             else:
                 if isinstance(draft_model, Model):
-                    require_compatible(self.target.header, draft_model.header)
+                    bridged = require_compatible(self.target.header, draft_model.header).bridged
                     dm = draft_model
                 else:
                     dm = self.load_draft(draft_model, on_progress)  # type: ignore[arg-type]
-                drafter = ModelDrafter(dm, self._runtime_here(), target_vocab=self.target.n_vocab)
+                    bridged = str(dm.path.resolve()) in self._bridged
+                if bridged:  # another vocabulary: the draft's text is tokenised for the target
+                    drafter = BridgeDrafter(dm, self.target, self._runtime_here())
+                else:
+                    drafter = ModelDrafter(dm, self._runtime_here(), target_vocab=self.target.n_vocab)
             cost = self._costs.setdefault(key, CostModel())
             self._load_calibration(cost, drafter)
             dec = Decoder(self.target, drafter, runtime=self._runtime_here(), cost=cost, queue=self.queue)

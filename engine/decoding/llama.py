@@ -155,6 +155,7 @@ class Model:
         )
         self._pieces: dict[int, bytes] = {}
         self._max_token_bytes: int | None = None
+        self._special_pieces: dict[int, bytes] = {}
         self._eog: dict[int, bool] = {}
 
     # -- metadata -----------------------------------------------------------------------
@@ -198,18 +199,20 @@ class Model:
             raise DecodeError(f"tokenization failed for a prompt of {len(data)} bytes")
         return list(buf[:n])
 
-    def piece(self, token: int) -> bytes:
-        """Bytes of one token as it appears in generated text (special tokens rendered empty)."""
-        cached = self._pieces.get(token)
+    def piece(self, token: int, *, special: bool = False) -> bytes:
+        """Bytes of one token as it appears in generated text (special tokens rendered empty,
+        or as their text with `special`: a bridged draft reads the chat markup)."""
+        cache = self._special_pieces if special else self._pieces
+        cached = cache.get(token)
         if cached is not None:
             return cached
         buf = ctypes.create_string_buffer(64)
-        n = llama_cpp.llama_token_to_piece(self._vocab, token, buf, 64, 0, False)
+        n = llama_cpp.llama_token_to_piece(self._vocab, token, buf, 64, 0, special)
         if n < 0:
             buf = ctypes.create_string_buffer(-n)
-            n = llama_cpp.llama_token_to_piece(self._vocab, token, buf, -n, 0, False)
+            n = llama_cpp.llama_token_to_piece(self._vocab, token, buf, -n, 0, special)
         out = buf.raw[: max(n, 0)]
-        self._pieces[token] = out
+        cache[token] = out
         return out
 
     def detokenize(self, tokens: Sequence[int]) -> str:

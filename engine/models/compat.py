@@ -1,10 +1,13 @@
-"""Can a draft model propose tokens for a target? Decided from GGUF headers alone.
+"""Can a draft model propose tokens for a target, and how? Decided from GGUF headers alone.
 
-Speculation compares token *ids*, so the two vocabularies must agree. These are
-llama.cpp's own rules (common/speculative.cpp): same tokenizer type, same BOS/EOS
-handling, vocabulary sizes within 128, token texts identical from id 5 on. We check them
-before loading a single weight, so an incompatible pair fails in milliseconds with
-reasons a person can act on.
+Speculation compares token *ids*. When the two vocabularies agree by llama.cpp's own rules
+(common/speculative.cpp: same tokenizer type, same BOS/EOS handling, vocabulary sizes
+within 128, token texts identical from id 5 on) the draft's ids go to the target as they
+are ("shared"). Otherwise the pair is "bridged": the draft's proposal is turned into text
+and tokenised again for the target (engine/decoding/bridge_drafter.py), which costs two
+short tokenisations per step and can only work when the draft's tokenizer can write any
+text the target writes (byte-level BPE, or byte fallback tokens). A pair that cannot be
+bridged is refused with the reason. All of it before loading a single weight.
 """
 
 from __future__ import annotations
@@ -17,6 +20,14 @@ from .gguf_header import GGUFHeader, read_header
 
 VOCAB_MAX_SIZE_DIFFERENCE = 128
 VOCAB_CHECK_START_TOKEN_ID = 5
+BYTE_LEVEL_TOKENIZERS = ("gpt2",)  # byte-level BPE: every byte sequence has a spelling
+BYTE_TOKEN_TYPE = 6  # llama.cpp's LLAMA_TOKEN_TYPE_BYTE: the <0xNN> fallback tokens
+_BYTE_TOKENS = frozenset(f"<0x{b:02X}>" for b in range(256))
+SHARED, BRIDGED = "shared", "bridged"
+BRIDGE_COST = ("drafts are bridged through text: each step turns the draft's proposal into "
+               "the target's tokens and the accepted text into the draft's (two short tokenisations, "
+               "well under a millisecond), and a proposal that splits words differently is accepted "
+               "only as far as the target's own tokens agree")
 
 
 @dataclass
@@ -30,6 +41,7 @@ class VocabInfo:
     eos: int | None
     add_bos: bool
     add_eos: bool
+    types: list[int] = field(default_factory=list)  # tokenizer.ggml.token_type per token
 
     @classmethod
     def from_header(cls, header: GGUFHeader, source: str) -> "VocabInfo":
@@ -45,7 +57,20 @@ class VocabInfo:
             eos=_opt_int(md.get("tokenizer.ggml.eos_token_id")),
             add_bos=bool(md.get("tokenizer.ggml.add_bos_token", False)),
             add_eos=bool(md.get("tokenizer.ggml.add_eos_token", False)),
+            types=[int(t) for t in md.get("tokenizer.ggml.token_type") or [] if isinstance(t, (int, float))],
         )
+
+    def writes_any_text(self) -> str | None:
+        """None when this tokenizer can encode any UTF-8 text; else why it cannot."""
+        if self.model in BYTE_LEVEL_TOKENIZERS:
+            return None
+        n_bytes = sum(1 for t in self.types if t == BYTE_TOKEN_TYPE)
+        if n_bytes < 256:
+            n_bytes = max(n_bytes, len(_BYTE_TOKENS.intersection(self.tokens)))
+        if n_bytes >= 256:
+            return None
+        return (f"the {self.source} tokenizer ({self.model or 'unknown type'}) has no byte fallback "
+                f"({n_bytes} of 256 byte tokens), so it cannot write every text the other model writes")
 
 
 def _opt_int(v: object) -> int | None:
@@ -59,11 +84,18 @@ class Verdict:
     compatible: bool
     reasons: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    mode: str = SHARED  # SHARED: the draft's ids go to the target; BRIDGED: through text
 
     def __bool__(self) -> bool:
         return self.compatible
 
+    @property
+    def bridged(self) -> bool:
+        return self.compatible and self.mode == BRIDGED
+
     def summary(self) -> str:
+        if self.bridged:
+            return "bridged (text): " + "; ".join(self.notes)
         if self.compatible:
             extra = f" ({'; '.join(self.notes)})" if self.notes else ""
             return "compatible" + extra
@@ -71,7 +103,22 @@ class Verdict:
 
 
 def check_vocabs(target: VocabInfo, draft: VocabInfo) -> Verdict:
-    """Apply llama.cpp's speculative-decoding vocabulary rules."""
+    """The pair's verdict: shared vocabulary, bridged through text, or refused with why."""
+    shared = check_shared(target, draft)
+    if shared or not (target.tokens and draft.tokens):
+        return shared
+    unusable = [why for why in (draft.writes_any_text(),) if why]
+    if unusable:
+        return Verdict(False, shared.reasons[:1] + unusable)
+    why = "; ".join(shared.reasons) or "the vocabularies differ"
+    notes = [f"vocabularies differ ({why})", BRIDGE_COST]
+    if target.writes_any_text():
+        notes.append("the target cannot spell every text the draft writes: such proposals are simply rejected")
+    return Verdict(True, [], notes, BRIDGED)
+
+
+def check_shared(target: VocabInfo, draft: VocabInfo) -> Verdict:
+    """Apply llama.cpp's speculative-decoding vocabulary rules (ids usable as they are)."""
     reasons: list[str] = []
     notes: list[str] = []
     if not target.tokens:
@@ -117,7 +164,7 @@ def check_pair(target: str | os.PathLike[str] | GGUFHeader, draft: str | os.Path
 
 
 def require_compatible(target: str | os.PathLike[str] | GGUFHeader, draft: str | os.PathLike[str] | GGUFHeader) -> Verdict:
-    """Like `check_pair`, raising `IncompatiblePairError` with the reasons."""
+    """Like `check_pair` (a bridged pair passes), raising `IncompatiblePairError` with the reasons."""
     verdict = check_pair(target, draft)
     if not verdict:
         raise IncompatiblePairError(

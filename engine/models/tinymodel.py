@@ -15,7 +15,7 @@ import os
 import string
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Mapping
+from typing import Callable, Mapping, Sequence
 
 import numpy as np
 
@@ -103,13 +103,18 @@ def write_model(
     name: str = "tiny",
     dtype: type = np.float32,
     fill: Callable[..., np.ndarray] | None = None,
+    rows: Sequence[int] | None = None,
 ) -> Path:
     """Write a llama GGUF; `chain` makes it scripted (see module doc).
 
     `fill(*shape)` supplies random weights instead of seeded normals (the GPU probe's
-    multi-gigabyte models reuse one random block)."""
+    multi-gigabyte models reuse one random block). `rows` (random models): token i gets
+    the weights row rows[i] of the model drawn with this seed over max(rows) + 1 tokens, so
+    the same seed with another vocabulary spelling the same texts computes the same
+    function of the text (a draft of another vocabulary that agrees with its target)."""
     vocab = vocab or make_vocab()
     n_vocab = len(vocab.tokens)
+    n_rows = n_vocab if rows is None else max(rows) + 1
     rng = np.random.default_rng(seed)
     head_dim = n_embd // n_head
     n_embd_kv = head_dim * n_kv_head
@@ -126,8 +131,10 @@ def write_model(
                   n_kv_head=n_kv_head, dtype=dtype, chat_template=chat_template)
 
     if chain is None:
-        emb = rand(n_vocab, n_embd, s=1.0)
-        out = rand(n_vocab, n_embd, s=1.0)
+        emb = rand(n_rows, n_embd, s=1.0)
+        out = rand(n_rows, n_embd, s=1.0)
+        if rows is not None:
+            emb, out = emb[list(rows)], out[list(rows)]
         # Keep greedy text readable ASCII and long: byte tokens and specials (EOS too) never win.
         out[[vocab.byte(b) for b in range(256)]] = 0
         out[[0, 1, 2, 3, 4]] = 0
@@ -193,3 +200,23 @@ def _add_metadata(w: gguf.GGUFWriter, vocab: Vocab, *, name: str, n_ctx: int, n_
 def chain_through(ids: list[int]) -> dict[int, int]:
     """A chain that walks `ids` in order (each id must appear once, except the last)."""
     return {a: b for a, b in zip(ids, ids[1:])}
+
+
+def respelled_vocab(base: Vocab, merges: Sequence[tuple[str, str]] = (("▁of", "▁the"), ("▁is", "▁in"))) -> tuple[Vocab, list[int]]:
+    """Another tokenizer for `base`'s texts: the same pieces under other ids (the words in
+    reverse order) plus `merges`, pieces joining two of base's (so it splits some texts
+    differently). Returns it with `rows` for `write_model`: each new token's row in base's
+    order (a merged piece takes its first part's), so a model written with the same seed
+    agrees with base's on any text."""
+    n0 = 5 + 256  # specials and byte tokens keep their ids
+    order = list(range(n0)) + list(range(len(base.tokens) - 1, n0 - 1, -1))
+    tokens = [base.tokens[i] for i in order]
+    scores = [base.scores[i] for i in order]
+    types = [base.types[i] for i in order]
+    rows = list(order)
+    for a, b in merges:
+        tokens.append(a + b)
+        scores.append(-0.5)  # preferred over the two parts
+        types.append(NORMAL)
+        rows.append(base.tokens.index(a))
+    return Vocab(tokens, scores, types), rows

@@ -222,6 +222,11 @@ class CompatPanel(QGroupBox):
             self.verdict_label.setText(
                 f"<span style='color:{theme.palette(self.dark).good}'><b>✓ Ready</b></span>: {t} with {d} "
                 f"({_esc(v.notes[0])}); no second model needed.")
+        elif v.bridged:
+            notes = "".join(f"<li>{_esc(n)}</li>" for n in v.notes)
+            self.verdict_label.setText(
+                f"<span style='color:{theme.palette(self.dark).good}'><b>✓ Bridged (text)</b></span>: {d} can "
+                f"draft for {t} through text (another tokenizer):<ul>{notes}</ul>")
         elif v.compatible:
             notes = "".join(f"<li>{_esc(n)}</li>" for n in v.notes)
             self.verdict_label.setText(
