@@ -243,6 +243,7 @@ make_link_dir() {
 link_runtime_libs() {
   local site lib
   site=$(py_site)
+  mkdir -p "$site/llama_cpp/lib"
   for lib in $CUDA_PYPI_RUNTIME_LIBS; do
     ln -sf "../../nvidia/cu13/lib/$lib" "$site/llama_cpp/lib/$lib"
   done
@@ -368,20 +369,30 @@ PYEOF
 
 pip_names() { "$PY" -m pip list --format=freeze 2>/dev/null | cut -d= -f1 | tr 'A-Z_' 'a-z-' | sort; }
 
-# Install the PyPI CUDA toolkit; on failure CAUSE says why. Sets ADDED to the packages
-# this run added (so a fallback can take them out again).
+# Install the PyPI CUDA toolkit: the compiler too (compiler=1, to build) or the runtime
+# libraries alone (compiler=0, for a cached wheel). On failure CAUSE says why. Sets ADDED to
+# the packages this run added (so a fallback can take them out again).
 ADDED=""
 install_pypi_toolkit() {
-  local spec=$1 before after log
+  local compiler=$1 spec before after log lib
+  if [ "$compiler" = 1 ]; then spec=$CUDA_PYPI_SPEC; else spec=$CUDA_PYPI_RUNTIME_SPEC; fi
   before=$(pip_names)
   log="$CACHE_ROOT/cuda-toolkit-pip.log"; mkdir -p "$CACHE_ROOT"
-  say "Installing the CUDA compiler into this venv from PyPI ($spec, about 1 GB once)..."
+  if [ "$compiler" = 1 ]; then
+    say "Installing the CUDA compiler into this venv from PyPI ($spec, about 1 GB once)..."
+  else
+    say "Installing the CUDA runtime libraries into this venv from PyPI ($spec, about 900 MB once)..."
+  fi
   if ! "$PY" -m pip install -q "$spec" >"$log" 2>&1; then
     CAUSE="pip could not install $spec: $(grep -E 'ERROR|error' "$log" | tail -1 | cut -c1-200)"
     after=$(pip_names); ADDED=$(comm -13 <(echo "$before") <(echo "$after") | tr '\n' ' ')
     return 1
   fi
   after=$(pip_names); ADDED=$(comm -13 <(echo "$before") <(echo "$after") | tr '\n' ' ')
+  for lib in $CUDA_PYPI_RUNTIME_LIBS; do
+    [ -e "$TK_ROOT/lib/$lib" ] || { CAUSE="$lib not found under $TK_ROOT/lib after installing $spec"; return 1; }
+  done
+  [ "$compiler" = 1 ] || return 0
   [ -x "$TK_NVCC" ] || { CAUSE="nvcc not found at $TK_NVCC after installing $spec"; return 1; }
   has_cublas "$TK_ROOT" || { CAUSE="cublas_v2.h not found under $TK_ROOT after installing $spec"; return 1; }
 }
@@ -445,9 +456,10 @@ main() {
     return 0
   fi
 
-  # A GPU build that failed before is not retried on every set-up, only when asked.
+  # A GPU build that failed before is not retried on every set-up, only when asked (a wheel
+  # that is cached after all, built by another venv, is used).
   if [ "$BACKEND" = cuda ] || [ "$BACKEND" = metal ]; then
-    if [ -f "$FAILED" ] && [ "$EXPLICIT" = 0 ]; then
+    if [ -f "$FAILED" ] && [ "$EXPLICIT" = 0 ] && ! ls "$CACHE_ROOT/$KEY"/llama_cpp_python-"$VERSION"-*.whl >/dev/null 2>&1; then
       WHY="the $BACKEND build failed before: $(cat "$FAILED"). Retry: TANDEM_BACKEND=$BACKEND bash packaging/install_llama_cpp.sh $PY"
       BACKEND=cpu; KEY_ARGS=$CPU_ARGS; ARGS=$CPU_ARGS; TK_KIND=""; TK_ID=""
       KEY=$(cache_key "$KEY_ARGS" "")
@@ -468,14 +480,15 @@ main() {
     ls "$CACHE_ROOT/$KEY"/llama_cpp_python-"$VERSION"-*.whl >/dev/null 2>&1 && cached=1
     if [ "$TK_KIND" = pypi ]; then
       # a cached wheel needs only the runtime libraries; a build needs the compiler too
-      if [ "$cached" = 1 ]; then install_pypi_toolkit "$CUDA_PYPI_RUNTIME_SPEC" || ok=0
-      else install_pypi_toolkit "$CUDA_PYPI_SPEC" || ok=0; fi
+      if [ "$cached" = 1 ]; then install_pypi_toolkit 0 || ok=0
+      else install_pypi_toolkit 1 || ok=0; fi
       if [ "$ok" = 1 ] && [ "$cached" = 0 ]; then make_link_dir "$TK_ROOT"; fi
     fi
     if [ "$ok" = 1 ]; then build_wheel "$KEY" "$ARGS" "$BACKEND" || ok=0; fi
     if [ "$ok" = 1 ]; then
       install_wheel "$KEY" "$KEY_ARGS"
       if [ "$TK_KIND" = pypi ]; then link_runtime_libs; fi
+      rm -f "$FAILED"
       return 0
     fi
     mkdir -p "$CACHE_ROOT"; echo "$CAUSE" >"$FAILED"

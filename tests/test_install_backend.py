@@ -238,6 +238,7 @@ from pathlib import Path
 out = Path(sys.argv[1]) / "llama_cpp_python-{v}-py3-none-linux_x86_64.whl"
 with zipfile.ZipFile(out, "w") as z:
     z.writestr("llama_cpp/__init__.py", "")
+    z.writestr("llama_cpp/lib/libllama.so", "")
     z.writestr("llama_cpp_python-{v}.dist-info/METADATA", "Metadata-Version: 2.1\\nName: llama_cpp_python\\nVersion: {v}\\n")
     z.writestr("llama_cpp_python-{v}.dist-info/RECORD", "")
 """
@@ -255,7 +256,7 @@ def fake_python(sandbox):
         REAL={tmp}/venv/bin/python
         if [ "${{1:-}}" = -m ] && [ "${{2:-}}" = pip ]; then
           shift 2
-          echo "$1 CMAKE_ARGS=${{CMAKE_ARGS:-}}" >> {calls}
+          echo "$* CMAKE_ARGS=${{CMAKE_ARGS:-}}" >> {calls}
           case "$1" in
             wheel)
               dir=""; while [ $# -gt 0 ]; do [ "$1" = -w ] && dir=$2; shift; done
@@ -268,7 +269,17 @@ def fake_python(sandbox):
               esac
               exec "$REAL" {tmp}/make_wheel.py "$dir";;
             install)
-              exec "$REAL" -c 'import sys, sysconfig, zipfile; zipfile.ZipFile(sys.argv[1]).extractall(sysconfig.get_paths()["platlib"])' "${{@: -1}}";;
+              case "${{@: -1}}" in
+                *.whl) exec "$REAL" -c 'import sys, sysconfig, zipfile; zipfile.ZipFile(sys.argv[1]).extractall(sysconfig.get_paths()["platlib"])' "${{@: -1}}";;
+                cuda-toolkit*)  # the wheels' layout: nvidia/cu13/{{lib,bin,include}}
+                  cu13="$("$REAL" -c 'import sysconfig; print(sysconfig.get_paths()["platlib"])')/nvidia/cu13"
+                  mkdir -p "$cu13/lib"
+                  for l in libcudart.so.13 libcublas.so.13 libcublasLt.so.13; do echo fake > "$cu13/lib/$l"; done
+                  case "${{@: -1}}" in *nvcc*)
+                    mkdir -p "$cu13/bin" "$cu13/include"; printf '#!/bin/sh\n' > "$cu13/bin/nvcc"; chmod +x "$cu13/bin/nvcc"
+                    echo "/* fake */" > "$cu13/include/cublas_v2.h";;
+                  esac;;
+              esac;;
           esac
           exit 0
         fi
@@ -325,3 +336,28 @@ def test_user_cmake_args_that_fail_do_not_fall_back(fake_python):
     assert r.returncode == 1
     assert r.stderr.strip().splitlines()[-1] == "llama-cpp-python build failed: /tmp/x/ggml/src/ggml-cuda/common.cuh:12:10: fatal error: cublas_v2.h: No such file or directory"
     assert installed_key(py) == ""  # nothing half-installed
+
+
+def test_a_cached_cuda_wheel_needs_only_the_runtime_from_pypi(fake_python, tmp_path):
+    py, env, calls = fake_python
+    env = dict(env, CUDA_HOME=str(fake_toolkit(tmp_path / "nvcc-only", cublas=False)))  # -> the PyPI route
+    dry = run(env, "--dry-run", py=py)
+    assert "toolkit: would install cuda-toolkit[nvcc,cudart,cublas,cccl]==13.0.*" in dry.stdout, dry.stdout
+    key_dir = Path(cache_dir(dry.stdout))
+    key_dir.mkdir(parents=True)  # a CUDA wheel another venv built
+    subprocess.run([str(tmp_path / "venv" / "bin" / "python"), str(tmp_path / "make_wheel.py"), str(key_dir)], check=True)
+    (key_dir.parent / f"{key_dir.name}.failed").write_text("an old failure\n")  # does not hide the wheel
+    r = run(env, py=py)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "Installing the CUDA runtime libraries" in r.stdout and "failed" not in r.stdout, r.stdout
+    installs = calls.read_text().splitlines()
+    assert [c.split()[0] for c in installs] == ["list", "install", "list", "install"]  # no `pip wheel`: nothing built
+    assert "cuda-toolkit[cudart,cublas]==13.0.*" in installs[1]
+    assert installed_key(py) == key_dir.name
+    site = Path(subprocess.run([str(py), "-c", "import sysconfig; print(sysconfig.get_paths()['platlib'])"],
+                               capture_output=True, text=True).stdout.strip())
+    for lib in ("libcudart.so.13", "libcublas.so.13", "libcublasLt.so.13"):
+        link = site / "llama_cpp" / "lib" / lib  # found by llama.cpp's $ORIGIN runpath
+        assert link.is_symlink() and link.resolve() == (site / "nvidia" / "cu13" / "lib" / lib).resolve()
+        assert link.read_text() == "fake\n"
+    assert not (key_dir.parent / f"{key_dir.name}.failed").exists()
