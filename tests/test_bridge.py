@@ -174,3 +174,23 @@ def test_broken_bridging_rule_is_caught(tiny_target, respelled):
     n = 2500
     counts = _sample_counts(target, _BrokenQ(Model(respelled), target, RuntimeParams(n_ctx=256)), prompt, n)
     assert _chi_square(counts, exact, n) < 0.01
+
+
+def test_auto_declines_a_bridged_draft_that_does_not_pay(tiny_target, respelled):
+    from engine.decoding.cost_model import CostModel
+    from engine.decoding.lookahead import Auto
+
+    target = Model(tiny_target)
+    cost = CostModel()  # a draft step (with its re-tokenisation) as dear as four target passes
+    cost.import_costs({"verify_s": {"1": 0.01, "2": 0.02, "4": 0.04, "8": 0.08, "16": 0.16}, "draft_token_s": 0.04})
+    dec = Decoder(target, BridgeDrafter(Model(respelled), target, RuntimeParams(n_ctx=256)),
+                  runtime=RuntimeParams(n_ctx=256), cost=cost)
+    prompt = target.tokenize("the value of")
+    done = [e for e in dec.run(prompt, GenerationRequest(prompt, lookahead=Auto(), max_tokens=40))
+            if isinstance(e, DoneEvent)][0]
+    alone = Decoder(target, None, runtime=RuntimeParams(n_ctx=256))
+    ref = [e for e in alone.run(prompt, GenerationRequest(prompt, max_tokens=40)) if isinstance(e, DoneEvent)][0]
+    assert done.stats.drafted == 0 and done.stats.k_counts == {"0": done.stats.steps}
+    assert done.tokens == ref.tokens
+    dec.close()
+    alone.close()

@@ -69,7 +69,7 @@ def test_model_numbers_are_sane(cat):
 
 def test_pairs_share_a_tokenizer_and_the_draft_is_smaller(cat):
     for p in cat.pairs.values():
-        assert p.target.tokenizer == p.draft.tokenizer, p.id
+        assert (p.target.tokenizer != p.draft.tokenizer) == p.bridged, p.id
         assert p.draft.params_b < p.target.params_b, p.id
         assert 1 <= p.lookahead <= 16
 
@@ -110,5 +110,10 @@ def test_parse_rejects_inconsistent_entries(raw):
     p = bad["pairs"][0]
     other = next(mid for mid, m in bad["models"].items() if m["tokenizer"] != bad["models"][p["target"]]["tokenizer"])
     p["draft"] = other
-    with pytest.raises(CatalogError, match="tokenizer"):
+    with pytest.raises(CatalogError, match="declare the pair bridged"):
+        catalog.parse(bad)
+    p["bridged"] = True
+    catalog.parse(bad)  # another tokenizer, declared: drafts go through text
+    p["draft"] = p["target"]
+    with pytest.raises(CatalogError, match="a bridged pair has two"):
         catalog.parse(bad)

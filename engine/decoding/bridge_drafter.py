@@ -106,6 +106,15 @@ class BridgeDrafter(Drafter):
         self._draft_enc = _Encoder(draft, parse_special=True)  # the chat markup reaches the draft as markup
         self._target_enc = _Encoder(target, parse_special=False)
         self._reset()
+        self._warm_up()
+
+    def _warm_up(self) -> None:
+        """One throwaway decode at load, as llama.cpp's own tools do: the first decode of a
+        context sets up its compute buffers (a few hundred ms), which would otherwise land
+        on the first step Auto tries a draft in, and make that probe look dearer than drafting is."""
+        if self._committed:
+            self.ctx.decode(self._committed[:1], logits="last")
+            self.ctx.clear()
 
     def _reset(self) -> None:
         start = [self.model.bos] if self.model.add_bos and self.model.bos >= 0 else []

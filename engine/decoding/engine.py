@@ -223,7 +223,9 @@ class Engine(BaseEngine):
         vk = calibration.key(calibration.file_id(self.target.path), threads=self.n_threads, backend=target_backend)
         dk = None
         if drafter is not None and drafter.model is not None:
-            dk = calibration.key(calibration.file_id(drafter.model.path), threads=self.n_threads, backend=backend)
+            # a bridged draft's step also re-tokenises text: its cost is filed apart
+            via = ":bridge" if drafter.kind == "bridge" else ""
+            dk = calibration.key(calibration.file_id(drafter.model.path), threads=self.n_threads, backend=backend + via)
         return vk, dk
 
     def _confidence_key(self, drafter: Drafter) -> str:

@@ -94,6 +94,9 @@ class PairSpec:
     # (backend, model): a published quantisation of the draft that runs faster on that
     # backend (CPU: Q4_0, repacked by llama.cpp), fetched by `tandem optimize-draft`.
     preferred_drafts: tuple[tuple[str, ModelSpec], ...] = ()
+    # The draft has another tokenizer: its drafts reach the target through text
+    # (engine/decoding/bridge_drafter.py). Declared, so a mistyped draft is still caught.
+    bridged: bool = False
 
     @property
     def bytes(self) -> int:
@@ -219,9 +222,13 @@ def _parse_pair(i: int, p: Any, models: dict[str, ModelSpec]) -> PairSpec:
     for role, mid in (("target", t), ("draft", d)):
         if mid not in models:
             raise CatalogError(f"{where}: {role} {mid!r} is not a model in the catalog")
-    if models[t].tokenizer != models[d].tokenizer:
+    bridged = p.get("bridged", False)
+    if not isinstance(bridged, bool):
+        raise CatalogError(f"{where}: 'bridged' must be true or false")
+    if (models[t].tokenizer != models[d].tokenizer) != bridged:
         raise CatalogError(
-            f"{where}: target tokenizer {models[t].tokenizer!r} differs from draft {models[d].tokenizer!r}"
+            f"{where}: target tokenizer {models[t].tokenizer!r} and draft {models[d].tokenizer!r} "
+            + ("are the same: a bridged pair has two" if bridged else "differ: declare the pair bridged = true")
         )
     la = _req(p, "lookahead", int, where)
     if not 1 <= la <= 16:
@@ -231,7 +238,7 @@ def _parse_pair(i: int, p: Any, models: dict[str, ModelSpec]) -> PairSpec:
         raise CatalogError(f"{where}: unknown tags {sorted(set(tags) - TAGS)}")
     preferred = _preferred_drafts(p, models, models[t], where)
     return PairSpec(pid, _req(p, "title", str, where), models[t], models[d], la, tags, _req(p, "note", str, where),
-                    preferred)
+                    preferred, bridged)
 
 
 def _preferred_drafts(p: dict[str, Any], models: dict[str, ModelSpec], target: ModelSpec,
