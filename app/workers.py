@@ -269,7 +269,6 @@ class GenerationWorker(EngineWorker):
     tokens = Signal(list)  # [TokenEvent, ...] coalesced per frame
     steps = Signal(list)  # [StepEvent, ...]
     prefill = Signal(int, int)
-    calibrating = Signal()  # the prompt is read and Auto measures this machine before the first token
     done = Signal(object)  # DoneEvent
 
     def __init__(self, engine: Any, request: "GenerationRequest"):
@@ -310,25 +309,9 @@ class GenerationWorker(EngineWorker):
                 steps.add(ev)
             elif isinstance(ev, PrefillEvent):
                 self.prefill.emit(ev.done, ev.total)
-                if ev.done >= ev.total and self._calibration_ahead():
-                    self.calibrating.emit()
             elif isinstance(ev, DoneEvent):
                 steps.flush()
                 self.done.emit(ev)
-
-    def _calibration_ahead(self) -> bool:
-        """Whether Auto measures the target's verify costs before the first token: a draft
-        model, no stored costs for this machine and model (engine/decoding/decoder.py's rule)."""
-        from engine.decoding.lookahead import Auto
-
-        if not isinstance(self.live.current, Auto) or not hasattr(self.engine, "decoder"):
-            return False  # a child-process engine (RPC) keeps its decoders to itself
-        try:
-            dec = self.engine.decoder(self.request.draft)  # the one this answer runs on, created already
-        except Exception:  # a detail for the progress line: never a reason to fail the answer
-            return False
-        drafter = getattr(dec, "drafter", None)
-        return drafter is not None and drafter.cost_class == "model" and not dec.cost.calibrated
 
 
 class RaceWorker(EngineWorker):

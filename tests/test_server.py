@@ -411,7 +411,7 @@ def test_serve_alias_and_any_model_name_flags_reach_the_server(monkeypatch, tiny
     seen = {}
     monkeypatch.setattr("engine.serving.server.serve_forever",
                         lambda app, *a, **k: seen.update(served=app.state.served, config=app.state.config))
-    assert main(["serve", "--target", str(tiny_target), "--draft", "lookup", "--port", "0",
+    assert main(["serve", "--target", str(tiny_target), "--draft", "lookup", "--port", "8080",
                  "--alias", "a1", "--alias", "gpt-4", "--any-model-name"]) == 0
     assert seen["served"].aliases == ("a1", "gpt-4") and seen["config"].any_model_name is True
     assert serve.catalog_id_of(tiny_target) is None

@@ -153,21 +153,27 @@ def write_model(
     w.add_tensor("output_norm.weight", np.ones(n_embd, dtype=np.float32))
     w.add_tensor("output.weight", out.astype(dtype))
     for i in range(n_layer):
-        p = f"blk.{i}."
-        w.add_tensor(p + "attn_norm.weight", np.ones(n_embd, dtype=np.float32))
-        w.add_tensor(p + "attn_q.weight", layer(n_embd, n_embd))
-        w.add_tensor(p + "attn_k.weight", layer(n_embd_kv, n_embd))
-        w.add_tensor(p + "attn_v.weight", layer(n_embd_kv, n_embd))
-        w.add_tensor(p + "attn_output.weight", layer(n_embd, n_embd))
-        w.add_tensor(p + "ffn_norm.weight", np.ones(n_embd, dtype=np.float32))
-        w.add_tensor(p + "ffn_gate.weight", layer(n_ff, n_embd))
-        w.add_tensor(p + "ffn_up.weight", layer(n_ff, n_embd))
-        w.add_tensor(p + "ffn_down.weight", layer(n_embd, n_ff))
+        _add_block(w, i, layer, n_embd=n_embd, n_embd_kv=n_embd_kv, n_ff=n_ff)
     w.write_header_to_file()
     w.write_kv_data_to_file()
     w.write_tensors_to_file()
     w.close()
     return path
+
+
+def _add_block(w: gguf.GGUFWriter, i: int, layer: Callable[..., np.ndarray], *, n_embd: int, n_embd_kv: int,
+               n_ff: int) -> None:
+    """One transformer block's tensors: attention and a gated MLP, each with its RMS norm."""
+    p = f"blk.{i}."
+    w.add_tensor(p + "attn_norm.weight", np.ones(n_embd, dtype=np.float32))
+    w.add_tensor(p + "attn_q.weight", layer(n_embd, n_embd))
+    w.add_tensor(p + "attn_k.weight", layer(n_embd_kv, n_embd))
+    w.add_tensor(p + "attn_v.weight", layer(n_embd_kv, n_embd))
+    w.add_tensor(p + "attn_output.weight", layer(n_embd, n_embd))
+    w.add_tensor(p + "ffn_norm.weight", np.ones(n_embd, dtype=np.float32))
+    w.add_tensor(p + "ffn_gate.weight", layer(n_ff, n_embd))
+    w.add_tensor(p + "ffn_up.weight", layer(n_ff, n_embd))
+    w.add_tensor(p + "ffn_down.weight", layer(n_embd, n_ff))
 
 
 def _add_metadata(w: gguf.GGUFWriter, vocab: Vocab, *, name: str, n_ctx: int, n_embd: int, n_layer: int, n_ff: int,

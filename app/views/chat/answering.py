@@ -118,7 +118,6 @@ class AnsweringMixin:
         w.tokens.connect(self._on_tokens)
         w.steps.connect(self._on_steps)
         w.prefill.connect(self._on_prefill)
-        w.calibrating.connect(self._on_calibrating)
         w.done.connect(self._on_done)
         w.failed.connect(self._on_failed)
         w.finished.connect(self._on_finished)
@@ -173,9 +172,6 @@ class AnsweringMixin:
             self.transcript.set_progress(f"Reading the prompt… {100 * done // max(total, 1)}%")
         else:
             self.transcript.set_progress("Writing the first token…")
-
-    def _on_calibrating(self) -> None:
-        self.transcript.set_progress("Measuring this machine for Auto (once per model; a few seconds)…")
 
     def _partial_text(self) -> str:
         return "".join(ev.text for ev in self._stream_tokens)
