@@ -7,7 +7,10 @@ A damaged database never stops the app: on open `PRAGMA quick_check` runs; a fil
 fails it is moved aside with a timestamp (its WAL too, nothing is deleted), a fresh one is
 started, every conversation that can still be read is copied into it, and `notice` says
 where the old file is. A database that cannot be opened at all (permissions, a full disk)
-gives an in-memory history for the session, also with a notice.
+gives an in-memory history for the session, also with a notice. A database whose tables
+lack a column this version reads (another version changed the layout) is moved aside whole
+in the same way, with its own notice. Every write that fails (disk full, read-only) raises
+`HistoryError` naming what was not saved, and tells `on_write_error` (the window) first.
 """
 
 from __future__ import annotations
@@ -16,10 +19,10 @@ import json
 import sqlite3
 import threading
 import time
-from contextlib import closing
+from contextlib import closing, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable, Iterator
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS conversations (
@@ -41,6 +44,11 @@ CREATE TABLE IF NOT EXISTS messages (
 );
 CREATE INDEX IF NOT EXISTS messages_by_conversation ON messages(conversation_id, id);
 """
+# The columns this version reads, by name; more columns (a later version's) are fine.
+COLUMNS = {
+    "conversations": {"id", "title", "system_prompt", "created", "updated"},
+    "messages": {"id", "conversation_id", "role", "content", "stats", "spans", "status", "created"},
+}
 
 
 @dataclass
@@ -69,6 +77,30 @@ class HistoryError(Exception):
 
 class _Damaged(sqlite3.DatabaseError):
     """PRAGMA quick_check found problems."""
+
+
+class _UnknownSchema(sqlite3.DatabaseError):
+    """The tables lack columns this version reads (renamed or dropped by another version)."""
+
+
+def _check_schema(db: sqlite3.Connection) -> None:
+    for table, wanted in COLUMNS.items():
+        have = {str(r[1]) for r in db.execute(f"PRAGMA table_info({table})")}
+        missing = sorted(wanted - have)
+        if missing:
+            raise _UnknownSchema(f"the table {table} has no column {', '.join(missing)}")
+
+
+def _write_reason(e: sqlite3.Error) -> str:
+    """The cause of a failed write in the user's words."""
+    text = str(e).lower()
+    if "full" in text:
+        return "the disk is full"
+    if "readonly" in text or "read-only" in text:
+        return "the file or its folder is read-only"
+    if "locked" in text or "busy" in text:
+        return "another program holds it locked"
+    return str(e)
 
 
 SQLITE_CORRUPT, SQLITE_NOTADB = 11, 26
@@ -109,6 +141,7 @@ def _connect(path: str) -> sqlite3.Connection:
         db.execute("PRAGMA foreign_keys=ON")
         db.executescript(SCHEMA)
         db.commit()
+        _check_schema(db)
     except BaseException:
         db.close()
         raise
@@ -123,6 +156,7 @@ class History:
         self._lock = threading.Lock()
         self.notice: str | None = None  # for the window: what happened to a damaged database
         self.backup: Path | None = None  # where a damaged database was moved
+        self.on_write_error: Callable[[str], None] | None = None  # the window's error display
         self._db = self._open()
 
     def _open(self) -> sqlite3.Connection:
@@ -131,6 +165,8 @@ class History:
             if not _looks_like_sqlite(self.path):  # before SQLite opens it (and maybe drops its WAL)
                 raise _Damaged("not an SQLite database")
             return _connect(str(self.path))
+        except _UnknownSchema as e:
+            return self._set_aside_unknown(str(e))
         except sqlite3.DatabaseError as e:
             if not _is_damage(e):
                 return self._in_memory(str(e))
@@ -149,6 +185,18 @@ class History:
         )
         return db
 
+    def _set_aside_unknown(self, reason: str) -> sqlite3.Connection:
+        """A database in a layout this version does not know (another version wrote it) is
+        moved aside whole, like a damaged one, not read wrongly and not changed."""
+        try:
+            self.backup = _move_aside(self.path, "other-version")
+            db = _connect(str(self.path))
+        except (OSError, sqlite3.Error) as e:
+            return self._in_memory(f"its layout is not this version's ({reason}) and it could not be moved aside: {e}")
+        self.notice = (f"The chat history database has a layout this version of Tandem does not know ({reason[:120]}); "
+                       f"it was moved, unchanged, to {self.backup} and a new one started.")
+        return db
+
     def _in_memory(self, reason: str) -> sqlite3.Connection:
         self.notice = f"The chat history database {self.path} could not be opened ({reason}); chats in this session will not be saved."
         return _connect(":memory:")
@@ -157,11 +205,25 @@ class History:
         with self._lock:
             self._db.close()
 
+    @contextmanager
+    def _write(self, what: str) -> Iterator[sqlite3.Connection]:
+        """One transaction; a failure (disk full, read-only, locked) becomes a `HistoryError`
+        saying what was not saved and why, after `on_write_error` (the window's message) hears
+        it, outside the lock: the window may show a dialog that reads the history meanwhile."""
+        try:
+            with self._lock, self._db:
+                yield self._db
+        except sqlite3.Error as e:
+            error = HistoryError(f"Could not save {what} in {self.path}: {_write_reason(e)}")
+            if self.on_write_error is not None:
+                self.on_write_error(str(error))
+            raise error from e
+
     # -- conversations -------------------------------------------------------------------
     def create(self, title: str = "New chat", system_prompt: str = "") -> Conversation:
         now = time.time()
-        with self._lock, self._db:
-            cur = self._db.execute(
+        with self._write("the new conversation") as db:
+            cur = db.execute(
                 "INSERT INTO conversations(title, system_prompt, created, updated) VALUES (?,?,?,?)",
                 (title, system_prompt, now, now),
             )
@@ -185,16 +247,16 @@ class History:
         return Conversation(r["id"], r["title"], r["system_prompt"], r["created"], r["updated"]) if r else None
 
     def rename(self, conversation_id: int, title: str) -> None:
-        with self._lock, self._db:
-            self._db.execute("UPDATE conversations SET title=?, updated=? WHERE id=?", (title.strip() or "Untitled", time.time(), conversation_id))
+        with self._write("the conversation's new title") as db:
+            db.execute("UPDATE conversations SET title=?, updated=? WHERE id=?", (title.strip() or "Untitled", time.time(), conversation_id))
 
     def set_system_prompt(self, conversation_id: int, system_prompt: str) -> None:
-        with self._lock, self._db:
-            self._db.execute("UPDATE conversations SET system_prompt=? WHERE id=?", (system_prompt, conversation_id))
+        with self._write("the system prompt") as db:
+            db.execute("UPDATE conversations SET system_prompt=? WHERE id=?", (system_prompt, conversation_id))
 
     def delete(self, conversation_id: int) -> None:
-        with self._lock, self._db:
-            self._db.execute("DELETE FROM conversations WHERE id=?", (conversation_id,))
+        with self._write("the deletion of the conversation") as db:
+            db.execute("DELETE FROM conversations WHERE id=?", (conversation_id,))
 
     # -- messages ------------------------------------------------------------------------
     def add_message(
@@ -208,18 +270,18 @@ class History:
         status: str = "complete",
     ) -> Message:
         now = time.time()
-        with self._lock, self._db:
-            cur = self._db.execute(
+        with self._write("your message" if role == "user" else "the answer") as db:
+            cur = db.execute(
                 "INSERT INTO messages(conversation_id, role, content, stats, spans, status, created) VALUES (?,?,?,?,?,?,?)",
                 (conversation_id, role, content, json.dumps(stats) if stats else None, json.dumps(spans or []), status, now),
             )
-            self._db.execute("UPDATE conversations SET updated=? WHERE id=?", (now, conversation_id))
+            db.execute("UPDATE conversations SET updated=? WHERE id=?", (now, conversation_id))
         return Message(int(cur.lastrowid), conversation_id, role, content, stats, list(spans or []), status)
 
     def update_message(self, message_id: int, content: str, *, stats: dict | None = None,
                        spans: list[tuple[int, str]] | None = None, status: str | None = None) -> None:
-        with self._lock, self._db:
-            self._db.execute(
+        with self._write("the answer") as db:
+            db.execute(
                 "UPDATE messages SET content=?, stats=COALESCE(?, stats), spans=COALESCE(?, spans), status=COALESCE(?, status) WHERE id=?",
                 (content, json.dumps(stats) if stats else None, json.dumps(spans) if spans is not None else None, status, message_id),
             )
@@ -236,15 +298,15 @@ class History:
             raise HistoryError(f"cannot read {what} from {self.path}: {e}") from e
 
     def delete_message(self, message_id: int) -> None:
-        with self._lock, self._db:
-            self._db.execute("DELETE FROM messages WHERE id=?", (message_id,))
+        with self._write("the deletion of the message") as db:
+            db.execute("DELETE FROM messages WHERE id=?", (message_id,))
 
     def delete_messages_from(self, conversation_id: int, message_id: int) -> int:
         """Delete message `message_id` and every later one of the conversation (edit and
         resend, regenerate); returns how many went."""
-        with self._lock, self._db:
-            cur = self._db.execute("DELETE FROM messages WHERE conversation_id=? AND id>=?", (conversation_id, message_id))
-            self._db.execute("UPDATE conversations SET updated=? WHERE id=?", (time.time(), conversation_id))
+        with self._write("the change to the conversation") as db:
+            cur = db.execute("DELETE FROM messages WHERE conversation_id=? AND id>=?", (conversation_id, message_id))
+            db.execute("UPDATE conversations SET updated=? WHERE id=?", (time.time(), conversation_id))
         return cur.rowcount
 
     # -- export --------------------------------------------------------------------------
@@ -272,15 +334,15 @@ def _message(r: sqlite3.Row) -> Message:
                    spans, r["status"])
 
 
-def _move_aside(path: Path) -> Path:
+def _move_aside(path: Path, why: str = "corrupt") -> Path:
     """Rename a damaged database (and its -wal/-shm, which may hold the latest writes) to
-    `NAME.corrupt-YYYYmmdd-HHMMSS.db`; returns the new path."""
+    `NAME.corrupt-YYYYmmdd-HHMMSS.db` (or `.other-version-...`); returns the new path."""
     stamp = time.strftime("%Y%m%d-%H%M%S")
-    backup = path.with_name(f"{path.stem}.corrupt-{stamp}{path.suffix}")
+    backup = path.with_name(f"{path.stem}.{why}-{stamp}{path.suffix}")
     n = 1
     while backup.exists():
         n += 1
-        backup = path.with_name(f"{path.stem}.corrupt-{stamp}-{n}{path.suffix}")
+        backup = path.with_name(f"{path.stem}.{why}-{stamp}-{n}{path.suffix}")
     path.rename(backup)
     for ext in ("-wal", "-shm"):
         side = Path(str(path) + ext)

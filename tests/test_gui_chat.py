@@ -180,3 +180,16 @@ def test_closing_mid_generation_stops_cleanly_and_keeps_the_partial(qtbot, windo
     assert thread.isFinished()
     answer = window.history.messages(cid)[-1]
     assert answer.status == "stopped" and answer.content
+
+
+def test_a_failed_save_on_send_is_shown_in_the_window_and_the_text_kept(qtbot, window):
+    """Issue 27: disk full on Send was a traceback on stderr only."""
+    _send(qtbot, window, "the value of")  # a conversation exists
+    window.history._db.execute("PRAGMA query_only = ON")  # every write fails, as on a read-only disk
+    window.errors.clear()
+    chat = window.chat
+    chat.prompt.setPlainText("the count of the items")
+    chat.send()
+    assert window.errors and "Could not save" in window.errors[0] and "read-only" in window.errors[0]
+    assert chat.prompt.toPlainText().startswith("the count of")  # nothing typed is lost
+    assert chat.worker is None  # no answer started for a question that was not saved

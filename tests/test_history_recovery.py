@@ -160,3 +160,55 @@ def test_an_unreadable_conversation_shows_an_error_in_place(make_window, tmp_pat
     text = w.chat.transcript.toPlainText()
     assert "could not be read" in text and "malformed" in text and str(h.path) in text
     w.close()
+
+
+# -- issue 27: a schema from another version, and writes that fail -------------------------------
+def test_a_database_with_a_renamed_column_is_moved_aside_not_a_traceback(tmp_path):
+    db = tmp_path / "history.db"
+    _filled(db, conversations=3)
+    with sqlite3.connect(db) as raw:  # what a future version might do
+        raw.execute("ALTER TABLE messages RENAME COLUMN status TO state")
+    before = _digest(db)
+    h = History(db)
+    assert h.backup is not None and h.backup.name.startswith("history.other-version-")
+    assert _digest(h.backup) == before  # moved whole and unchanged
+    assert "layout this version of Tandem does not know" in h.notice and "status" in h.notice
+    assert str(h.backup) in h.notice
+    c = h.create("fresh")
+    h.add_message(c.id, "user", "hello")
+    assert [m.content for m in h.messages(c.id)] == ["hello"]
+    h.close()
+
+
+def test_extra_columns_from_a_later_version_are_fine(tmp_path):
+    db = tmp_path / "history.db"
+    _filled(db, conversations=2)
+    with sqlite3.connect(db) as raw:
+        raw.execute("ALTER TABLE messages ADD COLUMN reactions TEXT")
+    h = History(db)
+    assert h.notice is None and len(h.conversations()) == 2
+    h.close()
+
+
+@pytest.mark.parametrize("pragma,says", [
+    ("PRAGMA max_page_count = 1", "the disk is full"),  # SQLite's own 'database or disk is full'
+    ("PRAGMA query_only = ON", "read-only"),
+])
+def test_every_failed_write_is_a_history_error_told_to_the_window(tmp_path, pragma, says):
+    h = History(tmp_path / "history.db")
+    c = h.create("chat")
+    told: list[str] = []
+    h.on_write_error = told.append
+    h._db.execute(pragma)
+    writes = [
+        lambda: h.create("another " + "t" * 100_000),
+        lambda: h.add_message(c.id, "user", "x" * 100_000),
+        lambda: h.rename(c.id, "renamed " + "y" * 100_000),
+        lambda: h.set_system_prompt(c.id, "z" * 100_000),
+    ]
+    for write in writes:
+        with pytest.raises(HistoryError) as e:
+            write()
+        assert says in str(e.value) and "Could not save" in str(e.value)
+    assert len(told) == len(writes) and all(says in t for t in told)
+    h.close()

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ...history import Message, message_markdown
+from ...history import HistoryError, Message, message_markdown
 from ...widgets.attachments import attachment_block
 from ...widgets.model_bar import draft_model_path
 from ...widgets.transcript import spans_from_tokens
@@ -86,6 +86,18 @@ class AnsweringMixin:
         if fit is None:  # refused before anything is stored: the typed text and the chips stay
             return
         chat = [m for m in fit.messages if m["role"] != "system"]
+        try:
+            self._store_question(text, content)
+        except HistoryError:  # disk full, read-only: the window has said so; the typed text stays
+            return
+        self.prompt.clear()
+        self.attachments.clear()
+        self._show_context_note(fit.note)
+        self.auto_note.hide()
+        self._start_answer(chat)
+
+    def _store_question(self, text: str, content: str) -> None:
+        """Save the question and an empty answer to fill; `HistoryError` when a write fails."""
         if self.conversation_id is None:
             title = (text or self.attachments.items()[0].name).splitlines()[0][:60]
             conv = self.history.create(title=title, system_prompt=self.system.toPlainText())
@@ -95,14 +107,8 @@ class AnsweringMixin:
             self.history.set_system_prompt(self.conversation_id, self.system.toPlainText())
         self._drop_edited_message()
         self.history.add_message(self.conversation_id, "user", content)
-        msgs = self.history.messages(self.conversation_id)
-        self.transcript.set_messages(msgs)
-        self.prompt.clear()
-        self.attachments.clear()
-        self._show_context_note(fit.note)
-        self.auto_note.hide()
+        self.transcript.set_messages(self.history.messages(self.conversation_id))
         self._assistant_msg = self.history.add_message(self.conversation_id, "assistant", "", status="generating")
-        self._start_answer(chat)
 
     def _start_answer(self, prompt: Any, *, chat: bool = True) -> None:
         """Stream an answer into `self._assistant_msg`: `prompt` is the chat messages (or,
@@ -213,7 +219,10 @@ class AnsweringMixin:
         if self._assistant_msg is None:
             return
         spans = spans_from_tokens(self._stream_tokens)
-        self.history.update_message(self._assistant_msg.id, text, stats=stats, spans=spans, status=status)
+        try:
+            self.history.update_message(self._assistant_msg.id, text, stats=stats, spans=spans, status=status)
+        except HistoryError:  # the window has said so; the answer stays on screen for this session
+            pass
         msg = Message(self._assistant_msg.id, self._assistant_msg.conversation_id, "assistant", text, stats, spans, status)
         self._assistant_msg = None
         self._answer_prefix = ""

@@ -33,6 +33,7 @@ class ChatView(LayoutMixin, DrawerMixin, ConversationsMixin, ComposerMixin, Answ
         super().__init__(parent)
         self.session = session
         self.history = history
+        history.on_write_error = self.error.emit  # a failed save is shown in this window, not only on stderr
         self.conversation_id: int | None = None
         self.worker: workers.GenerationWorker | None = None
         self._stream_tokens: list = []
