@@ -5,6 +5,7 @@ settings kept."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 from PySide6.QtCore import QByteArray, QEvent, QSettings, Qt, QTimer
@@ -129,6 +130,7 @@ class MainWindow(QMainWindow):
         self._build()
         self._restore()
         self.session.pairChanged.connect(self._pair_changed)
+        self.chat.model_bar.draftChanged.connect(self._show_pair)
         self.session.loadProgress.connect(self._load_progress)
         self.session.loadFailed.connect(self.show_error)
         self.session.busyChanged.connect(self._busy_changed)
@@ -267,7 +269,8 @@ class MainWindow(QMainWindow):
         file_menu = self.menuBar().addMenu("&File")
         quit_action = QAction("Quit", self)
         # The platform's Quit keys; Ctrl+Q where the platform theme names none (a bare X server).
-        quit_action.setShortcuts(QKeySequence.keyBindings(QKeySequence.StandardKey.Quit) or [QKeySequence("Ctrl+Q")])
+        typed = [k for k in QKeySequence.keyBindings(QKeySequence.StandardKey.Quit) if k[0].keyboardModifiers()]
+        quit_action.setShortcuts(typed or [QKeySequence("Ctrl+Q")])  # not the "Exit" key a bare X server lists
         quit_action.triggered.connect(self.close)
         file_menu.addAction(quit_action)
         help_menu = self.menuBar().addMenu("&Help")
@@ -431,12 +434,28 @@ class MainWindow(QMainWindow):
         if not self.session.downloads.download(pair, then_load=True):
             self.notify("A download is already running (see Models)")
 
-    def _pair_changed(self, pair: Any) -> None:
-        self.load_bar.hide()
-        self.pair_label.setText(f"loaded: {pair.label}" if pair else "no pair loaded")
+    def _show_pair(self, *_: Any) -> None:
+        """What answers really run on: the loaded target and the drafter the Draft box chose."""
+        pair = self.session.pair
+        spec = self.chat._draft_spec() if pair is not None else None  # what the next answer drafts with
+        if pair is None:
+            text = "no pair loaded"
+        elif spec == "lookup":
+            text = f"loaded: {Path(pair.target).name} · drafting by prompt lookup"
+        elif spec is None:
+            text = f"loaded: {Path(pair.target).name} · target alone"
+        elif spec == pair.draft:
+            text = f"loaded: {pair.label}"
+        else:
+            text = f"loaded: {Path(pair.target).name} + {Path(str(spec)).name}"
         cluster = getattr(self.session.engine, "rpc", None) if pair else None  # [rpc] hosts holding the target
         if cluster is not None:
-            self.pair_label.setText(f"{self.pair_label.text()} · target on this machine + {', '.join(cluster.endpoints)}")
+            text += f" · target on this machine + {', '.join(cluster.endpoints)}"
+        self.pair_label.setText(text)
+
+    def _pair_changed(self, pair: Any) -> None:
+        self.load_bar.hide()
+        self._show_pair()
         if pair is not None:
             self.welcome.hide()
             self.notify(f"Loaded {pair.label}")

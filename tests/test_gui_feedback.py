@@ -328,3 +328,47 @@ def test_an_unsent_prompt_stays_with_its_conversation(qtbot, window):
     assert chat.prompt.toPlainText() == "half a thought for A"
     click(b.id)
     assert chat.prompt.toPlainText() == "for B"
+
+
+# -- state that says what is really active --------------------------------------------------------
+def test_status_bar_names_the_drafter_in_use_and_the_meter_counts_max_tokens(qtbot, window):
+    chat = window.chat
+    label = window.pair_label
+    assert label.text() == "loaded: tiny"  # the loaded pair, its draft model drafting
+    for key, words in (("lookup", "drafting by prompt lookup"), ("none", "target alone"), ("model", "loaded: tiny")):
+        chat.drafter.setCurrentIndex(chat.drafter.findData(key))
+        assert words in label.text(), (key, label.text())
+    assert "prompt lookup" not in label.text()
+
+    chat.max_tokens.setValue(512)
+    chat.meter.update_now()
+    before = chat.meter.used
+    chat.max_tokens.setValue(100)
+    qtbot.waitUntil(lambda: chat.meter.used == before - 412, timeout=3000)
+    assert "max tokens" in chat.meter.toolTip()
+
+
+def test_help_keys_are_keys_and_bench_tips_name_real_columns(qtbot, window):
+    from app.help_menu import collect_shortcuts
+    from app.views.bench_results import COLUMN_TIPS, COLUMNS
+
+    keys = [s.keys for s in collect_shortcuts(window)]
+    assert "Exit" not in keys and any(k.startswith("Ctrl+") for k in keys)
+    titles = {t for _, t in COLUMNS}
+    for tip in COLUMN_TIPS.values():
+        assert "Speedup" not in tip, "a tooltip names a column the table does not have"
+    assert "Decode ×" in titles
+
+
+def test_export_suggests_the_whole_title_as_the_file_name(qtbot, window, monkeypatch):
+    from PySide6.QtWidgets import QFileDialog
+
+    chat = window.chat
+    title = "A question about the exact output of speculative decoding: why does it match? " * 2
+    conv = window.history.create(title=title.strip())
+    window.history.add_message(conv.id, "user", "hi")
+    chat.open_conversation(conv.id)
+    offered = []
+    monkeypatch.setattr(QFileDialog, "getSaveFileName", lambda *a, **k: offered.append(a[2]) or ("", ""))
+    chat.export_btn.menu().actions()[0].trigger()
+    assert offered == [title.strip().replace(":", "-").replace("?", "-") + ".md"]
