@@ -8,11 +8,11 @@ import json
 from pathlib import Path
 from typing import Any
 
-from PySide6.QtCore import QByteArray, QEvent, QSettings, Qt, QTimer
+from PySide6.QtCore import QByteArray, QSettings, Qt, QTimer
 from PySide6.QtGui import QAction, QCloseEvent, QKeySequence, QShortcut
 from PySide6.QtWidgets import (
     QApplication, QHBoxLayout, QLabel, QListWidget, QListWidgetItem, QMainWindow, QMessageBox, QProgressBar,
-    QPushButton, QScrollArea, QStackedWidget, QVBoxLayout, QWidget,
+    QPushButton, QStackedWidget, QVBoxLayout, QWidget,
 )
 
 from engine.models import catalog, hardware, store
@@ -24,6 +24,7 @@ from .history import History, HistoryError
 from .session import Session
 from .views.chat import ChatView
 from .widgets.elided_label import ElidedLabel
+from .widgets.page_scroll import PageScroll
 from .widgets.live_label import pin_size
 
 PAGES = ["Chat", "Race", "Models", "Bench", "Settings"]
@@ -37,37 +38,6 @@ BUSY_MARK = "\u25cf"  # ● (in DejaVu Sans and the other default fonts; ⏳ ren
 def is_dark(app: QApplication) -> bool:
     """Drawn dark now (the Settings override, else the system): see app/appearance.py."""
     return appearance.is_dark(app)
-
-
-class PageScroll(QScrollArea):
-    """A page that fills the window and scrolls only below its minimum size.
-
-    A page's minimum no longer raises the window's minimum (the window stays ~800 px wide).
-    Unlike `setWidgetResizable`, which sizes a page with word-wrapped labels to its
-    *preferred* height for the width (so a page that fits scrolls anyway), the page gets
-    the viewport's size, or its minimum where the viewport is smaller.
-    """
-
-    def __init__(self, page: QWidget):
-        super().__init__()
-        self.setObjectName(f"{type(page).__name__}Scroll")
-        self.setFrameShape(QScrollArea.Shape.NoFrame)
-        self.setWidget(page)
-        page.installEventFilter(self)
-
-    def _fit(self) -> None:
-        page, view = self.widget(), self.viewport().size()
-        need = page.minimumSizeHint().expandedTo(page.minimumSize())
-        page.resize(max(view.width(), need.width()), max(view.height(), need.height()))
-
-    def resizeEvent(self, event: Any) -> None:  # noqa: N802
-        super().resizeEvent(event)
-        self._fit()
-
-    def eventFilter(self, obj: Any, event: Any) -> bool:  # noqa: N802
-        if obj is self.widget() and event.type() == QEvent.Type.LayoutRequest:
-            self._fit()  # the page's minimum may have changed (a label's new text)
-        return False
 
 
 class WelcomeBanner(QWidget):
