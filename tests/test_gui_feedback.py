@@ -458,3 +458,41 @@ def test_unreachable_hub_offers_the_mirror_and_downloads_from_it(qtbot, tmp_path
     qtbot.waitUntil(lambda: store.locate_model(pair.target) is not None, timeout=60000)
     assert pairs.source.currentData() == "mirror"
     w.close()
+
+
+# -- attachments as file cards --------------------------------------------------------------------
+def test_a_sent_attachment_shows_as_a_file_card_that_opens(qtbot, window, tmp_path):
+    from test_gui_transcript import click_anchor
+
+    from app.widgets.attachments import split_attachments
+    from app.widgets.file_card import FileViewer
+
+    chat = window.chat
+    window.resize(1360, 860)
+    body = "line one of the notes\n" * 40
+    f = tmp_path / "notes.md"
+    f.write_text(body.rstrip("\n"), encoding="utf-8")
+    assert chat.attach_file(str(f))
+    chat.apply_settings({"drafter": "lookup", "max_tokens": 6})
+    chat.prompt.setPlainText("summarise")
+    qtbot.mouseClick(chat.send_btn, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: chat.worker is None, timeout=30000)
+    user = window.history.messages(chat.conversation_id)[0]
+    assert split_attachments(user.content) == ("summarise", [("notes.md", body.rstrip("\n"))]), "sent as before"
+    shown = chat.transcript.toPlainText()
+    assert "📄 notes.md · " in shown and "40 lines" in shown and "line one of the notes" not in shown
+    click_anchor(qtbot, chat.transcript, f"msg:file:{user.id}:0")
+    viewer = chat.transcript.findChild(FileViewer)
+    assert viewer is not None and viewer.isVisible() and viewer.windowTitle() == "notes.md"
+    assert viewer.text.toPlainText() == body.rstrip("\n")
+
+
+def test_split_attachments_leaves_other_messages_alone():
+    from app.widgets.attachments import Attachment, attachment_block, split_attachments
+
+    a, b = Attachment("a.txt", "x\n```\ny", 3, True), Attachment("b.md", "", 0, True)
+    assert split_attachments("\n\n".join(["hi", attachment_block(a), attachment_block(b)])) == \
+        ("hi", [("a.txt", "x\n```\ny"), ("b.md", "")])
+    assert split_attachments(attachment_block(b)) == ("", [("b.md", "")])
+    typed = "see Attached file `x`:\n\n```\ncode\n```"  # typed by hand, mid-line: not a card
+    assert split_attachments(typed) == (typed, [])
