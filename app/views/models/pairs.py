@@ -165,6 +165,7 @@ class PairsPanel(QWidget):
         dl.finished.connect(self._download_finished)
         dl.failed.connect(self._download_failed)
         self._last_download: tuple[str, str, bool] | None = None  # pair id, source, then_load
+        self._retry: tuple[str, bool] | None = None  # pair id, then_load: from the mirror, next
         dl.notice.connect(self.message)
         session.busyChanged.connect(self._busy_changed)
         session.pairChanged.connect(self._pair_changed)
@@ -331,7 +332,7 @@ class PairsPanel(QWidget):
             pair = self.catalog.pair(last[0])
             if has_mirror(pair) and offer_mirror(self, pair, message):
                 self.source.setCurrentIndex(self.source.findData("mirror"))
-                self.download_pair(last[0], then_load=last[2])
+                self._retry = (last[0], last[2])  # once this download's worker has ended
                 return
         self.error.emit(message)
 
@@ -350,6 +351,10 @@ class PairsPanel(QWidget):
         self.sync_buttons()
 
     def _download_finished(self, st: DownloadStatus) -> None:
+        retry, self._retry = self._retry, None
+        if retry is not None:  # the user chose the mirror after the Hub failed
+            self.download_pair(retry[0], then_load=retry[1])
+            return
         self.rescan()
         if st.headline:
             self.message.emit(st.headline)
