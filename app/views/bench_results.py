@@ -30,7 +30,7 @@ COLUMN_TIPS = {
     "speedup_median": "Decode tok/s ÷ target-alone tok/s for the same prompt and repetition: median; range on hover.\n"
                       "Green or red only when every repetition agrees, so noise cannot explain it",
     "predicted_speedup": "What the cost model predicts from this run's measured step costs and acceptance;\n"
-                         "far from Speedup means the model misjudges this machine",
+                         "far from Decode × means the model misjudges this machine",
     "acceptance_median": "Share of drafted tokens the target kept (median)",
     "tokens_per_step_median": "Tokens written per target pass; 1.00 means no drafted token was kept",
     "ttft_median": "Time to first token in seconds: reading the prompt (median)",

@@ -8,6 +8,8 @@ costs in the context before sending it.
 
 from __future__ import annotations
 
+import re
+
 import stat
 from dataclasses import dataclass
 from pathlib import Path
@@ -69,6 +71,26 @@ def local_files(mime: QMimeData | None) -> list[str]:
 def attachment_block(a: Attachment) -> str:
     """How an attachment is put into the user's message (kept verbatim in history)."""
     return f"Attached file `{a.name}`:\n\n```\n{a.text}\n```"
+
+
+_BLOCK = re.compile(r"Attached file `([^`\n]+)`:\n\n```\n(.*?)\n```(?=\n\nAttached file `|\Z)", re.DOTALL)
+
+
+def split_attachments(content: str) -> tuple[str, list[tuple[str, str]]]:
+    """A stored user message as (what was typed, [(file name, file text), ...]): the inverse of
+    ChatView's composition (the text, then each `attachment_block`, joined by blank lines)."""
+    first = _BLOCK.search(content)
+    if first is None or (first.start() and not content[:first.start()].endswith("\n\n")):
+        return content, []
+    files, pos = [], first.start()
+    for m in _BLOCK.finditer(content, pos):
+        if m.start() != pos:
+            return content, []  # not our composition after all: show it as it is
+        files.append((m.group(1), m.group(2)))
+        pos = m.end() + 2
+    if pos - 2 != len(content):
+        return content, []
+    return content[:first.start()].removesuffix("\n\n"), files
 
 
 class PromptEdit(QPlainTextEdit):

@@ -18,6 +18,8 @@ from PySide6.QtGui import (
     QTextFormat, QTextListFormat,
 )
 
+from .code_highlight import highlight
+
 # GitHub's dialect without raw HTML: an answer that mentions <div> shows "<div>" (with HTML
 # on, Qt would take it as markup and drop the rest of the answer), and nothing is fetched.
 MARKDOWN = QTextDocument.MarkdownFeature.MarkdownDialectGitHub | QTextDocument.MarkdownFeature.MarkdownNoHTML
@@ -147,17 +149,49 @@ def _disarm_links(doc: QTextDocument) -> None:
         b = b.next()
 
 
+def _indentation(text: str) -> list[bool]:
+    """For each character: whether it is part of a line's leading whitespace."""
+    out, leading = [], True
+    for ch in text:
+        if ch in "\n\u2029":
+            leading = True
+            out.append(False)
+            continue
+        leading = leading and ch in " \t"
+        out.append(leading)
+    return out
+
+
+def _glyph_runs(start: int, length: int, indent: list[bool]) -> list[tuple[int, int]]:
+    """[start, start + length) without the indentation in it: the tint goes on the text, not
+    on the blocks of spaces in front of code lines."""
+    runs, i, end = [], start, start + length
+    while i < end:
+        while i < end and indent[i]:
+            i += 1
+        j = i
+        while j < end and not indent[j]:
+            j += 1
+        if j > i:
+            runs.append((i, j))
+        i = j
+    return runs
+
+
 def _tint(doc: QTextDocument, source: str, spans: list[tuple[int, str]], colours: dict[str, QColor]) -> None:
     cursor = QTextCursor(doc)
-    for start, length, prov in rendered_runs(doc.toPlainText(), source, spans):
+    text = doc.toPlainText()
+    indent = _indentation(text)
+    for start, length, prov in rendered_runs(text, source, spans):
         colour = colours.get(prov)
         if colour is None or not colour.alpha():
             continue
-        cursor.setPosition(start)
-        cursor.setPosition(start + length, QTextCursor.MoveMode.KeepAnchor)
         f = QTextCharFormat()
         f.setBackground(colour)
-        cursor.mergeCharFormat(f)
+        for a, b in _glyph_runs(start, min(length, len(text) - start), indent):
+            cursor.setPosition(a)
+            cursor.setPosition(b, QTextCursor.MoveMode.KeepAnchor)
+            cursor.mergeCharFormat(f)
 
 
 def _style_code(doc: QTextDocument, first_copy: int) -> list[str]:
@@ -171,6 +205,8 @@ def _style_code(doc: QTextDocument, first_copy: int) -> list[str]:
     cursor = QTextCursor(doc)
     for group in groups:
         codes.append("\n".join(b.text() for b in group))
+        lang = str(group[0].blockFormat().property(QTextFormat.Property.BlockCodeLanguage) or "")
+        highlight(cursor, group[0].position(), codes[-1], lang)
         for b in group:
             fmt = b.blockFormat()
             fmt.setBackground(CODE_BG)

@@ -54,7 +54,7 @@ class TokenCounter:
 
 
 class TokenMeter(QLabel):
-    """"used / context tokens" for system + history + prompt + attachments; red when over."""
+    """"used / context tokens" for system + history + prompt + attachments + max tokens; red when over."""
 
     def __init__(self, measure: Callable[[], tuple[int, bool, int]], parent: QWidget | None = None):
         super().__init__(parent)
@@ -80,7 +80,8 @@ class TokenMeter(QLabel):
         self.setText(f"{'' if exact else '≈'}{used:,} / {n_ctx:,} tokens")
         self.setStyleSheet("color: #d32f2f; font-weight: bold;" if self.over else "")
         self.setToolTip(
-            "System prompt, chat history, your message and attachments, counted with the loaded model's tokenizer "
+            "System prompt, chat history, your message and attachments, counted with the loaded model's tokenizer, "
+            "plus max tokens for the answer "
             f"(plus about {TEMPLATE_TOKENS_PER_MESSAGE} tokens of chat-template markers per message; "
             "Send checks the exact prompt)"
             if exact else "Estimated (characters / 4): no model is loaded")

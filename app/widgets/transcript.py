@@ -21,6 +21,8 @@ from PySide6.QtGui import (
 from PySide6.QtWidgets import QLabel, QPushButton, QTextBrowser, QWidget
 
 from ..history import Message, stop_reason
+from .attachments import split_attachments
+from .file_card import FileViewer, file_card
 from .markdown_render import COPY_SCHEME, render_markdown, plain_text
 from .provenance import COLOURS, merge_runs
 from .toast import toast
@@ -174,8 +176,11 @@ class Transcript(QTextBrowser):
             self.renders += 1
             self._code_blocks.extend(rendered.code_blocks)
             cursor.insertFragment(QTextDocumentFragment(rendered.document))
-        else:  # verbatim: newlines and indentation as typed, nothing interpreted
-            cursor.insertText(m.content, QTextCharFormat())
+        else:  # verbatim: newlines and indentation as typed, nothing interpreted; files as cards
+            typed, files = split_attachments(m.content)
+            cursor.insertText(typed, QTextCharFormat())
+            for i, (name, text) in enumerate(files):
+                file_card(cursor, name, text, f"{ACTION_SCHEME}:file:{m.id}:{i}", first=not typed and not i)
         self._actions(cursor, m, last, reason)
 
     def _demote_tail(self, cursor: QTextCursor) -> None:
@@ -238,7 +243,9 @@ class Transcript(QTextBrowser):
             self.copy_code(int(url.path()))
         elif scheme == ACTION_SCHEME:
             action, _, ident = url.path().partition(":")
-            if ident.isdigit():
+            if action == "file":
+                self._open_file(ident)
+            elif ident.isdigit():
                 self._message_action(action, int(ident))
         elif scheme in ("http", "https", "mailto"):
             QDesktopServices.openUrl(url)
@@ -249,6 +256,15 @@ class Transcript(QTextBrowser):
             QGuiApplication.clipboard().setText(self._code_blocks[n])
             self.notice.emit("Code copied")
             toast(self, "Code copied")
+
+    def _open_file(self, ident: str) -> None:
+        """A file card clicked: the attached text in a window of its own."""
+        mid, _, index = ident.partition(":")
+        m = self.message(int(mid)) if mid.isdigit() else None
+        files = split_attachments(m.content)[1] if m is not None else []
+        if index.isdigit() and int(index) < len(files):
+            self.file_view = FileViewer(*files[int(index)], parent=self)
+            self.file_view.show()
 
     def message(self, message_id: int) -> Message | None:
         return next((m for m in self._messages if m.id == message_id), None)

@@ -12,6 +12,8 @@ from ...widgets.transcript import spans_from_tokens
 from ... import workers
 from .format import stats_text
 
+TITLE_CHARS = 120  # a new chat's title: its first line, elided in the list, whole in an export's name
+
 
 class AnsweringMixin:
     """ChatView's generation: from Send to the saved answer."""
@@ -99,7 +101,7 @@ class AnsweringMixin:
     def _store_question(self, text: str, content: str) -> None:
         """Save the question and an empty answer to fill; `HistoryError` when a write fails."""
         if self.conversation_id is None:
-            title = (text or self.attachments.items()[0].name).splitlines()[0][:60]
+            title = (text or self.attachments.items()[0].name).splitlines()[0][:TITLE_CHARS]
             conv = self.history.create(title=title, system_prompt=self.system.toPlainText())
             self.conversation_id = conv.id
             self.refresh_conversations()

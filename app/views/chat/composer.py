@@ -63,7 +63,7 @@ class ComposerMixin:
                 pass
         contents.append(self._compose(self.prompt.toPlainText().strip()))
         used, exact = self.counter.count_messages(contents)
-        return used, exact, self._context_size()
+        return used + self.max_tokens.value(), exact, self._context_size()  # and room for the answer
 
     def _model_changed(self, *_: object) -> None:
         """Another model counts other tokens: recount the chips and the meter."""
@@ -76,7 +76,7 @@ class ComposerMixin:
             return
         if path is None:
             conv = self.history.get(self.conversation_id)
-            default = (conv.title if conv else "conversation").replace("/", "-") + ".md"
+            default = safe_file_name(conv.title if conv else "conversation") + ".md"
             path, _ = QFileDialog.getSaveFileName(self, "Export as Markdown", default, "Markdown (*.md)")
             if not path:
                 return
@@ -114,3 +114,8 @@ class ComposerMixin:
             self.message.emit("Answer copied as text (Copy as Markdown is under the answer)")
             toast(self, "Answer copied")
 
+
+def safe_file_name(title: str) -> str:
+    """A conversation title as a file name: whole, with the characters file systems refuse replaced."""
+    name = "".join("-" if c in '/\\:*?"<>|' or ord(c) < 32 else c for c in title).strip(" .")
+    return name or "conversation"

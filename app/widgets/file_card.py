@@ -1,0 +1,58 @@
+"""An attachment shown as a file card in the sent message (name, size, lines; a click opens
+it) instead of its whole text: the model still receives the text, the reader sees a file."""
+
+from __future__ import annotations
+
+from PySide6.QtGui import QColor, QFont, QTextBlockFormat, QTextCharFormat, QTextCursor
+from PySide6.QtWidgets import QDialog, QDialogButtonBox, QPlainTextEdit, QVBoxLayout, QWidget
+
+from engine.units import human_bytes
+
+CARD_BG = QColor(128, 128, 128, 36)
+LINK = QColor(56, 132, 244)
+
+
+def card_text(name: str, text: str) -> str:
+    lines = text.count("\n") + 1 if text else 0
+    return f"\U0001F4C4 {name} · {human_bytes(len(text.encode('utf-8')))} · {lines:,} line{'s' if lines != 1 else ''}"
+
+
+def file_card(cursor: QTextCursor, name: str, text: str, href: str, *, first: bool) -> None:
+    """A card line at `cursor`: the file's name and size, then "Open" (a link to `href`)."""
+    block = QTextBlockFormat()
+    block.setBackground(CARD_BG)
+    block.setTopMargin(2 if first else 4)
+    block.setLeftMargin(2)
+    if first:
+        cursor.setBlockFormat(block)
+    else:
+        cursor.insertBlock(block, QTextCharFormat())
+    bold = QTextCharFormat()
+    bold.setFontWeight(QFont.Weight.DemiBold)
+    cursor.insertText(card_text(name, text) + "   ", bold)
+    link = QTextCharFormat()
+    link.setAnchor(True)
+    link.setAnchorHref(href)
+    link.setForeground(LINK)
+    link.setFontUnderline(True)
+    link.setToolTip(f"Show {name} as it was sent")
+    cursor.insertText("Open", link)
+
+
+class FileViewer(QDialog):
+    """The attached file's text, read-only, in a monospace font."""
+
+    def __init__(self, name: str, text: str, parent: QWidget | None = None):
+        super().__init__(parent)
+        self.setWindowTitle(name)
+        lay = QVBoxLayout(self)
+        self.text = QPlainTextEdit(text)
+        self.text.setReadOnly(True)
+        mono = QFont("monospace")
+        mono.setStyleHint(QFont.StyleHint.Monospace)
+        self.text.setFont(mono)
+        lay.addWidget(self.text)
+        buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Close)
+        buttons.rejected.connect(self.reject)
+        lay.addWidget(buttons)
+        self.resize(640, 480)
