@@ -281,6 +281,11 @@ class Context:
         self._b_token = np.ctypeslib.as_array(self._batch.token, shape=(n_batch,))
         self._b_pos = np.ctypeslib.as_array(self._batch.pos, shape=(n_batch,))
         self._b_logits = np.ctypeslib.as_array(self._batch.logits, shape=(n_batch,))
+        self._positions = np.arange(n_batch, dtype=np.int32)
+        # numpy views of llama.cpp's logits buffer by (address, rows): building one costs more
+        # than a decode of a tiny model, and the buffer moves only when llama.cpp grows it
+        self._views: dict[tuple[int, int], np.ndarray] = {}
+        self._get_logits = _raw_function("llama_get_logits", ctypes.c_void_p, [ctypes.c_void_p])
         n_seq = np.ctypeslib.as_array(self._batch.n_seq_id, shape=(n_batch,))
         n_seq[:] = 1
         for i in range(n_batch):
@@ -310,8 +315,12 @@ class Context:
         if self.n_past + n > self.n_ctx:
             raise DecodeError(f"context full: {self.n_past} + {n} tokens > {self.n_ctx}")
         start = self.n_past
-        self._b_token[:n] = tokens
-        self._b_pos[:n] = np.arange(start, start + n, dtype=np.int32)
+        if n == 1:
+            self._b_token[0] = tokens[0]
+            self._b_pos[0] = start
+        else:
+            self._b_token[:n] = tokens
+            np.add(self._positions[:n], start, out=self._b_pos[:n])
         if logits == "all":
             self._b_logits[:n] = 1
             n_out = n
@@ -341,11 +350,21 @@ class Context:
             if rc == 1:
                 raise DecodeError(f"no KV slot for {n} tokens at position {start} (context {self.n_ctx})")
             raise DecodeError(f"llama_decode failed with code {rc}")
-        self.tokens.extend(int(t) for t in tokens)
+        self.tokens.extend(map(int, tokens))
         if n_out == 0:
             return np.empty((0, self.n_vocab), dtype=np.float32)
-        ptr = llama_cpp.llama_get_logits(self._ctx)
-        return np.ctypeslib.as_array(ptr, shape=(n_out, self.n_vocab))
+        return self._logits_view(n_out)
+
+    def _logits_view(self, rows: int) -> np.ndarray:
+        """The first `rows` rows of llama.cpp's logits buffer, as a numpy view."""
+        addr = self._get_logits(self._ctx)
+        view = self._views.get((addr, rows))
+        if view is None:
+            if len(self._views) > 64:  # the buffer moved many times: forget the old addresses
+                self._views.clear()
+            view = np.ctypeslib.as_array((ctypes.c_float * (rows * self.n_vocab)).from_address(addr)).reshape(rows, self.n_vocab)
+            self._views[(addr, rows)] = view
+        return view
 
     def reuse_prefix(self, tokens: Sequence[int]) -> int:
         """Keep the cached positions shared with `tokens` (a chat turn, the draft's last
@@ -393,6 +412,15 @@ class Context:
             self.close()
         except Exception:
             pass
+
+
+def _raw_function(name: str, restype: object, argtypes: list) -> Callable:
+    """A second binding of a libllama function with our own types (llama_cpp's binding of
+    llama_get_logits returns a POINTER(c_float) object, ours a plain address)."""
+    fn = llama_cpp.llama_cpp._lib[name]  # indexing makes a new function object; attributes are shared
+    fn.restype = restype
+    fn.argtypes = argtypes
+    return fn
 
 
 def common_prefix(a: Sequence[int], b: Sequence[int]) -> int:

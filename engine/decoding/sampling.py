@@ -174,9 +174,12 @@ class Sampler:
         return self.params.greedy
 
     def dist(self, logits: np.ndarray) -> Dist:
-        return distribution(logits, self.params)
+        """The distribution to draw from: lazy, so a plain draw sorts nothing (see LazyDist)."""
+        return LazyDist(logits, self.params)
 
     def draw(self, d: Dist) -> int:
+        if isinstance(d, LazyDist):
+            return d.sample(self.rng)
         return int(d.ids[self._choice(d.probs)])
 
     def pick(self, logits: np.ndarray) -> int:
@@ -243,3 +246,105 @@ def verify(
             continue
         return Verification(i, sampler.residual_draw(p, q), True)
     return Verification(k, sampler.draw(sampler.dist(logits[k])), False)
+
+
+class LazyDist(Dist):
+    """The target's filtered distribution over one logits row, computed only as far as needed.
+
+    Drawing needs no sort: a token is proposed from the raw softmax (one exp pass, block sums)
+    and accepted by the filters and the temperature (rejection sampling, exact): a token
+    outside top-p or min-p is redrawn, and the temperature keeps a token with probability
+    e^(1/T - 1), e = exp(logit - max) <= 1. `ids`/`probs`/`prob()` build the sparse form (the
+    speculative p/q rule and the tests read it) with the same float32 values and the same
+    membership test, so a drawn token always has the probability the sparse form gives it.
+    Top-k, T > 1 and tiny temperatures use the sparse form for drawing too.
+    """
+
+    BLOCK = 1024
+    TRIES = 32  # then draw from the sparse form: still exact (a mixture of exact draws)
+
+    def __init__(self, logits: np.ndarray, params: SamplingParams):  # noqa: D107 - fields are lazy
+        x = np.asarray(logits)
+        self.params = params
+        self._e = np.exp(x - x.max(), dtype=np.float32)  # owned: the logits view dies at the next decode
+        self._sparse: Dist | None = None
+        self._cum: np.ndarray | None = None
+        self._simple = bool(params.top_k) or params.temperature > 1.0 or params.temperature < 0.05
+        self._x = np.array(x, dtype=np.float64) if self._simple else None  # `distribution` reads the logits
+
+    @property  # type: ignore[override]
+    def ids(self) -> np.ndarray:
+        return self.sparse().ids
+
+    @property  # type: ignore[override]
+    def probs(self) -> np.ndarray:
+        return self.sparse().probs
+
+    def prob(self, token: int) -> float:
+        return self.sparse().prob(token)
+
+    def sparse(self) -> Dist:
+        """The explicit distribution: `distribution`'s filters, decided as `sample` decides."""
+        if self._sparse is None:
+            p, e = self.params, self._e
+            if self._simple:
+                self._sparse = distribution(self._x, p)
+            else:
+                order = np.argsort(-e, kind="stable")
+                if p.top_p < 1.0:
+                    before = np.cumsum(e[order], dtype=np.float64) - e[order]
+                    cut = int(np.searchsorted(before, p.top_p * self._total(), side="left"))
+                    lo = max(0, cut - 3)  # near the cut, decide each token by `sample`'s own test
+                    cut = lo + sum(1 for t in order[lo : cut + 3] if self._in_nucleus(int(t)))
+                    order = order[:max(cut, 1)]
+                if p.min_p > 0.0:
+                    order = order[e[order] >= p.min_p]
+                w = e[order].astype(np.float64) ** (1.0 / p.temperature)
+                self._sparse = Dist(order.astype(np.int64), w / w.sum())
+        return self._sparse
+
+    def _blocks(self) -> np.ndarray:
+        """Cumulative mass of the raw softmax per block of BLOCK tokens (float64)."""
+        if self._cum is None:
+            e, b = self._e, self.BLOCK
+            nb = e.shape[0] // b
+            sums = e[: nb * b].reshape(nb, b).sum(axis=1, dtype=np.float64)
+            self._cum = np.cumsum(np.append(sums, e[nb * b :].sum(dtype=np.float64)))
+        return self._cum
+
+    def _total(self) -> float:
+        return float(self._blocks()[-1])
+
+    def _in_nucleus(self, token: int) -> bool:
+        """Is `token` among the most likely tokens whose mass before it is under top-p (ties
+        ordered by id, as a stable sort orders them)?"""
+        e = self._e
+        et = e[token]
+        above = float(np.add.reduce(np.where(e > et, e, 0.0), dtype=np.float64))
+        above += float(et) * int(np.count_nonzero(e[:token] == et))
+        return above < self.params.top_p * self._total()
+
+    def sample(self, rng: np.random.Generator) -> int:
+        """One token, distributed exactly as `sparse()` says."""
+        p = self.params
+        if not self._simple:
+            e, cum, b = self._e, self._blocks(), self.BLOCK
+            z = float(cum[-1])
+            cool = 1.0 / p.temperature - 1.0
+            for _ in range(self.TRIES):
+                u = rng.random() * z
+                blk = min(int(np.searchsorted(cum, u, side="right")), cum.shape[0] - 1)
+                seg = e[blk * b : (blk + 1) * b]
+                inner = np.cumsum(seg, dtype=np.float64)
+                j = min(int(np.searchsorted(inner, u - (cum[blk - 1] if blk else 0.0), side="right")), seg.shape[0] - 1)
+                tok, et = blk * b + j, float(seg[j])
+                if et <= 0.0 or et < p.min_p:
+                    continue
+                if cool > 0.0 and rng.random() >= et**cool:
+                    continue
+                if p.top_p < 1.0 and not self._in_nucleus(tok):
+                    continue
+                return tok
+        d = self.sparse()
+        c = np.cumsum(d.probs)
+        return int(d.ids[min(int(np.searchsorted(c, rng.random() * c[-1], side="right")), c.shape[0] - 1)])

@@ -1,0 +1,69 @@
+"""The sampler's lazy distribution draws exactly what `distribution` describes.
+
+`Sampler.draw` proposes from the raw softmax and accepts by top-p, min-p and temperature
+(rejection sampling, no sort); these tests compare its draws with the reference filters of
+`distribution` on a vocabulary wider than one block, with tied logits at the top-p cut.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from engine.decoding.sampling import LazyDist, Sampler, SamplingParams, distribution
+
+CHI2_DF19_P001 = 43.82  # chi-square critical value, 19 degrees of freedom, p = 0.001
+
+
+def _logits(n: int = 2600, levels: int = 20, seed: int = 0) -> np.ndarray:
+    """Tokens on `levels` logit values (many ties, as zeroed output rows give), shuffled."""
+    rng = np.random.default_rng(seed)
+    values = np.linspace(0.0, -3.0, levels).astype(np.float32)
+    return values[rng.integers(0, levels, size=n)]
+
+
+@pytest.mark.parametrize("params", [
+    SamplingParams(temperature=0.7, top_p=0.9),
+    SamplingParams(temperature=1.0, top_p=0.5, min_p=0.3),
+    SamplingParams(temperature=0.4),
+])
+def test_draws_follow_the_reference_distribution(params):
+    logits = _logits()
+    ref = distribution(logits.astype(np.float64), params)
+    lazy = LazyDist(logits, params)
+    assert set(lazy.ids.tolist()) == set(ref.ids.tolist())  # the same tokens, ties cut by id
+    sparse = dict(zip(lazy.ids.tolist(), lazy.probs.tolist()))
+    for t, p in zip(ref.ids.tolist(), ref.probs.tolist()):
+        assert sparse[t] == pytest.approx(p, rel=1e-5)
+    sampler = Sampler(SamplingParams(params.temperature, top_p=params.top_p, min_p=params.min_p, seed=7))
+    n_draws = 12000
+    draws = np.array([sampler.draw(LazyDist(logits, params)) for _ in range(n_draws)])
+    kept = set(ref.ids.tolist())
+    assert all(int(t) in kept for t in np.unique(draws))
+    # per logit level (tokens of one level are equally likely): counts against expectations
+    level_of = {v: i for i, v in enumerate(np.unique(logits))}
+    expected = np.zeros(len(level_of))
+    for t, p in zip(ref.ids.tolist(), ref.probs.tolist()):
+        expected[level_of[logits[t]]] += p * n_draws
+    observed = np.bincount([level_of[logits[t]] for t in draws], minlength=len(level_of))
+    used = expected > 0
+    assert observed[~used].sum() == 0
+    chi2 = float((((observed - expected) ** 2)[used] / expected[used]).sum())
+    assert chi2 < CHI2_DF19_P001, f"chi-square {chi2:.1f} over {int(used.sum())} levels"
+
+
+def test_a_drawn_token_has_the_probability_the_sparse_form_gives_it():
+    params = SamplingParams(temperature=0.7, top_p=0.9)
+    sampler = Sampler(SamplingParams(0.7, top_p=0.9, seed=3))
+    rng = np.random.default_rng(1)
+    for _ in range(200):
+        d = LazyDist((rng.standard_normal(3000) * 0.2).astype(np.float32), params)
+        assert d.prob(sampler.draw(d)) > 0.0
+
+
+def test_top_k_and_hot_temperatures_use_the_reference_filters():
+    logits = _logits(seed=2)
+    for params in (SamplingParams(temperature=0.8, top_k=5), SamplingParams(temperature=1.5, top_p=0.8)):
+        lazy, ref = LazyDist(logits, params), distribution(logits.astype(np.float64), params)
+        assert lazy.ids.tolist() == ref.ids.tolist()
+        assert np.allclose(lazy.probs, ref.probs)
