@@ -69,7 +69,7 @@ def client(served):
 
 
 def chat(client, messages=MSGS, **kw):
-    extra = {k: kw.pop(k) for k in ("draft", "lookahead", "provenance") if k in kw}
+    extra = {k: kw.pop(k) for k in ("draft", "lookahead", "provenance", "repeat_penalty") if k in kw}
     kw.setdefault("max_tokens", 24)
     kw.setdefault("temperature", 0)
     kw.setdefault("model", "tiny-pair")
@@ -194,13 +194,18 @@ BAD = [
     ({"lookahead": 17}, "lookahead", "0..16"),
     ({"lookahead": "fast"}, "lookahead", "auto"),
     ({"draft": "banana"}, "draft", "model"),
-    ({"n": 2}, "n", "n=1"),
+    ({"n": 17}, "n", "less than or equal"),
+    ({"top_logprobs": 2}, None, "top_logprobs needs logprobs"),
+    ({"logit_bias": {"abc": 1}}, "logit_bias", "token ids"),
+    ({"logit_bias": {"5": 200}}, "logit_bias", "-100..100"),
+    ({"logit_bias": {"99999999": 5}}, "logit_bias", "outside the vocabulary"),
+    ({"presence_penalty": 3}, "presence_penalty", "less than or equal"),
+    ({"repeat_penalty": 0}, "repeat_penalty", "greater than"),
     ({"temperature": -1}, "temperature", "greater than or equal"),
     ({"max_tokens": 0}, "max_tokens", "greater than or equal"),
     ({"messages": [{"role": "robot", "content": "hi"}]}, "messages[0].role", "user"),
     ({"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "x"}}]}]}, "messages[0].content", "text"),
     ({"tools": [{"type": "function", "function": {"name": "f"}}]}, "tools", "not supported"),
-    ({"logprobs": True}, "logprobs", "not supported"),
 ]
 
 
@@ -626,3 +631,67 @@ def test_the_role_chunk_waits_for_the_prompt_unless_early(tiny_target, early):
         assert first[0][1] is False  # the role chunk came while the prompt's end was still held
     else:
         assert got_while_held == [] and first[0][1] is True
+
+
+# -- sampling controls -----------------------------------------------------------------------
+@pytest.mark.parametrize("draft", ["none", "lookup", "model"])
+def test_logit_bias_bans_a_token_on_every_path(served, client, draft):
+    plain = reference(served.eng, MSGS, chat=True, max_tokens=12)
+    ban = plain.tokens[0]
+    r = chat(client, max_tokens=12, draft=draft, logit_bias={str(ban): -100})
+    want = reference(served.eng, MSGS, chat=True, max_tokens=12, logit_bias={ban: -100.0})
+    assert r.choices[0].message.content == want.text != plain.text
+    assert ban not in want.tokens
+
+
+@pytest.mark.parametrize("draft", ["none", "model"])
+def test_chat_logprobs_are_the_targets_streaming_and_not(served, client, draft):
+    want = []
+    for ev in served.eng.stream(MSGS, chat=True, max_tokens=10, logprobs=2):
+        if ev.kind == "token":
+            want.append(ev)
+    r = chat(client, max_tokens=10, draft=draft, logprobs=True, top_logprobs=2)
+    content = r.choices[0].logprobs.content
+    assert [c.logprob for c in content] == pytest.approx([t.logprob for t in want], abs=1e-4)
+    assert "".join(c.token for c in content) == r.choices[0].message.content
+    assert all(len(c.top_logprobs) == 2 and c.top_logprobs[0].logprob >= c.top_logprobs[1].logprob for c in content)
+    assert content[0].top_logprobs[0].token == content[0].token  # greedy: the chosen one is the best
+    streamed = [c for ch in chat(client, max_tokens=10, draft=draft, logprobs=True, stream=True)
+                for c in ((ch.choices[0].logprobs.content or []) if ch.choices and ch.choices[0].logprobs else [])]
+    assert [c.logprob for c in streamed] == pytest.approx([c.logprob for c in content], abs=1e-4)
+    assert chat(client, max_tokens=3).choices[0].logprobs is None
+
+
+def test_text_completion_logprobs_shape(served, client):
+    r = client.completions.create(model="tiny-pair", prompt="the value", max_tokens=5, temperature=0, logprobs=3)
+    lp = r.choices[0].logprobs
+    assert len(lp.tokens) == len(lp.token_logprobs) == len(lp.top_logprobs) == 5
+    assert "".join(lp.tokens) == r.choices[0].text and lp.text_offset[0] == 0
+    assert all(len(t) <= 3 and max(t.values()) <= 0 for t in lp.top_logprobs)
+
+
+def test_n_choices_are_generated_one_after_another(served, client):
+    r = chat(client, n=3, max_tokens=6, temperature=1.0, seed=11, draft="none")  # a draft samples another path
+    assert [c.index for c in r.choices] == [0, 1, 2] and r.usage.completion_tokens == 18
+    for i, c in enumerate(r.choices):
+        want = reference(served.eng, MSGS, chat=True, max_tokens=6, temperature=1.0, seed=11 + i)
+        assert c.message.content == want.text
+    chunks = list(chat(client, n=2, max_tokens=4, stream=True, stream_options={"include_usage": True}))
+    text = {0: "", 1: ""}
+    for ch in chunks:
+        for c in ch.choices:
+            text[c.index] += c.delta.content or ""
+    greedy = reference(served.eng, MSGS, chat=True, max_tokens=4).text
+    assert text == {0: greedy, 1: greedy} and chunks[-1].usage.completion_tokens == 8
+    assert sum(1 for ch in chunks for c in ch.choices if c.finish_reason) == 2
+
+
+def test_penalties_are_honoured_not_ignored(served, client):
+    plain = chat(client, max_tokens=30, draft="none").choices[0].message.content
+    pen = chat(client, max_tokens=30, draft="model", frequency_penalty=1.5, presence_penalty=1.0)
+    want = reference(served.eng, MSGS, chat=True, max_tokens=30,
+                     penalties=__import__("engine.decoding.logit_controls", fromlist=["Penalties"]).Penalties(
+                         frequency=1.5, presence=1.0))
+    assert pen.choices[0].message.content == want.text != plain
+    rep = chat(client, max_tokens=30, repeat_penalty=1.5)
+    assert rep.choices[0].message.content != plain

@@ -19,6 +19,7 @@ from .cost_model import CostModel, TextAcceptance
 from .drafters import Drafter, Proposal
 from .events import DoneEvent, Event, PrefillEvent, RunStats, StepEvent, TokenEvent
 from .llama import Context, Model
+from .logit_controls import RowProcessors, check_logit_bias, token_logprobs
 from .lookahead import LiveLookahead
 from .runtime import RuntimeParams
 from .sampling import Sampler, verify
@@ -60,6 +61,8 @@ class _Run:
     drafter_synced: bool = False  # the model drafter has read the prompt (deferred under Auto)
     costs_pending: bool = False  # the policy needs the verify curve, measured after the first token
     acceptance: TextAcceptance | None = None  # what this text's proposals were worth (Auto trims by it)
+    processors: RowProcessors = field(default_factory=RowProcessors)  # bias, penalties: applied to every row
+    logprobs: list[tuple[float, list[tuple[int, float]]]] = field(default_factory=list)  # per generated token, if asked
 
     def end(self, finish: str, stopped_by: str) -> None:
         if not self.finish:
@@ -196,6 +199,8 @@ class Decoder:
         run = _Run(prompt, request, cancel, la, Sampler(request.sampling), stats, TextAssembler(request.stop),
                    time.perf_counter())
         run.acceptance = TextAcceptance(self.cost)
+        check_logit_bias(request.logit_bias, target.n_vocab)
+        run.processors = request.row_processors()
         run.context = list(prompt)
         run.pending = prompt[-1]
         cancel.watch(ctx)
@@ -287,6 +292,7 @@ class Decoder:
                 if drafter.cost_class == "model":
                     drafter.confidence_gate = policy.draft_gate(self.cost)
                 drafter.trimmed_by_caller = policy.trims_proposals
+                drafter.row_processor = run.processors.row if run.processors else None
                 prop = drafter.propose(run.context, k_req, run.sampler)
                 k_use = policy.verify_count(prop, k_req, self.cost, run.acceptance)
                 offered = prop  # a free drafter's may be longer than what is verified: see below
@@ -295,7 +301,10 @@ class Decoder:
             run.lookahead.record(len(drafts))
             t_d1 = time.perf_counter()
             logits = ctx.decode([run.pending] + drafts, logits="all" if drafts else "last")
+            if run.processors:  # the target's distribution is the processed one, at every row
+                logits = run.processors.rows(logits, run.context, drafts)
             result = verify(drafts, dists, logits, run.sampler)
+            rows = logits if run.request.logprobs is not None else None
             t_v1 = time.perf_counter()
             n_in = 1 + len(drafts)
             # Keep pending + accepted drafts in the KV; the final token becomes pending.
@@ -310,7 +319,7 @@ class Decoder:
         if run.acceptance is not None:
             run.acceptance.observe_step(offered, len(drafts), result.accepted, result.token)
         run.lookahead.feedback(len(drafts), result.accepted)
-        tokens = self._emit(run, drafts[: result.accepted] + [result.token], result, bool(drafts))
+        tokens = self._emit(run, drafts[: result.accepted] + [result.token], result, bool(drafts), rows)
         st = run.stats
         st.steps += 1
         st.drafted += len(drafts)
@@ -324,8 +333,9 @@ class Decoder:
         run.step += 1
         return StepResult(tokens, ev, bool(run.finish))
 
-    def _emit(self, run: _Run, new_tokens: list[int], result, drafted: bool) -> list[TokenEvent]:
-        """Append accepted tokens to the output, with provenance, stop and EOS handling."""
+    def _emit(self, run: _Run, new_tokens: list[int], result, drafted: bool, rows=None) -> list[TokenEvent]:
+        """Append accepted tokens to the output, with provenance, stop and EOS handling
+        (and, when `rows` are given, each token's log-probability from its verify row)."""
         if not drafted:
             provs = ["plain"]
         else:
@@ -333,10 +343,12 @@ class Decoder:
         out: list[TokenEvent] = []
         now = time.perf_counter()
         run.emitted_this_step = 0
-        for tok, prov in zip(new_tokens, provs):
+        for j, (tok, prov) in enumerate(zip(new_tokens, provs)):
             if self.target.is_eog(tok):
                 run.end("stop", "eos")
                 break
+            if rows is not None:
+                run.logprobs.append(token_logprobs(rows[j], tok, run.request.logprobs or 0))
             run.generated.append(tok)
             run.provenance.append(prov)
             run.context.append(tok)
@@ -345,7 +357,7 @@ class Decoder:
             if run.first_token_t is None:
                 run.first_token_t = now
             for idx, piece in run.text.add(len(run.generated) - 1, self.target.piece(tok)):
-                out.append(TokenEvent(piece, run.generated[idx], run.provenance[idx], idx, run.step, now - run.t0))  # type: ignore[arg-type]
+                out.append(self._token_event(run, idx, piece, now))
             if run.text.stopped:
                 run.end("stop", "stop_string")
                 break
@@ -354,11 +366,17 @@ class Decoder:
                 break
         return out
 
+    @staticmethod
+    def _token_event(run: _Run, idx: int, piece: str, now: float) -> TokenEvent:
+        lp, top = run.logprobs[idx] if idx < len(run.logprobs) else (None, None)
+        return TokenEvent(piece, run.generated[idx], run.provenance[idx], idx, run.step, now - run.t0,  # type: ignore[arg-type]
+                          logprob=lp, top_logprobs=top)
+
     def _done(self, run: _Run) -> tuple[list[TokenEvent], DoneEvent]:
         tokens: list[TokenEvent] = []
         if not run.text.stopped:
             for idx, piece in run.text.flush():
-                tokens.append(TokenEvent(piece, run.generated[idx], run.provenance[idx], idx, run.step, time.perf_counter() - run.t0))  # type: ignore[arg-type]
+                tokens.append(self._token_event(run, idx, piece, time.perf_counter()))
         t_end = time.perf_counter()
         st = run.stats
         st.generated_tokens = len(run.generated)

@@ -58,6 +58,10 @@ class Drafter(ABC):
     # Set by the decoder each step: Auto will cut the proposal to what its confidence pays
     # for, so a free drafter should propose all it has rather than limit itself.
     trimmed_by_caller: bool = False
+    # Set by the decoder each step: the request's logits processors (bias, penalties) as
+    # `row_processor(row, context) -> row`, for a model drafter to draft from what the target
+    # will verify against. None: nothing to apply.
+    row_processor: "Callable[[np.ndarray, Sequence[int]], np.ndarray] | None" = None
 
     @property
     def contexts(self) -> list[Context]:
@@ -139,9 +143,11 @@ class ModelDrafter(Drafter):
         for _, logits in ctx.feed(list(context[keep:]), last_logits=True):
             pass
         row = logits[0]
-        gate = self.confidence_gate
+        gate, process = self.confidence_gate, self.row_processor
         conf: list[float] = []
         for i in range(k):
+            if process is not None:
+                row = process(row, [*context, *out.tokens])
             if sampler.greedy:
                 tok = int(np.argmax(row))
                 q = None

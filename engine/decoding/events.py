@@ -43,6 +43,10 @@ class TokenEvent:
     step: int
     t: float  # seconds since the run started
     kind: str = "token"
+    # Only when the request asked for logprobs: the token's log-probability under the target's
+    # (processed) distribution, and the best alternatives as (token id, log-probability).
+    logprob: float | None = None
+    top_logprobs: list[tuple[int, float]] | None = None
 
 
 @dataclass

@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any, Sequence, Union
+from typing import TYPE_CHECKING, Any, Mapping, Sequence, Union
 
 from ..errors import PromptError, TandemError
+from .logit_controls import Penalties, RowProcessors, check_logit_bias
 from .lookahead import MAX_LOOKAHEAD, LiveLookahead, Lookahead, parse_lookahead
 from .sampling import GREEDY, SamplingParams
 
@@ -68,6 +69,10 @@ class GenerationRequest:
     chat: bool = False
     system: str | None = None
     tag: str | None = None  # the task label in the metrics log
+    # What changes the target's scores (and so the distribution verified against): see logit_controls
+    logit_bias: Mapping[int, float] | None = None  # token id -> added to its logit (-100..100)
+    penalties: Penalties | None = None  # repeat / frequency / presence, as llama.cpp applies them
+    logprobs: int | None = None  # None: off; n >= 0: each token's log-probability and the n best alternatives
     # True when the policy was parsed here from an int or "auto": each run then gets a
     # fresh copy (Auto keeps per-run probe state); a policy object given is used as is.
     _parsed: bool = field(default=False, init=False, repr=False, compare=False)
@@ -92,6 +97,16 @@ class GenerationRequest:
             raise TandemError("stop must be a string or a list of strings")
         if not isinstance(self.sampling, SamplingParams):
             raise TandemError("sampling must be an engine.SamplingParams")
+        self.logit_bias = check_logit_bias(self.logit_bias) or None
+        if self.penalties is not None and not isinstance(self.penalties, Penalties):
+            raise TandemError("penalties must be an engine.decoding.logit_controls.Penalties")
+        if self.logprobs is not None and (isinstance(self.logprobs, bool) or not isinstance(self.logprobs, int)
+                                          or not 0 <= self.logprobs <= 20):
+            raise TandemError(f"logprobs must be an integer 0..20 (alternatives per token) or None, got {self.logprobs!r}")
+
+    def row_processors(self) -> RowProcessors:
+        """What the decoder applies to this request's logits rows (empty: nothing to change)."""
+        return RowProcessors.for_request(self.logit_bias, self.penalties)
 
     @classmethod
     def from_options(
@@ -110,10 +125,14 @@ class GenerationRequest:
         chat: bool = False,
         system: str | None = None,
         tag: str | None = None,
+        logit_bias: Mapping[int, float] | None = None,
+        penalties: Penalties | None = None,
+        logprobs: int | None = None,
     ) -> "GenerationRequest":
         """The keyword form of `engine.generate` / `Engine.stream`."""
         sampling = SamplingParams(temperature=temperature, top_k=top_k, top_p=top_p, min_p=min_p, seed=seed)
-        return cls(prompt, draft_model, lookahead, max_tokens, sampling, tuple(stop or ()), chat, system, tag)
+        return cls(prompt, draft_model, lookahead, max_tokens, sampling, tuple(stop or ()), chat, system, tag,
+                   logit_bias=logit_bias, penalties=penalties, logprobs=logprobs)
 
     def live_lookahead(self) -> LiveLookahead:
         """The handle the decoder reads each step: the one given, or a new one around this

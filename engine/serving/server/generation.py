@@ -92,6 +92,7 @@ class Completions:
         eng, chat = self.eng, kind == "chat"
         prompt: Any = req.engine_messages() if isinstance(req, ChatCompletionRequest) else req.text
         draft = self.draft_spec(req.draft)
+        bias, penalties = self.logit_controls(req)
         request_id = uuid.uuid4().hex[:24]
         job = self.admit(kind, request_id)
         try:
@@ -105,18 +106,54 @@ class Completions:
         kw = dict(draft_model=draft, lookahead=lookahead if draft is not None else 0, max_tokens=limit,
                   temperature=self.config.temperature if req.temperature is None else req.temperature,
                   top_p=1.0 if req.top_p is None else req.top_p, top_k=req.top_k or 0, min_p=req.min_p or 0.0,
-                  seed=req.seed, stop=req.stop_list, chat=chat, tag="server")
-        gen = Generation(self.queue, job, eng, prompt, observe=self.metrics.observe,
-                         cancelled=self.metrics.cancelled.inc, **kw).start()
+                  seed=req.seed, stop=req.stop_list, chat=chat, tag="server", logit_bias=bias,
+                  penalties=penalties, logprobs=req.logprobs_top)
         shape = wire.Shape(kind, request_id, self.served.id)
+
+        def start(i: int) -> Generation:
+            """Choice i of n, one after another: the first holds the admitted place, the others
+            queue behind it unbounded (the request was admitted); seed s gives choice i seed s + i."""
+            nth = job if i == 0 else self.queue.submit("server", bounded=False, endpoint=kind,
+                                                        request_id=request_id, model=self.served.id)
+            seed = None if req.seed is None else (req.seed + i) % (2**64)
+            return Generation(self.queue, nth, eng, prompt, observe=self.metrics.observe,
+                              cancelled=self.metrics.cancelled.inc, **{**kw, "seed": seed}).start()
+
+        first = start(0)
         if req.stream:
             # On shutdown, sse-starlette waits up to the grace period for the stream to end by
             # itself (the runner has cancelled the generation: it ends with an error chunk).
-            return EventSourceResponse(self.stream(gen, shape, req), sep="\n", shutdown_grace_period=SHUTDOWN_GRACE_S)
-        return await self.complete(request, gen, shape, req)
+            return EventSourceResponse(self.stream(first, start, shape, req), sep="\n",
+                                       shutdown_grace_period=SHUTDOWN_GRACE_S)
+        choices, outcomes = [], []
+        for i in range(req.n or 1):
+            gen = first if i == 0 else start(i)
+            done, tokens = await self.complete(request, gen)
+            outcome = wire.Outcome(done.stats, gen.prompt_evaluated)
+            choices.append(shape.choice(i, done.text, outcome, tokens if req.provenance else None,
+                                        shape.logprobs(tokens, self.piece)))
+            outcomes.append(outcome)
+        return JSONResponse(shape.full(choices, outcomes))
 
-    async def complete(self, request: Request, gen: Generation, shape: wire.Shape, req: Any) -> Response:
-        """The whole answer in one body; a client that goes away cancels the generation."""
+    def logit_controls(self, req: Any) -> tuple[dict[int, float] | None, Any]:
+        """The request's logit bias (ids checked against the vocabulary) and penalties, or a 400."""
+        try:
+            penalties = req.penalties()
+        except TandemError as e:
+            raise ApiError(400, str(e), code="invalid_value")
+        bias = req.token_bias
+        n_vocab = self.eng.target.n_vocab
+        bad = [t for t in bias or () if t >= n_vocab]
+        if bad:
+            raise ApiError(400, f"logit_bias: token id {bad[0]} is outside the vocabulary (0..{n_vocab - 1})",
+                           param="logit_bias", code="invalid_value")
+        return bias, penalties
+
+    def piece(self, token: int) -> bytes:
+        return self.eng.target.piece(token)
+
+    async def complete(self, request: Request, gen: Generation) -> tuple[DoneEvent, list[TokenEvent]]:
+        """One whole choice; a client that goes away cancels the generation."""
         tokens: list[TokenEvent] = []
         done: list[DoneEvent] = []
 
@@ -143,50 +180,58 @@ class Completions:
                            type="server_error", code="cancelled")
         if self.cut_by_shutdown(done[0]):
             raise shutdown_error()
-        outcome = wire.Outcome(done[0].stats, gen.prompt_evaluated)
-        return JSONResponse(shape.full(done[0].text, outcome, tokens if req.provenance else None))
+        return done[0], tokens
 
-    async def stream(self, gen: Generation, shape: wire.Shape, req: Any):
-        """Server-sent chunks as tokens arrive; a failure ends the stream with an error chunk.
-
-        A chat stream's first chunk (the role) goes out once the prompt is read, so a client
-        timing it measures prompt processing (`--early-role-chunk`: at once, as before)."""
+    async def stream(self, first: Generation, start: Callable[[int], Generation], shape: wire.Shape, req: Any):
+        """Server-sent chunks as tokens arrive, choice after choice; a failure or a shutdown ends
+        the stream with an error chunk. The usage chunk (when asked) adds up every choice."""
+        gen = first
+        outcomes: list[wire.Outcome] = []
         try:
-            role_sent = not shape.chat
-            if not role_sent and self.config.early_role_chunk:
-                yield {"data": wire.dumps(shape.chunk("", role=True))}
-                role_sent = True
-            pending: list[TokenEvent] = []  # tokens whose text is still incomplete (split characters)
-            finished = False
-            async for ev in gen:
-                if not role_sent:
-                    yield {"data": wire.dumps(shape.chunk("", role=True))}
-                    role_sent = True
-                if isinstance(ev, PrefillEvent):
-                    continue
-                if isinstance(ev, TokenEvent):
-                    pending.append(ev)
-                    if ev.text:
-                        text = "".join(t.text for t in pending)
-                        yield {"data": wire.dumps(shape.chunk(text, tokens=pending if req.provenance else None))}
-                        pending = []
-                else:
-                    outcome = wire.Outcome(ev.stats, gen.prompt_evaluated)
-                    if self.cut_by_shutdown(ev):
+            for i in range(req.n or 1):
+                gen = first if i == 0 else start(i)
+                async for data in self.stream_choice(gen, i, shape, req, outcomes):
+                    yield {"data": data}
+                if len(outcomes) <= i:  # cut by a shutdown (or cancelled while it waited its turn)
+                    if self.stopping.is_set():
                         yield {"data": wire.dumps(shutdown_error().body)}
-                        return
-                    yield {"data": wire.dumps(shape.final_chunk(outcome))}
-                    if req.include_usage:
-                        yield {"data": wire.dumps(shape.usage_chunk(outcome))}
-                    finished = True
-            if not finished and self.stopping.is_set():  # cancelled while it waited for its turn
-                yield {"data": wire.dumps(shutdown_error().body)}
-                return
+                    return
+            if req.include_usage and outcomes:
+                yield {"data": wire.dumps(shape.usage_chunk(outcomes))}
             yield {"data": "[DONE]"}
         except GenerationFailed as e:
             yield {"data": wire.dumps(failure(e).body)}
         finally:
             gen.cancel()  # a client that went away stops its generation at the next step
+
+    async def stream_choice(self, gen: Generation, index: int, shape: wire.Shape, req: Any,
+                            outcomes: list[wire.Outcome]):
+        """One choice's chunks. A chat stream's first chunk (the role) goes out once the prompt
+        is read, so a client timing it measures prompt processing (`--early-role-chunk`: at once)."""
+        role_sent = not shape.chat
+        if not role_sent and self.config.early_role_chunk:
+            yield wire.dumps(shape.chunk("", role=True, index=index))
+            role_sent = True
+        pending: list[TokenEvent] = []  # tokens whose text is still incomplete (split characters)
+        offset = 0
+        async for ev in gen:
+            if not role_sent:
+                yield wire.dumps(shape.chunk("", role=True, index=index))
+                role_sent = True
+            if isinstance(ev, PrefillEvent):
+                continue
+            if isinstance(ev, TokenEvent):
+                pending.append(ev)
+                if ev.text:
+                    text = "".join(t.text for t in pending)
+                    yield wire.dumps(shape.chunk(text, tokens=pending if req.provenance else None, index=index,
+                                                 logprobs=shape.logprobs(pending, self.piece, offset)))
+                    offset += len(text)
+                    pending = []
+            elif not self.cut_by_shutdown(ev):
+                outcome = wire.Outcome(ev.stats, gen.prompt_evaluated)
+                outcomes.append(outcome)
+                yield wire.dumps(shape.final_chunk(outcome, index))
 
 
 def completions_router(completions: Completions, check_key: Callable[..., Any]) -> APIRouter:

@@ -1,7 +1,7 @@
 """Request bodies of the OpenAI-compatible endpoints, validated with pydantic.
 
 Unknown fields are accepted and ignored (clients send many); fields Tandem cannot honour
-(tools, logprobs, several choices) are refused with a message saying so rather than
+(tools, structured output, images) are refused with a message saying so rather than
 silently dropped. Tandem's own extensions: `lookahead`, `draft`, `provenance`, plus
 llama.cpp's `top_k` and `min_p`.
 """
@@ -10,8 +10,9 @@ from __future__ import annotations
 
 from typing import Any, Literal, Union
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from ...decoding.logit_controls import Penalties
 from ...decoding.lookahead import parse_lookahead
 
 DraftChoice = Literal["model", "lookup", "none"]
@@ -35,10 +36,14 @@ class _Generation(BaseModel):
     min_p: float | None = Field(None, ge=0.0, lt=1.0)
     seed: int | None = None
     stop: Union[str, list[str], None] = None
-    n: int | None = None
+    n: int | None = Field(None, ge=1, le=16)  # choices, generated one after another
     stream: bool = False
     stream_options: StreamOptions | None = None
-    logprobs: Any = None
+    logit_bias: dict[str, float] | None = None
+    presence_penalty: float | None = Field(None, ge=-2.0, le=2.0)
+    frequency_penalty: float | None = Field(None, ge=-2.0, le=2.0)
+    repeat_penalty: float | None = Field(None, gt=0.0, le=10.0)  # llama.cpp's
+    repeat_last_n: int | None = Field(None, ge=1, le=4096)  # llama.cpp's (default 64)
     # Tandem's extensions
     lookahead: Union[int, str, None] = None
     draft: DraftChoice | None = None
@@ -57,19 +62,26 @@ class _Generation(BaseModel):
             raise ValueError(str(e).removeprefix("lookahead ")) from None
         return v.strip().lower() if isinstance(v, str) and v.strip().lower() == "auto" else int(v)
 
-    @field_validator("n")
+    @field_validator("logit_bias")
     @classmethod
-    def _one_choice(cls, v: int | None) -> int | None:
-        if v is not None and v != 1:
-            raise ValueError(f"only n=1 is supported (one choice per request), got {v}")
+    def _bias(cls, v: dict[str, float] | None) -> dict[str, float] | None:
+        for tok, bias in (v or {}).items():
+            if not tok.strip().isdigit():
+                raise ValueError(f"keys are token ids (integers as strings), got {tok!r}")
+            if not -100.0 <= bias <= 100.0:
+                raise ValueError(f"biases are in -100..100, got {bias} for token {tok}")
         return v
 
-    @field_validator("logprobs")
-    @classmethod
-    def _no_logprobs(cls, v: Any) -> Any:
-        if v not in (None, False, 0):
-            raise ValueError("log probabilities are not supported by this server")
-        return v
+    @property
+    def token_bias(self) -> dict[int, float] | None:
+        return {int(k): float(b) for k, b in self.logit_bias.items()} if self.logit_bias else None
+
+    def penalties(self) -> Penalties | None:
+        """The penalties asked for (llama.cpp's meaning, over the last repeat_last_n tokens), or None."""
+        p = Penalties(repeat=1.0 if self.repeat_penalty is None else self.repeat_penalty,
+                      frequency=self.frequency_penalty or 0.0, presence=self.presence_penalty or 0.0,
+                      last_n=self.repeat_last_n or 64)
+        return p if p.active else None
 
     @property
     def stop_list(self) -> list[str]:
@@ -114,6 +126,19 @@ class ChatCompletionRequest(_Generation):
     tools: Any = None
     functions: Any = None
     response_format: Any = None
+    logprobs: bool | None = None
+    top_logprobs: int | None = Field(None, ge=0, le=20)
+
+    @model_validator(mode="after")
+    def _top_needs_logprobs(self) -> "ChatCompletionRequest":
+        if self.top_logprobs is not None and not self.logprobs:
+            raise ValueError("top_logprobs needs logprobs: true")
+        return self
+
+    @property
+    def logprobs_top(self) -> int | None:
+        """None: no log-probabilities; n: each token's and its n best alternatives."""
+        return (self.top_logprobs or 0) if self.logprobs else None
 
     @field_validator("messages")
     @classmethod
@@ -150,6 +175,11 @@ class CompletionRequest(_Generation):
     echo: bool = False
     suffix: str | None = None
     best_of: int | None = None
+    logprobs: int | None = Field(None, ge=0, le=5)  # the text API's: alternatives per token
+
+    @property
+    def logprobs_top(self) -> int | None:
+        return self.logprobs
 
     @field_validator("prompt")
     @classmethod

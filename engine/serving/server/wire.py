@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
 from ...decoding.events import RunStats, TokenEvent
 
@@ -31,13 +31,31 @@ class Outcome:
 
 
 def usage(o: Outcome) -> dict[str, Any]:
-    s = o.stats
+    return usage_of([o])
+
+
+def usage_of(outcomes: list[Outcome]) -> dict[str, Any]:
+    """Usage of one request: its prompt once, the completion tokens of all its choices."""
+    prompt = outcomes[0].stats.prompt_tokens
+    completion = sum(o.stats.generated_tokens for o in outcomes)
     return {
-        "prompt_tokens": s.prompt_tokens,
-        "completion_tokens": s.generated_tokens,
-        "total_tokens": s.prompt_tokens + s.generated_tokens,
-        "prompt_tokens_details": {"cached_tokens": o.cached},
+        "prompt_tokens": prompt,
+        "completion_tokens": completion,
+        "total_tokens": prompt + completion,
+        "prompt_tokens_details": {"cached_tokens": outcomes[0].cached},
     }
+
+
+def _entry(token: int, logprob: float, piece: Callable[[int], bytes]) -> dict[str, Any]:
+    raw = piece(token)
+    return {"token": raw.decode("utf-8", errors="replace"), "logprob": logprob, "bytes": list(raw)}
+
+
+def chat_logprob(t: TokenEvent, piece: Callable[[int], bytes]) -> dict[str, Any]:
+    """One token of a chat answer's `logprobs.content`: it, its bytes, and its best alternatives."""
+    entry = _entry(t.token_id, float(t.logprob or 0.0), piece)
+    entry["top_logprobs"] = [_entry(i, lp, piece) for i, lp in t.top_logprobs or []]
+    return entry
 
 
 def timings(o: Outcome) -> dict[str, Any]:
@@ -85,23 +103,29 @@ class Shape:
     def _head(self, obj: str) -> dict[str, Any]:
         return {"id": self.id, "object": obj, "created": self.created, "model": self.model, "system_fingerprint": "tandem"}
 
-    def full(self, text: str, o: Outcome, tokens: list[TokenEvent] | None) -> dict[str, Any]:
-        """The non-streaming body."""
-        choice: dict[str, Any] = {"index": 0, "finish_reason": finish_reason(o.stats), "logprobs": None}
+    def choice(self, index: int, text: str, o: Outcome, tokens: list[TokenEvent] | None,
+               logprobs: dict[str, Any] | None = None, finish: str | None = None) -> dict[str, Any]:
+        """One finished choice of a non-streaming body."""
+        choice: dict[str, Any] = {"index": index, "finish_reason": finish or finish_reason(o.stats), "logprobs": logprobs}
         if self.chat:
             choice["message"] = {"role": "assistant", "content": text}
         else:
             choice["text"] = text
         if tokens is not None:
             choice["provenance"] = provenance_items(tokens)
+        return choice
+
+    def full(self, choices: list[dict[str, Any]], outcomes: list[Outcome]) -> dict[str, Any]:
+        """The non-streaming body (usage adds up the choices; timings are the first's)."""
         body = self._head("chat.completion" if self.chat else "text_completion")
-        body.update(choices=[choice], usage=usage(o), timings=timings(o))
+        body.update(choices=choices, usage=usage_of(outcomes), timings=timings(outcomes[0]))
         return body
 
     def chunk(self, text: str | None = None, *, role: bool = False, finish: str | None = None,
-              tokens: list[TokenEvent] | None = None) -> dict[str, Any]:
+              tokens: list[TokenEvent] | None = None, index: int = 0,
+              logprobs: dict[str, Any] | None = None) -> dict[str, Any]:
         """One streamed chunk with a piece of text (and its tokens' provenance when asked)."""
-        choice: dict[str, Any] = {"index": 0, "finish_reason": finish, "logprobs": None}
+        choice: dict[str, Any] = {"index": index, "finish_reason": finish, "logprobs": logprobs}
         if self.chat:
             delta: dict[str, Any] = {}
             if role:
@@ -117,17 +141,30 @@ class Shape:
         body["choices"] = [choice]
         return body
 
-    def final_chunk(self, o: Outcome) -> dict[str, Any]:
+    def final_chunk(self, o: Outcome, index: int = 0) -> dict[str, Any]:
         """The chunk that carries the finish reason (and, like llama.cpp's, the timings)."""
-        body = self.chunk(finish=finish_reason(o.stats))
+        body = self.chunk(finish=finish_reason(o.stats), index=index)
         body["timings"] = timings(o)
         return body
 
-    def usage_chunk(self, o: Outcome) -> dict[str, Any]:
+    def usage_chunk(self, outcomes: list[Outcome]) -> dict[str, Any]:
         """`stream_options.include_usage`: an extra last chunk, no choices, usage and timings."""
         body = self._head("chat.completion.chunk" if self.chat else "text_completion")
-        body.update(choices=[], usage=usage(o), timings=timings(o))
+        body.update(choices=[], usage=usage_of(outcomes), timings=timings(outcomes[0]))
         return body
+
+    def logprobs(self, tokens: list[TokenEvent], piece: Callable[[int], bytes], offset: int = 0) -> dict[str, Any] | None:
+        """OpenAI's logprobs object for these tokens (chat: `content`; text: the four lists);
+        None when the request did not ask (the tokens carry none)."""
+        if not tokens or tokens[0].logprob is None:
+            return None
+        if self.chat:
+            return {"content": [chat_logprob(t, piece) for t in tokens], "refusal": None}
+        texts = [piece(t.token_id).decode("utf-8", errors="replace") for t in tokens]
+        offsets = [offset + sum(len(x) for x in texts[:i]) for i in range(len(texts))]
+        return {"tokens": texts, "token_logprobs": [t.logprob for t in tokens],
+                "top_logprobs": [{piece(i).decode("utf-8", errors="replace"): lp for i, lp in t.top_logprobs or []}
+                                 for t in tokens], "text_offset": offsets}
 
 
 def error_body(message: str, *, type: str = "invalid_request_error", param: str | None = None,
