@@ -149,3 +149,25 @@ def test_the_checks_catch_a_cycle_and_an_upward_import(tmp_path, monkeypatch):
                                                                     "engine.decoding.llama": set()})
     with __import__("pytest").raises(AssertionError):
         test_every_import_goes_down_a_floor_or_stays_in_its_room()
+
+
+# Where a file or function may be longer, the one line that says why (none today).
+LONG_ALLOWED: dict[str, str] = {}
+
+
+def test_files_and_functions_stay_a_screen_or_two():
+    """No module in engine/ or app/ over 500 lines and no function over 80, so each part can be
+    held in one reading (issue 23); an exception needs its reason in LONG_ALLOWED."""
+    too_long = []
+    for base in ("engine", "app"):
+        for p in sorted((ROOT / base).rglob("*.py")):
+            rel = p.relative_to(ROOT).as_posix()
+            text = p.read_text(encoding="utf-8")
+            if text.count("\n") > 500 and rel not in LONG_ALLOWED:
+                too_long.append(f"{rel}: {text.count(chr(10))} lines")
+            for node in ast.walk(ast.parse(text)):
+                if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                    n = node.end_lineno - node.lineno + 1
+                    if n > 80 and f"{rel}:{node.name}" not in LONG_ALLOWED:
+                        too_long.append(f"{rel}:{node.name}: {n} lines")
+    assert not too_long, "split these (or say why in LONG_ALLOWED):\n" + "\n".join(too_long)

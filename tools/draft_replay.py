@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Sequence
 
-from engine.decoding.cost_model import MAX_LOOKAHEAD, CostModel, TextAcceptance
+from engine.decoding.cost_model import MAX_LOOKAHEAD, CostModel
 from engine.decoding.lookahead import Auto
 from tools.lookup_replay import Case, curve_function, replay as lookup_replay
 

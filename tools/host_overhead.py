@@ -22,7 +22,6 @@ Not a test: it asserts nothing; the numbers go to docs/benchmarks.md.
 from __future__ import annotations
 
 import argparse
-import ctypes
 import json
 import statistics
 import sys

@@ -120,7 +120,7 @@ def _worker_memory(endpoints: list[str] | None) -> list[tuple[str, int]]:
 
 # -- pull -------------------------------------------------------------------------------------
 def cmd_pull(args: argparse.Namespace) -> int:
-    from ..models import catalog, download, mirror, store
+    from ..models import catalog, download, mirror
 
     cat = catalog.load()
     name = args.name or cat.default_pair
