@@ -416,7 +416,10 @@ def test_serve_alias_and_any_model_name_flags_reach_the_server(monkeypatch, tiny
     seen = {}
     monkeypatch.setattr("engine.serving.server.serve_forever",
                         lambda app, *a, **k: seen.update(served=app.state.served, config=app.state.config))
-    assert main(["serve", "--target", str(tiny_target), "--draft", "lookup", "--port", "8080",
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    assert main(["serve", "--target", str(tiny_target), "--draft", "lookup", "--port", str(port),
                  "--alias", "a1", "--alias", "gpt-4", "--any-model-name"]) == 0
     assert seen["served"].aliases == ("a1", "gpt-4") and seen["config"].any_model_name is True
     assert serve.catalog_id_of(tiny_target) is None
@@ -577,7 +580,7 @@ def test_cors_star_needs_a_key_off_loopback():
 def test_serve_refuses_star_cors_on_the_network_in_one_line(tiny_target, capsys):
     from engine.cli.main import main
 
-    assert main(["serve", "--target", str(tiny_target), "--host", "0.0.0.0", "--port", "0",
+    assert main(["serve", "--target", str(tiny_target), "--host", "0.0.0.0", "--port", "8080",
                  "--cors-origin", "*"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "--api-key" in err[0]
