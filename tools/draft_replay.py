@@ -97,7 +97,7 @@ def record(target: str, draft: str, out: Path, which: str, limit: int, max_token
     from engine.decoding.engine import prompt_tokens
     from engine.decoding.llama import Context, Model
     from engine.decoding.runtime import RuntimeParams
-    from engine.measure.bench import builtin_suites, load_suite
+    from engine.measure.suites import builtin_suites, load_suite
 
     rt = RuntimeParams(n_ctx=4096)
     tm, dm = Model(target, runtime=rt), Model(draft, runtime=rt)
