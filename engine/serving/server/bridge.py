@@ -17,6 +17,7 @@ from ...errors import Cancelled, TandemError
 from ...decoding.rpc_backend import RpcError
 from ...decoding.events import DoneEvent, PrefillEvent, RunStats, TokenEvent
 from ...decoding.queue import GenerationQueue, Job
+from ...decoding.settings import GenerationRequest
 
 log = logging.getLogger("tandem.server")
 _END = object()
@@ -38,10 +39,9 @@ class Generation:
     `observe(stats)` and `cancelled()` are called on the worker thread when the generation ends,
     whether or not anyone still listens (a stream whose client left still counts)."""
 
-    def __init__(self, queue: GenerationQueue, job: Job, engine: Any, prompt: Any, *,
-                 observe: Callable[[RunStats], None] = lambda s: None, cancelled: Callable[[], None] = lambda: None,
-                 **kw: Any):
-        self.queue, self.job, self.engine, self.prompt, self.kw = queue, job, engine, prompt, kw
+    def __init__(self, queue: GenerationQueue, job: Job, engine: Any, request: GenerationRequest, *,
+                 observe: Callable[[RunStats], None] = lambda s: None, cancelled: Callable[[], None] = lambda: None):
+        self.queue, self.job, self.engine, self.request = queue, job, engine, request
         self.observe, self.cancelled = observe, cancelled
         self.loop = asyncio.get_running_loop()
         self.events: asyncio.Queue[Any] = asyncio.Queue()
@@ -63,7 +63,7 @@ class Generation:
     def _work(self) -> None:
         first_prefill, prompt_done = True, False
         try:
-            for ev in self.queue.stream(self.engine, self.prompt, self.job, **self.kw):
+            for ev in self.queue.stream(self.engine, self.request, self.job):
                 if isinstance(ev, DoneEvent):
                     self.observe(ev.stats)
                     self._put(ev)

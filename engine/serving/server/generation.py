@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import uuid
+from dataclasses import replace
 from typing import Any, Callable, Union
 
 from fastapi import APIRouter, Depends, Request
@@ -17,6 +18,7 @@ from ...errors import PromptTooLong, TandemError
 from ...decoding.rpc_backend import RpcError
 from ...decoding.events import DoneEvent, PrefillEvent, TokenEvent
 from ...decoding.queue import GenerationQueue, Job, QueueFull
+from ...decoding.settings import GenerationRequest
 from . import wire
 from .bridge import Generation, GenerationFailed
 from .config import ServedModel, ServerConfig
@@ -103,11 +105,16 @@ class Completions:
         self.queue.ready(job)
         lookahead = req.lookahead if req.lookahead is not None else self.served.lookahead
         limit = req.token_limit or max(1, eng.n_ctx - n_prompt)
-        kw = dict(draft_model=draft, lookahead=lookahead if draft is not None else 0, max_tokens=limit,
-                  temperature=self.config.temperature if req.temperature is None else req.temperature,
-                  top_p=1.0 if req.top_p is None else req.top_p, top_k=req.top_k or 0, min_p=req.min_p or 0.0,
-                  seed=req.seed, stop=req.stop_list, chat=chat, tag="server", logit_bias=bias,
-                  penalties=penalties, logprobs=req.logprobs_top)
+        try:  # the one request the engine runs, built here at the edge and passed down as is
+            base = GenerationRequest.from_options(
+                prompt, draft_model=draft, lookahead=lookahead if draft is not None else 0, max_tokens=limit,
+                temperature=self.config.temperature if req.temperature is None else req.temperature,
+                top_p=1.0 if req.top_p is None else req.top_p, top_k=req.top_k or 0, min_p=req.min_p or 0.0,
+                seed=req.seed, stop=req.stop_list, chat=chat, tag="server", logit_bias=bias,
+                penalties=penalties, logprobs=req.logprobs_top)
+        except TandemError as e:
+            self.queue.finish(job)
+            raise ApiError(400, str(e), code="invalid_value")
         shape = wire.Shape(kind, request_id, self.served.id)
 
         def start(i: int) -> Generation:
@@ -116,8 +123,9 @@ class Completions:
             nth = job if i == 0 else self.queue.submit("server", bounded=False, endpoint=kind,
                                                         request_id=request_id, model=self.served.id)
             seed = None if req.seed is None else (req.seed + i) % (2**64)
-            return Generation(self.queue, nth, eng, prompt, observe=self.metrics.observe,
-                              cancelled=self.metrics.cancelled.inc, **{**kw, "seed": seed}).start()
+            choice = base if i == 0 else base.with_(sampling=replace(base.sampling, seed=seed))
+            return Generation(self.queue, nth, eng, choice, observe=self.metrics.observe,
+                              cancelled=self.metrics.cancelled.inc).start()
 
         first = start(0)
         if req.stream:
