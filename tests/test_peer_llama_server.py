@@ -90,7 +90,14 @@ def test_llama_cpp_openai_server_tests_pass_against_tandem_serve(tmp_path):
     failed = {k: v.get("message", "") for k, v in results.items() if v["outcome"] in ("failed", "error")}
     stale = sorted(k for k in SKIPS if not covered(k, set(results)))
     counts = {o: sum(v["outcome"] == o for v in results.values()) for o in ("passed", "failed", "error", "skipped")}
-    lines = [f"llama.cpp server tests against tandem serve: {counts}"]
+    by_reason: dict[str, int] = {}
+    for v in results.values():
+        if v["outcome"] == "skipped":
+            why = v.get("message", "")
+            reason = why.split(":", 2)[1].strip() if why.startswith("Skipped: tandem:") else "skipped by the test itself"
+            by_reason[reason] = by_reason.get(reason, 0) + 1
+    lines = [f"llama.cpp server tests against tandem serve: {counts}; skipped: {by_reason}"]
+    print(lines[0])
     lines += [f"FAILED {k}\n    {last_error(msg)}" for k, msg in sorted(failed.items())]
     lines += [f"skips.py lists a test that does not exist: {k}" for k in stale]
     assert not failed and not stale and run.returncode == 0, "\n".join(lines) + f"\n(exit {run.returncode})"
