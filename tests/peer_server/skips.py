@@ -36,6 +36,7 @@ SKIPS: dict[str, tuple[str, str]] = {
     "unit/test_security.py::test_incorrect_api_key": (FORM, "expects error type 'authentication_error'; OpenAI (and Tandem) answer 401 with type 'invalid_request_error', code 'invalid_api_key'"),
     "unit/test_security.py::test_correct_api_key": (EXT, "POST /completions without /v1 is llama-server's native completion API (answer field 'content')"),
     "unit/test_security.py::test_correct_api_key_anthropic_header": (EXT, "Anthropic's X-Api-Key header"),
+    "unit/test_security.py::test_cors_options": (FORM, "asserts llama-server's exact CORS header values (the origin echoed, credentials 'true', its method list, headers '*'); Tandem's preflight (--cors-origin '*') answers 200 with origin '*', the requested headers and every method, which a browser accepts for a bearer-key API"),
     "unit/test_security.py::test_cors_origins_localhost_reflects": (EXT, "--cors-origins 'localhost' keyword (any localhost port) on a router server"),
     "unit/test_security.py::test_cors_origins_localhost_rejects": (EXT, "--cors-origins 'localhost' keyword on a router server"),
     "unit/test_security.py::test_cors_origins_defaults_to_localhost_with_tools_enabled": (EXT, "built-in server tools (--tools)"),
