@@ -334,19 +334,41 @@ build_cause() {
   echo "${line:0:300}"
 }
 
+# The source distribution, downloaded once into the set-up's cache and built from there: the
+# test command also unpacks llama.cpp's own server tests from it (tests/test_peer_llama_server.py).
+SDIST_DIR="${TANDEM_SDIST_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/tandem/sdist}"
+SDIST=""
+fetch_sdist() {  # sets SDIST, or false with the cause in CAUSE
+  local f="$SDIST_DIR/llama_cpp_python-$VERSION.tar.gz" tmp log
+  if [ -s "$f" ]; then SDIST=$f; return 0; fi
+  mkdir -p "$SDIST_DIR"
+  tmp="$SDIST_DIR/.partial.$$"; log="$SDIST_DIR/download.log"
+  rm -rf "$tmp"; mkdir -p "$tmp"
+  say "Downloading the llama-cpp-python $VERSION source into $SDIST_DIR (once)..."
+  if "$PY" -m pip download --no-deps --no-binary :all: -d "$tmp" "llama-cpp-python==$VERSION" >"$log" 2>&1 \
+      && [ -s "$tmp/llama_cpp_python-$VERSION.tar.gz" ]; then
+    mv "$tmp/llama_cpp_python-$VERSION.tar.gz" "$f"; rm -rf "$tmp"
+    SDIST=$f; return 0
+  fi
+  rm -rf "$tmp"
+  CAUSE="could not download the llama-cpp-python $VERSION source: $(grep -E 'ERROR|error' "$log" | tail -1 | cut -c1-200) (log: $log)"
+  return 1
+}
+
 # build_wheel KEY ARGS LABEL: the wheel into the cache, or false with the cause in CAUSE.
 CAUSE="" PARTIAL=""
 trap '[ -z "$PARTIAL" ] || rm -rf "$PARTIAL"' EXIT   # an interrupted build leaves no half wheel
 build_wheel() {
   local key=$1 args=$2 label=$3 dir="$CACHE_ROOT/$1" log="$CACHE_ROOT/$1.log" tmp
   if ls "$dir"/llama_cpp_python-"$VERSION"-*.whl >/dev/null 2>&1; then return 0; fi
+  fetch_sdist || return 1
   mkdir -p "$CACHE_ROOT"
   tmp="$dir.partial.$$"
   rm -rf "$tmp"; mkdir -p "$tmp"
   PARTIAL=$tmp
   say "Building llama-cpp-python $VERSION for $label with CMAKE_ARGS=\"$args\" ($( [ "$label" = CPU ] && echo "about 7 minutes on 2 cores" || echo "longer than the CPU build" ), once; log: $log)..."
   if (CMAKE_ARGS="$args" CMAKE_BUILD_PARALLEL_LEVEL="${CMAKE_BUILD_PARALLEL_LEVEL:-$(nproc 2>/dev/null || echo 2)}" \
-      "$PY" -m pip wheel --no-cache-dir --no-deps -w "$tmp" "llama-cpp-python==$VERSION" 2>&1 | tee "$log") \
+      "$PY" -m pip wheel --no-cache-dir --no-deps -w "$tmp" "$SDIST" 2>&1 | tee "$log") \
       && ls "$tmp"/llama_cpp_python-"$VERSION"-*.whl >/dev/null 2>&1; then
     rm -rf "$dir"; mv "$tmp" "$dir"   # only a finished wheel enters the cache
     return 0
@@ -473,6 +495,12 @@ main() {
     [ "$TK_KIND" = pypi ] && link_runtime_libs
     say "llama-cpp-python $VERSION already installed ($ARGS)"
     return 0
+  fi
+
+  # a source that cannot be downloaded is not a failed GPU build: stop here, remember nothing
+  if ! ls "$CACHE_ROOT/$KEY"/llama_cpp_python-"$VERSION"-*.whl >/dev/null 2>&1 && ! fetch_sdist; then
+    echo "llama-cpp-python build failed: $CAUSE" >&2
+    exit 1
   fi
 
   if [ "$BACKEND" = cuda ] || [ "$BACKEND" = metal ]; then

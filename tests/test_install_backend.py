@@ -84,6 +84,7 @@ def sandbox(tmp_path):
     env = {k: v for k, v in os.environ.items()
            if k not in ("CUDA_HOME", "CUDA_PATH", "CMAKE_ARGS", "TANDEM_BACKEND", "TANDEM_CUDA_ARCH")}
     env.update(PATH=f"{bindir}:/usr/bin:/bin", TANDEM_WHEEL_CACHE=str(tmp_path / "wheels"),
+               TANDEM_SDIST_CACHE=str(tmp_path / "sdist"),
                HOME=str(tmp_path / "home"))
     return tmp_path, bindir, env
 
@@ -268,6 +269,10 @@ def fake_python(sandbox):
                 exit 1;;
               esac
               exec "$REAL" {tmp}/make_wheel.py "$dir";;
+            download)
+              dir=""; while [ $# -gt 0 ]; do [ "$1" = -d ] && dir=$2; shift; done
+              echo "not really a source archive" > "$dir/llama_cpp_python-{VERSION}.tar.gz"
+              exit 0;;
             install)
               case "${{@: -1}}" in
                 *.whl) exec "$REAL" -c 'import sys, sysconfig, zipfile; zipfile.ZipFile(sys.argv[1]).extractall(sysconfig.get_paths()["platlib"])' "${{@: -1}}";;
@@ -308,8 +313,10 @@ def test_a_failing_cuda_build_falls_back_to_the_cpu_build_naming_the_cause(fake_
     assert f"TANDEM_BACKEND=cuda bash packaging/install_llama_cpp.sh {py}" in failed[0]
     assert out.rstrip().endswith(f"installed ({old_cpu_args()})"), out
     wheels = calls.read_text().splitlines()
-    assert [w.split()[0] for w in wheels] == ["wheel", "wheel", "install"]
-    assert "-DGGML_CUDA=ON" in wheels[0] and "GGML_CUDA" not in wheels[1]
+    # the source is downloaded once, into the set-up's cache, and both builds use it
+    assert [w.split()[0] for w in wheels] == ["download", "wheel", "wheel", "install"]
+    assert "-DGGML_CUDA=ON" in wheels[1] and "GGML_CUDA" not in wheels[2]
+    assert (Path(env["TANDEM_SDIST_CACHE"]) / f"llama_cpp_python-{VERSION}.tar.gz").is_file()
     # the CPU wheel is what is installed, and no CUDA wheel was cached
     pyver = str(tuple(sys.version_info[:2]))
     assert installed_key(py) == hashlib.sha256(f"{VERSION}|{old_cpu_args()}|{pyver}".encode()).hexdigest()[:16]
