@@ -287,3 +287,20 @@ def test_every_bench_run_reads_its_whole_prompt(tiny_target, tiny_draft):
         assert totals and set(totals) == {n - 1}, totals
     finally:
         eng.close()
+
+
+def test_a_prompt_that_does_not_fit_is_skipped_and_named_not_the_whole_run(tiny_target, tmp_path, capsys):
+    """Issue 27: one long suite prompt aborted the whole run on a short-context model."""
+    suite = tmp_path / "s.txt"
+    suite.write_text("the value of\n" + "the value of the item " * 400 + "\ndef count items\n")
+    rc = cli(["bench", "--target", str(tiny_target), "--draft", "lookup", "--suite", str(suite), "--repeat", "1",
+              "--max-tokens", "8", "--lookahead", "2", "--ctx", "256", "--out", str(tmp_path / "o")])
+    assert rc == 0
+    captured = capsys.readouterr()
+    assert "tandem: skipped s/" in captured.err and "context holds 256" in captured.err
+    md = (tmp_path / "o" / "summary.md").read_text()
+    assert "## Skipped prompts" in md and "context holds 256" in md
+    meta = json.loads((tmp_path / "o" / "results.json").read_text())["meta"]
+    assert len(meta["skipped"]) == 1
+    runs = [json.loads(x) for x in (tmp_path / "o" / "runs.jsonl").read_text().splitlines()]
+    assert len({r["prompt_id"] for r in runs}) == 2  # the two that fit were measured

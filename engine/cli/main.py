@@ -263,6 +263,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
     res = bench.run_bench(eng, suites, configs, repeat=args.repeat, max_tokens=args.max_tokens,
                           temperature=args.temperature, warmup=not args.no_warmup, limit=args.limit, progress=progress)
+    for x in res.meta.get("skipped", ()):
+        print(f"tandem: skipped {x['suite']}/{x['prompt']}: {x['reason']}", file=sys.stderr)
     print(bench_report.summary_markdown(res))
     if args.out:
         files = bench_report.write_reports(res, args.out)

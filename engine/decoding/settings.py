@@ -87,22 +87,21 @@ class GenerationRequest:
             except (TypeError, ValueError) as e:
                 raise TandemError(str(e)) from None
             self._parsed = True
-        if isinstance(self.stop, str):
-            self.stop = (self.stop,)
-        try:
-            self.stop = tuple(self.stop or ())
-        except TypeError:
-            raise TandemError(f"stop must be a string or a list of strings, not {type(self.stop).__name__}") from None
-        if not all(isinstance(s, str) for s in self.stop):
-            raise TandemError("stop must be a string or a list of strings")
+        self.stop = _stop_strings(self.stop)
         if not isinstance(self.sampling, SamplingParams):
-            raise TandemError("sampling must be an engine.SamplingParams")
+            raise TandemError(f"sampling must be an engine.SamplingParams, got {type(self.sampling).__name__}")
         self.logit_bias = check_logit_bias(self.logit_bias) or None
         if self.penalties is not None and not isinstance(self.penalties, Penalties):
             raise TandemError("penalties must be an engine.decoding.logit_controls.Penalties")
         if self.logprobs is not None and (isinstance(self.logprobs, bool) or not isinstance(self.logprobs, int)
                                           or not 0 <= self.logprobs <= 20):
             raise TandemError(f"logprobs must be an integer 0..20 (alternatives per token) or None, got {self.logprobs!r}")
+        if not isinstance(self.chat, bool):
+            raise TandemError(f"chat must be True or False, got {self.chat!r}"[:200])
+        for name in ("system", "tag"):
+            value = getattr(self, name)
+            if value is not None and not isinstance(value, str):
+                raise TandemError(f"{name} must be a string or None, got {type(value).__name__}")
 
     def row_processors(self) -> RowProcessors:
         """What the decoder applies to this request's logits rows (empty: nothing to change)."""
@@ -131,7 +130,7 @@ class GenerationRequest:
     ) -> "GenerationRequest":
         """The keyword form of `engine.generate` / `Engine.stream`."""
         sampling = SamplingParams(temperature=temperature, top_k=top_k, top_p=top_p, min_p=min_p, seed=seed)
-        return cls(prompt, draft_model, lookahead, max_tokens, sampling, tuple(stop or ()), chat, system, tag,
+        return cls(prompt, draft_model, lookahead, max_tokens, sampling, stop, chat, system, tag,  # type: ignore[arg-type]
                    logit_bias=logit_bias, penalties=penalties, logprobs=logprobs)
 
     def live_lookahead(self) -> LiveLookahead:
@@ -147,6 +146,19 @@ class GenerationRequest:
         if "lookahead" not in changes:
             copy._parsed = self._parsed
         return copy
+
+
+def _stop_strings(stop: Any) -> tuple[str, ...]:
+    """`stop` as a tuple of strings, or a TandemError naming `stop` (not Python's 'int is not iterable')."""
+    if stop is None:
+        return ()
+    if isinstance(stop, str):
+        return (stop,)
+    if not isinstance(stop, (list, tuple)) or not all(isinstance(s, str) for s in stop):
+        shown = type(stop).__name__ if not isinstance(stop, (list, tuple)) else "a list holding " + ", ".join(
+            sorted({type(s).__name__ for s in stop if not isinstance(s, str)}))
+        raise TandemError(f"stop must be a string or a list of strings, got {shown}")
+    return tuple(stop)
 
 
 __all__ = ["GenerationRequest", "check_prompt", "DraftSpec", "Prompt", "MAX_LOOKAHEAD", "Lookahead"]

@@ -17,7 +17,7 @@ from typing import Any, Callable, Sequence
 
 from ..errors import Cancelled
 from ..decoding.cost_model import CostModel
-from .suites import BenchError, BenchPrompt, Suite
+from .suites import BenchError, BenchPrompt, Suite, fitting_prompts
 
 # -- configurations -------------------------------------------------------------------------
 @dataclass(frozen=True)
@@ -313,7 +313,7 @@ def run_bench(
         raise BenchError("the first configuration must be target alone (the reference)")
     if repeat < 1:
         raise BenchError("repeat must be >= 1")
-    work = [(s, p) for s in suites for p in (s.prompts[:limit] if limit else s.prompts)]
+    work, skipped = fitting_prompts(engine, [(s, p) for s in suites for p in (s.prompts[:limit] if limit else s.prompts)])
     total = len(work) * len(configs) * repeat + (len(configs) if warmup else 0)
     plan = _Plan(engine, configs, max_tokens, temperature, check_quality, total, repeat, progress, cancel)
     t_start = time.time()
@@ -334,6 +334,7 @@ def run_bench(
         cost.update(network_costs(cost, engine.calibration_key()))
     meta = _meta(engine, suites, configs, repeat=repeat, max_tokens=max_tokens, temperature=temperature,
                  t_start=t_start, seconds=seconds)
+    meta["skipped"] = skipped
     return BenchResult(runs, summarize(runs, cost), meta, cost)
 
 

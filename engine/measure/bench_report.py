@@ -110,6 +110,9 @@ def summary_markdown(result: BenchResult) -> str:
                 f"| {r.speedup_median:.2f}x ({r.speedup_min:.2f}–{r.speedup_max:.2f}) | {r.tok_s_median:.1f} "
                 f"| {pred} | {r.acceptance_median:.0%} | {r.tokens_per_step_median:.2f} | {r.ttft_median:.2f} | {ident} |"
             )
+    if m.get("skipped"):
+        lines += ["", "## Skipped prompts", "", "These prompts do not fit the context and were not run:", ""]
+        lines += [f"- {x['suite']}/{x['prompt']}: {x['reason']}" for x in m["skipped"]]
     bugs = [r for r in result.runs if r.divergence_bug]
     lines += ["", "## Output quality", ""]
     divs = [r for r in result.runs if r.identical is False]

@@ -93,3 +93,27 @@ def load_suite(name_or_path: str) -> Suite:
     if not prompts:
         raise BenchError(f"{p}: the suite has no prompts")
     return Suite(name, prompts)
+
+
+def fitting_prompts(engine: Any, work: list[tuple[Suite, BenchPrompt]]) -> tuple[list[tuple[Suite, BenchPrompt]], list[dict]]:
+    """The (suite, prompt) pairs whose prompt fits the engine's context, and the others as
+    {suite, prompt, reason}: a model with a short context (or a small vocabulary, which makes
+    more tokens of the same text) skips those prompts and measures the rest."""
+    from ..errors import PromptTooLong
+
+    keep, skipped = [], []
+    for suite, prompt in work:
+        try:
+            n = len(engine.tokens_for(prompt.prompt, chat=prompt.chat, limit=engine.n_ctx))
+            reason = (f"the prompt is {n} tokens but the context holds {engine.n_ctx}"
+                      if n >= engine.n_ctx else None)
+        except PromptTooLong as e:
+            reason = f"the prompt is at least {e.at_least} tokens but the context holds {engine.n_ctx}"
+        if reason is None:
+            keep.append((suite, prompt))
+        else:
+            skipped.append({"suite": suite.name, "prompt": prompt.id, "reason": reason})
+    if work and not keep:
+        raise BenchError(f"no prompt of these suites fits the context of {engine.n_ctx} tokens "
+                         f"({skipped[0]['reason']}): raise --ctx")
+    return keep, skipped

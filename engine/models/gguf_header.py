@@ -8,7 +8,9 @@ the `gguf` package's own type constants and block sizes.
 
 from __future__ import annotations
 
+import errno
 import os
+import stat
 import struct
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -209,11 +211,7 @@ def read_header(path: str | os.PathLike[str], *, with_tensors: bool = True, arra
     """Parse a local file's header; errors name the file and the cause. `arrays=False`: see
     `read_header_stream`."""
     p = Path(path)
-    if not p.exists():
-        raise ModelFileError(f"{p}: no such file")
-    if p.is_dir():
-        raise ModelFileError(f"{p}: is a directory, expected a .gguf file")
-    size = p.stat().st_size
+    size = _regular_file_size(p)
     if size == 0:
         raise ModelFileError(f"{p}: file is empty")
     try:
@@ -221,6 +219,31 @@ def read_header(path: str | os.PathLike[str], *, with_tensors: bool = True, arra
             return read_header_stream(f.read, str(p), with_tensors=with_tensors, arrays=arrays)
     except PermissionError as e:
         raise ModelFileError(f"{p}: cannot read ({e.strerror})") from None
+
+
+_KINDS = ((stat.S_ISFIFO, "a named pipe (FIFO)"), (stat.S_ISSOCK, "a socket"), (stat.S_ISCHR, "a character device"),
+          (stat.S_ISBLK, "a block device"))
+
+
+def _regular_file_size(p: Path) -> int:
+    """The size of `p`, or a ModelFileError naming the true cause: missing, a dangling or
+    looping symbolic link, a folder, a FIFO or device (whose reads would block or never end)."""
+    try:
+        st = p.stat()
+    except FileNotFoundError:
+        if p.is_symlink():
+            raise ModelFileError(f"{p}: is a symbolic link to {os.readlink(p)}, which does not exist") from None
+        raise ModelFileError(f"{p}: no such file") from None
+    except OSError as e:
+        if e.errno == errno.ELOOP:
+            raise ModelFileError(f"{p}: is a symbolic link loop (it leads back to itself)") from None
+        raise ModelFileError(f"{p}: cannot read ({e.strerror or e})") from None
+    if stat.S_ISDIR(st.st_mode):
+        raise ModelFileError(f"{p}: is a directory, expected a .gguf file")
+    for test, kind in _KINDS:
+        if test(st.st_mode):
+            raise ModelFileError(f"{p}: is {kind}, not a file: give the path of a .gguf file")
+    return st.st_size
 
 
 def validate_file(path: str | os.PathLike[str]) -> GGUFHeader:
@@ -232,7 +255,10 @@ def validate_file(path: str | os.PathLike[str]) -> GGUFHeader:
     p = Path(path)
     header = read_header(p)
     actual = p.stat().st_size
-    expected = header.expected_file_size
+    try:
+        expected = header.expected_file_size
+    except ModelFileError as e:  # an unknown tensor type: say which file
+        raise ModelFileError(f"{p}: {e}") from None
     if header.tensors and actual < expected:
         raise ModelFileError(
             f"{p}: truncated GGUF: {actual:,} bytes on disk, tensors need {expected:,} "
