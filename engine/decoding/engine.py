@@ -182,6 +182,7 @@ class Engine(BaseEngine):
             dec = self._decoders.get(key)
             if dec is not None:
                 return dec
+            rt = self._runtime_here()  # the drafter's context and the target's read the same settings
             drafter: Drafter | None
             if key == "none":
                 drafter = None
@@ -197,12 +198,12 @@ class Engine(BaseEngine):
                     dm = self.load_draft(draft_model, on_progress)  # type: ignore[arg-type]
                     bridged = str(dm.path.resolve()) in self._bridged
                 if bridged:  # another vocabulary: the draft's text is tokenised for the target
-                    drafter = BridgeDrafter(dm, self.target, self._runtime_here())
+                    drafter = BridgeDrafter(dm, self.target, rt)
                 else:
-                    drafter = ModelDrafter(dm, self._runtime_here(), target_vocab=self.target.n_vocab)
+                    drafter = ModelDrafter(dm, rt, target_vocab=self.target.n_vocab)
             cost = self._costs.setdefault(key, CostModel())
             self._load_calibration(cost, drafter)
-            dec = Decoder(self.target, drafter, runtime=self._runtime_here(), cost=cost, queue=self.queue)
+            dec = Decoder(self.target, drafter, runtime=rt, cost=cost, queue=self.queue)
             self._decoders[key] = dec
             return dec
 
