@@ -53,7 +53,10 @@ class ReplayClock:
 
     @property
     def done(self) -> bool:
-        return self.time() >= self.end
+        """Every recorded token has been handed out by `advance()` (not merely: the clock
+        passed the end, which can happen between an `advance()` and this check and would
+        end the replay one frame short)."""
+        return all(self.shown[side] >= len(toks) for side, toks in self.tokens.items())
 
     def advance(self) -> dict[str, list]:
         """The tokens of each run that became due since the last call (possibly none)."""

@@ -103,3 +103,17 @@ def test_speed_text_per_pane():
     clock.advance()
     assert clock.speed_text("a") == "✓ 1.10 s · 2.0 tok/s"
     assert clock.speed_text("a", final_rate=3.31) == "✓ 1.10 s · 3.3 tok/s"
+
+
+def test_the_replay_is_not_done_until_every_token_was_handed_out():
+    """The clock passing the end between `advance()` and `done` (a slow frame) must not end
+    the replay one frame short: CI once lost a pane's last tokens that way."""
+    now = FakeTime()
+    clock = ReplayClock({"a": _tokens(3, 0.5, "a")}, now=now)
+    clock.start()
+    now.now += 0.7
+    assert len(clock.advance()["a"]) == 2
+    now.now += 5.0  # past the end, but the last token has not been handed out yet
+    assert not clock.done
+    assert [ev.text for ev in clock.advance()["a"]] == ["a2 "]
+    assert clock.done
