@@ -18,6 +18,7 @@ from .cancel import CancelToken
 from .cost_model import CostModel, TextAcceptance
 from .drafters import Drafter, Proposal
 from .events import DoneEvent, Event, PrefillEvent, RunStats, StepEvent, TokenEvent
+from .grammar import GrammarState, verify_constrained
 from .llama import Context, Model
 from .logit_controls import RowProcessors, check_logit_bias, token_logprobs
 from .lookahead import LiveLookahead
@@ -63,6 +64,7 @@ class _Run:
     acceptance: TextAcceptance | None = None  # what this text's proposals were worth (Auto trims by it)
     processors: RowProcessors = field(default_factory=RowProcessors)  # bias, penalties: applied to every row
     logprobs: list[tuple[float, list[tuple[int, float]]]] = field(default_factory=list)  # per generated token, if asked
+    grammar: GrammarState | None = None  # the constraint's committed state: advanced by accepted tokens only
 
     def end(self, finish: str, stopped_by: str) -> None:
         if not self.finish:
@@ -180,6 +182,8 @@ class Decoder:
                 yield done
             finally:
                 self._active = None
+                if run.grammar is not None:
+                    run.grammar.close()
 
     def _start(self, prompt: list[int], request: GenerationRequest, cancel: CancelToken) -> _Run:
         target, ctx = self.target, self.ctx
@@ -201,6 +205,8 @@ class Decoder:
         run.acceptance = TextAcceptance(self.cost)
         check_logit_bias(request.logit_bias, target.n_vocab)
         run.processors = request.row_processors()
+        if request.grammar is not None:
+            run.grammar = GrammarState(target, request.grammar)
         run.context = list(prompt)
         run.pending = prompt[-1]
         cancel.watch(ctx)
@@ -303,8 +309,13 @@ class Decoder:
             logits = ctx.decode([run.pending] + drafts, logits="all" if drafts else "last")
             if run.processors:  # the target's distribution is the processed one, at every row
                 logits = run.processors.rows(logits, run.context, drafts)
-            result = verify(drafts, dists, logits, run.sampler)
             rows = logits if run.request.logprobs is not None else None
+            if run.grammar is not None:  # the constrained distribution at every row; see grammar.py
+                masked: list | None = [] if rows is not None else None
+                result = verify_constrained(drafts, dists, logits, run.sampler, run.grammar, masked)
+                rows = masked
+            else:
+                result = verify(drafts, dists, logits, run.sampler)
             t_v1 = time.perf_counter()
             n_in = 1 + len(drafts)
             # Keep pending + accepted drafts in the KV; the final token becomes pending.

@@ -289,7 +289,8 @@ class Engine(BaseEngine):
 
         `prompt` is a str, chat messages, token ids, or a whole `GenerationRequest`; the
         keywords are those of `GenerationRequest.from_options` (draft_model, lookahead,
-        max_tokens, temperature, top_k, top_p, min_p, seed, stop, chat, system, tag).
+        max_tokens, temperature, top_k, top_p, min_p, seed, stop, chat, system, tag, logit_bias,
+        penalties, logprobs, grammar: GBNF text with a `root` rule, json_schema: a dict).
         Inputs are checked here, before anything runs."""
         self._check_open()
         req = self.request(prompt, **options)

@@ -10,7 +10,7 @@ stays the public convenience: it builds a request with `GenerationRequest.from_o
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field, replace
+from dataclasses import InitVar, dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Mapping, Sequence, Union
 
 from ..errors import PromptError, TandemError
@@ -73,11 +73,15 @@ class GenerationRequest:
     logit_bias: Mapping[int, float] | None = None  # token id -> added to its logit (-100..100)
     penalties: Penalties | None = None  # repeat / frequency / presence, as llama.cpp applies them
     logprobs: int | None = None  # None: off; n >= 0: each token's log-probability and the n best alternatives
+    # The constraint: GBNF grammar text, root rule `root` (see grammar.py); None: free text.
+    # `json_schema` (a dict, or its JSON text) is compiled into `grammar` here, once.
+    grammar: str | None = None
+    json_schema: InitVar[Any] = None
     # True when the policy was parsed here from an int or "auto": each run then gets a
     # fresh copy (Auto keeps per-run probe state); a policy object given is used as is.
     _parsed: bool = field(default=False, init=False, repr=False, compare=False)
 
-    def __post_init__(self) -> None:
+    def __post_init__(self, json_schema: Any = None) -> None:
         self.prompt = check_prompt(self.prompt)
         if not isinstance(self.max_tokens, int) or isinstance(self.max_tokens, bool) or self.max_tokens < 1:
             raise TandemError(f"max_tokens must be an integer >= 1, got {self.max_tokens!r}")
@@ -96,6 +100,14 @@ class GenerationRequest:
         if self.logprobs is not None and (isinstance(self.logprobs, bool) or not isinstance(self.logprobs, int)
                                           or not 0 <= self.logprobs <= 20):
             raise TandemError(f"logprobs must be an integer 0..20 (alternatives per token) or None, got {self.logprobs!r}")
+        if json_schema is not None or self.grammar is not None:
+            from .grammar import check_grammar, json_schema_grammar  # lazily: it loads llama.cpp
+        if json_schema is not None:
+            if self.grammar is not None:
+                raise TandemError("give grammar or json_schema, not both")
+            self.grammar = json_schema_grammar(json_schema)
+        elif self.grammar is not None:
+            self.grammar = check_grammar(self.grammar)
         if not isinstance(self.chat, bool):
             raise TandemError(f"chat must be True or False, got {self.chat!r}"[:200])
         for name in ("system", "tag"):
@@ -127,11 +139,14 @@ class GenerationRequest:
         logit_bias: Mapping[int, float] | None = None,
         penalties: Penalties | None = None,
         logprobs: int | None = None,
+        grammar: str | None = None,
+        json_schema: Any = None,
     ) -> "GenerationRequest":
         """The keyword form of `engine.generate` / `Engine.stream`."""
         sampling = SamplingParams(temperature=temperature, top_k=top_k, top_p=top_p, min_p=min_p, seed=seed)
         return cls(prompt, draft_model, lookahead, max_tokens, sampling, stop, chat, system, tag,  # type: ignore[arg-type]
-                   logit_bias=logit_bias, penalties=penalties, logprobs=logprobs)
+                   logit_bias=logit_bias, penalties=penalties, logprobs=logprobs, grammar=grammar,
+                   json_schema=json_schema)
 
     def live_lookahead(self) -> LiveLookahead:
         """The handle the decoder reads each step: the one given, or a new one around this

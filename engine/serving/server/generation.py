@@ -95,6 +95,7 @@ class Completions:
         prompt: Any = req.engine_messages() if isinstance(req, ChatCompletionRequest) else req.text
         draft = self.draft_spec(req.draft)
         bias, penalties = self.logit_controls(req)
+        constraint = self.constraint(req)
         request_id = uuid.uuid4().hex[:24]
         job = self.admit(kind, request_id)
         try:
@@ -111,7 +112,7 @@ class Completions:
                 temperature=self.config.temperature if req.temperature is None else req.temperature,
                 top_p=1.0 if req.top_p is None else req.top_p, top_k=req.top_k or 0, min_p=req.min_p or 0.0,
                 seed=req.seed, stop=req.stop_list, chat=chat, tag="server", logit_bias=bias,
-                penalties=penalties, logprobs=req.logprobs_top)
+                penalties=penalties, logprobs=req.logprobs_top, **constraint)
         except TandemError as e:
             self.queue.finish(job)
             raise ApiError(400, str(e), code="invalid_value")
@@ -156,6 +157,30 @@ class Completions:
             raise ApiError(400, f"logit_bias: token id {bad[0]} is outside the vocabulary (0..{n_vocab - 1})",
                            param="logit_bias", code="invalid_value")
         return bias, penalties
+
+    @staticmethod
+    def constraint(req: Any) -> dict[str, Any]:
+        """The request's grammar or JSON schema, checked here (a 400 naming the field), as
+        `GenerationRequest` keywords."""
+        try:
+            which = req.constraint()
+        except ValueError as e:
+            raise ApiError(400, str(e), param="response_format", code="invalid_value")
+        if which is None:
+            return {}
+        from ...decoding.grammar import GrammarError, check_grammar, json_schema_grammar  # lazily: llama.cpp
+
+        field, value = which
+        param = field if getattr(req, field, None) is not None else "response_format"
+        try:
+            if field == "grammar":
+                check_grammar(value)
+            else:
+                value = json_schema_grammar(value)  # compiled once here; the request gets the GBNF
+        except GrammarError as e:
+            raise ApiError(400, f"{param}: {e}" if param == "response_format" else str(e), param=param,
+                           code="invalid_value")
+        return {"grammar": value}
 
     def piece(self, token: int) -> bytes:
         return self.eng.target.piece(token)

@@ -1,7 +1,7 @@
 """Request bodies of the OpenAI-compatible endpoints, validated with pydantic.
 
 Unknown fields are accepted and ignored (clients send many); fields Tandem cannot honour
-(tools, structured output, images) are refused with a message saying so rather than
+(tools, images) are refused with a message saying so rather than
 silently dropped. Tandem's own extensions: `lookahead`, `draft`, `provenance`, plus
 llama.cpp's `top_k` and `min_p`.
 """
@@ -44,6 +44,10 @@ class _Generation(BaseModel):
     frequency_penalty: float | None = Field(None, ge=-2.0, le=2.0)
     repeat_penalty: float | None = Field(None, gt=0.0, le=10.0)  # llama.cpp's
     repeat_last_n: int | None = Field(None, ge=1, le=4096)  # llama.cpp's (default 64)
+    # Structured output: OpenAI's response_format; llama.cpp's grammar (GBNF) and json_schema
+    response_format: Any = None
+    grammar: str | None = None
+    json_schema: Any = None
     # Tandem's extensions
     lookahead: Union[int, str, None] = None
     draft: DraftChoice | None = None
@@ -61,6 +65,41 @@ class _Generation(BaseModel):
         except ValueError as e:
             raise ValueError(str(e).removeprefix("lookahead ")) from None
         return v.strip().lower() if isinstance(v, str) and v.strip().lower() == "auto" else int(v)
+
+    @field_validator("response_format")
+    @classmethod
+    def _format(cls, v: Any) -> Any:
+        """text, json_object (any JSON object; llama.cpp's optional `schema`) or json_schema."""
+        if v is None:
+            return None
+        if not isinstance(v, dict):
+            raise ValueError(f"must be an object with a 'type', got {type(v).__name__}")
+        kind = v.get("type")
+        if kind not in ("text", "json_object", "json_schema"):
+            raise ValueError(f"type must be 'text', 'json_object' or 'json_schema', got {kind!r}")
+        if kind == "json_schema":
+            spec = v.get("json_schema")
+            if not isinstance(spec, dict) or not isinstance(spec.get("schema", {}), dict):
+                raise ValueError("json_schema must be an object holding the 'schema' (a JSON schema object)")
+        return v
+
+    def constraint(self) -> tuple[str, Any] | None:
+        """(what the output must match: "grammar" or "json_schema", its GBNF text or schema), or
+        None for free text. Compiling (grammar.py) happens in the engine's request."""
+        fmt = self.response_format or {}
+        given = [name for name, v in (("grammar", self.grammar), ("json_schema", self.json_schema),
+                                      ("response_format", fmt.get("type") not in (None, "text") or None)) if v]
+        if len(given) > 1:
+            raise ValueError(f"give one of grammar, json_schema and response_format, not {' and '.join(given)}")
+        if self.grammar is not None:
+            return "grammar", self.grammar
+        if self.json_schema is not None:
+            return "json_schema", self.json_schema
+        if fmt.get("type") == "json_object":
+            return "json_schema", fmt.get("schema", {"type": "object"})
+        if fmt.get("type") == "json_schema":  # OpenAI: no schema means any JSON value
+            return "json_schema", fmt["json_schema"].get("schema", {})
+        return None
 
     @field_validator("logit_bias")
     @classmethod
@@ -125,7 +164,6 @@ class ChatCompletionRequest(_Generation):
     max_completion_tokens: int | None = Field(None, ge=1)
     tools: Any = None
     functions: Any = None
-    response_format: Any = None
     logprobs: bool | None = None
     top_logprobs: int | None = Field(None, ge=0, le=20)
 
@@ -153,14 +191,6 @@ class ChatCompletionRequest(_Generation):
         if v:
             raise ValueError("tool and function calling are not supported by this server")
         return None
-
-    @field_validator("response_format")
-    @classmethod
-    def _text_format(cls, v: Any) -> Any:
-        kind = v.get("type") if isinstance(v, dict) else v
-        if v is not None and kind != "text":
-            raise ValueError(f"only the 'text' response format is supported, got {kind!r}")
-        return v
 
     @property
     def token_limit(self) -> int | None:

@@ -1,0 +1,262 @@
+"""Constrained output: a GBNF grammar applied to the target's distribution, exactly, under speculation.
+
+The grammar (llama.cpp's GBNF, root rule `root`) is run by llama.cpp's own grammar sampler
+through the C API. `GrammarState` is one grammar's position in the text written so far; it
+only ever advances by tokens the target has *accepted*, in order: verification decides row i
+only after drafts[:i] were accepted, so row i's state is the committed state plus those
+drafts, and a rejected draft never enters it (nothing to undo). The constrained distribution
+is the usual one over the masked row (disallowed tokens at -inf, then the usual filters), so:
+
+* greedy: the constrained argmax. Exact fast path: if the grammar allows the unconstrained
+  argmax, that token is the constrained argmax; else the best allowed token among the top 64
+  (exact when its logit is above the 64th's); only else the whole row is masked.
+* sampling: a row whose draft is checked against p needs p(x) = p_unmasked(x) / Z_allowed,
+  so its whole row is masked. A draw (bonus token, or a correction after a rejected one-hot
+  draft) with temperature alone draws from the unmasked distribution and keeps an allowed
+  token, else draws from the masked one: restricted to allowed tokens, softmax(row / T) is
+  softmax(masked / T), so the mixture is exactly the masked distribution. Truncation
+  (top-k/p, min-p) of the masked row is not the truncated unmasked row restricted, so with
+  any of them every draw masks the whole row.
+
+JSON schemas become GBNF through llama-cpp-python's own converter (`json_schema_to_gbnf`).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+import tempfile
+import threading
+from typing import TYPE_CHECKING, Any, Sequence
+
+import numpy as np
+
+from ..errors import TandemError
+from .llama import ensure_backend, log_tail
+from .sampling import Dist, Sampler, Verification
+
+import llama_cpp  # noqa: E402
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .llama import Model
+
+_lc = llama_cpp.llama_cpp
+ROOT = b"root"
+TOP_M = 64  # greedy: candidates checked before masking a whole row
+_TOKEN_DATA = np.dtype([("id", "<i4"), ("logit", "<f4"), ("p", "<f4")])  # llama_token_data
+assert _TOKEN_DATA.itemsize == ctypes.sizeof(_lc.llama_token_data)
+_stderr_lock = threading.Lock()
+
+
+class GrammarError(TandemError):
+    """A grammar or JSON schema that cannot be used (the message names the field and the fault)."""
+
+
+def json_schema_grammar(schema: Any) -> str:
+    """GBNF for a JSON schema (a dict or its JSON text), by llama-cpp-python's converter."""
+    if isinstance(schema, (str, bytes)):
+        try:
+            schema = json.loads(schema)
+        except ValueError as e:
+            raise GrammarError(f"json_schema is not valid JSON: {e}") from None
+    if isinstance(schema, bool) or not isinstance(schema, dict):
+        raise GrammarError(f"json_schema must be a JSON object (a schema), got {type(schema).__name__}")
+    from llama_cpp.llama_grammar import json_schema_to_gbnf
+
+    try:
+        text = json_schema_to_gbnf(json.dumps(schema))
+    except Exception as e:  # the converter raises assorted types for unsupported schemas
+        detail = str(e) or type(e).__name__
+        raise GrammarError(f"json_schema cannot be turned into a grammar: {detail}"[:300]) from None
+    check_grammar(text, field="json_schema")
+    return text
+
+
+JSON_OBJECT_SCHEMA: dict[str, Any] = {"type": "object"}  # OpenAI's json_object mode: any JSON object
+
+
+def check_grammar(text: Any, field: str = "grammar") -> str:
+    """`text` if it is a GBNF grammar llama.cpp parses (with a `root` rule); else a GrammarError."""
+    if not isinstance(text, str):
+        raise GrammarError(f"{field} must be GBNF grammar text (a string), got {type(text).__name__}")
+    if not text.strip():
+        raise GrammarError(f"{field} is empty: give GBNF text with a `root` rule")
+    ensure_backend()
+    smpl = _lc.llama_sampler_init_grammar(None, text.encode("utf-8"), ROOT)  # parses; no vocabulary needed
+    if smpl:
+        _lc.llama_sampler_free(smpl)
+        return text
+    raise GrammarError(f"{field} is not a valid GBNF grammar: {_parse_error(text)}"[:400])
+
+
+def _parse_error(text: str) -> str:
+    """llama.cpp's reason (its parser writes to stderr, its loader to the log): parse again, listening."""
+    n = len(log_tail)
+    with _stderr_lock, tempfile.TemporaryFile() as f:
+        saved = os.dup(2)
+        try:
+            os.dup2(f.fileno(), 2)
+            smpl = _lc.llama_sampler_init_grammar(None, text.encode("utf-8"), ROOT)
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+        if smpl:  # pragma: no cover - parsed the second time: nothing to report
+            _lc.llama_sampler_free(smpl)
+        f.seek(0)
+        printed = f.read().decode("utf-8", "replace")
+    for line in printed.splitlines():
+        if "error parsing grammar:" in line:
+            return line.split("error parsing grammar:", 1)[1].strip()
+    logged = [ln.strip() for ln in list(log_tail)[n:] if ln.strip() and "failed to parse" not in ln]
+    return logged[-1] if logged else "llama.cpp could not parse it"
+
+
+class GrammarState:
+    """One grammar's position in the text written so far, for one model's vocabulary."""
+
+    def __init__(self, model: "Model", text: str, *, _smpl: Any = None):
+        self.model = model
+        self.text = text
+        if _smpl is None:
+            check_grammar(text)
+            _smpl = _lc.llama_sampler_init_grammar(model._vocab, text.encode("utf-8"), ROOT)
+            if not _smpl:  # pragma: no cover - parsed without a vocabulary a moment ago
+                raise GrammarError("grammar: llama.cpp could not load it for this model's vocabulary")
+        self._smpl = _smpl
+        self._ids = _ids(model.n_vocab)
+
+    def clone(self) -> "GrammarState":
+        return GrammarState(self.model, self.text, _smpl=_lc.llama_sampler_clone(self._smpl))
+
+    def close(self) -> None:
+        if self._smpl:
+            _lc.llama_sampler_free(self._smpl)
+            self._smpl = None
+
+    def __del__(self) -> None:  # pragma: no cover - interpreter shutdown order varies
+        try:
+            self.close()
+        except Exception:
+            pass
+
+    def accept(self, token: int) -> None:
+        """Advance by one token the grammar allows (an end-of-generation token ends the run: kept out)."""
+        if not self.model.is_eog(token):
+            _lc.llama_sampler_accept(self._smpl, token)
+
+    def _apply(self, data: np.ndarray) -> None:
+        arr = _lc.llama_token_data_array(data.ctypes.data_as(_lc.llama_token_data_p), data.shape[0], -1, False)
+        _lc.llama_sampler_apply(self._smpl, ctypes.byref(arr))
+
+    def allowed(self, tokens: Sequence[int]) -> np.ndarray:
+        """Which of `tokens` the grammar allows next (a bool per token)."""
+        data = np.zeros(len(tokens), dtype=_TOKEN_DATA)
+        data["id"] = tokens
+        self._apply(data)
+        return np.isfinite(data["logit"])
+
+    def allows(self, token: int) -> bool:
+        return bool(self.allowed([token])[0])
+
+    def mask(self, row: np.ndarray) -> np.ndarray:
+        """A copy of `row` with every token the grammar forbids at -inf (the whole vocabulary checked)."""
+        n = min(row.shape[0], self._ids.shape[0])
+        data = np.empty(n, dtype=_TOKEN_DATA)
+        data["id"] = self._ids[:n]
+        data["logit"] = row[:n]
+        data["p"] = 0.0
+        self._apply(data)
+        out = np.full(row.shape[0], -np.inf, dtype=np.float32)
+        out[:n] = data["logit"]
+        if not np.isfinite(out).any():
+            raise GrammarError("the grammar allows no token of this model's vocabulary here: "
+                               "it asks for text the model cannot write")
+        return out
+
+    # -- choosing under the constraint -------------------------------------------------
+    def argmax(self, row: np.ndarray) -> int:
+        """The constrained argmax (ties to the lowest id, as np.argmax)."""
+        a = int(np.argmax(row))
+        if self.allows(a):
+            return a
+        n = row.shape[0]
+        if n > TOP_M:
+            top = np.argpartition(-row, TOP_M - 1)[:TOP_M]
+            ok = top[self.allowed(top.tolist())]
+            if ok.size:
+                best = row[ok].max()
+                if best > row[top].min():  # strictly above the cut: nothing outside the top is as good
+                    return int(ok[row[ok] == best].min())
+        return int(np.argmax(self.mask(row)))
+
+    def draw(self, row: np.ndarray, sampler: Sampler, masked: np.ndarray | None = None) -> int:
+        """A token from the constrained distribution of `row` (exact; see the module docstring)."""
+        p = sampler.params
+        if masked is None and not (p.top_k or p.top_p < 1.0 or p.min_p > 0.0):
+            x = sampler.draw(sampler.dist(row))
+            if self.allows(x):
+                return x
+        return sampler.draw(sampler.dist(self.mask(row) if masked is None else masked))
+
+
+_IDS: dict[int, np.ndarray] = {}  # n_vocab -> 0..n-1 as int32 (built once per vocabulary size)
+
+
+def _ids(n: int) -> np.ndarray:
+    if n not in _IDS:
+        _IDS[n] = np.arange(n, dtype=np.int32)
+    return _IDS[n]
+
+
+def verify_constrained(
+    drafts: Sequence[int],
+    draft_dists: Sequence[Dist | None],
+    logits: np.ndarray,
+    sampler: Sampler,
+    grammar: GrammarState,
+    rows_out: list[np.ndarray] | None = None,
+) -> Verification:
+    """`sampling.verify` against the constrained target distribution, advancing `grammar` by
+    the accepted drafts and the final token (the committed state; a rejected draft never
+    enters it). `rows_out`, if given, receives each decided row masked (for logprobs)."""
+    k = len(drafts)
+    if logits.shape[0] != k + 1:
+        raise ValueError(f"need {k + 1} logit rows for {k} drafts, got {logits.shape[0]}")
+    for i in range(k + 1):
+        row = logits[i]
+        d = drafts[i] if i < k else None
+        if sampler.greedy:
+            choice = grammar.argmax(row)
+            ok = d == choice
+        else:
+            choice, ok = _sample_row(row, d, draft_dists[i] if d is not None and draft_dists else None,
+                                     sampler, grammar)
+        if rows_out is not None:
+            rows_out.append(grammar.mask(row))
+        if d is not None and ok:
+            grammar.accept(d)
+            continue
+        grammar.accept(choice)
+        return Verification(i, choice, d is not None)
+    raise AssertionError("unreachable: the last row always decides")  # pragma: no cover
+
+
+def _sample_row(row: np.ndarray, d: int | None, q: Dist | None, sampler: Sampler,
+                grammar: GrammarState) -> tuple[int, bool]:
+    """(token, draft accepted) for one row under the p/q rule of the constrained p."""
+    if d is None:
+        return grammar.draw(row, sampler), False
+    if q is None and not grammar.allows(d):
+        # p(d) = 0: rejected for sure (no random number drawn, as min(1, 0/q) says), and with
+        # a one-hot q the residual max(0, p - q) is p itself
+        return grammar.draw(row, sampler), False
+    masked = grammar.mask(row)
+    p = sampler.dist(masked)
+    q = q if q is not None else Dist.one_hot(d)
+    px, qx = p.prob(d), q.prob(d)
+    if qx <= 0.0:
+        raise ValueError(f"draft token {d} has zero draft probability")
+    if sampler.rng.random() < min(1.0, px / qx):
+        return d, True
+    return sampler.residual_draw(p, q), False
