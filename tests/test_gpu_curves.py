@@ -70,3 +70,32 @@ def test_the_published_curves_are_nearly_flat():
         ms = {int(n): t for n, t in CURVES[name]["ms_per_pass"].items()}
         assert ms[1] > 0 and ms[8] / ms[1] < 3.0, name  # 8 tokens cost less than 3 single passes
         assert CURVES[name]["source"] and 0 < CURVES[name]["draft_ratio"] < 1
+
+
+@pytest.mark.parametrize("name", GPU)
+def test_a_bad_start_does_not_stop_probing_on_a_gpu_curve(name):
+    """A chat reply's first words: the first two probes fail. Alpha moves only when a probe
+    drafts, so a policy that asks "could it pay?" at the lowered alpha never probes again
+    (the replay of the default pair drafted 3 tokens in 10 prompts). On a GPU curve Auto must
+    keep probing, backing off, and draft for real once the probes hold; on this CPU's curve,
+    with the same draft, timing alone rules drafting out and it never probes."""
+    ratio = CURVES[name]["draft_ratio"]
+    for curve, gpu in ((gpu_curve(name), True), (cpu_curve, False)):
+        cost = CostModel()  # the default prior: alpha moves with each probe
+        cost.draft_ratio_prior = ratio
+        for n in range(1, 18):
+            cost.observe_verify(n, curve(n))
+        auto, probes, drafted_after = Auto(), 0, 0
+        for _ in range(300):
+            k = auto.choose(16, cost)
+            if not k:
+                continue
+            accepted = 0 if probes < 2 else k
+            probes += 1
+            drafted_after += k if probes > 2 else 0
+            cost.observe_acceptance(k, accepted)
+            auto.feedback(k, accepted)
+        if gpu:
+            assert probes > 2 and drafted_after > 100, f"{name}: {probes} probes, {drafted_after} tokens drafted after them"
+        else:
+            assert probes == 0

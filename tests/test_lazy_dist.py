@@ -67,3 +67,30 @@ def test_top_k_and_hot_temperatures_use_the_reference_filters():
         lazy, ref = LazyDist(logits, params), distribution(logits.astype(np.float64), params)
         assert lazy.ids.tolist() == ref.ids.tolist()
         assert np.allclose(lazy.probs, ref.probs)
+
+
+@pytest.mark.parametrize("offset", [-7.0, 40.0, 95.0])
+def test_draws_are_exact_whether_or_not_the_logits_are_shifted_by_their_max(offset):
+    """exp(x) is taken unshifted while the top logit is in [0, 80] (a pass saved) and shifted
+    outside it (no overflow, no underflow): both must draw the reference distribution, and
+    a block of the vocabulary must be chosen by its mass, a token in it by its own."""
+    logits = _logits(seed=5) + np.float32(offset)
+    params = SamplingParams(temperature=0.7, top_p=0.9)
+    ref = distribution(logits.astype(np.float64), params)
+    lazy = LazyDist(logits, params)
+    sparse = dict(zip(lazy.ids.tolist(), lazy.probs.tolist()))
+    assert set(sparse) == set(ref.ids.tolist())
+    for t, p in zip(ref.ids.tolist(), ref.probs.tolist()):
+        assert sparse[t] == pytest.approx(p, rel=1e-5)
+    sampler = Sampler(SamplingParams(0.7, top_p=0.9, seed=11))
+    n_draws = 8000
+    draws = np.array([sampler.draw(LazyDist(logits, params)) for _ in range(n_draws)])
+    expected = np.zeros(logits.shape[0])
+    expected[ref.ids] = ref.probs * n_draws
+    assert set(np.unique(draws).tolist()) <= set(ref.ids.tolist())
+    # per block of the proposal (2600 tokens = 3 blocks of 1024): the block choice is exact
+    blocks = np.arange(logits.shape[0]) // LazyDist.BLOCK
+    observed_b = np.bincount(blocks[draws], minlength=blocks.max() + 1)
+    expected_b = np.bincount(blocks, weights=expected, minlength=blocks.max() + 1)
+    chi2 = float(((observed_b - expected_b) ** 2 / expected_b).sum())
+    assert chi2 < 13.82, f"block chi-square {chi2:.1f}"  # 2 degrees of freedom, p = 0.001

@@ -92,6 +92,7 @@ class Auto(Lookahead):
     FIRST_PROBE = 8  # steps of plain decoding before the first probe
     MAX_PROBE_INTERVAL = 128
     PROBE_GAIN = 1.10
+    HOPEFUL_ALPHA = 0.9  # the acceptance a probe hopes for, whatever the last probes found
 
     def __init__(self, max_k: int = MAX_LOOKAHEAD, min_gain: float = 1.02):
         self.max_k = _clamp(max_k)
@@ -119,8 +120,10 @@ class Auto(Lookahead):
                 return 0
             return best.k
         self._since_plain = 0
-        # Could drafting pay clearly if the draft were right more often?
-        hopeful = costs.best(cap, alpha=min(0.95, costs.alpha + 0.3))
+        # Could drafting pay clearly if the draft were right more often? Asked at an alpha
+        # no lower than HOPEFUL_ALPHA: a few failed probes (a chat reply's first words) must
+        # not rule drafting out for good, since alpha only moves when a probe drafts.
+        hopeful = costs.best(cap, alpha=max(self.HOPEFUL_ALPHA, min(0.95, costs.alpha + 0.3)))
         if hopeful.k == 0 or hopeful.speedup < self.PROBE_GAIN:
             return 0  # timing alone rules speculation out: do not waste probes
         self._since_probe += 1
