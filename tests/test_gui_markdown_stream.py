@@ -12,6 +12,7 @@ pytest.importorskip("PySide6")
 pytest.importorskip("pytestqt")
 
 from PySide6.QtCore import Qt  # noqa: E402
+from PySide6.QtWidgets import QMessageBox  # noqa: E402
 
 from app.history import Message  # noqa: E402
 from app.widgets import markdown_stream  # noqa: E402
@@ -35,7 +36,9 @@ class Tok:
 
 
 def raw_markup(text: str) -> bool:
-    return "```" in text or "###" in text or "**" in text
+    """A fence or a heading's hashes left as text (an unclosed ** in the open paragraph may
+    show for a frame, as it does anywhere Markdown streams: nothing can know it will close)."""
+    return "```" in text or "###" in text
 
 
 def blocks(doc):
@@ -111,7 +114,7 @@ def test_streaming_renders_each_finished_block_once_and_the_open_one_again(qtbot
         tr.append_tokens([Tok(text, "draft")])
         tr.flush()
     shown = tr.toPlainText()
-    assert not raw_markup(shown), shown  # rendered while it streams: no fence, no ###, no **
+    assert not raw_markup(shown) and "**" not in shown, shown  # rendered while it streams
     assert headings(tr.document()) == [(3, "Plan")]
     assert "A short intro." in shown and "def f(x):" in shown
     assert monospace(code_block(tr.document(), "def f(x):")[0])
@@ -209,12 +212,13 @@ def _scripted(monkeypatch, engine, answer: str, *, finish: str = "stop", pause: 
 
 def test_chat_renders_while_streaming_and_continue_keeps_it_rendered(qtbot, window, monkeypatch):
     chat = window.chat
+    monkeypatch.setattr(QMessageBox, "question", lambda *a, **k: QMessageBox.StandardButton.Yes)  # a failure mid-answer must not hang on "close?"
     window.resize(800, 700)
     window.show()
     qtbot.waitExposed(window)
     first, rest = ANSWER[:60], ANSWER[60:]  # cut inside the code block
     assert "```python" in first and not first.endswith("```")
-    _scripted(monkeypatch, window.session.engine, first, finish="length")
+    _scripted(monkeypatch, window.session.engine, first, finish="length", pause=0.06)
     chat.apply_settings({"drafter": "model", "lookahead": 4, "temperature": 0.0, "max_tokens": 20})
     chat.prompt.setPlainText("plan it")
     qtbot.mouseClick(chat.send_btn, Qt.MouseButton.LeftButton)
@@ -236,4 +240,5 @@ def test_chat_renders_while_streaming_and_continue_keeps_it_rendered(qtbot, wind
     assert all("Plan" in s and "A short intro." in s for s in seen)  # what was there stays rendered
     longer = window.history.messages(chat.conversation_id)[-1]
     assert longer.id == cut.id and longer.content == ANSWER
-    assert "Done." in chat.transcript.toPlainText() and headings(chat.transcript.document()) == [(3, "Plan")]
+    final = chat.transcript.toPlainText()
+    assert "Done." in final and "**" not in final and headings(chat.transcript.document()) == [(3, "Plan")]

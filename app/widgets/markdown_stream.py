@@ -64,9 +64,7 @@ def commit_point(source: str, start: int) -> int:
             fence = None
             prev_closed, prev_blank = True, False
         pos = nl + 1
-    if fence is None and pos > start and (prev_blank or prev_closed) and pos == len(source):
-        cut = pos  # everything so far ends a block: the next text begins a new one
-    return cut
+    return cut  # a block that seems finished at the very end waits for the next line: "- a\n\n" may go on with "- b"
 
 
 def visible_end(source: str) -> int:
