@@ -58,7 +58,7 @@ def test_race_runs_both_sides_and_reports_the_result(qtbot, session, tiny_target
     view.lookahead.set_value(4)
     streamed = {}  # what each pane showed live, before the replay redraws them
     view.raceFinished.connect(lambda _r: streamed.update(
-        {s: (view.panes[s].plain_text(), view.panes[s].speed.text()) for s in view.panes}))
+        {s: (view.panes[s].markdown(), view.panes[s].speed.text()) for s in view.panes}))
     with qtbot.waitSignal(view.raceFinished, timeout=120000) as res:
         view.start()
         assert not view.start_btn.isEnabled() and view.stop_btn.isEnabled()
@@ -73,8 +73,8 @@ def test_race_runs_both_sides_and_reports_the_result(qtbot, session, tiny_target
     assert streamed["speculative"] == (spec.text, f"{spec.stats.decode_tokens_per_s:.1f} tok/s")
     with qtbot.waitSignal(view.replayFinished, timeout=30000):
         pass
-    assert view.panes["target"].plain_text() == base.text != ""
-    assert view.panes["speculative"].plain_text() == spec.text != ""
+    assert view.panes["target"].markdown() == base.text != ""
+    assert view.panes["speculative"].markdown() == spec.text != ""
     assert view.replay_frames >= 1 and not view.replaying
 
     # the result: engine.race's headline, per-side metrics, the identical check
@@ -114,7 +114,7 @@ def test_race_with_prompt_lookup_and_stop(qtbot, session, tiny_target):
     view.stop()
     qtbot.waitUntil(lambda: not view.running and not session.busy, timeout=30000)
     assert view.result is None and view.status.text() == "Stopped."
-    assert view.panes["target"].plain_text() and view.tokens["speculative"] == []
+    assert view.panes["target"].markdown() and view.tokens["speculative"] == []
     assert view.start_btn.isEnabled() and not view.replay_btn.isEnabled()
 
 
@@ -134,8 +134,8 @@ def test_replay_is_synchronised_on_recorded_timestamps(qtbot, session):
     qtbot.wait(150)  # about 0.3 s of recorded time at 2x: target part-way, speculative further on
     ratio = view.replay_time() / (time.perf_counter() - t0)
     assert 1.6 < ratio <= 2.05, f"the replay clock runs at {ratio:.2f}x, not 2x"
-    shown_t = view.panes["target"].plain_text()
-    shown_s = view.panes["speculative"].plain_text()
+    shown_t = view.panes["target"].markdown()
+    shown_s = view.panes["speculative"].markdown()
     assert full["target"].startswith(shown_t) and 0 < len(shown_t) < len(full["target"])
     assert full["speculative"].startswith(shown_s) and len(shown_s) > len(shown_t)
     with qtbot.waitSignal(view.replayFinished, timeout=10000):
@@ -144,8 +144,8 @@ def test_replay_is_synchronised_on_recorded_timestamps(qtbot, session):
     # the last token is at 1.05 s recorded: 0.53 s at 2x (generous bounds for a busy machine)
     assert 0.4 < took < 1.0
     assert view.replay_frames >= 8
-    assert view.panes["target"].plain_text() == full["target"]
-    assert view.panes["speculative"].plain_text() == full["speculative"]
+    assert view.panes["target"].markdown() == full["target"]
+    assert view.panes["speculative"].markdown() == full["speculative"]
     assert not view.replaying
 
 

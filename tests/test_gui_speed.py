@@ -18,6 +18,7 @@ from PySide6.QtGui import QColor, QFontMetrics  # noqa: E402
 from app.history import History  # noqa: E402
 from app.widgets.live_stats import REFRESH_MS  # noqa: E402
 from app.widgets.charts import MAX_K, REDRAW_MS, ROLLING, LiveCharts, StepSeries, nice_ceiling  # noqa: E402
+from app.widgets.markdown_render import render_markdown  # noqa: E402
 from app.widgets.provenance import COLOURS  # noqa: E402
 from app.widgets.transcript import Transcript, spans_from_tokens  # noqa: E402
 from engine.decoding.events import StepEvent  # noqa: E402
@@ -42,17 +43,17 @@ def _merge(runs: list[tuple[str, str]]) -> list[tuple[str, str]]:
     return out
 
 
-def shown_runs(tr: Transcript) -> list[tuple[str, str]]:
-    """The streamed answer as (text, provenance) runs, read back from the document's fragments."""
+def doc_runs(doc, start: int = 0) -> list[tuple[str, str]]:
+    """A document's text from `start` as (text, provenance) runs, read back from its fragments' tint."""
     by_colour = {COLOURS[p].name(QColor.NameFormat.HexArgb): p for p in COLOURS if COLOURS[p].alpha()}
     runs: list[tuple[str, str]] = []
-    block = tr.document().findBlock(tr._stream_start)
+    block = doc.findBlock(start)
     while block.isValid():
         it = block.begin()
         while not it.atEnd():
             frag = it.fragment()
-            if frag.position() + frag.length() > tr._stream_start:
-                text = frag.text()[max(0, tr._stream_start - frag.position()):]
+            if frag.position() + frag.length() > start:
+                text = frag.text()[max(0, start - frag.position()):]
                 bg = frag.charFormat().background()
                 prov = "plain"
                 if bg.style() != Qt.BrushStyle.NoBrush:
@@ -63,13 +64,15 @@ def shown_runs(tr: Transcript) -> list[tuple[str, str]]:
     return _merge(runs)
 
 
+def shown_runs(tr: Transcript) -> list[tuple[str, str]]:
+    """The streamed answer as shown: (text, provenance) runs of the document after its header."""
+    return doc_runs(tr.document(), tr._stream_start)
+
+
 def expected_runs(tokens: list) -> list[tuple[str, str]]:
+    """The runs the whole answer has when rendered at once with its tokens' provenance."""
     text = "".join(t.text for t in tokens)
-    runs, pos = [], 0
-    for n, prov in spans_from_tokens(tokens):
-        runs.append((text[pos:pos + n], prov))
-        pos += n
-    return _merge(runs)
+    return doc_runs(render_markdown(text, spans_from_tokens(tokens), COLOURS).document)
 
 
 # -- the batched transcript --------------------------------------------------------------------
@@ -89,12 +92,12 @@ def test_transcript_batches_per_frame_with_colours_intact_across_batches(qtbot):
     ]
     for b in batches:
         tr.append_tokens(b)
-    assert tr.stream_text() == "" and tr.inserts == 0  # nothing before the next frame
-    qtbot.waitUntil(lambda: tr.stream_text() != "", timeout=2000)
+    assert tr.stream_source() == "" and tr.edits == 0  # nothing before the next frame
+    qtbot.waitUntil(lambda: tr.stream_source() != "", timeout=2000)
     everything = [t for b in batches for t in b]
-    assert tr.stream_text() == "".join(t.text for t in everything)
-    assert shown_runs(tr) == expected_runs(everything)
-    assert tr.edits == 1 and tr.inserts == 6  # one edit per frame, one insertion per provenance run
+    assert tr.stream_source() == "".join(t.text for t in everything)
+    assert shown_runs(tr) == expected_runs(everything)  # rendered, each character in its token's colour
+    assert tr.edits == 1 and tr.stream_renders == 1  # one edit per frame, one rendering of the open block
 
 
 def test_transcript_text_is_the_engines_text(qtbot, tiny_target, tiny_draft):
@@ -119,7 +122,7 @@ def test_transcript_text_is_the_engines_text(qtbot, tiny_target, tiny_draft):
         if rng.random() < 0.4:
             tr.flush()
     tr.flush()
-    assert tr.stream_text() == res.text
+    assert tr.stream_source() == res.text
     assert shown_runs(tr) == expected_runs(events)
 
 
@@ -353,7 +356,7 @@ def test_race_rewrites_its_live_speed_a_few_times_a_second_not_per_batch(qtbot, 
     assert len(batches) > 2 * (wall * 4 + 3), "the tiny model must stream many batches for this test to mean anything"
     rates = [v for v in live if v > 0]
     assert 0 < len(rates) <= wall * 1000 / REFRESH_MS + 3, (len(rates), wall)
-    assert race.panes["target"].plain_text() == r["target"].text
+    assert race.panes["target"].markdown() == r["target"].text
     assert shown == [f"{r['target'].stats.decode_tokens_per_s:.1f} tok/s"]  # the final figure, not a late live one
 
 

@@ -1,6 +1,8 @@
-"""An answer's Markdown rendered once into a QTextDocument: GitHub dialect, code blocks in a
-monospace font on a tinted background under a "language · Copy" line, and the token
-provenance of the *source* Markdown laid over the *rendered* characters as a tint.
+"""An answer's Markdown rendered into a QTextDocument: GitHub dialect, code blocks in a
+monospace font on a tinted background under a "language · Copy" line, their lines never
+wrapped (a long line widens the document and the view scrolls sideways, so the next line's
+indentation still reads as code), and the token provenance of the *source* Markdown laid
+over the *rendered* characters as a tint.
 
 Why a tint over the rendering: the coloured and the plain view are then the same text, so
 turning colours on never brings the raw fences back. The stored spans count characters of
@@ -15,7 +17,7 @@ from dataclasses import dataclass, field
 
 from PySide6.QtGui import (
     QColor, QFont, QFontDatabase, QTextBlock, QTextBlockFormat, QTextCharFormat, QTextCursor, QTextDocument,
-    QTextFormat, QTextListFormat,
+    QTextDocumentFragment, QTextFormat, QTextListFormat,
 )
 
 from .code_highlight import highlight
@@ -128,6 +130,22 @@ def render_markdown(source: str, spans: list[tuple[int, str]] | None = None,
     return Rendered(doc, _style_code(doc, first_copy))
 
 
+def append_rendered(cursor: QTextCursor, doc: QTextDocument) -> None:
+    """Insert the rendered `doc` as blocks of their own after the cursor's block (the cursor
+    at the end of its document).
+
+    QTextCursor.insertFragment merges a fragment's first block into the cursor's block and
+    keeps that block's format: an answer's heading would lose its level, a code label its
+    tint. So the fragment gets an empty first block to be merged instead. Into an empty
+    document it goes as it is (Qt then keeps the first block's format)."""
+    if cursor.document().isEmpty():
+        cursor.insertFragment(QTextDocumentFragment(doc))
+        return
+    first = doc.begin()
+    QTextCursor(doc).insertBlock(first.blockFormat(), first.charFormat())  # the content moves to a second block
+    cursor.insertFragment(QTextDocumentFragment(doc))
+
+
 def _disarm_links(doc: QTextDocument) -> None:
     """An answer's own links that use the transcript's schemes (copy:, msg:) become plain
     text: a model must not be able to write a link that deletes or rewrites messages."""
@@ -211,7 +229,7 @@ def _style_code(doc: QTextDocument, first_copy: int) -> list[str]:
             fmt = b.blockFormat()
             fmt.setBackground(CODE_BG)
             fmt.setLeftMargin(6)
-            fmt.setNonBreakableLines(False)  # long lines wrap rather than widen the view
+            fmt.setNonBreakableLines(True)  # a long line scrolls sideways, its indentation kept
             cursor.setPosition(b.position())
             cursor.setBlockFormat(fmt)
             cursor.setPosition(b.position())

@@ -1,18 +1,20 @@
-"""One side of a race: a title, a live tok/s figure, a status line and the text with
-provenance colours."""
+"""One side of a race: a title, a live tok/s figure, a status line and the answer rendered
+as Markdown while it streams (as in the chat: markdown_stream.py), tinted by provenance."""
 
 from __future__ import annotations
 
-from PySide6.QtCore import Qt
-from PySide6.QtGui import QFont, QFontMetrics, QTextCharFormat, QTextCursor
+from PySide6.QtCore import Qt, QTimer
+from PySide6.QtGui import QFontMetrics
 from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QTextBrowser, QVBoxLayout, QWidget
 
 from .elided_label import ElidedLabel
 from .live_label import pin_size
 from .reflow import Reflow
+from .markdown_stream import MarkdownStream
 from .provenance import COLOURS, merge_runs
 
 WIDEST_SPEED = "\u2713 000.00 s \u00b7 0000.0 tok/s"  # the longest speed text (app/replay.py speed_text)
+FRAME_MS = 33  # the text is rendered at most ~30 times a second, whatever the token rate
 
 
 class RacePane(QFrame):
@@ -43,38 +45,50 @@ class RacePane(QFrame):
         head.addWidget(self.speed)
         self._reflow = Reflow(self, head, [self.title, self.speed])  # the speed under the title when narrow
         self.text = QTextBrowser()
+        self.text.setObjectName("raceText")
         self.text.document().setDocumentMargin(10)
-        mono = QFont("monospace")
-        mono.setStyleHint(QFont.StyleHint.Monospace)
-        self.text.setFont(mono)
+        self.text.setUndoRedoEnabled(False)
         lay.addLayout(head)
         lay.addWidget(self.subtitle)
         lay.addWidget(self.status)
         lay.addWidget(self.text, 1)
-        self._formats: dict[str, QTextCharFormat] = {}
-        for prov, c in COLOURS.items():
-            fmt = QTextCharFormat()
-            if c.alpha():
-                fmt.setBackground(c)
-            self._formats[prov] = fmt
+        self._stream = MarkdownStream(self.text.document(), 0, COLOURS)
+        self._frame = QTimer(self)
+        self._frame.setSingleShot(True)
+        self._frame.setInterval(FRAME_MS)
+        self._frame.timeout.connect(self.flush)
 
     def clear(self) -> None:
-        self.text.clear()
+        self.clear_text()
         self.speed.setText("")
         self.status.setText("")
 
+    def clear_text(self) -> None:
+        """An empty answer (a new race, or a replay from the start)."""
+        self._frame.stop()
+        self.text.clear()
+        self._stream = MarkdownStream(self.text.document(), 0, COLOURS)
+
     def append(self, tokens: list) -> None:
-        """Append TokenEvents in their provenance colours; follow the end if the view was there."""
+        """Take TokenEvents now; they are shown, rendered, at the next frame."""
+        runs = merge_runs([], tokens)
+        if runs:
+            self._stream.add(runs)
+            if not self._frame.isActive():
+                self._frame.start()
+
+    def flush(self) -> None:
+        """Render what has arrived (the open last block again); follow the end if the view was there."""
+        self._frame.stop()
         bar = self.text.verticalScrollBar()
         at_end = bar.value() >= bar.maximum() - 4
-        cursor = self.text.textCursor()
-        cursor.movePosition(QTextCursor.MoveOperation.End)
-        cursor.beginEditBlock()  # one layout pass per batch, not one per token
-        for prov, text in merge_runs([], tokens):
-            cursor.insertText(text, self._formats.get(prov, self._formats["plain"]))
-        cursor.endEditBlock()
-        if at_end:
+        if self._stream.render() and at_end:
             bar.setValue(bar.maximum())
 
+    def markdown(self) -> str:
+        """Every token's text received so far, as the model wrote it (the source of what is shown)."""
+        return self._stream.source
+
     def plain_text(self) -> str:
+        """The rendered text shown now (markup gone)."""
         return self.text.toPlainText()

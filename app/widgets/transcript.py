@@ -1,11 +1,12 @@
 """The conversation as a document: answers rendered as Markdown (provenance as a tint over
-the rendered text), user messages verbatim, the streaming answer as text coloured by token
-provenance, a line of actions under each message, and a "Jump to latest" button.
+the rendered text), user messages verbatim, the streaming answer rendered as it arrives, a
+line of actions under each message, and a "Jump to latest" button.
 
-Streaming is cheap on purpose: tokens are merged into runs of one provenance and inserted
-at most once per frame, at the end of the document through one cursor, in one edit block
-(one incremental layout of the last paragraph, never a reflow of the whole conversation).
-The Markdown rendering happens once, at `end_stream`, for that answer alone.
+Streaming is cheap on purpose: tokens are merged into runs of one provenance and shown at
+most once per frame (~30 a second), in one edit block at the end of the document, where
+only the answer's open last block is rendered again (markdown_stream.py); the finished
+blocks before it stay as they are. At `end_stream` the stored answer is rendered once
+more, whole, with its badge.
 
 The view follows the stream while its bottom is in sight; once the user scrolls up it
 stays where they are and shows the button, which scrolls to the end and follows again.
@@ -16,20 +17,21 @@ from __future__ import annotations
 from PySide6.QtCore import Qt, QTimer, QUrl, Signal
 from PySide6.QtGui import (
     QColor, QDesktopServices, QFont, QGuiApplication, QResizeEvent, QTextBlockFormat, QTextCharFormat, QTextCursor,
-    QTextDocumentFragment,
 )
 from PySide6.QtWidgets import QLabel, QPushButton, QTextBrowser, QWidget
 
 from ..history import Message, stop_reason
 from .attachments import split_attachments
 from .file_card import FileViewer, file_card
-from .markdown_render import COPY_SCHEME, render_markdown, plain_text
+from .markdown_render import COPY_SCHEME, append_rendered, render_markdown, plain_text
+from .markdown_stream import MarkdownStream
 from .provenance import COLOURS, merge_runs
 from .toast import toast
 
 ROLE_TITLES = {"user": "You", "assistant": "Assistant", "system": "System"}
-FRAME_MS = 16
+FRAME_MS = 33  # the streaming answer is rendered at most ~30 times a second
 AT_END_SLACK = 4  # pixels from the bottom that still count as "at the end"
+JUMP_PAD = 3  # pixels above and below the "Jump to latest" button in its strip
 ACTION_SCHEME = "msg"
 BADGE_BG = QColor(240, 136, 62, 70)
 LINK = QColor(56, 132, 244)
@@ -48,13 +50,12 @@ class Transcript(QTextBrowser):
         self.show_provenance = True
         self._stream_start: int | None = None
         self._stream_head: int | None = None  # where the streaming answer's header begins
-        self._stream_spans: list[tuple[int, str]] = []
         self._messages: list[Message] = []
         self._code_blocks: list[str] = []  # the code of every rendered block, index = N of copy:N
         self._tail_actions: tuple[int, Message] | None = None  # where the last message's action line starts
         self._pending: list[list[str]] = []  # [provenance, text] runs waiting for the next frame
         self._stream_cursor: QTextCursor | None = None
-        self._formats = {prov: self._fmt(prov) for prov in COLOURS}
+        self._stream: MarkdownStream | None = None
         self._frame = QTimer(self)
         self._frame.setSingleShot(True)
         self._frame.setInterval(FRAME_MS)
@@ -64,7 +65,6 @@ class Transcript(QTextBrowser):
         self._progress.setStyleSheet("font-style: italic; color: gray; background: transparent;")
         self._progress.hide()
         self.edits = 0  # streaming edits of the document, one per frame at most (tests, benchmark)
-        self.inserts = 0  # text insertions within them, one per provenance run
         self.renders = 0  # Markdown renderings of answers (tests, benchmark)
         self.setUndoRedoEnabled(False)  # a read-only view: no undo history to grow per token
         self.document().setDocumentMargin(12)
@@ -86,21 +86,27 @@ class Transcript(QTextBrowser):
         """A scroll moved the view (the user's, or ours to the end): follow exactly when the
         bottom is in sight. Growth of the document alone moves nothing, so it lands nowhere here."""
         self.following = self._at_end()
-        self.jump_btn.setVisible(not self.following)
-        if not self.following:
-            self._place_jump_button()
+        self._show_jump(not self.following)
 
     def jump_to_latest(self) -> None:
         self.following = True
         self._scroll_to_end()
-        self.jump_btn.hide()
+        self._show_jump(False)
+
+    def _show_jump(self, show: bool) -> None:
+        """The button lives in a strip under the text that the viewport gives up while it is
+        shown, so it never covers a line of the answer (a code line least of all)."""
+        if show != self.jump_btn.isVisibleTo(self):
+            self.jump_btn.setVisible(show)
+            self.setViewportMargins(0, 0, 0, self.jump_btn.sizeHint().height() + 2 * JUMP_PAD if show else 0)
+        if show:
+            self._place_jump_button()
 
     def _place_jump_button(self) -> None:
         self.jump_btn.adjustSize()
         vp = self.viewport().geometry()
         x = vp.x() + (vp.width() - self.jump_btn.width()) // 2
-        y = vp.y() + vp.height() - self.jump_btn.height() - 10
-        self.jump_btn.move(max(0, x), max(0, y))
+        self.jump_btn.move(max(0, x), vp.bottom() + 1 + JUMP_PAD)
         self.jump_btn.raise_()
 
     def resizeEvent(self, e: QResizeEvent) -> None:
@@ -133,6 +139,7 @@ class Transcript(QTextBrowser):
         self._stream_start = None
         self._stream_head = None
         self._stream_cursor = None
+        self._stream = None
         self._pending = []
         for i, m in enumerate(messages):
             self._append_message(m, last=i == len(messages) - 1)
@@ -162,7 +169,6 @@ class Transcript(QTextBrowser):
             b.setToolTip({"stopped: max tokens": "The answer reached Max tokens: Continue writes more",
                           "stopped by you": "You stopped this answer: Continue writes more"}.get(badge, ""))
             cursor.insertText(f" {badge} ", b)
-        cursor.insertBlock(QTextBlockFormat(), QTextCharFormat())
 
     def _append_message(self, m: Message, last: bool) -> None:
         cursor = self.textCursor()
@@ -175,9 +181,10 @@ class Transcript(QTextBrowser):
             rendered = render_markdown(m.content, spans, self._colours(), first_copy=len(self._code_blocks))
             self.renders += 1
             self._code_blocks.extend(rendered.code_blocks)
-            cursor.insertFragment(QTextDocumentFragment(rendered.document))
+            append_rendered(cursor, rendered.document)
         else:  # verbatim: newlines and indentation as typed, nothing interpreted; files as cards
             typed, files = split_attachments(m.content)
+            cursor.insertBlock(QTextBlockFormat(), QTextCharFormat())
             cursor.insertText(typed, QTextCharFormat())
             for i, (name, text) in enumerate(files):
                 file_card(cursor, name, text, f"{ACTION_SCHEME}:file:{m.id}:{i}", first=not typed and not i)
@@ -228,14 +235,6 @@ class Transcript(QTextBrowser):
     def _colours(self) -> dict[str, QColor]:
         return COLOURS
 
-    @staticmethod
-    def _fmt(prov: str) -> QTextCharFormat:
-        f = QTextCharFormat()
-        c = COLOURS.get(prov, QColor(0, 0, 0, 0))
-        if c.alpha():
-            f.setBackground(c)
-        return f
-
     # -- links ---------------------------------------------------------------------------
     def _on_anchor(self, url: QUrl) -> None:
         scheme = url.scheme()
@@ -252,8 +251,9 @@ class Transcript(QTextBrowser):
 
     def copy_code(self, n: int) -> None:
         """Put code block `n` (exactly its code, no fence or label) on the clipboard."""
-        if 0 <= n < len(self._code_blocks):
-            QGuiApplication.clipboard().setText(self._code_blocks[n])
+        codes = self._code_blocks + (self._stream.code_blocks if self._stream is not None else [])
+        if 0 <= n < len(codes):
+            QGuiApplication.clipboard().setText(codes[n])
             self.notice.emit("Code copied")
             toast(self, "Code copied")
 
@@ -292,9 +292,11 @@ class Transcript(QTextBrowser):
         cursor.movePosition(QTextCursor.MoveOperation.End)
         self._stream_head = cursor.position()
         self._header(cursor, "assistant")
-        self._stream_start = cursor.position()
-        self._stream_spans = []
+        self._stream_start = cursor.position()  # the answer's blocks go after the header's
+        cursor.insertBlock(QTextBlockFormat(), QTextCharFormat())  # where the progress line shows, until the first render
         self._stream_cursor = cursor
+        colours = self._colours() if self.show_provenance else None
+        self._stream = MarkdownStream(self.document(), self._stream_start, colours, first_copy=len(self._code_blocks))
         if self.following:
             self._scroll_to_end()
 
@@ -324,30 +326,32 @@ class Transcript(QTextBrowser):
             self._frame.start()
 
     def flush(self) -> None:
-        """Insert the queued runs now: one edit block, one insertion per provenance run."""
+        """Show the queued runs now: one edit block that renders the answer's open tail again."""
         self._frame.stop()
         runs, self._pending = self._pending, []
-        cursor = self._stream_cursor
-        if not runs or cursor is None or self._stream_start is None:
+        stream = self._stream
+        if not runs or stream is None:
+            return
+        stream.add(runs)
+        if not stream.render():  # all of it held back (a fence being typed): nothing to show yet
             return
         self._progress.hide()  # the answer's own text takes its place
         self.edits += 1
-        cursor.beginEditBlock()
-        for prov, text in runs:
-            cursor.insertText(text, self._formats.get(prov, self._formats["plain"]))
-            self.inserts += 1
-        cursor.endEditBlock()
         if self.following:
             self._scroll_to_end()
 
+    @property
+    def stream_renders(self) -> int:
+        """Pieces of the streaming answer rendered so far (finished blocks and tails)."""
+        return self._stream.renders if self._stream is not None else 0
+
+    def stream_source(self) -> str:
+        """The streaming answer's Markdown received and shown so far (after `flush`)."""
+        return self._stream.source if self._stream is not None else ""
+
     def stream_text(self) -> str:
-        """The streamed answer as shown so far (after `flush`)."""
-        if self._stream_start is None:
-            return ""
-        c = QTextCursor(self.document())
-        c.setPosition(self._stream_start)
-        c.movePosition(QTextCursor.MoveOperation.End, QTextCursor.MoveMode.KeepAnchor)
-        return c.selectedText().replace("\u2029", "\n")
+        """The streaming answer as rendered so far (after `flush`): what a reader sees."""
+        return self._stream.text() if self._stream is not None else ""
 
     def end_stream(self, message: Message) -> None:
         """Replace the streamed text by the stored message's rendering (that answer alone:
@@ -359,6 +363,7 @@ class Transcript(QTextBrowser):
         self._stream_start = None
         self._stream_head = None
         self._stream_cursor = None
+        self._stream = None
         self._messages.append(message)
         if head is None:
             self._render_all(self._messages)

@@ -77,6 +77,7 @@ class MessageActionsMixin:
         seeded = _stored_tokens(last)  # the stored part shows first, in its colours
         self._stream_tokens = list(seeded)
         self.transcript.append_tokens(seeded)
+        self.transcript.flush()  # rendered at once, as it was: the continuation grows the rendered answer
 
     def edit_message(self, message_id: int) -> None:
         """Put a user message in the prompt box; Send replaces it and drops what follows."""

@@ -16,7 +16,7 @@ class ReplayMixin:
             return
         self._replay_timer.stop()
         for s in SIDES:
-            self.panes[s].text.clear()
+            self.panes[s].clear_text()
             self.panes[s].speed.setText("")
         self._replay = ReplayClock(self.tokens, speed=self._speed())
         self._replay.start()
@@ -32,6 +32,7 @@ class ReplayMixin:
             if self._replay is not None:
                 for s, rest in self._replay.finish().items():
                     self.panes[s].append(rest)
+                    self.panes[s].flush()
             self.replay_label.setText("Replay stopped.")
             self.replay_btn.setText("▶ Replay side by side")
             self._sync_buttons()
@@ -60,6 +61,8 @@ class ReplayMixin:
         self.replay_label.setText(
             f"Replay {min(clock.time(), clock.end):.2f} s of {clock.end:.2f} s at {self.replay_speed.currentText()}")
         if clock.done:
+            for pane in self.panes.values():
+                pane.flush()
             self._replay_timer.stop()
             self.replay_btn.setText("▶ Replay side by side")
             if self.result is not None:
