@@ -4,7 +4,8 @@ Templates come from the GGUF's `tokenizer.chat_template` (Jinja, rendered in a s
 as Hugging Face does). They come from downloaded files, so they are untrusted input:
 rendering is bounded in time and size (`template_sandbox`), and any failure at all falls
 back to ChatML with a warning naming the file. Without a template we use ChatML too and
-warn: most instruction models either use it or tolerate it.
+warn: most instruction models either use it or tolerate it. Tools offered to the model go
+through the template when it renders them, else into a system prompt (`tool_prompt`).
 """
 
 from __future__ import annotations
@@ -19,9 +20,10 @@ from jinja2 import TemplateError
 
 from ..errors import PromptError, PromptTooLong
 from .prompt_fit import max_token_bytes, output_budget, tokenize_within
+from .tool_prompt import as_text_messages, has_tool_turns, takes_tools, template_messages
 from .template_sandbox import DEADLINE_S, MAX_CHARS, BoundedEnvironment, OutputLimitError, render_bounded, weight
 
-Message = Mapping[str, str]
+Message = Mapping[str, Any]  # role, content; tool_calls / tool_call_id in tool conversations
 
 CHATML = (
     "{% for message in messages %}"
@@ -52,10 +54,26 @@ def _env(input_chars: int = 0, max_output: int | None = None) -> BoundedEnvironm
     return env
 
 
+def _context(messages: Sequence[Message], template: str, tools: Sequence[Mapping[str, Any]] | None,
+             add_generation_prompt: bool, bos_token: str, eos_token: str) -> dict[str, Any]:
+    """The template's variables; tools (and tool turns) as text when the template ignores them."""
+    kwargs: dict[str, Any] = dict(add_generation_prompt=add_generation_prompt, bos_token=bos_token, eos_token=eos_token)
+    if takes_tools(template):
+        kwargs["messages"] = template_messages(messages)
+        if tools:
+            kwargs["tools"] = [dict(t) for t in tools]
+    elif tools or has_tool_turns(messages):
+        kwargs["messages"] = as_text_messages(messages, tools)
+    else:
+        kwargs["messages"] = [dict(m) for m in messages]
+    return kwargs
+
+
 def render(
     messages: Sequence[Message],
     template: str | None,
     *,
+    tools: Sequence[Mapping[str, Any]] | None = None,
     bos_token: str = "",
     eos_token: str = "",
     add_generation_prompt: bool = True,
@@ -75,34 +93,31 @@ def render(
     for m in messages:
         if not isinstance(m, Mapping) or "role" not in m or "content" not in m:
             raise PromptError(f"a chat message needs 'role' and 'content', got {m!r}"[:300])
-    kwargs: dict[str, Any] = dict(
-        messages=[dict(m) for m in messages],
-        add_generation_prompt=add_generation_prompt,
-        bos_token=bos_token,
-        eos_token=eos_token,
-    )
-    size = weight(kwargs["messages"], budget=sys.maxsize)
+    chatml = _context(messages, CHATML, tools, add_generation_prompt, bos_token, eos_token)
+    size = weight([chatml["messages"], tools or []], budget=sys.maxsize)
     if template:
         try:
+            kwargs = _context(messages, template, tools, add_generation_prompt, bos_token, eos_token)
             return render_bounded(_env(size, max_output), template, kwargs, deadline_s=deadline_s, max_output=max_output)
         except Exception as e:  # untrusted input: any failure at all means "use ChatML"
             reason = f"{type(e).__name__}: {e}" if not isinstance(e, TemplateError) else str(e)
-            fallback = render_bounded(_env(size, max_output), CHATML, kwargs, deadline_s=max(deadline_s, 30.0),
+            fallback = render_bounded(_env(size, max_output), CHATML, chatml, deadline_s=max(deadline_s, 30.0),
                                       max_output=max_output)  # OutputLimitError: the conversation is too long
             warnings.warn(f"{source}: its chat template failed ({reason[:200]}); using ChatML instead",
                           ChatTemplateWarning, stacklevel=2)
             return fallback
     warnings.warn(f"{source} has no chat template; using ChatML", ChatTemplateWarning, stacklevel=2)
-    return render_bounded(_env(size, max_output), CHATML, kwargs, deadline_s=max(deadline_s, 30.0), max_output=max_output)
+    return render_bounded(_env(size, max_output), CHATML, chatml, deadline_s=max(deadline_s, 30.0), max_output=max_output)
 
 
 def chat_tokens(model: Any, messages: Sequence[Message], *, add_generation_prompt: bool = True,
-                limit: int | None = None) -> list[int]:
+                limit: int | None = None, tools: Sequence[Mapping[str, Any]] | None = None) -> list[int]:
     """Tokens for a conversation with `model` (an `engine.decoding.llama.Model`).
 
     Special tokens in the rendered template are parsed; BOS is added only when the model
     wants one and the template did not already write it. `limit` (the context size):
     rendering and tokenising stop with `PromptTooLong` once the prompt cannot fit.
+    `tools`: OpenAI's tool list, offered through the template (see `tool_prompt`).
     """
     bos_text = model.token_text(model.bos) if model.bos >= 0 else ""
     eos_text = model.token_text(model.eos) if model.eos >= 0 else ""
@@ -110,7 +125,7 @@ def chat_tokens(model: Any, messages: Sequence[Message], *, add_generation_promp
     budget = output_budget(model, limit) if limit else None
     try:
         text = render(messages, model.chat_template, bos_token=bos_text, eos_token=eos_text,
-                      add_generation_prompt=add_generation_prompt, source=source, max_output=budget)
+                      add_generation_prompt=add_generation_prompt, source=source, max_output=budget, tools=tools)
     except OutputLimitError:
         raise PromptTooLong(-(-(budget or 0) // max_token_bytes(model)), limit or 0) from None
     add_bos = model.add_bos and not (bos_text and text.startswith(bos_text))

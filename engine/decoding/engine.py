@@ -15,7 +15,7 @@ import os
 import threading
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any, Callable, Iterator, Mapping, Sequence
 
 from ..models import calibration
 from .. import paths
@@ -57,7 +57,7 @@ def _encodable(value: Any) -> Any:
 
 
 def prompt_tokens(model: Model, prompt: Prompt, *, chat: bool = False, system: str | None = None,
-                  limit: int | None = None) -> list[int]:
+                  limit: int | None = None, tools: Sequence[Mapping[str, Any]] | None = None) -> list[int]:
     """Prompt tokens for a model: text (raw or through its chat template), chat messages, or
     token ids. `Engine.tokens_for` and the lookup replay (which has only a vocabulary) share it.
 
@@ -78,7 +78,7 @@ def prompt_tokens(model: Model, prompt: Prompt, *, chat: bool = False, system: s
         messages = list(prompt)  # type: ignore[arg-type]
         if system and not any(m.get("role") == "system" for m in messages):
             messages.insert(0, {"role": "system", "content": system})
-    return chat_tokens(model, messages, limit=limit)
+    return chat_tokens(model, messages, limit=limit, tools=tools)
 
 
 class Engine(BaseEngine):
@@ -275,13 +275,13 @@ class Engine(BaseEngine):
 
     # -- prompts -------------------------------------------------------------------------
     def tokens_for(self, prompt: Prompt, *, chat: bool = False, system: str | None = None,
-                   limit: int | None = None) -> list[int]:
+                   limit: int | None = None, tools: Sequence[Mapping[str, Any]] | None = None) -> list[int]:
         """Prompt tokens: text (raw or through the chat template), chat messages, or token ids.
 
         `limit`: stop counting with `PromptTooLong` once the prompt cannot fit that many tokens."""
         self._check_open()
         with self._lock:
-            return prompt_tokens(self.target, prompt, chat=chat, system=system, limit=limit)
+            return prompt_tokens(self.target, prompt, chat=chat, system=system, limit=limit, tools=tools)
 
     # -- generation ----------------------------------------------------------------------
     def stream(self, prompt: Prompt | GenerationRequest, *, cancel: CancelToken | None = None, **options: Any) -> Iterator[Event]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping, Sequence
 
 from ..errors import TandemError
 from .events import DoneEvent, Event, RunStats, StepEvent, TokenEvent
@@ -55,9 +55,10 @@ class BaseEngine(ABC):
 
     @abstractmethod
     def tokens_for(self, prompt: Prompt, *, chat: bool = False, system: str | None = None,
-                   limit: int | None = None) -> list[int]:
+                   limit: int | None = None, tools: Sequence[Mapping[str, Any]] | None = None) -> list[int]:
         """Prompt tokens: text (raw or through the chat template), chat messages, or token ids;
-        with `limit`, counting stops with `PromptTooLong` once the prompt cannot fit."""
+        with `limit`, counting stops with `PromptTooLong` once the prompt cannot fit; `tools`
+        (OpenAI's list) are offered to the model through its chat template."""
 
     @abstractmethod
     def decoder(self, draft_model: Any = None, on_progress: Callable[[float], bool] | None = None) -> Any:

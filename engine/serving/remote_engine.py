@@ -318,8 +318,9 @@ class RemoteEngine(BaseEngine):
 
     # -- the Engine calls -----------------------------------------------------------------------
     def tokens_for(self, prompt: Any, *, chat: bool = False, system: str | None = None,
-                   limit: int | None = None) -> list[int]:
-        return self._call("engine", "tokens_for", (prompt,), {"chat": chat, "system": system, "limit": limit})
+                   limit: int | None = None, tools: Any = None) -> list[int]:
+        return self._call("engine", "tokens_for", (prompt,), {"chat": chat, "system": system, "limit": limit,
+                                                              "tools": tools})
 
     def forget_prompts(self) -> None:
         """`Engine.forget_prompts` in the child."""

@@ -26,6 +26,8 @@ from .errors import ApiError, failure
 from .listing import model_not_found
 from .prom import ServerMetrics
 from .schemas import ChatCompletionRequest, CompletionRequest
+from .tool_use import ToolUse
+from ...decoding.tool_calls import ParsedAnswer, ToolCallStream
 
 
 SHUTDOWN_GRACE_S = 2.0  # under uvicorn's 3 s graceful-shutdown timeout (runner.py)
@@ -62,12 +64,13 @@ class Completions:
             return self.served.draft
         return "lookup" if choice == "lookup" else None
 
-    async def prompt_tokens(self, prompt: Any, chat: bool) -> int:
-        """The prompt's length, counted only as far as the context holds (a 400 beyond it)."""
+    async def prompt_tokens(self, prompt: Any, chat: bool, tools: Any = None) -> list[int]:
+        """The prompt's tokens (with the tools offered), counted only as far as the context
+        holds (a 400 beyond it)."""
         eng = self.eng
         param = "messages" if chat else "prompt"
         try:
-            n = len(await run_in_threadpool(eng.tokens_for, prompt, chat=chat, limit=eng.n_ctx))
+            tokens = await run_in_threadpool(eng.tokens_for, prompt, chat=chat, limit=eng.n_ctx, tools=tools)
         except RpcError as e:  # the split target's worker is gone: the server's trouble, not the request's
             raise failure(GenerationFailed(str(e), user=False, lost_worker=True))
         except PromptTooLong as e:
@@ -76,10 +79,11 @@ class Completions:
                            code="context_length_exceeded")
         except TandemError as e:
             raise ApiError(400, str(e), param=param, code="invalid_value")
+        n = len(tokens)
         if n >= eng.n_ctx:
             raise ApiError(400, f"the prompt is {n} tokens but the context holds {eng.n_ctx}: shorten it, "
                                 "or start the server with a larger --ctx", param=param, code="context_length_exceeded")
-        return n
+        return tokens
 
     def admit(self, kind: str, request_id: str) -> Job:
         """A place in the queue's limit before the prompt is counted (counting costs CPU too)."""
@@ -93,19 +97,22 @@ class Completions:
         self.check_model(req.model)
         eng, chat = self.eng, kind == "chat"
         prompt: Any = req.engine_messages() if isinstance(req, ChatCompletionRequest) else req.text
+        tools = ToolUse(req, eng.target.chat_template) if isinstance(req, ChatCompletionRequest) else None
         draft = self.draft_spec(req.draft)
         bias, penalties = self.logit_controls(req)
         constraint = self.constraint(req)
         request_id = uuid.uuid4().hex[:24]
         job = self.admit(kind, request_id)
         try:
-            n_prompt = await self.prompt_tokens(prompt, chat)
+            tokens = await self.prompt_tokens(prompt, chat, tools.tools if tools else None)
         except BaseException:
             self.queue.finish(job)
             raise
         self.queue.ready(job)
         lookahead = req.lookahead if req.lookahead is not None else self.served.lookahead
-        limit = req.token_limit or max(1, eng.n_ctx - n_prompt)
+        limit = req.token_limit or max(1, eng.n_ctx - len(tokens))
+        if tools and tools.active:
+            prompt = tokens  # rendered with the tools: the engine takes the tokens as they are
         try:  # the one request the engine runs, built here at the edge and passed down as is
             base = GenerationRequest.from_options(
                 prompt, draft_model=draft, lookahead=lookahead if draft is not None else 0, max_tokens=limit,
@@ -113,6 +120,7 @@ class Completions:
                 top_p=1.0 if req.top_p is None else req.top_p, top_k=req.top_k or 0, min_p=req.min_p or 0.0,
                 seed=req.seed, stop=req.stop_list, chat=chat, tag="server", logit_bias=bias,
                 penalties=penalties, logprobs=req.logprobs_top, **constraint)
+            base = tools.constrain(base) if tools else base
         except TandemError as e:
             self.queue.finish(job)
             raise ApiError(400, str(e), code="invalid_value")
@@ -132,15 +140,16 @@ class Completions:
         if req.stream:
             # On shutdown, sse-starlette waits up to the grace period for the stream to end by
             # itself (the runner has cancelled the generation: it ends with an error chunk).
-            return EventSourceResponse(self.stream(first, start, shape, req), sep="\n",
+            return EventSourceResponse(self.stream(first, start, shape, req, tools), sep="\n",
                                        shutdown_grace_period=SHUTDOWN_GRACE_S)
         choices, outcomes = [], []
         for i in range(req.n or 1):
             gen = first if i == 0 else start(i)
             done, tokens = await self.complete(request, gen)
             outcome = wire.Outcome(done.stats, gen.prompt_evaluated)
-            choices.append(shape.choice(i, done.text, outcome, tokens if req.provenance else None,
-                                        shape.logprobs(tokens, self.piece)))
+            answer = tools.answer(done.text) if tools else ParsedAnswer(done.text)
+            choices.append(shape.choice(i, answer.content, outcome, tokens if req.provenance else None,
+                                        shape.logprobs(tokens, self.piece), tool_calls=answer.calls))
             outcomes.append(outcome)
         return JSONResponse(shape.full(choices, outcomes))
 
@@ -215,7 +224,8 @@ class Completions:
             raise shutdown_error()
         return done[0], tokens
 
-    async def stream(self, first: Generation, start: Callable[[int], Generation], shape: wire.Shape, req: Any):
+    async def stream(self, first: Generation, start: Callable[[int], Generation], shape: wire.Shape, req: Any,
+                     tools: ToolUse | None = None):
         """Server-sent chunks as tokens arrive, choice after choice; a failure or a shutdown ends
         the stream with an error chunk. The usage chunk (when asked) adds up every choice."""
         gen = first
@@ -223,7 +233,8 @@ class Completions:
         try:
             for i in range(req.n or 1):
                 gen = first if i == 0 else start(i)
-                async for data in self.stream_choice(gen, i, shape, req, outcomes):
+                split = tools.stream() if tools else None
+                async for data in self.stream_choice(gen, i, shape, req, outcomes, split):
                     yield {"data": data}
                 if len(outcomes) <= i:  # cut by a shutdown (or cancelled while it waited its turn)
                     if self.stopping.is_set():
@@ -238,15 +249,17 @@ class Completions:
             gen.cancel()  # a client that went away stops its generation at the next step
 
     async def stream_choice(self, gen: Generation, index: int, shape: wire.Shape, req: Any,
-                            outcomes: list[wire.Outcome]):
+                            outcomes: list[wire.Outcome], split: ToolCallStream | None = None):
         """One choice's chunks. A chat stream's first chunk (the role) goes out once the prompt
-        is read, so a client timing it measures prompt processing (`--early-role-chunk`: at once)."""
+        is read, so a client timing it measures prompt processing (`--early-role-chunk`: at once).
+        With tools (`split`), text that could start a tool call is held until the answer ends;
+        its calls then go out as `delta.tool_calls` chunks."""
         role_sent = not shape.chat
         if not role_sent and self.config.early_role_chunk:
             yield wire.dumps(shape.chunk("", role=True, index=index))
             role_sent = True
-        pending: list[TokenEvent] = []  # tokens whose text is still incomplete (split characters)
-        offset = 0
+        pending: list[TokenEvent] = []  # tokens not sent yet (split characters, or held for a tool call)
+        offset, fed = 0, 0
         async for ev in gen:
             if not role_sent:
                 yield wire.dumps(shape.chunk("", role=True, index=index))
@@ -256,15 +269,35 @@ class Completions:
             if isinstance(ev, TokenEvent):
                 pending.append(ev)
                 if ev.text:
-                    text = "".join(t.text for t in pending)
-                    yield wire.dumps(shape.chunk(text, tokens=pending if req.provenance else None, index=index,
-                                                 logprobs=shape.logprobs(pending, self.piece, offset)))
-                    offset += len(text)
-                    pending = []
+                    text = "".join(t.text for t in pending[fed:])
+                    fed = len(pending)
+                    text = split.feed(text) if split else text
+                    if text:
+                        yield wire.dumps(shape.chunk(text, tokens=pending if req.provenance else None, index=index,
+                                                     logprobs=shape.logprobs(pending, self.piece, offset)))
+                        offset += len(text)
+                        pending, fed = [], 0
             elif not self.cut_by_shutdown(ev):
                 outcome = wire.Outcome(ev.stats, gen.prompt_evaluated)
                 outcomes.append(outcome)
-                yield wire.dumps(shape.final_chunk(outcome, index))
+                calls: tuple = ()
+                if split is not None:
+                    rest, calls = split.finish()
+                    for body in self.held_chunks(shape, index, req, rest, calls, pending):
+                        yield wire.dumps(body)
+                yield wire.dumps(shape.final_chunk(outcome, index, tool_calls=bool(calls)))
+
+    def held_chunks(self, shape: wire.Shape, index: int, req: Any, rest: str, calls: tuple,
+                    tokens: list[TokenEvent]) -> list[dict[str, Any]]:
+        """What a tool-aware stream held back: the rest of the text, then the calls; the held
+        tokens' provenance and log-probabilities ride on the first of these chunks."""
+        bodies = ([shape.chunk(rest, index=index)] if rest else []) + shape.tool_call_chunks(calls, index)
+        if bodies and tokens:
+            choice = bodies[0]["choices"][0]
+            choice["logprobs"] = shape.logprobs(tokens, self.piece)
+            if req.provenance:
+                choice["provenance"] = wire.provenance_items(tokens)
+        return bodies
 
 
 def completions_router(completions: Completions, check_key: Callable[..., Any]) -> APIRouter:

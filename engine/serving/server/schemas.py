@@ -1,8 +1,9 @@
 """Request bodies of the OpenAI-compatible endpoints, validated with pydantic.
 
 Unknown fields are accepted and ignored (clients send many); fields Tandem cannot honour
-(tools, images) are refused with a message saying so rather than
-silently dropped. Tandem's own extensions: `lookahead`, `draft`, `provenance`, plus
+(images, the legacy `functions`) are refused with a message saying so rather than
+silently dropped. Tools come in OpenAI's shape (`tools`, `tool_choice`, tool messages,
+assistant messages with `tool_calls`). Tandem's own extensions: `lookahead`, `draft`, `provenance`, plus
 llama.cpp's `top_k` and `min_p`.
 """
 
@@ -133,10 +134,53 @@ class _Generation(BaseModel):
         return bool(self.stream_options and self.stream_options.include_usage)
 
 
+class FunctionCall(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    name: str
+    arguments: Union[str, dict[str, Any]] = "{}"
+
+
+class MessageToolCall(BaseModel):
+    """A call in an assistant message of the history (arguments: JSON text, as the API sends)."""
+
+    model_config = ConfigDict(extra="allow")
+    id: str = ""
+    type: Literal["function"] = "function"
+    function: FunctionCall
+
+
+class FunctionDef(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    name: str = Field(min_length=1, max_length=64)
+    description: str | None = None
+    parameters: dict[str, Any] | None = None
+    strict: bool | None = None
+
+
+class Tool(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    type: Literal["function"]
+    function: FunctionDef
+
+
+class NamedFunction(BaseModel):
+    name: str
+
+
+class NamedToolChoice(BaseModel):
+    type: Literal["function"]
+    function: NamedFunction
+
+
+ToolChoice = Union[Literal["none", "auto", "required"], NamedToolChoice]
+
+
 class ChatMessage(BaseModel):
     model_config = ConfigDict(extra="allow")
-    role: Literal["system", "developer", "user", "assistant"]
+    role: Literal["system", "developer", "user", "assistant", "tool"]
     content: str = ""
+    tool_calls: list[MessageToolCall] | None = None
+    tool_call_id: str | None = None
 
     @field_validator("content", mode="before")
     @classmethod
@@ -154,15 +198,25 @@ class ChatMessage(BaseModel):
             return "".join(texts)
         raise ValueError(f"must be a string or a list of text parts, got {type(v).__name__}")
 
-    def as_engine_message(self) -> dict[str, str]:
-        """The {'role', 'content'} pair the chat template expects ('developer' is 'system')."""
-        return {"role": "system" if self.role == "developer" else self.role, "content": self.content}
+    def as_engine_message(self) -> dict[str, Any]:
+        """The message the chat template expects ('developer' is 'system'; calls and call ids kept)."""
+        out: dict[str, Any] = {"role": "system" if self.role == "developer" else self.role, "content": self.content}
+        if self.tool_calls:
+            out["tool_calls"] = [c.model_dump(exclude_none=True) for c in self.tool_calls]
+        if self.tool_call_id is not None:
+            out["tool_call_id"] = self.tool_call_id
+        name = (self.model_extra or {}).get("name")
+        if isinstance(name, str):
+            out["name"] = name
+        return out
 
 
 class ChatCompletionRequest(_Generation):
     messages: list[ChatMessage]
     max_completion_tokens: int | None = Field(None, ge=1)
-    tools: Any = None
+    tools: list[Tool] | None = None
+    tool_choice: ToolChoice | None = None
+    parallel_tool_calls: bool | None = None
     functions: Any = None
     logprobs: bool | None = None
     top_logprobs: int | None = Field(None, ge=0, le=20)
@@ -185,18 +239,45 @@ class ChatCompletionRequest(_Generation):
             raise ValueError("must hold at least one message")
         return v
 
-    @field_validator("tools", "functions")
+    @field_validator("functions")
     @classmethod
-    def _no_tools(cls, v: Any) -> Any:
+    def _no_functions(cls, v: Any) -> Any:
         if v:
-            raise ValueError("tool and function calling are not supported by this server")
+            raise ValueError("the legacy 'functions' are not supported: send them as 'tools'")
         return None
+
+    @model_validator(mode="after")
+    def _choice_names_a_tool(self) -> "ChatCompletionRequest":
+        choice = self.tool_choice
+        if choice in ("required",) or isinstance(choice, NamedToolChoice):
+            if not self.tools:
+                raise ValueError("tool_choice 'required' or a named function needs tools")
+        if isinstance(choice, NamedToolChoice) and choice.function.name not in self.tool_names:
+            raise ValueError(f"tool_choice names {choice.function.name!r}, which is not among the tools")
+        return self
+
+    @property
+    def tool_names(self) -> list[str]:
+        return [t.function.name for t in self.tools or []]
+
+    def offered_tools(self) -> list[dict[str, Any]] | None:
+        """The tools to offer the model (OpenAI's dicts), or None: none sent, or tool_choice 'none'."""
+        if not self.tools or self.tool_choice == "none":
+            return None
+        return [t.model_dump(exclude_none=True) for t in self.tools]
+
+    @property
+    def forced_tool(self) -> str | None:
+        """None (the model chooses), '' (tool_choice 'required': any tool) or the named function."""
+        if isinstance(self.tool_choice, NamedToolChoice):
+            return self.tool_choice.function.name
+        return "" if self.tool_choice == "required" else None
 
     @property
     def token_limit(self) -> int | None:
         return self.max_completion_tokens or self.max_tokens
 
-    def engine_messages(self) -> list[dict[str, str]]:
+    def engine_messages(self) -> list[dict[str, Any]]:
         return [m.as_engine_message() for m in self.messages]
 
 

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from ...decoding.events import RunStats, TokenEvent
+from ...decoding.tool_calls import ToolCall
 
 FINISH = {"stop": "stop", "length": "length", "cancelled": "stop", "": "stop"}
 
@@ -104,11 +105,17 @@ class Shape:
         return {"id": self.id, "object": obj, "created": self.created, "model": self.model, "system_fingerprint": "tandem"}
 
     def choice(self, index: int, text: str, o: Outcome, tokens: list[TokenEvent] | None,
-               logprobs: dict[str, Any] | None = None, finish: str | None = None) -> dict[str, Any]:
-        """One finished choice of a non-streaming body."""
+               logprobs: dict[str, Any] | None = None, finish: str | None = None,
+               tool_calls: tuple[ToolCall, ...] = ()) -> dict[str, Any]:
+        """One finished choice of a non-streaming body (with tool calls: content null unless
+        the model wrote text besides them, finish reason 'tool_calls')."""
+        if tool_calls:
+            finish = "tool_calls"
         choice: dict[str, Any] = {"index": index, "finish_reason": finish or finish_reason(o.stats), "logprobs": logprobs}
         if self.chat:
-            choice["message"] = {"role": "assistant", "content": text}
+            choice["message"] = {"role": "assistant", "content": text if text.strip() or not tool_calls else None}
+            if tool_calls:
+                choice["message"]["tool_calls"] = [c.as_openai() for c in tool_calls]
         else:
             choice["text"] = text
         if tokens is not None:
@@ -141,9 +148,21 @@ class Shape:
         body["choices"] = [choice]
         return body
 
-    def final_chunk(self, o: Outcome, index: int = 0) -> dict[str, Any]:
+    def tool_call_chunks(self, calls: tuple[ToolCall, ...], index: int = 0) -> list[dict[str, Any]]:
+        """`delta.tool_calls` chunks as OpenAI streams them: each call's index, id and name
+        first (arguments ''), then its arguments."""
+        out = []
+        for i, call in enumerate(calls):
+            for part in ({"id": call.id, "type": "function", "function": {"name": call.name, "arguments": ""}},
+                         {"function": {"arguments": call.arguments}}):
+                body = self.chunk(index=index)
+                body["choices"][0]["delta"] = {"tool_calls": [{"index": i, **part}]}
+                out.append(body)
+        return out
+
+    def final_chunk(self, o: Outcome, index: int = 0, tool_calls: bool = False) -> dict[str, Any]:
         """The chunk that carries the finish reason (and, like llama.cpp's, the timings)."""
-        body = self.chunk(finish=finish_reason(o.stats), index=index)
+        body = self.chunk(finish="tool_calls" if tool_calls else finish_reason(o.stats), index=index)
         body["timings"] = timings(o)
         return body
 

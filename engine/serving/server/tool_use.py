@@ -1,0 +1,65 @@
+"""Tool calling on the chat endpoint: what the model is offered, what it must do, and what
+its answer holds.
+
+`tool_choice` 'none' offers nothing and parses nothing; 'auto' (the default with tools)
+offers the tools and reads calls out of the answer; 'required' and a named function also
+constrain the answer with a grammar (`tool_grammar`), which the decoder applies to the
+target's verification, so drafts that break it are rejected and output stays exact.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from ...decoding.settings import GenerationRequest
+from ...decoding.tool_calls import ParsedAnswer, ToolCallStream, parse
+from ...decoding.tool_grammar import tool_call_grammar
+from ...decoding.tool_prompt import call_format
+from ...errors import TandemError
+from .errors import ApiError
+from .schemas import ChatCompletionRequest
+
+
+def grammar_supported() -> bool:
+    """Whether this engine's requests carry a grammar the decoder enforces."""
+    return any(f.name == "grammar" for f in dataclasses.fields(GenerationRequest))
+
+
+class ToolUse:
+    """One chat request's tools: offered (or None), the grammar forcing a call (or None)."""
+
+    def __init__(self, req: ChatCompletionRequest, template: str | None):
+        self.tools = req.offered_tools()
+        self.names = req.tool_names
+        self.grammar: str | None = None
+        forced = req.forced_tool if self.tools else None
+        if forced is None:
+            return
+        what = "tool_choice 'required'" if forced == "" else f"tool_choice naming {forced!r}"
+        if not grammar_supported():
+            raise ApiError(400, f"{what} needs constrained decoding (a grammar), which this server does not "
+                                "have yet: use tool_choice 'auto'", param="tool_choice", code="unsupported_value")
+        try:
+            self.grammar = tool_call_grammar(self.tools, name=forced or None, call_format=call_format(template),
+                                             parallel=req.parallel_tool_calls is not False)
+        except TandemError as e:
+            raise ApiError(400, str(e), param="tools", code="invalid_value")
+
+    @property
+    def active(self) -> bool:
+        return self.tools is not None
+
+    def constrain(self, request: GenerationRequest) -> GenerationRequest:
+        """The request with the grammar that forces a call (one constraint per answer)."""
+        if self.grammar is None:
+            return request
+        if request.grammar is not None:
+            raise TandemError("a forced tool call (tool_choice 'required' or a named function) cannot be combined "
+                              "with response_format, grammar or json_schema: give one")
+        return request.with_(grammar=self.grammar)
+
+    def answer(self, text: str) -> ParsedAnswer:
+        return parse(text, self.names) if self.active else ParsedAnswer(text)
+
+    def stream(self) -> ToolCallStream | None:
+        return ToolCallStream(self.names) if self.active else None
+
