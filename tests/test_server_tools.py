@@ -1,0 +1,199 @@
+"""Tool calling on `tandem serve`, through the official `openai` SDK and langchain-openai.
+
+A scripted tiny model (its next token depends only on the current one) writes exactly
+"Sure." then a `<tool_call>` block, so the parsing plumbing is checked on a known answer,
+streaming and not, with every draft choice; the real SmolLM2 checks that a real model's
+answer with tools offered is a tool call or text, never an error, and identical greedy
+output with and without a draft."""
+
+from __future__ import annotations
+
+import json
+from types import SimpleNamespace
+
+import openai
+import pytest
+
+from engine import Engine
+from engine.models.tinymodel import NORMAL, Vocab, make_vocab, write_model
+
+CALL = '{"name": "get_weather", "arguments": {"city": "Paris"}}'
+SCRIPT = ["Sure.", "<tool_call>", "\n" + CALL + "\n", "</tool_call>"]
+TOOLS = [{"type": "function", "function": {
+    "name": "get_weather", "description": "The weather in a city",
+    "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}]
+ASK = [{"role": "user", "content": "What is the weather in Paris?"}]
+
+
+@pytest.fixture(scope="module")
+def scripted(tmp_path_factory):
+    """A target that answers SCRIPT then ends its turn, and a random draft of its vocabulary."""
+    base = make_vocab()
+    vocab = Vocab(base.tokens + SCRIPT, base.scores + [0.0] * len(SCRIPT), base.types + [NORMAL] * len(SCRIPT))
+    ids = [vocab.byte(10)] + [len(base.tokens) + i for i in range(len(SCRIPT))] + [vocab.id("<|im_end|>")]
+    d = tmp_path_factory.mktemp("tools")
+    target = write_model(d / "caller.gguf", vocab=vocab, chain={a: b for a, b in zip(ids, ids[1:])}, name="caller")
+    draft = write_model(d / "caller-draft.gguf", vocab=vocab, seed=5, n_layer=1, name="caller-draft")
+    return target, draft
+
+
+@pytest.fixture(scope="module")
+def served(scripted):
+    from engine.serving.server import ServedModel, ServerThread, create_app
+
+    target, draft = scripted
+    eng = Engine(target, n_ctx=1024, metrics_log=False)
+    srv = ServerThread(create_app(ServedModel(eng, "caller", draft=draft, lookahead=3))).start()
+    client = openai.OpenAI(base_url=srv.url + "/v1", api_key="none", max_retries=0, timeout=60)
+    yield SimpleNamespace(eng=eng, url=srv.url, client=client)
+    client.close()
+    srv.stop()
+    eng.close()
+
+
+def ask(served, **kw):
+    extra = {k: kw.pop(k) for k in ("draft",) if k in kw}
+    kw.setdefault("messages", ASK)
+    kw.setdefault("max_tokens", 16)
+    return served.client.chat.completions.create(model="caller", temperature=0, extra_body=extra or None, **kw)
+
+
+def calls_of(message) -> list[tuple[str, dict]]:
+    return [(c.function.name, json.loads(c.function.arguments)) for c in message.tool_calls or []]
+
+
+@pytest.mark.parametrize("draft", ["none", "lookup", "model"])
+def test_a_tool_call_answer_with_every_draft_choice(served, draft):
+    r = ask(served, tools=TOOLS, draft=draft)
+    choice = r.choices[0]
+    assert choice.finish_reason == "tool_calls"
+    assert choice.message.content == "Sure."
+    assert calls_of(choice.message) == [("get_weather", {"city": "Paris"})]
+    call = choice.message.tool_calls[0]
+    assert call.type == "function" and call.id.startswith("call_")
+    assert r.model_extra["timings"]["draft"] == {"none": "target", "lookup": "lookup", "model": "model"}[draft]
+
+
+def test_streamed_tool_calls_match_the_whole_answer(served):
+    whole = ask(served, tools=TOOLS).choices[0]
+    chunks = list(ask(served, tools=TOOLS, stream=True, draft="lookup"))
+    deltas = [c.choices[0].delta for c in chunks if c.choices]
+    text = "".join(d.content or "" for d in deltas)
+    parts = [tc for d in deltas for tc in d.tool_calls or []]
+    assert text == whole.message.content == "Sure."
+    first = parts[0]
+    assert first.index == 0 and first.id.startswith("call_") and first.function.name == "get_weather"
+    assert first.type == "function" and first.function.arguments == ""
+    assert "".join(p.function.arguments or "" for p in parts) == whole.message.tool_calls[0].function.arguments
+    assert [c.choices[0].finish_reason for c in chunks if c.choices][-1] == "tool_calls"
+    # text before the call streamed before any tool-call chunk
+    assert next(i for i, d in enumerate(deltas) if d.content) < next(i for i, d in enumerate(deltas) if d.tool_calls)
+
+
+def test_a_call_cut_short_is_plain_text(served):
+    for stream in (False, True):
+        r = ask(served, tools=TOOLS, max_tokens=2, stream=stream)
+        if stream:
+            chunks = [c for c in r if c.choices]
+            text = "".join(c.choices[0].delta.content or "" for c in chunks)
+            assert not any(c.choices[0].delta.tool_calls for c in chunks)
+            finish = chunks[-1].choices[0].finish_reason
+        else:
+            text, finish = r.choices[0].message.content, r.choices[0].finish_reason
+            assert not r.choices[0].message.tool_calls
+        assert text == "Sure.<tool_call>" and finish == "length"
+
+
+def test_tool_choice_none_offers_and_parses_nothing(served):
+    auto = ask(served, tools=TOOLS)
+    none = ask(served, tools=TOOLS, tool_choice="none")
+    plain = ask(served)
+    assert none.choices[0].message.tool_calls is None and none.choices[0].finish_reason == "stop"
+    assert none.choices[0].message.content == "".join(SCRIPT)  # the model's text as it is
+    assert none.usage.prompt_tokens == plain.usage.prompt_tokens < auto.usage.prompt_tokens  # the tools cost tokens
+
+
+def test_history_with_calls_and_results_is_accepted(served):
+    history = ASK + [
+        {"role": "assistant", "content": None, "tool_calls": [
+            {"id": "call_1", "type": "function", "function": {"name": "get_weather", "arguments": '{"city": "Paris"}'}}]},
+        {"role": "tool", "tool_call_id": "call_1", "content": "22 C and sunny"},
+    ]
+    r = ask(served, messages=history, tools=TOOLS)
+    assert r.choices[0].finish_reason in ("tool_calls", "stop")
+    with_result = r.usage.prompt_tokens
+    assert with_result > ask(served, tools=TOOLS).usage.prompt_tokens
+
+
+def test_forcing_a_call_is_refused_in_words_until_the_grammar_is_there(served):
+    from engine.serving.server.tool_use import grammar_supported
+
+    if grammar_supported():
+        pytest.skip("the decoder enforces grammars: forced calls are tested with them")
+    for choice in ("required", {"type": "function", "function": {"name": "get_weather"}}):
+        with pytest.raises(openai.BadRequestError, match="needs constrained decoding"):
+            ask(served, tools=TOOLS, tool_choice=choice)
+
+
+@pytest.mark.parametrize("body, fragment", [
+    ({"tools": TOOLS, "tool_choice": {"type": "function", "function": {"name": "nope"}}}, "'nope'"),
+    ({"tool_choice": "required"}, "needs tools"),
+    ({"tools": [{"type": "function", "function": {}}]}, "name"),
+    ({"tools": [{"type": "retrieval"}]}, "function"),
+    ({"functions": [{"name": "f"}]}, "send them as 'tools'"),
+    ({"messages": [{"role": "tool", "content": 5}]}, "content"),
+])
+def test_bad_tool_requests_are_400s(served, body, fragment):
+    import httpx
+
+    r = httpx.post(served.url + "/v1/chat/completions", json={"model": "caller", "messages": ASK, **body}, timeout=30)
+    assert r.status_code == 400, r.text
+    assert fragment in r.json()["error"]["message"]
+
+
+def test_langchain_bind_tools_gets_the_call(served):
+    from langchain_core.tools import tool
+    from langchain_openai import ChatOpenAI
+
+    @tool
+    def get_weather(city: str) -> str:
+        """The weather in a city."""
+        return "sunny"
+
+    llm = ChatOpenAI(base_url=served.url + "/v1", api_key="none", model="caller", temperature=0, max_tokens=16,
+                     max_retries=0)
+    msg = llm.bind_tools([get_weather]).invoke("What is the weather in Paris?")
+    assert [(c["name"], c["args"]) for c in msg.tool_calls] == [("get_weather", {"city": "Paris"})]
+    streamed = None
+    for part in llm.bind_tools([get_weather]).stream("What is the weather in Paris?"):
+        streamed = part if streamed is None else streamed + part
+    assert [(c["name"], c["args"]) for c in streamed.tool_calls] == [("get_weather", {"city": "Paris"})]
+
+
+# -- the real SmolLM2 ----------------------------------------------------------------------------
+@pytest.mark.real
+def test_real_smollm2_with_tools_answers_calls_or_text_identically_with_a_draft():
+    from conftest import require_real
+
+    from engine.serving.server import ServedModel, ServerThread, create_app
+
+    path = require_real("smollm2-135m-instruct-q4_1")
+    eng = Engine(path, n_ctx=2048, metrics_log=False)
+    try:
+        with ServerThread(create_app(ServedModel(eng, "smollm2", draft=path, lookahead=4))) as srv:
+            c = openai.OpenAI(base_url=srv.url + "/v1", api_key="none", max_retries=0, timeout=120)
+            answers = {}
+            for draft in ("none", "lookup", "model"):
+                r = c.chat.completions.create(model="smollm2", messages=ASK, tools=TOOLS, max_tokens=40, temperature=0,
+                                              extra_body={"draft": draft})
+                m = r.choices[0].message
+                assert m.tool_calls or m.content, r
+                answers[draft] = (m.content, calls_of(m), r.choices[0].finish_reason)
+                chunks = list(c.chat.completions.create(model="smollm2", messages=ASK, tools=TOOLS, max_tokens=40,
+                                                        temperature=0, stream=True, extra_body={"draft": draft}))
+                deltas = [ch.choices[0].delta for ch in chunks if ch.choices]
+                text = "".join(d.content or "" for d in deltas)
+                assert (text or None) == m.content and chunks[-1].choices[0].finish_reason == answers[draft][2]
+            assert answers["none"] == answers["lookup"] == answers["model"]
+    finally:
+        eng.close()
