@@ -205,7 +205,7 @@ BAD = [
     ({"max_tokens": 0}, "max_tokens", "greater than or equal"),
     ({"messages": [{"role": "robot", "content": "hi"}]}, "messages[0].role", "user"),
     ({"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "x"}}]}]}, "messages[0].content", "text"),
-    ({"functions": [{"name": "f"}]}, "functions", "send them as 'tools'"),
+    ({"functions": [{"name": "f"}]}, "functions", "send 'tools'"),
 ]
 
 

@@ -140,7 +140,8 @@ def test_forcing_a_call_is_refused_in_words_until_the_grammar_is_there(served):
     ({"tool_choice": "required"}, "needs tools"),
     ({"tools": [{"type": "function", "function": {}}]}, "name"),
     ({"tools": [{"type": "retrieval"}]}, "function"),
-    ({"functions": [{"name": "f"}]}, "send them as 'tools'"),
+    ({"functions": [{"name": "f"}]}, "send 'tools'"),
+    ({"function_call": "auto"}, "send 'tools'"),
     ({"messages": [{"role": "tool", "content": 5}]}, "content"),
 ])
 def test_bad_tool_requests_are_400s(served, body, fragment):

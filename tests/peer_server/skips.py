@@ -12,7 +12,7 @@ parametrization of that test. The categories:
   Tandem answers as OpenAI does (error types and wording, the build-number fingerprint).
 - NOT_OFFERED: OpenAI API that issue 25 lets Tandem decline (documented in the README).
 - NOT_YET: OpenAI API Tandem does not have yet (issue 25 stays open for them: structured
-  output, tool calls, embeddings); the README's not-supported table lists them. Remove an
+  output, embeddings); the README's not-supported table lists them. Remove an
   entry when its feature lands: the runner then requires the test to pass.
 Anything not listed must pass.
 """
@@ -120,8 +120,6 @@ SKIPS: dict[str, tuple[str, str]] = {
     # Not yet (issue 25 open): the runner requires each to pass once its entry is removed.
     "unit/test_chat_completion.py::test_completion_with_response_format[response_format2-10-\"foooooo\"]": (NOT_YET, "response_format json_schema (structured output through a grammar)"),
     "unit/test_chat_completion.py::test_completion_with_response_format[response_format3-10-(\\\\{|John)+]": (NOT_YET, "response_format json_object (structured output through a grammar)"),
-    "unit/test_tool_call.py::test_completion_without_tool_call_fast[meta-llama-Llama-3.3-70B-Instruct-128-tools2-none-CompletionMode.NORMAL]": (NOT_YET, "tools in the request (tool calling)"),
-    "unit/test_tool_call.py::test_completion_without_tool_call_fast[meta-llama-Llama-3.3-70B-Instruct-128-tools2-none-CompletionMode.STREAMED]": (NOT_YET, "tools in the request (tool calling)"),
     "unit/test_embedding.py::test_embedding_single": (NOT_YET, "/v1/embeddings (refused with a 400 today)"),
     "unit/test_embedding.py::test_embedding_multiple": (NOT_YET, "/v1/embeddings (refused with a 400 today)"),
     "unit/test_embedding.py::test_embedding_multiple_with_fa": (NOT_YET, "/v1/embeddings (refused with a 400 today)"),

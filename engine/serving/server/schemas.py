@@ -218,6 +218,7 @@ class ChatCompletionRequest(_Generation):
     tool_choice: ToolChoice | None = None
     parallel_tool_calls: bool | None = None
     functions: Any = None
+    function_call: Any = None
     logprobs: bool | None = None
     top_logprobs: int | None = Field(None, ge=0, le=20)
 
@@ -239,11 +240,12 @@ class ChatCompletionRequest(_Generation):
             raise ValueError("must hold at least one message")
         return v
 
-    @field_validator("functions")
+    @field_validator("functions", "function_call")
     @classmethod
     def _no_functions(cls, v: Any) -> Any:
         if v:
-            raise ValueError("the legacy 'functions' are not supported: send them as 'tools'")
+            raise ValueError("the legacy 'functions' and 'function_call' are not supported: send 'tools' and "
+                             "'tool_choice'")
         return None
 
     @model_validator(mode="after")
