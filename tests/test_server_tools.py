@@ -125,14 +125,45 @@ def test_history_with_calls_and_results_is_accepted(served):
     assert with_result > ask(served, tools=TOOLS).usage.prompt_tokens
 
 
-def test_forcing_a_call_is_refused_in_words_until_the_grammar_is_there(served):
-    from engine.serving.server.tool_use import grammar_supported
+@pytest.fixture(scope="module")
+def direct(tmp_path_factory):
+    """A server whose scripted target answers with the call alone (no text first)."""
+    from engine.serving.server import ServedModel, ServerThread, create_app
 
-    if grammar_supported():
-        pytest.skip("the decoder enforces grammars: forced calls are tested with them")
-    for choice in ("required", {"type": "function", "function": {"name": "get_weather"}}):
-        with pytest.raises(openai.BadRequestError, match="needs constrained decoding"):
-            ask(served, tools=TOOLS, tool_choice=choice)
+    base = make_vocab()
+    script = SCRIPT[1:]
+    vocab = Vocab(base.tokens + script, base.scores + [0.0] * len(script), base.types + [NORMAL] * len(script))
+    ids = [vocab.byte(10)] + [len(base.tokens) + i for i in range(len(script))] + [vocab.id("<|im_end|>")]
+    d = tmp_path_factory.mktemp("direct")
+    target = write_model(d / "direct.gguf", vocab=vocab, chain={a: b for a, b in zip(ids, ids[1:])}, name="direct")
+    draft = write_model(d / "direct-draft.gguf", vocab=vocab, seed=6, n_layer=1, name="direct-draft")
+    eng = Engine(target, n_ctx=1024, metrics_log=False)
+    srv = ServerThread(create_app(ServedModel(eng, "caller", draft=draft, lookahead=3))).start()
+    client = openai.OpenAI(base_url=srv.url + "/v1", api_key="none", max_retries=0, timeout=60)
+    yield SimpleNamespace(eng=eng, url=srv.url, client=client)
+    client.close()
+    srv.stop()
+    eng.close()
+
+
+NAMED = {"type": "function", "function": {"name": "get_weather"}}
+
+
+@pytest.mark.parametrize("choice", ["required", NAMED])
+@pytest.mark.parametrize("draft", ["none", "lookup", "model"])
+def test_forced_calls_go_through_the_grammar_with_every_draft(direct, choice, draft):
+    r = ask(direct, tools=TOOLS, tool_choice=choice, draft=draft, max_tokens=24)
+    assert r.choices[0].finish_reason == "tool_calls"
+    assert calls_of(r.choices[0].message) == [("get_weather", {"city": "Paris"})]
+    chunks = list(ask(direct, tools=TOOLS, tool_choice=choice, draft=draft, max_tokens=24, stream=True))
+    parts = [tc for c in chunks if c.choices for tc in c.choices[0].delta.tool_calls or []]
+    assert parts[0].function.name == "get_weather"
+    assert json.loads("".join(p.function.arguments or "" for p in parts)) == {"city": "Paris"}
+
+
+def test_a_forced_call_and_a_response_format_are_one_constraint_too_many(direct):
+    with pytest.raises(openai.BadRequestError, match="cannot be combined"):
+        ask(direct, tools=TOOLS, tool_choice="required", response_format={"type": "json_object"})
 
 
 @pytest.mark.parametrize("body, fragment", [
@@ -152,7 +183,7 @@ def test_bad_tool_requests_are_400s(served, body, fragment):
     assert fragment in r.json()["error"]["message"]
 
 
-def test_langchain_bind_tools_gets_the_call(served):
+def test_langchain_bind_tools_gets_the_call(served, direct):
     from langchain_core.tools import tool
     from langchain_openai import ChatOpenAI
 
@@ -169,6 +200,9 @@ def test_langchain_bind_tools_gets_the_call(served):
     for part in llm.bind_tools([get_weather]).stream("What is the weather in Paris?"):
         streamed = part if streamed is None else streamed + part
     assert [(c["name"], c["args"]) for c in streamed.tool_calls] == [("get_weather", {"city": "Paris"})]
+    forced = ChatOpenAI(base_url=direct.url + "/v1", api_key="none", model="caller", temperature=0, max_tokens=24,
+                        max_retries=0).bind_tools([get_weather], tool_choice="get_weather")
+    assert [(c["name"], c["args"]) for c in forced.invoke("Weather?").tool_calls] == [("get_weather", {"city": "Paris"})]
 
 
 # -- the real SmolLM2 ----------------------------------------------------------------------------
@@ -196,5 +230,12 @@ def test_real_smollm2_with_tools_answers_calls_or_text_identically_with_a_draft(
                 text = "".join(d.content or "" for d in deltas)
                 assert (text or None) == m.content and chunks[-1].choices[0].finish_reason == answers[draft][2]
             assert answers["none"] == answers["lookup"] == answers["model"]
+            forced = {}
+            for draft in ("none", "lookup", "model"):
+                r = c.chat.completions.create(model="smollm2", messages=ASK, tools=TOOLS, max_tokens=64, temperature=0,
+                                              tool_choice=NAMED, extra_body={"draft": draft})
+                forced[draft] = (calls_of(r.choices[0].message), r.choices[0].finish_reason)
+            assert forced["none"] == forced["lookup"] == forced["model"]
+            assert forced["none"][1] == "tool_calls" and forced["none"][0][0][0] == "get_weather", forced
     finally:
         eng.close()

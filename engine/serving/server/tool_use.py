@@ -9,7 +9,6 @@ target's verification, so drafts that break it are rejected and output stays exa
 
 from __future__ import annotations
 
-import dataclasses
 from ...decoding.settings import GenerationRequest
 from ...decoding.tool_calls import ParsedAnswer, ToolCallStream, parse
 from ...decoding.tool_grammar import tool_call_grammar
@@ -17,11 +16,6 @@ from ...decoding.tool_prompt import call_format
 from ...errors import TandemError
 from .errors import ApiError
 from .schemas import ChatCompletionRequest
-
-
-def grammar_supported() -> bool:
-    """Whether this engine's requests carry a grammar the decoder enforces."""
-    return any(f.name == "grammar" for f in dataclasses.fields(GenerationRequest))
 
 
 class ToolUse:
@@ -34,10 +28,6 @@ class ToolUse:
         forced = req.forced_tool if self.tools else None
         if forced is None:
             return
-        what = "tool_choice 'required'" if forced == "" else f"tool_choice naming {forced!r}"
-        if not grammar_supported():
-            raise ApiError(400, f"{what} needs constrained decoding (a grammar), which this server does not "
-                                "have yet: use tool_choice 'auto'", param="tool_choice", code="unsupported_value")
         try:
             self.grammar = tool_call_grammar(self.tools, name=forced or None, call_format=call_format(template),
                                              parallel=req.parallel_tool_calls is not False)
