@@ -190,3 +190,14 @@ def test_sampled_tokens_follow_the_constrained_target_distribution(model, params
         assert counts[~keep].sum() == 0, (case, counts)
         assert sps.chisquare(counts[keep], expected[keep] * n).pvalue > 0.005, (case, params, counts, expected)
         g.close()
+
+
+def test_the_parse_error_is_found_when_llama_cpps_log_is_already_full():
+    """The log keeps its newest 40 lines: a full log (a server test ran first) must not hide
+    the reason a grammar failed (CI saw 'llama.cpp could not parse it' instead)."""
+    from engine.decoding import llama
+
+    for i in range(llama.log_tail.maxlen + 5):
+        llama._log_callback(2, f"earlier chatter {i}\n".encode(), None)
+    with pytest.raises(GrammarError, match="root"):
+        GenerationRequest("hi", grammar='item ::= "a"')

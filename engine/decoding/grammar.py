@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 import numpy as np
 
 from ..errors import TandemError
-from .llama import ensure_backend, log_tail
+from .llama import ensure_backend, log_mark, log_since
 from .sampling import Dist, Sampler, Verification
 
 import llama_cpp  # noqa: E402
@@ -92,7 +92,7 @@ def check_grammar(text: Any, field: str = "grammar") -> str:
 
 def _parse_error(text: str) -> str:
     """llama.cpp's reason (its parser writes to stderr, its loader to the log): parse again, listening."""
-    n = len(log_tail)
+    mark = log_mark()
     with _stderr_lock, tempfile.TemporaryFile() as f:
         saved = os.dup(2)
         try:
@@ -108,7 +108,7 @@ def _parse_error(text: str) -> str:
     for line in printed.splitlines():
         if "error parsing grammar:" in line:
             return line.split("error parsing grammar:", 1)[1].strip()
-    logged = [ln.strip() for ln in list(log_tail)[n:] if ln.strip() and "failed to parse" not in ln]
+    logged = [ln.strip() for ln in log_since(mark) if ln.strip() and "failed to parse" not in ln]
     return logged[-1] if logged else "llama.cpp could not parse it"
 
 

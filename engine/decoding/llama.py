@@ -27,6 +27,7 @@ import llama_cpp  # noqa: E402  (after our imports so import errors name our mod
 _backend_lock = threading.Lock()
 _backend_ready = False
 log_tail: deque[str] = deque(maxlen=40)
+_log_seen = 0  # lines ever logged: `log_tail` is bounded, so its length cannot tell what is new
 _verbose = bool(os.environ.get("TANDEM_DEBUG"))
 
 
@@ -37,7 +38,9 @@ def _log_callback(level: int, text: bytes, user_data: ctypes.c_void_p) -> None:
         line = text.decode("utf-8", errors="replace")
     except Exception:  # pragma: no cover - defensive, callbacks must not raise
         return
+    global _log_seen
     log_tail.append(line)
+    _log_seen += 1
     if _verbose:
         import sys
 
@@ -52,6 +55,17 @@ def ensure_backend() -> None:
             llama_cpp.llama_log_set(_log_callback, ctypes.c_void_p(0))
             llama_cpp.llama_backend_init()
             _backend_ready = True
+
+
+def log_mark() -> int:
+    """A mark for `log_since`: how many lines llama.cpp has logged so far."""
+    return _log_seen
+
+
+def log_since(mark: int) -> list[str]:
+    """The lines logged after `log_mark()` returned `mark` (the newest 40 at most)."""
+    new = min(_log_seen - mark, len(log_tail))
+    return list(log_tail)[len(log_tail) - new:] if new > 0 else []
 
 
 def recent_log_errors() -> str:
