@@ -48,6 +48,11 @@ class UnsupportedModelError(TandemError):
     """The model cannot be used for speculation (recurrent/hybrid: its state cannot be rolled back)."""
 
 
+class EmbeddingsUnsupported(TandemError):
+    """The model (or the engine holding it) cannot give embeddings: an encoder model, or a
+    target split over RPC workers."""
+
+
 class StoreError(TandemError):
     """Downloading, verifying or locating a model file failed."""
 

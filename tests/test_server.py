@@ -700,10 +700,6 @@ def test_penalties_are_honoured_not_ignored(served, client):
     assert rep.choices[0].message.content != plain
 
 
-def test_embeddings_and_responses_are_refused_in_words(served):
-    r = httpx.post(served.url + "/v1/embeddings", headers=AUTH, json={"model": "tiny-pair", "input": "x"})
-    assert r.status_code == 400 and r.json()["error"]["code"] == "unsupported_endpoint"
-    assert "embeddings are not supported" in r.json()["error"]["message"]
-    assert httpx.post(served.url + "/v1/embeddings", json={"input": "x"}).status_code == 401  # behind the key
+def test_responses_api_is_a_404_with_an_error_body(served):
     r = httpx.post(served.url + "/v1/responses", headers=AUTH, json={"model": "tiny-pair", "input": "x"})
     assert r.status_code == 404 and "error" in r.json()

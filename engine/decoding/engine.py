@@ -24,6 +24,7 @@ from ..models.compat import require_compatible
 from .bridge_drafter import BridgeDrafter
 from .drafters import Drafter, ModelDrafter, PromptLookupDrafter
 from ..errors import PromptError, TandemError
+from .embedding import EmbeddingContext, embedding_refusal
 from .engine_api import BaseEngine
 from .events import DoneEvent, Event, RunStats
 from ..models.gguf_header import validate_file
@@ -126,6 +127,7 @@ class Engine(BaseEngine):
         self._decoders: dict[str, Decoder] = {}
         self._costs: dict[str, CostModel] = {}
         self._lock = threading.RLock()
+        self._embedder: EmbeddingContext | None = None  # made by the first `embed`, freed by `close`
         self.queue = GenerationQueue()  # one generation at a time, whichever drafter
         self._closed = False
         self.calibration = calibration
@@ -283,6 +285,31 @@ class Engine(BaseEngine):
         with self._lock:
             return prompt_tokens(self.target, prompt, chat=chat, system=system, limit=limit, tools=tools)
 
+    # -- embeddings ----------------------------------------------------------------------
+    def embedding_tokens(self, text: str, *, limit: int | None = None) -> list[int]:
+        """An embedding input's tokens, as a raw text prompt is tokenised (special tokens added,
+        special-token text read as text); `limit`: `PromptTooLong` once it cannot fit."""
+        self._check_open()
+        with self._lock:
+            return tokenize_within(self.target, _encodable(text), limit, add_special=True, parse_special=False)
+
+    def embeddings_refusal(self) -> str | None:
+        self._check_open()
+        return embedding_refusal(self.target)
+
+    def embed(self, inputs: Sequence[Sequence[int]], *, cancel: CancelToken | None = None) -> list[Any]:
+        """One L2-normalised, mean-pooled vector (numpy float32) per token list, from the target.
+
+        Takes a turn in `queue` (or runs in the caller's), so it never overlaps a generation;
+        the embedding context is made on first use and leaves the generation contexts alone."""
+        self._check_open()
+        with self.queue.hold():
+            with self._lock:
+                if self._embedder is None:
+                    self._embedder = EmbeddingContext(self.target, self._runtime_here())
+                embedder = self._embedder
+            return [embedder.embed(tokens, cancel) for tokens in inputs]
+
     # -- generation ----------------------------------------------------------------------
     def stream(self, prompt: Prompt | GenerationRequest, *, cancel: CancelToken | None = None, **options: Any) -> Iterator[Event]:
         """Yield `PrefillEvent`, `TokenEvent`, `StepEvent` and finally a `DoneEvent`.
@@ -335,6 +362,9 @@ class Engine(BaseEngine):
             d.close()
         with self._lock:
             self._decoders.clear()
+            if self._embedder is not None:
+                self._embedder.close()
+                self._embedder = None
             for m in self._drafts.values():
                 m.close()
             self._drafts.clear()

@@ -12,7 +12,7 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping, Sequence
 
-from ..errors import TandemError
+from ..errors import EmbeddingsUnsupported, TandemError
 from .events import DoneEvent, Event, RunStats, StepEvent, TokenEvent
 from .settings import GenerationRequest, Prompt
 
@@ -84,6 +84,19 @@ class BaseEngine(ABC):
     @abstractmethod
     def close(self) -> None:
         """Stop a running generation and free everything; safe from any thread, more than once."""
+
+    def embedding_tokens(self, text: str, *, limit: int | None = None) -> list[int]:
+        """An embedding input's tokens (`Engine` has them; other engines refuse)."""
+        raise EmbeddingsUnsupported(self.embeddings_refusal())
+
+    def embed(self, inputs: Sequence[Sequence[int]], *, cancel: CancelToken | None = None) -> list[Any]:
+        """One normalised mean-pooled vector per token list (`Engine` has them; other engines refuse)."""
+        raise EmbeddingsUnsupported(self.embeddings_refusal())
+
+    def embeddings_refusal(self) -> str | None:
+        """Why this engine cannot embed, or None when it can."""
+        return ("embeddings are not available from a target split over RPC workers (it runs in a child "
+                "process): serve it without --rpc to use /v1/embeddings")
 
     def request(self, prompt: Prompt | GenerationRequest, **options: Any) -> GenerationRequest:
         """A `GenerationRequest` from a prompt and `generate`'s keywords (or one as given)."""

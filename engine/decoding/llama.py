@@ -159,6 +159,7 @@ class Model:
         self._vocab = llama_cpp.llama_model_get_vocab(self._model)
         self.n_vocab: int = llama_cpp.llama_vocab_n_tokens(self._vocab)
         self.n_ctx_train: int = llama_cpp.llama_model_n_ctx_train(self._model)
+        self.n_embd: int = int(llama_cpp.llama_model_n_embd_out(self._model))  # an embedding's length
         self.bos: int = llama_cpp.llama_vocab_bos(self._vocab)
         self.eos: int = llama_cpp.llama_vocab_eos(self._vocab)
         self.add_bos: bool = bool(llama_cpp.llama_vocab_get_add_bos(self._vocab))

@@ -12,7 +12,7 @@ parametrization of that test. The categories:
   Tandem answers as OpenAI does (error types and wording, the build-number fingerprint).
 - NOT_OFFERED: OpenAI API that issue 25 lets Tandem decline (documented in the README).
 - NOT_YET: OpenAI API Tandem does not have yet (issue 25 stays open for them: structured
-  output, embeddings); the README's not-supported table lists them. Remove an
+  output); the README's not-supported table lists them. Remove an
   entry when its feature lands: the runner then requires the test to pass.
 Anything not listed must pass.
 """
@@ -102,7 +102,6 @@ SKIPS: dict[str, tuple[str, str]] = {
     # test_embedding.py
     "unit/test_embedding.py::test_embedding_mixed_input[-False]": (FORM, "expects an empty input string to be embedded; OpenAI refuses it with a 400"),
     "unit/test_embedding.py::test_embedding_mixed_input[input3-False]": (EXT, "strings mixed into a token-id list"),
-    "unit/test_embedding.py::test_embedding_mixed_input[input5-True]": (EXT, "strings and token-id lists mixed in one input list"),
     "unit/test_embedding.py::test_embedding_mixed_input[input7-True]": (EXT, "strings mixed into a token-id list"),
     "unit/test_embedding.py::test_embedding_mixed_input[input8-False]": (EXT, "{'prompt_string': ...} input objects"),
     "unit/test_embedding.py::test_embedding_mixed_input[input9-False]": (EXT, "{'content': [...]} input objects"),
@@ -110,7 +109,6 @@ SKIPS: dict[str, tuple[str, str]] = {
     "unit/test_embedding.py::test_embedding_content_text_same_as_string": (EXT, "{'content': [...]} input objects"),
     "unit/test_embedding.py::test_embedding_pooling_none": (EXT, "--pooling none and the native /embeddings per-token answer"),
     "unit/test_embedding.py::test_embedding_pooling_none_oai": (EXT, "--pooling none"),
-    "unit/test_embedding.py::test_embedding_error_prompt_too_long": (FORM, "expects llama-server's wording 'too large' in the error message"),
     "unit/test_embedding.py::test_embedding_usage_single": (MODEL, "asserts bert-bge-small's token counts (with [CLS]/[SEP])"),
     "unit/test_embedding.py::test_embedding_usage_multiple": (MODEL, "asserts bert-bge-small's token counts (with [CLS]/[SEP])"),
     # test_compat_oai_responses.py
@@ -120,16 +118,6 @@ SKIPS: dict[str, tuple[str, str]] = {
     # Not yet (issue 25 open): the runner requires each to pass once its entry is removed.
     "unit/test_chat_completion.py::test_completion_with_response_format[response_format2-10-\"foooooo\"]": (NOT_YET, "response_format json_schema (structured output through a grammar)"),
     "unit/test_chat_completion.py::test_completion_with_response_format[response_format3-10-(\\\\{|John)+]": (NOT_YET, "response_format json_object (structured output through a grammar)"),
-    "unit/test_embedding.py::test_embedding_single": (NOT_YET, "/v1/embeddings (refused with a 400 today)"),
-    "unit/test_embedding.py::test_embedding_multiple": (NOT_YET, "/v1/embeddings (refused with a 400 today)"),
-    "unit/test_embedding.py::test_embedding_multiple_with_fa": (NOT_YET, "/v1/embeddings (refused with a 400 today)"),
-    "unit/test_embedding.py::test_embedding_mixed_input": (NOT_YET, "/v1/embeddings (refused with a 400 today)"),
-    "unit/test_embedding.py::test_embedding_pooling_mean": (NOT_YET, "/v1/embeddings (refused with a 400 today)"),
-    "unit/test_embedding.py::test_embedding_pooling_mean_multiple": (NOT_YET, "/v1/embeddings (refused with a 400 today)"),
-    "unit/test_embedding.py::test_embedding_openai_library_single": (NOT_YET, "/v1/embeddings (refused with a 400 today)"),
-    "unit/test_embedding.py::test_embedding_openai_library_multiple": (NOT_YET, "/v1/embeddings (refused with a 400 today)"),
-    "unit/test_embedding.py::test_embedding_openai_library_base64": (NOT_YET, "/v1/embeddings (refused with a 400 today)"),
-    "unit/test_embedding.py::test_same_prompt_give_same_result": (NOT_YET, "/v1/embeddings (refused with a 400 today)"),
     # OpenAI's forms where their helper expects llama-server's
     "unit/test_basic.py::test_server_models": (FORM, "expects one /v1/models entry named by the alias; Tandem lists the loaded model and each alias it answers to, one entry per name a client may send"),
     "unit/test_chat_completion.py::test_logprobs_stream": (FORM, "their stream helper expects the first chunk's content to be null; Tandem's role chunk carries content '' as OpenAI's does"),

@@ -6,7 +6,7 @@ at a time, in order, bounded: 503 with Retry-After beyond it), so the desktop ap
 the server share one engine safely. Errors are OpenAI-shaped bodies, never a dead server.
 
 Parts: `config` (ServedModel, ServerConfig), `errors` (ApiError, handlers, the key check),
-`generation` (the completion endpoints), `listing` (models, health, metrics),
+`generation` (the completion endpoints), `embeddings` (/v1/embeddings), `listing` (models, health, metrics),
 `middleware` (the body limit, request counting, bugs as 500s, CORS).
 """
 
@@ -19,6 +19,7 @@ from fastapi import FastAPI
 from ...decoding.queue import GenerationQueue
 from .config import ServedModel, ServerConfig
 from .errors import install_error_handlers, key_check
+from .embeddings import Embeddings, embeddings_router
 from .generation import Completions, completions_router
 from .listing import listing_router
 from .middleware import install_middleware
@@ -40,6 +41,7 @@ def create_app(served: ServedModel, config: ServerConfig | None = None) -> FastA
     install_error_handlers(app)
     check_key = key_check(config)
     routers = [completions_router(Completions(served, config, queue, metrics, app.state.stopping), check_key),
+               embeddings_router(Embeddings(served, config, queue, metrics, app.state.stopping), check_key),
                listing_router(served, config, queue, metrics, check_key)]
     for router in routers:
         app.include_router(router)

@@ -83,14 +83,6 @@ def listing_router(served: ServedModel, config: ServerConfig, queue: GenerationQ
             return {**entries[0], "id": model_id, "alias_of": served.id}
         raise await run_in_threadpool(model_not_found, model_id, served, config)
 
-    @router.post("/v1/embeddings", dependencies=auth)
-    @router.post("/embeddings", dependencies=auth, include_in_schema=False)
-    async def embeddings() -> Any:
-        """Refused in words rather than a bare 404: the engine keeps no embedding context."""
-        raise ApiError(400, "embeddings are not supported by this server: Tandem serves generation only "
-                            "(chat and text completions); use an embedding model's own server",
-                       code="unsupported_endpoint")
-
     @router.get("/health")
     async def health() -> Any:
         """`busy` whenever the engine has work: a generation running, requests in line, or

@@ -20,6 +20,8 @@ class ServerMetrics:
         self.drafted = Counter("tandem_draft_tokens", "Tokens proposed by the drafter", registry=r)
         self.accepted = Counter("tandem_draft_tokens_accepted", "Drafted tokens the target accepted", registry=r)
         self.steps = Counter("tandem_speculative_steps", "Decoder steps (one target pass each)", registry=r)
+        self.embedding_tokens = Counter("tandem_embedding_tokens", "Input tokens embedded (/v1/embeddings)",
+                                        registry=r)
         self.cancelled = Counter("tandem_generations_cancelled", "Generations stopped early (client gone)", registry=r)
         Gauge("tandem_requests_waiting", "Requests waiting for their turn", registry=r).set_function(lambda: queue.waiting)
         Gauge("tandem_requests_running", "Generations running (0 or 1)", registry=r).set_function(

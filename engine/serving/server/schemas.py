@@ -329,3 +329,58 @@ class CompletionRequest(_Generation):
     @property
     def text(self) -> str:
         return self.prompt if isinstance(self.prompt, str) else self.prompt[0]
+
+
+MAX_EMBEDDING_INPUTS = 2048  # OpenAI's limit on inputs per request
+_INPUT_SHAPES = "a string, a list of strings, a list of token ids, or a list of token-id lists"
+
+
+def _is_token(x: Any) -> bool:
+    return isinstance(x, int) and not isinstance(x, bool)
+
+
+def _token_list(v: list[Any], where: str) -> list[int]:
+    if not v:
+        raise ValueError(f"{where} is an empty token list: nothing to embed")
+    bad = next((x for x in v if not _is_token(x) or x < 0), None)
+    if bad is not None:
+        raise ValueError(f"{where}: {bad!r} is not a token id (a list of token ids holds only integers >= 0)")
+    return v
+
+
+class EmbeddingRequest(BaseModel):
+    """`POST /v1/embeddings`: `input` in any of OpenAI's four shapes, read into a list of
+    texts and token-id lists (one embedding each)."""
+
+    model_config = ConfigDict(extra="allow")
+
+    model: str | None = None
+    input: list[Union[str, list[int]]]
+    encoding_format: Literal["float", "base64"] = "float"
+    dimensions: int | None = Field(None, ge=1)
+    user: str | None = None
+
+    @field_validator("input", mode="before")
+    @classmethod
+    def _inputs(cls, v: Any) -> list[Union[str, list[int]]]:
+        if isinstance(v, str):
+            v = [v]
+        elif isinstance(v, list) and v and all(_is_token(x) for x in v):
+            v = [v]
+        if not isinstance(v, list):
+            raise ValueError(f"must be {_INPUT_SHAPES}")
+        if not v:
+            raise ValueError("is an empty list: nothing to embed")
+        if len(v) > MAX_EMBEDDING_INPUTS:
+            raise ValueError(f"has {len(v)} inputs; at most {MAX_EMBEDDING_INPUTS} per request")
+        out: list[Union[str, list[int]]] = []
+        for i, x in enumerate(v):
+            if isinstance(x, str):
+                if not x:
+                    raise ValueError(f"input {i} is an empty string: nothing to embed")
+                out.append(x)
+            elif isinstance(x, list):
+                out.append(_token_list(x, f"input {i}"))
+            else:
+                raise ValueError(f"input {i} is {type(x).__name__}; input must be {_INPUT_SHAPES}")
+        return out

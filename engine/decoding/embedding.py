@@ -1,0 +1,131 @@
+"""Sentence embeddings from a loaded generation model: its last hidden states, mean-pooled
+over the input's tokens and L2-normalised, as llama-server answers `/v1/embeddings` for a
+generation model started with `--embeddings --pooling mean`.
+
+An `EmbeddingContext` is a second llama.cpp context over the same weights with embeddings
+on; the generation contexts (and their cached prompts) are never touched. It is created on
+the first embeddings request, so chat alone costs nothing.
+
+Why pool here instead of asking llama.cpp for LLAMA_POOLING_TYPE_MEAN: llama.cpp pools one
+micro-batch at a time, so a pooled input must fit one micro-batch, and an embedding context
+computes (and keeps) the vocabulary logits of every token of it: with the micro-batch as large
+as the context, a 4096-token context of a 152k-token vocabulary asks for gigabytes before the
+first input. Here the context reads an input in `n_batch` chunks (causal attention: a token's
+hidden state does not depend on how the input was chunked), takes each token's hidden state
+(LLAMA_POOLING_TYPE_NONE) and averages them: the same mean, at the generation context's
+memory cost per chunk.
+"""
+
+from __future__ import annotations
+
+import ctypes
+from typing import Sequence
+
+import numpy as np
+
+from ..errors import Cancelled, DecodeError, EmbeddingsUnsupported, ModelLoadError, TandemError
+from .cancel import CancelToken
+from .llama import Model, default_threads, log_tail, recent_log_errors
+from .runtime import RuntimeParams
+
+import llama_cpp  # noqa: E402  (after our imports, as in llama.py)
+
+# Architectures whose attention is not causal (encoders): a chunked read would miss what later
+# chunks see, and mean pooling over a generation model's states does not apply to them.
+NON_CAUSAL = ("bert", "nomic-bert", "nomic-bert-moe", "jina-bert-v2", "jina-bert-v3", "modern-bert",
+              "neo-bert", "eurobert", "t5encoder", "llada", "llada-moe", "dream")
+
+
+def embedding_refusal(model: Model) -> str | None:
+    """Why `model` cannot be mean-pooled here, or None when it can."""
+    arch = model.architecture
+    causal = model.header.get(f"{arch}.attention.causal")
+    if llama_cpp.llama_model_has_encoder(model._model) or arch in NON_CAUSAL or causal is False:
+        return (f"{model.path.name} ({arch}) is not a causal generation model: Tandem mean-pools a "
+                "generation model's hidden states, which does not apply to it; serve it with "
+                "llama-server --embeddings instead")
+    return None
+
+
+class EmbeddingContext:
+    """A llama.cpp context with embeddings on, one input at a time, over a loaded model."""
+
+    def __init__(self, model: Model, runtime: RuntimeParams | None = None):
+        """Of `runtime` it uses n_ctx (the longest input), n_batch (tokens per chunk) and n_threads."""
+        why = embedding_refusal(model)
+        if why is not None:
+            raise EmbeddingsUnsupported(why)
+        rt = runtime or RuntimeParams()
+        self.model = model
+        threads = rt.n_threads or default_threads()
+        params = llama_cpp.llama_context_default_params()
+        params.n_ctx, params.n_batch, params.n_ubatch, params.n_seq_max = rt.n_ctx, rt.n_batch, rt.n_batch, 1
+        params.n_threads = params.n_threads_batch = threads
+        params.embeddings = True
+        params.pooling_type = llama_cpp.LLAMA_POOLING_TYPE_NONE
+        params.no_perf = True
+        log_tail.clear()
+        self._ctx = llama_cpp.llama_init_from_model(model._model, params)
+        if not self._ctx:
+            detail = recent_log_errors() or "out of memory?"
+            raise ModelLoadError(f"{model.path}: could not create an embedding context of {rt.n_ctx} tokens ({detail})")
+        self.n_ctx: int = min(rt.n_ctx, int(llama_cpp.llama_n_ctx(self._ctx)))
+        self.n_batch: int = min(rt.n_batch, int(llama_cpp.llama_n_batch(self._ctx)))
+        self.n_embd: int = model.n_embd
+        self._mem = llama_cpp.llama_get_memory(self._ctx)
+        self._batch = llama_cpp.llama_batch_init(self.n_batch, 0, 1)
+        self._b_token = np.ctypeslib.as_array(self._batch.token, shape=(self.n_batch,))
+        self._b_pos = np.ctypeslib.as_array(self._batch.pos, shape=(self.n_batch,))
+        np.ctypeslib.as_array(self._batch.n_seq_id, shape=(self.n_batch,))[:] = 1
+        np.ctypeslib.as_array(self._batch.logits, shape=(self.n_batch,))[:] = 1  # every token's state is read
+        for i in range(self.n_batch):
+            self._batch.seq_id[i][0] = 0
+
+    def embed(self, tokens: Sequence[int], cancel: CancelToken | None = None) -> np.ndarray:
+        """The L2-normalised mean of the model's last hidden states over `tokens` (float32, n_embd)."""
+        n = len(tokens)
+        if n == 0:
+            raise TandemError("nothing to embed: the input has no tokens")
+        if n > self.n_ctx:
+            raise DecodeError(f"an input of {n} tokens does not fit the embedding context of {self.n_ctx}")
+        if not self._ctx:
+            raise ModelLoadError(f"{self.model.path}: the embedding context was freed")
+        llama_cpp.llama_memory_clear(self._mem, True)
+        total = np.zeros(self.n_embd, dtype=np.float64)
+        try:
+            for start in range(0, n, self.n_batch):
+                if cancel is not None and cancel.cancelled:
+                    raise Cancelled("cancelled")
+                total += self._chunk_sum(tokens[start:start + self.n_batch], start)
+        finally:
+            llama_cpp.llama_memory_clear(self._mem, True)
+        mean = total / n
+        norm = float(np.sqrt(np.dot(mean, mean)))
+        return (mean / norm if norm > 0 else mean).astype(np.float32)
+
+    def _chunk_sum(self, chunk: Sequence[int], start: int) -> np.ndarray:
+        """Decode one chunk at positions start.. and return the sum of its tokens' hidden states."""
+        k = len(chunk)
+        self._b_token[:k] = chunk
+        self._b_pos[:k] = np.arange(start, start + k, dtype=np.int32)
+        self._batch.n_tokens = k
+        rc = llama_cpp.llama_decode(self._ctx, self._batch)
+        if rc != 0:
+            raise DecodeError(f"llama_decode failed with code {rc} while embedding ({recent_log_errors()})")
+        ptr = llama_cpp.llama_get_embeddings(self._ctx)
+        if not ptr:
+            raise EmbeddingsUnsupported(f"{self.model.path.name}: llama.cpp gave no hidden states for this model")
+        rows = np.ctypeslib.as_array(ctypes.cast(ptr, ctypes.POINTER(ctypes.c_float)), shape=(k, self.n_embd))
+        return rows.sum(axis=0, dtype=np.float64)
+
+    def close(self) -> None:
+        if getattr(self, "_ctx", None):
+            llama_cpp.llama_batch_free(self._batch)
+            llama_cpp.llama_free(self._ctx)
+            self._ctx = None
+
+    def __del__(self) -> None:  # pragma: no cover - interpreter shutdown order varies
+        try:
+            self.close()
+        except Exception:
+            pass
