@@ -111,6 +111,19 @@ def test_generation_is_unchanged_by_embeddings_and_back(tiny_target):
         e.embed([[1, 2, 3]])
 
 
+def test_a_cancelled_embedding_stops_and_the_next_one_is_unchanged(eng):
+    from engine.decoding.cancel import CancelToken
+    from engine.errors import Cancelled
+
+    toks = eng.embedding_tokens(TEXT)
+    expected = eng.embed([toks])[0]
+    token = CancelToken()
+    token.cancel()
+    with pytest.raises(Cancelled):
+        eng.embed([toks], cancel=token)
+    np.testing.assert_array_equal(eng.embed([toks])[0], expected)  # nothing left behind in its cache
+
+
 # -- the server ---------------------------------------------------------------------------
 openai = pytest.importorskip("openai")
 httpx = pytest.importorskip("httpx")

@@ -12,19 +12,19 @@ computes (and keeps) the vocabulary logits of every token of it: with the micro-
 as the context, a 4096-token context of a 152k-token vocabulary asks for gigabytes before the
 first input. Here the context reads an input in `n_batch` chunks (causal attention: a token's
 hidden state does not depend on how the input was chunked), takes each token's hidden state
-(LLAMA_POOLING_TYPE_NONE) and averages them: the same mean, at the generation context's
-memory cost per chunk.
+(LLAMA_POOLING_TYPE_NONE) and averages them: llama.cpp's mean (equal to 2e-5 within one
+chunk; across chunks ggml's kernels for other batch sizes round differently, cosine 0.99998 or
+closer), at the generation context's memory cost per chunk.
 """
 
 from __future__ import annotations
 
 import ctypes
-from typing import Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 
 from ..errors import Cancelled, DecodeError, EmbeddingsUnsupported, ModelLoadError, TandemError
-from .cancel import CancelToken
 from .llama import Model, default_threads, log_tail, recent_log_errors
 from .runtime import RuntimeParams
 
@@ -81,8 +81,9 @@ class EmbeddingContext:
         for i in range(self.n_batch):
             self._batch.seq_id[i][0] = 0
 
-    def embed(self, tokens: Sequence[int], cancel: CancelToken | None = None) -> np.ndarray:
-        """The L2-normalised mean of the model's last hidden states over `tokens` (float32, n_embd)."""
+    def embed(self, tokens: Sequence[int], stop: Callable[[], bool] | None = None) -> np.ndarray:
+        """The L2-normalised mean of the model's last hidden states over `tokens` (float32, n_embd).
+        `stop()` is asked before each chunk: True ends the read with `Cancelled`."""
         n = len(tokens)
         if n == 0:
             raise TandemError("nothing to embed: the input has no tokens")
@@ -94,7 +95,7 @@ class EmbeddingContext:
         total = np.zeros(self.n_embd, dtype=np.float64)
         try:
             for start in range(0, n, self.n_batch):
-                if cancel is not None and cancel.cancelled:
+                if stop is not None and stop():
                     raise Cancelled("cancelled")
                 total += self._chunk_sum(tokens[start:start + self.n_batch], start)
         finally:

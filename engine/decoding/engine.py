@@ -128,6 +128,7 @@ class Engine(BaseEngine):
         self._costs: dict[str, CostModel] = {}
         self._lock = threading.RLock()
         self._embedder: EmbeddingContext | None = None  # made by the first `embed`, freed by `close`
+        self._embed_lock = threading.Lock()  # held while the embedder runs: `close` frees it after
         self.queue = GenerationQueue()  # one generation at a time, whichever drafter
         self._closed = False
         self.calibration = calibration
@@ -303,12 +304,15 @@ class Engine(BaseEngine):
         Takes a turn in `queue` (or runs in the caller's), so it never overlaps a generation;
         the embedding context is made on first use and leaves the generation contexts alone."""
         self._check_open()
-        with self.queue.hold():
-            with self._lock:
-                if self._embedder is None:
-                    self._embedder = EmbeddingContext(self.target, self._runtime_here())
-                embedder = self._embedder
-            return [embedder.embed(tokens, cancel) for tokens in inputs]
+
+        def stop() -> bool:  # the caller cancelled, or `close()` wants the context freed
+            return self._closed or (cancel is not None and cancel.cancelled)
+
+        with self.queue.hold(), self._embed_lock:
+            self._check_open()
+            if self._embedder is None:
+                self._embedder = EmbeddingContext(self.target, self._runtime_here())
+            return [self._embedder.embed(tokens, stop) for tokens in inputs]
 
     # -- generation ----------------------------------------------------------------------
     def stream(self, prompt: Prompt | GenerationRequest, *, cancel: CancelToken | None = None, **options: Any) -> Iterator[Event]:
@@ -360,11 +364,12 @@ class Engine(BaseEngine):
         self._closed = True
         for d in list(self._decoders.values()):
             d.close()
-        with self._lock:
-            self._decoders.clear()
+        with self._embed_lock:  # a running embed stops at its next chunk (`_closed`), then it is freed
             if self._embedder is not None:
                 self._embedder.close()
                 self._embedder = None
+        with self._lock:
+            self._decoders.clear()
             for m in self._drafts.values():
                 m.close()
             self._drafts.clear()
