@@ -94,6 +94,8 @@ def test_greedy_json_is_valid_and_the_same_with_every_draft(eng, tiny_draft, tin
         Item.model_validate_json(text)
         if name in ("model", "self"):
             assert stats.drafted > 0
+        if name == "self":  # the draft model drafts within the grammar too, so it agrees with itself
+            assert stats.accepted >= 0.9 * stats.drafted, (stats.accepted, stats.drafted)
     assert all(t == outs["none"] for t in outs.values()), outs
     free, _, _ = tokens_of(eng, None)
     assert free != outs["none"]  # the constraint changed what the target writes

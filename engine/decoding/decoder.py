@@ -299,6 +299,7 @@ class Decoder:
                     drafter.confidence_gate = policy.draft_gate(self.cost)
                 drafter.trimmed_by_caller = policy.trims_proposals
                 drafter.row_processor = run.processors.row if run.processors else None
+                drafter.grammar = run.grammar
                 prop = drafter.propose(run.context, k_req, run.sampler)
                 k_use = policy.verify_count(prop, k_req, self.cost, run.acceptance)
                 offered = prop  # a free drafter's may be longer than what is verified: see below

@@ -16,6 +16,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
+from .grammar import GrammarError, GrammarState
 from .llama import Context, Model
 from .runtime import RuntimeParams
 from .sampling import Dist, Sampler
@@ -62,6 +63,10 @@ class Drafter(ABC):
     # `row_processor(row, context) -> row`, for a model drafter to draft from what the target
     # will verify against. None: nothing to apply.
     row_processor: "Callable[[np.ndarray, Sequence[int]], np.ndarray] | None" = None
+    # Set by the decoder each step: the constraint's committed grammar state (grammar.py), for
+    # a model drafter of the target's vocabulary to draft within it (acceptance only: the
+    # target's verification enforces the grammar whatever is drafted). None: no constraint.
+    grammar: "GrammarState | None" = None
 
     @property
     def contexts(self) -> list[Context]:
@@ -143,13 +148,27 @@ class ModelDrafter(Drafter):
         for _, logits in ctx.feed(list(context[keep:]), last_logits=True):
             pass
         row = logits[0]
-        gate, process = self.confidence_gate, self.row_processor
+        grammar = self.grammar.clone() if self.grammar is not None else None
+        try:
+            self._draft(row, context, k, sampler, out, grammar)
+        finally:
+            if grammar is not None:
+                grammar.close()
+        return out
+
+    def _draft(self, row: np.ndarray, context: Sequence[int], k: int, sampler: Sampler, out: Proposal,
+               grammar: GrammarState | None) -> None:
+        """Up to k tokens from `row` on; within `grammar` (advanced as drafted) when given."""
+        ctx, gate, process = self.ctx, self.confidence_gate, self.row_processor
         conf: list[float] = []
         for i in range(k):
             if process is not None:
                 row = process(row, [*context, *out.tokens])
             if sampler.greedy:
-                tok = int(np.argmax(row))
+                try:
+                    tok = int(np.argmax(row)) if grammar is None else grammar.argmax(row[: self.target_vocab])
+                except GrammarError:  # nothing the grammar allows in the draft's row: stop drafting
+                    break
                 q = None
                 top = float(1.0 / np.exp(row - row[tok]).sum()) if (gate is not None or self.p_min > 0.0) else 1.0
                 if self.p_min > 0.0 and top < self.p_min:
@@ -160,18 +179,21 @@ class ModelDrafter(Drafter):
                 top = q.prob(tok)
             if tok >= self.target_vocab:  # draft-only token: the target cannot verify it
                 break
+            if grammar is not None and not sampler.greedy and not grammar.allows(tok):
+                break  # a draw the grammar forbids would be rejected: stop here (q stays the draft's own)
             keep, more = gate(i + 1, top) if gate is not None else (True, True)
             if not keep:
                 break
             out.tokens.append(tok)
             out.dists.append(q)
             conf.append(top)
+            if grammar is not None:
+                grammar.accept(tok)
             if i < k - 1 and more:
                 row = ctx.decode([tok], logits="last")[0]
             elif not more:
                 break
         out.confidence = conf
-        return out
 
     def close(self) -> None:
         self.ctx.close()

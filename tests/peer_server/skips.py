@@ -11,8 +11,8 @@ parametrization of that test. The categories:
 - FORM: the test asserts llama-server's own form of an answer where OpenAI's differs and
   Tandem answers as OpenAI does (error types and wording, the build-number fingerprint).
 - NOT_OFFERED: OpenAI API that issue 25 lets Tandem decline (documented in the README).
-- NOT_YET: OpenAI API Tandem does not have yet (issue 25 stays open for them: structured
-  output); the README's not-supported table lists them. Remove an
+- NOT_YET: OpenAI API Tandem does not have yet (issue 25: none left at present); the
+  README's not-supported table would list them. Remove an
   entry when its feature lands: the runner then requires the test to pass.
 Anything not listed must pass.
 """
@@ -56,14 +56,6 @@ SKIPS: dict[str, tuple[str, str]] = {
     "unit/test_chat_completion.py::test_chat_template_continue_final_message_vllm_compat": (EXT, "vLLM's continue_final_message and the '__verbose' field"),
     "unit/test_chat_completion.py::test_chat_template_continue_final_message_mutual_exclusion": (EXT, "vLLM's continue_final_message / add_generation_prompt fields"),
     "unit/test_chat_completion.py::test_apply_chat_template": (EXT, "POST /apply-template"),
-    "unit/test_chat_completion.py::test_completion_with_response_format[response_format0-6-\"42\"]": (EXT, "a 'schema' inside response_format json_object (OpenAI's json_object takes none)"),
-    "unit/test_chat_completion.py::test_completion_with_response_format[response_format1-10-[ -3000 ]]": (EXT, "a 'schema' inside response_format json_object (OpenAI's json_object takes none)"),
-    "unit/test_chat_completion.py::test_completion_with_response_format[response_format5-0-None]": (EXT, "a 'schema' inside response_format json_object (OpenAI's json_object takes none)"),
-    "unit/test_chat_completion.py::test_completion_with_response_format[response_format6-0-None]": (EXT, "a 'schema' inside response_format json_object (OpenAI's json_object takes none)"),
-    "unit/test_chat_completion.py::test_completion_with_response_format[response_format7-0-None]": (EXT, "a 'schema' inside response_format json_object (OpenAI's json_object takes none)"),
-    "unit/test_chat_completion.py::test_completion_with_json_schema": (EXT, "the top-level 'json_schema' request field"),
-    "unit/test_chat_completion.py::test_completion_with_grammar": (EXT, "the 'grammar' (GBNF) request field"),
-    "unit/test_chat_completion.py::test_completion_with_invalid_grammar": (EXT, "the 'grammar' (GBNF) request field"),
     "unit/test_chat_completion.py::test_invalid_chat_completion_req[messages7]": (FORM, "expects two assistant messages in a row to be refused; OpenAI accepts them"),
     "unit/test_chat_completion.py::test_chat_completion_with_timings_per_token": (EXT, "the 'timings_per_token' field"),
     "unit/test_chat_completion.py::test_logit_bias": (EXT, "token ids from POST /tokenize (logit_bias itself is OpenAI's)"),
@@ -116,8 +108,6 @@ SKIPS: dict[str, tuple[str, str]] = {
     "unit/test_compat_oai_responses.py::test_responses_stream_with_openai_library": (NOT_OFFERED, "/v1/responses (issue 25 item 7 lets it stay a 404); the test also asserts stories260K's words"),
     "unit/test_compat_oai_responses.py::test_responses_stream_with_llama_telemetry": (EXT, "llama-server's progress and timings events in the /responses stream"),
     # Not yet (issue 25 open): the runner requires each to pass once its entry is removed.
-    "unit/test_chat_completion.py::test_completion_with_response_format[response_format2-10-\"foooooo\"]": (NOT_YET, "response_format json_schema (structured output through a grammar)"),
-    "unit/test_chat_completion.py::test_completion_with_response_format[response_format3-10-(\\\\{|John)+]": (NOT_YET, "response_format json_object (structured output through a grammar)"),
     # OpenAI's forms where their helper expects llama-server's
     "unit/test_basic.py::test_server_models": (FORM, "expects one /v1/models entry named by the alias; Tandem lists the loaded model and each alias it answers to, one entry per name a client may send"),
     "unit/test_chat_completion.py::test_logprobs_stream": (FORM, "their stream helper expects the first chunk's content to be null; Tandem's role chunk carries content '' as OpenAI's does"),
