@@ -14,7 +14,8 @@ from pydantic import BaseModel, ConfigDict
 
 from engine import Engine, GenerationRequest
 from engine.decoding.drafters import Drafter, Proposal
-from engine.decoding.grammar import GrammarError, GrammarState, check_grammar, json_schema_grammar, verify_constrained
+from engine.decoding.grammar import (GrammarError, GrammarState, check_grammar, json_schema_grammar, truncated,
+                                     verify_constrained)
 from engine.decoding.llama import Model
 from engine.decoding.sampling import Dist, Sampler, SamplingParams, distribution
 from engine.errors import TandemError
@@ -162,18 +163,28 @@ def allowed_ids(model, chars: bytes) -> np.ndarray:
 
 @pytest.mark.parametrize("params", [SamplingParams(temperature=0.8, seed=7),
                                     SamplingParams(temperature=1.0, top_p=0.6, seed=8),
-                                    SamplingParams(temperature=0.7, top_k=3, min_p=0.05, seed=9)])
-def test_sampled_tokens_follow_the_constrained_target_distribution(model, params):
+                                    SamplingParams(temperature=0.7, top_k=3, min_p=0.05, seed=9),
+                                    SamplingParams(temperature=1.3, top_k=5, top_p=0.8, seed=10),
+                                    SamplingParams(temperature=0.9, min_p=0.3, seed=11),
+                                    SamplingParams(temperature=0.6, top_p=0.65, min_p=0.2, seed=12)])
+@pytest.mark.parametrize("spread", ["flat", "peaked"])
+def test_sampled_tokens_follow_the_constrained_target_distribution(model, params, spread):
+    """Flat: the best-ranked tokens cannot settle the filters (the whole row is masked);
+    peaked: they can (grammar.truncated). Both must be the masked row's usual distribution."""
     ok = allowed_ids(model, b"abcd")
     rng = np.random.default_rng(1)
-    row = rng.normal(0.0, 1.0, model.n_vocab).astype(np.float32)
-    row[ok] = np.linspace(0.5, 2.0, ok.shape[0])  # the allowed, with unallowed ones still above some
+    row = rng.normal(0.0, 1.0 if spread == "flat" else 0.3, model.n_vocab).astype(np.float32)
+    row[ok] = np.linspace(0.5, 2.0, ok.shape[0]) + (0.0 if spread == "flat" else 6.0)
     row[rng.choice(model.n_vocab, 5)] += 3.0  # forbidden tokens the target likes best
     masked = np.full_like(row, -np.inf)
     masked[ok] = row[ok]
     p = distribution(masked, params)  # the target's usual sampler over the masked row
     expected = np.array([p.prob(int(t)) for t in ok])
-    forbidden = int(np.argmax(row))
+    forbidden = int(max(set(range(model.n_vocab)) - set(ok.tolist()), key=lambda t: row[t]))
+    if spread == "peaked" and (params.top_k or params.top_p < 1.0 or params.min_p > 0.0):
+        g = GrammarState(model, "root ::= [a-d]")
+        assert truncated(g, row, params) is not None  # the fast path is what is tested here
+        g.close()
     qfull = Dist(np.concatenate([ok[:3], [forbidden]]), np.array([0.1, 0.2, 0.3, 0.4]))
     n = 3000
     for case in ("bonus", "allowed draft", "forbidden draft", "full q"):
@@ -203,3 +214,42 @@ def test_the_parse_error_is_found_when_llama_cpps_log_is_already_full():
         llama._log_callback(2, f"earlier chatter {i}\n".encode(), None)
     with pytest.raises(GrammarError, match="root"):
         GenerationRequest("hi", grammar='item ::= "a"')
+
+
+def test_a_forbidden_token_is_an_error_not_an_abort(model):
+    g = GrammarState(model, 'root ::= "a"')
+    b = next(t for t in range(model.n_vocab) if model.piece(t) == b"b")
+    with pytest.raises(GrammarError, match="does not follow the grammar"):
+        g.accept(b)  # llama.cpp itself would terminate the process
+    g.close()
+
+
+def test_the_truncated_fast_path_equals_masking_the_whole_row(model):
+    """Whenever grammar.truncated decides from the best-ranked tokens, its distribution is
+    `distribution(masked row)` itself (same tokens, same probabilities), on rows where many
+    allowed tokens lie outside the ranks it checks."""
+    letters = allowed_ids(model, b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
+    g = GrammarState(model, "root ::= [a-zA-Z]")
+    rng = np.random.default_rng(5)
+    settled = 0
+    for trial in range(300):
+        params = SamplingParams(temperature=float(rng.uniform(0.3, 1.5)), top_k=int(rng.choice([0, 0, 3, 40])),
+                                top_p=float(rng.choice([1.0, 0.5, 0.8, 0.95])), min_p=float(rng.choice([0.0, 0.05, 0.3])))
+        if not (params.top_k or params.top_p < 1.0 or params.min_p > 0.0):
+            continue
+        row = rng.normal(0.0, rng.uniform(0.2, 3.0), model.n_vocab)
+        row[rng.choice(letters, 6, replace=False)] += rng.uniform(0.0, 8.0)
+        row = row.astype(np.float32)  # as logits come
+        masked = np.full(model.n_vocab, -np.inf)
+        masked[letters] = row[letters]
+        want = distribution(masked, params)
+        got = truncated(g, row, params)
+        if got is None:
+            continue
+        settled += 1
+        w = {int(i): float(p) for i, p in zip(want.ids, want.probs) if p > 0}
+        h = {int(i): float(p) for i, p in zip(got.ids, got.probs) if p > 0}
+        assert w.keys() == h.keys(), (trial, params, sorted(w), sorted(h))
+        assert all(abs(w[i] - h[i]) < 1e-9 for i in w), (trial, params)
+    assert settled > 50  # the fast path was taken often enough to be what is tested
+    g.close()

@@ -54,8 +54,8 @@ def sampler_costs(model, grammar: str, reps: int = 200) -> tuple[float, float]:
     from engine.decoding.grammar import GrammarState
 
     g = GrammarState(model, grammar)
-    for t in model.tokenize('{"', add_special=False):
-        g.accept(t)
+    for piece in (b"{", b'"'):
+        g.accept(next(t for t in range(model.n_vocab) if model.piece(t) == piece))
     row = np.random.default_rng(0).normal(size=model.n_vocab).astype(np.float32)
     t0 = time.perf_counter()
     for i in range(reps):

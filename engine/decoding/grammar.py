@@ -10,13 +10,15 @@ is the usual one over the masked row (disallowed tokens at -inf, then the usual 
 * greedy: the constrained argmax. Exact fast path: if the grammar allows the unconstrained
   argmax, that token is the constrained argmax; else the best allowed token among the top 64
   (exact when its logit is above the 64th's); only else the whole row is masked.
-* sampling: a row whose draft is checked against p needs p(x) = p_unmasked(x) / Z_allowed,
-  so its whole row is masked. A draw (bonus token, or a correction after a rejected one-hot
-  draft) with temperature alone draws from the unmasked distribution and keeps an allowed
-  token, else draws from the masked one: restricted to allowed tokens, softmax(row / T) is
-  softmax(masked / T), so the mixture is exactly the masked distribution. Truncation
-  (top-k/p, min-p) of the masked row is not the truncated unmasked row restricted, so with
-  any of them every draw masks the whole row.
+* sampling: each verify row draws the target's own token x from the constrained distribution
+  and accepts the draft iff x equals it: the p/q rule with a one-hot q, exact whatever
+  drafted the token (a sampled model draft's q is not needed), and free of p(d), whose
+  normaliser Z_allowed would mean masking the whole vocabulary for every drafted row. With
+  temperature alone a draw takes a token from the unmasked distribution and keeps it if
+  the grammar allows it, else draws from the masked one: restricted to allowed tokens,
+  softmax(row / T) is softmax(masked / T), so the mixture is exactly the masked
+  distribution. Truncation (top-k/p, min-p) of the masked row is not the truncated unmasked
+  row restricted, so with any of them every draw masks the whole row.
 
 JSON schemas become GBNF through llama-cpp-python's own converter (`json_schema_to_gbnf`).
 """
@@ -34,7 +36,7 @@ import numpy as np
 
 from ..errors import TandemError
 from .llama import ensure_backend, log_mark, log_since
-from .sampling import Dist, Sampler, Verification
+from .sampling import Dist, Sampler, SamplingParams, Verification, distribution
 
 import llama_cpp  # noqa: E402
 
@@ -141,9 +143,13 @@ class GrammarState:
             pass
 
     def accept(self, token: int) -> None:
-        """Advance by one token the grammar allows (an end-of-generation token ends the run: kept out)."""
-        if not self.model.is_eog(token):
-            _lc.llama_sampler_accept(self._smpl, token)
+        """Advance by one token the grammar allows (an end-of-generation token ends the run: kept
+        out). Checked first: llama.cpp aborts the process on a token its grammar forbids."""
+        if self.model.is_eog(token):
+            return
+        if not 0 <= token < self.model.n_vocab or not self.allows(token):
+            raise GrammarError(f"token {token} does not follow the grammar here")  # a bug upstream, not a crash
+        _lc.llama_sampler_accept(self._smpl, token)
 
     def _apply(self, data: np.ndarray) -> None:
         arr = _lc.llama_token_data_array(data.ctypes.data_as(_lc.llama_token_data_p), data.shape[0], -1, False)
@@ -190,14 +196,66 @@ class GrammarState:
                     return int(ok[row[ok] == best].min())
         return int(np.argmax(self.mask(row)))
 
-    def draw(self, row: np.ndarray, sampler: Sampler, masked: np.ndarray | None = None) -> int:
+    def draw(self, row: np.ndarray, sampler: Sampler) -> int:
         """A token from the constrained distribution of `row` (exact; see the module docstring)."""
         p = sampler.params
-        if masked is None and not (p.top_k or p.top_p < 1.0 or p.min_p > 0.0):
+        if not (p.top_k or p.top_p < 1.0 or p.min_p > 0.0):
             x = sampler.draw(sampler.dist(row))
             if self.allows(x):
                 return x
-        return sampler.draw(sampler.dist(self.mask(row) if masked is None else masked))
+        else:
+            d = truncated(self, row, p)
+            if d is not None:
+                return sampler.draw(d)
+        return sampler.draw(sampler.dist(self.mask(row)))
+
+
+def truncated(grammar: GrammarState, row: np.ndarray, p: SamplingParams) -> Dist | None:
+    """`distribution(masked row, p)` with top-k, top-p or min-p, decided from the best-ranked
+    tokens alone (their allowed ones, strictly above the rank's edge: nothing unchecked ties
+    them) when that settles it for any grammar verdict on the rest; None: mask the whole row.
+    Unchecked tokens' mass bounds the allowed total: top-p's cut must fall at the same place
+    for the lowest and the highest total."""
+    x = np.asarray(row, dtype=np.float64)
+    n, m = x.shape[0], TOP_M
+    e = np.exp(x - x.max())
+    total = float(e.sum())
+    while m <= n // 4:
+        top = np.argpartition(-x, m - 1)[:m]
+        top = top[np.argsort(-x[top], kind="stable")]
+        edge = x[top[-1]]
+        allowed = grammar.allowed(top.tolist())
+        ok = top[allowed & (x[top] > edge)]
+        unchecked = total - float(e[top].sum()) + float(e[top[allowed & (x[top] <= edge)]].sum())
+        kept = _settled(x, e, ok, edge, unchecked, p) if ok.size else None
+        if kept is not None:  # top-k: the k best allowed, for top-p and min-p next; else all three applied
+            rest = SamplingParams(p.temperature, 0, p.top_p, p.min_p) if p.top_k else SamplingParams(p.temperature)
+            d = distribution(x[kept], rest)
+            return Dist(kept[d.ids], d.probs)
+        m *= 8
+    return None
+
+
+def _settled(x: np.ndarray, e: np.ndarray, ok: np.ndarray, edge: float, unchecked: float,
+             p: SamplingParams) -> np.ndarray | None:
+    """The tokens the filters keep, if the checked ones decide it (else None). With top-k the
+    k best allowed are the whole set the other filters then see (`distribution` finishes)."""
+    if p.top_k:
+        return ok[: p.top_k] if ok.shape[0] >= p.top_k else None
+    kept = ok
+    if p.top_p < 1.0:
+        cum = np.cumsum(e[ok])
+        lo = int(np.searchsorted(cum, p.top_p * cum[-1], side="left"))  # every unchecked token forbidden
+        hi = int(np.searchsorted(cum, p.top_p * (cum[-1] + unchecked), side="left"))  # every one allowed
+        if hi >= ok.shape[0] or lo != hi:
+            return None
+        kept = ok[: hi + 1]
+    if p.min_p > 0.0:
+        floor = p.min_p * e[ok[0]]  # ok[0] is the best allowed token: above every unchecked one
+        if p.top_p >= 1.0 and np.exp(edge - x.max()) >= floor:
+            return None  # an unchecked token may pass min-p
+        kept = kept[e[kept] >= floor]
+    return kept
 
 
 _IDS: dict[int, np.ndarray] = {}  # n_vocab -> 0..n-1 as int32 (built once per vocabulary size)
@@ -219,7 +277,8 @@ def verify_constrained(
 ) -> Verification:
     """`sampling.verify` against the constrained target distribution, advancing `grammar` by
     the accepted drafts and the final token (the committed state; a rejected draft never
-    enters it). `rows_out`, if given, receives each decided row masked (for logprobs)."""
+    enters it). `draft_dists` go unused: sampled drafts are checked by the one-hot rule
+    (`_sample_row`). `rows_out`, if given, receives each decided row masked (for logprobs)."""
     k = len(drafts)
     if logits.shape[0] != k + 1:
         raise ValueError(f"need {k + 1} logit rows for {k} drafts, got {logits.shape[0]}")
@@ -230,8 +289,7 @@ def verify_constrained(
             choice = grammar.argmax(row)
             ok = d == choice
         else:
-            choice, ok = _sample_row(row, d, draft_dists[i] if d is not None and draft_dists else None,
-                                     sampler, grammar)
+            choice, ok = _sample_row(row, d, sampler, grammar)
         if rows_out is not None:
             rows_out.append(grammar.mask(row))
         if d is not None and ok:
@@ -242,21 +300,10 @@ def verify_constrained(
     raise AssertionError("unreachable: the last row always decides")  # pragma: no cover
 
 
-def _sample_row(row: np.ndarray, d: int | None, q: Dist | None, sampler: Sampler,
-                grammar: GrammarState) -> tuple[int, bool]:
-    """(token, draft accepted) for one row under the p/q rule of the constrained p."""
-    if d is None:
-        return grammar.draw(row, sampler), False
-    if q is None and not grammar.allows(d):
-        # p(d) = 0: rejected for sure (no random number drawn, as min(1, 0/q) says), and with
-        # a one-hot q the residual max(0, p - q) is p itself
-        return grammar.draw(row, sampler), False
-    masked = grammar.mask(row)
-    p = sampler.dist(masked)
-    q = q if q is not None else Dist.one_hot(d)
-    px, qx = p.prob(d), q.prob(d)
-    if qx <= 0.0:
-        raise ValueError(f"draft token {d} has zero draft probability")
-    if sampler.rng.random() < min(1.0, px / qx):
-        return d, True
-    return sampler.residual_draw(p, q), False
+def _sample_row(row: np.ndarray, d: int | None, sampler: Sampler, grammar: GrammarState) -> tuple[int, bool]:
+    """(token, draft accepted) for one row: the target's own constrained draw x, the draft
+    accepted iff x == d. This is the p/q rule with a one-hot q (accept with p(d), else a
+    draw from p without d), exact whatever drafted d and however, and it needs no p(d), whose
+    normaliser would mean masking the whole vocabulary (see the module docstring)."""
+    x = grammar.draw(row, sampler)
+    return x, d is not None and x == d
