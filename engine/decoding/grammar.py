@@ -14,11 +14,12 @@ is the usual one over the masked row (disallowed tokens at -inf, then the usual 
   and accepts the draft iff x equals it: the p/q rule with a one-hot q, exact whatever
   drafted the token (a sampled model draft's q is not needed), and free of p(d), whose
   normaliser Z_allowed would mean masking the whole vocabulary for every drafted row. With
-  temperature alone a draw takes a token from the unmasked distribution and keeps it if
-  the grammar allows it, else draws from the masked one: restricted to allowed tokens,
-  softmax(row / T) is softmax(masked / T), so the mixture is exactly the masked
-  distribution. Truncation (top-k/p, min-p) of the masked row is not the truncated unmasked
-  row restricted, so with any of them every draw masks the whole row.
+  temperature alone a draw takes tokens from the unmasked distribution until the grammar
+  allows one (rejection sampling), and after DRAW_TRIES draws from the masked one:
+  restricted to allowed tokens, softmax(row / T) is softmax(masked / T), so each branch,
+  and so the mixture, is exactly the masked distribution. Truncation (top-k/p, min-p) of
+  the masked row is not the truncated unmasked row restricted: `truncated` decides it from
+  the best-ranked tokens when they settle it exactly, else the whole row is masked.
 
 JSON schemas become GBNF through llama-cpp-python's own converter (`json_schema_to_gbnf`).
 """
@@ -46,6 +47,7 @@ if TYPE_CHECKING:  # pragma: no cover
 _lc = llama_cpp.llama_cpp
 ROOT = b"root"
 TOP_M = 64  # greedy: candidates checked before masking a whole row
+DRAW_TRIES = 16  # sampling, temperature alone: unmasked draws tried before masking a whole row
 _TOKEN_DATA = np.dtype([("id", "<i4"), ("logit", "<f4"), ("p", "<f4")])  # llama_token_data
 assert _TOKEN_DATA.itemsize == ctypes.sizeof(_lc.llama_token_data)
 _stderr_lock = threading.Lock()
@@ -200,9 +202,11 @@ class GrammarState:
         """A token from the constrained distribution of `row` (exact; see the module docstring)."""
         p = sampler.params
         if not (p.top_k or p.top_p < 1.0 or p.min_p > 0.0):
-            x = sampler.draw(sampler.dist(row))
-            if self.allows(x):
-                return x
+            free = sampler.dist(row)
+            for _ in range(DRAW_TRIES):
+                x = sampler.draw(free)
+                if self.allows(x):
+                    return x
         else:
             d = truncated(self, row, p)
             if d is not None:
