@@ -47,6 +47,7 @@ if TYPE_CHECKING:  # pragma: no cover
 _lc = llama_cpp.llama_cpp
 ROOT = b"root"
 TOP_M = 64  # greedy: candidates checked before masking a whole row
+TOP_M_TRUNCATED = 4096  # sampling with top-k/p or min-p: the most ranks checked before masking a whole row
 DRAW_TRIES = 16  # sampling, temperature alone: unmasked draws tried before masking a whole row
 _TOKEN_DATA = np.dtype([("id", "<i4"), ("logit", "<f4"), ("p", "<f4")])  # llama_token_data
 assert _TOKEN_DATA.itemsize == ctypes.sizeof(_lc.llama_token_data)
@@ -224,7 +225,7 @@ def truncated(grammar: GrammarState, row: np.ndarray, p: SamplingParams) -> Dist
     n, m = x.shape[0], TOP_M
     e = np.exp(x - x.max())
     total = float(e.sum())
-    while m <= n // 4:
+    while m <= min(n // 4, TOP_M_TRUNCATED):
         top = np.argpartition(-x, m - 1)[:m]
         top = top[np.argsort(-x[top], kind="stable")]
         edge = x[top[-1]]
