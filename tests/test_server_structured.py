@@ -149,3 +149,16 @@ def test_real_smollm2_parse_with_every_draft():
             assert len(set(texts.values())) == 1, texts
     finally:
         eng.close()
+
+
+@pytest.mark.parametrize("method", ["json_schema", "function_calling"])
+def test_langchain_with_structured_output_returns_the_object(served, method):
+    """LangChain's `with_structured_output`: through response_format json_schema, and through a
+    forced tool call (tool_choice named); both come back as a validated Item."""
+    pytest.importorskip("langchain_openai")
+    from langchain_openai import ChatOpenAI
+
+    llm = ChatOpenAI(base_url=served.url + "/v1", api_key="none", model="tiny-pair", temperature=0,
+                     max_tokens=200, max_retries=0)
+    item = llm.with_structured_output(Item, method=method).invoke("the value of the item")
+    assert isinstance(item, Item)
