@@ -45,7 +45,7 @@ VERSION_TIPS = {"older": "Show the previous version of this answer ({n} of {of})
 
 
 class Transcript(QTextBrowser):
-    messageAction = Signal(str, int)  # (edit | regenerate | continue, message id) for the chat view
+    messageAction = Signal(str, int)  # (edit | regenerate | continue | older | newer, message id) for the chat view
     notice = Signal(str)  # a one-line notice for the status bar ("Code copied")
 
     def __init__(self, parent: QWidget | None = None):
