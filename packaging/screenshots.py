@@ -37,9 +37,8 @@ def main() -> int:
     from engine.models import catalog, store
 
     pair = catalog.load().pairs.get(a.pair) if a.pair else None
-    if pair is not None and store.pair_state(pair).target == "verified" and store.pair_state(pair).draft == "verified":
-        target, draft = store.find_model(pair.target.id), store.find_model(pair.draft.id)
-    else:
+    target, draft = (store.find_model(pair.target.id), store.find_model(pair.draft.id)) if pair else (None, None)
+    if target is None or draft is None:
         pair = None
         target = Path(a.target) if a.target else store.find_model("smollm2-135m-instruct-q4_1")
         draft = Path(a.draft) if a.draft else target
@@ -70,8 +69,12 @@ def main() -> int:
         bar = win.chat.model_bar
         win.nav.setCurrentRow(0)
         shots.pump(0.5)
-        bar.model.setCurrentIndex(next(i for i, c in enumerate(bar.choices) if c.pair_id == pair.id))
-        bar.load()
+        listed = [i for i, c in enumerate(bar.choices) if c.pair_id == pair.id]
+        if listed:
+            bar.model.setCurrentIndex(listed[0])
+            bar.load()
+        else:
+            win.session.load(target, draft, label=pair.title if hasattr(pair, "title") else pair.id, pair_id=pair.id)
     else:
         win.session.load(target, draft, label=f"{target.stem} + {draft.stem}")
     shots.wait(lambda: win.session.engine is not None and not win.session.busy)
@@ -150,11 +153,10 @@ def race_shot(shots: Shots, win) -> None:
     race = win.views["Race"]
     race.prompt.setPlainText("Write a Python function that merges two sorted lists into one sorted list.")
     race.max_tokens.setValue(120)
+    race.replay_speed.setCurrentIndex(race.replay_speed.count() - 1)  # the fastest replay
     race.start()
     shots.wait(lambda: race.result is not None and race.worker is None, 600)
-    shots.pump(1.0)
-    if hasattr(race, "stop_replay"):
-        race.stop_replay()
+    shots.wait(lambda: not race._replay_timer.isActive(), 120)  # the replay played to its end
     shots.shot("race")
 
 
