@@ -19,10 +19,12 @@ import json
 import sqlite3
 import threading
 import time
-from contextlib import closing, contextmanager
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator
+
+from .history_repair import Damaged, is_damage, looks_like_sqlite, move_aside, salvage
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS conversations (
@@ -40,15 +42,29 @@ CREATE TABLE IF NOT EXISTS messages (
     stats TEXT,
     spans TEXT,
     status TEXT NOT NULL DEFAULT 'complete',
-    created REAL NOT NULL
+    created REAL NOT NULL,
+    version INTEGER NOT NULL DEFAULT 1
 );
 CREATE INDEX IF NOT EXISTS messages_by_conversation ON messages(conversation_id, id);
+CREATE TABLE IF NOT EXISTS answer_versions (
+    message_id INTEGER NOT NULL REFERENCES messages(id) ON DELETE CASCADE,
+    n INTEGER NOT NULL,
+    content TEXT NOT NULL,
+    stats TEXT,
+    spans TEXT,
+    status TEXT NOT NULL DEFAULT 'complete',
+    created REAL NOT NULL,
+    PRIMARY KEY (message_id, n)
+);
 """
 # The columns this version reads, by name; more columns (a later version's) are fine.
+# messages.version is not among them: a database from before answer versions gains it (`_migrate`).
 COLUMNS = {
     "conversations": {"id", "title", "system_prompt", "created", "updated"},
     "messages": {"id", "conversation_id", "role", "content", "stats", "spans", "status", "created"},
+    "answer_versions": {"message_id", "n", "content", "stats", "spans", "status", "created"},
 }
+SCHEMA_VERSION = 2  # PRAGMA user_version: 2 = answers keep their versions (answer_versions, messages.version)
 
 
 @dataclass
@@ -60,6 +76,8 @@ class Message:
     stats: dict[str, Any] | None = None
     spans: list[tuple[int, str]] = field(default_factory=list)  # (characters, provenance)
     status: str = "complete"  # complete | stopped | cancelled | failed
+    version: int = 1  # which of the answer's versions this is (Regenerate adds one)
+    versions: int = 1  # how many the answer has
 
 
 @dataclass
@@ -75,20 +93,32 @@ class HistoryError(Exception):
     """The database failed while reading or writing (damaged after it was opened, I/O)."""
 
 
-class _Damaged(sqlite3.DatabaseError):
-    """PRAGMA quick_check found problems."""
-
-
 class _UnknownSchema(sqlite3.DatabaseError):
     """The tables lack columns this version reads (renamed or dropped by another version)."""
 
 
-def _check_schema(db: sqlite3.Connection) -> None:
+def _check_schema(db: sqlite3.Connection, *, created: bool = True) -> None:
+    """Every table this version reads has its columns; `created=False`: only the tables that
+    exist already (a table an earlier version did not have is created, not missing)."""
     for table, wanted in COLUMNS.items():
         have = {str(r[1]) for r in db.execute(f"PRAGMA table_info({table})")}
+        if not have and not created:
+            continue
         missing = sorted(wanted - have)
         if missing:
             raise _UnknownSchema(f"the table {table} has no column {', '.join(missing)}")
+
+
+def _migrate(db: sqlite3.Connection) -> None:
+    """Bring a database from an earlier version up to this one, in one transaction: a
+    database from before answer versions gains `messages.version` (every answer is its own
+    version 1); nothing is dropped or rewritten, so an older Tandem still reads it."""
+    have = {str(r[1]) for r in db.execute("PRAGMA table_info(messages)")}
+    with db:
+        if "version" not in have:
+            db.execute("ALTER TABLE messages ADD COLUMN version INTEGER NOT NULL DEFAULT 1")
+        if int(db.execute("PRAGMA user_version").fetchone()[0]) < SCHEMA_VERSION:
+            db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
 
 
 def _write_reason(e: sqlite3.Error) -> str:
@@ -103,32 +133,6 @@ def _write_reason(e: sqlite3.Error) -> str:
     return str(e)
 
 
-SQLITE_CORRUPT, SQLITE_NOTADB = 11, 26
-
-
-def _is_damage(e: sqlite3.Error) -> bool:
-    if isinstance(e, _Damaged):
-        return True
-    code = getattr(e, "sqlite_errorcode", None)
-    if isinstance(code, int) and code & 0xFF in (SQLITE_CORRUPT, SQLITE_NOTADB):
-        return True
-    text = str(e).lower()
-    return "malformed" in text or "not a database" in text
-
-
-SQLITE_MAGIC = b"SQLite format 3\x00"
-
-
-def _looks_like_sqlite(path: Path) -> bool:
-    """Missing, empty, or starting with SQLite's header: worth opening."""
-    try:
-        with open(path, "rb") as f:
-            head = f.read(len(SQLITE_MAGIC))
-    except FileNotFoundError:
-        return True
-    return head in (b"", SQLITE_MAGIC)
-
-
 def _connect(path: str) -> sqlite3.Connection:
     """Open, check and set up a database; raises sqlite3.DatabaseError when it is unusable."""
     db = sqlite3.connect(path, check_same_thread=False, timeout=10)
@@ -136,12 +140,14 @@ def _connect(path: str) -> sqlite3.Connection:
         db.row_factory = sqlite3.Row
         problems = [str(r[0]) for r in db.execute("PRAGMA quick_check").fetchall()]
         if problems != ["ok"]:
-            raise _Damaged("; ".join(problems[:3]))
+            raise Damaged("; ".join(problems[:3]))
         db.execute("PRAGMA journal_mode=WAL")
         db.execute("PRAGMA foreign_keys=ON")
+        _check_schema(db, created=False)  # before anything is changed: another version's layout stays as it is
         db.executescript(SCHEMA)
         db.commit()
         _check_schema(db)
+        _migrate(db)
     except BaseException:
         db.close()
         raise
@@ -162,23 +168,23 @@ class History:
     def _open(self) -> sqlite3.Connection:
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            if not _looks_like_sqlite(self.path):  # before SQLite opens it (and maybe drops its WAL)
-                raise _Damaged("not an SQLite database")
+            if not looks_like_sqlite(self.path):  # before SQLite opens it (and maybe drops its WAL)
+                raise Damaged("not an SQLite database")
             return _connect(str(self.path))
         except _UnknownSchema as e:
             return self._set_aside_unknown(str(e))
         except sqlite3.DatabaseError as e:
-            if not _is_damage(e):
+            if not is_damage(e):
                 return self._in_memory(str(e))
             reason = str(e)
         except OSError as e:
             return self._in_memory(e.strerror or str(e))
         try:
-            self.backup = _move_aside(self.path)
+            self.backup = move_aside(self.path)
             db = _connect(str(self.path))
         except (OSError, sqlite3.Error) as e:
             return self._in_memory(f"it is damaged ({reason}) and could not be moved aside: {e}")
-        saved, total = _salvage(self.backup, db)
+        saved, total = salvage(self.backup, db)
         self.notice = (
             f"The chat history database was damaged ({reason[:120]}). It was moved to {self.backup} "
             f"and a new one started; {saved} of {total} conversations could be read and were copied into it."
@@ -189,7 +195,7 @@ class History:
         """A database in a layout this version does not know (another version wrote it) is
         moved aside whole, like a damaged one, not read wrongly and not changed."""
         try:
-            self.backup = _move_aside(self.path, "other-version")
+            self.backup = move_aside(self.path, "other-version")
             db = _connect(str(self.path))
         except (OSError, sqlite3.Error) as e:
             return self._in_memory(f"its layout is not this version's ({reason}) and it could not be moved aside: {e}")
@@ -285,10 +291,53 @@ class History:
                 "UPDATE messages SET content=?, stats=COALESCE(?, stats), spans=COALESCE(?, spans), status=COALESCE(?, status) WHERE id=?",
                 (content, json.dumps(stats) if stats else None, json.dumps(spans) if spans is not None else None, status, message_id),
             )
+            _mirror_version(db, message_id)
+
+    # -- answer versions (Regenerate keeps the earlier answers) ----------------------------
+    def new_version(self, message_id: int) -> Message:
+        """Make room for another version of answer `message_id` and choose it: the earlier
+        versions are kept (the first time, the answer as it is becomes version 1); the
+        message row becomes an empty answer being generated. Returns it."""
+        now = time.time()
+        with self._write("the new version of the answer") as db:
+            if not db.execute("SELECT 1 FROM answer_versions WHERE message_id=?", (message_id,)).fetchone():
+                db.execute("INSERT INTO answer_versions(message_id, n, content, stats, spans, status, created) "
+                           "SELECT id, version, content, stats, spans, status, created FROM messages WHERE id=?",
+                           (message_id,))
+            n = int(db.execute("SELECT COALESCE(MAX(n), 0) + 1 FROM answer_versions WHERE message_id=?",
+                               (message_id,)).fetchone()[0])
+            db.execute("UPDATE messages SET content='', stats=NULL, spans='[]', status='generating', version=?, created=? "
+                       "WHERE id=?", (n, now, message_id))
+            db.execute("INSERT INTO answer_versions(message_id, n, content, stats, spans, status, created) "
+                       "VALUES (?, ?, '', NULL, '[]', 'generating', ?)", (message_id, n, now))
+            db.execute("UPDATE conversations SET updated=? WHERE id=(SELECT conversation_id FROM messages WHERE id=?)",
+                       (now, message_id))
+        return self.message(message_id)
+
+    def choose_version(self, message_id: int, n: int) -> Message:
+        """Show version `n` of answer `message_id` from now on (the chat, a reopen and an
+        export use it); KeyError when it has no such version."""
+        with self._write("the chosen version of the answer") as db:
+            cur = db.execute(
+                "UPDATE messages SET (content, stats, spans, status, created, version) = "
+                "(SELECT content, stats, spans, status, created, n FROM answer_versions WHERE message_id=? AND n=?) "
+                "WHERE id=? AND EXISTS (SELECT 1 FROM answer_versions WHERE message_id=? AND n=?)",
+                (message_id, n, message_id, message_id, n))
+        if cur.rowcount != 1:
+            raise KeyError(f"answer {message_id} has no version {n}")
+        return self.message(message_id)
+
+    def message(self, message_id: int) -> Message:
+        with self._lock:
+            rows = self._read(f"{_SELECT_MESSAGES} WHERE m.id=?", (message_id,), "the message")
+        if not rows:
+            raise KeyError(message_id)
+        return _message(rows[0])
 
     def messages(self, conversation_id: int) -> list[Message]:
         with self._lock:
-            rows = self._read("SELECT * FROM messages WHERE conversation_id=? ORDER BY id", (conversation_id,), "this conversation")
+            rows = self._read(f"{_SELECT_MESSAGES} WHERE m.conversation_id=? ORDER BY m.id", (conversation_id,),
+                              "this conversation")
         return [_message(r) for r in rows]
 
     def _read(self, query: str, args: tuple, what: str) -> list[sqlite3.Row]:
@@ -323,6 +372,17 @@ class History:
         return "\n".join(out).rstrip() + "\n"
 
 
+_SELECT_MESSAGES = ("SELECT m.*, (SELECT COUNT(*) FROM answer_versions v WHERE v.message_id=m.id) AS n_versions "
+                    "FROM messages m")
+
+
+def _mirror_version(db: sqlite3.Connection, message_id: int) -> None:
+    """An answer with versions keeps its chosen one's row equal to the message (written as it streams)."""
+    db.execute("UPDATE answer_versions SET (content, stats, spans, status) = "
+               "(SELECT content, stats, spans, status FROM messages WHERE id=?) "
+               "WHERE message_id=? AND n=(SELECT version FROM messages WHERE id=?)", (message_id, message_id, message_id))
+
+
 def _message(r: sqlite3.Row) -> Message:
     """A row as a Message; stats or spans that do not parse are dropped, the text is kept."""
     try:
@@ -330,66 +390,9 @@ def _message(r: sqlite3.Row) -> Message:
         spans = [(int(n), str(p)) for n, p in json.loads(r["spans"] or "[]")]
     except (ValueError, TypeError):
         stats, spans = None, []
+    version = int(r["version"] or 1)
     return Message(r["id"], r["conversation_id"], r["role"], r["content"], stats if isinstance(stats, dict) else None,
-                   spans, r["status"])
-
-
-def _move_aside(path: Path, why: str = "corrupt") -> Path:
-    """Rename a damaged database (and its -wal/-shm, which may hold the latest writes) to
-    `NAME.corrupt-YYYYmmdd-HHMMSS.db` (or `.other-version-...`); returns the new path."""
-    stamp = time.strftime("%Y%m%d-%H%M%S")
-    backup = path.with_name(f"{path.stem}.{why}-{stamp}{path.suffix}")
-    n = 1
-    while backup.exists():
-        n += 1
-        backup = path.with_name(f"{path.stem}.{why}-{stamp}-{n}{path.suffix}")
-    path.rename(backup)
-    for ext in ("-wal", "-shm"):
-        side = Path(str(path) + ext)
-        if side.exists():
-            side.rename(Path(str(backup) + ext))
-    return backup
-
-
-def _rows(cursor: sqlite3.Cursor) -> list[sqlite3.Row]:
-    """The rows a damaged table still yields, up to the first unreadable page."""
-    out: list[sqlite3.Row] = []
-    try:
-        for r in cursor:
-            out.append(r)
-    except sqlite3.Error:
-        pass
-    return out
-
-
-def _salvage(backup: Path, db: sqlite3.Connection) -> tuple[int, int]:
-    """Copy every conversation that reads cleanly from `backup` into `db`; (copied, seen).
-
-    The backup is opened read-only so nothing in it changes."""
-    try:
-        src = sqlite3.connect(f"{backup.resolve().as_uri()}?mode=ro", uri=True)
-    except sqlite3.Error:
-        return 0, 0
-    saved = 0
-    with closing(src):
-        src.row_factory = sqlite3.Row
-        try:
-            convs = _rows(src.execute("SELECT id, title, system_prompt, created, updated FROM conversations ORDER BY id"))
-        except sqlite3.Error:
-            return 0, 0
-        for c in convs:
-            try:
-                msgs = src.execute("SELECT role, content, stats, spans, status, created FROM messages "
-                                   "WHERE conversation_id=? ORDER BY id", (c["id"],)).fetchall()
-                with db:
-                    cur = db.execute("INSERT INTO conversations(title, system_prompt, created, updated) VALUES (?,?,?,?)",
-                                     (c["title"], c["system_prompt"], c["created"], c["updated"]))
-                    db.executemany("INSERT INTO messages(conversation_id, role, content, stats, spans, status, created) "
-                                   "VALUES (?,?,?,?,?,?,?)", [(cur.lastrowid, *tuple(m)) for m in msgs])
-                saved += 1
-            except sqlite3.Error:
-                continue
-    return saved, len(convs)
+                   spans, r["status"], version, max(version, int(r["n_versions"] or 0), 1))
 
 
 def stop_reason(m: Message) -> str | None:

@@ -24,6 +24,7 @@ from .history import History, HistoryError
 from .session import Session
 from .views.chat import ChatView
 from .widgets.elided_label import ElidedLabel
+from .widgets.load_bar import LoadBar
 from .widgets.page_scroll import PageScroll
 from .widgets.live_label import pin_size
 
@@ -219,9 +220,7 @@ class MainWindow(QMainWindow):
         self._speed_timer.setInterval(SPEED_REFRESH_MS)
         self._speed_timer.setSingleShot(True)
         self._speed_timer.timeout.connect(self._show_speed)
-        self.load_bar = QProgressBar()
-        self.load_bar.setMaximumWidth(160)
-        self.load_bar.hide()
+        self.load_bar = LoadBar()
         sb.addPermanentWidget(self.pair_label, 1)
         sb.addPermanentWidget(self.load_bar)
         sb.addPermanentWidget(self.busy_label)
@@ -431,9 +430,7 @@ class MainWindow(QMainWindow):
             self.notify(f"Loaded {pair.label}")
 
     def _load_progress(self, label: str, x: float) -> None:
-        self.load_bar.show()
-        self.load_bar.setFormat(f"loading {label} %p%")
-        self.load_bar.setValue(int(x * 100))
+        self.load_bar.show_progress(label, x)
 
     def _busy_changed(self, job: str) -> None:
         self.busy_label.setText(f"{BUSY_MARK} {job}" if job else "")

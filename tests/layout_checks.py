@@ -1,13 +1,14 @@
 """Geometry a person would see, measured on live widgets: a horizontal scrollbar, text cut
 off (a one-line label or button narrower than its text, a wrapped label shorter than its
-lines), a control outside the window or sticking out sideways from the area that scrolls it.
+lines, a combo box or progress bar narrower than its text), a control outside the window or sticking out sideways from the area that scrolls it.
 Used by the screenshot tests; each check names the widget so a failure says what to fix."""
 
 from __future__ import annotations
 
 from PySide6.QtCore import QPoint, QRect
 from PySide6.QtWidgets import (
-    QAbstractButton, QAbstractScrollArea, QAbstractSlider, QAbstractSpinBox, QComboBox, QLabel, QLineEdit, QWidget,
+    QAbstractButton, QAbstractScrollArea, QAbstractSlider, QAbstractSpinBox, QComboBox, QLabel, QLineEdit, QProgressBar,
+    QStyle, QStyleOptionComboBox, QWidget,
 )
 
 CONTROLS = (QAbstractButton, QAbstractSpinBox, QComboBox, QLineEdit, QAbstractSlider)
@@ -31,6 +32,45 @@ def horizontal_scrollbars(w: QWidget) -> list[str]:
         if _shown(a, w) and a.objectName() not in SIDEWAYS_OK and a.horizontalScrollBar().isVisible():
             out.append(f"{_name(a)} scrolls sideways")
     return out
+
+
+def _combo_room(c: QComboBox) -> int:
+    """Pixels a combo box has for its current text (its edit field, less the icon)."""
+    if hasattr(c, "text_room"):
+        return c.text_room()
+    opt = QStyleOptionComboBox()
+    c.initStyleOption(opt)
+    field = c.style().subControlRect(QStyle.ComplexControl.CC_ComboBox, opt, QStyle.SubControl.SC_ComboBoxEditField, c)
+    return field.width() - (opt.iconSize.width() + 4 if not opt.currentIcon.isNull() else 0)
+
+
+def clipped_fields(w: QWidget) -> list[str]:
+    """Combo boxes and progress bars whose text is wider than the room they draw it in (cut
+    off, not shortened); a combo that elides itself must name its whole choice in its tooltip."""
+    out = []
+    for c in w.findChildren(QWidget):
+        if not _shown(c, w):
+            continue
+        if isinstance(c, QComboBox) and not c.isEditable() and c.currentText():
+            need, room = c.fontMetrics().horizontalAdvance(c.currentText()), _combo_room(c)
+            if hasattr(c, "is_elided"):
+                if c.is_elided() and not c.toolTip().startswith(c.currentText()):
+                    out.append(f"{_name(c)}: shortened to {room} px without its whole text in the tooltip")
+            elif need > room + 1:
+                out.append(f"{_name(c)}: {room} px for {need} px of {c.currentText()!r}")
+        elif isinstance(c, QProgressBar) and c.isTextVisible() and c.text():
+            room = c.text_room() if hasattr(c, "text_room") else c.width() - 8
+            need = c.fontMetrics().horizontalAdvance(c.text())
+            if need > room + 1:
+                out.append(f"{_name(c)}: {room} px for {need} px of {c.text()!r}")
+    return out
+
+
+def line_edit_fits(e: QLineEdit) -> str | None:
+    """A text field narrower than its text (a dialog's field), or None."""
+    room = e.width() - 12  # the frame and the text margins
+    need = e.fontMetrics().horizontalAdvance(e.text())
+    return f"{_name(e)}: {room} px for {need} px of {e.text()!r}" if need > room else None
 
 
 def clipped_text(w: QWidget) -> list[str]:
@@ -84,4 +124,4 @@ def outside(w: QWidget) -> list[str]:
 
 
 def problems(w: QWidget) -> list[str]:
-    return horizontal_scrollbars(w) + clipped_text(w) + outside(w)
+    return horizontal_scrollbars(w) + clipped_text(w) + clipped_fields(w) + outside(w)

@@ -482,7 +482,8 @@ def test_a_sent_attachment_shows_as_a_file_card_that_opens(qtbot, window, tmp_pa
     user = window.history.messages(chat.conversation_id)[0]
     assert split_attachments(user.content) == ("summarise", [("notes.md", body.rstrip("\n"))]), "sent as before"
     shown = chat.transcript.toPlainText()
-    assert "📄 notes.md · " in shown and "40 lines" in shown and "line one of the notes" not in shown
+    n = len(window.session.engine.target.tokenize(body.rstrip("\n"), add_special=False, parse_special=False))
+    assert f"📄 notes.md · 879 B · {n:,} tokens" in shown and "line one of the notes" not in shown
     click_anchor(qtbot, chat.transcript, f"msg:file:{user.id}:0")
     viewer = chat.transcript.findChild(FileViewer)
     assert viewer is not None and viewer.isVisible() and viewer.windowTitle() == "notes.md"

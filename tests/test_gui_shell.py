@@ -329,7 +329,7 @@ def test_chat_list_context_menu_renames_exports_and_deletes(qtbot, make_window, 
     menu = chat.context_menu
     assert [a.text() for a in menu.actions() if a.text()] == ["Rename…", "Export as Markdown…", "Delete…"]
     assert chat.conversation_id == c.id, "the right-clicked chat is the one acted on"
-    monkeypatch.setattr(QInputDialog, "getText", lambda *a, **k: ("new title", True))
+    monkeypatch.setattr(QInputDialog, "exec", lambda d: d.setTextValue("new title") or 1)  # typed and OK
     menu.actions()[0].trigger()
     assert w.history.get(c.id).title == "new title" and chat.conv_list.item(0).text().startswith("new title\n")
     out = tmp_path / "chat.md"

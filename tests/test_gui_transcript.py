@@ -202,7 +202,7 @@ def _wait(qtbot, chat) -> None:
     qtbot.waitUntil(lambda: chat.worker is None, timeout=30000)
 
 
-def test_regenerate_replaces_the_last_answer(qtbot, win):
+def test_regenerate_answers_again_as_a_new_version_of_the_last_answer(qtbot, win):
     chat = win.chat
     _send(qtbot, win, "the value of")
     before = win.history.messages(chat.conversation_id)
@@ -210,7 +210,8 @@ def test_regenerate_replaces_the_last_answer(qtbot, win):
     _wait(qtbot, chat)
     after = win.history.messages(chat.conversation_id)
     assert [m.role for m in after] == ["user", "assistant"]
-    assert after[0].id == before[0].id and after[1].id != before[1].id
+    assert after[0].id == before[0].id and after[1].id == before[1].id
+    assert (after[1].version, after[1].versions) == (2, 2)  # the first answer is kept (tests/test_gui_versions.py)
     assert after[1].content == before[1].content and after[1].status == "complete"  # greedy: the same answer
 
 

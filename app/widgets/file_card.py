@@ -1,4 +1,4 @@
-"""An attachment shown as a file card in the sent message (name, size, lines; a click opens
+"""An attachment shown as a file card in the sent message (name, size, tokens; a click opens
 it) instead of its whole text: the model still receives the text, the reader sees a file."""
 
 from __future__ import annotations
@@ -12,13 +12,26 @@ CARD_BG = QColor(128, 128, 128, 36)
 LINK = QColor(56, 132, 244)
 
 
-def card_text(name: str, text: str) -> str:
+NO_MODEL = "tokens: no model loaded"
+
+
+def card_text(name: str, text: str, tokens: tuple[int, bool] | None = None) -> str:
+    """"📄 name · size · N tokens": tokens counted by the loaded model's tokenizer (`tokens` is
+    (count, exact) from app.widgets.token_meter.TokenCounter); without a model it says so
+    instead of guessing."""
+    size = human_bytes(len(text.encode("utf-8")))
+    count = f"{tokens[0]:,} token{'s' if tokens[0] != 1 else ''}" if tokens is not None and tokens[1] else NO_MODEL
+    return f"\U0001F4C4 {name} · {size} · {count}"
+
+
+def line_count(text: str) -> str:
     lines = text.count("\n") + 1 if text else 0
-    return f"\U0001F4C4 {name} · {human_bytes(len(text.encode('utf-8')))} · {lines:,} line{'s' if lines != 1 else ''}"
+    return f"{lines:,} line{'s' if lines != 1 else ''}"
 
 
-def file_card(cursor: QTextCursor, name: str, text: str, href: str, *, first: bool) -> None:
-    """A card line at `cursor`: the file's name and size, then "Open" (a link to `href`)."""
+def file_card(cursor: QTextCursor, name: str, text: str, href: str, *, first: bool,
+              tokens: tuple[int, bool] | None = None) -> None:
+    """A card line at `cursor`: the file's name, size and tokens, then "Open" (a link to `href`)."""
     block = QTextBlockFormat()
     block.setBackground(CARD_BG)
     block.setTopMargin(2 if first else 4)
@@ -29,7 +42,11 @@ def file_card(cursor: QTextCursor, name: str, text: str, href: str, *, first: bo
         cursor.insertBlock(block, QTextCharFormat())
     bold = QTextCharFormat()
     bold.setFontWeight(QFont.Weight.DemiBold)
-    cursor.insertText(card_text(name, text) + "   ", bold)
+    exact = tokens is not None and tokens[1]
+    bold.setToolTip(f"{name}: {line_count(text)}, {len(text):,} characters"
+                    + ("; tokens counted with the loaded model's tokenizer" if exact
+                       else "; load a model to count its tokens"))
+    cursor.insertText(card_text(name, text, tokens) + "   ", bold)
     link = QTextCharFormat()
     link.setAnchor(True)
     link.setAnchorHref(href)

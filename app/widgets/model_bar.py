@@ -17,6 +17,8 @@ from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QPushButton, QWidg
 
 from engine.models.catalog import ModelSpec
 
+from .elided_combo import ElidedCombo
+
 CONTEXT_PRESETS = (2048, 4096, 8192, 16384, 32768, 65536, 131072)
 DRAFTS = [("Draft model", "model"), ("Prompt lookup", "lookup"), ("No draft", "none")]
 
@@ -111,12 +113,12 @@ class ModelBar(QWidget):
         self.choices: list[ModelChoice] = []
         lay = QHBoxLayout(self)
         lay.setContentsMargins(0, 0, 0, 0)
-        self.model = QComboBox()
+        self.model = ElidedCombo()  # a long name or draft is shortened with "…", whole in the tooltip
         self.model.setToolTip("Target model: downloaded catalog pairs and imported GGUF files")
         self.model.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
         self.model.setMinimumContentsLength(6)  # elided in a narrow window; the full name is in the tooltip
         self.model.currentIndexChanged.connect(self._model_picked)
-        self.draft = QComboBox()
+        self.draft = ElidedCombo()
         for label, key in DRAFTS:
             self.draft.addItem(label, key)
         self.draft.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)

@@ -14,6 +14,8 @@ stays where they are and shows the button, which scrolls to the end and follows 
 
 from __future__ import annotations
 
+from typing import Callable
+
 from PySide6.QtCore import Qt, QTimer, QUrl, Signal
 from PySide6.QtGui import (
     QColor, QDesktopServices, QFont, QGuiApplication, QResizeEvent, QTextBlockFormat, QTextCharFormat, QTextCursor,
@@ -38,8 +40,12 @@ LINK = QColor(56, 132, 244)
 MUTED = QColor(128, 128, 128)
 
 
+VERSION_TIPS = {"older": "Show the previous version of this answer ({n} of {of})",
+                "newer": "Show the next version of this answer ({n} of {of})"}
+
+
 class Transcript(QTextBrowser):
-    messageAction = Signal(str, int)  # (edit | regenerate | continue, message id) for the chat view
+    messageAction = Signal(str, int)  # (edit | regenerate | continue | older | newer, message id) for the chat view
     notice = Signal(str)  # a one-line notice for the status bar ("Code copied")
 
     def __init__(self, parent: QWidget | None = None):
@@ -48,6 +54,8 @@ class Transcript(QTextBrowser):
         self.anchorClicked.connect(self._on_anchor)
         self.setReadOnly(True)
         self.show_provenance = True
+        # (tokens, exact) of a text with the loaded model's tokenizer, for the file cards (the chat sets it)
+        self.count_tokens: Callable[[str], tuple[int, bool]] | None = None
         self._stream_start: int | None = None
         self._stream_head: int | None = None  # where the streaming answer's header begins
         self._messages: list[Message] = []
@@ -147,13 +155,21 @@ class Transcript(QTextBrowser):
 
     def set_show_provenance(self, on: bool) -> None:
         self.show_provenance = on
-        streaming = self._stream_start is not None
-        if not streaming:
-            bar = self.verticalScrollBar()
-            keep, follow = bar.value(), self.following
-            self._render_all(self._messages)
-            if not follow:
-                bar.setValue(keep)
+        self.show_in_place(self._messages)
+
+    def show_in_place(self, messages: list[Message]) -> None:
+        """Show `messages` again where the reader is (another version chosen, another model
+        counting the file cards' tokens); nothing while an answer streams."""
+        if self._stream_start is not None:
+            return
+        bar = self.verticalScrollBar()
+        keep, follow = bar.value(), self.following
+        self._render_all(messages)
+        if not follow:
+            bar.setValue(keep)
+
+    def last_answer_id(self) -> int | None:
+        return next((m.id for m in reversed(self._messages) if m.role == "assistant"), None)
 
     def _header(self, cursor: QTextCursor, role: str, badge: str | None = None) -> None:
         if not self.document().isEmpty():
@@ -187,7 +203,8 @@ class Transcript(QTextBrowser):
             cursor.insertBlock(QTextBlockFormat(), QTextCharFormat())
             cursor.insertText(typed, QTextCharFormat())
             for i, (name, text) in enumerate(files):
-                file_card(cursor, name, text, f"{ACTION_SCHEME}:file:{m.id}:{i}", first=not typed and not i)
+                file_card(cursor, name, text, f"{ACTION_SCHEME}:file:{m.id}:{i}", first=not typed and not i,
+                          tokens=self.count_tokens(text) if self.count_tokens is not None else None)
         self._actions(cursor, m, last, reason)
 
     def _demote_tail(self, cursor: QTextCursor) -> None:
@@ -207,6 +224,10 @@ class Transcript(QTextBrowser):
         """A small line of links under the message; which ones depends on its role and place."""
         self._tail_actions = (cursor.position(), m)
         acts: list[tuple[str, str]] = []
+        if m.role == "assistant" and m.versions > 1:  # "‹ 2/3 ›": links, so Tab reaches them and Enter follows
+            acts.append(("older" if m.version > 1 else "", "\u2002‹\u2002"))  # en spaces: a wider target to click
+            acts.append(("", f"{m.version}/{m.versions}"))
+            acts.append(("newer" if m.version < m.versions else "", "\u2002›\u2002"))
         if m.role == "user":
             acts.append(("edit", "Edit"))
         elif m.role == "assistant" and last:
@@ -224,11 +245,16 @@ class Transcript(QTextBrowser):
         sep.setFont(small, QTextCharFormat.FontPropertiesInheritanceBehavior.FontPropertiesSpecifiedOnly)
         for i, (key, label) in enumerate(acts):
             if i:
-                cursor.insertText("  ·  ", sep)
+                cursor.insertText("" if i < 3 and m.versions > 1 else "  ·  ", sep)
+            if not key:  # the version label, or an arrow with nowhere to go
+                cursor.insertText(label, sep)
+                continue
             link = QTextCharFormat(sep)
             link.setForeground(LINK)
             link.setAnchor(True)
             link.setAnchorHref(f"{ACTION_SCHEME}:{key}:{m.id}")
+            if key in VERSION_TIPS:
+                link.setToolTip(VERSION_TIPS[key].format(n=m.version + (1 if key == "newer" else -1), of=m.versions))
             cursor.insertText(label, link)
         cursor.setCharFormat(QTextCharFormat())
 
@@ -281,7 +307,7 @@ class Transcript(QTextBrowser):
             QGuiApplication.clipboard().setText(message_text(m))
             self.notice.emit("Copied as text")
             toast(self, "Copied as text")
-        elif action in ("edit", "regenerate", "continue"):
+        elif action in ("edit", "regenerate", "continue", "older", "newer"):
             self.messageAction.emit(action, message_id)
 
     # -- streaming -----------------------------------------------------------------------

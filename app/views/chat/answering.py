@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from ...history import HistoryError, Message, message_markdown
+from ...history import HistoryError, message_markdown
 from ...widgets.attachments import attachment_block
 from ...widgets.model_bar import draft_model_path
 from ...widgets.transcript import spans_from_tokens
@@ -225,7 +226,7 @@ class AnsweringMixin:
             self.history.update_message(self._assistant_msg.id, text, stats=stats, spans=spans, status=status)
         except HistoryError:  # the window has said so; the answer stays on screen for this session
             pass
-        msg = Message(self._assistant_msg.id, self._assistant_msg.conversation_id, "assistant", text, stats, spans, status)
+        msg = replace(self._assistant_msg, content=text, stats=stats, spans=spans, status=status)  # its version kept
         self._assistant_msg = None
         self._answer_prefix = ""
         self.transcript.end_stream(msg)

@@ -69,6 +69,8 @@ class ComposerMixin:
         """Another model counts other tokens: recount the chips and the meter."""
         self.attachments.recount(self.counter.count)
         self.meter.update_now()
+        if self.conversation_id is not None and self.worker is None:  # the file cards' token counts
+            self.transcript.show_in_place(self.history.messages(self.conversation_id))
 
     def export_conversation(self, path: str | None = None) -> None:
         if self.conversation_id is None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from PySide6.QtCore import Qt
-from PySide6.QtWidgets import QInputDialog, QListWidgetItem, QMenu, QMessageBox
+from PySide6.QtWidgets import QInputDialog, QListWidgetItem, QMenu, QMessageBox, QWidget
 
 from ...history import HistoryError
 from ...relative_time import absolute_date, relative_date
@@ -124,9 +124,9 @@ class ConversationsMixin:
         if self.conversation_id is None:
             return
         conv = self.history.get(self.conversation_id)
-        title, ok = QInputDialog.getText(self, "Rename conversation", "Title", text=conv.title if conv else "")
-        if ok and title.strip():
-            self.history.rename(self.conversation_id, title)
+        self.rename_dialog = dialog = rename_dialog(self, conv.title if conv else "")
+        if dialog.exec() and dialog.textValue().strip():
+            self.history.rename(self.conversation_id, dialog.textValue())
             self.refresh_conversations()
 
     def delete_conversation(self) -> None:
@@ -139,3 +139,18 @@ class ConversationsMixin:
         self.new_conversation()
         self.refresh_conversations()
 
+
+RENAME_MIN_WIDTH = 420  # px: a title of a few words shows whole in the field
+
+
+def rename_dialog(parent: QWidget, title: str) -> QInputDialog:
+    """The rename dialog, wide enough for the whole title (up to the window's width) instead
+    of QInputDialog's narrow default field."""
+    d = QInputDialog(parent)
+    d.setWindowTitle("Rename conversation")
+    d.setLabelText("Title")
+    d.setTextValue(title)
+    fm = d.fontMetrics()
+    room = int(parent.window().width() * 0.9) if parent.window() is not None else 800
+    d.resize(max(RENAME_MIN_WIDTH, min(room, fm.horizontalAdvance(title) + 80)), d.sizeHint().height())
+    return d

@@ -60,6 +60,7 @@ class LayoutMixin:
         self.legend = Legend()
         self.legend.toggled.connect(lambda on: self.transcript.set_show_provenance(on))
         self.transcript = Transcript()
+        self.transcript.count_tokens = self.counter.count
         self.transcript.notice.connect(self.message)
         self.transcript.messageAction.connect(self._on_message_action)
         # Rewritten 4 times a second while streaming: a LiveLabel repaints itself without a

@@ -3,7 +3,8 @@ stopped answer."""
 
 from __future__ import annotations
 
-from ...history import Message
+from ...history import HistoryError, Message
+from .format import stats_text
 
 
 class MessageActionsMixin:
@@ -13,7 +14,9 @@ class MessageActionsMixin:
         if self.worker is not None or self.conversation_id is None:
             self.message.emit("Stop the running answer first")
             return
-        {"regenerate": self.regenerate, "edit": self.edit_message, "continue": self.continue_answer}[action](message_id)
+        {"regenerate": self.regenerate, "edit": self.edit_message, "continue": self.continue_answer,
+         "older": lambda mid: self.show_version(mid, -1), "newer": lambda mid: self.show_version(mid, +1),
+         }[action](message_id)
 
     def _can_generate(self) -> bool:
         if self.session.engine is None:
@@ -33,7 +36,8 @@ class MessageActionsMixin:
         return msgs[-1]
 
     def regenerate(self, message_id: int) -> None:
-        """Drop the last answer and answer the same conversation again."""
+        """Answer the same conversation again as a new version of the last answer; the earlier
+        versions stay, browsable with "‹ 1/2 ›" under it."""
         if not self._can_generate() or self._last_answer(message_id) is None:
             return
         cid = self.conversation_id
@@ -42,12 +46,30 @@ class MessageActionsMixin:
         if fit is None:
             return
         chat = [m for m in fit.messages if m["role"] != "system"]
-        self.history.delete_messages_from(cid, message_id)
-        self.transcript.set_messages(self.history.messages(cid))
+        try:
+            self._assistant_msg = self.history.new_version(message_id)
+        except HistoryError:  # the window has said so; the answer shown stays as it was
+            return
+        self.transcript.set_messages([m for m in self.history.messages(cid) if m.id != message_id])
         self._show_context_note(fit.note)
         self.auto_note.hide()
-        self._assistant_msg = self.history.add_message(cid, "assistant", "", status="generating")
         self._start_answer(chat)
+
+    def show_version(self, message_id: int, step: int) -> None:
+        """Show the answer's previous (-1) or next (+1) version: the chat, its export and the
+        next question use the chosen one."""
+        m = self.transcript.message(message_id)
+        if m is None or not 1 <= m.version + step <= m.versions:
+            return
+        try:
+            chosen = self.history.choose_version(message_id, m.version + step)
+        except (HistoryError, KeyError) as e:
+            self.message.emit(str(e))
+            return
+        self.transcript.show_in_place(self.history.messages(chosen.conversation_id))
+        if chosen.stats and chosen.id == self.transcript.last_answer_id():
+            self.stats_label.setText(stats_text(chosen.stats))
+        self.message.emit(f"Answer {chosen.version} of {chosen.versions}")
 
     def continue_answer(self, message_id: int) -> None:
         """Generate more of a stopped answer and append it: the prompt is the conversation with
