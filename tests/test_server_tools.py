@@ -161,6 +161,75 @@ def test_forced_calls_go_through_the_grammar_with_every_draft(direct, choice, dr
     assert json.loads("".join(p.function.arguments or "" for p in parts)) == {"city": "Paris"}
 
 
+# The forced call written in several tokens, so its arguments stream in several pieces.
+PIECES = ["<tool_call>", '\n{"name": "get_weather", "arguments": ', '{"city": ', '"Par', 'is"}', "}\n", "</tool_call>"]
+
+
+@pytest.fixture(scope="module")
+def pieces(tmp_path_factory):
+    """A server whose scripted target writes the call in PIECES (then ends its turn; each piece
+    is a new token: one already in the vocabulary would make a duplicate llama.cpp refuses)."""
+    from engine.serving.server import ServedModel, ServerThread, create_app
+
+    base = make_vocab()
+    vocab = Vocab(base.tokens + PIECES, base.scores + [0.0] * len(PIECES), base.types + [NORMAL] * len(PIECES))
+    ids = [vocab.byte(10)] + [len(base.tokens) + i for i in range(len(PIECES))] + [vocab.id("<|im_end|>")]
+    d = tmp_path_factory.mktemp("pieces")
+    target = write_model(d / "pieces.gguf", vocab=vocab, chain={a: b for a, b in zip(ids, ids[1:])}, name="pieces")
+    draft = write_model(d / "pieces-draft.gguf", vocab=vocab, seed=7, n_layer=1, name="pieces-draft")
+    eng = Engine(target, n_ctx=1024, metrics_log=False)
+    srv = ServerThread(create_app(ServedModel(eng, "caller", draft=draft, lookahead=3))).start()
+    client = openai.OpenAI(base_url=srv.url + "/v1", api_key="none", max_retries=0, timeout=60)
+    yield SimpleNamespace(eng=eng, url=srv.url, client=client)
+    client.close()
+    srv.stop()
+    eng.close()
+
+
+def streamed_calls(chunks) -> tuple[list, str | None]:
+    """The `delta.tool_calls` items of a stream, and its last finish reason."""
+    chunks = [c for c in chunks if c.choices]
+    return [tc for c in chunks for tc in c.choices[0].delta.tool_calls or []], chunks[-1].choices[0].finish_reason
+
+
+@pytest.mark.parametrize("choice", ["required", NAMED])
+def test_a_forced_call_streams_its_arguments_as_they_are_written(pieces, choice):
+    answers = {}
+    for draft in ("none", "lookup", "model"):
+        whole = ask(pieces, tools=TOOLS, tool_choice=choice, draft=draft, max_tokens=24).choices[0]
+        assert whole.finish_reason == "tool_calls" and whole.message.content is None
+        args = whole.message.tool_calls[0].function.arguments
+        assert args == '{"city": "Paris"}'  # as the model wrote it
+        parts, finish = streamed_calls(ask(pieces, tools=TOOLS, tool_choice=choice, draft=draft, max_tokens=24,
+                                           stream=True))
+        head, rest = parts[0], parts[1:]
+        assert (head.index, head.type, head.function.name, head.function.arguments) == (0, "function", "get_weather", "")
+        assert head.id.startswith("call_") and all(p.id is None and p.index == 0 for p in rest)
+        assert len(rest) > 1, "the arguments arrive in more than one delta"
+        assert "".join(p.function.arguments for p in rest) == args and finish == "tool_calls"
+        answers[draft] = (whole.message.tool_calls[0].function.name, args)
+    assert answers["none"] == answers["lookup"] == answers["model"]  # greedy: the draft changes nothing
+
+
+def test_the_sdk_accumulates_a_streamed_forced_call(pieces):
+    with pieces.client.chat.completions.stream(model="caller", messages=ASK, tools=TOOLS, tool_choice="required",
+                                               temperature=0, max_tokens=24) as stream:
+        pieces_seen = [e.arguments_delta for e in stream if e.type == "tool_calls.function.arguments.delta"]
+        final = stream.get_final_completion()
+    assert len(pieces_seen) > 1
+    call = final.choices[0].message.tool_calls[0]
+    assert (call.function.name, call.function.arguments) == ("get_weather", '{"city": "Paris"}')
+
+
+def test_a_forced_call_cut_short_is_the_same_streamed_or_not(pieces):
+    whole = ask(pieces, tools=TOOLS, tool_choice="required", max_tokens=4).choices[0]
+    assert whole.finish_reason == "length"
+    assert [(c.function.name, c.function.arguments) for c in whole.message.tool_calls] == [("get_weather", '{"city": "Par')]
+    parts, finish = streamed_calls(ask(pieces, tools=TOOLS, tool_choice="required", max_tokens=4, stream=True))
+    assert finish == "length" and parts[0].function.name == "get_weather"
+    assert "".join(p.function.arguments for p in parts) == '{"city": "Par'
+
+
 def test_a_forced_call_and_a_response_format_are_one_constraint_too_many(direct):
     with pytest.raises(openai.BadRequestError, match="cannot be combined"):
         ask(direct, tools=TOOLS, tool_choice="required", response_format={"type": "json_object"})

@@ -48,13 +48,21 @@ class ToolCall:
             out["index"] = index
         return out
 
+    def stream_items(self, index: int) -> list[dict[str, Any]]:
+        """The call as OpenAI streams it in `delta.tool_calls`: index, id, type and name first
+        (arguments ''), then the arguments."""
+        head = {"index": index, "id": self.id, "type": "function", "function": {"name": self.name, "arguments": ""}}
+        return [head] + ([{"index": index, "function": {"arguments": self.arguments}}] if self.arguments else [])
+
 
 @dataclass(frozen=True)
 class ParsedAnswer:
-    """An answer split into its text (outside the calls) and its tool calls (none: plain text)."""
+    """An answer split into its text (outside the calls) and its tool calls (none: plain text);
+    `cut_short`: the last call was still being written when the answer ended (forced calls only)."""
 
     content: str
     calls: tuple[ToolCall, ...] = ()
+    cut_short: bool = False
 
 
 class _Malformed(ValueError):
@@ -166,13 +174,17 @@ class ToolCallStream:
     """Splits a streamed answer: `feed(piece)` returns the text that can go out now as content;
     `finish()` returns (the rest of the content, the calls) once the answer is complete.
 
-    Only what could start a call is held back, so text before a call streams as usual."""
+    Only what could start a call is held back, so text before a call streams as usual; the
+    calls go out (`deltas()`) only once the answer is complete and they are checked."""
+
+    cut_short = False  # a free call is whole or it is text
 
     def __init__(self, names: Iterable[str] | None = None):
         self.names = None if names is None else frozenset(names)
         self.text = ""
         self.sent = 0  # characters of `text` already sent as content
         self.holding = False  # a call may have begun: nothing more goes out until the end
+        self._ready: list[dict[str, Any]] = []
 
     def feed(self, piece: str) -> str:
         self.text += piece
@@ -189,4 +201,10 @@ class ToolCallStream:
     def finish(self) -> tuple[str, tuple[ToolCall, ...]]:
         answer = parse(self.text, self.names)
         assert answer.content.startswith(self.text[:self.sent])  # what went out is the content's start
+        self._ready = [item for i, c in enumerate(answer.calls) for item in c.stream_items(i)]
         return answer.content[self.sent:], answer.calls
+
+    def deltas(self) -> list[dict[str, Any]]:
+        """The `delta.tool_calls` items ready to go (each returned once): none before `finish`."""
+        out, self._ready = self._ready, []
+        return out

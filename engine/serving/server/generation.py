@@ -27,6 +27,7 @@ from .listing import model_not_found
 from .prom import ServerMetrics
 from .schemas import ChatCompletionRequest, CompletionRequest
 from .tool_use import ToolUse
+from ...decoding.forced_calls import ForcedCallStream
 from ...decoding.tool_calls import ParsedAnswer, ToolCallStream
 
 
@@ -148,8 +149,9 @@ class Completions:
             done, tokens = await self.complete(request, gen)
             outcome = wire.Outcome(done.stats, gen.prompt_evaluated)
             answer = tools.answer(done.text) if tools else ParsedAnswer(done.text)
+            cut = wire.finish_reason(done.stats) if answer.cut_short else None  # a forced call cut short
             choices.append(shape.choice(i, answer.content, outcome, tokens if req.provenance else None,
-                                        shape.logprobs(tokens, self.piece), tool_calls=answer.calls))
+                                        shape.logprobs(tokens, self.piece), finish=cut, tool_calls=answer.calls))
             outcomes.append(outcome)
         return JSONResponse(shape.full(choices, outcomes))
 
@@ -249,11 +251,12 @@ class Completions:
             gen.cancel()  # a client that went away stops its generation at the next step
 
     async def stream_choice(self, gen: Generation, index: int, shape: wire.Shape, req: Any,
-                            outcomes: list[wire.Outcome], split: ToolCallStream | None = None):
+                            outcomes: list[wire.Outcome], split: ToolCallStream | ForcedCallStream | None = None):
         """One choice's chunks. A chat stream's first chunk (the role) goes out once the prompt
         is read, so a client timing it measures prompt processing (`--early-role-chunk`: at once).
-        With tools (`split`), text that could start a tool call is held until the answer ends;
-        its calls then go out as `delta.tool_calls` chunks."""
+        With tools (`split`), a free answer's text that could start a tool call is held until
+        the answer ends and its calls then go out as `delta.tool_calls` chunks; a forced
+        call's header and argument pieces go out as they are written."""
         role_sent = not shape.chat
         if not role_sent and self.config.early_role_chunk:
             yield wire.dumps(shape.chunk("", role=True, index=index))
@@ -272,9 +275,10 @@ class Completions:
                     text = "".join(t.text for t in pending[fed:])
                     fed = len(pending)
                     text = split.feed(text) if split else text
-                    if text:
-                        yield wire.dumps(shape.chunk(text, tokens=pending if req.provenance else None, index=index,
-                                                     logprobs=shape.logprobs(pending, self.piece, offset)))
+                    bodies = self.piece_chunks(shape, index, req, text, split.deltas() if split else [], pending, offset)
+                    for body in bodies:
+                        yield wire.dumps(body)
+                    if bodies:
                         offset += len(text)
                         pending, fed = [], 0
             elif not self.cut_by_shutdown(ev):
@@ -283,18 +287,18 @@ class Completions:
                 calls: tuple = ()
                 if split is not None:
                     rest, calls = split.finish()
-                    for body in self.held_chunks(shape, index, req, rest, calls, pending):
+                    for body in self.piece_chunks(shape, index, req, rest, split.deltas(), pending, offset):
                         yield wire.dumps(body)
-                yield wire.dumps(shape.final_chunk(outcome, index, tool_calls=bool(calls)))
+                yield wire.dumps(shape.final_chunk(outcome, index, tool_calls=bool(calls) and not split.cut_short))
 
-    def held_chunks(self, shape: wire.Shape, index: int, req: Any, rest: str, calls: tuple,
-                    tokens: list[TokenEvent]) -> list[dict[str, Any]]:
-        """What a tool-aware stream held back: the rest of the text, then the calls; the held
-        tokens' provenance and log-probabilities ride on the first of these chunks."""
-        bodies = ([shape.chunk(rest, index=index)] if rest else []) + shape.tool_call_chunks(calls, index)
+    def piece_chunks(self, shape: wire.Shape, index: int, req: Any, text: str, items: list[dict[str, Any]],
+                     tokens: list[TokenEvent], offset: int) -> list[dict[str, Any]]:
+        """The chunks for what can go out now: text, then `delta.tool_calls` items; the tokens
+        not sent yet ride (provenance, log-probabilities) on the first of them."""
+        bodies = ([shape.chunk(text, index=index)] if text else []) + [shape.tool_call_chunk(it, index) for it in items]
         if bodies and tokens:
             choice = bodies[0]["choices"][0]
-            choice["logprobs"] = shape.logprobs(tokens, self.piece)
+            choice["logprobs"] = shape.logprobs(tokens, self.piece, offset)
             if req.provenance:
                 choice["provenance"] = wire.provenance_items(tokens)
         return bodies

@@ -4,11 +4,15 @@ its answer holds.
 `tool_choice` 'none' offers nothing and parses nothing; 'auto' (the default with tools)
 offers the tools and reads calls out of the answer; 'required' and a named function also
 constrain the answer with a grammar (`tool_grammar`), which the decoder applies to the
-target's verification, so drafts that break it are rejected and output stays exact.
+target's verification, so drafts that break it are rejected and output stays exact. A
+forced call is well-formed by construction, so it streams as it is written (its header
+once the name is known, then its arguments piece by piece: `forced_calls`); a free call
+is held until the answer ends and is checked whole.
 """
 
 from __future__ import annotations
 
+from ...decoding.forced_calls import ForcedCallStream, read_forced
 from ...decoding.settings import GenerationRequest
 from ...decoding.tool_calls import ParsedAnswer, ToolCallStream, parse
 from ...decoding.tool_grammar import tool_call_grammar
@@ -47,9 +51,17 @@ class ToolUse:
                               "with response_format, grammar or json_schema: give one")
         return request.with_(grammar=self.grammar)
 
+    @property
+    def forced(self) -> bool:
+        return self.grammar is not None
+
     def answer(self, text: str) -> ParsedAnswer:
+        if self.forced:
+            return read_forced(text)
         return parse(text, self.names) if self.active else ParsedAnswer(text)
 
-    def stream(self) -> ToolCallStream | None:
+    def stream(self) -> ToolCallStream | ForcedCallStream | None:
+        if self.forced:
+            return ForcedCallStream()
         return ToolCallStream(self.names) if self.active else None
 

@@ -108,8 +108,8 @@ class Shape:
                logprobs: dict[str, Any] | None = None, finish: str | None = None,
                tool_calls: tuple[ToolCall, ...] = ()) -> dict[str, Any]:
         """One finished choice of a non-streaming body (with tool calls: content null unless
-        the model wrote text besides them, finish reason 'tool_calls')."""
-        if tool_calls:
+        the model wrote text besides them, finish reason 'tool_calls' unless one is given)."""
+        if tool_calls and finish is None:
             finish = "tool_calls"
         choice: dict[str, Any] = {"index": index, "finish_reason": finish or finish_reason(o.stats), "logprobs": logprobs}
         if self.chat:
@@ -148,17 +148,11 @@ class Shape:
         body["choices"] = [choice]
         return body
 
-    def tool_call_chunks(self, calls: tuple[ToolCall, ...], index: int = 0) -> list[dict[str, Any]]:
-        """`delta.tool_calls` chunks as OpenAI streams them: each call's index, id and name
-        first (arguments ''), then its arguments."""
-        out = []
-        for i, call in enumerate(calls):
-            for part in ({"id": call.id, "type": "function", "function": {"name": call.name, "arguments": ""}},
-                         {"function": {"arguments": call.arguments}}):
-                body = self.chunk(index=index)
-                body["choices"][0]["delta"] = {"tool_calls": [{"index": i, **part}]}
-                out.append(body)
-        return out
+    def tool_call_chunk(self, item: dict[str, Any], index: int = 0) -> dict[str, Any]:
+        """A chunk with one `delta.tool_calls` item (a call's header, or a piece of its arguments)."""
+        body = self.chunk(index=index)
+        body["choices"][0]["delta"] = {"tool_calls": [item]}
+        return body
 
     def final_chunk(self, o: Outcome, index: int = 0, tool_calls: bool = False) -> dict[str, Any]:
         """The chunk that carries the finish reason (and, like llama.cpp's, the timings)."""
