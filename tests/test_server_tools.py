@@ -221,6 +221,25 @@ def test_the_sdk_accumulates_a_streamed_forced_call(pieces):
     assert (call.function.name, call.function.arguments) == ("get_weather", '{"city": "Paris"}')
 
 
+def test_langchain_accumulates_a_streamed_forced_call(pieces):
+    from langchain_core.tools import tool
+    from langchain_openai import ChatOpenAI
+
+    @tool
+    def get_weather(city: str) -> str:
+        """The weather in a city."""
+        return "sunny"
+
+    llm = ChatOpenAI(base_url=pieces.url + "/v1", api_key="none", model="caller", temperature=0, max_tokens=24,
+                     max_retries=0).bind_tools([get_weather], tool_choice="get_weather")
+    parts = list(llm.stream("Weather?"))
+    assert sum(1 for p in parts if p.tool_call_chunks) > 2  # the header, then the arguments in pieces
+    whole = parts[0]
+    for p in parts[1:]:
+        whole = whole + p
+    assert [(c["name"], c["args"]) for c in whole.tool_calls] == [("get_weather", {"city": "Paris"})]
+
+
 def test_a_forced_call_cut_short_is_the_same_streamed_or_not(pieces):
     whole = ask(pieces, tools=TOOLS, tool_choice="required", max_tokens=4).choices[0]
     assert whole.finish_reason == "length"
