@@ -240,6 +240,15 @@ def test_langchain_accumulates_a_streamed_forced_call(pieces):
     assert [(c["name"], c["args"]) for c in whole.tool_calls] == [("get_weather", {"city": "Paris"})]
 
 
+def test_a_streamed_forced_call_carries_every_tokens_logprobs(pieces):
+    whole = ask(pieces, tools=TOOLS, tool_choice="required", max_tokens=24, logprobs=True).choices[0]
+    chunks = [c for c in ask(pieces, tools=TOOLS, tool_choice="required", max_tokens=24, logprobs=True, stream=True)
+              if c.choices]
+    streamed = [(e.token, e.logprob) for c in chunks if c.choices[0].logprobs for e in c.choices[0].logprobs.content]
+    assert streamed == [(e.token, e.logprob) for e in whole.logprobs.content]
+    assert "</tool_call>" in [t for t, _ in streamed]  # the closing tag wrote no delta: its logprob rides on the last chunk
+
+
 def test_a_forced_call_cut_short_is_the_same_streamed_or_not(pieces):
     whole = ask(pieces, tools=TOOLS, tool_choice="required", max_tokens=4).choices[0]
     assert whole.finish_reason == "length"

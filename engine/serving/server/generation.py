@@ -285,11 +285,15 @@ class Completions:
                 outcome = wire.Outcome(ev.stats, gen.prompt_evaluated)
                 outcomes.append(outcome)
                 calls: tuple = ()
+                bodies: list[dict[str, Any]] = []
                 if split is not None:
                     rest, calls = split.finish()
-                    for body in self.piece_chunks(shape, index, req, rest, split.deltas(), pending, offset):
-                        yield wire.dumps(body)
-                yield wire.dumps(shape.final_chunk(outcome, index, tool_calls=bool(calls) and not split.cut_short))
+                    bodies = self.piece_chunks(shape, index, req, rest, split.deltas(), pending, offset)
+                final = shape.final_chunk(outcome, index, tool_calls=bool(calls) and not split.cut_short)
+                if pending and not bodies:  # tokens that wrote nothing to send (a call's closing tag)
+                    self.attach(final, req, shape, pending, offset)
+                for body in bodies + [final]:
+                    yield wire.dumps(body)
 
     def piece_chunks(self, shape: wire.Shape, index: int, req: Any, text: str, items: list[dict[str, Any]],
                      tokens: list[TokenEvent], offset: int) -> list[dict[str, Any]]:
@@ -297,11 +301,15 @@ class Completions:
         not sent yet ride (provenance, log-probabilities) on the first of them."""
         bodies = ([shape.chunk(text, index=index)] if text else []) + [shape.tool_call_chunk(it, index) for it in items]
         if bodies and tokens:
-            choice = bodies[0]["choices"][0]
-            choice["logprobs"] = shape.logprobs(tokens, self.piece, offset)
-            if req.provenance:
-                choice["provenance"] = wire.provenance_items(tokens)
+            self.attach(bodies[0], req, shape, tokens, offset)
         return bodies
+
+    def attach(self, body: dict[str, Any], req: Any, shape: wire.Shape, tokens: list[TokenEvent], offset: int) -> None:
+        """Put these tokens' log-probabilities (and provenance, when asked) on a chunk."""
+        choice = body["choices"][0]
+        choice["logprobs"] = shape.logprobs(tokens, self.piece, offset)
+        if req.provenance:
+            choice["provenance"] = wire.provenance_items(tokens)
 
 
 def completions_router(completions: Completions, check_key: Callable[..., Any]) -> APIRouter:
