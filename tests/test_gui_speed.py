@@ -358,6 +358,8 @@ def test_race_rewrites_its_live_speed_a_few_times_a_second_not_per_batch(qtbot, 
     assert 0 < len(rates) <= wall * 1000 / REFRESH_MS + 3, (len(rates), wall)
     assert race.panes["target"].markdown() == r["target"].text
     assert shown == [f"{r['target'].stats.decode_tokens_per_s:.1f} tok/s"]  # the final figure, not a late live one
+    for side in ("target", "speculative"):  # a replay stopped early shows the runs' final figures
+        assert race.panes[side].speed.text().startswith("✓ "), race.panes[side].speed.text()
 
 
 def test_status_bar_shows_live_speed_with_glyphs_the_font_has(qtbot, window):

@@ -32,6 +32,7 @@ class ReplayMixin:
             if self._replay is not None:
                 for s, rest in self._replay.finish().items():
                     self.panes[s].append(rest)
+                    self._show_pane_speed(s)
                     self.panes[s].flush()
             self.replay_label.setText("Replay stopped.")
             self.replay_btn.setText("▶ Replay side by side")
@@ -48,6 +49,12 @@ class ReplayMixin:
         """Seconds of recorded time the replay has reached."""
         return self._replay.time() if self._replay is not None else 0.0
 
+    def _show_pane_speed(self, side: str) -> None:
+        """The pane's header at this point of the replay (its final figure once all is shown)."""
+        done = self.done.get(side)
+        self.panes[side].speed.setText(
+            self._replay.speed_text(side, done.stats.decode_tokens_per_s if done is not None else None))
+
     def _replay_tick(self) -> None:
         clock = self._replay
         if clock is None:
@@ -56,8 +63,7 @@ class ReplayMixin:
         for s, due in clock.advance().items():
             if due:
                 self.panes[s].append(due)
-            done = self.done.get(s)
-            self.panes[s].speed.setText(clock.speed_text(s, done.stats.decode_tokens_per_s if done is not None else None))
+            self._show_pane_speed(s)
         self.replay_label.setText(
             f"Replay {min(clock.time(), clock.end):.2f} s of {clock.end:.2f} s at {self.replay_speed.currentText()}")
         if clock.done:
