@@ -242,3 +242,70 @@ def test_chat_renders_while_streaming_and_continue_keeps_it_rendered(qtbot, wind
     assert longer.id == cut.id and longer.content == ANSWER
     final = chat.transcript.toPlainText()
     assert "Done." in final and "**" not in final and headings(chat.transcript.document()) == [(3, "Plan")]
+
+
+# -- an open code fence: its finished lines rendered once ------------------------------------------
+CODE_LINES = ["def step_{0}(values):".format(i // 5) if i % 5 == 0 else f"    total_{i} = sum(values[{i}:]) * {i}  # line {i}"
+              for i in range(150)]
+CODE_ANSWER = "Here it is:\n\n```python\n" + "\n".join(CODE_LINES) + "\n```\n\nThat is all."
+
+
+def _signature(doc):
+    """Every block's text, block format and character runs with their formats."""
+    out = []
+    for b in blocks(doc):
+        runs, it = [], b.begin()
+        while not it.atEnd():
+            frag = it.fragment()
+            runs.append((frag.text(), frag.charFormat()))
+            it += 1
+        out.append((b.text(), b.blockFormat(), b.charFormat(), runs))
+    return out
+
+
+def _stream_in_pieces(qtbot, monkeypatch, answer: str, step: int = 4, stop_at: int | None = None):
+    from PySide6.QtGui import QTextDocument
+
+    from app.widgets import open_fence
+    from app.widgets.race_pane import COLOURS
+
+    rendered: list[str] = []
+    for module in (markdown_stream, open_fence):
+        real = module.render_markdown
+        monkeypatch.setattr(module, "render_markdown", lambda src, *a, _real=real, **k: rendered.append(src) or _real(src, *a, **k))
+    doc = QTextDocument()
+    stream = markdown_stream.MarkdownStream(doc, 0, COLOURS)
+    text = answer[:stop_at] if stop_at is not None else answer
+    for i in range(0, len(text), step):
+        stream.add([["draft" if (i // step) % 3 else "target", text[i:i + step]]])
+        stream.render()
+    return doc, stream, rendered, COLOURS
+
+
+def test_an_open_code_fence_renders_each_finished_line_once_not_the_whole_fence_per_frame(qtbot, monkeypatch):
+    doc, stream, rendered, _ = _stream_in_pieces(qtbot, monkeypatch, CODE_ANSWER)
+    # Rendering the whole open fence at each of ~1600 deliveries would feed Markdown about
+    # len(CODE_ANSWER)**2 / 8 characters (~800 answers); a line or two per delivery, ~15.
+    assert sum(len(s) for s in rendered) < 20 * len(CODE_ANSWER), sum(len(s) for s in rendered)
+    longest_line = max(len(line) for line in CODE_LINES)
+    inside = [s for s in rendered if s.startswith("```python\n") and "\n```" not in s]  # while the fence is open
+    assert len(inside) > 1000 and max(len(s) for s in inside) < 3 * longest_line  # a line or two per frame
+    assert stream.code_blocks == ["\n".join(CODE_LINES)]
+    whole = render_markdown(CODE_ANSWER, [(len(CODE_ANSWER), "plain")]).document
+    assert lines(stream.text()) == lines(whole.toPlainText())
+
+
+def test_an_open_fence_rendered_line_by_line_looks_exactly_as_rendered_whole(qtbot, monkeypatch):
+    """Mid-fence (code without multi-line strings) and after it closes: the same text, block
+    and character formats (highlight, provenance tint, code background, label) as the same
+    stream with the open tail rendered whole at each frame (as before the line-by-line path)."""
+    answer = "Here it is:\n\n```python\n" + "\n".join(CODE_LINES[:40]) + "\n```\n\nThat is all."
+    for stop in (answer.index("    total_27"), None):
+        doc, stream, _, _ = _stream_in_pieces(qtbot, monkeypatch, answer, stop_at=stop)
+        assert (stream._fence is not None) == (stop is not None)  # mid-fence: line by line
+        with monkeypatch.context() as m:
+            m.setattr(markdown_stream.MarkdownStream, "_render_open_fence", lambda self, cursor, end: False)
+            whole_doc, whole_stream, _, _ = _stream_in_pieces(qtbot, monkeypatch, answer, stop_at=stop)
+        assert doc.toPlainText() == whole_doc.toPlainText()
+        assert _signature(doc) == _signature(whole_doc)
+        assert stream.code_blocks == whole_stream.code_blocks

@@ -17,23 +17,17 @@ provenance of the source characters travels with each piece (markdown_render's t
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass, field
 
 from PySide6.QtGui import QColor, QTextCursor, QTextDocument
 
 from .markdown_render import append_rendered, render_markdown
-
-FENCE = re.compile(r" {0,3}(`{3,}|~{3,})")
+from .open_fence import FENCE, closes_in, fence_closes, last_cut, marker_of, opener, render_chunk
 HEADING = re.compile(r"#{1,6}(\s|$)")
 LIST_ITEM = re.compile(r"([-+*]|\d{1,9}[.)])(\s|$)")
 # An unfinished last line that may still become a fence ("``", "```py"): shown once it is
 # whole, so a half-typed fence never shows as raw backticks for a frame.
 FENCE_SO_FAR = re.compile(r" {0,3}(`+|~+)[\w+#.-]*")
-
-
-def _fence_closes(line: str, opener: str) -> bool:
-    """`line` closes a fence opened by `opener` (the same character, at least as many)."""
-    s = line.strip()
-    return len(line) - len(line.lstrip(" ")) <= 3 and len(s) >= len(opener) and set(s) == {opener[0]}
 
 
 def commit_point(source: str, start: int) -> int:
@@ -60,7 +54,7 @@ def commit_point(source: str, start: int) -> int:
             else:
                 prev_closed = bool(HEADING.match(line))
             prev_blank = blank
-        elif _fence_closes(line, fence):
+        elif fence_closes(line, fence):
             fence = None
             prev_closed, prev_blank = True, False
         pos = nl + 1
@@ -89,6 +83,18 @@ def slice_spans(spans: list[tuple[int, str]], start: int, end: int) -> list[tupl
     return out
 
 
+@dataclass
+class _OpenFence:
+    """The open code fence at the tail: its lines before `done` are rendered for good, and
+    their rendering ends at document position `pos` (where the rest is rendered each frame)."""
+
+    line: str  # the fence line ("```python")
+    done: int
+    pos: int
+    codes: list[str] = field(default_factory=list)
+    scanned: int = 0  # complete lines before this source position are known not to close it
+
+
 class MarkdownStream:
     """A streaming answer rendered into `doc` after position `start` (the end of the block
     before it, or 0 in an empty document) to the document's end.
@@ -109,6 +115,7 @@ class MarkdownStream:
         self._rendered = 0  # source characters shown by the last render
         self._done_codes: list[str] = []
         self._tail_codes: list[str] = []
+        self._fence: _OpenFence | None = None  # the tail, when it is an open code fence
         self.renders = 0  # pieces rendered (finished blocks and tails), for tests and the benchmark
 
     @property
@@ -131,22 +138,68 @@ class MarkdownStream:
         cut = commit_point(self.source[:end], self.committed)
         cursor = QTextCursor(self.doc)
         cursor.beginEditBlock()
-        cursor.setPosition(self._tail_pos)
-        cursor.movePosition(QTextCursor.MoveOperation.End, QTextCursor.MoveMode.KeepAnchor)
-        cursor.removeSelectedText()
         if cut > self.committed:
+            self._clear_from(cursor, self._tail_pos)
             self._done_codes += self._insert(cursor, self.committed, cut)
             self.committed = cut
             self._tail_pos = cursor.position()
-        self._tail_codes = self._insert(cursor, self.committed, end) if end > self.committed else []
+        if not self._render_open_fence(cursor, end):
+            self._clear_from(cursor, self._tail_pos)
+            self._tail_codes = self._insert(cursor, self.committed, end) if end > self.committed else []
         cursor.endEditBlock()
         self._rendered = end
+        return True
+
+    def _clear_from(self, cursor: QTextCursor, pos: int) -> None:
+        """Remove the document from `pos` to its end (a rendering about to be replaced)."""
+        if pos == self._tail_pos:
+            self._fence = None
+        cursor.setPosition(pos)
+        cursor.movePosition(QTextCursor.MoveOperation.End, QTextCursor.MoveMode.KeepAnchor)
+        cursor.removeSelectedText()
+
+    def _render_open_fence(self, cursor: QTextCursor, end: int) -> bool:
+        """Render the tail when it is an open code fence: new whole lines appended once, the
+        lines after the last cut again (open_fence.py). False when the tail is not one (or
+        has no line of code yet): it is then rendered whole."""
+        f = self._fence
+        if f is None:
+            line = opener(self.source[self.committed:end])
+            if line is None:
+                return False
+            body = self.committed + len(line) + 1
+            cut = last_cut(self.source, body, end)
+            if not self.source[body:cut].strip("\n"):
+                return False  # no line of code before the cut: the label would come alone
+            self._clear_from(cursor, self._tail_pos)
+            codes = self._insert(cursor, self.committed, cut)
+            f = self._fence = _OpenFence(line, cut, cursor.position(), codes, scanned=self.source.rfind("\n", 0, end) + 1)
+        else:
+            if closes_in(self.source, f.scanned, marker_of(f.line), end):
+                return False
+            f.scanned = max(f.scanned, self.source.rfind("\n", 0, end) + 1)
+            cut = last_cut(self.source, f.done, end)
+            self._clear_from(cursor, f.pos)
+            if cut > f.done:
+                f.codes += self._insert_chunk(cursor, f.line, f.done, cut)
+                f.done, f.pos = cut, cursor.position()
+        rest = self._insert_chunk(cursor, f.line, f.done, end) if end > f.done else []
+        self._tail_codes = ["\n".join(f.codes + rest)]
         return True
 
     def _insert(self, cursor: QTextCursor, a: int, b: int) -> list[str]:
         """Render source[a:b] at the cursor (the document's end) as blocks of their own."""
         spans = slice_spans(self.spans, a, b) if self.colours else None
         r = render_markdown(self.source[a:b], spans, self.colours, first_copy=self.first_copy + len(self._done_codes))
+        self.renders += 1
+        append_rendered(cursor, r.document)
+        return r.code_blocks
+
+    def _insert_chunk(self, cursor: QTextCursor, fence_line: str, a: int, b: int) -> list[str]:
+        """Render lines source[a:b] of the open fence at the cursor, as more of its code lines."""
+        spans = slice_spans(self.spans, a, b) if self.colours else None
+        before = slice_spans(self.spans, a - 1, a)  # the newline that ends the line before
+        r = render_chunk(fence_line, self.source[a:b], spans, self.colours, before[0][1] if before else "plain")
         self.renders += 1
         append_rendered(cursor, r.document)
         return r.code_blocks
