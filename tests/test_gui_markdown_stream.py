@@ -309,3 +309,19 @@ def test_an_open_fence_rendered_line_by_line_looks_exactly_as_rendered_whole(qtb
         assert doc.toPlainText() == whole_doc.toPlainText()
         assert _signature(doc) == _signature(whole_doc)
         assert stream.code_blocks == whole_stream.code_blocks
+
+
+def test_an_answer_that_ends_inside_a_fence_is_rendered_whole_at_the_end(qtbot, monkeypatch):
+    """Line by line, a docstring's later lines are highlighted without the opening quotes;
+    `finish` (a race side's end) renders the open fence whole, as the whole answer would be."""
+    answer = 'Code:\n\n```python\ndef f():\n    """Sum\n    of all.\n    """\n    return 1\n'
+    doc, stream, _, _ = _stream_in_pieces(qtbot, monkeypatch, answer, step=3)
+    assert stream._fence is not None
+    with monkeypatch.context() as m:
+        m.setattr(markdown_stream.MarkdownStream, "_render_open_fence", lambda self, cursor, end: False)
+        whole_doc, whole_stream, _, _ = _stream_in_pieces(qtbot, monkeypatch, answer, step=3)
+    assert doc.toPlainText() == whole_doc.toPlainText()
+    assert _signature(doc) != _signature(whole_doc)  # "of all." coloured as code while the fence was open
+    stream.finish()
+    assert stream._fence is None and _signature(doc) == _signature(whole_doc)
+    assert stream.code_blocks == whole_stream.code_blocks

@@ -150,6 +150,19 @@ class MarkdownStream:
         self._rendered = end
         return True
 
+    def finish(self) -> None:
+        """Show the rest, and render an open fence shown line by line once more whole: its
+        highlighting then reads multi-line strings as the whole answer's rendering does
+        (for an answer that ends inside a fence; a closed fence is rendered whole anyway)."""
+        self.render()
+        if self._fence is None:
+            return
+        cursor = QTextCursor(self.doc)
+        cursor.beginEditBlock()
+        self._clear_from(cursor, self._tail_pos)
+        self._tail_codes = self._insert(cursor, self.committed, self._rendered)
+        cursor.endEditBlock()
+
     def _clear_from(self, cursor: QTextCursor, pos: int) -> None:
         """Remove the document from `pos` to its end (a rendering about to be replaced)."""
         if pos == self._tail_pos:

@@ -85,6 +85,15 @@ class RacePane(QFrame):
         if self._stream.render() and at_end:
             bar.setValue(bar.maximum())
 
+    def finish(self) -> None:
+        """The answer is complete: show the rest now, rendered as the whole answer is."""
+        self._frame.stop()
+        bar = self.text.verticalScrollBar()
+        at_end = bar.value() >= bar.maximum() - 4
+        self._stream.finish()
+        if at_end:
+            bar.setValue(bar.maximum())
+
     def markdown(self) -> str:
         """Every token's text received so far, as the model wrote it (the source of what is shown)."""
         return self._stream.source

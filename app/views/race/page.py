@@ -219,7 +219,7 @@ class RaceView(LayoutMixin, VerdictMixin, ReplayMixin, QWidget):
         self.done[side] = ev
         st = ev.stats
         pane = self.panes[side]
-        pane.flush()  # the side's last tokens shown now, not a frame later
+        pane.finish()  # the side's last tokens shown now, not a frame later
         pane.speed.setText(f"{st.decode_tokens_per_s:.1f} tok/s")
         pane.status.setText(self._side_summary(st))
         self._fill_metrics(side, st)

@@ -33,7 +33,7 @@ class ReplayMixin:
                 for s, rest in self._replay.finish().items():
                     self.panes[s].append(rest)
                     self._show_pane_speed(s)
-                    self.panes[s].flush()
+                    self.panes[s].finish()
             self.replay_label.setText("Replay stopped.")
             self.replay_btn.setText("▶ Replay side by side")
             self._sync_buttons()
@@ -68,7 +68,7 @@ class ReplayMixin:
             f"Replay {min(clock.time(), clock.end):.2f} s of {clock.end:.2f} s at {self.replay_speed.currentText()}")
         if clock.done:
             for pane in self.panes.values():
-                pane.flush()
+                pane.finish()
             self._replay_timer.stop()
             self.replay_btn.setText("▶ Replay side by side")
             if self.result is not None:
