@@ -53,7 +53,7 @@ def run_once(answer: str, chars: int) -> tuple[float, float, int]:
         tr.flush()
         QApplication.processEvents()  # layout and paint, as between frames
     streamed = time.thread_time() - t0
-    renders = getattr(tr, "stream_renders", lambda: 0)()
+    renders = tr.stream_renders
     tr.end_stream(Message(1, 1, "assistant", answer))
     QApplication.processEvents()
     total = time.thread_time() - t0
