@@ -248,6 +248,18 @@ def pricing_for(curve: dict, host: dict | None) -> Pricing:
     return p
 
 
+def curve_from_probe(probe: dict, stem: str) -> tuple[str, dict]:
+    """A curve measured by tools/gpu_probe.py (verify passes of n tokens, the draft model's
+    one-token step over the target's) in the form of tools/gpu_curves.json."""
+    verify = {int(n): float(s) * 1000.0 for n, s in probe["verify_s"].items()}
+    where = probe.get("hardware") or stem  # engine.models.hardware's one-line summary
+    return f"measured:{stem}", {
+        "source": f"tools/gpu_probe.py on {where}: {probe['target']} / {probe['draft']}",
+        "ms_per_pass": {str(n): ms for n, ms in sorted(verify.items())},
+        "draft_ratio": float(probe["draft_cost_ratio"]),
+    }
+
+
 def table(recs: Sequence[Recording], curves: dict, host: dict | None) -> str:
     lines = ["| suite | prompts | " + " | ".join(f"{name}: lookup | {name}: model draft" for name in curves) + " |",
              "|---|---|" + "---|---|" * len(curves)]
@@ -280,6 +292,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     p = sub.add_parser("predict", help="replay recordings under published curves")
     p.add_argument("--recording", type=Path, required=True)
     p.add_argument("--curves", type=Path, default=CURVES)
+    p.add_argument("--probe", type=Path, action="append", default=[],
+                   help="tools/gpu_probe.py --out JSON: its measured curve and draft ratio, priced beside --curves")
+    p.add_argument("--only-probes", action="store_true", help="price with the --probe curves alone")
     p.add_argument("--host", type=Path, help="tools/host_overhead.py --json output: host work added to every step")
     a = ap.parse_args(argv)
     try:
@@ -287,7 +302,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             record(a.target, a.draft, a.out, a.which, a.limit, a.max_tokens, a.depth, lambda s: print(s, file=sys.stderr))
             return 0
         recs = load_recordings(a.recording)
-        curves = {k: v for k, v in json.loads(a.curves.read_text()).items() if not k.startswith("_")}
+        curves = {} if a.only_probes else {k: v for k, v in json.loads(a.curves.read_text()).items() if not k.startswith("_")}
+        for path in a.probe:
+            name, curve = curve_from_probe(json.loads(path.read_text()), path.stem)
+            curves[name] = curve
         host = json.loads(a.host.read_text()) if a.host else None
         print(table(recs, curves, host))
     except (OSError, ValueError, KeyError) as e:

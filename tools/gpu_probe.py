@@ -73,22 +73,25 @@ def _median_time(fn, n: int) -> float:
     return statistics.median(ts)
 
 
-def measure(target: Path, draft: Path, tokens: int = 128, reps: int = 3) -> dict:
+def measure(target: Path, draft: Path, tokens: int = 128, reps: int = 3, gpu_layers: int | None = None,
+            curve_only: bool = False) -> dict:
+    """Costs and speeds on this machine; `curve_only`: the verify curve and the draft step alone."""
     from engine import Engine
     from engine.decoding.events import DoneEvent
     from engine.decoding.llama import Context
     from engine.decoding.lookahead import Fixed
     from engine.decoding.runtime import RuntimeParams
+    from engine.decoding.sampling import SamplingParams
     from engine.decoding.settings import GenerationRequest
 
-    eng = Engine(target, n_ctx=4096, metrics_log=False)
+    eng = Engine(target, n_ctx=4096, metrics_log=False, n_gpu_layers=gpu_layers)
     t = eng.target
     prompt = [300 + (i * 7919) % 1000 for i in range(256)]  # 256 ordinary vocabulary ids
-    ctx = Context(t, RuntimeParams(n_ctx=4096))
+    ctx = Context(t, RuntimeParams(n_ctx=4096, n_gpu_layers=gpu_layers))
     ctx.decode(prompt[:-1], logits="none")
     base = ctx.n_past
     verify = {}
-    for n in (1, 2, 3, 4, 5, 6, 8, 12, 16):
+    for n in (1, 2, 3, 4, 5, 6, 8, 9, 12, 16):
         def one(n: int = n) -> None:
             ctx.truncate(base)
             ctx.decode(prompt[-1:] * n, logits="all")
@@ -96,7 +99,7 @@ def measure(target: Path, draft: Path, tokens: int = 128, reps: int = 3) -> dict
         verify[n] = _median_time(one, 9)
     ctx.close()
     dm = eng.load_draft(draft)
-    dctx = Context(dm, RuntimeParams(n_ctx=4096))
+    dctx = Context(dm, RuntimeParams(n_ctx=4096, n_gpu_layers=gpu_layers))
     dctx.decode(prompt[:-1], logits="none")
     dbase = dctx.n_past
 
@@ -106,31 +109,57 @@ def measure(target: Path, draft: Path, tokens: int = 128, reps: int = 3) -> dict
     dstep()
     draft_step = _median_time(dstep, 15)
     dctx.close()
+    if curve_only:
+        eng.close()
+        return {"target": target.name, "draft": draft.name, "gpu_layers": gpu_layers, "verify_s": verify,
+                "verify_ratio": {n: v / verify[1] for n, v in verify.items()},
+                "draft_step_s": draft_step, "draft_cost_ratio": draft_step / verify[1]}
 
-    def tps(draft_model, la) -> float:
+    def run(draft_model, la, sampling=None) -> tuple[float, list[int]]:
+        """Median decode tok/s over `reps` runs, and the tokens of the last run."""
         dec = eng.decoder(draft_model)
-        vals = []
-        for _ in range(reps):
-            req = GenerationRequest(prompt, max_tokens=tokens, lookahead=Fixed(la))
+        vals, toks = [], []
+        for rep in range(reps):
+            kw = {"sampling": SamplingParams(0.7, top_p=0.9, seed=rep + 1)} if sampling else {}
+            req = GenerationRequest(prompt, max_tokens=tokens, lookahead=Fixed(la), **kw)
             done = [e for e in dec.run(prompt, req) if isinstance(e, DoneEvent)][0]
-            if done.stats.generated_tokens < tokens:
+            # greedy never stops early (specials never win); a sampled run may draw one: its rate still counts
+            if done.stats.generated_tokens < (16 if sampling else tokens):
                 raise RuntimeError(f"only {done.stats.generated_tokens} of {tokens} tokens generated")
             vals.append(done.stats.decode_tokens_per_s)
-        return statistics.median(vals)
+            toks = list(done.tokens)
+        return statistics.median(vals), toks
 
-    alone = tps(None, 0)
+    alone, alone_tokens = run(None, 0)
+    sampled, _ = run(None, 0, sampling=True)
     # engine overhead: wall time per plain step minus the raw decode time of one token
     overhead = 1.0 / alone - verify[1] if alone else None
-    ceiling = {k: tps(target, k) for k in (2, 4, 8)}
+    ceiling, identical = {}, {}
+    for k in (2, 4, 8):
+        ceiling[k], toks = run(target, k)
+        # greedy speculation must write what the target alone writes; on a GPU a batched
+        # pass may round differently from a one-token pass (no batch invariance): say where
+        identical[k] = next((i for i, (a, b) in enumerate(zip(alone_tokens, toks)) if a != b), None)
     out = {
         "target": target.name, "draft": draft.name,
         "verify_s": verify, "verify_ratio": {n: v / verify[1] for n, v in verify.items()},
         "draft_step_s": draft_step, "draft_cost_ratio": draft_step / verify[1],
         "target_alone_tok_s": alone, "engine_overhead_s_per_step": overhead,
+        "target_alone_sampled_tok_s": sampled,  # temperature 0.7, top-p 0.9
         "self_draft_tok_s": ceiling, "self_draft_speedup": {k: v / alone for k, v in ceiling.items()},
+        # None: greedy self-draft wrote exactly the target-alone tokens; else the first index that differs
+        "self_draft_first_difference": identical,
+        "self_draft_predicted_speedup": {k: _self_draft_prediction(verify, k) for k in ceiling},
     }
     eng.close()
     return out
+
+
+def _self_draft_prediction(verify: dict[int, float], k: int) -> float:
+    """What the pricing of tools/draft_replay.py predicts for the target drafting for itself
+    (every draft accepted, each draft token a one-token pass): k + 1 tokens per step costing
+    k one-token passes and one (k+1)-token verify. Checked against the measured ceiling."""
+    return (k + 1) * verify[1] / (k * verify[1] + verify[k + 1])
 
 
 def predict(m: dict, alphas: dict[str, float]) -> dict:
@@ -152,6 +181,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--dir", default="/tmp/tandem-gpu-models")
     ap.add_argument("--tokens", type=int, default=128)
     ap.add_argument("--alphas", default="code:0.9,chat:0.75", help="name:alpha pairs measured on real pairs (CPU)")
+    ap.add_argument("--gpu-layers", type=int, default=None, help="layers to offload (default: all, when the build can)")
+    ap.add_argument("--curve-only", action="store_true", help="measure the verify curve and the draft step only")
     ap.add_argument("--out", required=True)
     a = ap.parse_args(argv)
     d = Path(a.dir)
@@ -167,7 +198,7 @@ def main(argv: list[str] | None = None) -> int:
             f16.unlink()
             print(f"{role}: {q.name} in {time.time() - t0:.0f} s", file=sys.stderr)
         files[role] = q
-    m = measure(files["target"], files["draft"], a.tokens)
+    m = measure(files["target"], files["draft"], a.tokens, gpu_layers=a.gpu_layers, curve_only=a.curve_only)
     alphas = {k: float(v) for k, v in (x.split(":") for x in a.alphas.split(","))}
     m["predicted"] = predict(m, alphas)
     try:

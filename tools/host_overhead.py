@@ -70,7 +70,7 @@ def _pad(vocab, n: int):
 class Floor:
     """llama_decode + numpy argmax in a tight loop over llama_cpp's ctypes API (no Tandem code in the loop)."""
 
-    def __init__(self, path: Path, threads: int):
+    def __init__(self, path: Path, threads: int, gpu_layers: int = 0):
         import llama_cpp
 
         from engine.decoding.llama import ensure_backend
@@ -78,7 +78,7 @@ class Floor:
         self.ll = llama_cpp
         ensure_backend()  # llama.cpp's log goes where Tandem sends it, not to the terminal
         mp = llama_cpp.llama_model_default_params()
-        mp.n_gpu_layers = 0
+        mp.n_gpu_layers = gpu_layers
         self.model = llama_cpp.llama_model_load_from_file(str(path).encode(), mp)
         self.n_vocab = llama_cpp.llama_vocab_n_tokens(llama_cpp.llama_model_get_vocab(self.model))
         cp = llama_cpp.llama_context_default_params()
@@ -174,13 +174,13 @@ class Counting:
 class TandemModes:
     """Decoders over one model: target alone, and the model drafting for itself."""
 
-    def __init__(self, path: Path, threads: int):
+    def __init__(self, path: Path, threads: int, gpu_layers: int = 0):
         from engine.decoding.decoder import Decoder
         from engine.decoding.drafters import ModelDrafter
         from engine.decoding.llama import Model
         from engine.decoding.runtime import RuntimeParams
 
-        rt = RuntimeParams(n_ctx=N_CTX, n_batch=512, n_threads=threads, n_gpu_layers=0)
+        rt = RuntimeParams(n_ctx=N_CTX, n_batch=512, n_threads=threads, n_gpu_layers=gpu_layers)
         self.model = Model(path, runtime=rt)
         self.alone = Decoder(self.model, runtime=rt)
         self.selfdraft = Decoder(self.model, ModelDrafter(self.model, rt), runtime=rt)
@@ -231,11 +231,11 @@ class TandemModes:
         return len(distribution(row, SamplingParams(TEMPERATURE, top_p=TOP_P)).ids) / self.model.n_vocab
 
 
-def measure(path: Path, reps: int, tokens: int, threads: int, log: Callable[[str], None]) -> dict:
+def measure(path: Path, reps: int, tokens: int, threads: int, log: Callable[[str], None], gpu_layers: int = 0) -> dict:
     """Each rep runs every mode once, each right after its floor, and prices the mode by that
     floor (the machine's speed drifts between reps). A self-draft's floor replays the decodes
     its previous run made (greedy self-drafting decodes the same sequence every run)."""
-    floor, tandem = Floor(path, threads), TandemModes(path, threads)
+    floor, tandem = Floor(path, threads, gpu_layers), TandemModes(path, threads, gpu_layers)
     runs: dict[str, list[tuple[TandemRun, float]]] = {"greedy": [], "sampled": [], "selfdraft": []}
     floors: list[float] = []
     try:
@@ -310,6 +310,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--tokens", type=int, default=300)
     ap.add_argument("--vocab", type=int, action="append", help=f"vocabulary sizes (default: {VOCABS})")
     ap.add_argument("--threads", type=int, default=None, help="llama.cpp threads (default: the physical cores)")
+    ap.add_argument("--gpu-layers", type=int, default=0,
+                    help="layers llama.cpp offloads, floor and Tandem alike (-1: all; default 0, the CPU)")
     ap.add_argument("--json", type=Path, help="write the results here")
     a = ap.parse_args(argv)
     from engine.models.hardware import physical_cores
@@ -320,10 +322,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         paths = write_models(Path(tmp), tuple(a.vocab or VOCABS))
         for vocab, path in paths.items():
             print(f"{vocab}-token vocabulary:", file=sys.stderr)
-            results[vocab] = measure(path, a.reps, a.tokens, threads, lambda s: print(s, file=sys.stderr))
+            results[vocab] = measure(path, a.reps, a.tokens, threads, lambda s: print(s, file=sys.stderr), a.gpu_layers)
     print(table(results))
     if a.json:
-        meta = {"reps": a.reps, "tokens": a.tokens, "threads": threads, "k": K, "temperature": TEMPERATURE, "top_p": TOP_P}
+        meta = {"reps": a.reps, "tokens": a.tokens, "threads": threads, "gpu_layers": a.gpu_layers, "k": K, "temperature": TEMPERATURE, "top_p": TOP_P}
         a.json.write_text(json.dumps({"settings": meta, "results": {str(k): v for k, v in results.items()}}, indent=1))
     return 0
 
