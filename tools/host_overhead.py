@@ -10,7 +10,14 @@ a 320-token and a 151,936-token (Qwen's) vocabulary. In one process, interleaved
   step uses (a pass over n tokens with the last or every row's logits), so each decode a
   speculative step makes is priced by the floor of its own shape;
 * Tandem target alone, greedy; Tandem target alone, sampled (temperature 0.7, top-p 0.9);
-* Tandem self-draft k=4: the target as its own draft, so drafts (nearly) always agree.
+* Tandem self-draft k=4: the target as its own draft, so drafts (nearly) always agree;
+* Tandem with a free drafter that always agrees (k=4: it proposes the target's own greedy
+  continuation at no cost): one verify pass per step, so what remains above that pass's
+  floor is the speculative machinery's host work.
+
+A self-draft can never beat the target alone, on any machine: for k+1 tokens it decodes k
+one-token draft passes and one (k+1)-token verify pass where the target alone decodes k+1
+one-token passes. The free drafter shows what speculation pays when the draft is cheap.
 
 The models' output weights are small, so the next-token distribution is nearly flat: the
 worst case for top-p (the nucleus holds most of the vocabulary; the table says how much).
@@ -156,6 +163,7 @@ class TandemRun:
     accepted: int
     decodes: dict[tuple[int, str], int] = field(default_factory=dict)  # (batch size, rows) -> count
     calls: list[tuple[int, int, str]] = field(default_factory=list)  # (context, batch size, rows) in order
+    output: list[int] = field(default_factory=list)  # the tokens written
 
 
 class Counting:
@@ -171,6 +179,24 @@ class Counting:
         return self._decode(tokens, logits=logits, abortable=abortable)
 
 
+def oracle_drafter(known: Sequence[int], prompt_len: int):
+    """A free drafter that always agrees: it proposes the target's own greedy continuation
+    (`known`, recorded by a target-alone run of the same prompt) at no cost, so a step costs
+    one verify pass plus Tandem's host work: what speculation's machinery costs per step."""
+    from engine.decoding.drafters import Drafter, Proposal
+
+    class Oracle(Drafter):
+        kind = "oracle"
+        cost_class = "free"
+
+        def propose(self, context, k, sampler):
+            done = len(context) - prompt_len
+            toks = list(known[done : done + k])
+            return Proposal(toks, [None] * len(toks), [1.0] * len(toks))
+
+    return Oracle()
+
+
 class TandemModes:
     """Decoders over one model: target alone, and the model drafting for itself."""
 
@@ -184,8 +210,11 @@ class TandemModes:
         self.model = Model(path, runtime=rt)
         self.alone = Decoder(self.model, runtime=rt)
         self.selfdraft = Decoder(self.model, ModelDrafter(self.model, rt), runtime=rt)
+        self.known: list[int] = []  # the greedy continuation of [bos] (oracle mode drafts it)
+        self.oracle = Decoder(self.model, oracle_drafter(self.known, 1), runtime=rt)
         self.calls: list[tuple[int, int, str]] = []
         Counting(self.alone.ctx, 0, self.calls)
+        Counting(self.oracle.ctx, 0, self.calls)
         Counting(self.selfdraft.ctx, 0, self.calls)
         Counting(self.selfdraft.drafter.ctx, 1, self.calls)  # type: ignore[union-attr]
         self.seed = 0
@@ -196,13 +225,15 @@ class TandemModes:
         from engine.decoding.sampling import GREEDY, SamplingParams
         from engine.decoding.settings import GenerationRequest
 
-        dec = self.selfdraft if mode == "selfdraft" else self.alone
+        dec = {"selfdraft": self.selfdraft, "oracle": self.oracle}.get(mode, self.alone)
+        if mode == "oracle" and len(self.known) < tokens:  # greedy from [bos] is deterministic
+            self.known[:] = self.run("greedy", tokens).output[:tokens]
         total = TandemRun(0.0, 0, 0, 0, 0)
         self.calls.clear()
         while total.tokens < tokens:
             self.seed += 1
             sampling = SamplingParams(TEMPERATURE, top_p=TOP_P, seed=self.seed) if mode == "sampled" else GREEDY
-            req = GenerationRequest([self.model.bos], lookahead=K if mode == "selfdraft" else 0,
+            req = GenerationRequest([self.model.bos], lookahead=K if mode in ("selfdraft", "oracle") else 0,
                                     max_tokens=tokens - total.tokens, sampling=sampling)
             dec.forget_prompts()
             for ev in dec.run([self.model.bos], req):
@@ -213,6 +244,7 @@ class TandemModes:
                     total.steps += st.steps
                     total.drafted += st.drafted
                     total.accepted += st.accepted
+                    total.output += list(ev.tokens)
             if total.tokens == 0:
                 raise RuntimeError("the model wrote nothing")
         total.calls = list(self.calls)
@@ -231,28 +263,32 @@ class TandemModes:
         return len(distribution(row, SamplingParams(TEMPERATURE, top_p=TOP_P)).ids) / self.model.n_vocab
 
 
+SPECULATIVE = ("selfdraft", "oracle")
+
+
 def measure(path: Path, reps: int, tokens: int, threads: int, log: Callable[[str], None], gpu_layers: int = 0) -> dict:
     """Each rep runs every mode once, each right after its floor, and prices the mode by that
-    floor (the machine's speed drifts between reps). A self-draft's floor replays the decodes
-    its previous run made (greedy self-drafting decodes the same sequence every run)."""
+    floor (the machine's speed drifts between reps). A speculative mode's floor replays the
+    decodes its previous run made (greedy speculation decodes the same sequence every run)."""
     floor, tandem = Floor(path, threads, gpu_layers), TandemModes(path, threads, gpu_layers)
-    runs: dict[str, list[tuple[TandemRun, float]]] = {"greedy": [], "sampled": [], "selfdraft": []}
+    runs: dict[str, list[tuple[TandemRun, float]]] = {"greedy": [], "sampled": [], "selfdraft": [], "oracle": []}
     floors: list[float] = []
     try:
         tandem.run("greedy", 20)
         tandem.run("sampled", 20)
-        calls = tandem.run("selfdraft", tokens).calls
-        floor.replay(calls)  # warm up: first passes of a batch size build their graphs
+        calls = {mode: tandem.run(mode, tokens).calls for mode in SPECULATIVE}
+        for c in calls.values():
+            floor.replay(c)  # warm up: first passes of a batch size build their graphs
         floor.per_decode(tokens)
         for rep in range(reps):
             for mode in runs:
-                if mode == "selfdraft":
-                    floor_s = floor.replay(calls)
+                if mode in SPECULATIVE:
+                    floor_s = floor.replay(calls[mode])
                 else:
                     floors.append(floor.per_decode(tokens))
                 r = tandem.run(mode, tokens)
-                if mode == "selfdraft":
-                    calls = r.calls
+                if mode in SPECULATIVE:
+                    calls[mode] = r.calls
                 else:
                     floor_s = floors[-1] * r.tokens
                 runs[mode].append((r, floor_s))
@@ -270,37 +306,45 @@ def _summarise(runs: dict[str, list[tuple[TandemRun, float]]], floors: list[floa
         over = [(r.seconds - f) / r.tokens * 1e6 for r, f in runs[mode]]
         out[mode] = {"us_per_token": statistics.median(r.seconds / r.tokens for r, _ in runs[mode]) * 1e6,
                      "over_floor_us_per_token": statistics.median(over), "over_floor_range": [min(over), max(over)]}
-    sd = runs["selfdraft"]
-    per_step = [(r.seconds - f) / r.steps * 1e6 for r, f in sd]
-    drafted_per_step = statistics.median(r.drafted / r.steps for r, _ in sd)
-    us_per_token = statistics.median(r.seconds / r.tokens for r, _ in sd) * 1e6
-    last = sd[-1][0]
-    out["selfdraft"] = {
-        "us_per_token": us_per_token,
-        "over_floor_us_per_step": statistics.median(per_step),
-        "over_floor_range": [min(per_step), max(per_step)],
-        "drafted_per_step": drafted_per_step,
-        "acceptance": sum(r.accepted for r, _ in sd) / max(1, sum(r.drafted for r, _ in sd)),
-        "decodes_per_step": {f"{n}x{rows}": c / last.steps for (n, rows), c in sorted(last.decodes.items())},
-        "goal_us_per_step": 150 + 40 * drafted_per_step,
-        "speedup_vs_greedy": out["greedy"]["us_per_token"] / us_per_token,
-    }
+    for mode in SPECULATIVE:
+        sd = runs[mode]
+        per_step = [(r.seconds - f) / r.steps * 1e6 for r, f in sd]
+        drafted_per_step = statistics.median(r.drafted / r.steps for r, _ in sd)
+        us_per_token = statistics.median(r.seconds / r.tokens for r, _ in sd) * 1e6
+        last = sd[-1][0]
+        out[mode] = {
+            "us_per_token": us_per_token,
+            "over_floor_us_per_step": statistics.median(per_step),
+            "over_floor_range": [min(per_step), max(per_step)],
+            "drafted_per_step": drafted_per_step,
+            "acceptance": sum(r.accepted for r, _ in sd) / max(1, sum(r.drafted for r, _ in sd)),
+            "decodes_per_step": {f"{n}x{rows}": c / last.steps for (n, rows), c in sorted(last.decodes.items())},
+            "goal_us_per_step": 150 + 40 * drafted_per_step,
+            "speedup_vs_greedy": out["greedy"]["us_per_token"] / us_per_token,
+        }
     return out
 
 
 def table(results: dict[int, dict]) -> str:
     lines = ["| tiny model | floor | greedy, above floor | sampled (T 0.7, top-p 0.9), above floor | "
-             "self-draft k=4, above its decodes' floor | self-draft vs greedy |", "|---|---|---|---|---|---|"]
+             "self-draft k=4, above its decodes' floor | self-draft vs greedy | "
+             "free drafter that agrees (k=4), above its decodes' floor | free drafter vs greedy |",
+             "|---|---|---|---|---|---|---|---|"]
     for vocab, r in results.items():
-        g, s, d = r["greedy"], r["sampled"], r["selfdraft"]
-        lines.append(
-            f"| {vocab:,}-token vocabulary | {r['floor_us_per_token']:,.0f} us/token | "
-            f"+{g['over_floor_us_per_token']:,.0f} us/token ({g['over_floor_range'][0]:,.0f} to {g['over_floor_range'][1]:,.0f}) | "
-            f"+{s['over_floor_us_per_token']:,.0f} us/token ({s['over_floor_range'][0]:,.0f} to {s['over_floor_range'][1]:,.0f}); "
-            f"nucleus {r['top_p_nucleus_share']:.0%} of the vocabulary | "
-            f"+{d['over_floor_us_per_step']:,.0f} us/step ({d['over_floor_range'][0]:,.0f} to {d['over_floor_range'][1]:,.0f}) "
-            f"for {d['drafted_per_step']:.1f} drafts/step; goal {d['goal_us_per_step']:,.0f} | "
-            f"{d['speedup_vs_greedy']:.2f}x ({d['acceptance']:.0%} accepted) |")
+        g, s = r["greedy"], r["sampled"]
+        cells = [f"{vocab:,}-token vocabulary", f"{r['floor_us_per_token']:,.0f} us/token",
+                 f"+{g['over_floor_us_per_token']:,.0f} us/token ({g['over_floor_range'][0]:,.0f} to {g['over_floor_range'][1]:,.0f})",
+                 f"+{s['over_floor_us_per_token']:,.0f} us/token ({s['over_floor_range'][0]:,.0f} to {s['over_floor_range'][1]:,.0f}); "
+                 f"nucleus {r['top_p_nucleus_share']:.0%} of the vocabulary"]
+        for mode in SPECULATIVE:
+            d = r.get(mode)
+            if d is None:  # results written before the oracle mode existed
+                cells += ["", ""]
+                continue
+            cells += [f"+{d['over_floor_us_per_step']:,.0f} us/step ({d['over_floor_range'][0]:,.0f} to {d['over_floor_range'][1]:,.0f}) "
+                      f"for {d['drafted_per_step']:.1f} drafts/step; goal {d['goal_us_per_step']:,.0f}",
+                      f"{d['speedup_vs_greedy']:.2f}x ({d['acceptance']:.0%} accepted)"]
+        lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 
