@@ -181,6 +181,8 @@ if p.exists():
           f"engine overhead {m['engine_overhead_s_per_step'] * 1e6:.0f} us/step")
     print("self-draft speedup measured/predicted:", {k: f"{s:.2f}/{m['self_draft_predicted_speedup'][k]:.2f}"
           for k, s in m["self_draft_speedup"].items()}, "first difference:", m["self_draft_first_difference"])
+    print("free drafter that agrees, speedup:", {k: f"{s:.2f}" for k, s in m["free_agreeing_draft_speedup"].items()},
+          "first difference:", m["free_agreeing_draft_first_difference"])
 c = out / "cpu-curve.json"
 if c.exists():
     m = json.loads(c.read_text())

@@ -19,6 +19,10 @@ def test_gpu_probe_runs_end_to_end_on_tiny_shapes(tmp_path):
     assert set(m["verify_s"]) >= {"1", "2", "4", "8", "16"}
     assert m["verify_ratio"]["1"] == 1.0
     assert set(m["self_draft_speedup"]) == {"2", "4", "8"}
+    # greedy speculation wrote the target-alone tokens, with the self-draft and the free oracle
+    assert all(v is None for v in m["self_draft_first_difference"].values())
+    assert set(m["free_agreeing_draft_speedup"]) == {"4", "8"}
+    assert all(v is None for v in m["free_agreeing_draft_first_difference"].values())
     assert m["predicted"]["code"]["alpha"] == 0.9 and "speedup" in m["predicted"]["code"]["best"]
     q = next((tmp_path / "m").glob("target-*Q4_K_M.gguf"))
     h = read_header(q)

@@ -115,9 +115,9 @@ def measure(target: Path, draft: Path, tokens: int = 128, reps: int = 3, gpu_lay
                 "verify_ratio": {n: v / verify[1] for n, v in verify.items()},
                 "draft_step_s": draft_step, "draft_cost_ratio": draft_step / verify[1]}
 
-    def run(draft_model, la, sampling=None) -> tuple[float, list[int]]:
+    def run(draft_model, la, sampling=None, dec=None) -> tuple[float, list[int]]:
         """Median decode tok/s over `reps` runs, and the tokens of the last run."""
-        dec = eng.decoder(draft_model)
+        dec = dec or eng.decoder(draft_model)
         vals, toks = [], []
         for rep in range(reps):
             kw = {"sampling": SamplingParams(0.7, top_p=0.9, seed=rep + 1)} if sampling else {}
@@ -140,6 +140,17 @@ def measure(target: Path, draft: Path, tokens: int = 128, reps: int = 3, gpu_lay
         # greedy speculation must write what the target alone writes; on a GPU a batched
         # pass may round differently from a one-token pass (no batch invariance): say where
         identical[k] = next((i for i, (a, b) in enumerate(zip(alone_tokens, toks)) if a != b), None)
+    # a free drafter that always agrees (it proposes the target's own greedy continuation):
+    # what a perfect prompt lookup would pay on this machine, one verify pass per step
+    from engine.decoding.decoder import Decoder
+    from tools.host_overhead import oracle_drafter
+
+    oracle = Decoder(t, oracle_drafter(alone_tokens, len(prompt)), runtime=eng.runtime)
+    free, free_identical = {}, {}
+    for k in (4, 8):
+        free[k], toks = run(None, k, dec=oracle)
+        free_identical[k] = next((i for i, (a, b) in enumerate(zip(alone_tokens, toks)) if a != b), None)
+    oracle.close()
     out = {
         "target": target.name, "draft": draft.name,
         "verify_s": verify, "verify_ratio": {n: v / verify[1] for n, v in verify.items()},
@@ -150,6 +161,8 @@ def measure(target: Path, draft: Path, tokens: int = 128, reps: int = 3, gpu_lay
         # None: greedy self-draft wrote exactly the target-alone tokens; else the first index that differs
         "self_draft_first_difference": identical,
         "self_draft_predicted_speedup": {k: _self_draft_prediction(verify, k) for k in ceiling},
+        "free_agreeing_draft_speedup": {k: v / alone for k, v in free.items()},
+        "free_agreeing_draft_first_difference": free_identical,
     }
     eng.close()
     return out
