@@ -22,7 +22,7 @@
 #   5. the engine's exactness tests, run on the GPU build (in log.txt);
 #   6. setup-build.txt: the set-up's own choice and build on this machine
 #      (install_llama_cpp.sh --dry-run, then the build when a system toolkit serves it);
-#   7. probe-7b.json: a 7B-shaped target with the same draft, when 200 s are left.
+#   7. probe-7b.json: the verify curve of a 7B-shaped target with the same draft, when 200 s are left.
 # Rehearse it on a machine without a GPU (tiny shapes, no build): TANDEM_GPU_REHEARSE=1 with a
 # gpu-carry/ whose llama_cpp-cuda*.tar.xz holds any llama.cpp build.
 # docs/benchmarks.md section 4 carries the results; tools/draft_replay.py prices the real
@@ -165,7 +165,7 @@ PYEOF
   # 7. a 7B-shaped target (the size of llama.cpp's published curves), as long as time lasts
   if [ "$(left)" -gt 200 ] && [ -z "${TANDEM_GPU_REHEARSE:-}" ]; then
     timeout "$(( $(left) - 5 ))" "$PY" -m tools.gpu_probe --target-shape qwen7b --draft-shape qwen0.5b \
-        --dir /tmp/tandem-gpu-models --tokens 64 --alphas "code:0.9" --out "$OUT/probe-7b.json" >> "$OUT/log.txt" 2>&1
+        --dir /tmp/tandem-gpu-models --curve-only --alphas "code:0.9" --out "$OUT/probe-7b.json" >> "$OUT/log.txt" 2>&1
     say "7B probe: exit $?"
   fi
   "$PY" - "$OUT" <<'PYEOF' | tee -a "$OUT/steps.txt"
