@@ -9,7 +9,8 @@ a 320-token and a 151,936-token (Qwen's) vocabulary. In one process, interleaved
   through llama_cpp's low-level API, no Tandem code in the loop; also for the batch shapes a speculative
   step uses (a pass over n tokens with the last or every row's logits), so each decode a
   speculative step makes is priced by the floor of its own shape;
-* Tandem target alone, greedy; Tandem target alone, sampled (temperature 0.7, top-p 0.9);
+* Tandem target alone, greedy; Tandem target alone, sampled (temperature 0.7, top-p 0.9),
+  beside llama.cpp's own sampler chain (top-p, temperature, draw; all in C) on the same decodes;
 * Tandem self-draft k=4: the target as its own draft, so drafts (nearly) always agree;
 * Tandem with a free drafter that always agrees (k=4: it proposes the target's own greedy
   continuation at no cost): one verify pass per step, so what remains above that pass's
@@ -122,6 +123,28 @@ class Floor:
             tok = int(np.argmax(logits, axis=1)[-1])
             pos += n
         return (time.perf_counter() - t0) / calls
+
+    def per_decode_sampled(self, tokens: int) -> float:
+        """Seconds per one-token llama_decode + llama.cpp's own sampler chain (top-p, then
+        temperature, then a draw: Tandem's order), all in C: what sampling costs llama.cpp."""
+        ll = self.ll
+        chain = ll.llama_sampler_chain_init(ll.llama_sampler_chain_default_params())
+        ll.llama_sampler_chain_add(chain, ll.llama_sampler_init_top_p(TOP_P, 1))
+        ll.llama_sampler_chain_add(chain, ll.llama_sampler_init_temp(TEMPERATURE))
+        ll.llama_sampler_chain_add(chain, ll.llama_sampler_init_dist(1234))
+        b = self.batch
+        ll.llama_memory_clear(self.mem, True)
+        b.logits[0], b.n_tokens = 1, 1
+        tok = 1
+        t0 = time.perf_counter()
+        for pos in range(tokens):
+            b.token[0], b.pos[0] = tok, pos
+            if ll.llama_decode(self.ctx, b) != 0:
+                raise RuntimeError("llama_decode failed")
+            tok = ll.llama_sampler_sample(chain, self.ctx, -1)
+        seconds = (time.perf_counter() - t0) / tokens
+        ll.llama_sampler_free(chain)
+        return seconds
 
     def replay(self, calls: Sequence[tuple[int, int, str]]) -> float:
         """Seconds for the decodes (context 0 or 1, batch size, rows) a Tandem run made, in
@@ -273,6 +296,7 @@ def measure(path: Path, reps: int, tokens: int, threads: int, log: Callable[[str
     floor, tandem = Floor(path, threads, gpu_layers), TandemModes(path, threads, gpu_layers)
     runs: dict[str, list[tuple[TandemRun, float]]] = {"greedy": [], "sampled": [], "selfdraft": [], "oracle": []}
     floors: list[float] = []
+    llama_sampled: list[float] = []  # llama.cpp's own sampler chain: the C-only reference for sampling
     try:
         tandem.run("greedy", 20)
         tandem.run("sampled", 20)
@@ -285,7 +309,10 @@ def measure(path: Path, reps: int, tokens: int, threads: int, log: Callable[[str
                 if mode in SPECULATIVE:
                     floor_s = floor.replay(calls[mode])
                 else:
+                    ls = floor.per_decode_sampled(tokens) if mode == "sampled" else None
                     floors.append(floor.per_decode(tokens))
+                    if ls is not None:  # above the greedy floor measured right after it
+                        llama_sampled.append(ls - floors[-1])
                 r = tandem.run(mode, tokens)
                 if mode in SPECULATIVE:
                     calls[mode] = r.calls
@@ -296,7 +323,9 @@ def measure(path: Path, reps: int, tokens: int, threads: int, log: Callable[[str
         nucleus = tandem.nucleus()
     finally:
         floor.close()
-    return _summarise(runs, floors, nucleus)
+    out = _summarise(runs, floors, nucleus)
+    out["llama_cpp_sampler_over_floor_us_per_token"] = statistics.median(llama_sampled) * 1e6
+    return out
 
 
 def _summarise(runs: dict[str, list[tuple[TandemRun, float]]], floors: list[float], nucleus: float) -> dict:
@@ -335,7 +364,9 @@ def table(results: dict[int, dict]) -> str:
         cells = [f"{vocab:,}-token vocabulary", f"{r['floor_us_per_token']:,.0f} us/token",
                  f"+{g['over_floor_us_per_token']:,.0f} us/token ({g['over_floor_range'][0]:,.0f} to {g['over_floor_range'][1]:,.0f})",
                  f"+{s['over_floor_us_per_token']:,.0f} us/token ({s['over_floor_range'][0]:,.0f} to {s['over_floor_range'][1]:,.0f}); "
-                 f"nucleus {r['top_p_nucleus_share']:.0%} of the vocabulary"]
+                 f"nucleus {r['top_p_nucleus_share']:.0%} of the vocabulary"
+                 + (f"; llama.cpp's own sampler chain +{r['llama_cpp_sampler_over_floor_us_per_token']:,.0f}"
+                    if "llama_cpp_sampler_over_floor_us_per_token" in r else "")]
         for mode in SPECULATIVE:
             d = r.get(mode)
             if d is None:  # results written before the oracle mode existed
