@@ -63,7 +63,7 @@ prepare)
   mkdir -p "$work/site" && (cd "$work/site" && python3 -m zipfile -e "$work"/wheel/*.whl .)
   (cd "$work/site/llama_cpp/lib" && for f in *.so.*.*; do b=${f%%.so.*}.so
      for l in "$b" "$b".*; do [ "$l" != "$f" ] && [ -f "$l" ] && { rm -f "$l"; ln -s "$f" "$l"; }; done; done)
-  tar cJf "$CARRY/llama_cpp-cuda$ARCH.tar.xz" -C "$work/site" .
+  (cd "$work/site" && tar cf - llama_cpp llama_cpp_python-*.dist-info | xz -6 -T0 > "$CARRY/llama_cpp-cuda$ARCH.tar.xz")
   rm -rf "$work"
   du -sh "$CARRY"/*
   ;;
