@@ -94,3 +94,33 @@ def test_draws_are_exact_whether_or_not_the_logits_are_shifted_by_their_max(offs
     expected_b = np.bincount(blocks, weights=expected, minlength=blocks.max() + 1)
     chi2 = float(((observed_b - expected_b) ** 2 / expected_b).sum())
     assert chi2 < 13.82, f"block chi-square {chi2:.1f}"  # 2 degrees of freedom, p = 0.001
+
+
+def _tied_rows():
+    """Random rows with ties, and rows built so that ties decide: three tied tops holding
+    nearly all the mass under top-p 0.3 (only the first is inside), and a pair tied across
+    the cut after one big token (the first of the pair is inside, the second is not)."""
+    rng = np.random.default_rng(0)
+    for seed in range(4):
+        x = (rng.standard_normal(3000) * (0.5 + seed)).astype(np.float32)
+        x[[7, 900, 2500]] = x.max()
+        x[[40, 41]] = x[1234]
+        yield x, 0.5 + 0.1 * seed
+    x = np.full(3000, -20.0, dtype=np.float32)
+    x[[7, 900, 2500]] = 5.0
+    yield x, 0.3
+    x = np.full(3000, -20.0, dtype=np.float32)
+    x[3], x[[40, 41]] = 5.0, 4.0  # masses ~0.58, 0.21, 0.21: the cut at 0.7 falls between 40 and 41
+    yield x, 0.7
+
+
+@pytest.mark.parametrize("x,top_p", list(_tied_rows()))
+def test_the_nucleus_test_matches_its_definition_for_every_token_ties_included(x, top_p):
+    """`_in_nucleus` (the top's shortcut, the reused mask) against the definition, token by
+    token: mass strictly above plus the ties ordered before it, under top-p of the total."""
+    lazy = LazyDist(x, SamplingParams(0.7, top_p=top_p))
+    e = lazy._e.astype(np.float64)
+    z = lazy._total()
+    for t in range(x.shape[0]):
+        above = e[e > e[t]].sum() + e[t] * np.count_nonzero(e[:t] == e[t])
+        assert lazy._in_nucleus(t) == (above < lazy.params.top_p * z), t
