@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from engine.decoding.sampling import LazyDist, Sampler, SamplingParams, distribution
+from engine.decoding.sampling import Dist, LazyDist, Sampler, SamplingParams, distribution
 
 CHI2_DF19_P001 = 43.82  # chi-square critical value, 19 degrees of freedom, p = 0.001
 
@@ -124,3 +124,79 @@ def test_the_nucleus_test_matches_its_definition_for_every_token_ties_included(x
     for t in range(x.shape[0]):
         above = e[e > e[t]].sum() + e[t] * np.count_nonzero(e[:t] == e[t])
         assert lazy._in_nucleus(t) == (above < lazy.params.top_p * z), t
+
+
+def _full_sort_sparse(lazy: LazyDist) -> tuple[list[int], list[float]]:
+    """The explicit form as it was built before the prefix: sort the whole row, cut by the
+    float64 cumulative mass, decide the tokens near the cut by `sample`'s own test."""
+    e, p = lazy._e, lazy.params
+    order = np.argsort(-e, kind="stable")
+    before = np.cumsum(e[order], dtype=np.float64) - e[order]
+    cut = int(np.searchsorted(before, p.top_p * lazy._total(), side="left"))
+    lo = max(0, cut - 3)
+    cut = lo + sum(1 for t in order[lo : cut + 3] if lazy._in_nucleus(int(t)))
+    order = order[:max(cut, 1)]
+    if p.min_p > 0.0:
+        order = order[e[order] >= lazy._min_p_floor()]
+    w = (e[order].astype(np.float64) / lazy._bound) ** (1.0 / p.temperature)
+    return order.tolist(), (w / w.sum()).tolist()
+
+
+def _rows():
+    rng = np.random.default_rng(3)
+    for scale in (0.05, 1.0, 4.0, 12.0):  # nearly flat to a few tokens holding everything
+        yield (rng.standard_normal(20000) * scale).astype(np.float32)
+    yield _logits(n=20000, levels=30)  # many ties, some across the cut
+    peaked = (rng.standard_normal(20000)).astype(np.float32)
+    peaked[[11, 4000]] = [15.0, 14.0]
+    yield peaked
+
+
+@pytest.mark.parametrize("params", [SamplingParams(0.7, top_p=0.9), SamplingParams(1.0, top_p=0.5),
+                                    SamplingParams(0.6, top_p=0.95, min_p=0.01), SamplingParams(0.9, top_p=0.99)])
+def test_the_explicit_form_is_what_sorting_the_whole_row_gives(params):
+    """The nucleus found from a sorted prefix (and its float64 verdicts away from the cut) is
+    the one a sort of all 20,000 tokens gives, token for token and probability for probability."""
+    for x in _rows():
+        lazy = LazyDist(x, params)
+        ids, probs = _full_sort_sparse(LazyDist(x, params))
+        assert lazy.ids.tolist() == ids
+        assert lazy.probs.tolist() == probs
+
+
+@pytest.mark.parametrize("temperature", [1.0, 0.7, 1.6])
+def test_with_no_filter_one_token_probability_is_the_explicit_forms(temperature):
+    params = SamplingParams(temperature)
+    for x in _rows():
+        fast = LazyDist(x, params)
+        picks = [0, int(x.argmax()), 1234, x.shape[0] - 1]
+        got = [fast.prob(t) for t in picks]  # before any explicit form exists
+        assert fast._sparse is None or temperature > 1.0
+        explicit = LazyDist(x, params)
+        assert got == [float(explicit.probs[t]) for t in picks]
+
+
+@pytest.mark.parametrize("params", [SamplingParams(0.7, top_p=0.9), SamplingParams(1.0), SamplingParams(0.8)])
+def test_the_residual_after_a_one_hot_draft_is_p_without_that_token(params):
+    """norm(max(0, p - one_hot(x))) = p without x: drawn by rejection with x taken out of its
+    block (no filter) or from the explicit form (filters), never x, in p's proportions."""
+    x = np.full(3000, -4.0, dtype=np.float32)
+    x[:6] = [3.0, 2.5, 2.4, 2.0, 1.5, 1.0]  # the rejected draft (0) holds most of the mass
+    ref = distribution(x, params)
+    rest = {int(t): float(q) for t, q in zip(ref.ids, ref.probs) if t != 0}
+    norm = sum(rest.values())
+    sampler = Sampler(SamplingParams(params.temperature, top_p=params.top_p, seed=5))
+    n = 20000
+    counts: dict[int, int] = {}
+    for _ in range(n):
+        lazy = sampler.dist(x)
+        lazy.prob(0)  # as the p/q rule does first
+        t = sampler.residual_draw(lazy, Dist.one_hot(0))
+        counts[t] = counts.get(t, 0) + 1
+    assert 0 not in counts and set(counts) <= set(rest)
+    top = sorted(rest, key=rest.get, reverse=True)[:5]
+    observed = np.array([counts.get(t, 0) for t in top] + [n - sum(counts.get(t, 0) for t in top)])
+    expected = np.array([rest[t] / norm * n for t in top] + [n * (1 - sum(rest[t] for t in top) / norm)])
+    keep = expected > 5
+    chi2 = float((((observed - expected) ** 2)[keep] / expected[keep]).sum())
+    assert chi2 < 20.5, (chi2, observed, expected)  # 5 degrees of freedom, p = 0.001

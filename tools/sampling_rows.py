@@ -12,7 +12,10 @@ same rows, one at a time, each repeated and the median kept:
 * Tandem's draw (`Sampler.pick`: `LazyDist`, exact) at temperature 0.7 / top-p 0.9, and at
   temperature 1.0 with no filter (the server's default when a client sends none);
 * llama.cpp's own chain for 0.7 / 0.9 (top-p, temperature, draw; `llama_sampler_apply` on a
-  prepared candidate array, so filling the array is not counted against it).
+  prepared candidate array, so filling the array is not counted against it);
+* a speculative step's verification with sampling (`verify`, the p/q rule) of 4 one-hot
+  drafts (the rows' own top tokens, as prompt lookup or a greedy draft proposes) over 5
+  consecutive rows, at 0.7 / 0.9 and at 1.0 unfiltered.
 
 Not a test: it asserts nothing; the numbers go to docs/benchmarks.md section 4.
 """
@@ -124,6 +127,20 @@ def measure(rows: Sequence[np.ndarray], repeat: int = 5) -> dict:
             nucleus.append(len(tandem.dist(row).ids))
     finally:
         chain.close()
+    # a speculative step's verification (engine.decoding.sampling.verify): 4 one-hot drafts
+    # (the rows' own top tokens, as greedy drafts or prompt lookup propose) over 5 rows
+    from engine.decoding.sampling import verify
+
+    for name, params in (("verify_k4_t0.7_top_p0.9", SamplingParams(TEMPERATURE, top_p=TOP_P, seed=3)),
+                         ("verify_k4_t1.0", SamplingParams(1.0, seed=3))):
+        sampler, ts = Sampler(params), []
+        for i in range(0, len(rows) - 5, 5):
+            block = np.stack(rows[i : i + 5])
+            drafts = [int(r.argmax()) for r in rows[i : i + 4]]
+            t = time.perf_counter()
+            verify(drafts, [None] * 4, block, sampler)
+            ts.append(time.perf_counter() - t)
+        out[name] = ts
     res = {k: {"median_us": statistics.median(v) * 1e6, "p90_us": float(np.percentile(v, 90)) * 1e6,
                "max_us": max(v) * 1e6} for k, v in out.items()}
     return {"rows": len(rows), "vocab": int(rows[0].shape[0]), "nucleus_tokens_median": statistics.median(nucleus),
@@ -134,7 +151,8 @@ def table(r: dict) -> str:
     lines = [f"| per draw, {r['rows']} rows of {r['vocab']:,} tokens (nucleus median {r['nucleus_tokens_median']:.0f}, "
              f"max {r['nucleus_tokens_max']:,} tokens) | median | 90th percentile | max |", "|---|---|---|---|"]
     for k, v in r["per_row"].items():
-        lines.append(f"| {k} | {v['median_us']:,.0f} us | {v['p90_us']:,.0f} us | {v['max_us']:,.0f} us |")
+        unit = "per step" if k.startswith("verify") else ""
+        lines.append(f"| {k} | {v['median_us']:,.0f} us {unit} | {v['p90_us']:,.0f} us | {v['max_us']:,.0f} us |")
     return "\n".join(lines)
 
 

@@ -196,6 +196,20 @@ class Sampler:
 
     def residual_draw(self, p: Dist, q: Dist) -> int:
         """Draw from norm(max(0, p - q)): the correction after a rejection."""
+        if isinstance(p, LazyDist) and not p._simple and q.ids.shape[0] == 1 and q.probs[0] == 1.0:
+            # a one-hot draft (greedy, lookup): the residual is p without that token. A filtered
+            # p already has its explicit form (the p/q rule read it): draw from it without the
+            # token. Unfiltered, draw by rejection from p's proposal with the token taken out,
+            # instead of building p over the whole vocabulary (~2 ms at 152k tokens).
+            x = int(q.ids[0])
+            if p._sparse is not None and not p._dense:
+                d = p._sparse
+                r = np.where(d.ids == x, 0.0, d.probs)
+                total = float(r.sum())
+                return int(d.ids[self._choice(r / total)]) if total > 0.0 else self.draw(p)
+            t = p.try_sample(self.rng, exclude=x)
+            if t is not None:
+                return t
         n = int(max(p.ids.max(initial=0), q.ids.max(initial=0))) + 1
         r = np.zeros(n)
         r[p.ids] += p.probs
@@ -252,13 +266,15 @@ def verify(
 _SCRATCH = threading.local()
 
 
-def _scratch(n: int) -> np.ndarray:
-    """A float32 work buffer of n values, one per thread and reused: the nucleus test needs a
+def _scratch(n: int, dtype: type = np.float32) -> np.ndarray:
+    """A work buffer of n values, one per thread and dtype, reused: the nucleus test needs a
     mask the size of the vocabulary, and a fresh 600 KB array per test (152k tokens) costs a
     page fault per 4 KB on first touch, ~300 us per draw in a VM. Nothing keeps it past a call."""
-    buf = getattr(_SCRATCH, "mask", None)
+    key = np.dtype(dtype).name
+    buf = getattr(_SCRATCH, key, None)
     if buf is None or buf.shape[0] < n:
-        buf = _SCRATCH.mask = np.empty(n, dtype=np.float32)
+        buf = np.empty(n, dtype=dtype)
+        setattr(_SCRATCH, key, buf)
     return buf[:n]
 
 
@@ -296,6 +312,9 @@ class LazyDist(Dist):
         self._top = top  # the logits' argmax: on a real model's row, most draws land on it
         self._e_top: int | None = None  # the first index of the largest e, computed when needed
         self._sparse: Dist | None = None
+        self._dense = False  # the sparse form lists every token in id order
+        self._dense_total: float | None = None  # with no filter: the sum of every token's weight
+        self._dense_w: dict[int, float] | None = None  # with no filter: weights read so far
         self._cum: np.ndarray | None = None
         self._emax: float | None = None
         self._simple = bool(params.top_k) or params.temperature > 1.0 or params.temperature < 0.05
@@ -310,7 +329,37 @@ class LazyDist(Dist):
         return self.sparse().probs
 
     def prob(self, token: int) -> float:
-        return self.sparse().prob(token)
+        if self._sparse is None and self._keeps_all():
+            return self._dense_prob(token)
+        d = self.sparse()
+        if self._dense:  # every token, in id order: no search
+            return float(d.probs[token])
+        return d.prob(token)
+
+    def _keeps_all(self) -> bool:
+        """No filter drops a token (top-p 1, no min-p): the server's default among others."""
+        return not self._simple and self.params.top_p >= 1.0 and self.params.min_p <= 0.0
+
+    def _dense_weights(self, out: np.ndarray) -> np.ndarray:
+        """Every token's weight e^(1/T) (scaled by the bound), in float64, into `out`."""
+        t = self.params.temperature
+        if t == 1.0:
+            np.copyto(out, self._e)
+        else:
+            np.divide(self._e, self._bound, out=out)
+            np.power(out, 1.0 / t, out=out)
+        return out
+
+    def _dense_prob(self, token: int) -> float:
+        """p(token) as the explicit form would give it (the same float64 operations on the same
+        values), without building that form: the p/q rule reads one token of a 152k-token row."""
+        if self._dense_w is None or token not in self._dense_w:
+            w = self._dense_weights(_scratch(self._e.shape[0], np.float64))
+            if self._dense_total is None:
+                self._dense_total = float(w.sum())
+            self._dense_w = self._dense_w or {}
+            self._dense_w[token] = float(w[token])
+        return self._dense_w[token] / self._dense_total
 
     def _min_p_floor(self) -> float:
         """min-p's cut on e (min-p times the largest e), or 0 when min-p is off."""
@@ -327,18 +376,53 @@ class LazyDist(Dist):
             if self._simple:
                 self._sparse = distribution(self._x, p)
             else:
-                order = np.argsort(-e, kind="stable")
                 if p.top_p < 1.0:
-                    before = np.cumsum(e[order], dtype=np.float64) - e[order]
-                    cut = int(np.searchsorted(before, p.top_p * self._total(), side="left"))
-                    lo = max(0, cut - 3)  # near the cut, decide each token by `sample`'s own test
-                    cut = lo + sum(1 for t in order[lo : cut + 3] if self._in_nucleus(int(t)))
+                    order, before, cut = self._nucleus_prefix()
+                    # near the cut, decide each token by `sample`'s own test (float32 sums);
+                    # a token whose float64 mass-before is farther from the cut than any
+                    # float32 sum of the row can err (n * 2^-24 of the total) gets its verdict
+                    goal, slack = p.top_p * self._total(), e.shape[0] * 2.0 ** -24 * self._total()
+                    lo = max(0, cut - 3)
+                    cut = lo + sum(1 for i in range(lo, min(cut + 3, order.shape[0]))
+                                   if (before[i] < goal if abs(before[i] - goal) > slack else self._in_nucleus(int(order[i]))))
                     order = order[:max(cut, 1)]
+                elif p.min_p <= 0.0:  # every token, in id order (the server's default: T 1, no filter)
+                    self._dense = True
+                    w = self._dense_weights(np.empty(e.shape[0], dtype=np.float64))
+                    if self._dense_total is None:
+                        self._dense_total = float(w.sum())
+                    w /= self._dense_total
+                    self._sparse = Dist(np.arange(e.shape[0], dtype=np.int64), w)
+                    return self._sparse
+                else:
+                    order = np.arange(e.shape[0])
                 if p.min_p > 0.0:
                     order = order[e[order] >= self._min_p_floor()]
                 w = (e[order].astype(np.float64) / self._bound) ** (1.0 / p.temperature)
                 self._sparse = Dist(order.astype(np.int64), w / w.sum())
         return self._sparse
+
+    def _nucleus_prefix(self) -> tuple[np.ndarray, np.ndarray, int]:
+        """The most likely tokens in the order a stable sort of the whole row gives them (ties
+        by id), far enough to hold the top-p cut with 3 to spare, and the cut by the sorted
+        cumulative mass. Sorting 152k values costs ~15 ms a row, and a real model's nucleus is
+        a handful of tokens: sort only those above a threshold, lowered until the cut fits.
+        Everything above the threshold comes before everything below it, so the prefix, its
+        float64 cumulative sums and the cut are those of the full sort, exactly."""
+        e, goal = self._e, self.params.top_p * self._total()
+        top = float(e[self._top])
+        for shrink in (2.0 ** -10, 2.0 ** -24, 2.0 ** -60):
+            idx = np.flatnonzero(e > top * shrink)
+            if float(e[idx].sum(dtype=np.float64)) < goal:
+                continue
+            order = idx[np.argsort(-e[idx], kind="stable")]
+            before = np.cumsum(e[order], dtype=np.float64) - e[order]
+            cut = int(np.searchsorted(before, goal, side="left"))
+            if cut + 3 <= order.shape[0]:
+                return order, before, cut
+        order = np.argsort(-e, kind="stable")
+        before = np.cumsum(e[order], dtype=np.float64) - e[order]
+        return order, before, int(np.searchsorted(before, goal, side="left"))
 
     def _blocks(self) -> np.ndarray:
         """Cumulative mass of the raw softmax per block of BLOCK tokens (float32 BLAS sums,
@@ -376,33 +460,54 @@ class LazyDist(Dist):
         return above < self.params.top_p * self._total()
 
     def sample(self, rng: np.random.Generator) -> int:
-        """One token, distributed exactly as `sparse()` says.
-
-        Proposal: a block with probability (its sum) / (all blocks' sums), then a token in it
-        by the block's own float64 prefix sums, so a token's proposal mass is e / total up to
-        the float32 rounding of its block's sum."""
-        p = self.params
+        """One token, distributed exactly as `sparse()` says."""
         if not self._simple:
-            e, cum, b = self._e, self._blocks(), self.BLOCK
-            z, bound, floor = float(cum[-1]), self._bound, self._min_p_floor()
-            cool = 1.0 / p.temperature - 1.0
-            for _ in range(self.TRIES):
-                u = rng.random() * z
-                blk = min(int(np.searchsorted(cum, u, side="right")), cum.shape[0] - 1)
-                lo = float(cum[blk - 1]) if blk else 0.0
-                seg = e[blk * b : (blk + 1) * b]
-                inner = np.cumsum(seg, dtype=np.float64)
-                mass = float(cum[blk]) - lo
-                r = (u - lo) * (float(inner[-1]) / mass) if mass > 0.0 else 0.0
-                j = min(int(np.searchsorted(inner, r, side="right")), seg.shape[0] - 1)
-                tok, et = blk * b + j, float(seg[j])
-                if et <= 0.0 or et < floor:
-                    continue
-                if cool > 0.0 and rng.random() >= (et / bound) ** cool:
-                    continue
-                if p.top_p < 1.0 and not self._in_nucleus(tok):
-                    continue
+            tok = self.try_sample(rng)
+            if tok is not None:
                 return tok
         d = self.sparse()
         c = np.cumsum(d.probs)
         return int(d.ids[min(int(np.searchsorted(c, rng.random() * c[-1], side="right")), c.shape[0] - 1)])
+
+    def try_sample(self, rng: np.random.Generator, exclude: int | None = None) -> int | None:
+        """A draw by rejection from the raw softmax, or None after TRIES proposals failed (the
+        caller then draws from the explicit form: a mixture of exact draws is exact).
+
+        Proposal: a block with probability (its sum) / (all blocks' sums), then a token in it
+        by the block's own float64 prefix sums, so a token's proposal mass is e / total up to
+        the float32 rounding of its block's sum. `exclude`: draw from this distribution
+        without that token (the residual after a one-hot draft was rejected); its block's
+        mass is recomputed in float64 without it, so rounding leaves it no phantom mass."""
+        p = self.params
+        e, cum, b = self._e, self._blocks(), self.BLOCK
+        xblk, xinner = -1, None
+        if exclude is not None:
+            xblk = exclude // b
+            xseg = e[xblk * b : (xblk + 1) * b].astype(np.float64)
+            xseg[exclude - xblk * b] = 0.0
+            xinner = np.cumsum(xseg)
+            masses = np.diff(cum, prepend=0.0)
+            masses[xblk] = xinner[-1]
+            cum = np.cumsum(masses)
+        z, bound, floor = float(cum[-1]), self._bound, self._min_p_floor()
+        if z <= 0.0:
+            return None
+        cool = 1.0 / p.temperature - 1.0
+        for _ in range(self.TRIES):
+            u = rng.random() * z
+            blk = min(int(np.searchsorted(cum, u, side="right")), cum.shape[0] - 1)
+            lo = float(cum[blk - 1]) if blk else 0.0
+            seg = e[blk * b : (blk + 1) * b]
+            inner = xinner if blk == xblk else np.cumsum(seg, dtype=np.float64)
+            mass = float(cum[blk]) - lo
+            r = (u - lo) * (float(inner[-1]) / mass) if mass > 0.0 else 0.0
+            j = min(int(np.searchsorted(inner, r, side="right")), seg.shape[0] - 1)
+            tok, et = blk * b + j, float(seg[j])
+            if tok == exclude or et <= 0.0 or et < floor:
+                continue
+            if cool > 0.0 and rng.random() >= (et / bound) ** cool:
+                continue
+            if p.top_p < 1.0 and not self._in_nucleus(tok):
+                continue
+            return tok
+        return None
