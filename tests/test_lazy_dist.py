@@ -10,7 +10,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from engine.decoding.sampling import Dist, LazyDist, Sampler, SamplingParams, distribution
+from engine.decoding.lazy_dist import LazyDist
+from engine.decoding.sampling import Dist, Sampler, SamplingParams, distribution
 
 CHI2_DF19_P001 = 43.82  # chi-square critical value, 19 degrees of freedom, p = 0.001
 

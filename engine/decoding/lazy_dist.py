@@ -1,0 +1,266 @@
+"""The target's filtered distribution over one 152k-token logits row, computed only as far as a
+draw or the p/q rule needs (sampling.py's `Sampler.dist` makes one per row).
+
+Exact by construction: drawing is rejection sampling from the raw softmax, the explicit form
+(`sparse`) is built with the same float32 values and the same membership tests, and every
+shortcut (a sorted prefix instead of a full sort, one token's probability without the
+explicit form, the residual after a one-hot draft) gives what the full construction gives.
+Imports: numpy and distribution.py (Dist, SamplingParams, the reference `distribution`).
+"""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+
+from .distribution import Dist, SamplingParams, distribution
+
+_SCRATCH = threading.local()
+
+
+def _scratch(n: int, dtype: type = np.float32) -> np.ndarray:
+    """A work buffer of n values, one per thread and dtype, reused: the nucleus test needs a
+    mask the size of the vocabulary, and a fresh 600 KB array per test (152k tokens) costs a
+    page fault per 4 KB on first touch, ~300 us per draw in a VM. Nothing keeps it past a call."""
+    key = np.dtype(dtype).name
+    buf = getattr(_SCRATCH, key, None)
+    if buf is None or buf.shape[0] < n:
+        buf = np.empty(n, dtype=dtype)
+        setattr(_SCRATCH, key, buf)
+    return buf[:n]
+
+
+class LazyDist(Dist):
+    """The target's filtered distribution over one logits row, computed only as far as needed.
+
+    Drawing needs no sort: a token is proposed from the raw softmax (one exp pass, block sums
+    by BLAS) and accepted by the filters and the temperature (rejection sampling, exact): a
+    token outside top-p or min-p is redrawn, and the temperature keeps a token with
+    probability (e/B)^(1/T - 1), where B bounds every e. `ids`/`probs`/`prob()` build the sparse
+    form (the speculative p/q rule and the tests read it) with the same float32 values, the
+    same normaliser and the same membership test, so a drawn token always has the
+    probability the sparse form gives it. Top-k, T > 1 and tiny temperatures use the sparse
+    form for drawing too.
+    """
+
+    BLOCK = 1024
+    TRIES = 32  # then draw from the sparse form: still exact (a mixture of exact draws)
+    UNSHIFTED_MAX = 80.0  # exp(x) of float32 logits up to this needs no max shift (exp(88.7) overflows)
+    _ONES = np.ones(BLOCK, dtype=np.float32)
+
+    def __init__(self, logits: np.ndarray, params: SamplingParams):  # noqa: D107 - fields are lazy
+        raw = np.asarray(logits)
+        x = raw if raw.dtype == np.float32 else raw.astype(np.float32)
+        self.params = params
+        top = int(x.argmax())
+        m = float(x[top])
+        # exp(x) needs no max shift (a pass) while the top logit is in [0, 80]: nothing
+        # overflows, and nothing underflows that the shifted form would keep. Owned either
+        # way: the logits view dies at the next decode.
+        self._e = np.exp(x) if 0.0 <= m <= self.UNSHIFTED_MAX else np.exp(x - np.float32(m))
+        # a bound on every e for the temperature's acceptance: the top's e plus a margin for
+        # a vectorised exp's few-ulp error (any constant bound keeps the draw exact)
+        self._bound = float(self._e[top]) * (1.0 + 1e-5)
+        self._top = top  # the logits' argmax: on a real model's row, most draws land on it
+        self._e_top: int | None = None  # the first index of the largest e, computed when needed
+        self._sparse: Dist | None = None
+        self._dense = False  # the sparse form lists every token in id order
+        self._dense_total: float | None = None  # with no filter: the sum of every token's weight
+        self._dense_w: dict[int, float] | None = None  # with no filter: weights read so far
+        self._cum: np.ndarray | None = None
+        self._emax: float | None = None
+        self._simple = bool(params.top_k) or params.temperature > 1.0 or params.temperature < 0.05
+        self._x = np.array(raw, dtype=np.float64) if self._simple else None  # `distribution` reads the logits
+
+    @property  # type: ignore[override]
+    def ids(self) -> np.ndarray:
+        return self.sparse().ids
+
+    @property  # type: ignore[override]
+    def probs(self) -> np.ndarray:
+        return self.sparse().probs
+
+    def prob(self, token: int) -> float:
+        if self._sparse is None and self._keeps_all():
+            return self._dense_prob(token)
+        d = self.sparse()
+        if self._dense:  # every token, in id order: no search
+            return float(d.probs[token])
+        return d.prob(token)
+
+    def _keeps_all(self) -> bool:
+        """No filter drops a token (top-p 1, no min-p): the server's default among others."""
+        return not self._simple and self.params.top_p >= 1.0 and self.params.min_p <= 0.0
+
+    def _dense_weights(self, out: np.ndarray) -> np.ndarray:
+        """Every token's weight e^(1/T) (scaled by the bound), in float64, into `out`."""
+        t = self.params.temperature
+        if t == 1.0:
+            np.copyto(out, self._e)
+        else:
+            np.divide(self._e, self._bound, out=out)
+            np.power(out, 1.0 / t, out=out)
+        return out
+
+    def _dense_prob(self, token: int) -> float:
+        """p(token) as the explicit form would give it (the same float64 operations on the same
+        values), without building that form: the p/q rule reads one token of a 152k-token row."""
+        if self._dense_w is None or token not in self._dense_w:
+            w = self._dense_weights(_scratch(self._e.shape[0], np.float64))
+            if self._dense_total is None:
+                self._dense_total = float(w.sum())
+            self._dense_w = self._dense_w or {}
+            self._dense_w[token] = float(w[token])
+        return self._dense_w[token] / self._dense_total
+
+    def _min_p_floor(self) -> float:
+        """min-p's cut on e (min-p times the largest e), or 0 when min-p is off."""
+        if self.params.min_p <= 0.0:
+            return 0.0
+        if self._emax is None:
+            self._emax = float(self._e.max())
+        return self.params.min_p * self._emax
+
+    def sparse(self) -> Dist:
+        """The explicit distribution: `distribution`'s filters, decided as `sample` decides."""
+        if self._sparse is None:
+            p, e = self.params, self._e
+            if self._simple:
+                self._sparse = distribution(self._x, p)
+            else:
+                if p.top_p < 1.0:
+                    order, before, cut = self._nucleus_prefix()
+                    # near the cut, decide each token by `sample`'s own test (float32 sums);
+                    # a token whose float64 mass-before is farther from the cut than any
+                    # float32 sum of the row can err (n * 2^-24 of the total) gets its verdict
+                    goal, slack = p.top_p * self._total(), e.shape[0] * 2.0 ** -24 * self._total()
+                    lo = max(0, cut - 3)
+                    cut = lo + sum(1 for i in range(lo, min(cut + 3, order.shape[0]))
+                                   if (before[i] < goal if abs(before[i] - goal) > slack else self._in_nucleus(int(order[i]))))
+                    order = order[:max(cut, 1)]
+                elif p.min_p <= 0.0:  # every token, in id order (the server's default: T 1, no filter)
+                    self._dense = True
+                    w = self._dense_weights(np.empty(e.shape[0], dtype=np.float64))
+                    if self._dense_total is None:
+                        self._dense_total = float(w.sum())
+                    w /= self._dense_total
+                    self._sparse = Dist(np.arange(e.shape[0], dtype=np.int64), w)
+                    return self._sparse
+                else:
+                    order = np.arange(e.shape[0])
+                if p.min_p > 0.0:
+                    order = order[e[order] >= self._min_p_floor()]
+                w = (e[order].astype(np.float64) / self._bound) ** (1.0 / p.temperature)
+                self._sparse = Dist(order.astype(np.int64), w / w.sum())
+        return self._sparse
+
+    def _nucleus_prefix(self) -> tuple[np.ndarray, np.ndarray, int]:
+        """The most likely tokens in the order a stable sort of the whole row gives them (ties
+        by id), far enough to hold the top-p cut with 3 to spare, and the cut by the sorted
+        cumulative mass. Sorting 152k values costs ~15 ms a row, and a real model's nucleus is
+        a handful of tokens: sort only those above a threshold, lowered until the cut fits.
+        Everything above the threshold comes before everything below it, so the prefix, its
+        float64 cumulative sums and the cut are those of the full sort, exactly."""
+        e, goal = self._e, self.params.top_p * self._total()
+        top = float(e[self._top])
+        for shrink in (2.0 ** -10, 2.0 ** -24, 2.0 ** -60):
+            idx = np.flatnonzero(e > top * shrink)
+            if float(e[idx].sum(dtype=np.float64)) < goal:
+                continue
+            order = idx[np.argsort(-e[idx], kind="stable")]
+            before = np.cumsum(e[order], dtype=np.float64) - e[order]
+            cut = int(np.searchsorted(before, goal, side="left"))
+            if cut + 3 <= order.shape[0]:
+                return order, before, cut
+        order = np.argsort(-e, kind="stable")
+        before = np.cumsum(e[order], dtype=np.float64) - e[order]
+        return order, before, int(np.searchsorted(before, goal, side="left"))
+
+    def _blocks(self) -> np.ndarray:
+        """Cumulative mass of the raw softmax per block of BLOCK tokens (float32 BLAS sums,
+        accumulated in float64): the proposal's block masses, by definition."""
+        if self._cum is None:
+            e, b = self._e, self.BLOCK
+            nb = e.shape[0] // b
+            sums = np.empty(nb + 1, dtype=np.float64)
+            sums[:nb] = e[: nb * b].reshape(nb, b) @ self._ONES
+            sums[nb] = e[nb * b :].sum(dtype=np.float64)
+            self._cum = np.cumsum(sums)
+        return self._cum
+
+    def _total(self) -> float:
+        return float(self._blocks()[-1])
+
+    def _in_nucleus(self, token: int) -> bool:
+        """Is `token` among the most likely tokens whose mass before it is under top-p (ties
+        ordered by id, as a stable sort orders them)?"""
+        e = self._e
+        if token == self._top:
+            # the first of the largest e has nothing above it and no tie before it: inside,
+            # whatever top-p is (one argmax pass instead of the mask's two)
+            if self._e_top is None:
+                self._e_top = int(e.argmax())
+            if token == self._e_top:
+                return True
+        et = e[token]
+        mask = _scratch(e.shape[0])
+        np.greater(e, et, out=mask)  # 1.0 / 0.0
+        above = float(np.dot(e, mask))  # BLAS: 2x the float32 sum's speed
+        ties = mask[:token]
+        np.equal(e[:token], et, out=ties)
+        above += float(et) * int(np.count_nonzero(ties))
+        return above < self.params.top_p * self._total()
+
+    def sample(self, rng: np.random.Generator) -> int:
+        """One token, distributed exactly as `sparse()` says."""
+        if not self._simple:
+            tok = self.try_sample(rng)
+            if tok is not None:
+                return tok
+        d = self.sparse()
+        c = np.cumsum(d.probs)
+        return int(d.ids[min(int(np.searchsorted(c, rng.random() * c[-1], side="right")), c.shape[0] - 1)])
+
+    def try_sample(self, rng: np.random.Generator, exclude: int | None = None) -> int | None:
+        """A draw by rejection from the raw softmax, or None after TRIES proposals failed (the
+        caller then draws from the explicit form: a mixture of exact draws is exact).
+
+        Proposal: a block with probability (its sum) / (all blocks' sums), then a token in it
+        by the block's own float64 prefix sums, so a token's proposal mass is e / total up to
+        the float32 rounding of its block's sum. `exclude`: draw from this distribution
+        without that token (the residual after a one-hot draft was rejected); its block's
+        mass is recomputed in float64 without it, so rounding leaves it no phantom mass."""
+        p = self.params
+        e, cum, b = self._e, self._blocks(), self.BLOCK
+        xblk, xinner = -1, None
+        if exclude is not None:
+            xblk = exclude // b
+            xseg = e[xblk * b : (xblk + 1) * b].astype(np.float64)
+            xseg[exclude - xblk * b] = 0.0
+            xinner = np.cumsum(xseg)
+            masses = np.diff(cum, prepend=0.0)
+            masses[xblk] = xinner[-1]
+            cum = np.cumsum(masses)
+        z, bound, floor = float(cum[-1]), self._bound, self._min_p_floor()
+        if z <= 0.0:
+            return None
+        cool = 1.0 / p.temperature - 1.0
+        for _ in range(self.TRIES):
+            u = rng.random() * z
+            blk = min(int(np.searchsorted(cum, u, side="right")), cum.shape[0] - 1)
+            lo = float(cum[blk - 1]) if blk else 0.0
+            seg = e[blk * b : (blk + 1) * b]
+            inner = xinner if blk == xblk else np.cumsum(seg, dtype=np.float64)
+            mass = float(cum[blk]) - lo
+            r = (u - lo) * (float(inner[-1]) / mass) if mass > 0.0 else 0.0
+            j = min(int(np.searchsorted(inner, r, side="right")), seg.shape[0] - 1)
+            tok, et = blk * b + j, float(seg[j])
+            if tok == exclude or et <= 0.0 or et < floor:
+                continue
+            if cool > 0.0 and rng.random() >= (et / bound) ** cool:
+                continue
+            if p.top_p < 1.0 and not self._in_nucleus(tok):
+                continue
+            return tok
+        return None
