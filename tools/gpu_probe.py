@@ -64,7 +64,8 @@ def quantize(src: Path, dst: Path, ftype: str = "Q4_K_M") -> Path:
     return dst
 
 
-def _median_time(fn, n: int) -> float:
+def median_time(fn, n: int) -> float:
+    """Median seconds of n calls of fn."""
     ts = []
     for _ in range(n):
         t = time.perf_counter()
@@ -96,7 +97,7 @@ def measure(target: Path, draft: Path, tokens: int = 128, reps: int = 3, gpu_lay
             ctx.truncate(base)
             ctx.decode(prompt[-1:] * n, logits="all")
         one()
-        verify[n] = _median_time(one, 9)
+        verify[n] = median_time(one, 9)
     ctx.close()
     dm = eng.load_draft(draft)
     dctx = Context(dm, RuntimeParams(n_ctx=4096, n_gpu_layers=gpu_layers))
@@ -107,7 +108,7 @@ def measure(target: Path, draft: Path, tokens: int = 128, reps: int = 3, gpu_lay
         dctx.truncate(dbase)
         dctx.decode(prompt[-1:], logits="last")
     dstep()
-    draft_step = _median_time(dstep, 15)
+    draft_step = median_time(dstep, 15)
     dctx.close()
     if curve_only:
         eng.close()

@@ -29,7 +29,7 @@ import statistics
 import sys
 import time
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Sequence
 
 import numpy as np
 
@@ -66,15 +66,6 @@ def collect_rows(model_path: str, tokens: int, suites: Sequence[str]) -> list[np
     return rows
 
 
-def _time(fn: Callable[[], object], repeat: int) -> float:
-    ts = []
-    for _ in range(repeat):
-        t = time.perf_counter()
-        fn()
-        ts.append(time.perf_counter() - t)
-    return statistics.median(ts)
-
-
 class LlamaChain:
     """llama.cpp's sampler chain (top-p, temperature, draw) applied to a candidate array."""
 
@@ -106,6 +97,7 @@ class LlamaChain:
 
 def measure(rows: Sequence[np.ndarray], repeat: int = 5) -> dict:
     from engine.decoding.sampling import Sampler, SamplingParams
+    from tools.gpu_probe import median_time
 
     tandem = Sampler(SamplingParams(TEMPERATURE, top_p=TOP_P, seed=1))
     plain = Sampler(SamplingParams(1.0, seed=1))
@@ -114,9 +106,9 @@ def measure(rows: Sequence[np.ndarray], repeat: int = 5) -> dict:
     nucleus = []
     try:
         for row in rows:
-            out["argmax"].append(_time(lambda: int(np.argmax(row)), repeat))
-            out["tandem_t0.7_top_p0.9"].append(_time(lambda: tandem.pick(row), repeat))
-            out["tandem_t1.0"].append(_time(lambda: plain.pick(row), repeat))
+            out["argmax"].append(median_time(lambda: int(np.argmax(row)), repeat))
+            out["tandem_t0.7_top_p0.9"].append(median_time(lambda: tandem.pick(row), repeat))
+            out["tandem_t1.0"].append(median_time(lambda: plain.pick(row), repeat))
             ts = []
             for _ in range(repeat):
                 chain.prepare(row)
