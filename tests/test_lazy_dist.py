@@ -201,3 +201,15 @@ def test_the_residual_after_a_one_hot_draft_is_p_without_that_token(params):
     keep = expected > 5
     chi2 = float((((observed - expected) ** 2)[keep] / expected[keep]).sum())
     assert chi2 < 20.5, (chi2, observed, expected)  # 5 degrees of freedom, p = 0.001
+
+
+@pytest.mark.parametrize("params", [SamplingParams(0.7, top_p=0.9), SamplingParams(1.0), SamplingParams(0.8, min_p=0.05)])
+def test_a_token_outside_the_vocabulary_has_probability_zero_and_its_residual_is_p(params):
+    """A drafter may propose an id the target does not have: p is 0 there, the draft is
+    rejected, and the residual norm(max(0, p - q)) is p itself."""
+    x = _logits(n=3000)
+    sampler = Sampler(SamplingParams(params.temperature, top_p=params.top_p, min_p=params.min_p, seed=2))
+    lazy = sampler.dist(x)
+    assert lazy.prob(3000) == 0.0 and lazy.prob(-1) == 0.0
+    kept = set(distribution(x.astype(np.float64), params).ids.tolist())
+    assert all(sampler.residual_draw(sampler.dist(x), Dist.one_hot(3007)) in kept for _ in range(50))

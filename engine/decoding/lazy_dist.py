@@ -83,6 +83,8 @@ class LazyDist(Dist):
         return self.sparse().probs
 
     def prob(self, token: int) -> float:
+        if not 0 <= token < self._e.shape[0]:  # not in this vocabulary (a drafter's own token)
+            return 0.0
         if self._sparse is None and self._keeps_all():
             return self._dense_prob(token)
         d = self.sparse()
@@ -237,6 +239,8 @@ class LazyDist(Dist):
         p = self.params
         e, cum, b = self._e, self._blocks(), self.BLOCK
         xblk, xinner = -1, None
+        if exclude is not None and not 0 <= exclude < e.shape[0]:
+            exclude = None  # not a token of this row: nothing to take out
         if exclude is not None:
             xblk = exclude // b
             xseg = e[xblk * b : (xblk + 1) * b].astype(np.float64)
