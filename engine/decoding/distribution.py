@@ -154,3 +154,9 @@ def _top_p_keep(p: np.ndarray, top_p: float) -> np.ndarray:
             cut = int(np.searchsorted(cum, top_p)) + 1
             return order[: min(cut, order.shape[0])]
         m *= 8
+
+
+def choose(probs: np.ndarray, rng: np.random.Generator) -> int:
+    """An index drawn in proportion to `probs` (need not sum to 1): one uniform, one search."""
+    c = np.cumsum(probs)
+    return int(min(np.searchsorted(c, rng.random() * c[-1], side="right"), probs.shape[0] - 1))

@@ -14,7 +14,7 @@ import threading
 
 import numpy as np
 
-from .distribution import Dist, SamplingParams, distribution
+from .distribution import Dist, SamplingParams, choose, distribution
 
 _SCRATCH = threading.local()
 
@@ -68,7 +68,7 @@ class LazyDist(Dist):
         self._sparse: Dist | None = None
         self._dense = False  # the sparse form lists every token in id order
         self._dense_total: float | None = None  # with no filter: the sum of every token's weight
-        self._dense_w: dict[int, float] | None = None  # with no filter: weights read so far
+        self._dense_w: dict[int, float] = {}  # with no filter: weights read so far
         self._cum: np.ndarray | None = None
         self._emax: float | None = None
         self._simple = bool(params.top_k) or params.temperature > 1.0 or params.temperature < 0.05
@@ -109,11 +109,10 @@ class LazyDist(Dist):
     def _dense_prob(self, token: int) -> float:
         """p(token) as the explicit form would give it (the same float64 operations on the same
         values), without building that form: the p/q rule reads one token of a 152k-token row."""
-        if self._dense_w is None or token not in self._dense_w:
+        if token not in self._dense_w:
             w = self._dense_weights(_scratch(self._e.shape[0], np.float64))
             if self._dense_total is None:
                 self._dense_total = float(w.sum())
-            self._dense_w = self._dense_w or {}
             self._dense_w[token] = float(w[token])
         return self._dense_w[token] / self._dense_total
 
@@ -167,18 +166,19 @@ class LazyDist(Dist):
         float64 cumulative sums and the cut are those of the full sort, exactly."""
         e, goal = self._e, self.params.top_p * self._total()
         top = float(e[self._top])
-        for shrink in (2.0 ** -10, 2.0 ** -24, 2.0 ** -60):
-            idx = np.flatnonzero(e > top * shrink)
-            if float(e[idx].sum(dtype=np.float64)) < goal:
-                continue
+        for shrink in (2.0 ** -10, 2.0 ** -24, 2.0 ** -60, None):  # None: the whole row
+            if shrink is None:
+                idx = np.arange(e.shape[0])
+            else:
+                idx = np.flatnonzero(e > top * shrink)
+                if float(e[idx].sum(dtype=np.float64)) < goal:
+                    continue
             order = idx[np.argsort(-e[idx], kind="stable")]
             before = np.cumsum(e[order], dtype=np.float64) - e[order]
             cut = int(np.searchsorted(before, goal, side="left"))
-            if cut + 3 <= order.shape[0]:
+            if shrink is None or cut + 3 <= order.shape[0]:
                 return order, before, cut
-        order = np.argsort(-e, kind="stable")
-        before = np.cumsum(e[order], dtype=np.float64) - e[order]
-        return order, before, int(np.searchsorted(before, goal, side="left"))
+        raise AssertionError("unreachable: the whole row always returns")
 
     def _blocks(self) -> np.ndarray:
         """Cumulative mass of the raw softmax per block of BLOCK tokens (float32 BLAS sums,
@@ -224,8 +224,25 @@ class LazyDist(Dist):
             if tok is not None:
                 return tok
         d = self.sparse()
-        c = np.cumsum(d.probs)
-        return int(d.ids[min(int(np.searchsorted(c, rng.random() * c[-1], side="right")), c.shape[0] - 1)])
+        return int(d.ids[choose(d.probs, rng)])
+
+    def sample_without(self, token: int, rng: np.random.Generator) -> int | None:
+        """A draw from this distribution without `token`: norm(max(0, p - q)) for a one-hot q
+        at `token` (a greedy draft, prompt lookup), the correction after its rejection. A
+        filtered p already has its explicit form (the p/q rule read it): draw from it without
+        the token. Unfiltered, draw by rejection with the token taken out of its block instead
+        of building p over the whole vocabulary (~2 ms at 152k tokens). None: neither way
+        applies or succeeded; the caller builds the residual explicitly."""
+        if self._simple:
+            return None
+        if self._sparse is not None and not self._dense:
+            d = self._sparse
+            r = np.where(d.ids == token, 0.0, d.probs)
+            total = float(r.sum())
+            if total <= 0.0:  # p is all on that token: rejection had probability 0; fall back to p
+                return self.sample(rng)
+            return int(d.ids[choose(r / total, rng)])
+        return self.try_sample(rng, exclude=token)
 
     def try_sample(self, rng: np.random.Generator, exclude: int | None = None) -> int | None:
         """A draw by rejection from the raw softmax, or None after TRIES proposals failed (the

@@ -19,7 +19,7 @@ from typing import Sequence
 
 import numpy as np
 
-from .distribution import GREEDY, SEED_MAX, Dist, SamplingParamError, SamplingParams, distribution
+from .distribution import GREEDY, SEED_MAX, Dist, SamplingParamError, SamplingParams, choose, distribution
 from .lazy_dist import LazyDist
 
 __all__ = ["GREEDY", "SEED_MAX", "Dist", "LazyDist", "SamplingParamError", "SamplingParams", "Sampler",
@@ -44,7 +44,7 @@ class Sampler:
     def draw(self, d: Dist) -> int:
         if isinstance(d, LazyDist):
             return d.sample(self.rng)
-        return int(d.ids[self._choice(d.probs)])
+        return int(d.ids[choose(d.probs, self.rng)])
 
     def pick(self, logits: np.ndarray) -> int:
         """Next token from logits: argmax when greedy, else a draw."""
@@ -52,25 +52,10 @@ class Sampler:
             return int(np.argmax(logits))
         return self.draw(self.dist(logits))
 
-    def _choice(self, probs: np.ndarray) -> int:
-        c = np.cumsum(probs)
-        u = self.rng.random() * c[-1]
-        return int(min(np.searchsorted(c, u, side="right"), probs.shape[0] - 1))
-
     def residual_draw(self, p: Dist, q: Dist) -> int:
         """Draw from norm(max(0, p - q)): the correction after a rejection."""
-        if isinstance(p, LazyDist) and not p._simple and q.ids.shape[0] == 1 and q.probs[0] == 1.0:
-            # a one-hot draft (greedy, lookup): the residual is p without that token. A filtered
-            # p already has its explicit form (the p/q rule read it): draw from it without the
-            # token. Unfiltered, draw by rejection from p's proposal with the token taken out,
-            # instead of building p over the whole vocabulary (~2 ms at 152k tokens).
-            x = int(q.ids[0])
-            if p._sparse is not None and not p._dense:
-                d = p._sparse
-                r = np.where(d.ids == x, 0.0, d.probs)
-                total = float(r.sum())
-                return int(d.ids[self._choice(r / total)]) if total > 0.0 else self.draw(p)
-            t = p.try_sample(self.rng, exclude=x)
+        if isinstance(p, LazyDist) and q.ids.shape[0] == 1 and q.probs[0] == 1.0:
+            t = p.sample_without(int(q.ids[0]), self.rng)  # a one-hot draft: p without that token
             if t is not None:
                 return t
         n = int(max(p.ids.max(initial=0), q.ids.max(initial=0))) + 1
@@ -82,7 +67,7 @@ class Sampler:
         if total <= 0.0:  # p == q exactly: rejection had probability 0; fall back to p
             return self.draw(p)
         support = np.nonzero(r)[0]
-        return int(support[self._choice(r[support] / total)])
+        return int(support[choose(r[support] / total, self.rng)])
 
 
 @dataclass
