@@ -105,12 +105,6 @@ PYEOF
 )
   export LD_LIBRARY_PATH="${libs}${LD_LIBRARY_PATH:-}" PYTHONPATH="$SITE:$ROOT"
   say "CUDA libraries from: ${libs:-none found}"
-  # a venv for the set-up to install into, seeing the image's packages (numpy, ...) through a .pth
-  mkvenv() {
-    [ -x /tmp/tv/bin/python ] && return 0
-    python3 -m venv /tmp/tv && "$PY" -c 'import site; print("\n".join(site.getsitepackages()))' \
-      > "$(/tmp/tv/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/image-site.pth"
-  }
   # a GPU build that also finds the card (a CUDA build without a usable driver runs on the CPU)
   offload() { "$PY" - <<'PYEOF'
 import sys
@@ -152,7 +146,9 @@ PYEOF
   say "exactness tests: exit $? ($(tail -1 /tmp/pytest.txt))"; { echo "== pytest"; cat /tmp/pytest.txt; } >> "$OUT/log.txt"
   # 6. what the set-up itself does here, and how long its build takes (as long as time lasts)
   if [ ! -e "$OUT/setup-build.txt" ] && [ "$(left)" -gt 30 ]; then
-    mkvenv
+    # a venv for the set-up to install into, seeing the image's packages (numpy, ...) through a .pth
+    python3 -m venv /tmp/tv && "$PY" -c 'import site; print("\n".join(site.getsitepackages()))' \
+      > "$(/tmp/tv/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/image-site.pth"
     export PIP_NO_INDEX=1 PIP_FIND_LINKS="$CARRY" TANDEM_WHEEL_CACHE=/tmp/tandem-wheels CMAKE_BUILD_PARALLEL_LEVEL="$(nproc)"
     { bash "$ROOT/packaging/install_llama_cpp.sh" --dry-run /tmp/tv/bin/python | tee /tmp/dry.txt
       # a toolkit from PyPI cannot be installed here (no registry): the choice is the result then
@@ -193,8 +189,7 @@ if c.exists():
           f"draft step {m['draft_step_s'] * 1e3:.1f} ms")
 h = out / "host-gpu.json"
 if h.exists():
-    sys.path.insert(0, ".")
-    from tools.host_overhead import table
+    from tools.host_overhead import table  # PYTHONPATH holds the checkout
     print(table({int(k): v for k, v in json.loads(h.read_text())["results"].items()}))
 PYEOF
   ;;

@@ -110,11 +110,12 @@ def measure(target: Path, draft: Path, tokens: int = 128, reps: int = 3, gpu_lay
     dstep()
     draft_step = median_time(dstep, 15)
     dctx.close()
+    out: dict = {"target": target.name, "draft": draft.name, "gpu_layers": gpu_layers, "verify_s": verify,
+                 "verify_ratio": {n: v / verify[1] for n, v in verify.items()},
+                 "draft_step_s": draft_step, "draft_cost_ratio": draft_step / verify[1]}
     if curve_only:
         eng.close()
-        return {"target": target.name, "draft": draft.name, "gpu_layers": gpu_layers, "verify_s": verify,
-                "verify_ratio": {n: v / verify[1] for n, v in verify.items()},
-                "draft_step_s": draft_step, "draft_cost_ratio": draft_step / verify[1]}
+        return out
 
     def run(draft_model, la, sampling=None, dec=None) -> tuple[float, list[int]]:
         """Median decode tok/s over `reps` runs, and the tokens of the last run."""
@@ -140,7 +141,7 @@ def measure(target: Path, draft: Path, tokens: int = 128, reps: int = 3, gpu_lay
         ceiling[k], toks = run(target, k)
         # greedy speculation must write what the target alone writes; on a GPU a batched
         # pass may round differently from a one-token pass (no batch invariance): say where
-        identical[k] = next((i for i, (a, b) in enumerate(zip(alone_tokens, toks)) if a != b), None)
+        identical[k] = _first_difference(alone_tokens, toks)
     # a free drafter that always agrees (it proposes the target's own greedy continuation):
     # what a perfect prompt lookup would pay on this machine, one verify pass per step
     from engine.decoding.decoder import Decoder
@@ -150,12 +151,9 @@ def measure(target: Path, draft: Path, tokens: int = 128, reps: int = 3, gpu_lay
     free, free_identical = {}, {}
     for k in (4, 8):
         free[k], toks = run(None, k, dec=oracle)
-        free_identical[k] = next((i for i, (a, b) in enumerate(zip(alone_tokens, toks)) if a != b), None)
+        free_identical[k] = _first_difference(alone_tokens, toks)
     oracle.close()
-    out = {
-        "target": target.name, "draft": draft.name,
-        "verify_s": verify, "verify_ratio": {n: v / verify[1] for n, v in verify.items()},
-        "draft_step_s": draft_step, "draft_cost_ratio": draft_step / verify[1],
+    out.update({
         "target_alone_tok_s": alone, "engine_overhead_s_per_step": overhead,
         "target_alone_sampled_tok_s": sampled,  # temperature 0.7, top-p 0.9
         "self_draft_tok_s": ceiling, "self_draft_speedup": {k: v / alone for k, v in ceiling.items()},
@@ -164,9 +162,14 @@ def measure(target: Path, draft: Path, tokens: int = 128, reps: int = 3, gpu_lay
         "self_draft_predicted_speedup": {k: _self_draft_prediction(verify, k) for k in ceiling},
         "free_agreeing_draft_speedup": {k: v / alone for k, v in free.items()},
         "free_agreeing_draft_first_difference": free_identical,
-    }
+    })
     eng.close()
     return out
+
+
+def _first_difference(a: list[int], b: list[int]) -> int | None:
+    """The first index where two outputs differ, or None when one is a prefix of the other."""
+    return next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), None)
 
 
 def _self_draft_prediction(verify: dict[int, float], k: int) -> float:

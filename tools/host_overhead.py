@@ -75,6 +75,15 @@ def _pad(vocab, n: int):
     return vocab
 
 
+def llama_sampler_chain(ll):
+    """llama.cpp's own sampler chain for TEMPERATURE / TOP_P in Tandem's order (top-p, then
+    temperature, then a seeded draw); the caller frees it with `llama_sampler_free`."""
+    chain = ll.llama_sampler_chain_init(ll.llama_sampler_chain_default_params())
+    for s in (ll.llama_sampler_init_top_p(TOP_P, 1), ll.llama_sampler_init_temp(TEMPERATURE), ll.llama_sampler_init_dist(1234)):
+        ll.llama_sampler_chain_add(chain, s)
+    return chain
+
+
 class Floor:
     """llama_decode + numpy argmax in a tight loop over llama_cpp's ctypes API (no Tandem code in the loop)."""
 
@@ -102,9 +111,10 @@ class Floor:
             self.batch.n_seq_id[i] = 1
             self.batch.seq_id[i][0] = 0
 
-    def per_decode(self, tokens: int, n: int = 1, rows: str = "last") -> float:
+    def per_decode(self, tokens: int, n: int = 1, rows: str = "last", chain=None) -> float:
         """Seconds per llama_decode of an n-token batch (logits of the last or all rows, each
-        argmaxed), over `tokens` positions from an empty cache."""
+        argmaxed, or the last drawn by llama.cpp's sampler `chain`), over `tokens` positions
+        from an empty cache."""
         ll, b = self.ll, self.batch
         ll.llama_memory_clear(self.mem, True)
         n_out = n if rows == "all" else 1
@@ -119,32 +129,22 @@ class Floor:
                 b.pos[i] = pos + i
             if ll.llama_decode(self.ctx, b) != 0:
                 raise RuntimeError("llama_decode failed")
-            logits = np.ctypeslib.as_array(ll.llama_get_logits(self.ctx), shape=(n_out, self.n_vocab))
-            tok = int(np.argmax(logits, axis=1)[-1])
+            if chain is not None:
+                tok = ll.llama_sampler_sample(chain, self.ctx, -1)
+            else:
+                logits = np.ctypeslib.as_array(ll.llama_get_logits(self.ctx), shape=(n_out, self.n_vocab))
+                tok = int(np.argmax(logits, axis=1)[-1])
             pos += n
         return (time.perf_counter() - t0) / calls
 
     def per_decode_sampled(self, tokens: int) -> float:
         """Seconds per one-token llama_decode + llama.cpp's own sampler chain (top-p, then
         temperature, then a draw: Tandem's order), all in C: what sampling costs llama.cpp."""
-        ll = self.ll
-        chain = ll.llama_sampler_chain_init(ll.llama_sampler_chain_default_params())
-        ll.llama_sampler_chain_add(chain, ll.llama_sampler_init_top_p(TOP_P, 1))
-        ll.llama_sampler_chain_add(chain, ll.llama_sampler_init_temp(TEMPERATURE))
-        ll.llama_sampler_chain_add(chain, ll.llama_sampler_init_dist(1234))
-        b = self.batch
-        ll.llama_memory_clear(self.mem, True)
-        b.logits[0], b.n_tokens = 1, 1
-        tok = 1
-        t0 = time.perf_counter()
-        for pos in range(tokens):
-            b.token[0], b.pos[0] = tok, pos
-            if ll.llama_decode(self.ctx, b) != 0:
-                raise RuntimeError("llama_decode failed")
-            tok = ll.llama_sampler_sample(chain, self.ctx, -1)
-        seconds = (time.perf_counter() - t0) / tokens
-        ll.llama_sampler_free(chain)
-        return seconds
+        chain = llama_sampler_chain(self.ll)
+        try:
+            return self.per_decode(tokens, chain=chain)
+        finally:
+            self.ll.llama_sampler_free(chain)
 
     def replay(self, calls: Sequence[tuple[int, int, str]]) -> float:
         """Seconds for the decodes (context 0 or 1, batch size, rows) a Tandem run made, in

@@ -33,7 +33,7 @@ from typing import Sequence
 
 import numpy as np
 
-TEMPERATURE, TOP_P = 0.7, 0.9
+from tools.host_overhead import TEMPERATURE, TOP_P
 
 
 def collect_rows(model_path: str, tokens: int, suites: Sequence[str]) -> list[np.ndarray]:
@@ -72,11 +72,10 @@ class LlamaChain:
     def __init__(self, n_vocab: int):
         import llama_cpp
 
+        from tools.host_overhead import llama_sampler_chain
+
         self.ll = llama_cpp
-        self.chain = llama_cpp.llama_sampler_chain_init(llama_cpp.llama_sampler_chain_default_params())
-        for s in (llama_cpp.llama_sampler_init_top_p(TOP_P, 1), llama_cpp.llama_sampler_init_temp(TEMPERATURE),
-                  llama_cpp.llama_sampler_init_dist(1234)):
-            llama_cpp.llama_sampler_chain_add(self.chain, s)
+        self.chain = llama_sampler_chain(llama_cpp)
         self.cells = (llama_cpp.llama_token_data * n_vocab)()
         self.view = np.ctypeslib.as_array(self.cells)  # a structured view: id, logit, p
         self.ids = np.arange(n_vocab, dtype=np.int32)
