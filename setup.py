@@ -1,6 +1,9 @@
-"""Build step: ship the catalog and the prompt suites inside the `engine` package.
+"""Build step: compile the row kernels, and ship the catalog and the prompt suites inside the
+`engine` package.
 
-They live at the repository's top level (models.toml, assets/suites/), where people edit
+engine/decoding/_row_kernels.c is the sampler's one-pass work over a logits row (see its
+header); it is plain C with no dependency but Python's headers, built by the compiler that
+builds llama.cpp. The catalog and the suites live at the repository's top level (models.toml, assets/suites/), where people edit
 them; an installed wheel has no repository, so build_py copies them into engine/data/.
 engine/resources.py looks in the checkout first, then in engine/data/. Everything else about
 the package is declared in pyproject.toml.
@@ -8,7 +11,8 @@ the package is declared in pyproject.toml.
 
 from pathlib import Path
 
-from setuptools import setup
+from setuptools import Extension, setup
+from setuptools.command.build_ext import build_ext
 from setuptools.command.build_py import build_py
 
 ROOT = Path(__file__).resolve().parent
@@ -52,4 +56,17 @@ class BuildPyWithData(build_py):
         return super().get_outputs(include_bytecode) + extra
 
 
-setup(cmdclass={"build_py": BuildPyWithData})
+class BuildExtOptimised(build_ext):
+    """build_ext with the row kernels' flags: -O3 so loops vectorise, -fno-trapping-math so
+    the compiler may compute both sides of a select (no FP exceptions are read anywhere)."""
+
+    def build_extensions(self) -> None:
+        flags = ["/O2"] if self.compiler.compiler_type == "msvc" else ["-O3", "-fno-trapping-math"]
+        for ext in self.extensions:
+            ext.extra_compile_args = flags + list(ext.extra_compile_args or [])
+        super().build_extensions()
+
+
+ROW_KERNELS = Extension("engine.decoding._row_kernels", ["engine/decoding/_row_kernels.c"])
+
+setup(cmdclass={"build_py": BuildPyWithData, "build_ext": BuildExtOptimised}, ext_modules=[ROW_KERNELS])

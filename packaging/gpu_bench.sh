@@ -105,6 +105,15 @@ PYEOF
 )
   export LD_LIBRARY_PATH="${libs}${LD_LIBRARY_PATH:-}" PYTHONPATH="$SITE:$ROOT"
   say "CUDA libraries from: ${libs:-none found}"
+  # the row kernels (engine/decoding/_row_kernels.c): the working tree carries their source,
+  # not a build; setuptools builds them in place, else the machine's C compiler directly
+  if ! (cd "$ROOT" && "$PY" setup.py -q build_ext --inplace) >> "$OUT/log.txt" 2>&1; then
+    cc -O3 -fno-trapping-math -shared -fPIC -I"$("$PY" -c 'import sysconfig; print(sysconfig.get_paths()["include"])')" \
+       "$ROOT/engine/decoding/_row_kernels.c" \
+       -o "$ROOT/engine/decoding/_row_kernels$("$PY" -c 'import sysconfig; print(sysconfig.get_config_var("EXT_SUFFIX"))')" >> "$OUT/log.txt" 2>&1
+  fi
+  if "$PY" -c 'import engine.decoding._row_kernels' >> "$OUT/log.txt" 2>&1; then say "row kernels built"
+  else say "the row kernels did not build there (no C compiler or Python headers?): the engine cannot run; see log.txt"; exit 1; fi
   # a GPU build that also finds the card (a CUDA build without a usable driver runs on the CPU)
   offload() { "$PY" - <<'PYEOF'
 import sys

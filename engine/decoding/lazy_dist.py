@@ -5,7 +5,10 @@ Exact by construction: drawing is rejection sampling from the raw softmax, the e
 (`sparse`) is built with the same float32 values and the same membership tests, and every
 shortcut (a sorted prefix instead of a full sort, one token's probability without the
 explicit form, the residual after a one-hot draft) gives what the full construction gives.
-Imports: numpy and distribution.py (Dist, SamplingParams, the reference `distribution`).
+The passes over the whole row (exp with the proposal's block sums, the top-p mass test) are
+one C loop each (_row_kernels.c, built by `pip install -e .`): numpy took six passes.
+Imports: numpy, _row_kernels, and distribution.py (Dist, SamplingParams, the reference
+`distribution`).
 """
 
 from __future__ import annotations
@@ -16,13 +19,19 @@ import numpy as np
 
 from .distribution import Dist, SamplingParams, choose, distribution
 
+try:
+    from . import _row_kernels
+except ImportError as exc:  # a checkout used without the set-up's `pip install -e .`
+    raise ImportError(f"Tandem's row kernels are not built ({exc}); run `pip install -e .` in the checkout "
+                      "(bash packaging/test.sh does it)") from exc
+
 _SCRATCH = threading.local()
 
 
-def _scratch(n: int, dtype: type = np.float32) -> np.ndarray:
-    """A work buffer of n values, one per thread and dtype, reused: the nucleus test needs a
-    mask the size of the vocabulary, and a fresh 600 KB array per test (152k tokens) costs a
-    page fault per 4 KB on first touch, ~300 us per draw in a VM. Nothing keeps it past a call."""
+def _scratch(n: int, dtype: type = np.float64) -> np.ndarray:
+    """A work buffer of n values, one per thread and dtype, reused: a fresh 1.2 MB array per
+    read (152k float64 weights) costs a page fault per 4 KB on first touch, ~300 us in a VM.
+    Nothing keeps it past a call."""
     bufs = getattr(_SCRATCH, "bufs", None)
     if bufs is None:
         bufs = _SCRATCH.bufs = {}
@@ -48,20 +57,21 @@ class LazyDist(Dist):
     BLOCK = 1024
     TRIES = 32  # then draw from the sparse form: still exact (a mixture of exact draws)
     UNSHIFTED_MAX = 80.0  # exp(x) of float32 logits up to this needs no max shift (exp(88.7) overflows)
-    _ONES = np.ones(BLOCK, dtype=np.float32)
 
     def __init__(self, logits: np.ndarray, params: SamplingParams):  # noqa: D107 - fields are lazy
         raw = np.asarray(logits)
-        x = raw if raw.dtype == np.float32 else raw.astype(np.float32)
+        x = np.ascontiguousarray(raw, dtype=np.float32)
         self.params = params
         top = int(x.argmax())
         m = float(x[top])
-        # exp(x) needs no max shift (a pass) while the top logit is in [0, 80]: nothing
-        # overflows, and nothing underflows that the shifted form would keep. Owned either
-        # way: the logits view dies at the next decode.
-        self._e = np.exp(x) if 0.0 <= m <= self.UNSHIFTED_MAX else np.exp(x - np.float32(m))
+        # exp(x) needs no max shift while the top logit is in [0, 80]: nothing overflows, and
+        # nothing underflows that the shifted form would keep. e is owned (the logits view dies
+        # at the next decode); the kernel writes it and the blocks' running sums in one pass.
+        self._e = np.empty(x.shape[0], dtype=np.float32)
+        self._cum = np.empty(-(-x.shape[0] // self.BLOCK), dtype=np.float64)
+        _row_kernels.prepare(x, self._e, self._cum, self.BLOCK, 0.0 if 0.0 <= m <= self.UNSHIFTED_MAX else m)
         # a bound on every e for the temperature's acceptance: the top's e plus a margin for
-        # a vectorised exp's few-ulp error (any constant bound keeps the draw exact)
+        # exp's few-ulp error (any constant bound keeps the draw exact)
         self._bound = float(self._e[top]) * (1.0 + 1e-5)
         self._top = top  # the logits' argmax: on a real model's row, most draws land on it
         self._e_top: int | None = None  # the first index of the largest e, computed when needed
@@ -69,7 +79,6 @@ class LazyDist(Dist):
         self._dense = False  # the sparse form lists every token in id order
         self._dense_total: float | None = None  # with no filter: the sum of every token's weight
         self._dense_w: dict[int, float] = {}  # with no filter: weights read so far
-        self._cum: np.ndarray | None = None
         self._emax: float | None = None
         self._simple = bool(params.top_k) or params.temperature > 1.0 or params.temperature < 0.05
         self._x = np.array(raw, dtype=np.float64) if self._simple else None  # `distribution` reads the logits
@@ -181,15 +190,8 @@ class LazyDist(Dist):
         raise AssertionError("unreachable: the whole row always returns")
 
     def _blocks(self) -> np.ndarray:
-        """Cumulative mass of the raw softmax per block of BLOCK tokens (float32 BLAS sums,
-        accumulated in float64): the proposal's block masses, by definition."""
-        if self._cum is None:
-            e, b = self._e, self.BLOCK
-            nb = e.shape[0] // b
-            sums = np.empty(nb + 1, dtype=np.float64)
-            sums[:nb] = e[: nb * b].reshape(nb, b) @ self._ONES
-            sums[nb] = e[nb * b :].sum(dtype=np.float64)
-            self._cum = np.cumsum(sums)
+        """Cumulative mass of the raw softmax per block of BLOCK tokens (each block's float32
+        lane sum, accumulated in float64): the proposal's block masses, by definition."""
         return self._cum
 
     def _total(self) -> float:
@@ -206,16 +208,9 @@ class LazyDist(Dist):
                 self._e_top = int(e.argmax())
             if token == self._e_top:
                 return True
-        et = e[token]
-        hit = _scratch(e.shape[0], np.bool_)
-        np.greater(e, et, out=hit)
-        mask = _scratch(e.shape[0])
-        np.copyto(mask, hit)  # 1.0 / 0.0 (a bool comparison and a cast beat a float32 comparison)
-        above = float(np.dot(e, mask))  # BLAS: 2x the float32 sum's speed
-        ties = hit[:token]
-        np.equal(e[:token], et, out=ties)
-        above += float(et) * int(np.count_nonzero(ties))
-        return above < self.params.top_p * self._total()
+        et = float(e[token])
+        above, ties = _row_kernels.mass_above(e, et, token)  # one pass: e > et summed, ties before
+        return above + et * ties < self.params.top_p * self._total()
 
     def sample(self, rng: np.random.Generator) -> int:
         """One token, distributed exactly as `sparse()` says."""
@@ -254,32 +249,25 @@ class LazyDist(Dist):
         without that token (the residual after a one-hot draft was rejected); its block's
         mass is recomputed in float64 without it, so rounding leaves it no phantom mass."""
         p = self.params
-        e, cum, b = self._e, self._blocks(), self.BLOCK
-        xblk, xinner = -1, None
+        e, cum = self._e, self._blocks()
         if exclude is not None and not 0 <= exclude < e.shape[0]:
             exclude = None  # not a token of this row: nothing to take out
         if exclude is not None:
+            b = self.BLOCK
             xblk = exclude // b
             xseg = e[xblk * b : (xblk + 1) * b].astype(np.float64)
             xseg[exclude - xblk * b] = 0.0
-            xinner = np.cumsum(xseg)
             masses = np.diff(cum, prepend=0.0)
-            masses[xblk] = xinner[-1]
+            masses[xblk] = np.cumsum(xseg)[-1]  # `pick` sums the block the same way
             cum = np.cumsum(masses)
         z, bound, floor = float(cum[-1]), self._bound, self._min_p_floor()
         if z <= 0.0:
             return None
         cool = 1.0 / p.temperature - 1.0
+        skip = -1 if exclude is None else exclude
         for _ in range(self.TRIES):
-            u = rng.random() * z
-            blk = min(int(np.searchsorted(cum, u, side="right")), cum.shape[0] - 1)
-            lo = float(cum[blk - 1]) if blk else 0.0
-            seg = e[blk * b : (blk + 1) * b]
-            inner = xinner if blk == xblk else np.cumsum(seg, dtype=np.float64)
-            mass = float(cum[blk]) - lo
-            r = (u - lo) * (float(inner[-1]) / mass) if mass > 0.0 else 0.0
-            j = min(int(np.searchsorted(inner, r, side="right")), seg.shape[0] - 1)
-            tok, et = blk * b + j, float(seg[j])
+            tok = _row_kernels.pick(e, cum, self.BLOCK, rng.random() * z, skip)
+            et = float(e[tok])
             if tok == exclude or et <= 0.0 or et < floor:
                 continue
             if cool > 0.0 and rng.random() >= (et / bound) ** cool:

@@ -1,0 +1,284 @@
+/* One-pass kernels over a logits row, for lazy_dist.py's exact sampling.
+ *
+ * Why C: on a GPU a target step takes a few milliseconds, and numpy needs about six passes
+ * over a 152k-token row per sampled token (exp, block sums, and a comparison, a cast and a
+ * dot for the top-p test), each a separate trip through memory. Here each job is one pass, written as plain loops a C compiler vectorises (no intrinsics, no
+ * -ffast-math): 16 independent float32 lanes per sum, so the summation order, and with it
+ * every value, is the same on every machine and compiler.
+ *
+ * exp is Cephes' expf (range reduction by ln 2 in two parts, a degree-6 polynomial, 2^n by
+ * its bits): about 1 ulp, and the same function for every token, so the draw, the explicit
+ * distribution and the top-p test all see one set of values. Inputs below -87.33654 (where float32
+ * turns subnormal) give 0; inputs over 88 overflow (lazy_dist shifts any row whose top is over 80).
+ *
+ * Module functions (buffers: C-contiguous; float32 rows, float64 block sums):
+ *   prepare(x, e, cum, block, shift)
+ *   pick(e, cum, block, u, exclude) -> token
+ *   mass_above(e, threshold, before) -> (sum of e > threshold, count of e == threshold in e[:before])
+ */
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <string.h>
+#include <stdint.h>
+
+#define LANES 16
+
+#if !defined(NO_CLONES) && defined(__GNUC__) && defined(__x86_64__) && defined(__linux__) && !defined(__clang__)
+/* the row is long: let the loader pick AVX-512 or AVX2 where the CPU has it */
+#define ROW_LOOP __attribute__((target_clones("avx512f", "avx2", "default")))
+#else
+#define ROW_LOOP
+#endif
+
+static inline float row_expf(float x)
+{
+    /* below FLT_MIN's log the result is 0; the clamp keeps -inf out of the arithmetic */
+    float xc = x > -88.0f ? x : -88.0f;
+    float t = xc * 1.44269504088896341f + 12582912.0f; /* round(x / ln 2) by the 1.5 * 2^23 trick */
+    float n = t - 12582912.0f;
+    int32_t ti;
+    memcpy(&ti, &t, sizeof ti);
+    int32_t ni = ti - 0x4B400000;
+    float r = xc - n * 0.693359375f;
+    r = r - n * -2.12194440e-4f;
+    float r2 = r * r;
+    float y = 1.9875691500e-4f;
+    y = y * r + 1.3981999507e-3f;
+    y = y * r + 8.3334519073e-3f;
+    y = y * r + 4.1665795894e-2f;
+    y = y * r + 1.6666665459e-1f;
+    y = y * r + 5.0000001201e-1f;
+    y = y * r2 + r + 1.0f;
+    int32_t bits = (ni + 127) << 23;
+    float scale;
+    memcpy(&scale, &bits, sizeof scale);
+    return x >= -87.33654f ? y * scale : 0.0f;
+}
+
+/* the sum of v[0..n) in LANES float32 lanes (lane j takes v[j], v[j + LANES], ...), then in double */
+static inline double lane_sum(const float *restrict v, Py_ssize_t n)
+{
+    float acc[LANES] = {0};
+    Py_ssize_t full = n - n % LANES;
+    for (Py_ssize_t i = 0; i < full; i += LANES)
+        for (int j = 0; j < LANES; j++)
+            acc[j] += v[i + j];
+    double total = 0.0;
+    for (Py_ssize_t i = full; i < n; i++)
+        total += v[i];
+    for (int j = 0; j < LANES; j++)
+        total += acc[j];
+    return total;
+}
+
+/* e[i] = exp(x[i] - shift) for i < n (at most one block: e stays in L1 for the sum); returns their sum */
+ROW_LOOP static double exp_and_sum(const float *restrict x, float *restrict e, Py_ssize_t n, float shift)
+{
+    for (Py_ssize_t i = 0; i < n; i++)
+        e[i] = row_expf(x[i] - shift);
+    return lane_sum(e, n);
+}
+
+static void mass_above_impl(const float *restrict e, Py_ssize_t n, float t, Py_ssize_t before,
+                                     double *above, Py_ssize_t *ties)
+{
+    /* lane_sum's order over the kept values (the others count as 0) */
+    float acc[LANES] = {0};
+    Py_ssize_t full = n - n % LANES;
+    for (Py_ssize_t i = 0; i < full; i += LANES)
+        for (int j = 0; j < LANES; j++)
+            acc[j] += e[i + j] > t ? e[i + j] : 0.0f;
+    double total = 0.0;
+    for (Py_ssize_t i = full; i < n; i++)
+        total += e[i] > t ? e[i] : 0.0f;
+    for (int j = 0; j < LANES; j++)
+        total += acc[j];
+    Py_ssize_t c = 0;
+    for (Py_ssize_t i = 0; i < before; i++)
+        c += e[i] == t;
+    *above = total;
+    *ties = c;
+}
+
+static int get_row(PyObject *obj, Py_buffer *view, int writable, char kind, const char *name)
+{
+    int flags = PyBUF_C_CONTIGUOUS | PyBUF_FORMAT | (writable ? PyBUF_WRITABLE : 0);
+    if (PyObject_GetBuffer(obj, view, flags) != 0)
+        return -1;
+    Py_ssize_t size = kind == 'f' ? 4 : 8;
+    const char *fmt = view->format ? view->format : "B";
+    if (fmt[0] == '<' || fmt[0] == '=' || fmt[0] == '@')
+        fmt++;
+    if (view->ndim != 1 || view->itemsize != size || fmt[0] != kind || fmt[1] != '\0') {
+        PyErr_Format(PyExc_TypeError, "%s must be a 1-D contiguous %s array", name,
+                     kind == 'f' ? "float32" : "float64");
+        PyBuffer_Release(view);
+        return -1;
+    }
+    return 0;
+}
+
+PyDoc_STRVAR(prepare_doc,
+"prepare(x, e, cum, block, shift)\n\n"
+"Writes e = exp(x - shift) and cum[b] = the sum of e over tokens [0, (b+1)*block), block by\n"
+"block (each block's lane sum, accumulated in double; len(cum) == ceil(len(x) / block)).");
+
+static PyObject *prepare(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)self;
+    if (nargs != 5) {
+        PyErr_SetString(PyExc_TypeError, "prepare(x, e, cum, block, shift)");
+        return NULL;
+    }
+    Py_ssize_t block = PyLong_AsSsize_t(args[3]);
+    double shift = PyFloat_AsDouble(args[4]);
+    if (PyErr_Occurred())
+        return NULL;
+    if (block <= 0) {
+        PyErr_SetString(PyExc_ValueError, "block must be positive");
+        return NULL;
+    }
+    Py_buffer xv, ev, bv;
+    if (get_row(args[0], &xv, 0, 'f', "x") != 0)
+        return NULL;
+    if (get_row(args[1], &ev, 1, 'f', "e") != 0) {
+        PyBuffer_Release(&xv);
+        return NULL;
+    }
+    if (get_row(args[2], &bv, 1, 'd', "cum") != 0) {
+        PyBuffer_Release(&xv);
+        PyBuffer_Release(&ev);
+        return NULL;
+    }
+    Py_ssize_t n = xv.shape[0], nb = (n + block - 1) / block;
+    int ok = ev.shape[0] == n && bv.shape[0] == nb;
+    if (ok) {
+        const float *x = xv.buf;
+        float *e = ev.buf;
+        double *cum = bv.buf;
+        Py_BEGIN_ALLOW_THREADS
+        double run = 0.0;
+        for (Py_ssize_t b = 0; b < nb; b++) {
+            Py_ssize_t lo = b * block, len = (lo + block <= n) ? block : n - lo;
+            run += exp_and_sum(x + lo, e + lo, len, (float)shift);
+            cum[b] = run;
+        }
+        Py_END_ALLOW_THREADS
+    } else {
+        PyErr_SetString(PyExc_ValueError, "need e as long as x and ceil(len(x) / block) block sums");
+    }
+    PyBuffer_Release(&xv);
+    PyBuffer_Release(&ev);
+    PyBuffer_Release(&bv);
+    if (!ok)
+        return NULL;
+    Py_RETURN_NONE;
+}
+
+PyDoc_STRVAR(mass_above_doc,
+"mass_above(e, threshold, before) -> (above, ties)\n\n"
+"above: the sum of e's values greater than threshold (float32 lanes, reduced in double);\n"
+"ties: how many of e[:before] equal threshold.");
+
+static PyObject *mass_above(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)self;
+    if (nargs != 3) {
+        PyErr_SetString(PyExc_TypeError, "mass_above(e, threshold, before)");
+        return NULL;
+    }
+    double t = PyFloat_AsDouble(args[1]);
+    Py_ssize_t before = PyLong_AsSsize_t(args[2]);
+    if (PyErr_Occurred())
+        return NULL;
+    Py_buffer ev;
+    if (get_row(args[0], &ev, 0, 'f', "e") != 0)
+        return NULL;
+    Py_ssize_t n = ev.shape[0];
+    if (before < 0)
+        before = 0;
+    if (before > n)
+        before = n;
+    double above;
+    Py_ssize_t ties;
+    Py_BEGIN_ALLOW_THREADS
+    mass_above_impl(ev.buf, n, (float)t, before, &above, &ties);
+    Py_END_ALLOW_THREADS
+    PyBuffer_Release(&ev);
+    return Py_BuildValue("(dn)", above, ties);
+}
+
+PyDoc_STRVAR(pick_doc,
+"pick(e, cum, block, u, exclude) -> token\n\n"
+"The token at mass u of the proposal: the first block b with cum[b] > u, then in it the first\n"
+"token whose running float64 sum (in id order, e[exclude] counted as 0) passes\n"
+"(u - cum[b-1]) scaled from the block's mass in cum to that running sum's total: numpy's\n"
+"searchsorted(side='right') over cumsum, twice. exclude: -1 for none.");
+
+static PyObject *pick(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)self;
+    if (nargs != 5) {
+        PyErr_SetString(PyExc_TypeError, "pick(e, cum, block, u, exclude)");
+        return NULL;
+    }
+    Py_ssize_t block = PyLong_AsSsize_t(args[2]);
+    double u = PyFloat_AsDouble(args[3]);
+    Py_ssize_t exclude = PyLong_AsSsize_t(args[4]);
+    if (PyErr_Occurred())
+        return NULL;
+    Py_buffer ev, cv;
+    if (get_row(args[0], &ev, 0, 'f', "e") != 0)
+        return NULL;
+    if (get_row(args[1], &cv, 0, 'd', "cum") != 0) {
+        PyBuffer_Release(&ev);
+        return NULL;
+    }
+    Py_ssize_t n = ev.shape[0], nb = cv.shape[0], tok = -1;
+    if (block > 0 && nb == (n + block - 1) / block && n > 0) {
+        const float *e = ev.buf;
+        const double *cum = cv.buf;
+        Py_ssize_t blk = 0;
+        while (blk < nb - 1 && cum[blk] <= u)
+            blk++;
+        double lo = blk ? cum[blk - 1] : 0.0, mass = cum[blk] - lo;
+        Py_ssize_t start = blk * block, len = start + block <= n ? block : n - start;
+        double total = 0.0;
+        for (Py_ssize_t i = 0; i < len; i++)
+            total += start + i == exclude ? 0.0 : (double)e[start + i];
+        double r = mass > 0.0 ? (u - lo) * (total / mass) : 0.0, run = 0.0;
+        Py_ssize_t j = 0;
+        for (; j < len - 1; j++) {
+            run += start + j == exclude ? 0.0 : (double)e[start + j];
+            if (run > r)
+                break;
+        }
+        tok = start + j;
+    }
+    PyBuffer_Release(&ev);
+    PyBuffer_Release(&cv);
+    if (tok < 0) {
+        PyErr_SetString(PyExc_ValueError, "need a non-empty e, a positive block and ceil(len(e) / block) block sums");
+        return NULL;
+    }
+    return PyLong_FromSsize_t(tok);
+}
+
+static PyMethodDef methods[] = {
+    {"prepare", (PyCFunction)(void (*)(void))prepare, METH_FASTCALL, prepare_doc},
+    {"mass_above", (PyCFunction)(void (*)(void))mass_above, METH_FASTCALL, mass_above_doc},
+    {"pick", (PyCFunction)(void (*)(void))pick, METH_FASTCALL, pick_doc},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT, "_row_kernels",
+    "One-pass kernels over a logits row for lazy_dist.py (exp with block sums, the top-p mass test).",
+    -1, methods, NULL, NULL, NULL, NULL,
+};
+
+PyMODINIT_FUNC PyInit__row_kernels(void)
+{
+    return PyModule_Create(&module);
+}
