@@ -362,17 +362,17 @@ def table(results: dict[int, dict]) -> str:
     for vocab, r in results.items():
         g, s = r["greedy"], r["sampled"]
         cells = [f"{vocab:,}-token vocabulary", f"{r['floor_us_per_token']:,.0f} us/token",
-                 f"+{g['over_floor_us_per_token']:,.0f} us/token ({g['over_floor_range'][0]:,.0f} to {g['over_floor_range'][1]:,.0f})",
-                 f"+{s['over_floor_us_per_token']:,.0f} us/token ({s['over_floor_range'][0]:,.0f} to {s['over_floor_range'][1]:,.0f}); "
+                 f"{g['over_floor_us_per_token']:+,.0f} us/token ({g['over_floor_range'][0]:,.0f} to {g['over_floor_range'][1]:,.0f})",
+                 f"{s['over_floor_us_per_token']:+,.0f} us/token ({s['over_floor_range'][0]:,.0f} to {s['over_floor_range'][1]:,.0f}); "
                  f"nucleus {r['top_p_nucleus_share']:.0%} of the vocabulary"
-                 + (f"; llama.cpp's own sampler chain +{r['llama_cpp_sampler_over_floor_us_per_token']:,.0f}"
+                 + (f"; llama.cpp's own sampler chain {r['llama_cpp_sampler_over_floor_us_per_token']:+,.0f}"
                     if "llama_cpp_sampler_over_floor_us_per_token" in r else "")]
         for mode in SPECULATIVE:
             d = r.get(mode)
             if d is None:  # results written before the oracle mode existed
                 cells += ["", ""]
                 continue
-            cells += [f"+{d['over_floor_us_per_step']:,.0f} us/step ({d['over_floor_range'][0]:,.0f} to {d['over_floor_range'][1]:,.0f}) "
+            cells += [f"{d['over_floor_us_per_step']:+,.0f} us/step ({d['over_floor_range'][0]:,.0f} to {d['over_floor_range'][1]:,.0f}) "
                       f"for {d['drafted_per_step']:.1f} drafts/step; goal {d['goal_us_per_step']:,.0f}",
                       f"{d['speedup_vs_greedy']:.2f}x ({d['acceptance']:.0%} accepted)"]
         lines.append("| " + " | ".join(cells) + " |")
