@@ -11,10 +11,10 @@
  * distribution and the top-p test all see one set of values. Inputs below -87.33654 (where float32
  * turns subnormal) give 0; inputs over 88 overflow (lazy_dist shifts any row whose top is over 80).
  *
- * Module functions (buffers: C-contiguous; float32 rows, float64 block sums):
+ * Module functions (buffers: C-contiguous; float32 rows, float64 block sums), and LANES:
  *   prepare(x, e, cum, block, shift)
  *   pick(e, cum, block, u, exclude) -> token
- *   mass_above(e, threshold, before) -> (sum of e > threshold, count of e == threshold in e[:before])
+ *   mass_above(e, threshold, before, block) -> (sum of e > threshold, count of e == threshold in e[:before])
  */
 
 #define PY_SSIZE_T_CLEAN
@@ -86,20 +86,24 @@ ROW_LOOP static double exp_and_sum(const float *restrict x, float *restrict e, P
     return total;
 }
 
-static void mass_above_impl(const float *restrict e, Py_ssize_t n, float t, Py_ssize_t before,
-                                     double *above, Py_ssize_t *ties)
+static void mass_above_impl(const float *restrict e, Py_ssize_t n, float t, Py_ssize_t before, Py_ssize_t block,
+                            double *above, Py_ssize_t *ties)
 {
-    /* the lane order over the kept values (the others count as 0), as exp_and_sum summed them */
-    float acc[LANES] = {0};
-    Py_ssize_t full = n - n % LANES;
-    for (Py_ssize_t i = 0; i < full; i += LANES)
-        for (int j = 0; j < LANES; j++)
-            acc[j] += e[i + j] > t ? e[i + j] : 0.0f;
+    /* block by block in the lane order, as prepare sums: each lane adds at most block / LANES
+     * float32 values, so the sum is within (block / LANES) * 2^-24 of the row's total */
     double total = 0.0;
-    for (Py_ssize_t i = full; i < n; i++)
-        total += e[i] > t ? e[i] : 0.0f;
-    for (int j = 0; j < LANES; j++)
-        total += acc[j];
+    for (Py_ssize_t lo = 0; lo < n; lo += block) {
+        const float *v = e + lo;
+        Py_ssize_t len = n - lo < block ? n - lo : block, full = len - len % LANES;
+        float acc[LANES] = {0};
+        for (Py_ssize_t i = 0; i < full; i += LANES)
+            for (int j = 0; j < LANES; j++)
+                acc[j] += v[i + j] > t ? v[i + j] : 0.0f;
+        for (Py_ssize_t i = full; i < len; i++)
+            total += v[i] > t ? v[i] : 0.0f;
+        for (int j = 0; j < LANES; j++)
+            total += acc[j];
+    }
     Py_ssize_t c = 0;
     for (Py_ssize_t i = 0; i < before; i++)
         c += e[i] == t;
@@ -183,21 +187,25 @@ static PyObject *prepare(PyObject *self, PyObject *const *args, Py_ssize_t nargs
 }
 
 PyDoc_STRVAR(mass_above_doc,
-"mass_above(e, threshold, before) -> (above, ties)\n\n"
-"above: the sum of e's values greater than threshold (float32 lanes, reduced in double);\n"
-"ties: how many of e[:before] equal threshold.");
+"mass_above(e, threshold, before, block) -> (above, ties)\n\n"
+"above: the sum of e's values greater than threshold (by blocks of `block` tokens in float32\n"
+"lanes, as prepare sums, accumulated in double); ties: how many of e[:before] equal threshold.");
 
 static PyObject *mass_above(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
     (void)self;
-    if (nargs != 3) {
-        PyErr_SetString(PyExc_TypeError, "mass_above(e, threshold, before)");
+    if (nargs != 4) {
+        PyErr_SetString(PyExc_TypeError, "mass_above(e, threshold, before, block)");
         return NULL;
     }
     double t = PyFloat_AsDouble(args[1]);
-    Py_ssize_t before = PyLong_AsSsize_t(args[2]);
+    Py_ssize_t before = PyLong_AsSsize_t(args[2]), block = PyLong_AsSsize_t(args[3]);
     if (PyErr_Occurred())
         return NULL;
+    if (block <= 0) {
+        PyErr_SetString(PyExc_ValueError, "block must be positive");
+        return NULL;
+    }
     Py_buffer ev;
     if (get_row(args[0], &ev, 0, 'f', "e") != 0)
         return NULL;
@@ -209,7 +217,7 @@ static PyObject *mass_above(PyObject *self, PyObject *const *args, Py_ssize_t na
     double above;
     Py_ssize_t ties;
     Py_BEGIN_ALLOW_THREADS
-    mass_above_impl(ev.buf, n, (float)t, before, &above, &ties);
+    mass_above_impl(ev.buf, n, (float)t, before, block, &above, &ties);
     Py_END_ALLOW_THREADS
     PyBuffer_Release(&ev);
     return Py_BuildValue("(dn)", above, ties);
@@ -286,5 +294,10 @@ static struct PyModuleDef module = {
 
 PyMODINIT_FUNC PyInit__row_kernels(void)
 {
-    return PyModule_Create(&module);
+    PyObject *m = PyModule_Create(&module);
+    if (m != NULL && PyModule_AddIntConstant(m, "LANES", LANES) != 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
 }

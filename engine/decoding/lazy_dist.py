@@ -144,8 +144,8 @@ class LazyDist(Dist):
                     order, before, cut = self._nucleus_prefix()
                     # near the cut, decide each token by `sample`'s own test (float32 sums);
                     # a token whose float64 mass-before is farther from the cut than any
-                    # float32 sum of the row can err (n * 2^-24 of the total) gets its verdict
-                    goal, slack = p.top_p * self._total(), e.shape[0] * 2.0 ** -24 * self._total()
+                    # float32 sum of the row can err gets its verdict
+                    goal, slack = self._goal_and_slack()
                     lo = max(0, cut - 3)
                     cut = lo + sum(1 for i in range(lo, min(cut + 3, order.shape[0]))
                                    if (before[i] < goal if abs(before[i] - goal) > slack else self._in_nucleus(int(order[i]))))
@@ -166,14 +166,26 @@ class LazyDist(Dist):
                 self._sparse = Dist(order.astype(np.int64), w / w.sum())
         return self._sparse
 
+    def _goal_and_slack(self) -> tuple[float, float]:
+        """top-p's cut on the mass before a token, and how far `_in_nucleus`'s mass can be
+        from its float64 value: a verdict farther out stands. The kernels sum each block in
+        float32 lanes of BLOCK / LANES values (each within (BLOCK / LANES) * 2^-24 of its
+        lane's mass) and the blocks in double; the goal reads the same total on both sides;
+        twice that bound covers the double sums and et * ties."""
+        z = self._total()
+        return self.params.top_p * z, 2.0 * (self.BLOCK / _row_kernels.LANES) * 2.0 ** -24 * z
+
     def _nucleus_prefix(self) -> tuple[np.ndarray, np.ndarray, int]:
         """The most likely tokens in the order a stable sort of the whole row gives them (ties
-        by id), far enough to hold the top-p cut with 3 to spare, and the cut by the sorted
-        cumulative mass. Sorting 152k values costs ~15 ms a row, and a real model's nucleus is
-        a handful of tokens: sort only those above a threshold, lowered until the cut fits.
-        Everything above the threshold comes before everything below it, so the prefix, its
-        float64 cumulative sums and the cut are those of the full sort, exactly."""
-        e, goal = self._e, self.params.top_p * self._total()
+        by id), far enough to hold the top-p cut with 3 to spare (or all the tokens that
+        could be inside: the prefix's mass passes the cut by more than the slack, so every
+        token after it is outside), and the cut by the sorted cumulative mass. Sorting 152k
+        values costs ~15 ms a row, and a real model's nucleus is a handful of tokens: sort
+        only those above a threshold, lowered until the cut fits. Everything above the
+        threshold comes before everything below it, so the prefix, its float64 cumulative
+        sums and the cut are those of the full sort, exactly."""
+        e = self._e
+        goal, slack = self._goal_and_slack()
         top = float(e[self._top])
         for shrink in (2.0 ** -10, 2.0 ** -24, 2.0 ** -60, None):  # None: the whole row
             if shrink is None:
@@ -185,7 +197,8 @@ class LazyDist(Dist):
             order = idx[np.argsort(-e[idx], kind="stable")]
             before = np.cumsum(e[order], dtype=np.float64) - e[order]
             cut = int(np.searchsorted(before, goal, side="left"))
-            if shrink is None or cut + 3 <= order.shape[0]:
+            mass = float(before[-1]) + float(e[order[-1]])  # the prefix's, as the sort sums it
+            if shrink is None or cut + 3 <= order.shape[0] or mass - goal > slack:
                 return order, before, cut
         raise AssertionError("unreachable: the whole row always returns")
 
@@ -209,7 +222,7 @@ class LazyDist(Dist):
             if token == self._e_top:
                 return True
         et = float(e[token])
-        above, ties = _row_kernels.mass_above(e, et, token)  # one pass: e > et summed, ties before
+        above, ties = _row_kernels.mass_above(e, et, token, self.BLOCK)  # one pass: e > et summed, ties before
         return above + et * ties < self.params.top_p * self._total()
 
     def sample(self, rng: np.random.Generator) -> int:
