@@ -77,7 +77,7 @@ class LazyDist(Dist):
         self._e_top: int | None = None  # the first index of the largest e, computed when needed
         self._sparse: Dist | None = None
         self._dense = False  # the sparse form lists every token in id order
-        self._dense_total: float | None = None  # with no filter: the sum of every token's weight
+        self._dense_total: float | None = None  # with no filter: the normaliser (`_dense_norm`)
         self._dense_w: dict[int, float] = {}  # with no filter: weights read so far
         self._emax: float | None = None
         self._simple = bool(params.top_k) or params.temperature > 1.0 or params.temperature < 0.05
@@ -115,15 +115,23 @@ class LazyDist(Dist):
             np.power(out, 1.0 / t, out=out)
         return out
 
+    def _dense_norm(self, w: np.ndarray | None) -> float:
+        """The explicit form's normaliser with no filter: at T 1 the weights are e itself and
+        the total is the proposal's own (no pass); else the float64 sum of the weights `w`."""
+        if self._dense_total is None:
+            self._dense_total = self._total() if self.params.temperature == 1.0 else float(w.sum())  # type: ignore[union-attr]
+        return self._dense_total
+
     def _dense_prob(self, token: int) -> float:
         """p(token) as the explicit form would give it (the same float64 operations on the same
         values), without building that form: the p/q rule reads one token of a 152k-token row."""
+        if self.params.temperature == 1.0:
+            return float(self._e[token]) / self._dense_norm(None)
         if token not in self._dense_w:
             w = self._dense_weights(_scratch(self._e.shape[0], np.float64))
-            if self._dense_total is None:
-                self._dense_total = float(w.sum())
+            self._dense_norm(w)
             self._dense_w[token] = float(w[token])
-        return self._dense_w[token] / self._dense_total
+        return self._dense_w[token] / self._dense_norm(None)
 
     def _min_p_floor(self) -> float:
         """min-p's cut on e (min-p times the largest e), or 0 when min-p is off."""
@@ -153,9 +161,7 @@ class LazyDist(Dist):
                 elif p.min_p <= 0.0:  # every token, in id order (the server's default: T 1, no filter)
                     self._dense = True
                     w = self._dense_weights(np.empty(e.shape[0], dtype=np.float64))
-                    if self._dense_total is None:
-                        self._dense_total = float(w.sum())
-                    w /= self._dense_total
+                    w /= self._dense_norm(w)
                     self._sparse = Dist(np.arange(e.shape[0], dtype=np.int64), w)
                     return self._sparse
                 else:
