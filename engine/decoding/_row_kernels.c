@@ -129,6 +129,44 @@ static int get_row(PyObject *obj, Py_buffer *view, int writable, char kind, cons
     return 0;
 }
 
+struct row_spec {
+    int writable;
+    char kind; /* 'f': float32, 'd': float64 */
+    const char *name;
+};
+
+/* all of them or none: on a failure the buffers already taken are released */
+static int take_rows(PyObject *const *objs, Py_buffer *views, const struct row_spec *specs, int count)
+{
+    for (int i = 0; i < count; i++) {
+        if (get_row(objs[i], &views[i], specs[i].writable, specs[i].kind, specs[i].name) != 0) {
+            while (i-- > 0)
+                PyBuffer_Release(&views[i]);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+static void release_rows(Py_buffer *views, int count)
+{
+    for (int i = 0; i < count; i++)
+        PyBuffer_Release(&views[i]);
+}
+
+/* a block size argument: positive, else a ValueError */
+static int block_arg(PyObject *obj, Py_ssize_t *block)
+{
+    *block = PyLong_AsSsize_t(obj);
+    if (*block == -1 && PyErr_Occurred())
+        return -1;
+    if (*block <= 0) {
+        PyErr_SetString(PyExc_ValueError, "block must be positive");
+        return -1;
+    }
+    return 0;
+}
+
 PyDoc_STRVAR(prepare_doc,
 "prepare(x, e, cum, block, shift)\n\n"
 "Writes e = exp(x - shift) and cum[b] = the sum of e over tokens [0, (b+1)*block), block by\n"
@@ -136,37 +174,23 @@ PyDoc_STRVAR(prepare_doc,
 
 static PyObject *prepare(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
+    static const struct row_spec specs[3] = {{0, 'f', "x"}, {1, 'f', "e"}, {1, 'd', "cum"}};
     (void)self;
     if (nargs != 5) {
         PyErr_SetString(PyExc_TypeError, "prepare(x, e, cum, block, shift)");
         return NULL;
     }
-    Py_ssize_t block = PyLong_AsSsize_t(args[3]);
+    Py_ssize_t block;
     double shift = PyFloat_AsDouble(args[4]);
-    if (PyErr_Occurred())
+    Py_buffer v[3];
+    if ((shift == -1.0 && PyErr_Occurred()) || block_arg(args[3], &block) != 0 || take_rows(args, v, specs, 3) != 0)
         return NULL;
-    if (block <= 0) {
-        PyErr_SetString(PyExc_ValueError, "block must be positive");
-        return NULL;
-    }
-    Py_buffer xv, ev, bv;
-    if (get_row(args[0], &xv, 0, 'f', "x") != 0)
-        return NULL;
-    if (get_row(args[1], &ev, 1, 'f', "e") != 0) {
-        PyBuffer_Release(&xv);
-        return NULL;
-    }
-    if (get_row(args[2], &bv, 1, 'd', "cum") != 0) {
-        PyBuffer_Release(&xv);
-        PyBuffer_Release(&ev);
-        return NULL;
-    }
-    Py_ssize_t n = xv.shape[0], nb = (n + block - 1) / block;
-    int ok = ev.shape[0] == n && bv.shape[0] == nb;
+    Py_ssize_t n = v[0].shape[0], nb = (n + block - 1) / block;
+    int ok = v[1].shape[0] == n && v[2].shape[0] == nb;
     if (ok) {
-        const float *x = xv.buf;
-        float *e = ev.buf;
-        double *cum = bv.buf;
+        const float *x = v[0].buf;
+        float *e = v[1].buf;
+        double *cum = v[2].buf;
         Py_BEGIN_ALLOW_THREADS
         double run = 0.0;
         for (Py_ssize_t b = 0; b < nb; b++) {
@@ -175,14 +199,12 @@ static PyObject *prepare(PyObject *self, PyObject *const *args, Py_ssize_t nargs
             cum[b] = run;
         }
         Py_END_ALLOW_THREADS
-    } else {
-        PyErr_SetString(PyExc_ValueError, "need e as long as x and ceil(len(x) / block) block sums");
     }
-    PyBuffer_Release(&xv);
-    PyBuffer_Release(&ev);
-    PyBuffer_Release(&bv);
-    if (!ok)
+    release_rows(v, 3);
+    if (!ok) {
+        PyErr_SetString(PyExc_ValueError, "need e as long as x and ceil(len(x) / block) block sums");
         return NULL;
+    }
     Py_RETURN_NONE;
 }
 
@@ -193,33 +215,25 @@ PyDoc_STRVAR(mass_above_doc,
 
 static PyObject *mass_above(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
+    static const struct row_spec specs[1] = {{0, 'f', "e"}};
     (void)self;
     if (nargs != 4) {
         PyErr_SetString(PyExc_TypeError, "mass_above(e, threshold, before, block)");
         return NULL;
     }
     double t = PyFloat_AsDouble(args[1]);
-    Py_ssize_t before = PyLong_AsSsize_t(args[2]), block = PyLong_AsSsize_t(args[3]);
-    if (PyErr_Occurred())
+    Py_ssize_t before = PyLong_AsSsize_t(args[2]), block;
+    Py_buffer v[1];
+    if (PyErr_Occurred() || block_arg(args[3], &block) != 0 || take_rows(args, v, specs, 1) != 0)
         return NULL;
-    if (block <= 0) {
-        PyErr_SetString(PyExc_ValueError, "block must be positive");
-        return NULL;
-    }
-    Py_buffer ev;
-    if (get_row(args[0], &ev, 0, 'f', "e") != 0)
-        return NULL;
-    Py_ssize_t n = ev.shape[0];
-    if (before < 0)
-        before = 0;
-    if (before > n)
-        before = n;
+    Py_ssize_t n = v[0].shape[0];
+    before = before < 0 ? 0 : (before > n ? n : before);
     double above;
     Py_ssize_t ties;
     Py_BEGIN_ALLOW_THREADS
-    mass_above_impl(ev.buf, n, (float)t, before, block, &above, &ties);
+    mass_above_impl(v[0].buf, n, (float)t, before, block, &above, &ties);
     Py_END_ALLOW_THREADS
-    PyBuffer_Release(&ev);
+    release_rows(v, 1);
     return Py_BuildValue("(dn)", above, ties);
 }
 
@@ -230,50 +244,46 @@ PyDoc_STRVAR(pick_doc,
 "(u - cum[b-1]) scaled from the block's mass in cum to that running sum's total: numpy's\n"
 "searchsorted(side='right') over cumsum, twice. exclude: -1 for none.");
 
+static Py_ssize_t pick_impl(const float *e, Py_ssize_t n, const double *cum, Py_ssize_t nb, Py_ssize_t block,
+                            double u, Py_ssize_t exclude)
+{
+    Py_ssize_t blk = 0;
+    while (blk < nb - 1 && cum[blk] <= u)
+        blk++;
+    double lo = blk ? cum[blk - 1] : 0.0, mass = cum[blk] - lo;
+    Py_ssize_t start = blk * block, len = start + block <= n ? block : n - start;
+    double total = 0.0;
+    for (Py_ssize_t i = 0; i < len; i++)
+        total += start + i == exclude ? 0.0 : (double)e[start + i];
+    double r = mass > 0.0 ? (u - lo) * (total / mass) : 0.0, run = 0.0;
+    Py_ssize_t j = 0;
+    for (; j < len - 1; j++) {
+        run += start + j == exclude ? 0.0 : (double)e[start + j];
+        if (run > r)
+            break;
+    }
+    return start + j;
+}
+
 static PyObject *pick(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
+    static const struct row_spec specs[2] = {{0, 'f', "e"}, {0, 'd', "cum"}};
     (void)self;
     if (nargs != 5) {
         PyErr_SetString(PyExc_TypeError, "pick(e, cum, block, u, exclude)");
         return NULL;
     }
-    Py_ssize_t block = PyLong_AsSsize_t(args[2]);
     double u = PyFloat_AsDouble(args[3]);
-    Py_ssize_t exclude = PyLong_AsSsize_t(args[4]);
-    if (PyErr_Occurred())
+    Py_ssize_t exclude = PyLong_AsSsize_t(args[4]), block;
+    Py_buffer v[2];
+    if (PyErr_Occurred() || block_arg(args[2], &block) != 0 || take_rows(args, v, specs, 2) != 0)
         return NULL;
-    Py_buffer ev, cv;
-    if (get_row(args[0], &ev, 0, 'f', "e") != 0)
-        return NULL;
-    if (get_row(args[1], &cv, 0, 'd', "cum") != 0) {
-        PyBuffer_Release(&ev);
-        return NULL;
-    }
-    Py_ssize_t n = ev.shape[0], nb = cv.shape[0], tok = -1;
-    if (block > 0 && nb == (n + block - 1) / block && n > 0) {
-        const float *e = ev.buf;
-        const double *cum = cv.buf;
-        Py_ssize_t blk = 0;
-        while (blk < nb - 1 && cum[blk] <= u)
-            blk++;
-        double lo = blk ? cum[blk - 1] : 0.0, mass = cum[blk] - lo;
-        Py_ssize_t start = blk * block, len = start + block <= n ? block : n - start;
-        double total = 0.0;
-        for (Py_ssize_t i = 0; i < len; i++)
-            total += start + i == exclude ? 0.0 : (double)e[start + i];
-        double r = mass > 0.0 ? (u - lo) * (total / mass) : 0.0, run = 0.0;
-        Py_ssize_t j = 0;
-        for (; j < len - 1; j++) {
-            run += start + j == exclude ? 0.0 : (double)e[start + j];
-            if (run > r)
-                break;
-        }
-        tok = start + j;
-    }
-    PyBuffer_Release(&ev);
-    PyBuffer_Release(&cv);
+    Py_ssize_t n = v[0].shape[0], nb = v[1].shape[0], tok = -1;
+    if (n > 0 && nb == (n + block - 1) / block)
+        tok = pick_impl(v[0].buf, n, v[1].buf, nb, block, u, exclude);
+    release_rows(v, 2);
     if (tok < 0) {
-        PyErr_SetString(PyExc_ValueError, "need a non-empty e, a positive block and ceil(len(e) / block) block sums");
+        PyErr_SetString(PyExc_ValueError, "need a non-empty e and ceil(len(e) / block) block sums");
         return NULL;
     }
     return PyLong_FromSsize_t(tok);
