@@ -130,3 +130,35 @@ def test_a_read_only_output_is_refused():
     e.flags.writeable = False
     with pytest.raises((TypeError, ValueError, BufferError)):
         K.prepare(np.zeros(4, np.float32), e, np.empty(1), BLOCK, 0.0)
+
+
+@pytest.mark.parametrize("power", [1 / 0.7, 1 / 0.4, 1 / 1.5, 20.0])
+def test_tempered_weights_are_e_over_the_top_to_the_power(power):
+    """(e / top)^power by log and exp in float32: within 3 x (|ln w| + 2) x 2^-24 of np.power in
+    float64 (the float32 log of a small ratio carries its ulp into the power; the weights that
+    carry the mass are the accurate ones), 0 where e is 0, and the total is their sum."""
+    rng = np.random.default_rng(int(power * 10))
+    x = (rng.standard_normal(50_000) * 6).astype(np.float32)
+    x[:5] = [-np.inf, -200.0, -90.0, 0.0, 3.0]
+    e, _ = _prepare(x)
+    w = np.empty_like(e)
+    top = float(e.max())
+    total = K.tempered(e, w, top, power)
+    ref = (e.astype(np.float64) / top) ** power
+    live = ref > 1e-30
+    allowed = 3 * (np.abs(np.log(ref[live])) + 2) * 2.0**-24  # relative
+    assert np.all(np.abs(w[live] - ref[live]) <= allowed * ref[live])
+    assert w[:3].tolist() == [0.0, 0.0, 0.0]
+    assert total == pytest.approx(ref.sum(), rel=1e-5)
+    assert total == pytest.approx(w.sum(dtype=np.float64), rel=1e-6)
+
+
+@pytest.mark.parametrize("call", [
+    lambda: K.tempered(np.ones(4, np.float32), np.empty(3, np.float32), 1.0, 2.0),
+    lambda: K.tempered(np.ones(4, np.float32), np.empty(4, np.float32), 0.0, 2.0),
+    lambda: K.tempered(np.ones(4, np.float64), np.empty(4, np.float32), 1.0, 2.0),
+    lambda: K.tempered(np.ones(4, np.float32), np.empty(4, np.float32), 1.0),
+])
+def test_tempered_refuses_bad_arguments(call):
+    with pytest.raises((TypeError, ValueError, BufferError)):
+        call()

@@ -14,6 +14,7 @@
  * Module functions (buffers: C-contiguous; float32 rows, float64 block sums), and LANES:
  *   prepare(x, e, cum, block, shift)
  *   pick(e, cum, block, u, exclude) -> token
+ *   tempered(e, w, top, power) -> total
  *   mass_above(e, threshold, before, block) -> (sum of e > threshold, count of e == threshold in e[:before])
  */
 
@@ -61,6 +62,60 @@ static inline float row_expf(float x)
     float scale;
     memcpy(&scale, &bits, sizeof scale);
     return x >= -87.33654f ? y * scale : 0.0f;
+}
+
+/* ln(x) for a positive normal float (Cephes' logf: x = 2^k * m, m in [sqrt(1/2), sqrt(2)),
+ * ln(m) by a degree-9 polynomial in m - 1): about 1 ulp; 0 and subnormals give -88 (their
+ * tempered weight is 0 below), and lazy_dist never passes anything else */
+static inline float row_logf(float x)
+{
+    int32_t ix;
+    memcpy(&ix, &x, sizeof ix);
+    int32_t k = ((ix >> 23) & 0xff) - 127;
+    int32_t mi = (ix & 0x007fffff) | 0x3f800000; /* m in [1, 2) */
+    float m;
+    memcpy(&m, &mi, sizeof m);
+    int big = m > 1.41421356f;
+    m = big ? m * 0.5f : m;
+    float kf = (float)(k + big);
+    float z = m - 1.0f, z2 = z * z;
+    float y = 7.0376836292e-2f;
+    y = y * z - 1.1514610310e-1f;
+    y = y * z + 1.1676998740e-1f;
+    y = y * z - 1.2420140846e-1f;
+    y = y * z + 1.4249322787e-1f;
+    y = y * z - 1.6668057665e-1f;
+    y = y * z + 2.0000714765e-1f;
+    y = y * z - 2.4999993993e-1f;
+    y = y * z + 3.3333331174e-1f;
+    y = y * z * z2;
+    y = y + kf * -2.12194440e-4f;
+    y = y - 0.5f * z2;
+    float r = z + y + kf * 0.693359375f;
+    return x >= 1.17549435e-38f ? r : -88.0f;
+}
+
+/* w[i] = (e[i] / top)^power = exp((ln e[i] - ln top) * power): the tempered weights, read
+ * from e (the logits are gone after the next decode); their sum in the lane order */
+ROW_LOOP static double tempered_impl(const float *restrict e, float *restrict w, Py_ssize_t n, float log_top, float power)
+{
+    float acc[LANES] = {0};
+    Py_ssize_t full = n - n % LANES;
+    for (Py_ssize_t i = 0; i < full; i += LANES)
+        for (int j = 0; j < LANES; j++) {
+            float v = e[i + j] > 0.0f ? row_expf((row_logf(e[i + j]) - log_top) * power) : 0.0f;
+            w[i + j] = v;
+            acc[j] += v;
+        }
+    double total = 0.0;
+    for (Py_ssize_t i = full; i < n; i++) {
+        float v = e[i] > 0.0f ? row_expf((row_logf(e[i]) - log_top) * power) : 0.0f;
+        w[i] = v;
+        total += v;
+    }
+    for (int j = 0; j < LANES; j++)
+        total += acc[j];
+    return total;
 }
 
 /* e[i] = exp(x[i] - shift) for i < n, and their sum in the lane order (one loop: 15% faster
@@ -289,10 +344,48 @@ static PyObject *pick(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     return PyLong_FromSsize_t(tok);
 }
 
+PyDoc_STRVAR(tempered_doc,
+"tempered(e, w, top, power) -> total\n\n"
+"Writes w = (e / top)^power (0 where e is 0), computed as exp((ln e - ln top) * power), and\n"
+"returns its sum (float32 lanes by blocks of 1,024 tokens, accumulated in double).");
+
+static PyObject *tempered(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    static const struct row_spec specs[2] = {{0, 'f', "e"}, {1, 'f', "w"}};
+    (void)self;
+    if (nargs != 4) {
+        PyErr_SetString(PyExc_TypeError, "tempered(e, w, top, power)");
+        return NULL;
+    }
+    double top = PyFloat_AsDouble(args[2]), power = PyFloat_AsDouble(args[3]);
+    Py_buffer v[2];
+    if (PyErr_Occurred() || take_rows(args, v, specs, 2) != 0)
+        return NULL;
+    Py_ssize_t n = v[0].shape[0];
+    int ok = v[1].shape[0] == n && top > 0.0;
+    double total = 0.0;
+    if (ok) {
+        float log_top = row_logf((float)top);
+        const float *e = v[0].buf;
+        float *w = v[1].buf;
+        Py_BEGIN_ALLOW_THREADS
+        for (Py_ssize_t lo = 0; lo < n; lo += 1024) /* 64 values a lane, as prepare's blocks */
+            total += tempered_impl(e + lo, w + lo, n - lo < 1024 ? n - lo : 1024, log_top, (float)power);
+        Py_END_ALLOW_THREADS
+    }
+    release_rows(v, 2);
+    if (!ok) {
+        PyErr_SetString(PyExc_ValueError, "need w as long as e and a positive top");
+        return NULL;
+    }
+    return PyFloat_FromDouble(total);
+}
+
 static PyMethodDef methods[] = {
     {"prepare", (PyCFunction)(void (*)(void))prepare, METH_FASTCALL, prepare_doc},
     {"mass_above", (PyCFunction)(void (*)(void))mass_above, METH_FASTCALL, mass_above_doc},
     {"pick", (PyCFunction)(void (*)(void))pick, METH_FASTCALL, pick_doc},
+    {"tempered", (PyCFunction)(void (*)(void))tempered, METH_FASTCALL, tempered_doc},
     {NULL, NULL, 0, NULL},
 };
 

@@ -13,8 +13,6 @@ Imports: numpy, _row_kernels, and distribution.py (Dist, SamplingParams, the ref
 
 from __future__ import annotations
 
-import threading
-
 import numpy as np
 
 from .distribution import Dist, SamplingParams, choose, distribution
@@ -24,22 +22,6 @@ try:
 except ImportError as exc:  # a checkout used without the set-up's `pip install -e .`
     raise ImportError(f"Tandem's row kernels are not built ({exc}); run `pip install -e .` in the checkout "
                       "(bash packaging/test.sh does it)") from exc
-
-_SCRATCH = threading.local()
-
-
-def _scratch(n: int, dtype: type = np.float64) -> np.ndarray:
-    """A work buffer of n values, one per thread and dtype, reused: a fresh 1.2 MB array per
-    read (152k float64 weights) costs a page fault per 4 KB on first touch, ~300 us in a VM.
-    Nothing keeps it past a call."""
-    bufs = getattr(_SCRATCH, "bufs", None)
-    if bufs is None:
-        bufs = _SCRATCH.bufs = {}
-    buf = bufs.get(dtype)
-    if buf is None or buf.shape[0] < n:
-        buf = bufs[dtype] = np.empty(n, dtype=dtype)
-    return buf[:n]
-
 
 class LazyDist(Dist):
     """The target's filtered distribution over one logits row, computed only as far as needed.
@@ -77,8 +59,7 @@ class LazyDist(Dist):
         self._e_top: int | None = None  # the first index of the largest e, computed when needed
         self._sparse: Dist | None = None
         self._dense = False  # the sparse form lists every token in id order
-        self._dense_total: float | None = None  # with no filter: the normaliser (`_dense_norm`)
-        self._dense_w: dict[int, float] = {}  # with no filter: weights read so far
+        self._tempered_w: tuple[np.ndarray, float] | None = None  # with no filter: `_tempered()`
         self._emax: float | None = None
         self._simple = bool(params.top_k) or params.temperature > 1.0 or params.temperature < 0.05
         self._x = np.array(raw, dtype=np.float64) if self._simple else None  # `distribution` reads the logits
@@ -105,33 +86,24 @@ class LazyDist(Dist):
         """No filter drops a token (top-p 1, no min-p): the server's default among others."""
         return not self._simple and self.params.top_p >= 1.0 and self.params.min_p <= 0.0
 
-    def _dense_weights(self, out: np.ndarray) -> np.ndarray:
-        """Every token's weight e^(1/T) (scaled by the bound), in float64, into `out`."""
-        t = self.params.temperature
-        if t == 1.0:
-            np.copyto(out, self._e)
-        else:
-            np.divide(self._e, self._bound, out=out)
-            np.power(out, 1.0 / t, out=out)
-        return out
-
-    def _dense_norm(self, w: np.ndarray | None) -> float:
-        """The explicit form's normaliser with no filter: at T 1 the weights are e itself and
-        the total is the proposal's own (no pass); else the float64 sum of the weights `w`."""
-        if self._dense_total is None:
-            self._dense_total = self._total() if self.params.temperature == 1.0 else float(w.sum())  # type: ignore[union-attr]
-        return self._dense_total
+    def _tempered(self) -> tuple[np.ndarray, float]:
+        """Every token's weight with no filter, (e / e_top)^(1/T), and their total: at T 1 e
+        itself and the proposal's own total (no pass); else one kernel pass over e. The p/q
+        rule reads one token of it, the explicit form all of it."""
+        if self._tempered_w is None:
+            if self.params.temperature == 1.0:
+                self._tempered_w = (self._e, self._total())
+            else:
+                w = np.empty(self._e.shape[0], dtype=np.float32)
+                top = float(self._e[self._top])
+                self._tempered_w = (w, _row_kernels.tempered(self._e, w, top, 1.0 / self.params.temperature))
+        return self._tempered_w
 
     def _dense_prob(self, token: int) -> float:
-        """p(token) as the explicit form would give it (the same float64 operations on the same
-        values), without building that form: the p/q rule reads one token of a 152k-token row."""
-        if self.params.temperature == 1.0:
-            return float(self._e[token]) / self._dense_norm(None)
-        if token not in self._dense_w:
-            w = self._dense_weights(_scratch(self._e.shape[0], np.float64))
-            self._dense_norm(w)
-            self._dense_w[token] = float(w[token])
-        return self._dense_w[token] / self._dense_norm(None)
+        """p(token) as the explicit form gives it (the same weight over the same total),
+        without building that form."""
+        w, total = self._tempered()
+        return float(w[token]) / total
 
     def _min_p_floor(self) -> float:
         """min-p's cut on e (min-p times the largest e), or 0 when min-p is off."""
@@ -160,8 +132,8 @@ class LazyDist(Dist):
                     order = order[:max(cut, 1)]
                 elif p.min_p <= 0.0:  # every token, in id order (the server's default: T 1, no filter)
                     self._dense = True
-                    w = self._dense_weights(np.empty(e.shape[0], dtype=np.float64))
-                    w /= self._dense_norm(w)
+                    tw, total = self._tempered()
+                    w = tw.astype(np.float64) / total
                     self._sparse = Dist(np.arange(e.shape[0], dtype=np.int64), w)
                     return self._sparse
                 else:
