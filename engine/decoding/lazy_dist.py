@@ -23,17 +23,19 @@ except ImportError as exc:  # a checkout used without the set-up's `pip install 
     raise ImportError(f"Tandem's row kernels are not built ({exc}); run `pip install -e .` in the checkout "
                       "(bash packaging/test.sh does it)") from exc
 
+
 class LazyDist(Dist):
     """The target's filtered distribution over one logits row, computed only as far as needed.
 
-    Drawing needs no sort: a token is proposed from the raw softmax (one exp pass, block sums
-    by BLAS) and accepted by the filters and the temperature (rejection sampling, exact): a
-    token outside top-p or min-p is redrawn, and the temperature keeps a token with
+    Drawing needs no sort: a token is proposed from the raw softmax (one C pass writes e and
+    the block sums) and accepted by the filters and the temperature (rejection sampling,
+    exact): a token outside top-p or min-p is redrawn, and the temperature keeps a token with
     probability (e/B)^(1/T - 1), where B bounds every e. `ids`/`probs`/`prob()` build the sparse
     form (the speculative p/q rule and the tests read it) with the same float32 values, the
     same normaliser and the same membership test, so a drawn token always has the
-    probability the sparse form gives it. Top-k, T > 1 and tiny temperatures use the sparse
-    form for drawing too.
+    probability the sparse form gives it (with no filter at T != 1 the weights e^(1/T) come
+    from a float32 log and exp: up to ~1e-6 of a weight that carries mass). Top-k, T > 1 and
+    tiny temperatures use the sparse form for drawing too.
     """
 
     BLOCK = 1024
