@@ -15,7 +15,8 @@ same rows, one at a time, each repeated and the median kept:
   prepared candidate array, so filling the array is not counted against it);
 * a speculative step's verification with sampling (`verify`, the p/q rule) of 4 one-hot
   drafts (the rows' own top tokens, as prompt lookup or a greedy draft proposes) over 5
-  consecutive rows, at 0.7 / 0.9 and at 1.0 unfiltered.
+  consecutive rows, at 0.7 / 0.9, at 1.0 unfiltered, and at 0.7 unfiltered (a client that sends
+  only a temperature).
 
 Not a test: it asserts nothing; the numbers go to docs/benchmarks.md section 4.
 """
@@ -123,7 +124,8 @@ def measure(rows: Sequence[np.ndarray], repeat: int = 5) -> dict:
     from engine.decoding.sampling import verify
 
     for name, params in (("verify_k4_t0.7_top_p0.9", SamplingParams(TEMPERATURE, top_p=TOP_P, seed=3)),
-                         ("verify_k4_t1.0", SamplingParams(1.0, seed=3))):
+                         ("verify_k4_t1.0", SamplingParams(1.0, seed=3)),
+                         ("verify_k4_t0.7_no_filter", SamplingParams(TEMPERATURE, seed=3))):  # a client sending only a temperature
         sampler, ts = Sampler(params), []
         for i in range(0, len(rows) - 5, 5):
             block = np.stack(rows[i : i + 5])

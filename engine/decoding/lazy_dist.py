@@ -34,8 +34,9 @@ class LazyDist(Dist):
     form (the speculative p/q rule and the tests read it) with the same float32 values, the
     same normaliser and the same membership test, so a drawn token always has the
     probability the sparse form gives it (with no filter at T != 1 the weights e^(1/T) come
-    from a float32 log and exp: up to ~1e-6 of a weight that carries mass). Top-k, T > 1 and
-    tiny temperatures use the sparse form for drawing too.
+    from a float32 log and exp: within 3 (|ln w| + 2) 2^-24 of a weight w, a few parts per
+    million where the mass is). Top-k, T > 1 and tiny temperatures use the sparse form for
+    drawing too.
     """
 
     BLOCK = 1024
