@@ -31,8 +31,11 @@ bash "$ROOT/packaging/install_llama_cpp.sh" "$PYV"
 stamp="$VENV/.tandem-installed-$EXTRAS"
 # reinstall when the declared dependencies or the row kernels' C source (setup.py compiles
 # them into the checkout) changed, or the compiled kernels are missing
-changed=$(find "$ROOT/pyproject.toml" "$ROOT/setup.py" "$ROOT/engine" \( -name pyproject.toml -o -name setup.py -o -name '*.c' \) \
-  -newer "$stamp" 2>/dev/null | head -1)
+changed=""
+if [ -f "$stamp" ]; then
+  changed=$(find "$ROOT/pyproject.toml" "$ROOT/setup.py" "$ROOT/engine" \( -name pyproject.toml -o -name setup.py -o -name '*.c' \) \
+    -newer "$stamp" | head -1)
+fi
 built=$(find "$ROOT/engine/decoding" -maxdepth 1 \( -name '_row_kernels.*.so' -o -name '_row_kernels.*.pyd' \) | head -1)
 if [ ! -f "$stamp" ] || [ -n "$changed" ] || [ -z "$built" ]; then
   echo "Installing Tandem and its dependencies ($EXTRAS)..."
