@@ -24,5 +24,6 @@ def test_llama_cpp_chain_draws_inside_the_nucleus_and_every_sampler_is_timed():
     r = sampling_rows.measure(rows, repeat=2)
     assert r["rows"] == 12 and r["vocab"] == 320 and r["nucleus_tokens_max"] <= 3
     assert set(r["per_row"]) == {"argmax", "tandem_t0.7_top_p0.9", "tandem_t1.0", "llama_cpp_chain_t0.7_top_p0.9",
-                                 "verify_k4_t0.7_top_p0.9", "verify_k4_t1.0"}
+                                 "verify_k4_t0.7_top_p0.9", "verify_k4_t1.0", "verify_k4_t0.7_no_filter"}
+    assert all(v["median_us"] > 0 and v["mean_us"] > 0 for v in r["per_row"].values())
     assert "llama_cpp_chain" in sampling_rows.table(r)
