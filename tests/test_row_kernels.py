@@ -143,7 +143,7 @@ def test_tempered_weights_are_e_over_the_top_to_the_power(power):
     e, _ = _prepare(x)
     w = np.empty_like(e)
     top = float(e.max())
-    total = K.tempered(e, w, top, power)
+    total = K.tempered(e, w, top, power, BLOCK)
     ref = (e.astype(np.float64) / top) ** power
     live = ref > 1e-30
     allowed = 3 * (np.abs(np.log(ref[live])) + 2) * 2.0**-24  # relative
@@ -154,10 +154,11 @@ def test_tempered_weights_are_e_over_the_top_to_the_power(power):
 
 
 @pytest.mark.parametrize("call", [
-    lambda: K.tempered(np.ones(4, np.float32), np.empty(3, np.float32), 1.0, 2.0),
-    lambda: K.tempered(np.ones(4, np.float32), np.empty(4, np.float32), 0.0, 2.0),
-    lambda: K.tempered(np.ones(4, np.float64), np.empty(4, np.float32), 1.0, 2.0),
-    lambda: K.tempered(np.ones(4, np.float32), np.empty(4, np.float32), 1.0),
+    lambda: K.tempered(np.ones(4, np.float32), np.empty(3, np.float32), 1.0, 2.0, BLOCK),
+    lambda: K.tempered(np.ones(4, np.float32), np.empty(4, np.float32), 0.0, 2.0, BLOCK),
+    lambda: K.tempered(np.ones(4, np.float64), np.empty(4, np.float32), 1.0, 2.0, BLOCK),
+    lambda: K.tempered(np.ones(4, np.float32), np.empty(4, np.float32), 1.0, 2.0),
+    lambda: K.tempered(np.ones(4, np.float32), np.empty(4, np.float32), 1.0, 2.0, 0),
 ])
 def test_tempered_refuses_bad_arguments(call):
     with pytest.raises((TypeError, ValueError, BufferError)):

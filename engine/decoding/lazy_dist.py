@@ -53,6 +53,8 @@ class LazyDist(Dist):
         # nothing underflows that the shifted form would keep. e is owned (the logits view dies
         # at the next decode); the kernel writes it and the blocks' running sums in one pass.
         self._e = np.empty(x.shape[0], dtype=np.float32)
+        # the raw softmax's cumulative mass by block of BLOCK tokens (each block's float32 lane
+        # sum, accumulated in float64): the proposal's block masses, by definition
         self._cum = np.empty(-(-x.shape[0] // self.BLOCK), dtype=np.float64)
         _row_kernels.prepare(x, self._e, self._cum, self.BLOCK, 0.0 if 0.0 <= m <= self.UNSHIFTED_MAX else m)
         # a bound on every e for the temperature's acceptance: the top's e plus a margin for
@@ -99,7 +101,8 @@ class LazyDist(Dist):
             else:
                 w = np.empty(self._e.shape[0], dtype=np.float32)
                 top = float(self._e[self._top])
-                self._tempered_w = (w, _row_kernels.tempered(self._e, w, top, 1.0 / self.params.temperature))
+                total = _row_kernels.tempered(self._e, w, top, 1.0 / self.params.temperature, self.BLOCK)
+                self._tempered_w = (w, total)
         return self._tempered_w
 
     def _dense_prob(self, token: int) -> float:
@@ -183,13 +186,8 @@ class LazyDist(Dist):
                 return order, before, cut
         raise AssertionError("unreachable: the whole row always returns")
 
-    def _blocks(self) -> np.ndarray:
-        """Cumulative mass of the raw softmax per block of BLOCK tokens (each block's float32
-        lane sum, accumulated in float64): the proposal's block masses, by definition."""
-        return self._cum
-
     def _total(self) -> float:
-        return float(self._blocks()[-1])
+        return float(self._cum[-1])
 
     def _in_nucleus(self, token: int) -> bool:
         """Is `token` among the most likely tokens whose mass before it is under top-p (ties
@@ -243,7 +241,7 @@ class LazyDist(Dist):
         without that token (the residual after a one-hot draft was rejected); its block's
         mass is recomputed in float64 without it, so rounding leaves it no phantom mass."""
         p = self.params
-        e, cum = self._e, self._blocks()
+        e, cum = self._e, self._cum
         if exclude is not None and not 0 <= exclude < e.shape[0]:
             exclude = None  # not a token of this row: nothing to take out
         if exclude is not None:
