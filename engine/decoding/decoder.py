@@ -206,7 +206,10 @@ class Decoder:
         check_logit_bias(request.logit_bias, target.n_vocab)
         run.processors = request.row_processors()
         if request.grammar is not None:
-            run.grammar = GrammarState(target, request.grammar)
+            with self._step_lock:  # reads the target's vocabulary, which `close` frees
+                if self._closed:
+                    raise EngineClosedError("this engine was closed: load the model again")
+                run.grammar = GrammarState(target, request.grammar)
         run.context = list(prompt)
         run.pending = prompt[-1]
         cancel.watch(ctx)
@@ -220,7 +223,12 @@ class Decoder:
         (a fixed k > 0); under Auto it catches up the first time Auto decides to draft, so
         a run in which Auto never drafts costs what target alone costs."""
         ctx, cancel = self.ctx, run.cancel
-        keep = ctx.reuse_prefix(run.prompt)
+        with self._step_lock:  # every llama.cpp call runs under it: `close` frees the context after
+            if self._closed:
+                run.end("cancelled", "cancel")
+                run.t_prefill = time.perf_counter()
+                return
+            keep = ctx.reuse_prefix(run.prompt)
         todo = run.prompt[keep:-1]
         total, done = len(todo), 0
         yield PrefillEvent(0, total)
@@ -331,7 +339,11 @@ class Decoder:
         if run.acceptance is not None:
             run.acceptance.observe_step(offered, len(drafts), result.accepted, result.token)
         run.lookahead.feedback(len(drafts), result.accepted)
-        tokens = self._emit(run, drafts[: result.accepted] + [result.token], result, bool(drafts), rows)
+        with self._step_lock:  # pieces and end-of-generation come from the target's vocabulary
+            if self._closed:
+                run.end("cancelled", "cancel")
+                return StepResult([], None, True)
+            tokens = self._emit(run, drafts[: result.accepted] + [result.token], result, bool(drafts), rows)
         st = run.stats
         st.steps += 1
         st.drafted += len(drafts)

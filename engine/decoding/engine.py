@@ -182,6 +182,7 @@ class Engine(BaseEngine):
         self._check_open()
         key = self._draft_key(draft_model)
         with self._lock:
+            self._check_open()  # `close` may have run while this thread waited for the lock
             dec = self._decoders.get(key)
             if dec is not None:
                 return dec
@@ -284,6 +285,7 @@ class Engine(BaseEngine):
         `limit`: stop counting with `PromptTooLong` once the prompt cannot fit that many tokens."""
         self._check_open()
         with self._lock:
+            self._check_open()  # the target is freed under this lock: never tokenise with a freed one
             return prompt_tokens(self.target, prompt, chat=chat, system=system, limit=limit, tools=tools)
 
     # -- embeddings ----------------------------------------------------------------------
@@ -292,6 +294,7 @@ class Engine(BaseEngine):
         special-token text read as text); `limit`: `PromptTooLong` once it cannot fit."""
         self._check_open()
         with self._lock:
+            self._check_open()
             return tokenize_within(self.target, _encodable(text), limit, add_special=True, parse_special=False)
 
     def embeddings_refusal(self) -> str | None:
@@ -337,7 +340,10 @@ class Engine(BaseEngine):
             yield ev
 
     def first_divergence(self, prompt: Sequence[int], reference: Sequence[int], other: Sequence[int]) -> Divergence | None:
-        return first_divergence(self.target, prompt, reference, other)
+        self._check_open()
+        with self._lock:  # its own context on the target: `close` must not free the target under it
+            self._check_open()
+            return first_divergence(self.target, prompt, reference, other)
 
     def _log(self, stats: RunStats, dec: Decoder, req: GenerationRequest) -> None:
         if self.metrics_log is None:
@@ -362,8 +368,9 @@ class Engine(BaseEngine):
         if self._closed:
             return
         self._closed = True
-        for d in list(self._decoders.values()):
-            d.close()
+        with self._lock:  # a decoder still being made in another thread is finished, and closed here
+            for d in list(self._decoders.values()):
+                d.close()  # cancels its run and waits for the llama.cpp call in progress
         with self._embed_lock:  # a running embed stops at its next chunk (`_closed`), then it is freed
             if self._embedder is not None:
                 self._embedder.close()
