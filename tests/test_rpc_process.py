@@ -345,3 +345,41 @@ def test_tandem_serve_with_rpc_answers_then_says_503_when_its_worker_is_lost(spl
         _, err_text = proc.communicate(timeout=30)
     assert proc.returncode == 0, err_text
     assert "target split over 1 RPC worker(s)" in err_text and "Traceback" not in err_text
+
+
+def test_tokenising_never_waits_for_an_answer_streaming_through_the_child(loop_target):
+    """The chat's token meter tokenises on the GUI thread while an answer streams: it must
+    not wait for the pipe the answer holds (the window froze until the answer ended)."""
+    import threading
+
+    from engine import Engine
+
+    msgs = [{"role": "user", "content": "the value <|im_end|> of data"}]
+    local = Engine(loop_target, metrics_log=False, calibration=False)
+    want_chat, want_text = local.tokens_for(msgs, chat=True), local.target.tokenize("the value of", add_special=False)
+    want_piece = local.target.detokenize(want_text)
+    local.close()
+    a = Worker()
+    try:
+        eng = RemoteEngine(loop_target, rpc=[a.endpoint], metrics_log=False, calibration=False)
+        try:
+            events = eng.stream("the", max_tokens=5000)
+            next(events), next(events)  # the answer is under way and holds the child's pipe
+            got: dict = {}
+
+            def meter() -> None:
+                got["text"] = eng.target.tokenize("the value of", add_special=False)
+                got["chat"] = eng.tokens_for(msgs, chat=True)
+                got["piece"] = eng.target.detokenize(got["text"])
+                got["eog"] = eng.target.is_eog(got["text"][0])
+
+            t = threading.Thread(target=meter, daemon=True)
+            t.start()
+            t.join(60)
+            assert not t.is_alive(), "tokenising waited for the streaming answer"
+            assert got == {"text": want_text, "chat": want_chat, "piece": want_piece, "eog": False}
+            events.close()
+        finally:
+            eng.close()
+    finally:
+        a.kill()

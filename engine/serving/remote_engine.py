@@ -31,6 +31,8 @@ from ..errors import TandemError
 from ..decoding.events import Event
 from ..decoding.runtime import RuntimeParams, runtime_from
 from ..decoding.settings import GenerationRequest
+from ..decoding.engine import prompt_tokens
+from ..decoding.llama import Model
 
 DEFAULT_HANG_TIMEOUT_S = 30.0
 DEFAULT_CONNECT_TIMEOUT_S = 3.0
@@ -73,10 +75,14 @@ class RemoteCluster:
 
 
 class RemoteTarget:
-    """The parent's view of the target: metadata at hand, vocabulary calls forwarded."""
+    """The parent's view of the target: metadata at hand, and the vocabulary loaded here.
 
-    def __init__(self, owner: "RemoteEngine", path: Path, info: dict):
-        self._owner = owner
+    Tokenising never crosses the pipe: the child's pipe is held for a whole answer, and the
+    chat's token meter counts on the GUI thread while one streams (a wait there froze the
+    window). A vocabulary-only load reads no weights, and gives the child's exact tokens."""
+
+    def __init__(self, vocab: Model, path: Path, info: dict):
+        self._vocab = vocab
         self.path = path
         self.name: str = info["name"]
         self.architecture: str = info["architecture"]
@@ -85,19 +91,19 @@ class RemoteTarget:
         self.n_gpu_layers: int = info["n_gpu_layers"]
 
     def tokenize(self, text: str, *, add_special: bool = True, parse_special: bool = False) -> list[int]:
-        return self._owner._call("target", "tokenize", (text,), {"add_special": add_special, "parse_special": parse_special})
+        return self._vocab.tokenize(text, add_special=add_special, parse_special=parse_special)
 
     def detokenize(self, tokens: Sequence[int]) -> str:
-        return self._owner._call("target", "detokenize", (list(tokens),), {})
+        return self._vocab.detokenize(tokens)
 
-    def piece(self, token: int) -> bytes:
-        return self._owner._call("target", "piece", (int(token),), {})
+    def piece(self, token: int, *, special: bool = False) -> bytes:
+        return self._vocab.piece(int(token), special=special)
 
     def token_text(self, token: int) -> str:
-        return self._owner._call("target", "token_text", (int(token),), {})
+        return self._vocab.token_text(int(token))
 
     def is_eog(self, token: int) -> bool:
-        return self._owner._call("target", "is_eog", (int(token),), {})
+        return self._vocab.is_eog(int(token))
 
 
 # -- the parent ---------------------------------------------------------------------------------
@@ -171,7 +177,12 @@ class RemoteEngine(BaseEngine):
         child_ctrl.close()
         with self._lock:
             info = self._await_ready(on_progress)
-        self.target = RemoteTarget(self, self.path, info)
+        try:
+            self._vocab: Model | None = Model(self.path, vocab_only=True)
+        except BaseException:
+            self.close()
+            raise
+        self.target = RemoteTarget(self._vocab, self.path, info)
         self.rpc = RemoteCluster(list(self.endpoints), [tuple(s) for s in info["shares"]])
         self.on_lost = on_lost
 
@@ -319,8 +330,11 @@ class RemoteEngine(BaseEngine):
     # -- the Engine calls -----------------------------------------------------------------------
     def tokens_for(self, prompt: Any, *, chat: bool = False, system: str | None = None,
                    limit: int | None = None, tools: Any = None) -> list[int]:
-        return self._call("engine", "tokens_for", (prompt,), {"chat": chat, "system": system, "limit": limit,
-                                                              "tools": tools})
+        """The child's `Engine.tokens_for`, computed here from the same vocabulary and
+        template: it never waits for an answer streaming through the pipe."""
+        self._check_open()
+        assert self._vocab is not None
+        return prompt_tokens(self._vocab, prompt, chat=chat, system=system, limit=limit, tools=tools)
 
     def forget_prompts(self) -> None:
         """`Engine.forget_prompts` in the child."""
