@@ -81,7 +81,9 @@ def test_logprobs_are_the_targets_whatever_drafted_them(eng, tiny_draft, tiny_ta
     for d in ("lookup", "model"):  # the target as its own draft: its drafts are accepted
         _, got = run(eng, tiny_target, d, logprobs=3, logit_bias={300: -100.0})
         assert [t.token_id for t in got] == [t.token_id for t in ref]
-        assert [t.logprob for t in got] == pytest.approx([t.logprob for t in ref], abs=1e-4)
+        # verified in a batch: other matrix kernels than one token at a time, other rounding
+        # (4e-4 apart on AVX2 without AVX-512); a wrong row is off by far more (test_server.py)
+        assert [t.logprob for t in got] == pytest.approx([t.logprob for t in ref], abs=2e-3)
         assert d == "lookup" or any(t.provenance == "draft" for t in got)  # accepted drafts report the target's
     _, none = run(eng, tiny_draft, "model")
     assert all(t.logprob is None and t.top_logprobs is None for t in none)
