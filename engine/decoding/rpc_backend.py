@@ -15,7 +15,7 @@ there): the CLI and the app therefore run a split target in a child process
 with code 2 instead of a core dump.
 
 The RPC protocol has no authentication and no encryption: loopback by default, and an SSH
-tunnel (README) for other hosts.
+tunnel (docs/rpc.md) for other hosts.
 """
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ GB = 1e9
 SECURITY_WARNING = (
     "warning: the RPC protocol has no authentication or encryption: anyone who can reach "
     "{endpoint} can use this machine's devices and read what they compute. Use it only on a "
-    "trusted network, or bind to 127.0.0.1 and reach it through an SSH tunnel (see the README)."
+    "trusted network, or bind to 127.0.0.1 and reach it through an SSH tunnel (see docs/rpc.md)."
 )
 
 
