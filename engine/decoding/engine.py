@@ -58,12 +58,14 @@ def _encodable(value: Any) -> Any:
 
 
 def prompt_tokens(model: Model, prompt: Prompt, *, chat: bool = False, system: str | None = None,
-                  limit: int | None = None, tools: Sequence[Mapping[str, Any]] | None = None) -> list[int]:
+                  limit: int | None = None, tools: Sequence[Mapping[str, Any]] | None = None,
+                  parse_special: bool = False) -> list[int]:
     """Prompt tokens for a model: text (raw or through its chat template), chat messages, or
     token ids. `Engine.tokens_for` and the lookup replay (which has only a vocabulary) share it.
 
     `limit` (the context size): raise `PromptTooLong` as soon as the prompt clearly cannot
-    fit instead of tokenising all of it (see `prompt_fit`)."""
+    fit instead of tokenising all of it (see `prompt_fit`). `parse_special`: control-token
+    text inside chat messages becomes control tokens (unsafe; see `chat.chat_tokens`)."""
     prompt, system = _encodable(prompt), _encodable(system) if system else system
     if isinstance(prompt, str):
         if not prompt.strip():
@@ -79,7 +81,7 @@ def prompt_tokens(model: Model, prompt: Prompt, *, chat: bool = False, system: s
         messages = list(prompt)  # type: ignore[arg-type]
         if system and not any(m.get("role") == "system" for m in messages):
             messages.insert(0, {"role": "system", "content": system})
-    return chat_tokens(model, messages, limit=limit, tools=tools)
+    return chat_tokens(model, messages, limit=limit, tools=tools, parse_special=parse_special)
 
 
 class Engine(BaseEngine):
@@ -279,14 +281,17 @@ class Engine(BaseEngine):
 
     # -- prompts -------------------------------------------------------------------------
     def tokens_for(self, prompt: Prompt, *, chat: bool = False, system: str | None = None,
-                   limit: int | None = None, tools: Sequence[Mapping[str, Any]] | None = None) -> list[int]:
+                   limit: int | None = None, tools: Sequence[Mapping[str, Any]] | None = None,
+                   parse_special: bool = False) -> list[int]:
         """Prompt tokens: text (raw or through the chat template), chat messages, or token ids.
 
-        `limit`: stop counting with `PromptTooLong` once the prompt cannot fit that many tokens."""
+        `limit`: stop counting with `PromptTooLong` once the prompt cannot fit that many tokens.
+        `parse_special`: control-token text inside chat messages becomes control tokens (unsafe)."""
         self._check_open()
         with self._lock:
             self._check_open()  # the target is freed under this lock: never tokenise with a freed one
-            return prompt_tokens(self.target, prompt, chat=chat, system=system, limit=limit, tools=tools)
+            return prompt_tokens(self.target, prompt, chat=chat, system=system, limit=limit, tools=tools,
+                                 parse_special=parse_special)
 
     # -- embeddings ----------------------------------------------------------------------
     def embedding_tokens(self, text: str, *, limit: int | None = None) -> list[int]:
@@ -324,11 +329,13 @@ class Engine(BaseEngine):
         `prompt` is a str, chat messages, token ids, or a whole `GenerationRequest`; the
         keywords are those of `GenerationRequest.from_options` (draft_model, lookahead,
         max_tokens, temperature, top_k, top_p, min_p, seed, stop, chat, system, tag, logit_bias,
-        penalties, logprobs, grammar: GBNF text with a `root` rule, json_schema: a dict).
+        penalties, logprobs, grammar: GBNF text with a `root` rule, json_schema: a dict,
+        parse_special: read control-token text in chat messages as control tokens, unsafe).
         Inputs are checked here, before anything runs."""
         self._check_open()
         req = self.request(prompt, **options)
-        tokens = self.tokens_for(req.prompt, chat=req.chat, system=req.system, limit=self.n_ctx)
+        tokens = self.tokens_for(req.prompt, chat=req.chat, system=req.system, limit=self.n_ctx,
+                                 parse_special=req.parse_special)
         dec = self.decoder(req.draft)
         return self._run(dec, tokens, req, cancel)
 

@@ -170,6 +170,7 @@ class Model:
         )
         self._pieces: dict[int, bytes] = {}
         self._max_token_bytes: int | None = None
+        self._control_texts: tuple[str, ...] | None = None
         self._special_pieces: dict[int, bytes] = {}
         self._eog: dict[int, bool] = {}
 
@@ -194,6 +195,15 @@ class Model:
             self._max_token_bytes = max((len(llama_cpp.llama_vocab_get_text(self._vocab, t) or b"")
                                          for t in range(self.n_vocab)), default=1)
         return self._max_token_bytes
+
+    def control_texts(self) -> tuple[str, ...]:
+        """Texts that tokenise as control tokens only when special tokens are parsed (chat
+        markup such as `<|im_end|>`, and `<unk>`): the ones message text must not produce."""
+        if self._control_texts is None:
+            flags = llama_cpp.LLAMA_TOKEN_ATTR_CONTROL | llama_cpp.LLAMA_TOKEN_ATTR_UNKNOWN
+            self._control_texts = tuple(sorted({self.token_text(t) for t in range(self.n_vocab)
+                                                if llama_cpp.llama_vocab_get_attr(self._vocab, t) & flags} - {""}))
+        return self._control_texts
 
     def token_text(self, token: int) -> str:
         """The vocabulary entry itself (for display/debugging, not for output text)."""

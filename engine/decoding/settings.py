@@ -77,6 +77,9 @@ class GenerationRequest:
     # `json_schema` (a dict, or its JSON text) is compiled into `grammar` here, once.
     grammar: str | None = None
     json_schema: InitVar[Any] = None
+    # True: control-token text inside chat messages (`<|im_end|>`) becomes control tokens, as
+    # it once did; it lets message text end its turn and forge others. Off: it stays text.
+    parse_special: bool = False
     # True when the policy was parsed here from an int or "auto": each run then gets a
     # fresh copy (Auto keeps per-run probe state); a policy object given is used as is.
     _parsed: bool = field(default=False, init=False, repr=False, compare=False)
@@ -108,8 +111,9 @@ class GenerationRequest:
             self.grammar = json_schema_grammar(json_schema)
         elif self.grammar is not None:
             self.grammar = check_grammar(self.grammar)
-        if not isinstance(self.chat, bool):
-            raise TandemError(f"chat must be True or False, got {self.chat!r}"[:200])
+        for name in ("chat", "parse_special"):
+            if not isinstance(getattr(self, name), bool):
+                raise TandemError(f"{name} must be True or False, got {getattr(self, name)!r}"[:200])
         for name in ("system", "tag"):
             value = getattr(self, name)
             if value is not None and not isinstance(value, str):
@@ -141,12 +145,13 @@ class GenerationRequest:
         logprobs: int | None = None,
         grammar: str | None = None,
         json_schema: Any = None,
+        parse_special: bool = False,
     ) -> "GenerationRequest":
         """The keyword form of `engine.generate` / `Engine.stream`."""
         sampling = SamplingParams(temperature=temperature, top_k=top_k, top_p=top_p, min_p=min_p, seed=seed)
         return cls(prompt, draft_model, lookahead, max_tokens, sampling, stop, chat, system, tag,  # type: ignore[arg-type]
                    logit_bias=logit_bias, penalties=penalties, logprobs=logprobs, grammar=grammar,
-                   json_schema=json_schema)
+                   json_schema=json_schema, parse_special=parse_special)
 
     def live_lookahead(self) -> LiveLookahead:
         """The handle the decoder reads each step: the one given, or a new one around this

@@ -65,13 +65,14 @@ class Completions:
             return self.served.draft
         return "lookup" if choice == "lookup" else None
 
-    async def prompt_tokens(self, prompt: Any, chat: bool, tools: Any = None) -> list[int]:
+    async def prompt_tokens(self, prompt: Any, chat: bool, tools: Any = None, parse_special: bool = False) -> list[int]:
         """The prompt's tokens (with the tools offered), counted only as far as the context
-        holds (a 400 beyond it)."""
+        holds (a 400 beyond it); `parse_special`: control-token text in messages is markup."""
         eng = self.eng
         param = "messages" if chat else "prompt"
         try:
-            tokens = await run_in_threadpool(eng.tokens_for, prompt, chat=chat, limit=eng.n_ctx, tools=tools)
+            tokens = await run_in_threadpool(eng.tokens_for, prompt, chat=chat, limit=eng.n_ctx, tools=tools,
+                                             parse_special=parse_special)
         except RpcError as e:  # the split target's worker is gone: the server's trouble, not the request's
             raise failure(GenerationFailed(str(e), user=False, lost_worker=True))
         except PromptTooLong as e:
@@ -100,12 +101,13 @@ class Completions:
         prompt: Any = req.engine_messages() if isinstance(req, ChatCompletionRequest) else req.text
         tools = ToolUse(req, eng.target.chat_template) if isinstance(req, ChatCompletionRequest) else None
         draft = self.draft_spec(req.draft)
+        parse_special = bool(getattr(req, "parse_special_in_content", False))
         bias, penalties = self.logit_controls(req)
         constraint = self.constraint(req)
         request_id = uuid.uuid4().hex[:24]
         job = self.admit(kind, request_id)
         try:
-            tokens = await self.prompt_tokens(prompt, chat, tools.tools if tools else None)
+            tokens = await self.prompt_tokens(prompt, chat, tools.tools if tools else None, parse_special)
         except BaseException:
             self.queue.finish(job)
             raise
@@ -120,7 +122,7 @@ class Completions:
                 temperature=self.config.temperature if req.temperature is None else req.temperature,
                 top_p=1.0 if req.top_p is None else req.top_p, top_k=req.top_k or 0, min_p=req.min_p or 0.0,
                 seed=req.seed, stop=req.stop_list, chat=chat, tag="server", logit_bias=bias,
-                penalties=penalties, logprobs=req.logprobs_top, **constraint)
+                penalties=penalties, logprobs=req.logprobs_top, parse_special=parse_special, **constraint)
             base = tools.constrain(base) if tools else base
         except TandemError as e:
             self.queue.finish(job)

@@ -3,8 +3,8 @@
 Unknown fields are accepted and ignored (clients send many); fields Tandem cannot honour
 (images, the legacy `functions`) are refused with a message saying so rather than
 silently dropped. Tools come in OpenAI's shape (`tools`, `tool_choice`, tool messages,
-assistant messages with `tool_calls`). Tandem's own extensions: `lookahead`, `draft`, `provenance`, plus
-llama.cpp's `top_k` and `min_p`.
+assistant messages with `tool_calls`). Tandem's own extensions: `lookahead`, `draft`, `provenance`,
+`parse_special_in_content` (chat), plus llama.cpp's `top_k` and `min_p`.
 """
 
 from __future__ import annotations
@@ -221,6 +221,9 @@ class ChatCompletionRequest(_Generation):
     function_call: Any = None
     logprobs: bool | None = None
     top_logprobs: int | None = Field(None, ge=0, le=20)
+    # Tandem's: read control-token text inside messages (`<|im_end|>`) as control tokens, as
+    # raw llama.cpp prompts do. Unsafe (message text can forge turns); off, it stays text.
+    parse_special_in_content: bool = Field(False, strict=True)
 
     @model_validator(mode="after")
     def _top_needs_logprobs(self) -> "ChatCompletionRequest":
