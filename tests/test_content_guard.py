@@ -81,6 +81,36 @@ def test_the_guard_marks_only_control_text_and_finds_it_again():
     assert g.pieces(clean, []) == [(clean, True)]
 
 
+def test_a_cut_drops_the_whitespace_a_stripping_control_token_would_eat():
+    g = ContentGuard(["<|a|>", "<|b|>"], lstrip=["<|b|>"], rstrip=["<|a|>"])
+    marked = g.wrap("x<|b|>y")
+    clean, spans = g.unwrap(f"<|a|>\n {marked} \n<|b|>")
+    assert g.pieces(clean, spans) == [("<|a|>", True), ("x<|b|>y", False), ("<|b|>", True)]
+
+
+def test_a_model_whose_control_tokens_eat_whitespace_gets_the_same_cut_as_llama_cpps(models_dir, vocab):
+    """llama.cpp strips the whitespace after each control token of Phi-3 models: the plain-text
+    piece after one must not keep it (it would be a token the model never sees there)."""
+    from engine.models.tinymodel import CONTROL, Vocab, write_model
+
+    toks, types = list(vocab.tokens), list(vocab.types)
+    toks[-1], types[-1] = "<|endoftext|>", CONTROL  # llama.cpp's Phi-3 rules name it
+    path = write_model(models_dir / "phi3.gguf", seed=1, vocab=Vocab(toks, list(vocab.scores), types), name="tiny-phi3")
+    m = Model(path)
+    try:
+        assert "<|im_start|>" in m.control_strips()[1]
+        text = "<|im_start|>\n\nhello there<|im_end|>"
+        expected = m.tokenize(text, add_special=False, parse_special=True)
+        assert m.tokenize("\n\nhello there", add_special=False, parse_special=False)[0] != expected[1]  # it did strip
+        g = ContentGuard(m.control_texts(), lstrip=m.control_strips()[0], rstrip=m.control_strips()[1])
+        clean, spans = g.unwrap(f"<|im_start|>\n\nhello {g.wrap('<s>')} there<|im_end|>")
+        got = [t for piece, special in g.pieces(clean, spans)
+               for t in m.tokenize(piece, add_special=False, parse_special=special)]
+        assert got[:2] == expected[:2] and m.bos not in got
+    finally:
+        m.close()
+
+
 # -- the Python API ------------------------------------------------------------------------------
 def test_control_text_in_a_user_message_stays_text(model):
     safe = chat_tokens(model, EVIL)

@@ -133,7 +133,8 @@ def _guarded_text(model: Any, messages: Sequence[Message], tools: Sequence[Mappi
     or changed the text around them would leave that text unprotected): else ChatML,
     whose text is the conversation's as given, renders it."""
     texts = model.control_texts() if hasattr(model, "control_texts") else ()
-    guard = ContentGuard(texts)
+    lstrip, rstrip = model.control_strips() if hasattr(model, "control_strips") else ((), ())
+    guard = ContentGuard(texts, lstrip=lstrip, rstrip=rstrip)
     marked_messages, marked_tools = guard.wrap(list(messages)), guard.wrap(tools) if tools else tools
     now = datetime.datetime.now()
     plain, why = _render(messages, model.chat_template, tools=tools, now=now, **kw)

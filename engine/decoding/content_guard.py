@@ -24,12 +24,16 @@ import secrets
 from typing import Any, Iterable, Mapping, Sequence
 
 Span = tuple[int, int]  # [start, end) in the prompt text
+_SPACE = " \t\n\v\f\r"  # what C's isspace() strips, as llama.cpp's tokenizer does
 
 
 class ContentGuard:
     """Marks one conversation's control-token texts, and finds them again after rendering."""
 
-    def __init__(self, control_texts: Iterable[str]):
+    def __init__(self, control_texts: Iterable[str], *, lstrip: Iterable[str] = (), rstrip: Iterable[str] = ()):
+        """`lstrip`: control texts that eat the whitespace before them, `rstrip`: after them
+        (llama.cpp's token attributes, set for some models); a piece cut there drops it too."""
+        self.lstrip, self.rstrip = frozenset(lstrip), frozenset(rstrip)
         texts = sorted({t for t in control_texts if t}, key=len, reverse=True)  # longest first, as llama.cpp
         self.finder: re.Pattern[str] | None = re.compile("|".join(map(re.escape, texts))) if texts else None
         nonce = f"{secrets.randbits(64):020d}"
@@ -82,16 +86,21 @@ class ContentGuard:
             i = bisect.bisect_right(ends, a)
             return i < len(spans) and spans[i][0] < b
 
-        markup = [(m.start(), m.end()) for m in self.finder.finditer(text) if not marked(m.start(), m.end())]
+        markup = [m for m in self.finder.finditer(text) if not marked(m.start(), m.end())]
         out: list[tuple[str, bool]] = []
         run = prev_end = 0  # run: where the piece being gathered (special parsing on) starts
-        for start, end in markup + [(len(text), len(text))]:
+        before = ""  # the markup control text before the current stretch
+        for start, end, after in [(m.start(), m.end(), m.group(0)) for m in markup] + [(len(text), len(text), "")]:
             if marked(prev_end, start):
                 if run < prev_end:
                     out.append((text[run:prev_end], True))
-                out.append((text[prev_end:start], False))
+                piece = text[prev_end:start]
+                piece = piece.lstrip(_SPACE) if before in self.rstrip else piece
+                piece = piece.rstrip(_SPACE) if after in self.lstrip else piece
+                if piece:
+                    out.append((piece, False))
                 run = start
-            prev_end = end
+            prev_end, before = end, after
         if run < len(text):
             out.append((text[run:], True))
         return out

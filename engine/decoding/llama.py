@@ -170,7 +170,7 @@ class Model:
         )
         self._pieces: dict[int, bytes] = {}
         self._max_token_bytes: int | None = None
-        self._control_texts: tuple[str, ...] | None = None
+        self._controls: dict[str, int] | None = None  # control-token text -> its attributes
         self._special_pieces: dict[int, bytes] = {}
         self._eog: dict[int, bool] = {}
 
@@ -196,14 +196,25 @@ class Model:
                                          for t in range(self.n_vocab)), default=1)
         return self._max_token_bytes
 
+    def _control_attrs(self) -> dict[str, int]:
+        if self._controls is None:
+            flags = llama_cpp.LLAMA_TOKEN_ATTR_CONTROL | llama_cpp.LLAMA_TOKEN_ATTR_UNKNOWN
+            attrs = (llama_cpp.llama_vocab_get_attr(self._vocab, t) for t in range(self.n_vocab))
+            self._controls = {self.token_text(t): a for t, a in enumerate(attrs) if a & flags}
+            self._controls.pop("", None)
+        return self._controls
+
     def control_texts(self) -> tuple[str, ...]:
         """Texts that tokenise as control tokens only when special tokens are parsed (chat
         markup such as `<|im_end|>`, and `<unk>`): the ones message text must not produce."""
-        if self._control_texts is None:
-            flags = llama_cpp.LLAMA_TOKEN_ATTR_CONTROL | llama_cpp.LLAMA_TOKEN_ATTR_UNKNOWN
-            self._control_texts = tuple(sorted({self.token_text(t) for t in range(self.n_vocab)
-                                                if llama_cpp.llama_vocab_get_attr(self._vocab, t) & flags} - {""}))
-        return self._control_texts
+        return tuple(sorted(self._control_attrs()))
+
+    def control_strips(self) -> tuple[frozenset[str], frozenset[str]]:
+        """(control texts that eat the whitespace before them, those that eat the whitespace
+        after them), as llama.cpp's tokenizer does for some models (Phi-3)."""
+        attrs = self._control_attrs()
+        return (frozenset(t for t, a in attrs.items() if a & llama_cpp.LLAMA_TOKEN_ATTR_LSTRIP),
+                frozenset(t for t, a in attrs.items() if a & llama_cpp.LLAMA_TOKEN_ATTR_RSTRIP))
 
     def token_text(self, token: int) -> str:
         """The vocabulary entry itself (for display/debugging, not for output text)."""
