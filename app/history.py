@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
+from .history_readonly import copy_read_only, existing_side_files, is_read_only_error, read_only_reason, remove_created
 from .history_repair import Damaged, is_damage, looks_like_sqlite, move_aside, salvage
 
 SCHEMA = """
@@ -163,17 +164,25 @@ class History:
         self.notice: str | None = None  # for the window: what happened to a damaged database
         self.backup: Path | None = None  # where a damaged database was moved
         self.on_write_error: Callable[[str], None] | None = None  # the window's error display
+        self.read_only = False  # the file could not be written: its chats were copied into memory
         self._db = self._open()
 
     def _open(self) -> sqlite3.Connection:
+        before = existing_side_files(self.path)
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             if not looks_like_sqlite(self.path):  # before SQLite opens it (and maybe drops its WAL)
                 raise Damaged("not an SQLite database")
+            why = read_only_reason(self.path)  # before any write: not half migrated, no side file left read-only
+            if why is not None:
+                return self._read_only(why)
             return _connect(str(self.path))
         except _UnknownSchema as e:
             return self._set_aside_unknown(str(e))
         except sqlite3.DatabaseError as e:
+            if is_read_only_error(e):  # refused although the checks said writable (a policy, another owner)
+                remove_created(before, self.path)
+                return self._read_only(_write_reason(e))
             if not is_damage(e):
                 return self._in_memory(str(e))
             reason = str(e)
@@ -201,6 +210,17 @@ class History:
             return self._in_memory(f"its layout is not this version's ({reason}) and it could not be moved aside: {e}")
         self.notice = (f"The chat history database has a layout this version of Tandem does not know ({reason[:120]}); "
                        f"it was moved, unchanged, to {self.backup} and a new one started.")
+        return db
+
+    def _read_only(self, reason: str) -> sqlite3.Connection:
+        """Show the conversations of a database that cannot be written, saving nothing new."""
+        db = _connect(":memory:")
+        saved, total = copy_read_only(self.path, db)
+        self.read_only = True
+        shown = f"its {saved} conversations are shown" if saved == total else \
+            f"{saved} of its {total} conversations could be read and are shown"
+        self.notice = (f"The chat history database {self.path} is read-only ({reason}): {shown}, but nothing new "
+                       "is saved (new chats last until Tandem closes). Make it writable and restart Tandem to save again.")
         return db
 
     def _in_memory(self, reason: str) -> sqlite3.Connection:

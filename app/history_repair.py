@@ -76,31 +76,37 @@ def salvage(backup: Path, db: sqlite3.Connection) -> tuple[int, int]:
         src = sqlite3.connect(f"{backup.resolve().as_uri()}?mode=ro", uri=True)
     except sqlite3.Error:
         return 0, 0
-    saved = 0
     with closing(src):
-        src.row_factory = sqlite3.Row
+        return copy_conversations(src, db)
+
+
+def copy_conversations(src: sqlite3.Connection, db: sqlite3.Connection) -> tuple[int, int]:
+    """Copy every conversation that reads cleanly from `src` (any layout since the first:
+    without answer versions too) into `db`, under new ids; (copied, seen)."""
+    saved = 0
+    src.row_factory = sqlite3.Row
+    try:
+        convs = _rows(src.execute("SELECT id, title, system_prompt, created, updated FROM conversations ORDER BY id"))
+    except sqlite3.Error:
+        return 0, 0
+    has_versions = {str(r[1]) for r in _rows(src.execute("PRAGMA table_info(messages)"))} >= {"version"}
+    for c in convs:
         try:
-            convs = _rows(src.execute("SELECT id, title, system_prompt, created, updated FROM conversations ORDER BY id"))
+            msgs = src.execute(f"SELECT id, role, content, stats, spans, status, created, "
+                               f"{'version' if has_versions else '1'} FROM messages "
+                               "WHERE conversation_id=? ORDER BY id", (c["id"],)).fetchall()
+            with db:
+                cur = db.execute("INSERT INTO conversations(title, system_prompt, created, updated) VALUES (?,?,?,?)",
+                                 (c["title"], c["system_prompt"], c["created"], c["updated"]))
+                for m in msgs:
+                    new = db.execute("INSERT INTO messages(conversation_id, role, content, stats, spans, status, created, "
+                                     "version) VALUES (?,?,?,?,?,?,?,?)", (cur.lastrowid, *tuple(m)[1:])).lastrowid
+                    if has_versions:
+                        db.executemany("INSERT INTO answer_versions(message_id, n, content, stats, spans, status, created) "
+                                       "VALUES (?,?,?,?,?,?,?)", [(new, *tuple(v)) for v in _versions(src, m[0])])
+            saved += 1
         except sqlite3.Error:
-            return 0, 0
-        has_versions = {str(r[1]) for r in _rows(src.execute("PRAGMA table_info(messages)"))} >= {"version"}
-        for c in convs:
-            try:
-                msgs = src.execute(f"SELECT id, role, content, stats, spans, status, created, "
-                                   f"{'version' if has_versions else '1'} FROM messages "
-                                   "WHERE conversation_id=? ORDER BY id", (c["id"],)).fetchall()
-                with db:
-                    cur = db.execute("INSERT INTO conversations(title, system_prompt, created, updated) VALUES (?,?,?,?)",
-                                     (c["title"], c["system_prompt"], c["created"], c["updated"]))
-                    for m in msgs:
-                        new = db.execute("INSERT INTO messages(conversation_id, role, content, stats, spans, status, created, "
-                                         "version) VALUES (?,?,?,?,?,?,?,?)", (cur.lastrowid, *tuple(m)[1:])).lastrowid
-                        if has_versions:
-                            db.executemany("INSERT INTO answer_versions(message_id, n, content, stats, spans, status, created) "
-                                           "VALUES (?,?,?,?,?,?,?)", [(new, *tuple(v)) for v in _versions(src, m[0])])
-                saved += 1
-            except sqlite3.Error:
-                continue
+            continue
     return saved, len(convs)
 
 
