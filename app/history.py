@@ -313,6 +313,27 @@ class History:
             )
             _mirror_version(db, message_id)
 
+    def save_partial(self, message_id: int, content: str, spans: list[tuple[int, str]]) -> bool:
+        """Keep what an answer being written has so far, so that a crash (kill -9, a power
+        button) loses at most the last moments of it; its status stays as it is (a reopen
+        shows a `generating` answer as interrupted). Cheap enough for the GUI thread every
+        second or so: no fsync (WAL with synchronous=NORMAL survives the app's crash; the
+        final save is a full one). A failure is only returned: the final save reports it."""
+        try:
+            with self._lock:
+                before = int(self._db.execute("PRAGMA synchronous").fetchone()[0])
+                self._db.execute("PRAGMA synchronous=NORMAL")
+                try:
+                    with self._db:
+                        self._db.execute("UPDATE messages SET content=?, spans=? WHERE id=?",
+                                         (content, json.dumps(spans), message_id))
+                        _mirror_version(self._db, message_id)
+                finally:
+                    self._db.execute(f"PRAGMA synchronous={before}")
+        except sqlite3.Error:
+            return False
+        return True
+
     # -- answer versions (Regenerate keeps the earlier answers) ----------------------------
     def new_version(self, message_id: int) -> Message:
         """Make room for another version of answer `message_id` and choose it: the earlier

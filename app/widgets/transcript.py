@@ -183,7 +183,9 @@ class Transcript(QTextBrowser):
             b = QTextCharFormat()
             b.setBackground(BADGE_BG)
             b.setToolTip({"stopped: max tokens": "The answer reached Max tokens: Continue writes more",
-                          "stopped by you": "You stopped this answer: Continue writes more"}.get(badge, ""))
+                          "stopped by you": "You stopped this answer: Continue writes more",
+                          "interrupted": "Tandem ended while this answer was being written: what had arrived "
+                                         "is kept. Continue writes more"}.get(badge, ""))
             cursor.insertText(f" {badge} ", b)
 
     def _append_message(self, m: Message, last: bool) -> None:
@@ -232,7 +234,7 @@ class Transcript(QTextBrowser):
             acts.append(("edit", "Edit"))
         elif m.role == "assistant" and last:
             acts.append(("regenerate", "Regenerate"))
-            if reason in ("stopped by you", "stopped: max tokens") and m.content:
+            if reason in ("stopped by you", "stopped: max tokens", "interrupted") and m.content:
                 acts.append(("continue", "Continue"))
         acts += [("copy-text", "Copy as text"), ("copy-markdown", "Copy as Markdown")]
         block = QTextBlockFormat()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -14,6 +15,7 @@ from ... import workers
 from .format import stats_text
 
 TITLE_CHARS = 120  # a new chat's title: its first line, elided in the list, whole in an export's name
+PARTIAL_SAVE_S = 1.0  # how often the answer being written is kept in the history (a crash loses at most this)
 
 
 class AnsweringMixin:
@@ -117,6 +119,7 @@ class AnsweringMixin:
         """Stream an answer into `self._assistant_msg`: `prompt` is the chat messages (or,
         for Continue, the prompt's token ids)."""
         self._stream_tokens = []
+        self._partial_saved = float("-inf")  # the first tokens are kept at once
         self._k_shown = None
         self.charts.reset()
         self.transcript.begin_stream()
@@ -159,6 +162,16 @@ class AnsweringMixin:
     def _on_tokens(self, tokens: list) -> None:
         self._stream_tokens.extend(tokens)
         self.transcript.append_tokens(tokens)
+        self._keep_partial()
+
+    def _keep_partial(self) -> None:
+        """Write what has streamed into the answer's row, at most once per PARTIAL_SAVE_S, so
+        that a crash keeps it (the final save replaces it with the whole answer and its stats)."""
+        now = time.monotonic()
+        if self._assistant_msg is None or now - self._partial_saved < PARTIAL_SAVE_S:
+            return
+        self._partial_saved = now
+        self.history.save_partial(self._assistant_msg.id, self._partial_text(), spans_from_tokens(self._stream_tokens))
 
     def _on_steps(self, steps: list) -> None:
         """Cheap on purpose (it runs while llama.cpp computes): append to the charts' series

@@ -37,6 +37,7 @@ class ChatView(LayoutMixin, DrawerMixin, ConversationsMixin, ComposerMixin, Answ
         self.conversation_id: int | None = None
         self.worker: workers.GenerationWorker | None = None
         self._stream_tokens: list = []
+        self._partial_saved = float("-inf")  # when the answer being written was last kept (time.monotonic)
         self._k_shown: int | None = None  # the lookahead last shown on the slider while streaming
         self._assistant_msg: Message | None = None
         self._editing: tuple[int, int] | None = None  # (conversation, message) that Send replaces
