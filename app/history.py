@@ -75,7 +75,7 @@ class Message:
     role: str
     content: str
     stats: dict[str, Any] | None = None
-    spans: list[tuple[int, str]] = field(default_factory=list)  # (characters, provenance)
+    spans: list[tuple[int, str]] = field(default_factory=list)  # (characters, provenance); a question's: its parts
     status: str = "complete"  # complete | stopped | cancelled | failed
     version: int = 1  # which of the answer's versions this is (Regenerate adds one)
     versions: int = 1  # how many the answer has

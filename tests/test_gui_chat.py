@@ -117,7 +117,7 @@ def test_attach_and_export(qtbot, window, tmp_path):
     text = answer.read_text()
     assert text.startswith("## Assistant") and last.content in text and "the data of the class" not in text
     binary = tmp_path / "x.bin"
-    binary.write_bytes(b"\xff\xfe\x00\x81")
+    binary.write_bytes(b"\x81\xfe\x00\xff")  # no byte-order mark: FF FE would make it UTF-16 text
     errors = []
     window.chat.error.connect(errors.append)
     window.chat.attach_file(str(binary))

@@ -135,7 +135,7 @@ def test_pasted_files_become_chips_and_pasted_text_stays_text(qtbot, window, tmp
 def test_bad_files_are_refused_with_one_line(qtbot, window, tmp_path):
     chat = window.chat
     binary = tmp_path / "x.bin"
-    binary.write_bytes(b"\xff\xfe\x00\x81")
+    binary.write_bytes(b"\x81\xfe\x00\xff")  # no byte-order mark: FF FE would make it UTF-16 text
     chat.attach_files([str(binary), str(tmp_path / "missing.txt"), str(tmp_path)])
     assert chat.attachments.items() == []
     assert "not a UTF-8 text file" in window.errors[0] and "missing.txt: cannot read" in window.errors[1]
@@ -363,6 +363,6 @@ def test_attachment_reading_refuses_what_is_not_a_small_text_file_before_reading
     with pytest.raises(AttachmentError, match="is a folder"):
         read_text_file(tmp_path)
     binary = tmp_path / "x.bin"
-    binary.write_bytes(b"\xff\xfe\x00\x81")
+    binary.write_bytes(b"\x81\xfe\x00\xff")  # no byte-order mark: FF FE would make it UTF-16 text
     with pytest.raises(AttachmentError, match="not a UTF-8 text file"):
         read_text_file(binary)

@@ -9,7 +9,6 @@ costs in the context before sending it.
 from __future__ import annotations
 
 import re
-
 import stat
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,6 +16,8 @@ from typing import Callable
 
 from PySide6.QtCore import QEvent, QMimeData, QObject, Signal
 from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QPlainTextEdit, QSizePolicy, QToolButton, QWidget
+
+from engine.decoding.prompt_text import decode
 
 MAX_ATTACHMENT = 512 * 1024  # bytes: more is not a prompt, and a larger file would freeze the tokenizer call
 
@@ -38,7 +39,9 @@ class AttachmentError(ValueError):
 
 
 def read_text_file(path: str | Path) -> tuple[str, str]:
-    """(name, text) of a UTF-8 text file of at most MAX_ATTACHMENT bytes, else AttachmentError."""
+    """(name, text) of a text file of at most MAX_ATTACHMENT bytes, else AttachmentError. It is
+    decoded as the CLI decodes a prompt file (UTF-8; UTF-16 or UTF-32 by their byte-order mark,
+    which is dropped), but strictly: a file with bytes that do not decode is refused."""
     p = Path(path)
     try:
         st = p.stat()  # a missing file says so: "cannot read (No such file or directory)"
@@ -55,10 +58,10 @@ def read_text_file(path: str | Path) -> tuple[str, str]:
         raise AttachmentError(f"{p.name}: cannot read ({e.strerror})") from None
     if len(data) > MAX_ATTACHMENT:  # it grew since the check
         raise AttachmentError(f"{p.name}: too large to attach (at most {MAX_ATTACHMENT // 1024} KB)")
-    try:
-        return p.name, data.decode("utf-8")
-    except UnicodeDecodeError:
-        raise AttachmentError(f"{p.name}: not a UTF-8 text file") from None
+    text, undecodable = decode(data)  # the reader of `tandem generate @FILE`: a BOM picks UTF-8/16/32
+    if undecodable:
+        raise AttachmentError(f"{p.name}: not a UTF-8 text file (nor UTF-16/32 with a byte-order mark)")
+    return p.name, text
 
 
 def local_files(mime: QMimeData | None) -> list[str]:
@@ -68,17 +71,79 @@ def local_files(mime: QMimeData | None) -> list[str]:
     return [u.toLocalFile() for u in mime.urls() if u.isLocalFile() and u.toLocalFile()]
 
 
+TEXT, FILE = "text", "file:"  # the labels of a user message's parts (its stored spans)
+
+
+def _fence(text: str) -> str:
+    """A code fence longer than any run of backticks in `text`, so the file cannot close it."""
+    longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
+    return "`" * max(3, longest + 1)
+
+
 def attachment_block(a: Attachment) -> str:
     """How an attachment is put into the user's message (kept verbatim in history)."""
-    return f"Attached file `{a.name}`:\n\n```\n{a.text}\n```"
+    fence = _fence(a.text)
+    return f"Attached file `{a.name}`:\n\n{fence}\n{a.text}\n{fence}"
 
 
-_BLOCK = re.compile(r"Attached file `([^`\n]+)`:\n\n```\n(.*?)\n```(?=\n\nAttached file `|\Z)", re.DOTALL)
+def compose(text: str, attachments: list[Attachment]) -> tuple[str, list[tuple[int, str]]]:
+    """The user's message as stored and sent (what was typed, then each attachment's block,
+    joined by blank lines) and its parts as (characters, label) spans: TEXT for the typed
+    text and the separators, FILE + name for each block. The transcript finds the files by
+    these spans, never by parsing text that a file (or the typed text) could imitate."""
+    parts: list[tuple[str, str]] = [(text, TEXT)] if text else []
+    for a in attachments:
+        if parts:
+            parts.append(("\n\n", TEXT))
+        parts.append((attachment_block(a), FILE + a.name))
+    spans: list[tuple[int, str]] = []
+    for chunk, label in parts:
+        if spans and spans[-1][1] == label == TEXT:
+            spans[-1] = (spans[-1][0] + len(chunk), TEXT)
+        else:
+            spans.append((len(chunk), label))
+    return "".join(chunk for chunk, _ in parts), spans
 
 
-def split_attachments(content: str) -> tuple[str, list[tuple[str, str]]]:
-    """A stored user message as (what was typed, [(file name, file text), ...]): the inverse of
-    ChatView's composition (the text, then each `attachment_block`, joined by blank lines)."""
+def _file_of(block: str, name: str) -> str | None:
+    """The file's text inside its block (None: the block is not one `attachment_block` made)."""
+    head = f"Attached file `{name}`:\n\n"
+    if not block.startswith(head):
+        return None
+    fence, nl, rest = block[len(head):].partition("\n")
+    if not nl or not fence.startswith("```") or fence.strip("`") or not rest.endswith("\n" + fence):
+        return None
+    return rest[:-len(fence) - 1]
+
+
+_BLOCK = re.compile(r"Attached file `([^`\n]+)`:\n\n(`{3,})\n(.*?)\n\2(?=\n\nAttached file `|\Z)", re.DOTALL)
+
+
+def split_attachments(content: str, spans: list[tuple[int, str]] | None = None) -> tuple[str, list[tuple[str, str]]]:
+    """A stored user message as (what was typed, [(file name, file text), ...]): the inverse
+    of `compose`, read from its spans. A message stored before messages had spans (`spans`
+    empty) is parsed as that version composed it."""
+    if not spans:
+        return _split_legacy(content)
+    if sum(n for n, _ in spans) != len(content):
+        return content, []  # not spans this version wrote: show the text as it is
+    files: list[tuple[str, str]] = []
+    first, pos = len(content), 0
+    for n, label in spans:
+        chunk, pos = content[pos:pos + n], pos + n
+        if not label.startswith(FILE):
+            continue  # the typed text, or the blank line between two files
+        text = _file_of(chunk, label[len(FILE):])
+        if text is None:
+            return content, []
+        first = min(first, pos - n)
+        files.append((label[len(FILE):], text))
+    return (content[:first].removesuffix("\n\n"), files) if files else (content, [])
+
+
+def _split_legacy(content: str) -> tuple[str, list[tuple[str, str]]]:
+    """The files of a message stored without spans, found by their markers (ambiguous when a
+    file holds a marker itself: what messages stored now avoid)."""
     first = _BLOCK.search(content)
     if first is None or (first.start() and not content[:first.start()].endswith("\n\n")):
         return content, []
@@ -86,7 +151,7 @@ def split_attachments(content: str) -> tuple[str, list[tuple[str, str]]]:
     for m in _BLOCK.finditer(content, pos):
         if m.start() != pos:
             return content, []  # not our composition after all: show it as it is
-        files.append((m.group(1), m.group(2)))
+        files.append((m.group(1), m.group(3)))
         pos = m.end() + 2
     if pos - 2 != len(content):
         return content, []

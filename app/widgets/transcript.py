@@ -201,7 +201,7 @@ class Transcript(QTextBrowser):
             self._code_blocks.extend(rendered.code_blocks)
             append_rendered(cursor, rendered.document)
         else:  # verbatim: newlines and indentation as typed, nothing interpreted; files as cards
-            typed, files = split_attachments(m.content)
+            typed, files = split_attachments(m.content, m.spans)
             cursor.insertBlock(QTextBlockFormat(), QTextCharFormat())
             cursor.insertText(typed, QTextCharFormat())
             for i, (name, text) in enumerate(files):
@@ -289,7 +289,7 @@ class Transcript(QTextBrowser):
         """A file card clicked: the attached text in a window of its own."""
         mid, _, index = ident.partition(":")
         m = self.message(int(mid)) if mid.isdigit() else None
-        files = split_attachments(m.content)[1] if m is not None else []
+        files = split_attachments(m.content, m.spans)[1] if m is not None else []
         if index.isdigit() and int(index) < len(files):
             self.file_view = FileViewer(*files[int(index)], parent=self)
             self.file_view.show()

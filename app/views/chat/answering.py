@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from ...history import HistoryError, message_markdown
-from ...widgets.attachments import attachment_block
+from ...widgets.attachments import compose
 from ...widgets.model_bar import draft_model_path
 from ...widgets.transcript import spans_from_tokens
 from ... import workers
@@ -40,7 +40,7 @@ class AnsweringMixin:
 
     def _compose(self, text: str) -> str:
         """The user's message as stored and sent: the typed text, then each attachment."""
-        return "\n\n".join([text] * bool(text) + [attachment_block(a) for a in self.attachments.items()])
+        return compose(text, self.attachments.items())[0]
 
     def _conversation_chat(self, before: int | None = None) -> list[dict]:
         """The open conversation as chat messages, those before message `before` only; while
@@ -86,13 +86,13 @@ class AnsweringMixin:
         if self.session.busy:
             self.message.emit(f"Busy: {self.session.busy}")
             return
-        content = self._compose(text)
+        content, parts = compose(text, self.attachments.items())
         fit = self._fit_to_context(self._conversation_chat() + [{"role": "user", "content": content}])
         if fit is None:  # refused before anything is stored: the typed text and the chips stay
             return
         chat = [m for m in fit.messages if m["role"] != "system"]
         try:
-            self._store_question(text, content)
+            self._store_question(text, content, parts)
         except HistoryError:  # disk full, read-only: the window has said so; the typed text stays
             return
         self.prompt.clear()
@@ -101,8 +101,9 @@ class AnsweringMixin:
         self.auto_note.hide()
         self._start_answer(chat)
 
-    def _store_question(self, text: str, content: str) -> None:
-        """Save the question and an empty answer to fill; `HistoryError` when a write fails."""
+    def _store_question(self, text: str, content: str, parts: list[tuple[int, str]]) -> None:
+        """Save the question (`parts`: where its typed text and its files are) and an empty
+        answer to fill; `HistoryError` when a write fails."""
         if self.conversation_id is None:
             title = (text or self.attachments.items()[0].name).splitlines()[0][:TITLE_CHARS]
             conv = self.history.create(title=title, system_prompt=self.system.toPlainText())
@@ -111,7 +112,7 @@ class AnsweringMixin:
         else:
             self.history.set_system_prompt(self.conversation_id, self.system.toPlainText())
         self._drop_edited_message()
-        self.history.add_message(self.conversation_id, "user", content)
+        self.history.add_message(self.conversation_id, "user", content, spans=parts)
         self.transcript.set_messages(self.history.messages(self.conversation_id))
         self._assistant_msg = self.history.add_message(self.conversation_id, "assistant", "", status="generating")
 

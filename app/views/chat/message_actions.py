@@ -4,6 +4,7 @@ stopped answer."""
 from __future__ import annotations
 
 from ...history import HistoryError, Message
+from ...widgets.attachments import Attachment, split_attachments
 from .format import stats_text
 
 
@@ -102,12 +103,17 @@ class MessageActionsMixin:
         self.transcript.flush()  # rendered at once, as it was: the continuation grows the rendered answer
 
     def edit_message(self, message_id: int) -> None:
-        """Put a user message in the prompt box; Send replaces it and drops what follows."""
+        """Put a user message in the prompt box, its files back as chips; Send replaces it and
+        drops what follows."""
         m = self.transcript.message(message_id)
         if m is None or m.role != "user" or self.conversation_id is None:
             return
         self._editing = (self.conversation_id, message_id)
-        self.prompt.setPlainText(m.content)
+        typed, files = split_attachments(m.content, m.spans)
+        self.attachments.clear()
+        for name, text in files:
+            self.attachments.add(Attachment(name, text, *self.counter.count(text)))
+        self.prompt.setPlainText(typed)
         self.edit_label.show()
         self.prompt.setFocus()
 
@@ -115,6 +121,7 @@ class MessageActionsMixin:
         self._editing = None
         self.edit_label.hide()
         self.prompt.clear()
+        self.attachments.clear()  # the edited message's files went back as chips
 
     def _drop_edit_notice(self) -> None:
         """Another conversation opened: an edit of this one no longer applies."""
