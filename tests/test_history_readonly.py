@@ -152,3 +152,20 @@ def test_a_refusal_the_checks_did_not_foresee_still_shows_the_chats(tmp_path, mo
     assert "read-only" in h.notice
     h.close()
     assert _files(tmp_path) == ["history.db"]
+
+
+def test_the_window_says_why_nothing_new_is_saved_and_shows_the_chats(qtbot, tmp_path, monkeypatch):
+    """The banner above the pages carries the reason (here the read-only check is answered
+    for the test: the real refusal is exercised in the child processes above)."""
+    pytest.importorskip("PySide6")
+    pytest.importorskip("pytestqt")
+    import app.history as history
+    from test_gui_chat_input import _make_window
+
+    _previous_release_database(tmp_path / "h.db")
+    monkeypatch.setattr(history, "read_only_reason", lambda path: "the file is read-only")
+    w = _make_window(qtbot, tmp_path, monkeypatch)
+    assert w.history.read_only and not w.history_notice.isHidden()
+    assert "read-only" in w.history_notice.text() and "nothing new is saved" in w.history_notice.text()
+    assert w.chat.conv_list.count() == 3, "the chats are listed"
+    w.close()
