@@ -499,3 +499,20 @@ def test_split_attachments_leaves_other_messages_alone():
     assert split_attachments(attachment_block(b)) == ("", [("b.md", "")])
     typed = "see Attached file `x`:\n\n```\ncode\n```"  # typed by hand, mid-line: not a card
     assert split_attachments(typed) == (typed, [])
+
+
+def test_a_pair_loaded_after_a_start_with_no_models_drafts_with_its_draft_model(qtbot, tmp_path, monkeypatch, tiny_target, tiny_draft):
+    """A fresh install lists no model, so the Draft box falls back to prompt lookup; that was
+    not the user's choice, so loading a pair with a draft model drafts with it. A user's own
+    pick of lookup is kept."""
+    import app.widgets.model_bar as model_bar
+
+    monkeypatch.setattr(model_bar, "available_models", lambda catalog=None: [])
+    w = _make_window(qtbot, tmp_path, monkeypatch)
+    assert w.chat.drafter.currentData() == "lookup"
+    _load(qtbot, w, tiny_target, tiny_draft)
+    assert w.chat.drafter.currentData() == "model" and w.pair_label.text() == "loaded: tiny"
+    w.chat.drafter.setCurrentIndex(w.chat.drafter.findData("lookup"))  # the user's own choice
+    _load(qtbot, w, tiny_target, tiny_draft)
+    assert w.chat.drafter.currentData() == "lookup"
+    w.close()

@@ -111,6 +111,8 @@ class ModelBar(QWidget):
         super().__init__(parent)
         self.session = session
         self.choices: list[ModelChoice] = []
+        self._model_draft_wanted = False  # "Draft model" was switched off only because none was listed
+        self._switching = False
         lay = QHBoxLayout(self)
         lay.setContentsMargins(0, 0, 0, 0)
         self.model = ElidedCombo()  # a long name or draft is shortened with "…", whole in the tooltip
@@ -236,9 +238,22 @@ class ModelBar(QWidget):
         item.setEnabled(has)
         item.setText(f"Draft: {c.draft.stem}" if has and c is not None and c.draft is not None else "Draft model")
         if not has and self.draft.currentData() == "model":
-            self.draft.setCurrentIndex(1)
+            self._set_draft_for_user(1)
+            self._model_draft_wanted = True  # not the user's choice: back to the draft when there is one
+        elif has and self._model_draft_wanted and self.draft.currentData() == "lookup":
+            self._set_draft_for_user(0)
+
+    def _set_draft_for_user(self, index: int) -> None:
+        """Change the Draft box because the listed models changed, not because the user chose."""
+        self._switching = True
+        try:
+            self.draft.setCurrentIndex(index)
+        finally:
+            self._switching = False
 
     def _draft_picked(self, *_: object) -> None:
+        if not self._switching:
+            self._model_draft_wanted = False  # the user chose: keep their choice
         self._update_need()
         self.draftChanged.emit(str(self.draft.currentData()))
 
