@@ -58,19 +58,22 @@ def test_slider_moved_mid_generation_changes_lookahead(qtbot, window):
     chat = window.chat
     chat.apply_settings({"drafter": "model", "lookahead": 1, "max_tokens": 3000})
     seen: list[int] = []
-    moved = []
+    moved, stopped = [], []
 
     def on_steps(steps):
         seen.extend(s.k for s in steps)
         if not moved and len(seen) >= 3:
             moved.append(True)
             chat.lookahead.slider.setValue(6)  # what a user's drag does
+        elif moved and not stopped and seen.count(6) >= 8:
+            stopped.append(True)
+            chat.stop()  # seen enough: a busy machine need not write all 3000 tokens
 
     chat.prompt.setPlainText("the value of")
     chat.send()
     chat.worker.steps.connect(on_steps)
-    qtbot.waitUntil(lambda: chat.worker is None, timeout=60000)
-    assert seen[0] == 1 and 6 in seen
+    qtbot.waitUntil(lambda: chat.worker is None, timeout=240000)
+    assert seen[0] == 1 and seen.count(6) >= 8
     first6 = seen.index(6)
     assert set(seen[:first6]) == {1} and set(seen[first6:-3]) == {6}
 
