@@ -8,7 +8,8 @@
 # built for the card's own compute capability only (minutes instead of an hour); macOS ->
 # Metal; otherwise the CPU. TANDEM_BACKEND=cpu|cuda|metal overrides the detection,
 # TANDEM_CUDA_ARCH=86 (or "8.6", "86;89") the compute capability, and CMAKE_ARGS given by
-# the user win over all of it. --dry-run prints the choice, the reason and the CMAKE_ARGS,
+# the user win over all of it. TANDEM_BACKEND=cuda on a machine with no NVIDIA GPU or driver
+# stays on the CPU (nothing downloaded) unless TANDEM_CUDA_ARCH names the card to build for. --dry-run prints the choice, the reason and the CMAKE_ARGS,
 # and changes nothing.
 #
 # CPU flags: a default `pip install llama-cpp-python` uses -march=native, which on Sapphire
@@ -147,7 +148,17 @@ choose_backend() {
       cuda)
         [ "$os" = Linux ] || die "TANDEM_BACKEND=cuda: this set-up builds CUDA on Linux only (this is $os)"
         BACKEND=cuda; WHY="TANDEM_BACKEND=cuda"
-        probe_nvidia_smi && WHY="$WHY; nvidia-smi sees $GPU_DESC" || true ;;
+        if probe_nvidia_smi; then
+          WHY="$WHY; nvidia-smi sees $GPU_DESC"
+        elif lib=$(find_libcuda); then
+          WHY="$WHY; the NVIDIA driver library is present ($lib)"
+        elif [ -n "${TANDEM_CUDA_ARCH:-}" ]; then
+          WHY="$WHY; no NVIDIA GPU here: building for TANDEM_CUDA_ARCH=$TANDEM_CUDA_ARCH"
+        else
+          # asked for CUDA where it cannot run: say so before ~1 GB of toolkit and a long build
+          BACKEND=cpu
+          WHY="TANDEM_BACKEND=cuda, but no NVIDIA GPU or driver was found (nvidia-smi reports none, no libcuda.so.1): the CPU build is used and no CUDA toolkit is downloaded. To build CUDA for another machine's card anyway, name the card: TANDEM_CUDA_ARCH=86 TANDEM_BACKEND=cuda bash packaging/install_llama_cpp.sh $PY"
+        fi ;;
       metal)
         [ "$os" = Darwin ] || die "TANDEM_BACKEND=metal: Metal needs macOS (this is $os)"
         BACKEND=metal; WHY="TANDEM_BACKEND=metal" ;;

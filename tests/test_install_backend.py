@@ -368,3 +368,44 @@ def test_a_cached_cuda_wheel_needs_only_the_runtime_from_pypi(fake_python, tmp_p
         assert link.is_symlink() and link.resolve() == (site / "nvidia" / "cu13" / "lib" / lib).resolve()
         assert link.read_text() == "fake\n"
     assert not (key_dir.parent / f"{key_dir.name}.failed").exists()
+
+
+# ---- TANDEM_BACKEND=cuda where there is no GPU: said first, nothing downloaded ----------------
+
+def test_cuda_asked_without_a_gpu_stays_on_the_cpu_in_one_line(sandbox):
+    _, bindir, env = sandbox
+    fake_nvidia_smi(bindir, None)  # nvidia-smi installed, no driver answering; no libcuda.so.1 either
+    r = run(dict(env, TANDEM_BACKEND="cuda"), "--dry-run")
+    assert r.returncode == 0, r.stderr
+    first = r.stdout.splitlines()[0]
+    assert first.startswith("backend: cpu (TANDEM_BACKEND=cuda, but no NVIDIA GPU or driver was found"), first
+    assert "the CPU build is used and no CUDA toolkit is downloaded" in first
+    assert "TANDEM_CUDA_ARCH=86 TANDEM_BACKEND=cuda bash packaging/install_llama_cpp.sh" in first  # the way to force it
+    assert cmake_args(r.stdout) == old_cpu_args()
+    assert "toolkit: would install" not in r.stdout
+
+
+def test_cuda_asked_without_a_gpu_downloads_no_toolkit_and_keeps_the_cpu_build(fake_python):
+    py, env, calls = fake_python
+    (Path(env["PATH"].split(":")[0]) / "nvidia-smi").unlink()  # the fake card is gone
+    env = {k: v for k, v in env.items() if k != "CUDA_HOME"}  # and no system toolkit: the PyPI route
+    r = run(dict(env, TANDEM_BACKEND="cuda"), py=py)
+    assert r.returncode == 0, r.stdout + r.stderr
+    said = [ln for ln in r.stdout.splitlines() if ln.startswith("llama.cpp backend:")]
+    assert len(said) == 1 and said[0].startswith("llama.cpp backend: cpu (TANDEM_BACKEND=cuda, but no NVIDIA GPU"), r.stdout
+    installs = calls.read_text().splitlines()
+    assert not [c for c in installs if "cuda-toolkit" in c or "GGML_CUDA" in c], installs
+    assert [c.split()[0] for c in installs] == ["download", "wheel", "install"]
+    assert r.stdout.rstrip().endswith(f"installed ({old_cpu_args()})"), r.stdout
+    calls.write_text("")
+    r = run(dict(env, TANDEM_BACKEND="cuda"), py=py)  # asked again: the CPU build is kept, nothing rebuilt
+    assert r.returncode == 0 and "already installed" in r.stdout and calls.read_text() == "", r.stdout
+
+
+def test_naming_the_card_still_builds_cuda_without_a_gpu(sandbox):
+    _, _, env = sandbox  # no nvidia-smi, no libcuda: a build machine for another computer's card
+    r = run(dict(env, TANDEM_BACKEND="cuda", TANDEM_CUDA_ARCH="8.9"), "--dry-run")
+    assert r.returncode == 0, r.stderr
+    args = cmake_args(r.stdout).split()
+    assert "-DGGML_CUDA=ON" in args and "-DCMAKE_CUDA_ARCHITECTURES=89" in args and "-DGGML_CUDA_NO_VMM=ON" in args
+    assert r.stdout.startswith("backend: cuda (TANDEM_BACKEND=cuda; no NVIDIA GPU here: building for TANDEM_CUDA_ARCH=8.9")
