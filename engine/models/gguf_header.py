@@ -43,6 +43,9 @@ _MAX_STRING = 64 * 1024 * 1024
 _MAX_ARRAY = 64 * 1024 * 1024
 _MAX_KV = 1_000_000
 _MAX_TENSORS = 10_000_000
+# Arrays of arrays: real models nest one level at most (llama.cpp itself reads none); a
+# corrupt or hostile header nesting 100,000 deep must not exhaust Python's stack.
+MAX_ARRAY_DEPTH = 16
 
 
 @dataclass
@@ -136,7 +139,7 @@ class _Stream:
         return self.read(n).decode("utf-8", errors="replace")
 
 
-def _read_value(s: _Stream, vtype: int) -> Any:
+def _read_value(s: _Stream, vtype: int, depth: int = 0) -> Any:
     try:
         vt = GGUFValueType(vtype)
     except ValueError:
@@ -144,6 +147,9 @@ def _read_value(s: _Stream, vtype: int) -> Any:
     if vt == GGUFValueType.STRING:
         return s.string()
     if vt == GGUFValueType.ARRAY:
+        if depth >= MAX_ARRAY_DEPTH:
+            raise ModelFileError(f"{s.source}: corrupt GGUF header (arrays nested more than {MAX_ARRAY_DEPTH} deep "
+                                 f"at byte {s.pos})")
         item_type = s.unpack("<I")
         count = s.unpack("<Q")
         if count > _MAX_ARRAY:
@@ -160,7 +166,7 @@ def _read_value(s: _Stream, vtype: int) -> Any:
                     raise ModelFileError(f"{s.source}: corrupt GGUF header (string of {n} bytes at {s.pos})")
                 s.read(n)
             return SkippedArray(count)
-        items = [_read_value(s, item_type) for _ in range(count)]
+        items = [_read_value(s, item_type, depth + 1) for _ in range(count)]
         return items if s.arrays else SkippedArray(count)
     return s.unpack(_SCALAR_FORMATS[vt])
 
