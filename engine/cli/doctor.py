@@ -35,6 +35,7 @@ def run_checks() -> list[Check]:
         v = _version(dist)
         checks.append(Check(dist, v is not None or not need, v or "not installed",
                             "" if v or not need else f"pip install {dist}"))
+    checks.append(_row_kernels_check())
     try:
         import llama_cpp
 
@@ -80,6 +81,16 @@ def run_checks() -> list[Check]:
         except Exception as e:  # noqa: BLE001 - reported, not raised
             checks.append(Check(f"default {role}", False, f"{m.id}: {e}", f"delete it and run `tandem pull {pair.id}`"))
     return checks
+
+
+def _row_kernels_check() -> Check:
+    """The sampler's compiled C (setup.py builds it): without it nothing can generate."""
+    from ..decoding.kernels import build_command, problem
+
+    why = problem()
+    if why is None:
+        return Check("row kernels", True, "built (engine/decoding/_row_kernels)")
+    return Check("row kernels", False, f"not built: generation cannot run ({why})", build_command())
 
 
 def _rpc_check() -> Check:

@@ -7,8 +7,8 @@ shortcut (a sorted prefix instead of a full sort, one token's probability withou
 explicit form, the residual after a one-hot draft) gives what the full construction gives.
 The passes over the whole row (exp with the proposal's block sums, the top-p mass test) are
 one C loop each (_row_kernels.c, built by `pip install -e .`): numpy took six passes.
-Imports: numpy, _row_kernels, and distribution.py (Dist, SamplingParams, the reference
-`distribution`).
+Imports: numpy, _row_kernels (kernels.py says how to build them when missing), finite.py
+(the NaN guard) and distribution.py (Dist, SamplingParams, the reference `distribution`).
 """
 
 from __future__ import annotations
@@ -16,12 +16,14 @@ from __future__ import annotations
 import numpy as np
 
 from .distribution import Dist, SamplingParams, choose, distribution
+from .finite import check_top
 
 try:
     from . import _row_kernels
-except ImportError as exc:  # a checkout used without the set-up's `pip install -e .`
-    raise ImportError(f"Tandem's row kernels are not built ({exc}); run `pip install -e .` in the checkout "
-                      "(bash packaging/test.sh does it)") from exc
+except ImportError as exc:  # a checkout used without the set-up's `pip install -e .`: one line, not two tracebacks
+    from .kernels import RowKernelsMissing, missing_message
+
+    raise RowKernelsMissing(missing_message(exc)) from None
 
 
 class LazyDist(Dist):
@@ -49,6 +51,7 @@ class LazyDist(Dist):
         self.params = params
         top = int(x.argmax())
         m = float(x[top])
+        check_top(m)  # NaN or +inf (argmax lands on them): a damaged model, said before any kernel runs
         # exp(x) needs no max shift while the top logit is in [0, 80]: nothing overflows, and
         # nothing underflows that the shifted form would keep. e is owned (the logits view dies
         # at the next decode); the kernel writes it and the blocks' running sums in one pass.
