@@ -59,3 +59,20 @@ class StoreError(TandemError):
 
 class Cancelled(TandemError):
     """The user cancelled an operation (download, prefill)."""
+
+
+class NonFiniteLogits(DecodeError):
+    """The model's scores for the next token are NaN or +inf: its file is damaged (NaN
+    weights, a corrupt row) or its weights overflow. The model's fault, not the request's:
+    a server answers it with a 5xx. `found` builds the message; the plain constructor takes
+    a finished one (an error passed back from a child process)."""
+
+    kind = "NaN"  # or "infinite"
+
+    @classmethod
+    def found(cls, kind: str, model: str | None = None) -> "NonFiniteLogits":
+        where = f"{model}: " if model else ""
+        e = cls(f"{where}the model produced {kind} logits (its scores for the next token are not numbers): "
+                "the file is damaged or its weights overflow; download or convert it again")
+        e.kind = kind
+        return e

@@ -23,6 +23,7 @@ from typing import Callable, Sequence
 import numpy as np
 
 from .drafters import Drafter, Proposal
+from .finite import check_top
 from .llama import Context, Model, common_prefix
 from .runtime import RuntimeParams
 from .sampling import Sampler
@@ -200,6 +201,7 @@ class BridgeDrafter(Drafter):
         tops: list[float] = []
         for i in range(k):
             tok = int(np.argmax(row))
+            check_top(float(row[tok]))
             top = float(1.0 / np.exp(row - row[tok]).sum())
             if self.model.is_eog(tok) or (self.p_min > 0.0 and top < self.p_min):
                 break

@@ -13,11 +13,12 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Iterator, Sequence
 
-from ..errors import Cancelled, PromptError, TandemError, UnsupportedModelError
+from ..errors import Cancelled, NonFiniteLogits, PromptError, TandemError, UnsupportedModelError
 from .cancel import CancelToken
 from .cost_model import CostModel, TextAcceptance
 from .drafters import Drafter, Proposal
 from .events import DoneEvent, Event, PrefillEvent, RunStats, StepEvent, TokenEvent
+from .finite import model_label
 from .grammar import GrammarState, verify_constrained
 from .llama import Context, Model
 from .logit_controls import RowProcessors, check_logit_bias, token_logprobs
@@ -308,7 +309,10 @@ class Decoder:
                 drafter.trimmed_by_caller = policy.trims_proposals
                 drafter.row_processor = run.processors.row if run.processors else None
                 drafter.grammar = run.grammar
-                prop = drafter.propose(run.context, k_req, run.sampler)
+                try:
+                    prop = drafter.propose(run.context, k_req, run.sampler)
+                except NonFiniteLogits as e:  # say which model: the draft's file is the damaged one
+                    raise NonFiniteLogits.found(e.kind, model_label(drafter.model, "draft model")) from None
                 k_use = policy.verify_count(prop, k_req, self.cost, run.acceptance)
                 offered = prop  # a free drafter's may be longer than what is verified: see below
                 prop = prop.cut(k_use)
@@ -319,12 +323,7 @@ class Decoder:
             if run.processors:  # the target's distribution is the processed one, at every row
                 logits = run.processors.rows(logits, run.context, drafts)
             rows = logits if run.request.logprobs is not None else None
-            if run.grammar is not None:  # the constrained distribution at every row; see grammar.py
-                masked: list | None = [] if rows is not None else None
-                result = verify_constrained(drafts, dists, logits, run.sampler, run.grammar, masked)
-                rows = masked
-            else:
-                result = verify(drafts, dists, logits, run.sampler)
+            result, rows = self._verify(run, drafts, dists, logits, rows)
             t_v1 = time.perf_counter()
             n_in = 1 + len(drafts)
             # Keep pending + accepted drafts in the KV; the final token becomes pending.
@@ -356,6 +355,18 @@ class Decoder:
         run.pending = result.token
         run.step += 1
         return StepResult(tokens, ev, bool(run.finish))
+
+    def _verify(self, run: _Run, drafts: list[int], dists: list, logits, rows):
+        """The target's verdict on the drafts, and the rows logprobs read: with a grammar, the
+        constrained distribution at every row (see grammar.py) and those rows masked. Logits
+        that are not numbers name the target."""
+        try:
+            if run.grammar is not None:
+                masked: list | None = [] if rows is not None else None
+                return verify_constrained(drafts, dists, logits, run.sampler, run.grammar, masked), masked
+            return verify(drafts, dists, logits, run.sampler), rows
+        except NonFiniteLogits as e:
+            raise NonFiniteLogits.found(e.kind, model_label(self.target)) from None
 
     def _emit(self, run: _Run, new_tokens: list[int], result, drafted: bool, rows=None) -> list[TokenEvent]:
         """Append accepted tokens to the output, with provenance, stop and EOS handling

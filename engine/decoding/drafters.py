@@ -16,6 +16,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
+from .finite import check_top
 from .grammar import GrammarError, GrammarState
 from .llama import Context, Model
 from .runtime import RuntimeParams
@@ -167,6 +168,7 @@ class ModelDrafter(Drafter):
             if sampler.greedy:
                 try:
                     tok = int(np.argmax(row)) if grammar is None else grammar.argmax(row[: self.target_vocab])
+                    check_top(float(row[tok]))
                 except GrammarError:  # nothing the grammar allows in the draft's row: stop drafting
                     break
                 q = None

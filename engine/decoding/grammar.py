@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 import numpy as np
 
 from ..errors import TandemError
+from .finite import check_top
 from .llama import ensure_backend, log_mark, log_since
 from .sampling import Dist, Sampler, SamplingParams, Verification, distribution
 
@@ -187,6 +188,7 @@ class GrammarState:
     def argmax(self, row: np.ndarray) -> int:
         """The constrained argmax (ties to the lowest id, as np.argmax)."""
         a = int(np.argmax(row))
+        check_top(float(row[a]))
         if self.allows(a):
             return a
         n = row.shape[0]
@@ -223,7 +225,9 @@ def truncated(grammar: GrammarState, row: np.ndarray, p: SamplingParams) -> Dist
     for the lowest and the highest total."""
     x = np.asarray(row, dtype=np.float64)
     n, m = x.shape[0], TOP_M
-    e = np.exp(x - x.max())
+    xmax = float(x.max())
+    check_top(xmax)
+    e = np.exp(x - xmax)
     total = float(e.sum())
     while m <= min(n // 4, TOP_M_TRUNCATED):
         top = np.argpartition(-x, m - 1)[:m]

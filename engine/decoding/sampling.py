@@ -20,6 +20,7 @@ from typing import Sequence
 import numpy as np
 
 from .distribution import GREEDY, SEED_MAX, Dist, SamplingParamError, SamplingParams, choose, distribution
+from .finite import check_top
 from .lazy_dist import LazyDist
 
 __all__ = ["GREEDY", "SEED_MAX", "Dist", "LazyDist", "SamplingParamError", "SamplingParams", "Sampler",
@@ -49,7 +50,9 @@ class Sampler:
     def pick(self, logits: np.ndarray) -> int:
         """Next token from logits: argmax when greedy, else a draw."""
         if self.greedy:
-            return int(np.argmax(logits))
+            t = int(np.argmax(logits))
+            check_top(float(logits[t]))
+            return t
         return self.draw(self.dist(logits))
 
     def residual_draw(self, p: Dist, q: Dist) -> int:
@@ -94,7 +97,9 @@ def verify(
     if logits.shape[0] != k + 1:
         raise ValueError(f"need {k + 1} logit rows for {k} drafts, got {logits.shape[0]}")
     if sampler.greedy:
-        choices = [int(t) for t in np.argmax(logits, axis=1)]
+        picked = np.argmax(logits, axis=1)
+        check_top(float(logits[np.arange(k + 1), picked].max()))  # NaN wins argmax and max alike
+        choices = [int(t) for t in picked]
         for i, d in enumerate(drafts):
             if d != choices[i]:
                 return Verification(i, choices[i], True, choices)

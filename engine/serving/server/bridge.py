@@ -13,7 +13,7 @@ import asyncio
 import logging
 from typing import Any, AsyncIterator, Callable
 
-from ...errors import Cancelled, TandemError
+from ...errors import Cancelled, NonFiniteLogits, TandemError
 from ...decoding.rpc_backend import RpcError
 from ...decoding.events import DoneEvent, PrefillEvent, RunStats, TokenEvent
 from ...decoding.queue import GenerationQueue, Job
@@ -80,6 +80,9 @@ class Generation:
             self.cancelled()
         except RpcError as e:  # a split target's worker died or hung: not the request's fault
             self._put(GenerationFailed(str(e), user=False, lost_worker=True))
+        except NonFiniteLogits as e:  # the model file is broken, not the request: a 5xx, one log line
+            log.error("%s", e)
+            self._put(GenerationFailed(str(e), user=False))
         except TandemError as e:
             self._put(GenerationFailed(str(e), user=True))
         except Exception as e:  # a bug: reported as a 500, the server lives on
