@@ -17,6 +17,33 @@ class UsageError(TandemError):
     pass
 
 
+# -- runtime flags ----------------------------------------------------------------------------
+MAX_THREADS = 512  # llama.cpp's GGML_MAX_N_THREADS: more threads overrun its fixed arrays (a crash)
+MAX_CTX = 1 << 20
+MIN_CTX = 16  # RuntimeParams' floor
+
+
+def check_runtime_flags(args: argparse.Namespace) -> None:
+    """Check the flags that say how models run and sample, the same way for every command
+    that has them (generate, race, bench, serve, worker, optimize-draft), before anything
+    loads: one line naming the flag instead of a crash or a failure on every request later."""
+    from ..decoding.sampling import SamplingParams
+
+    ctx = getattr(args, "ctx", None)
+    if ctx is not None and not MIN_CTX <= ctx <= MAX_CTX:
+        raise UsageError(f"--ctx must be in {MIN_CTX}..{MAX_CTX} tokens, got {ctx}")
+    threads = getattr(args, "threads", None)
+    if threads is not None and not 1 <= threads <= MAX_THREADS:
+        raise UsageError(f"--threads must be in 1..{MAX_THREADS}, got {threads}")
+    max_tokens = getattr(args, "max_tokens", None)
+    if max_tokens is not None and max_tokens < 1:
+        raise UsageError(f"--max-tokens must be >= 1, got {max_tokens}")
+    sampling = {name: getattr(args, name) for name in ("temperature", "top_k", "top_p", "min_p", "seed")
+                if getattr(args, name, None) is not None}
+    if sampling:
+        SamplingParams(**sampling)  # SamplingParamError (a TandemError) names the flag
+
+
 # -- resolving models -------------------------------------------------------------------------
 def resolve_model(value: str, role: str) -> Path:
     """A path, or a catalog model id found in the store."""

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Callable, Sequence
 
 from ..errors import TandemError
-from .common import UsageError, lookahead_arg, resolve_pair
+from .common import UsageError, check_runtime_flags, lookahead_arg, resolve_pair
 
 COLOURS = {"draft": "\033[32m", "bonus": "\033[36m", "target": "\033[33m", "plain": ""}
 RESET = "\033[0m"
@@ -126,17 +126,12 @@ def _warn(line: str) -> None:
     print(f"tandem: warning: {line}", file=sys.stderr)
 
 
-MAX_THREADS = 512  # llama.cpp's GGML_MAX_N_THREADS
-MAX_CTX = 1 << 20
-
-
 def _validated_inputs(args: argparse.Namespace) -> str:
     """Read the prompt and check every generation option, before any model is loaded.
 
     Text options are made encodable (lone surrogates from the shell -> U+FFFD); numbers
     get one line naming the option. Returns the prompt text."""
     from ..decoding.prompt_text import clean
-    from ..decoding.sampling import SamplingParams
 
     prompt = _prompt_arg(args.prompt)
     if not prompt.strip():
@@ -150,13 +145,7 @@ def _validated_inputs(args: argparse.Namespace) -> str:
             setattr(args, name, text)
     if args.stop:
         args.stop = [clean(s)[0] for s in args.stop]
-    SamplingParams(temperature=args.temperature, top_k=args.top_k, top_p=args.top_p, min_p=args.min_p, seed=args.seed)
-    if args.max_tokens < 1:
-        raise UsageError(f"--max-tokens must be >= 1, got {args.max_tokens}")
-    if not 1 <= args.ctx <= MAX_CTX:
-        raise UsageError(f"--ctx must be in 1..{MAX_CTX} tokens, got {args.ctx}")
-    if args.threads is not None and not 1 <= args.threads <= MAX_THREADS:
-        raise UsageError(f"--threads must be in 1..{MAX_THREADS}, got {args.threads}")
+    check_runtime_flags(args)
     return prompt
 
 
@@ -233,13 +222,11 @@ def cmd_bench(args: argparse.Namespace) -> int:
     from ..measure import suites as bench_suites
 
     sweep = _sweep(args.sweep) if args.sweep else [1, 2, 4, 8]
-    for name in ("repeat", "max_tokens", "limit"):
+    for name in ("repeat", "limit"):
         value = getattr(args, name)
         if value is not None and value < 1:
-            raise UsageError(f"--{name.replace('_', '-')} must be >= 1, got {value}")
-    from ..decoding.sampling import SamplingParams
-
-    SamplingParams(temperature=args.temperature)
+            raise UsageError(f"--{name} must be >= 1, got {value}")
+    check_runtime_flags(args)
     target, draft = resolve_pair(args)
     suites = [bench_suites.load_suite(s) for s in (args.suite or bench_suites.builtin_suites(args.set))]
     modes = [m.strip() for m in args.modes.split(",")] if args.modes else list(bench.MODES)

@@ -50,7 +50,9 @@ def _resolve(args: argparse.Namespace) -> tuple[Path, Path, object]:
 def cmd_optimize_draft(args: argparse.Namespace) -> int:
     from ..models import draft_variants
     from ..measure import optimize
+    from .common import check_runtime_flags
 
+    check_runtime_flags(args)
     target, draft, pair = _resolve(args)
     if not draft.is_file():
         raise TandemError(f"{draft}: no such file")

@@ -61,7 +61,9 @@ def add_rpc_option(p: argparse.ArgumentParser) -> None:
 
 def cmd_worker(args: argparse.Namespace) -> int:
     from ..decoding.ggml_devices import supports_rpc
+    from .common import check_runtime_flags
 
+    check_runtime_flags(args)
     if not supports_rpc():
         raise rpc.RpcError("this llama.cpp build has no RPC backend: rebuild it with packaging/install_llama_cpp.sh "
                            "(it adds -DGGML_RPC=ON)")
