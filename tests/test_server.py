@@ -568,14 +568,15 @@ def test_cors_preflight_errors_and_streams_carry_the_headers(tiny_target, monkey
         eng.close()
 
 
-def test_cors_star_needs_a_key_off_loopback():
+def test_cors_star_needs_a_key_or_the_explicit_flag_even_on_loopback():
+    """A page in the visitor's own browser reaches a loopback server too: '*' needs a key."""
     from engine.serving.server.config import check_cors
 
-    assert check_cors(("*",), api_key=None, loopback=True) is None
-    assert check_cors(("*",), api_key="k", loopback=False) is None
-    assert "--api-key" in check_cors(("*",), api_key=None, loopback=False)
-    assert "scheme" in check_cors(("localhost:3000",), api_key="k", loopback=True)
-    assert check_cors((ORIGIN,), api_key=None, loopback=False) is None
+    assert "--api-key" in check_cors(("*",), api_key=None)
+    assert check_cors(("*",), api_key=None, allow_any_origin=True) is None
+    assert check_cors(("*",), api_key="k") is None
+    assert "scheme" in check_cors(("localhost:3000",), api_key="k")
+    assert check_cors((ORIGIN,), api_key=None) is None
 
 
 def test_serve_refuses_star_cors_on_the_network_in_one_line(tiny_target, capsys):

@@ -74,7 +74,7 @@ def test_a_50mb_body_gets_413_at_once_while_a_small_request_is_served(server):
     _, alone = small_chat(server.url)  # warm, and the idle baseline
     _, alone = small_chat(server.url)
     sock = socket.create_connection(("127.0.0.1", server.port))
-    head = (f"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer k\r\n"
+    head = (f"POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer k\r\n"
             f"Content-Type: application/json\r\nContent-Length: {size}\r\n\r\n").encode()
     stop = threading.Event()
 
