@@ -21,7 +21,8 @@ is the usual one over the masked row (disallowed tokens at -inf, then the usual 
   the masked row is not the truncated unmasked row restricted: `truncated` decides it from
   the best-ranked tokens when they settle it exactly, else the whole row is masked.
 
-JSON schemas become GBNF through llama-cpp-python's own converter (`json_schema_to_gbnf`).
+JSON schemas become GBNF through llama-cpp-python's own converter, checked node by node
+(`schema_grammar`): a keyword it would skip is refused, so the output always matches.
 """
 
 from __future__ import annotations
@@ -60,7 +61,8 @@ class GrammarError(TandemError):
 
 
 def json_schema_grammar(schema: Any) -> str:
-    """GBNF for a JSON schema (a dict or its JSON text), by llama-cpp-python's converter."""
+    """GBNF for a JSON schema (a dict or its JSON text), by llama-cpp-python's converter with
+    every keyword enforced or refused (`schema_grammar`)."""
     if isinstance(schema, (str, bytes)):
         try:
             schema = json.loads(schema)
@@ -68,10 +70,14 @@ def json_schema_grammar(schema: Any) -> str:
             raise GrammarError(f"json_schema is not valid JSON: {e}") from None
     if isinstance(schema, bool) or not isinstance(schema, dict):
         raise GrammarError(f"json_schema must be a JSON object (a schema), got {type(schema).__name__}")
-    from llama_cpp.llama_grammar import json_schema_to_gbnf
+    from .schema_grammar import SchemaUnsupported, schema_to_gbnf
 
     try:
-        text = json_schema_to_gbnf(json.dumps(schema))
+        text = schema_to_gbnf(schema)
+    except SchemaUnsupported as e:
+        raise GrammarError(f"json_schema: {e}"[:400]) from None
+    except RecursionError:
+        raise GrammarError("json_schema is nested too deeply to be turned into a grammar") from None
     except Exception as e:  # the converter raises assorted types for unsupported schemas
         detail = str(e) or type(e).__name__
         raise GrammarError(f"json_schema cannot be turned into a grammar: {detail}"[:300]) from None

@@ -1,8 +1,8 @@
 """The GBNF grammar that makes a model call a tool (`tool_choice` "required" or a named function).
 
 Each offered function becomes one alternative `{"name": "<fn>", "arguments": <its
-parameters schema>}`, compiled by llama.cpp's own JSON-schema converter
-(`llama_cpp.llama_grammar.SchemaConverter`), so the arguments always satisfy the schema.
+parameters schema>}`, compiled by llama.cpp's own JSON-schema converter with every keyword
+enforced or refused (`schema_grammar.CheckedConverter`), so the arguments always satisfy the schema.
 The calls are wrapped in the form the model writes them (`tool_prompt.call_format`), so
 `tool_calls.parse` reads the constrained answer exactly as it reads a free one.
 """
@@ -33,7 +33,7 @@ def tool_call_grammar(tools: Sequence[Mapping[str, Any]], *, name: str | None = 
     """GBNF (root rule `root`) for one tool call (or several, `parallel`) of the offered
     functions, or only of `name`. `call_format`: 'hermes' wraps each call in
     `<tool_call>` tags; 'json' writes bare call objects (one per line)."""
-    from llama_cpp.llama_grammar import SchemaConverter  # pure Python, but it loads libllama
+    from .schema_grammar import CheckedConverter, SchemaUnsupported, check_finishes  # loads libllama
 
     fns = [_function(t) for t in tools]
     if name is not None:
@@ -45,12 +45,15 @@ def tool_call_grammar(tools: Sequence[Mapping[str, Any]], *, name: str | None = 
         raise TandemError("no tools to call")
     schemas = [_call_schema(f) for f in fns]
     schema: dict[str, Any] = schemas[0] if len(schemas) == 1 else {"oneOf": schemas}
-    conv = SchemaConverter(prop_order={"name": 0, "arguments": 1}, allow_fetch=False, dotall=False, raw_pattern=False)
+    conv = CheckedConverter(prop_order={"name": 0, "arguments": 1}, allow_fetch=False, dotall=False, raw_pattern=False)
     try:
         schema = conv.resolve_refs(json.loads(json.dumps(schema)), "tools")
         call = conv.visit(schema, "call")
+        one = f'"<tool_call>\\n" {call} "\\n</tool_call>"' if call_format == "hermes" else call
+        conv._add_rule("root", f'{one} ("\\n" {one})*' if parallel else one)
+        check_finishes(conv)
+    except SchemaUnsupported as e:
+        raise TandemError(f"a tool's parameters schema: {e}") from None
     except Exception as e:  # a schema the converter cannot express: the client's to fix
         raise TandemError(f"a tool's parameters schema cannot be turned into a grammar: {type(e).__name__}: {e}") from None
-    one = f'"<tool_call>\\n" {call} "\\n</tool_call>"' if call_format == "hermes" else call
-    conv._add_rule("root", f'{one} ("\\n" {one})*' if parallel else one)
     return conv.format_grammar()
