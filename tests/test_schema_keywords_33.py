@@ -22,7 +22,7 @@ from engine import Engine  # noqa: E402
 from engine.decoding.grammar import GrammarError, json_schema_grammar  # noqa: E402
 
 MSGS = [{"role": "user", "content": "the value of the item"}]
-RANGE = {"type": "object", "properties": {"n": {"type": "integer", "minimum": 5, "maximum": 9}}, "required": ["n"]}
+RANGE = {"type": "object", "properties": {"n": {"type": "integer", "minimum": 500, "maximum": 509}}, "required": ["n"]}
 
 
 # -- the integer range rule ----------------------------------------------------------------------
@@ -147,7 +147,7 @@ def test_an_integer_range_is_enforced_with_every_draft(served):
         r = chat(served, json_schema=RANGE, draft=draft)
         assert r.status_code == 200, r.text
         text = r.json()["choices"][0]["message"]["content"]
-        assert 5 <= json.loads(text)["n"] <= 9, text
+        assert 500 <= json.loads(text)["n"] <= 509, text
         texts.add(text)
     assert len(texts) == 1, texts
 
@@ -160,7 +160,7 @@ def test_a_forced_tool_call_keeps_to_its_integer_range_and_refuses_number_bounds
     r = call(RANGE)
     assert r.status_code == 200, r.text
     calls = r.json()["choices"][0]["message"]["tool_calls"]
-    assert calls and 5 <= json.loads(calls[0]["function"]["arguments"])["n"] <= 9
+    assert calls and 500 <= json.loads(calls[0]["function"]["arguments"])["n"] <= 509
     r = call({"type": "object", "properties": {"x": {"type": "number", "minimum": 0}}, "required": ["x"]})
     assert r.status_code == 400 and "'minimum'" in r.json()["error"]["message"], r.text
 
