@@ -31,7 +31,7 @@ def check_runtime_flags(args: argparse.Namespace) -> None:
 
     ctx = getattr(args, "ctx", None)
     if ctx is not None and not MIN_CTX <= ctx <= MAX_CTX:
-        raise UsageError(f"--ctx must be in {MIN_CTX}..{MAX_CTX} tokens, got {ctx}")
+        raise UsageError(f"--ctx (the context size) must be in {MIN_CTX}..{MAX_CTX} tokens, got {ctx}")
     threads = getattr(args, "threads", None)
     if threads is not None and not 1 <= threads <= MAX_THREADS:
         raise UsageError(f"--threads must be in 1..{MAX_THREADS}, got {threads}")
