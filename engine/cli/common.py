@@ -27,7 +27,7 @@ def check_runtime_flags(args: argparse.Namespace) -> None:
     """Check the flags that say how models run and sample, the same way for every command
     that has them (generate, race, bench, serve, worker, optimize-draft), before anything
     loads: one line naming the flag instead of a crash or a failure on every request later."""
-    from ..decoding.sampling import SamplingParams
+    from ..decoding.sampling.sampler import SamplingParams
 
     ctx = getattr(args, "ctx", None)
     if ctx is not None and not MIN_CTX <= ctx <= MAX_CTX:
@@ -90,7 +90,7 @@ def draft_arg(value: str) -> str | Path | None:
 
 
 def lookahead_arg(value: str) -> int | str:
-    from ..decoding.lookahead import MAX_LOOKAHEAD
+    from ..decoding.drafting.lookahead import MAX_LOOKAHEAD
 
     v = value.strip().lower()
     if v == "auto":

@@ -116,7 +116,7 @@ def _checked_options(args: argparse.Namespace) -> tuple[str | None, tuple[str, .
 def cmd_serve(args: argparse.Namespace) -> int:
     from .common import resolve_pair
     from .rpc import engine_for
-    from ..decoding.runtime import RuntimeParams
+    from ..llamacpp.runtime import RuntimeParams
 
     api_key, cors, max_body = _checked_options(args)
     _require_server_extra()

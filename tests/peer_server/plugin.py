@@ -14,7 +14,7 @@ runs in the unpacked suite. It replaces:
   ended when another configuration needs the port, and at the end of the session.
 - `ServerPreset.load_all`: nothing to download.
 It also skips what skips.py lists, and writes each test's outcome as JSON to
-TANDEM_PEER_REPORT (when set) for tests/test_peer_llama_server.py to judge.
+TANDEM_PEER_REPORT (when set) for tests/engine/serving/test_peer_llama_server.py to judge.
 """
 
 from __future__ import annotations

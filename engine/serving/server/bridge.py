@@ -14,7 +14,7 @@ import logging
 from typing import Any, AsyncIterator, Callable
 
 from ...errors import Cancelled, NonFiniteLogits, TandemError
-from ...decoding.rpc_backend import RpcError
+from ...llamacpp.rpc_backend import RpcError
 from ...decoding.events import DoneEvent, PrefillEvent, RunStats, TokenEvent
 from ...decoding.queue import GenerationQueue, Job
 from ...decoding.settings import GenerationRequest

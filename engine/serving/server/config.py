@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Union
 
-from ...decoding.llama import Model
+from ...llamacpp.llama import Model
 
 DEFAULT_MAX_BODY = 4 * 1024 * 1024  # 4 MiB: a full 128K-token conversation is well under 1 MiB of JSON
 

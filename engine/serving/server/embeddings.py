@@ -21,7 +21,7 @@ from fastapi import APIRouter, Depends, Request
 from starlette.concurrency import run_in_threadpool
 
 from ...decoding.queue import GenerationQueue, Job, QueueFull
-from ...decoding.rpc_backend import RpcError
+from ...llamacpp.rpc_backend import RpcError
 from ...errors import Cancelled, EmbeddingsUnsupported, PromptTooLong, TandemError
 from .bridge import GenerationFailed
 from .config import ServedModel, ServerConfig

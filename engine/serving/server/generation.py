@@ -15,7 +15,7 @@ from sse_starlette import EventSourceResponse
 from starlette.concurrency import run_in_threadpool
 
 from ...errors import PromptTooLong, TandemError
-from ...decoding.rpc_backend import RpcError
+from ...llamacpp.rpc_backend import RpcError
 from ...decoding.events import DoneEvent, PrefillEvent, TokenEvent
 from ...decoding.queue import GenerationQueue, Job, QueueFull
 from ...decoding.settings import GenerationRequest
@@ -27,8 +27,8 @@ from .listing import model_not_found
 from .prom import ServerMetrics
 from .schemas import ChatCompletionRequest, CompletionRequest
 from .tool_use import ToolUse
-from ...decoding.forced_calls import ForcedCallStream
-from ...decoding.tool_calls import ParsedAnswer, ToolCallStream
+from ..tools.forced_calls import ForcedCallStream
+from ..tools.tool_calls import ParsedAnswer, ToolCallStream
 
 
 SHUTDOWN_GRACE_S = 2.0  # under uvicorn's 3 s graceful-shutdown timeout (runner.py)
@@ -181,7 +181,7 @@ class Completions:
             raise ApiError(400, str(e), param="response_format", code="invalid_value")
         if which is None:
             return {}
-        from ...decoding.grammar import GrammarError, check_grammar, json_schema_grammar  # lazily: llama.cpp
+        from ...decoding.sampling.grammar import GrammarError, check_grammar, json_schema_grammar  # lazily: llama.cpp
 
         field, value = which
         param = field if getattr(req, field, None) is not None else "response_format"

@@ -13,8 +13,8 @@ from typing import Any, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from ...decoding.logit_controls import Penalties
-from ...decoding.lookahead import parse_lookahead
+from ...decoding.sampling.logit_controls import Penalties
+from ...decoding.drafting.lookahead import parse_lookahead
 
 DraftChoice = Literal["model", "lookup", "none"]
 
