@@ -178,7 +178,6 @@ def test_decoding_top_level_holds_at_most_twelve_modules_beside_its_wings():
 
 # Modules outside engine/llamacpp/ that still call llama_cpp, each with why (shrinks to nothing).
 LLAMA_CPP_OUTSIDE: dict[str, str] = {
-    "engine/decoding/sampling/grammar.py": "the grammar sampler's llama_cpp calls are not in the seam yet",
     "engine/models/hardware.py": "its own libggml binding (found through llama_cpp's folder), not merged "
                                  "with engine/llamacpp/ggml_devices.py yet",
     "engine/cli/doctor.py": "checks that llama_cpp imports and how it was built, not through the seam yet",

@@ -2,6 +2,7 @@
 
 - llama.py: the model and its decode context (Model, Context), llama.cpp's log routing;
 - embedding.py: the embedding context;
+- grammar_sampler.py: llama.cpp's grammar sampler and its parser's reason, for the sampling wing;
 - ggml_devices.py: ggml's device registry and RPC backend, bound with ctypes;
 - rpc_backend.py: RPC endpoints and the split plan by free memory;
 - quantize.py: the quantiser;

@@ -22,38 +22,29 @@ is the usual one over the masked row (disallowed tokens at -inf, then the usual 
   the best-ranked tokens when they settle it exactly, else the whole row is masked.
 
 JSON schemas become GBNF through llama-cpp-python's own converter, checked node by node
-(`schema_grammar`): a keyword it would skip is refused, so the output always matches.
+(`schema_grammar`): a keyword it would skip is refused, so the output always matches. The
+llama.cpp calls (the grammar sampler, the parser's reason) are in the seam:
+engine.llamacpp.grammar_sampler.
 """
 
 from __future__ import annotations
 
-import ctypes
 import json
-import os
-import tempfile
-import threading
 from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 
 from ...errors import TandemError
 from .finite import check_top
-from ...llamacpp.llama import ensure_backend, log_mark, log_since
+from ...llamacpp.grammar_sampler import TOKEN_DATA, GrammarSampler, parse_error
 from .sampler import Dist, Sampler, SamplingParams, Verification, distribution
-
-import llama_cpp  # noqa: E402
 
 if TYPE_CHECKING:  # pragma: no cover
     from ...llamacpp.llama import Model
 
-_lc = llama_cpp.llama_cpp
-ROOT = b"root"
 TOP_M = 64  # greedy: candidates checked before masking a whole row
 TOP_M_TRUNCATED = 4096  # sampling with top-k/p or min-p: the most ranks checked before masking a whole row
 DRAW_TRIES = 16  # sampling, temperature alone: unmasked draws tried before masking a whole row
-_TOKEN_DATA = np.dtype([("id", "<i4"), ("logit", "<f4"), ("p", "<f4")])  # llama_token_data
-assert _TOKEN_DATA.itemsize == ctypes.sizeof(_lc.llama_token_data)
-_stderr_lock = threading.Lock()
 
 
 class GrammarError(TandemError):
@@ -94,56 +85,33 @@ def check_grammar(text: Any, field: str = "grammar") -> str:
         raise GrammarError(f"{field} must be GBNF grammar text (a string), got {type(text).__name__}")
     if not text.strip():
         raise GrammarError(f"{field} is empty: give GBNF text with a `root` rule")
-    ensure_backend()
-    smpl = _lc.llama_sampler_init_grammar(None, text.encode("utf-8"), ROOT)  # parses; no vocabulary needed
-    if smpl:
-        _lc.llama_sampler_free(smpl)
+    error = parse_error(text)
+    if error is None:
         return text
-    raise GrammarError(f"{field} is not a valid GBNF grammar: {_parse_error(text)}"[:400])
-
-
-def _parse_error(text: str) -> str:
-    """llama.cpp's reason (its parser writes to stderr, its loader to the log): parse again, listening."""
-    mark = log_mark()
-    with _stderr_lock, tempfile.TemporaryFile() as f:
-        saved = os.dup(2)
-        try:
-            os.dup2(f.fileno(), 2)
-            smpl = _lc.llama_sampler_init_grammar(None, text.encode("utf-8"), ROOT)
-        finally:
-            os.dup2(saved, 2)
-            os.close(saved)
-        if smpl:  # pragma: no cover - parsed the second time: nothing to report
-            _lc.llama_sampler_free(smpl)
-        f.seek(0)
-        printed = f.read().decode("utf-8", "replace")
-    for line in printed.splitlines():
-        if "error parsing grammar:" in line:
-            return line.split("error parsing grammar:", 1)[1].strip()
-    logged = [ln.strip() for ln in log_since(mark) if ln.strip() and "failed to parse" not in ln]
-    return logged[-1] if logged else "llama.cpp could not parse it"
+    raise GrammarError(f"{field} is not a valid GBNF grammar: {error}"[:400])
 
 
 class GrammarState:
     """One grammar's position in the text written so far, for one model's vocabulary."""
 
-    def __init__(self, model: "Model", text: str, *, _smpl: Any = None):
+    def __init__(self, model: "Model", text: str, *, _smpl: GrammarSampler | None = None):
         self.model = model
         self.text = text
         if _smpl is None:
             check_grammar(text)
-            _smpl = _lc.llama_sampler_init_grammar(model._vocab, text.encode("utf-8"), ROOT)
-            if not _smpl:  # pragma: no cover - parsed without a vocabulary a moment ago
+            _smpl = GrammarSampler.load(model, text)
+            if _smpl is None:  # pragma: no cover - parsed without a vocabulary a moment ago
                 raise GrammarError("grammar: llama.cpp could not load it for this model's vocabulary")
-        self._smpl = _smpl
+        self._smpl: GrammarSampler | None = _smpl
         self._ids = _ids(model.n_vocab)
 
     def clone(self) -> "GrammarState":
-        return GrammarState(self.model, self.text, _smpl=_lc.llama_sampler_clone(self._smpl))
+        assert self._smpl is not None, "a closed grammar"
+        return GrammarState(self.model, self.text, _smpl=self._smpl.clone())
 
     def close(self) -> None:
-        if self._smpl:
-            _lc.llama_sampler_free(self._smpl)
+        if self._smpl is not None:
+            self._smpl.close()
             self._smpl = None
 
     def __del__(self) -> None:  # pragma: no cover - interpreter shutdown order varies
@@ -159,15 +127,14 @@ class GrammarState:
             return
         if not 0 <= token < self.model.n_vocab or not self.allows(token):
             raise GrammarError(f"token {token} does not follow the grammar here")  # a bug upstream, not a crash
-        _lc.llama_sampler_accept(self._smpl, token)
+        self._smpl.accept(token)
 
     def _apply(self, data: np.ndarray) -> None:
-        arr = _lc.llama_token_data_array(data.ctypes.data_as(_lc.llama_token_data_p), data.shape[0], -1, False)
-        _lc.llama_sampler_apply(self._smpl, ctypes.byref(arr))
+        self._smpl.apply(data)
 
     def allowed(self, tokens: Sequence[int]) -> np.ndarray:
         """Which of `tokens` the grammar allows next (a bool per token)."""
-        data = np.zeros(len(tokens), dtype=_TOKEN_DATA)
+        data = np.zeros(len(tokens), dtype=TOKEN_DATA)
         data["id"] = tokens
         self._apply(data)
         return np.isfinite(data["logit"])
@@ -178,7 +145,7 @@ class GrammarState:
     def mask(self, row: np.ndarray) -> np.ndarray:
         """A copy of `row` with every token the grammar forbids at -inf (the whole vocabulary checked)."""
         n = min(row.shape[0], self._ids.shape[0])
-        data = np.empty(n, dtype=_TOKEN_DATA)
+        data = np.empty(n, dtype=TOKEN_DATA)
         data["id"] = self._ids[:n]
         data["logit"] = row[:n]
         data["p"] = 0.0
