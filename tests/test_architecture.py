@@ -180,7 +180,6 @@ def test_decoding_top_level_holds_at_most_twelve_modules_beside_its_wings():
 LLAMA_CPP_OUTSIDE: dict[str, str] = {
     "engine/models/hardware.py": "its own libggml binding (found through llama_cpp's folder), not merged "
                                  "with engine/llamacpp/ggml_devices.py yet",
-    "engine/cli/doctor.py": "checks that llama_cpp imports and how it was built, not through the seam yet",
 }
 
 

@@ -37,12 +37,12 @@ def run_checks() -> list[Check]:
                             "" if v or not need else f"pip install {dist}"))
     checks.append(_row_kernels_check())
     try:
-        import llama_cpp
+        from ..llamacpp.build import built_by_tandem
 
-        key_file = __import__("pathlib").Path(llama_cpp.__file__).parent / ".tandem_build_key"
-        built = "built by packaging/install_llama_cpp.sh" if key_file.exists() else "not built by Tandem's script"
+        ours = built_by_tandem()
+        built = "built by packaging/install_llama_cpp.sh" if ours else "not built by Tandem's script"
         checks.append(Check("llama.cpp build", True, built,
-                            "" if key_file.exists() else "bash packaging/install_llama_cpp.sh .venv/bin/python (avoids AMX crashes)"))
+                            "" if ours else "bash packaging/install_llama_cpp.sh .venv/bin/python (avoids AMX crashes)"))
     except ImportError as e:
         checks.append(Check("llama.cpp build", False, str(e), "bash packaging/install_llama_cpp.sh .venv/bin/python"))
         return checks
