@@ -76,3 +76,17 @@ class NonFiniteLogits(DecodeError):
                 "the file is damaged or its weights overflow; download or convert it again")
         e.kind = kind
         return e
+
+
+class DocumentError(TandemError):
+    """A file that cannot be attached as text: unreadable, too large, an image, a scanned
+    PDF without a text layer, or a format no reader is installed for. One line naming it."""
+
+
+class DocumentErrors(DocumentError):
+    """Several files refused at once: one message, one line per file."""
+
+    def __init__(self, errors: list[DocumentError]):
+        self.errors = list(errors)
+        super().__init__("; ".join(str(e) for e in self.errors) if len(self.errors) < 2 else
+                         f"{len(self.errors)} files cannot be attached: " + "; ".join(str(e) for e in self.errors))

@@ -1,15 +1,15 @@
 """Attached files as removable chips, and the ways a file arrives: the Attach button, a
-drop onto the chat, a paste of copied files.
+drop onto the chat, a paste of copied files. Documents (PDF, DOCX, spreadsheets, slides,
+HTML, EPUB, RTF) are read by engine.documents, as `tandem generate --attach` reads them.
 
-A chip shows the file's name and its size in tokens of the loaded target ("≈" and a
-characters/4 estimate when no model is loaded), so a person sees what an attachment
-costs in the context before sending it.
+A chip shows the file's name, its size in tokens of the loaded target ("≈" and a
+characters/4 estimate when no model is loaded) and the share of the context that is, so a
+person sees what an attachment costs before sending it.
 """
 
 from __future__ import annotations
 
 import re
-import stat
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -17,9 +17,12 @@ from typing import Callable
 from PySide6.QtCore import QEvent, QMimeData, QObject, Signal
 from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QPlainTextEdit, QSizePolicy, QToolButton, QWidget
 
-from engine.decoding.prompting.prompt_text import decode
+from engine.documents import MAX_TEXT_BYTES, Document, attachment_block as _block, read_document
+from engine.errors import DocumentError
 
-MAX_ATTACHMENT = 512 * 1024  # bytes: more is not a prompt, and a larger file would freeze the tokenizer call
+MAX_ATTACHMENT = MAX_TEXT_BYTES  # a text file's bytes: more is not a prompt, and would freeze the tokenizer call
+FILE_FILTER = ("Documents and text (*.pdf *.docx *.xlsx *.xlsm *.ods *.pptx *.html *.htm *.epub *.rtf *.txt *.md "
+               "*.markdown *.csv *.tsv *.json *.py *.rst *.log *.xml *.yaml *.yml *.toml);;All files (*)")
 
 
 @dataclass
@@ -28,40 +31,39 @@ class Attachment:
     text: str
     tokens: int
     exact: bool  # counted with the loaded target's tokenizer (else a characters/4 estimate)
+    n_ctx: int = 0  # the context it goes into (0: unknown)
 
     @property
     def size_label(self) -> str:
         return f"{'' if self.exact else '≈'}{self.tokens:,} tokens"
+
+    @property
+    def share_label(self) -> str:
+        """How much of the context it takes: "12% of the context" ("" when unknown)."""
+        if self.n_ctx <= 0:
+            return ""
+        share = 100 * self.tokens / self.n_ctx
+        return f"{'<1' if 0 < share < 1 else f'{share:.0f}'}% of the context"
 
 
 class AttachmentError(ValueError):
     """A file that cannot be attached; the message is one line for the user."""
 
 
-def read_text_file(path: str | Path) -> tuple[str, str]:
-    """(name, text) of a text file of at most MAX_ATTACHMENT bytes, else AttachmentError. It is
-    decoded as the CLI decodes a prompt file (UTF-8; UTF-16 or UTF-32 by their byte-order mark,
-    which is dropped), but strictly: a file with bytes that do not decode is refused."""
-    p = Path(path)
+def read_attachment(path: str | Path) -> Document:
+    """The document at `path` (any kind engine.documents reads), else AttachmentError in one line."""
     try:
-        st = p.stat()  # a missing file says so: "cannot read (No such file or directory)"
-        if stat.S_ISDIR(st.st_mode):
-            raise AttachmentError(f"{p.name}: is a folder, not a file")
-        if not stat.S_ISREG(st.st_mode):  # a pipe or a device would block or never end
-            raise AttachmentError(f"{p.name}: not a regular file")
-        size = st.st_size
-        if size > MAX_ATTACHMENT:  # said before reading: a dropped disk image must not fill memory
-            raise AttachmentError(f"{p.name}: {size // 1024:,} KB is too large to attach (at most {MAX_ATTACHMENT // 1024} KB)")
-        with p.open("rb") as f:
-            data = f.read(MAX_ATTACHMENT + 1)
-    except OSError as e:
-        raise AttachmentError(f"{p.name}: cannot read ({e.strerror})") from None
-    if len(data) > MAX_ATTACHMENT:  # it grew since the check
-        raise AttachmentError(f"{p.name}: too large to attach (at most {MAX_ATTACHMENT // 1024} KB)")
-    text, undecodable = decode(data)  # the reader of `tandem generate @FILE`: a BOM picks UTF-8/16/32
-    if undecodable:
-        raise AttachmentError(f"{p.name}: not a UTF-8 text file (nor UTF-16/32 with a byte-order mark)")
-    return p.name, text
+        return read_document(path)
+    except DocumentError as e:
+        raise AttachmentError(str(e)) from None
+
+
+def read_text_file(path: str | Path) -> tuple[str, str]:
+    """(name, text) of a file as it would be attached: a text file of at most MAX_ATTACHMENT
+    bytes decoded as the CLI decodes a prompt file (UTF-8; UTF-16/32 by their byte-order mark,
+    which is dropped) but strictly, or a document's text; else AttachmentError."""
+    doc = read_attachment(path)
+    return doc.name, doc.text
 
 
 def local_files(mime: QMimeData | None) -> list[str]:
@@ -74,16 +76,10 @@ def local_files(mime: QMimeData | None) -> list[str]:
 TEXT, FILE = "text", "file:"  # the labels of a user message's parts (its stored spans)
 
 
-def _fence(text: str) -> str:
-    """A code fence longer than any run of backticks in `text`, so the file cannot close it."""
-    longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
-    return "`" * max(3, longest + 1)
-
-
 def attachment_block(a: Attachment) -> str:
-    """How an attachment is put into the user's message (kept verbatim in history)."""
-    fence = _fence(a.text)
-    return f"Attached file `{a.name}`:\n\n{fence}\n{a.text}\n{fence}"
+    """How an attachment is put into the user's message (kept verbatim in history); the CLI's
+    --attach writes the same block."""
+    return _block(a.name, a.text)
 
 
 def compose(text: str, attachments: list[Attachment]) -> tuple[str, list[tuple[int, str]]]:
@@ -206,9 +202,11 @@ class _Chip(QFrame):
         lay.setSpacing(2)
         self.setSizePolicy(QSizePolicy.Policy.Maximum, QSizePolicy.Policy.Fixed)
         name = a.name if len(a.name) <= 28 else a.name[:18] + "…" + a.name[-9:]
-        self.label = QLabel(f"{name} · {a.size_label}")
+        share = f" · {a.share_label}" if a.share_label else ""
+        self.label = QLabel(f"{name} · {a.size_label}{share}")
         self.label.setToolTip(f"{a.name}: {len(a.text):,} characters, {a.size_label}"
-                              + ("" if a.exact else " (estimated: no model is loaded)"))
+                              + ("" if a.exact else " (estimated: no model is loaded)")
+                              + (f", {a.share_label} ({a.n_ctx:,} tokens)" if a.share_label else ""))
         self.remove_btn = QToolButton()
         self.remove_btn.setText("×")
         self.remove_btn.setAutoRaise(True)
@@ -250,10 +248,11 @@ class AttachmentChips(QWidget):
         self._items = []
         self._rebuild()
 
-    def recount(self, count: Callable[[str], tuple[int, bool]]) -> None:
-        """Count again with another tokenizer (a model was loaded or unloaded)."""
+    def recount(self, count: Callable[[str], tuple[int, bool]], n_ctx: int = 0) -> None:
+        """Count again with another tokenizer (a model was loaded or unloaded) and context."""
         for a in self._items:
             a.tokens, a.exact = count(a.text)
+            a.n_ctx = n_ctx or a.n_ctx
         self._rebuild()
 
     def _rebuild(self) -> None:

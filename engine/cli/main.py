@@ -136,6 +136,8 @@ def _validated_inputs(args: argparse.Namespace) -> str:
     prompt = _prompt_arg(args.prompt)
     if not prompt.strip():
         raise UsageError("the prompt is empty")
+    if getattr(args, "attach", None):
+        prompt = _with_attachments(prompt, args.attach)
     for name in ("system", "tag"):
         value = getattr(args, name, None)
         if value is not None:
@@ -147,6 +149,16 @@ def _validated_inputs(args: argparse.Namespace) -> str:
         args.stop = [clean(s)[0] for s in args.stop]
     check_runtime_flags(args)
     return prompt
+
+
+def _with_attachments(prompt: str, paths: list[str]) -> str:
+    """The prompt with each --attach file's text after it, in the app's block format; files
+    without text (a scanned PDF, an image) are refused together in one line."""
+    from ..documents import attachment_block, read_documents
+    from ..documents.blocks import with_attachments
+
+    docs = read_documents(list(paths))
+    return with_attachments(prompt, [attachment_block(d.name, d.text) for d in docs])
 
 
 def _stats_line(s) -> str:
@@ -309,6 +321,9 @@ def _add_gen_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--stop", action="append", help="stop string (repeatable); not included in the output")
     p.add_argument("--chat", action="store_true", help="wrap the prompt in the model's chat template")
     p.add_argument("--system", help="system prompt (with --chat)")
+    p.add_argument("--attach", action="append", metavar="FILE",
+                   help="a document after the prompt, as the app attaches it (repeatable): PDF, DOCX, XLSX, ODS, "
+                        "PPTX, HTML, EPUB, RTF or text; use --chat with an instruct model")
     p.add_argument("--ctx", type=int, default=4096, help="context size in tokens")
     p.add_argument("--threads", type=int, default=None)
     p.add_argument("--json", action="store_true", help="print one JSON object instead of streaming")

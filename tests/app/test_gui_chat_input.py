@@ -92,7 +92,8 @@ def test_attach_button_opens_the_dialog_and_adds_removable_chips(qtbot, window, 
     assert [x.name for x in chat.attachments.items()] == ["notes.md", "log.txt"]
     assert not chat.attachments.isHidden() and len(chat.attachments.chips) == 2
     n = _tokens(window, a.read_text())
-    assert chat.attachments.chips[0].label.text() == f"notes.md · {n:,} tokens"  # the target's tokenizer, no ≈
+    share = round(100 * n / chat._context_size())
+    assert chat.attachments.chips[0].label.text() == f"notes.md · {n:,} tokens · {share}% of the context"  # no ≈
     assert not window.errors
     old = chat.attachments.chips[1]
     qtbot.mouseClick(old.remove_btn, Qt.MouseButton.LeftButton)
@@ -138,8 +139,9 @@ def test_bad_files_are_refused_with_one_line(qtbot, window, tmp_path):
     binary.write_bytes(b"\x81\xfe\x00\xff")  # no byte-order mark: FF FE would make it UTF-16 text
     chat.attach_files([str(binary), str(tmp_path / "missing.txt"), str(tmp_path)])
     assert chat.attachments.items() == []
-    assert "not a UTF-8 text file" in window.errors[0] and "missing.txt: cannot read" in window.errors[1]
-    assert "is a folder" in window.errors[2]
+    assert len(window.errors) == 1, "several refusals are one message, a line per file"
+    lines = window.errors[0].split("\n")
+    assert "not a UTF-8 text file" in lines[0] and "missing.txt: cannot read" in lines[1] and "is a folder" in lines[2]
 
 
 def test_attachment_larger_than_the_context_is_refused_with_its_size(qtbot, tmp_path, monkeypatch, tiny_target):
@@ -158,7 +160,8 @@ def test_without_a_model_sizes_are_estimates(qtbot, tmp_path, monkeypatch):
     w = _make_window(qtbot, tmp_path, monkeypatch)
     a = _file(tmp_path, "a.txt", "x" * 400)
     w.chat.attach_file(str(a))
-    assert w.chat.attachments.chips[0].label.text() == "a.txt · ≈100 tokens"
+    share = round(100 * 100 / w.chat._context_size())
+    assert w.chat.attachments.chips[0].label.text() == f"a.txt · ≈100 tokens · {share}% of the context"
     w.chat.meter.update_now()
     assert w.chat.meter.text().startswith("≈")
     w.close()

@@ -9,24 +9,15 @@ files too large to be a prompt (which also keeps `@/dev/zero` from reading forev
 
 from __future__ import annotations
 
-import codecs
 import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
+from ...documents.text import decode  # shared with attached files
 from ...errors import PromptError
 
 MAX_PROMPT_BYTES = 64 * 1024 * 1024  # far beyond any context window (about 16M tokens)
-
-# Longest BOM first: the UTF-32 LE BOM starts with the UTF-16 LE one.
-_BOMS = (
-    (codecs.BOM_UTF32_LE, "utf-32-le"),
-    (codecs.BOM_UTF32_BE, "utf-32-be"),
-    (codecs.BOM_UTF8, "utf-8"),
-    (codecs.BOM_UTF16_LE, "utf-16-le"),
-    (codecs.BOM_UTF16_BE, "utf-16-be"),
-)
 
 
 @dataclass(frozen=True)
@@ -40,21 +31,6 @@ class PromptText:
         if not self.replaced:
             return None
         return f"{self.source}: {self.replaced} undecodable byte sequence(s) replaced with U+FFFD"
-
-
-def decode(data: bytes) -> tuple[str, int]:
-    """Text from bytes: a BOM picks UTF-8/16/32, else UTF-8; bad sequences become U+FFFD."""
-    encoding = "utf-8"
-    for bom, enc in _BOMS:
-        if data.startswith(bom):
-            data, encoding = data[len(bom):], enc
-            break
-    try:
-        return data.decode(encoding), 0
-    except UnicodeDecodeError:
-        text = data.decode(encoding, "replace")
-    genuine = data.decode(encoding, "ignore").count("\ufffd")  # U+FFFD that was really there
-    return text, text.count("\ufffd") - genuine
 
 
 def clean(value: str) -> tuple[str, int]:

@@ -1,0 +1,176 @@
+"""Which reader a file needs (by its first bytes, then its name), the limits, and the one-line
+refusals: an image, a scanned PDF, an old binary Office file, a locked PDF, a reader that is
+not installed, a file that is no text at all."""
+
+from __future__ import annotations
+
+import stat
+import zipfile
+from pathlib import Path
+from typing import Callable
+
+from ..errors import DocumentError, DocumentErrors
+from .markup import epub_chapters, html_to_markdown, rtf_to_text
+from .model import Document, Section, line_parts, markdown_sections
+from .text import decode
+
+MAX_TEXT_BYTES = 512 * 1024  # a text file: more is not a prompt, and would freeze the tokenizer call
+MAX_DOCUMENT_BYTES = 64 * 1024 * 1024  # a PDF or Office file (its text is far smaller)
+MAX_TEXT_CHARS = 4_000_000  # what a document may hold once read (a 1,000-page book)
+SUPPORTED = "PDF, DOCX, XLSX, ODS, PPTX, HTML, EPUB, RTF or a text file"
+EXTENSIONS = ("pdf", "docx", "xlsx", "xlsm", "ods", "pptx", "html", "htm", "xhtml", "epub", "rtf",
+              "txt", "md", "markdown", "csv", "tsv", "json", "py", "rst", "log", "xml", "yaml", "yml", "toml")
+
+_IMAGES = ((b"\x89PNG", "PNG"), (b"\xff\xd8\xff", "JPEG"), (b"GIF8", "GIF"), (b"BM", "BMP"),
+           (b"II*\x00", "TIFF"), (b"MM\x00*", "TIFF"))
+_IMAGE_NAMES = {"png": "PNG", "jpg": "JPEG", "jpeg": "JPEG", "gif": "GIF", "bmp": "BMP", "tif": "TIFF",
+                "tiff": "TIFF", "webp": "WebP", "heic": "HEIC", "svg": "SVG"}
+_NEEDS = {"PDF": "pypdf", "DOCX": "python-docx", "XLSX": "openpyxl", "ODS": "odfpy", "PPTX": "python-pptx",
+          "RTF": "striprtf"}
+
+
+def _kind(name: str, head: bytes, path: Path) -> str:
+    ext = name.rsplit(".", 1)[-1].lower() if "." in name else ""
+    if head.startswith(b"%PDF-"):
+        return "PDF"
+    if head.startswith(b"PK\x03\x04"):
+        try:
+            with zipfile.ZipFile(path) as z:
+                names = set(z.namelist())
+                mimetype = z.read("mimetype").decode("ascii", "replace").strip() if "mimetype" in names else ""
+        except (zipfile.BadZipFile, OSError, KeyError):
+            return "zip"
+        if "word/document.xml" in names:
+            return "DOCX"
+        if "xl/workbook.xml" in names:
+            return "XLSX"
+        if "ppt/presentation.xml" in names:
+            return "PPTX"
+        if mimetype == "application/epub+zip":
+            return "EPUB"
+        if mimetype == "application/vnd.oasis.opendocument.spreadsheet":
+            return "ODS"
+        return "zip"
+    if head.startswith(b"\xd0\xcf\x11\xe0"):
+        return "OLE"
+    if head.startswith(b"{\\rtf"):
+        return "RTF"
+    for magic, what in _IMAGES:
+        if head.startswith(magic):
+            return "image " + what
+    if head[:4] == b"RIFF" and head[8:12] == b"WEBP":
+        return "image WebP"
+    if ext in _IMAGE_NAMES and ext != "svg":
+        return "image " + _IMAGE_NAMES[ext]
+    if ext in ("html", "htm", "xhtml") or head.lstrip()[:15].lower() in (b"<!doctype html>",) \
+            or head.lstrip()[:5].lower() == b"<html":
+        return "HTML"
+    return "text"
+
+
+def read_document(path: str | Path, name: str | None = None) -> Document:
+    """The text of the file at `path`, or DocumentError in one line that starts with its name."""
+    p = Path(path)
+    name = name or p.name
+    try:
+        st = p.stat()
+        if stat.S_ISDIR(st.st_mode):
+            raise DocumentError(f"{name}: is a folder, not a file")
+        if not stat.S_ISREG(st.st_mode):  # a pipe or a device would block or never end
+            raise DocumentError(f"{name}: not a regular file")
+        with p.open("rb") as f:
+            head = f.read(64)
+    except OSError as e:
+        raise DocumentError(f"{name}: cannot read ({e.strerror})") from None
+    kind = _kind(name, head, p)
+    limit = MAX_TEXT_BYTES if kind in ("text", "HTML") else MAX_DOCUMENT_BYTES
+    if st.st_size > limit:  # said before reading: a dropped disk image must not fill memory
+        raise DocumentError(f"{name}: {st.st_size // 1024:,} KB is too large to attach (at most {limit // 1024:,} KB"
+                            f"{' for a text file' if limit == MAX_TEXT_BYTES else ''})")
+    if kind.startswith("image"):
+        raise DocumentError(f"{name}: a {kind[6:]} image has no text to read (Tandem's models read text; "
+                            "no OCR): paste its text instead")
+    if kind == "OLE":
+        raise DocumentError(f"{name}: an old binary Office file (.doc/.xls/.ppt); save it as .docx, .xlsx or .pptx")
+    if kind == "zip":
+        raise DocumentError(f"{name}: a zip archive, not a document (supported: {SUPPORTED})")
+    try:
+        doc = _read(kind, p, name)
+    except DocumentError:
+        raise
+    except ImportError:
+        raise DocumentError(f"{name}: reading {kind} needs {_NEEDS.get(kind, 'the docs extra')} "
+                            "(pip install 'tandem-studio[docs]')") from None
+    except OSError as e:
+        raise DocumentError(f"{name}: cannot read ({e.strerror or e})") from None
+    except Exception as e:  # noqa: BLE001 - a damaged file is the user's input, said in one line
+        detail = " ".join(str(e).split())[:120] or type(e).__name__
+        raise DocumentError(f"{name}: not a readable {kind} file ({detail})") from None
+    if len(doc.text) > MAX_TEXT_CHARS:
+        raise DocumentError(f"{name}: {len(doc.text):,} characters of text is too much to attach "
+                            f"(at most {MAX_TEXT_CHARS:,})")
+    return doc
+
+
+def _read(kind: str, p: Path, name: str) -> Document:
+    if kind == "text":
+        text, undecodable = decode(p.read_bytes())
+        if undecodable:
+            raise DocumentError(f"{name}: not a UTF-8 text file (nor UTF-16/32 with a byte-order mark) "
+                                f"and not a document Tandem reads ({SUPPORTED})")
+        markdown = name.lower().endswith((".md", ".markdown"))
+        sections = markdown_sections(text) if markdown else line_parts(text)
+        return Document(name, "text", tuple(sections), "section" if markdown else "part", whole=text)
+    if kind == "PDF":
+        from .office import pdf_pages
+
+        pages, locked = pdf_pages(str(p))
+        if locked:
+            raise DocumentError(f"{name}: the PDF is password-protected; save an unlocked copy")
+        if not any(s.text for s in pages):
+            raise DocumentError(f"{name}: no text layer in its {len(pages)} page(s) (a scanned or image-only PDF); "
+                                "run OCR on it first")
+        return Document(name, kind, tuple(pages), "page")
+    readers: dict[str, tuple[Callable[[str], list[Section]], str]] = {
+        "DOCX": (_lazy("docx_sections"), "section"), "XLSX": (_lazy("xlsx_sheets"), "sheet"),
+        "ODS": (_lazy("ods_sheets"), "sheet"), "PPTX": (_lazy("pptx_slides"), "slide"),
+        "EPUB": (epub_chapters, "chapter"),
+    }
+    if kind in readers:
+        read, unit = readers[kind]
+        sections = read(str(p))
+    elif kind == "HTML":
+        text, _ = decode(p.read_bytes())
+        sections = markdown_sections(html_to_markdown(text)[1])
+        unit = "section"
+    else:  # RTF: plain text once its markup is gone
+        text = rtf_to_text(p.read_bytes()).strip()
+        if not text:
+            raise DocumentError(f"{name}: the RTF file has no text in it")
+        return Document(name, kind, tuple(line_parts(text)), "part", whole=text)
+    sections = [s for s in sections if s.text.strip()]
+    if not sections:
+        raise DocumentError(f"{name}: the {kind} file has no text in it")
+    return Document(name, kind, tuple(sections), unit)
+
+
+def _lazy(reader: str) -> Callable[[str], list[Section]]:
+    def read(path: str) -> list[Section]:
+        from . import office
+
+        return getattr(office, reader)(path)
+
+    return read
+
+
+def read_documents(paths: list[str | Path]) -> list[Document]:
+    """Every file's document, or one DocumentErrors naming each file that was refused."""
+    docs, errors = [], []
+    for path in paths:
+        try:
+            docs.append(read_document(path))
+        except DocumentError as e:
+            errors.append(e)
+    if errors:
+        raise errors[0] if len(errors) == 1 else DocumentErrors(errors)
+    return docs
