@@ -113,12 +113,13 @@ def test_attach_and_export(qtbot, window, tmp_path):
     assert "notes.md" in user.content and "the data of the class" in user.content
     out = tmp_path / "conv.md"
     window.chat.export_conversation(str(out))
-    assert "the data of the class" in out.read_text()
+    conv = out.read_text()
+    assert "*Attached: notes.md*" in conv and "the data of the class" not in conv, "a report names its sources"
     answer = tmp_path / "answer.md"
     window.chat.export_answer(str(answer))
     last = window.history.messages(window.chat.conversation_id)[-1]
     text = answer.read_text()
-    assert text.startswith("## Assistant") and last.content in text and "the data of the class" not in text
+    assert text == last.content.strip() + "\n" and "the data of the class" not in text, "the answer alone, no chrome"
     binary = tmp_path / "x.bin"
     binary.write_bytes(b"\x81\xfe\x00\xff")  # no byte-order mark: FF FE would make it UTF-16 text
     errors = []

@@ -9,6 +9,7 @@ from typing import Any
 
 from ...history import HistoryError, message_markdown
 from ...widgets.attachments import compose
+from ...widgets.export import whole_words
 from ...widgets.model_bar import draft_model_path
 from ...widgets.transcript import spans_from_tokens
 from ... import workers
@@ -105,7 +106,7 @@ class AnsweringMixin:
         """Save the question (`parts`: where its typed text and its files are) and an empty
         answer to fill; `HistoryError` when a write fails."""
         if self.conversation_id is None:
-            title = (text or self.attachments.items()[0].name).splitlines()[0][:TITLE_CHARS]
+            title = whole_words((text or self.attachments.items()[0].name).splitlines()[0], TITLE_CHARS)
             conv = self.history.create(title=title, system_prompt=self.system.toPlainText())
             self.conversation_id = conv.id
             self.refresh_conversations()

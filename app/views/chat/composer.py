@@ -1,15 +1,21 @@
-"""What goes with the prompt and what comes out of the chat: attachments, the token meter,
-Markdown export and Copy."""
+"""What goes with the prompt and what comes out of the chat: attachments (documents too, or
+the pages of one larger than the context), the token meter, export (Markdown, Word, PDF,
+HTML) and Copy (rich text and plain)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 from PySide6.QtGui import QGuiApplication
-from PySide6.QtWidgets import QFileDialog
+from PySide6.QtWidgets import QDialog, QFileDialog
+
+from engine.documents import Document
 
 from ...history import HistoryError
-from ...widgets.attachments import Attachment, AttachmentError, read_text_file
+from ...widgets.attachments import FILE_FILTER, Attachment, AttachmentError, read_attachment
+from ...widgets.export import FILTERS, ExportError, answer_markdown, conversation_markdown, file_name, rich_mime, \
+    with_suffix, write_report
+from ...widgets.section_picker import SectionPicker
 from ...widgets.toast import toast
 from ...widgets.transcript import message_text
 
@@ -18,31 +24,52 @@ class ComposerMixin:
     """ChatView's attachments, token meter, export and copy."""
 
     def choose_attachments(self) -> None:
-        """The Attach button: pick one or more text files."""
-        paths, _ = QFileDialog.getOpenFileNames(
-            self, "Attach text files", "",
-            "Text (*.txt *.md *.markdown *.csv *.json *.py *.rst *.log);;All files (*)")
+        """The Attach button: pick one or more documents or text files."""
+        paths, _ = QFileDialog.getOpenFileNames(self, "Attach documents or text files", "", FILE_FILTER)
         self.attach_files(paths)
 
     def attach_files(self, paths: list[str]) -> None:
+        """Attach each file; the ones refused are named together in one message, a line each."""
+        refused: list[str] = []
         for p in paths:
-            self.attach_file(p)
+            self.attach_file(p, refused)
+        if refused:
+            self.error.emit("\n".join(refused))
 
-    def attach_file(self, path: str) -> bool:
-        """Attach a UTF-8 text file as a chip; refused (one line) if unreadable or larger than the context."""
+    def attach_file(self, path: str, refused: list[str] | None = None) -> bool:
+        """Attach a document or text file as a chip. A file without text, or unreadable, is
+        refused in one line; one larger than the context offers its pages or sections."""
+        def refuse(line: str) -> bool:
+            self.error.emit(line) if refused is None else refused.append(line)
+            return False
+
         try:
-            name, text = read_text_file(path)
+            doc = read_attachment(path)
         except AttachmentError as e:
-            self.error.emit(str(e))
-            return False
-        tokens, exact = self.counter.count(text)
+            return refuse(str(e))
+        tokens, exact = self.counter.count(doc.text)
         n_ctx = self._context_size()
+        if tokens >= n_ctx and len(doc.sections) > 1:
+            chosen = self.choose_sections(doc, [self.counter.count(s.text)[0] for s in doc.sections], n_ctx)
+            if not chosen:
+                self.message.emit(f"{doc.name}: not attached")
+                return False
+            doc = doc.excerpt(chosen)
+            tokens, exact = self.counter.count(doc.text)
         if tokens >= n_ctx:
-            self.error.emit(f"{name} is {'' if exact else '≈'}{tokens:,} tokens but the context holds {n_ctx:,}: "
-                            "not attached (load the model with a longer context in the bar above the chat)")
-            return False
-        self.attachments.add(Attachment(name, text, tokens, exact))
+            return refuse(f"{doc.name} is {'' if exact else '≈'}{tokens:,} tokens but the context holds {n_ctx:,}: "
+                          "not attached (load the model with a longer context in the bar above the chat)")
+        self.attachments.add(Attachment(doc.name, doc.text, tokens, exact, n_ctx))
         return True
+
+    def choose_sections(self, doc: Document, counts: list[int], n_ctx: int) -> list[int] | None:
+        """Ask which pages or sections of `doc` to attach (None: cancelled)."""
+        picker = self.section_picker = SectionPicker(doc, counts, n_ctx, self)
+        try:
+            return picker.chosen() if picker.exec() == QDialog.DialogCode.Accepted else None
+        finally:
+            self.section_picker = None
+            picker.deleteLater()
 
     # -- the token meter -----------------------------------------------------------------
     def _context_size(self) -> int:
@@ -67,57 +94,62 @@ class ComposerMixin:
 
     def _model_changed(self, *_: object) -> None:
         """Another model counts other tokens: recount the chips and the meter."""
-        self.attachments.recount(self.counter.count)
+        self.attachments.recount(self.counter.count, self._context_size())
         self.meter.update_now()
         if self.conversation_id is not None and self.worker is None:  # the file cards' token counts
             self.transcript.show_in_place(self.history.messages(self.conversation_id))
 
+    def _chat_title(self) -> str:
+        conv = self.history.get(self.conversation_id) if self.conversation_id is not None else None
+        return conv.title if conv else "conversation"
+
+    def _answer_to_export(self):
+        if self.conversation_id is None:
+            return None
+        return next((m for m in reversed(self.history.messages(self.conversation_id)) if m.role == "assistant"), None)
+
     def export_conversation(self, path: str | None = None) -> None:
+        """The whole chat as a report (Markdown, Word, PDF or HTML, by the file's suffix)."""
         if self.conversation_id is None:
             self.message.emit("Nothing to export yet")
             return
-        if path is None:
-            conv = self.history.get(self.conversation_id)
-            default = safe_file_name(conv.title if conv else "conversation") + ".md"
-            path, _ = QFileDialog.getSaveFileName(self, "Export as Markdown", default, "Markdown (*.md)")
-            if not path:
-                return
-        try:
-            Path(path).write_text(self.history.to_markdown(self.conversation_id), encoding="utf-8")
-        except OSError as e:
-            self.error.emit(f"{path}: cannot write ({e.strerror})")
-            return
-        self.message.emit(f"Exported to {path}")
-        toast(self, f"Exported to {Path(path).name}")
+        conv = self.history.get(self.conversation_id)
+        title = conv.title if conv else "conversation"
+        markdown = conversation_markdown(title, self.history.messages(self.conversation_id),
+                                         conv.system_prompt if conv else "")
+        self._export(markdown, title, path, "Export the conversation", file_name(title, ""))
 
     def export_answer(self, path: str | None = None) -> None:
-        text = self.answer_markdown()
-        if not text:
+        """The last answer alone, as written: its own headings, tables and code, nothing around it."""
+        last = self._answer_to_export()
+        if last is None or not last.content.strip():
             self.message.emit("No answer to export yet")
             return
+        title = self._chat_title()
+        self._export(answer_markdown(last), title, path, "Export the answer", file_name(title, "") + " - answer")
+
+    def _export(self, markdown: str, title: str, path: str | None, caption: str, default: str) -> None:
         if path is None:
-            path, _ = QFileDialog.getSaveFileName(self, "Export the answer as Markdown", "answer.md", "Markdown (*.md)")
+            path, chosen = QFileDialog.getSaveFileName(self, caption, default + ".md", FILTERS)
             if not path:
                 return
+            path = with_suffix(path, chosen)
         try:
-            Path(path).write_text(text + "\n", encoding="utf-8")
+            kind = write_report(markdown, path, title)
         except OSError as e:
-            self.error.emit(f"{path}: cannot write ({e.strerror})")
+            self.error.emit(f"{path}: cannot write ({e.strerror or e})")
             return
-        self.message.emit(f"Exported to {path}")
+        except ExportError as e:
+            self.error.emit(str(e))
+            return
+        self.message.emit(f"Exported to {path} ({kind})")
         toast(self, f"Exported to {Path(path).name}")
 
     def copy_last_answer(self) -> None:
-        if self.conversation_id is None:
-            return
-        last = next((m for m in reversed(self.history.messages(self.conversation_id)) if m.role == "assistant"), None)
+        """The answer as rich text (Word and mail keep its headings, tables and code) and as
+        plain text for everything else."""
+        last = self._answer_to_export()
         if last is not None:
-            QGuiApplication.clipboard().setText(message_text(last))
-            self.message.emit("Answer copied as text (Copy as Markdown is under the answer)")
+            QGuiApplication.clipboard().setMimeData(rich_mime(answer_markdown(last), message_text(last)))
+            self.message.emit("Answer copied as rich text and plain text (Copy as Markdown is under the answer)")
             toast(self, "Answer copied")
-
-
-def safe_file_name(title: str) -> str:
-    """A conversation title as a file name: whole, with the characters file systems refuse replaced."""
-    name = "".join("-" if c in '/\\:*?"<>|' or ord(c) < 32 else c for c in title).strip(" .")
-    return name or "conversation"

@@ -52,7 +52,7 @@ class ConversationsMixin:
     def _conversation_actions(self, menu: QMenu) -> QMenu:
         """Rename, Delete and Export of the open chat, for the context menu and the More button."""
         menu.addAction("Rename…", self.rename_conversation)
-        menu.addAction("Export as Markdown…", lambda: self.export_conversation())
+        menu.addAction("Export (Markdown, Word, PDF, HTML)…", lambda: self.export_conversation())
         menu.addSeparator()
         menu.addAction("Delete…", self.delete_conversation)
         return menu
