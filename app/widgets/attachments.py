@@ -14,11 +14,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from PySide6.QtCore import QEvent, QMimeData, QObject, Signal
+from PySide6.QtCore import QEvent, QMimeData, QObject, Qt, Signal
 from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QPlainTextEdit, QSizePolicy, QToolButton, QWidget
 
 from engine.documents import MAX_TEXT_BYTES, Document, attachment_block as _block, read_document
 from engine.errors import DocumentError
+
+from .elided_label import ElidedLabel
+from .flow_layout import FlowLayout
 
 MAX_ATTACHMENT = MAX_TEXT_BYTES  # a text file's bytes: more is not a prompt, and would freeze the tokenizer call
 FILE_FILTER = ("Documents and text (*.pdf *.docx *.xlsx *.xlsm *.ods *.pptx *.html *.htm *.epub *.rtf *.txt *.md "
@@ -39,11 +42,11 @@ class Attachment:
 
     @property
     def share_label(self) -> str:
-        """How much of the context it takes: "12% of the context" ("" when unknown)."""
+        """How much of the context it takes: "12% of context" ("" when unknown)."""
         if self.n_ctx <= 0:
             return ""
         share = 100 * self.tokens / self.n_ctx
-        return f"{'<1' if 0 < share < 1 else f'{share:.0f}'}% of the context"
+        return f"{'<1' if 0 < share < 1 else f'{share:.0f}'}% of context"
 
 
 class AttachmentError(ValueError):
@@ -201,35 +204,43 @@ class _Chip(QFrame):
         lay.setContentsMargins(6, 1, 2, 1)
         lay.setSpacing(2)
         self.setSizePolicy(QSizePolicy.Policy.Maximum, QSizePolicy.Policy.Fixed)
-        name = a.name if len(a.name) <= 28 else a.name[:18] + "…" + a.name[-9:]
-        share = f" · {a.share_label}" if a.share_label else ""
-        self.label = QLabel(f"{name} · {a.size_label}{share}")
-        self.label.setToolTip(f"{a.name}: {len(a.text):,} characters, {a.size_label}"
-                              + ("" if a.exact else " (estimated: no model is loaded)")
-                              + (f", {a.share_label} ({a.n_ctx:,} tokens)" if a.share_label else ""))
+        # the name gives way (elided in the middle) before the size and the share of the context do
+        self.name_label = ElidedLabel(a.name, mode=Qt.TextElideMode.ElideMiddle, min_chars=6)
+        share = f" · {a.share_label.removesuffix(' of context')}" if a.share_label else ""  # next to the meter
+        self.size_label = QLabel(f"· {a.size_label}{share}")
+        self.setToolTip(f"{a.name}: {len(a.text):,} characters, {a.size_label}"
+                        + ("" if a.exact else " (estimated: no model is loaded)")
+                        + (f", {a.share_label} ({a.n_ctx:,} tokens)" if a.share_label else ""))
+        self.name_label.setToolTip(self.toolTip())
         self.remove_btn = QToolButton()
         self.remove_btn.setText("×")
         self.remove_btn.setAutoRaise(True)
         self.remove_btn.setToolTip(f"Remove {a.name}")
         self.remove_btn.clicked.connect(lambda _=False: on_remove())
-        lay.addWidget(self.label)
+        lay.addWidget(self.name_label, 1)
+        lay.addWidget(self.size_label)
         lay.addWidget(self.remove_btn)
+
+    def text(self) -> str:
+        """What the chip says: "notes.pdf · 1,234 tokens · 12%" (of the context, its tooltip says)."""
+        return f"{self.name_label.text()} {self.size_label.text()}"
 
 
 class AttachmentChips(QWidget):
-    """A row of chips, one per attached file; hidden while empty."""
+    """Chips, one per attached file, wrapping onto more lines when the row is full; hidden
+    while empty."""
 
     changed = Signal()
 
     def __init__(self, parent: QWidget | None = None):
         super().__init__(parent)
         self._items: list[Attachment] = []
-        self._row = QHBoxLayout(self)
-        self._row.setContentsMargins(0, 0, 0, 0)
-        self._row.addStretch(1)
+        self._row = FlowLayout(self)
         self.chips: list[_Chip] = []
-        # many chips may be cut at the right rather than widen the window (each has a tooltip)
-        self.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
+        # any width: many chips wrap onto more lines rather than widen the window
+        policy = QSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
+        policy.setHeightForWidth(True)
+        self.setSizePolicy(policy)
         self.hide()
 
     def items(self) -> list[Attachment]:
@@ -263,7 +274,7 @@ class AttachmentChips(QWidget):
         self.chips = []
         for a in self._items:
             chip = _Chip(a, lambda name=a.name: self.remove(name))
-            self._row.insertWidget(self._row.count() - 1, chip)
+            self._row.addWidget(chip)
             self.chips.append(chip)
         self.setVisible(bool(self._items))
         self.changed.emit()

@@ -162,7 +162,8 @@ def write_docx(markdown: str, path: str, title: str) -> None:
         raise ExportError("a Word export needs python-docx (pip install 'tandem-studio[docs]')") from None
     out = docx.Document()
     out.core_properties.title = title
-    it = rendered(markdown).rootFrame().begin()
+    source = rendered(markdown)  # held while its frames are walked
+    it = source.rootFrame().begin()
     while not it.atEnd():
         frame, block = it.currentFrame(), it.currentBlock()
         it += 1

@@ -93,7 +93,7 @@ def test_attach_button_opens_the_dialog_and_adds_removable_chips(qtbot, window, 
     assert not chat.attachments.isHidden() and len(chat.attachments.chips) == 2
     n = _tokens(window, a.read_text())
     share = round(100 * n / chat._context_size())
-    assert chat.attachments.chips[0].label.text() == f"notes.md · {n:,} tokens · {share}% of the context"  # no ≈
+    assert chat.attachments.chips[0].text() == f"notes.md · {n:,} tokens · {share}%"  # no ≈
     assert not window.errors
     old = chat.attachments.chips[1]
     qtbot.mouseClick(old.remove_btn, Qt.MouseButton.LeftButton)
@@ -161,7 +161,7 @@ def test_without_a_model_sizes_are_estimates(qtbot, tmp_path, monkeypatch):
     a = _file(tmp_path, "a.txt", "x" * 400)
     w.chat.attach_file(str(a))
     share = round(100 * 100 / w.chat._context_size())
-    assert w.chat.attachments.chips[0].label.text() == f"a.txt · ≈100 tokens · {share}% of the context"
+    assert w.chat.attachments.chips[0].text() == f"a.txt · ≈100 tokens · {share}%"
     w.chat.meter.update_now()
     assert w.chat.meter.text().startswith("≈")
     w.close()

@@ -1,0 +1,212 @@
+"""Documents in and reports out, in the window: every kind attaches as a chip that says its
+share of the context, a document larger than the context offers its pages, and the exports
+open in their own readers (python-docx, pypdf) with the answer's headings and tables and
+none of the app's chrome."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("PySide6")
+pytest.importorskip("pytestqt")
+pytest.importorskip("pypdf")
+pytest.importorskip("docx")
+
+from PySide6.QtCore import QTimer  # noqa: E402
+from PySide6.QtGui import QGuiApplication  # noqa: E402
+
+from document_files import FACT, WRITERS, scanned_pdf, text_pdf  # noqa: E402
+from engine.documents import attachment_block, read_document  # noqa: E402
+from test_gui_chat_input import WORDS, _files_mime, _load, _make_window, window  # noqa: E402,F401
+
+ANSWER = """# Findings
+
+The data shows **three** regions.
+
+## Sales by region
+
+| Region | Sales |
+|---|---|
+| North | 42 |
+| South | 17 |
+
+```python
+total = 42 + 17
+```
+
+- first point
+- second point
+"""
+STATS = {"generated_tokens": 57, "decode_tokens_per_s": 12.5, "time_to_first_token_s": 0.4, "drafted": 10,
+         "acceptance_rate": 0.5, "mean_tokens_per_step": 2.0}
+
+
+@pytest.mark.parametrize("kind", sorted(WRITERS))
+def test_each_kind_attaches_as_a_chip_with_its_share_of_the_context(qtbot, window, tmp_path, kind):  # noqa: F811
+    chat = window.chat
+    f = WRITERS[kind](tmp_path / f"file.{kind}")
+    assert chat.attach_file(str(f)), window.errors
+    [a] = chat.attachments.items()
+    doc = read_document(f)
+    assert a.name == f"file.{kind}" and a.text == doc.text and a.n_ctx == chat._context_size()
+    label = chat.attachments.chips[0].text()
+    assert label.startswith(f"file.{kind} · {a.tokens:,} tokens · ") and label.endswith("%")
+    assert chat._compose("q") == "q\n\n" + attachment_block(f"file.{kind}", doc.text), "the CLI's block"
+
+
+def test_a_pasted_pdf_and_docx_attach_and_a_scan_is_one_message(qtbot, window, tmp_path):  # noqa: F811
+    chat = window.chat
+    pdf, docx = WRITERS["pdf"](tmp_path / "notes.pdf"), WRITERS["docx"](tmp_path / "memo.docx")
+    chat.prompt.insertFromMimeData(_files_mime(pdf, docx))
+    assert [a.name for a in chat.attachments.items()] == ["notes.pdf", "memo.docx"] and not window.errors
+    assert FACT in chat.attachments.items()[0].text
+    scan = scanned_pdf(tmp_path / "scan.pdf")
+    (tmp_path / "p.png").write_bytes(b"\x89PNG\r\n\x1a\n" + b"\0" * 16)
+    chat.attach_files([str(scan), str(tmp_path / "p.png")])
+    assert len(window.errors) == 1 and window.errors[0].split("\n")[0].startswith("scan.pdf: no text layer")
+    assert window.errors[0].split("\n")[1].startswith("p.png: a PNG image has no text")
+    assert len(chat.attachments.items()) == 2
+
+
+def _big_pdf(tmp_path: Path) -> Path:
+    return text_pdf(tmp_path / "big.pdf", [f"page {i} " + WORDS * 4 for i in range(1, 7)])
+
+
+def test_a_document_larger_than_the_context_offers_its_pages(qtbot, tmp_path, monkeypatch, tiny_target):
+    w = _make_window(qtbot, tmp_path, monkeypatch)
+    _load(qtbot, w, tiny_target, "lookup", n_ctx=256)
+    chat = w.chat
+    f = _big_pdf(tmp_path)
+    seen = {}
+
+    def choose() -> None:
+        picker = chat.section_picker
+        seen["rows"] = [picker.list.item(r).text() for r in range(picker.list.count())]
+        seen["ok_at_first"] = picker.attach_btn.isEnabled()
+        picker.set_checked(list(range(6)))
+        seen["ok_all"] = picker.attach_btn.isEnabled()
+        picker.set_checked([0, 2])
+        picker.accept()
+
+    QTimer.singleShot(0, choose)
+    assert chat.attach_file(str(f)), w.errors
+    assert len(seen["rows"]) == 6 and seen["rows"][0].startswith("Page 1 · ") and seen["rows"][0].endswith(" tokens")
+    assert seen["ok_at_first"] and not seen["ok_all"], "Attach only while the choice fits"
+    [a] = chat.attachments.items()
+    pages = read_document(f).sections
+    assert a.name == "big.pdf (pages 1, 3)" and a.text == pages[0].text + "\n\n" + pages[2].text
+    QTimer.singleShot(0, lambda: chat.section_picker.reject())
+    assert not chat.attach_file(str(f)) and not w.errors, "cancelled: nothing attached, no error"
+    w.close()
+
+
+def _conversation(window, status: str = "stopped"):  # noqa: F811
+    h = window.history
+    c = h.create(title="Quarterly sales: what changed, and why does the North lead?")
+    h.add_message(c.id, "user", "Summarise the sales")
+    h.add_message(c.id, "assistant", ANSWER, stats=STATS, status=status)
+    window.chat.open_conversation(c.id)
+    return c
+
+
+CHROME = ("Assistant", "stopped by you", "tok/s", "acceptance", "Copy")
+
+
+def test_the_answer_exports_to_docx_with_its_headings_and_table(qtbot, window, tmp_path):  # noqa: F811
+    import docx
+
+    _conversation(window)
+    path = tmp_path / "answer.docx"
+    window.chat.export_answer(str(path))
+    d = docx.Document(str(path))
+    heads = [(p.style.name, p.text) for p in d.paragraphs if p.style.name.startswith("Heading")]
+    assert heads == [("Heading 1", "Findings"), ("Heading 2", "Sales by region")], "levels kept, not demoted"
+    [table] = d.tables
+    assert [[c.text for c in r.cells] for r in table.rows] == [["Region", "Sales"], ["North", "42"], ["South", "17"]]
+    body = "\n".join(p.text for p in d.paragraphs)
+    assert "total = 42 + 17" in body and "The data shows three regions." in body
+    code = next(p for p in d.paragraphs if p.text == "total = 42 + 17")
+    assert code.runs[0].font.name == "Courier New"
+    assert [p.style.name for p in d.paragraphs if "point" in p.text] == ["List Bullet", "List Bullet"]
+    assert not any(word in body for word in CHROME)
+
+
+def test_the_answer_exports_to_pdf_html_and_markdown_without_chrome(qtbot, window, tmp_path):  # noqa: F811
+    from pypdf import PdfReader
+
+    _conversation(window)
+    window.chat.export_answer(str(tmp_path / "a.pdf"))
+    text = " ".join(" ".join(p.extract_text() for p in PdfReader(str(tmp_path / "a.pdf")).pages).split())
+    for needed in ("Findings", "Sales by region", "Region", "North", "42", "total = 42 + 17"):
+        assert needed in text, needed
+    assert not any(word in text for word in CHROME)
+    window.chat.export_answer(str(tmp_path / "a.html"))
+    html = (tmp_path / "a.html").read_text(encoding="utf-8")
+    assert "<h1" in html and "<h2" in html and "<table" in html and "Quarterly sales" in html
+    assert not any(word in html for word in ("Assistant", "stopped by you", "tok/s"))
+    window.chat.export_answer(str(tmp_path / "a.md"))
+    assert (tmp_path / "a.md").read_text(encoding="utf-8") == ANSWER
+
+
+def test_the_conversation_exports_as_a_report(qtbot, window, tmp_path):  # noqa: F811
+    import docx
+
+    _conversation(window)
+    window.chat.export_conversation(str(tmp_path / "c.docx"))
+    d = docx.Document(str(tmp_path / "c.docx"))
+    heads = [p.text for p in d.paragraphs if p.style.name.startswith("Heading")]
+    assert heads[0].startswith("Quarterly sales") and "Findings" in heads
+    assert any(p.text == "Summarise the sales" and p.style.name == "Quote" for p in d.paragraphs)
+    assert not any(word in p.text for p in d.paragraphs for word in CHROME) and len(d.tables) == 1
+
+
+def test_export_offers_formats_and_a_name_of_whole_words(qtbot, window, tmp_path, monkeypatch):  # noqa: F811
+    from PySide6.QtWidgets import QFileDialog
+
+    from app.widgets.export import file_name
+
+    _conversation(window)
+    offered = []
+    monkeypatch.setattr(QFileDialog, "getSaveFileName",
+                        lambda *a, **k: offered.append(a) or (str(tmp_path / "out"), "Word document (*.docx)"))
+    window.chat.export_btn.menu().actions()[1].trigger()
+    assert offered[0][2] == "Quarterly sales- what changed, and why does the North lead- - answer.md"
+    assert "*.docx" in offered[0][3] and "*.pdf" in offered[0][3] and "*.html" in offered[0][3]
+    assert (tmp_path / "out.docx").is_file(), "the chosen format's suffix is added"
+    long = "word " * 100
+    assert file_name(long, ".pdf") == ("word " * 40).strip() + ".pdf"
+    assert file_name("a/b: c?", ".md") == "a-b- c-.md"
+
+
+def test_copy_answer_puts_rich_text_and_plain_text(qtbot, window):  # noqa: F811
+    _conversation(window)
+    window.chat.copy_last_answer()
+    mime = QGuiApplication.clipboard().mimeData()
+    assert mime.hasHtml() and "<table" in mime.html() and "<h1" in mime.html()
+    assert "Findings" in mime.text() and "# Findings" not in mime.text() and "Assistant" not in mime.text()
+
+
+def test_screenshot_of_the_chips_and_the_export_menu(qtbot, window, tmp_path):  # noqa: F811
+    out = Path(os.environ.get("TANDEM_SHOTS") or tmp_path)
+    chat = window.chat
+    window.resize(1024, 700)
+    window.show()
+    _conversation(window, "complete")
+    for kind in ("pdf", "docx", "xlsx"):
+        chat.attach_file(str(WRITERS[kind](tmp_path / f"report.{kind}")))
+    qtbot.waitUntil(lambda: all(c.isVisible() for c in chat.attachments.chips), timeout=5000)
+    chat.meter.update_now()
+    qtbot.wait(50)  # the posted layout requests run: the picture shows the settled row
+    row = chat.attachments.chips
+    assert all(chat.attachments.rect().contains(c.geometry()) for c in row), "every chip whole, wrapped"
+    assert chat._answer_column.grab().save(str(out / "attach_chips.png"))
+    menu = chat.export_btn.menu()
+    menu.popup(chat.export_btn.mapToGlobal(chat.export_btn.rect().bottomLeft()))
+    qtbot.waitUntil(menu.isVisible, timeout=5000)
+    assert menu.grab().save(str(out / "export_menu.png"))
+    assert [a.text() for a in menu.actions() if a.text()][:2] == [
+        "Whole conversation (Markdown, Word, PDF, HTML)…", "Last answer (Markdown, Word, PDF, HTML)…"]
+    menu.hide()
