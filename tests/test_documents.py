@@ -62,7 +62,8 @@ def test_files_without_text_are_refused_in_one_line_naming_them(tmp_path):
         "photo.png": (lambda p: p.write_bytes(b"\x89PNG\r\n\x1a\n" + b"\0" * 32), "PNG image has no text"),
         "old.doc": (lambda p: p.write_bytes(b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1" + b"\0" * 64), "old binary Office"),
         "x.bin": (lambda p: p.write_bytes(b"\x81\xfe\x00\xff"), "not a UTF-8 text file"),
-        "broken.docx": (lambda p: p.write_bytes(b"PK\x03\x04 not really a zip"), "zip archive"),
+        "broken.docx": (lambda p: p.write_bytes(b"PK\x03\x04 not really a zip"), "not a readable DOCX file"),
+        "files.zip": (lambda p: _zip(p), "a zip archive, not a document"),
     }
     for name, (make, says) in cases.items():
         make(tmp_path / name)
@@ -72,6 +73,11 @@ def test_files_without_text_are_refused_in_one_line_naming_them(tmp_path):
     with pytest.raises(DocumentErrors) as e:
         read_documents([tmp_path / "scan.pdf", tmp_path / "photo.png"])
     assert str(e.value).startswith("2 files cannot be attached: scan.pdf: ") and "; photo.png: " in str(e.value)
+
+
+def _zip(path):
+    with zipfile.ZipFile(path, "w") as z:
+        z.writestr("a.txt", "text")
 
 
 def test_a_damaged_document_is_one_line(tmp_path):

@@ -38,8 +38,9 @@ def _kind(name: str, head: bytes, path: Path) -> str:
             with zipfile.ZipFile(path) as z:
                 names = set(z.namelist())
                 mimetype = z.read("mimetype").decode("ascii", "replace").strip() if "mimetype" in names else ""
-        except (zipfile.BadZipFile, OSError, KeyError):
-            return "zip"
+        except (zipfile.BadZipFile, OSError, KeyError):  # a damaged document says which kind it claims to be
+            return {"docx": "DOCX", "xlsx": "XLSX", "xlsm": "XLSX", "pptx": "PPTX", "ods": "ODS",
+                    "epub": "EPUB"}.get(ext, "zip")
         if "word/document.xml" in names:
             return "DOCX"
         if "xl/workbook.xml" in names:
