@@ -210,3 +210,15 @@ def test_screenshot_of_the_chips_and_the_export_menu(qtbot, window, tmp_path):  
     assert [a.text() for a in menu.actions() if a.text()][:2] == [
         "Whole conversation (Markdown, Word, PDF, HTML)…", "Last answer (Markdown, Word, PDF, HTML)…"]
     menu.hide()
+
+
+def test_a_long_first_line_titles_the_chat_in_whole_words(qtbot, window):  # noqa: F811
+    from test_gui_chat import _send
+
+    from app.widgets.export import whole_words
+
+    assert whole_words("alpha beta gamma", 12) == "alpha beta" and whole_words("x" * 20, 5) == "xxxxx"
+    line = "Please compare the quarterly figures " * 4  # 148 characters: the title holds 120
+    _send(qtbot, window, line.strip(), max_tokens=2)
+    title = window.history.get(window.chat.conversation_id).title
+    assert len(title) <= 120 and line.startswith(title) and line[len(title)] == " ", title
