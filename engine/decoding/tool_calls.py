@@ -287,7 +287,8 @@ def _function_tag(text: str, s: int, offered: Offered, final: bool) -> Read:
     """`<function=NAME>{arguments}</function>` or `<function name="NAME">...`."""
     m = _FUNC_EQ.match(text, s) or _FUNC_NAME.match(text, s)
     if m is None:
-        return PENDING if not final and _FUNC_PARTIAL.match(text, s) else TEXT
+        partial = _FUNC_PARTIAL.match(text, s) or _prefix_of(text, s, WRAPPERS)  # <function_call> too
+        return PENDING if not final and partial else TEXT
     if not offered.knows(m.group(1)):
         return TEXT
     i = _WS.match(text, m.end()).end()
