@@ -124,8 +124,11 @@ class Offered:
 def _schema_check(schema: Any) -> Callable[[Any], bool]:
     if not isinstance(schema, Mapping) or not schema:
         return lambda args: True
-    import jsonschema
-
+    try:
+        import jsonschema  # the server extra brings it
+    except ImportError:  # without it: the required arguments must be there, nothing more is checked
+        required = [k for k in schema.get("required") or () if isinstance(k, str)]
+        return lambda args: all(k in args for k in required)
     try:
         cls = jsonschema.validators.validator_for(schema)
         cls.check_schema(schema)
