@@ -148,6 +148,42 @@ def _offered(offered: OfferedLike) -> Offered:
 
 
 # -- reading one candidate ------------------------------------------------------------------------
+class JsonEnd:
+    """Where the JSON object or array starting at `start` ends, read as the text grows: each
+    character is looked at once, so a long argument streams in linear time."""
+
+    def __init__(self, start: int):
+        self.j, self.depth, self.in_string, self.escaped = start, 0, False, False
+        self.end: int | None = None
+
+    def advance(self, text: str) -> int | None:
+        """The end (just past the closing bracket) once it is written, else None."""
+        while self.end is None and self.j < len(text):
+            c = text[self.j]
+            self.j += 1
+            if self.in_string:
+                if self.escaped:
+                    self.escaped = False
+                elif c == "\\":
+                    self.escaped = True
+                elif c == '"':
+                    self.in_string = False
+            elif c == '"':
+                self.in_string = True
+            elif c in "{[":
+                self.depth += 1
+            elif c in "}]":
+                self.depth -= 1
+                if self.depth == 0:
+                    self.end = self.j
+        return self.end
+
+
+def json_end(text: str, i: int) -> int | None:
+    """Where the JSON object or array starting at text[i] ends, or None when it is not complete yet."""
+    return JsonEnd(i).advance(text)
+
+
 class _Verdict:
     def __init__(self, name: str):
         self.name = name
@@ -205,8 +241,6 @@ def _call(obj: Any, offered: Offered) -> ToolCall | None:
 
 
 def _json_value(text: str, i: int, final: bool) -> tuple[Any, int] | _Verdict:
-    from .forced_calls import json_end
-
     end = json_end(text, i)
     if end is None:
         return TEXT if final else PENDING
