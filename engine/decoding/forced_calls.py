@@ -21,7 +21,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from .tool_calls import HERMES_CLOSE, JsonEnd, ParsedAnswer, ToolCall, json_end, new_call_id  # noqa: F401 (json_end: re-exported)
+from .tool_calls import HERMES_CLOSE, ParsedAnswer, ToolCall, json_end, new_call_id  # noqa: F401 (json_end: re-exported)
 
 # A call's start (a close tag may be left from the call before, when it was read unfinished)
 _NAME = re.compile(r'\s*(?:</tool_call>\s*)?(?:<tool_call>\s*)?\{\s*"name"\s*:\s*("(?:[^"\\]|\\.)*")')
@@ -39,6 +39,37 @@ class CallSoFar:
     done: bool
     start: int
     end: int
+
+
+class JsonEnd:
+    """Where the JSON object or array starting at `start` ends, read as the text grows: each
+    character is looked at once, so a long argument streams in linear time."""
+
+    def __init__(self, start: int):
+        self.j, self.depth, self.in_string, self.escaped = start, 0, False, False
+        self.end: int | None = None
+
+    def advance(self, text: str) -> int | None:
+        """The end (just past the closing bracket) once it is written, else None."""
+        while self.end is None and self.j < len(text):
+            c = text[self.j]
+            self.j += 1
+            if self.in_string:
+                if self.escaped:
+                    self.escaped = False
+                elif c == "\\":
+                    self.escaped = True
+                elif c == '"':
+                    self.in_string = False
+            elif c == '"':
+                self.in_string = True
+            elif c in "{[":
+                self.depth += 1
+            elif c in "}]":
+                self.depth -= 1
+                if self.depth == 0:
+                    self.end = self.j
+        return self.end
 
 
 class Scanner:

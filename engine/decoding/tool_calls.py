@@ -148,40 +148,41 @@ def _offered(offered: OfferedLike) -> Offered:
 
 
 # -- reading one candidate ------------------------------------------------------------------------
-class JsonEnd:
-    """Where the JSON object or array starting at `start` ends, read as the text grows: each
-    character is looked at once, so a long argument streams in linear time."""
+_STRING_BODY = re.compile(r'[^"\\]*(?:\\.[^"\\]*)*', re.DOTALL)
+_OUTSIDE = re.compile(r'[^"{}\[\]]*')
 
-    def __init__(self, start: int):
-        self.j, self.depth, self.in_string, self.escaped = start, 0, False, False
-        self.end: int | None = None
 
-    def advance(self, text: str) -> int | None:
-        """The end (just past the closing bracket) once it is written, else None."""
-        while self.end is None and self.j < len(text):
-            c = text[self.j]
-            self.j += 1
-            if self.in_string:
-                if self.escaped:
-                    self.escaped = False
-                elif c == "\\":
-                    self.escaped = True
-                elif c == '"':
-                    self.in_string = False
-            elif c == '"':
-                self.in_string = True
-            elif c in "{[":
-                self.depth += 1
-            elif c in "}]":
-                self.depth -= 1
-                if self.depth == 0:
-                    self.end = self.j
-        return self.end
+def _json_end_from(text: str, j: int, depth: int, in_string: bool) -> tuple[int | None, int, int, bool]:
+    """Read a JSON value on from j: (its end, once its last bracket closes, else None) and
+    where the reading stopped (position, depth, inside a string), to go on from there."""
+    n = len(text)
+    while j < n:
+        if in_string:
+            j = _STRING_BODY.match(text, j).end()
+            if j >= n or text[j] == "\\":  # the answer ends inside the string (or an escape)
+                return None, j, depth, True
+            j, in_string = j + 1, False
+            continue
+        j = _OUTSIDE.match(text, j).end()
+        if j >= n:
+            break
+        c = text[j]
+        j += 1
+        if c == '"':
+            in_string = True
+        elif c in "{[":
+            depth += 1
+        else:
+            depth -= 1
+            if depth == 0:
+                return j, j, 0, False
+    return None, j, depth, in_string
 
 
 def json_end(text: str, i: int) -> int | None:
-    """Where the JSON object or array starting at text[i] ends, or None when it is not complete yet."""
-    return JsonEnd(i).advance(text)
+    """Where the JSON object or array starting at text[i] ends (just past its closing
+    bracket), or None when it is not complete yet (strings are skipped whole)."""
+    return _json_end_from(text, i, 0, False)[0]
 
 
 class _Verdict:
@@ -240,10 +241,10 @@ def _call(obj: Any, offered: Offered) -> ToolCall | None:
     return ToolCall(obj["name"], json.dumps(args, ensure_ascii=False))
 
 
-def _json_value(text: str, i: int, final: bool) -> tuple[Any, int] | _Verdict:
-    end = json_end(text, i)
+def _json_value(text: str, i: int, cx: "_Reading") -> tuple[Any, int] | _Verdict:
+    end = cx.json_end(text, i)
     if end is None:
-        return TEXT if final else PENDING
+        return TEXT if cx.final else PENDING
     try:
         value, j = _DECODER.raw_decode(text, i)
     except ValueError:
@@ -251,51 +252,51 @@ def _json_value(text: str, i: int, final: bool) -> tuple[Any, int] | _Verdict:
     return (value, j) if j == end else TEXT
 
 
-def _one(text: str, i: int, offered: Offered, final: bool) -> Read:
+def _one(text: str, i: int, cx: "_Reading") -> Read:
     """One call object, or a non-empty list of them, at text[i]."""
     if i >= len(text):
-        return TEXT if final else PENDING
+        return TEXT if cx.final else PENDING
     if text[i] == "[":
         head = _LIST_HEAD.match(text, i)
         if head is None:
             rest = text[i:]
-            return PENDING if not final and rest.strip() == "[" else TEXT
-        inner = _one(text, head.end(), offered, final)  # the first call decides early
+            return PENDING if not cx.final and rest.strip() == "[" else TEXT
+        inner = _one(text, head.end(), cx)  # the first call decides early
         if not isinstance(inner, tuple):
             return inner
     elif text[i] == "{":
         if not _KEY_END.match(text, i):
-            return PENDING if not final and _head_prefix(text[i:]) else TEXT
+            return PENDING if not cx.final and _head_prefix(text[i:]) else TEXT
         named = _NAME_FIRST.match(text, i)
-        if named and not offered.knows(json.loads(named.group(1))):
+        if named and not cx.offered.knows(json.loads(named.group(1))):
             return TEXT
     else:
         return TEXT
-    got = _json_value(text, i, final)
+    got = _json_value(text, i, cx)
     if not isinstance(got, tuple):
         return got
     value, end = got
     items = value if isinstance(value, list) else [value]
-    calls = [_call(v, offered) for v in items]
+    calls = [_call(v, cx.offered) for v in items]
     if not calls or any(c is None for c in calls):
         return TEXT
     return calls, end  # type: ignore[return-value]
 
 
-def _objects(text: str, i: int, offered: Offered, final: bool) -> Read:
+def _objects(text: str, i: int, cx: "_Reading") -> Read:
     """Calls (objects or lists) from text[i], joined by `;`, `,` or whitespace: the first
     must be a call; the run ends where what follows is not one."""
-    got = _one(text, _WS.match(text, i).end(), offered, final)
+    got = _one(text, _WS.match(text, i).end(), cx)
     if not isinstance(got, tuple):
         return got
     calls, end = got
     while True:
         j = _SEP.match(text, end).end()
         if j == len(text):
-            return (calls, end) if final else PENDING
+            return (calls, end) if cx.final else PENDING
         if text[j] not in "{[":
             return calls, end
-        more = _one(text, j, offered, final)
+        more = _one(text, j, cx)
         if more is PENDING:
             return PENDING
         if more is TEXT:
@@ -303,71 +304,71 @@ def _objects(text: str, i: int, offered: Offered, final: bool) -> Read:
         calls, end = calls + more[0], more[1]  # type: ignore[index]
 
 
-def _closed(text: str, calls: list[ToolCall], end: int, close: str, final: bool) -> Read:
+def _closed(text: str, calls: list[ToolCall], end: int, close: str, cx: "_Reading") -> Read:
     """The calls, once `close` follows them (or the answer ends there)."""
     j = _WS.match(text, end).end()
     if text.startswith(close, j):
         return calls, j + len(close)
     if j == len(text):
-        return (calls, j) if final else PENDING
-    return PENDING if not final and close.startswith(text[j:]) else _TextTo(j)
+        return (calls, j) if cx.final else PENDING
+    return PENDING if not cx.final and close.startswith(text[j:]) else _TextTo(j)
 
 
-def _wrapped(text: str, s: int, offered: Offered, final: bool) -> Read:
+def _wrapped(text: str, s: int, cx: "_Reading") -> Read:
     """`<tag>` call(s) `</tag>`, the close tag left out only at the answer's end."""
     tag = next(t for t in WRAPPERS if text.startswith(t, s))
-    got = _one(text, _WS.match(text, s + len(tag)).end(), offered, final)
-    return got if not isinstance(got, tuple) else _closed(text, got[0], got[1], "</" + tag[1:], final)
+    got = _one(text, _WS.match(text, s + len(tag)).end(), cx)
+    return got if not isinstance(got, tuple) else _closed(text, got[0], got[1], "</" + tag[1:], cx)
 
 
-def _function_tag(text: str, s: int, offered: Offered, final: bool) -> Read:
+def _function_tag(text: str, s: int, cx: "_Reading") -> Read:
     """`<function=NAME>{arguments}</function>` or `<function name="NAME">...`."""
     m = _FUNC_EQ.match(text, s) or _FUNC_NAME.match(text, s)
     if m is None:
         partial = _FUNC_PARTIAL.match(text, s) or _prefix_of(text, s, WRAPPERS)  # <function_call> too
-        return PENDING if not final and partial else TEXT
-    if not offered.knows(m.group(1)):
+        return PENDING if not cx.final and partial else TEXT
+    if not cx.offered.knows(m.group(1)):
         return TEXT
     i = _WS.match(text, m.end()).end()
     if i == len(text):
-        return TEXT if final else PENDING
+        return TEXT if cx.final else PENDING
     if text[i] != "{":
         return TEXT
-    got = _json_value(text, i, final)
+    got = _json_value(text, i, cx)
     if not isinstance(got, tuple):
         return got
-    call = _call({"name": m.group(1), "arguments": got[0]}, offered)
-    return TEXT if call is None else _closed(text, [call], got[1], FUNCTION_CLOSE, final)
+    call = _call({"name": m.group(1), "arguments": got[0]}, cx.offered)
+    return TEXT if call is None else _closed(text, [call], got[1], FUNCTION_CLOSE, cx)
 
 
-def _mistral(text: str, s: int, offered: Offered, final: bool) -> Read:
+def _mistral(text: str, s: int, cx: "_Reading") -> Read:
     i = _WS.match(text, s + len(MISTRAL_MARK)).end()
     if i < len(text) and text[i] in "{[":
-        return _objects(text, i, offered, final)
+        return _objects(text, i, cx)
     m = _MISTRAL_NAME.match(text, i)
     if m is None:
-        return PENDING if not final and _MISTRAL_PARTIAL.match(text, i) else TEXT
-    if not offered.knows(m.group(1)):
+        return PENDING if not cx.final and _MISTRAL_PARTIAL.match(text, i) else TEXT
+    if not cx.offered.knows(m.group(1)):
         return TEXT
     if m.end() == len(text):
-        return TEXT if final else PENDING
-    got = _json_value(text, m.end(), final) if text[m.end()] == "{" else TEXT
+        return TEXT if cx.final else PENDING
+    got = _json_value(text, m.end(), cx) if text[m.end()] == "{" else TEXT
     if not isinstance(got, tuple):
         return got
-    call = _call({"name": m.group(1), "arguments": got[0]}, offered)
+    call = _call({"name": m.group(1), "arguments": got[0]}, cx.offered)
     return TEXT if call is None else ([call], got[1])
 
 
-def _inside_fence(text: str, i: int, offered: Offered, final: bool) -> Read:
+def _inside_fence(text: str, i: int, cx: "_Reading") -> Read:
     if i >= len(text):
-        return TEXT if final else PENDING
+        return TEXT if cx.final else PENDING
     if text[i] == "<":
         if any(text.startswith(t, i) for t in WRAPPERS):
-            return _wrapped(text, i, offered, final)
+            return _wrapped(text, i, cx)
         if text.startswith("<function", i):
-            return _function_tag(text, i, offered, final)
-        return PENDING if not final and _prefix_of(text, i, WRAPPERS + (FUNCTION_EQ, FUNCTION_NAME)) else TEXT
-    return _objects(text, i, offered, final)
+            return _function_tag(text, i, cx)
+        return PENDING if not cx.final and _prefix_of(text, i, WRAPPERS + (FUNCTION_EQ, FUNCTION_NAME)) else TEXT
+    return _objects(text, i, cx)
 
 
 def _fence_prefix(rest: str) -> bool:
@@ -381,35 +382,35 @@ def _fence_prefix(rest: str) -> bool:
     return lang in FENCE_LANGS if spaced else any(x.startswith(lang) for x in FENCE_LANGS)
 
 
-def _fenced(text: str, s: int, offered: Offered, final: bool) -> Read:
+def _fenced(text: str, s: int, cx: "_Reading") -> Read:
     """```` ```json ```` (or xml, or none) + a call + ```` ``` ```` (left out only at the answer's end)."""
     m = _FENCE_HEAD.match(text, s)
     if m is None:
-        return PENDING if not final and _fence_prefix(text[s:]) else TEXT
+        return PENDING if not cx.final and _fence_prefix(text[s:]) else TEXT
     if m.group(1) not in FENCE_LANGS:
         return TEXT
-    got = _inside_fence(text, _WS.match(text, m.end()).end(), offered, final)
-    return got if not isinstance(got, tuple) else _closed(text, got[0], got[1], FENCE, final)
+    got = _inside_fence(text, _WS.match(text, m.end()).end(), cx)
+    return got if not isinstance(got, tuple) else _closed(text, got[0], got[1], FENCE, cx)
 
 
-def _read(text: str, s: int, offered: Offered, final: bool) -> Read:
+def _read(text: str, s: int, cx: "_Reading") -> Read:
     """What starts at text[s] (one of ` < [ {): calls and where they end, TEXT or PENDING."""
     c = text[s]
     if c == "`":
-        return _fenced(text, s, offered, final)
+        return _fenced(text, s, cx)
     if c == "<":
         if any(text.startswith(t, s) for t in WRAPPERS):
-            return _wrapped(text, s, offered, final)
+            return _wrapped(text, s, cx)
         if text.startswith("<function", s):
-            return _function_tag(text, s, offered, final)
+            return _function_tag(text, s, cx)
         if text.startswith(PYTHON_TAG, s):
-            return _objects(text, s + len(PYTHON_TAG), offered, final)
-        return PENDING if not final and _prefix_of(text, s, ANGLE_MARKERS) else TEXT
+            return _objects(text, s + len(PYTHON_TAG), cx)
+        return PENDING if not cx.final and _prefix_of(text, s, ANGLE_MARKERS) else TEXT
     if c == "[" and (text.startswith(MISTRAL_MARK, s) or _prefix_of(text, s, (MISTRAL_MARK,))):
         if text.startswith(MISTRAL_MARK, s):
-            return _mistral(text, s, offered, final)
-        return TEXT if final else PENDING
-    return _objects(text, s, offered, final)
+            return _mistral(text, s, cx)
+        return TEXT if cx.final else PENDING
+    return _objects(text, s, cx)
 
 
 @dataclass(frozen=True)
@@ -419,9 +420,26 @@ class _Segment:
     calls: tuple[ToolCall, ...] = ()  # none: text
 
 
-def _scan(text: str, pos: int, offered: Offered, final: bool) -> tuple[list[_Segment], int]:
+class _Reading:
+    """One reading of an answer: the functions offered, whether the answer is complete, and
+    how far each JSON value held so far has been read (a stream reads a held call again as
+    each piece arrives: it goes on from where it stopped, so a long call costs linear time)."""
+
+    def __init__(self, offered: Offered):
+        self.offered = offered
+        self.final = False
+        self._ends: dict[int, tuple[int, int, bool]] = {}  # value start -> where its reading stopped
+
+    def json_end(self, text: str, i: int) -> int | None:
+        end, *stopped = _json_end_from(text, *self._ends.get(i, (i, 0, False)))
+        if end is None:
+            self._ends[i] = tuple(stopped)  # type: ignore[assignment]
+        return end
+
+
+def _scan(text: str, pos: int, cx: _Reading) -> tuple[list[_Segment], int]:
     """The decided segments of text[pos:] (text and calls, in order) and where the undecided
-    rest begins (len(text) when `final`: the answer is complete, everything is decided)."""
+    rest begins (len(text) when `cx.final`: the answer is complete, everything is decided)."""
     segments: list[_Segment] = []
     i = pos
     while True:
@@ -431,7 +449,7 @@ def _scan(text: str, pos: int, offered: Offered, final: bool) -> tuple[list[_Seg
                 segments.append(_Segment(pos, len(text)))
             return segments, len(text)
         s = m.start()
-        got = _read(text, s, offered, final)
+        got = _read(text, s, cx)
         if got is TEXT or isinstance(got, _TextTo):
             i = got.end if isinstance(got, _TextTo) else s + 1
             continue
@@ -448,7 +466,9 @@ def parse(text: str, offered: OfferedLike = None) -> ParsedAnswer:
     """The answer's tool calls and the text outside them (the whole text when there is none).
     `offered`: the functions offered (`Offered`, or their names: then arguments are not
     checked; None: any name)."""
-    segments, _ = _scan(text, 0, _offered(offered), final=True)
+    cx = _Reading(_offered(offered))
+    cx.final = True
+    segments, _ = _scan(text, 0, cx)
     content = "".join(text[g.start:g.end] for g in segments if not g.calls)
     return ParsedAnswer(content, tuple(c for g in segments for c in g.calls))
 
@@ -461,14 +481,15 @@ class ToolCallStream:
     cut_short = False  # a free call is whole or it is text
 
     def __init__(self, offered: OfferedLike = None):
-        self.offered = _offered(offered)
+        self.reading = _Reading(_offered(offered))
         self.text = ""
         self.pos = 0  # text[:pos] is decided and gone out
         self.calls: list[ToolCall] = []
         self._ready: list[dict[str, Any]] = []
 
     def _advance(self, final: bool) -> str:
-        segments, self.pos = _scan(self.text, self.pos, self.offered, final)
+        self.reading.final = final
+        segments, self.pos = _scan(self.text, self.pos, self.reading)
         out = []
         for g in segments:
             if not g.calls:
