@@ -15,7 +15,8 @@ import json
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from engine.decoding.tool_calls import Offered, ToolCallStream, parse
+from engine.decoding.tool_calls import ToolCallStream, parse
+from engine.serving.server.tool_args import offered_tools
 
 TOOLS = [
     {"type": "function", "function": {"name": "special_function", "description": "I'm special", "parameters": {
@@ -26,7 +27,7 @@ TOOLS = [
         "type": "object", "properties": {"location": {"type": "string"}, "unit": {"enum": ["celsius", "fahrenheit"]}},
         "required": ["location"]}}},
 ]
-OFFERED = Offered.from_tools(TOOLS)
+OFFERED = offered_tools(TOOLS)
 CALL = '{"name": "special_function", "arguments": {"arg1": 1}}'
 SPECIAL = [("special_function", {"arg1": 1})]
 
@@ -121,7 +122,7 @@ def test_names_only_accept_any_arguments_object():
 
 
 def test_a_schema_jsonschema_cannot_read_checks_nothing():
-    odd = Offered.from_tools([{"type": "function", "function": {"name": "f", "parameters": {"type": 12}}}])
+    odd = offered_tools([{"type": "function", "function": {"name": "f", "parameters": {"type": 12}}}])
     assert [c.name for c in parse('{"name": "f", "arguments": {"x": 1}}', odd).calls] == ["f"]
 
 

@@ -11,7 +11,8 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from engine.decoding.chat import CHATML, render
-from engine.decoding.tool_calls import Offered, ToolCallStream, parse
+from engine.decoding.tool_calls import ToolCallStream, parse
+from engine.serving.server.tool_args import offered_tools
 from engine.decoding.tool_grammar import tool_call_grammar
 from engine.decoding.tool_prompt import call_format, takes_tools
 
@@ -25,7 +26,7 @@ TOOLS = [
         "ids": {"type": "array", "items": {"type": "integer"}}}}}},
 ]
 WEATHER = '{"name": "get_weather", "arguments": {"city": "Paris"}}'
-OFFERED = Offered.from_tools(TOOLS)
+OFFERED = offered_tools(TOOLS)
 
 # Qwen2.5-Instruct's chat template as its GGUF carries it (tokenizer.chat_template of the default pair)
 QWEN25 = (

@@ -32,7 +32,7 @@ import json
 import re
 import secrets
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Mapping, Sequence, Union
+from typing import Any, Callable, Iterable, Mapping, Union
 
 HERMES_OPEN, HERMES_CLOSE = "<tool_call>", "</tool_call>"
 MISTRAL_MARK = "[TOOL_CALLS]"
@@ -96,20 +96,11 @@ class ParsedAnswer:
 
 
 class Offered:
-    """The functions a request offers: their names and, for each, a check of its arguments
-    against the `parameters` schema (jsonschema; a schema it cannot read checks nothing)."""
+    """The functions a request offers: for each name, a check of its arguments (the server's
+    checks them against the `parameters` schema: `serving.server.tool_args`). None: any name."""
 
     def __init__(self, checks: Mapping[str, Callable[[Any], bool]] | None):
         self.checks = None if checks is None else dict(checks)
-
-    @classmethod
-    def from_tools(cls, tools: Sequence[Mapping[str, Any]]) -> "Offered":
-        checks: dict[str, Callable[[Any], bool]] = {}
-        for t in tools:
-            fn = t.get("function") or {}
-            if isinstance(fn.get("name"), str):
-                checks[fn["name"]] = _schema_check(fn.get("parameters"))
-        return cls(checks)
 
     def accepts(self, name: str, arguments: Any) -> bool:
         if self.checks is None:
@@ -119,23 +110,6 @@ class Offered:
 
     def knows(self, name: str) -> bool:
         return self.checks is None or name in self.checks
-
-
-def _schema_check(schema: Any) -> Callable[[Any], bool]:
-    if not isinstance(schema, Mapping) or not schema:
-        return lambda args: True
-    try:
-        import jsonschema  # the server extra brings it
-    except ImportError:  # without it: the required arguments must be there, nothing more is checked
-        required = [k for k in schema.get("required") or () if isinstance(k, str)]
-        return lambda args: all(k in args for k in required)
-    try:
-        cls = jsonschema.validators.validator_for(schema)
-        cls.check_schema(schema)
-        validator = cls(schema)
-    except Exception:  # the client's schema is not one jsonschema reads: no check, as with none
-        return lambda args: True
-    return lambda args: validator.is_valid(args)
 
 
 OfferedLike = Union[Offered, Iterable[str], None]

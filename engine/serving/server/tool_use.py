@@ -15,12 +15,13 @@ from __future__ import annotations
 
 from ...decoding.forced_calls import ForcedCallStream, read_forced
 from ...decoding.settings import GenerationRequest
-from ...decoding.tool_calls import Offered, ParsedAnswer, ToolCallStream, parse
+from ...decoding.tool_calls import ParsedAnswer, ToolCallStream, parse
 from ...decoding.tool_grammar import tool_call_grammar
 from ...decoding.tool_prompt import call_format
 from ...errors import TandemError
 from .errors import ApiError
 from .schemas import ChatCompletionRequest
+from .tool_args import offered_tools
 
 
 class ToolUse:
@@ -28,7 +29,7 @@ class ToolUse:
 
     def __init__(self, req: ChatCompletionRequest, template: str | None):
         self.tools = req.offered_tools()
-        self.offered = Offered.from_tools(self.tools or [])
+        self.offered = offered_tools(self.tools or [])
         self.grammar: str | None = None
         forced = req.forced_tool if self.tools else None
         if forced is None:
