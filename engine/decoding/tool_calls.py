@@ -57,6 +57,8 @@ _CALL_KEYS = ("name", "type", "function")
 _KEY_END = re.compile(r'\{\s*"(?:name|type|function)"\s*:')
 _NAME_FIRST = re.compile(r'\{\s*"name"\s*:\s*("(?:[^"\\]|\\.)*")')
 _LIST_HEAD = re.compile(r"\[\s*(?=\{)")
+_LIST_PARTIAL = re.compile(r"\[\s*\Z")
+_HEAD_PARTIAL = re.compile(r'\{\s*(?:"([a-z]*)(")?\s*)?\Z')
 
 
 def new_call_id() -> str:
@@ -183,13 +185,13 @@ Read = Union[tuple[list[ToolCall], int], _Verdict, _TextTo]
 
 def _prefix_of(text: str, i: int, markers: Iterable[str]) -> bool:
     """The answer (so far) ends inside one of `markers` begun at i."""
-    rest = text[i:]
+    rest = text[i:i + 32]  # markers are shorter: a longer rest is no marker's prefix
     return any(len(rest) < len(m) and m.startswith(rest) for m in markers)
 
 
-def _head_prefix(rest: str) -> bool:
-    """`rest` (the answer's end) could still grow into `{"name":` (or "type" / "function")."""
-    m = re.match(r'\{\s*(?:"([a-z]*)(")?\s*)?\Z', rest)
+def _head_prefix(text: str, i: int) -> bool:
+    """text[i:] (the answer's end) could still grow into `{"name":` (or "type" / "function")."""
+    m = _HEAD_PARTIAL.match(text, i)
     if m is None:
         return False
     key, closed = m.group(1), m.group(2)
@@ -233,14 +235,13 @@ def _one(text: str, i: int, cx: "_Reading") -> Read:
     if text[i] == "[":
         head = _LIST_HEAD.match(text, i)
         if head is None:
-            rest = text[i:]
-            return PENDING if not cx.final and rest.strip() == "[" else TEXT
+            return PENDING if not cx.final and _LIST_PARTIAL.match(text, i) else TEXT
         inner = _one(text, head.end(), cx)  # the first call decides early
         if not isinstance(inner, tuple):
             return inner
     elif text[i] == "{":
         if not _KEY_END.match(text, i):
-            return PENDING if not cx.final and _head_prefix(text[i:]) else TEXT
+            return PENDING if not cx.final and _head_prefix(text, i) else TEXT
         named = _NAME_FIRST.match(text, i)
         if named and not cx.offered.knows(json.loads(named.group(1))):
             return TEXT
@@ -345,11 +346,11 @@ def _inside_fence(text: str, i: int, cx: "_Reading") -> Read:
     return _objects(text, i, cx)
 
 
-def _fence_prefix(rest: str) -> bool:
-    """`rest` (the answer's end) could still grow into a fence that may hold a call."""
-    if rest in ("`", "``"):
+def _fence_prefix(text: str, s: int) -> bool:
+    """text[s:] (the answer's end) could still grow into a fence that may hold a call."""
+    if text[s:s + 3] in ("`", "``"):
         return True
-    m = _FENCE_PARTIAL.match(rest)
+    m = _FENCE_PARTIAL.match(text, s)
     if m is None:
         return False
     lang, spaced = m.group(1), bool(m.group(2))
@@ -360,7 +361,7 @@ def _fenced(text: str, s: int, cx: "_Reading") -> Read:
     """```` ```json ```` (or xml, or none) + a call + ```` ``` ```` (left out only at the answer's end)."""
     m = _FENCE_HEAD.match(text, s)
     if m is None:
-        return PENDING if not cx.final and _fence_prefix(text[s:]) else TEXT
+        return PENDING if not cx.final and _fence_prefix(text, s) else TEXT
     if m.group(1) not in FENCE_LANGS:
         return TEXT
     got = _inside_fence(text, _WS.match(text, m.end()).end(), cx)
