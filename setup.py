@@ -1,7 +1,7 @@
 """Build step: compile the row kernels, and ship the catalog and the prompt suites inside the
 `engine` package.
 
-engine/decoding/_row_kernels.c is the sampler's one-pass work over a logits row (see its
+engine/decoding/sampling/_row_kernels.c is the sampler's one-pass work over a logits row (see its
 header); it is plain C with no dependency but Python's headers, built by the compiler that
 builds llama.cpp. The catalog and the suites live at the repository's top level (models.toml, assets/suites/), where people edit
 them; an installed wheel has no repository, so build_py copies them into engine/data/.
@@ -67,6 +67,6 @@ class BuildExtOptimised(build_ext):
         super().build_extensions()
 
 
-ROW_KERNELS = Extension("engine.decoding._row_kernels", ["engine/decoding/_row_kernels.c"])
+ROW_KERNELS = Extension("engine.decoding.sampling._row_kernels", ["engine/decoding/sampling/_row_kernels.c"])
 
 setup(cmdclass={"build_py": BuildPyWithData, "build_ext": BuildExtOptimised}, ext_modules=[ROW_KERNELS])

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from engine.decoding.runtime import RuntimeParams
+from engine.llamacpp.runtime import RuntimeParams
 
 from .workers import LoadWorker
 

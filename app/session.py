@@ -15,7 +15,7 @@ from typing import Any
 from PySide6.QtCore import QObject, QThread, Signal, Slot
 
 from engine.models import store
-from engine.decoding.runtime import RuntimeParams
+from engine.llamacpp.runtime import RuntimeParams
 from engine.models.catalog import PairSpec
 
 from . import workers

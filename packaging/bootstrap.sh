@@ -36,7 +36,7 @@ if [ -f "$stamp" ]; then
   changed=$(find "$ROOT/pyproject.toml" "$ROOT/setup.py" "$ROOT/engine" \( -name pyproject.toml -o -name setup.py -o -name '*.c' \) \
     -newer "$stamp" | head -1)
 fi
-built=$(find "$ROOT/engine/decoding" -maxdepth 1 \( -name '_row_kernels.*.so' -o -name '_row_kernels.*.pyd' \) | head -1)
+built=$(find "$ROOT/engine/decoding/sampling" -maxdepth 1 \( -name '_row_kernels.*.so' -o -name '_row_kernels.*.pyd' \) | head -1)
 if [ ! -f "$stamp" ] || [ -n "$changed" ] || [ -z "$built" ]; then
   echo "Installing Tandem and its dependencies ($EXTRAS)..."
   "$PYV" -m pip install -q -e "$ROOT[$EXTRAS]"

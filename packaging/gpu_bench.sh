@@ -40,7 +40,7 @@ prepare)
   PY="$ROOT/.venv/bin/python"
   "$PY" -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
       --platform manylinux2014_x86_64 -d "$CARRY" gguf platformdirs diskcache scikit-build-core pathspec packaging \
-      pydantic pydantic-core annotated-types typing-inspection  # pydantic: tests/test_grammar.py
+      pydantic pydantic-core annotated-types typing-inspection  # pydantic: tests/engine/decoding/sampling/test_grammar.py
   work=$(mktemp -d)
   "$PY" -m pip download -q --no-deps --no-binary :all: -d "$work" "llama-cpp-python==0.3.36"
   tar xzf "$work/$SDIST.tar.gz" -C "$work"
@@ -105,20 +105,20 @@ PYEOF
 )
   export LD_LIBRARY_PATH="${libs}${LD_LIBRARY_PATH:-}" PYTHONPATH="$SITE:$ROOT"
   say "CUDA libraries from: ${libs:-none found}"
-  # the row kernels (engine/decoding/_row_kernels.c): the working tree carries their source,
+  # the row kernels (engine/decoding/sampling/_row_kernels.c): the working tree carries their source,
   # not a build; setuptools builds them in place, else the machine's C compiler directly
   if ! (cd "$ROOT" && "$PY" setup.py -q build_ext --inplace) >> "$OUT/log.txt" 2>&1; then
     cc -O3 -fno-trapping-math -shared -fPIC -I"$("$PY" -c 'import sysconfig; print(sysconfig.get_paths()["include"])')" \
-       "$ROOT/engine/decoding/_row_kernels.c" \
-       -o "$ROOT/engine/decoding/_row_kernels$("$PY" -c 'import sysconfig; print(sysconfig.get_config_var("EXT_SUFFIX"))')" >> "$OUT/log.txt" 2>&1
+       "$ROOT/engine/decoding/sampling/_row_kernels.c" \
+       -o "$ROOT/engine/decoding/sampling/_row_kernels$("$PY" -c 'import sysconfig; print(sysconfig.get_config_var("EXT_SUFFIX"))')" >> "$OUT/log.txt" 2>&1
   fi
-  if "$PY" -c 'import engine.decoding._row_kernels' >> "$OUT/log.txt" 2>&1; then say "row kernels built"
+  if "$PY" -c 'import engine.decoding.sampling._row_kernels' >> "$OUT/log.txt" 2>&1; then say "row kernels built"
   else say "the row kernels did not build there (no C compiler or Python headers?): the engine cannot run; see log.txt"; exit 1; fi
   # a GPU build that also finds the card (a CUDA build without a usable driver runs on the CPU)
   offload() { "$PY" - <<'PYEOF'
 import sys
 import llama_cpp
-from engine.decoding.ggml_devices import device_info, local_devices
+from engine.llamacpp.ggml_devices import device_info, local_devices
 devs = [device_info(d) for d in local_devices()]
 print(llama_cpp.llama_print_system_info().decode(), devs)
 sys.exit(0 if llama_cpp.llama_supports_gpu_offload() and any(d[2] == "GPU" for d in devs) else 1)
@@ -150,8 +150,8 @@ PYEOF
       >> "$OUT/log.txt" 2>&1; say "CPU curve: exit $?"
   # 5. exactness on the GPU build
   (cd "$ROOT" && timeout "$(( $(left) - 60 ))" "$PY" -m pytest -q -p no:cacheprovider --continue-on-collection-errors "${XDIST[@]}" --timeout 120 \
-      tests/test_decoder.py tests/test_drafters.py tests/test_sampling.py tests/test_lazy_dist.py \
-      tests/test_grammar.py tests/test_lookahead.py tests/test_forced_calls.py > /tmp/pytest.txt 2>&1)
+      tests/engine/decoding/test_decoder.py tests/engine/decoding/drafting/test_drafters.py tests/engine/decoding/sampling/test_sampling.py tests/engine/decoding/sampling/test_lazy_dist.py \
+      tests/engine/decoding/sampling/test_grammar.py tests/engine/decoding/drafting/test_lookahead.py tests/engine/serving/tools/test_forced_calls.py > /tmp/pytest.txt 2>&1)
   say "exactness tests: exit $? ($(tail -1 /tmp/pytest.txt))"; { echo "== pytest"; cat /tmp/pytest.txt; } >> "$OUT/log.txt"
   # 6. what the set-up itself does here, and how long its build takes (as long as time lasts)
   if [ ! -e "$OUT/setup-build.txt" ] && [ "$(left)" -gt 30 ]; then

@@ -346,7 +346,7 @@ build_cause() {
 }
 
 # The source distribution, downloaded once into the set-up's cache and built from there: the
-# test command also unpacks llama.cpp's own server tests from it (tests/test_peer_llama_server.py).
+# test command also unpacks llama.cpp's own server tests from it (tests/engine/serving/test_peer_llama_server.py).
 SDIST_DIR="${TANDEM_SDIST_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/tandem/sdist}"
 SDIST=""
 fetch_sdist() {  # sets SDIST, or false with the cause in CAUSE

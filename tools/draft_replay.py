@@ -4,7 +4,7 @@ Greedy speculation writes exactly what the target alone writes, and a greedy dra
 proposes the same tokens whatever machine it runs on. So one recording on this CPU (what the
 target writes for each suite prompt, and at every position what the draft proposes next,
 with its confidence) lets the decoder's loop be replayed under any cost curve: Auto's real
-policy (engine/decoding/lookahead.py `Auto`, cost_model.py) chooses k, gates the model draft
+policy (engine/decoding/drafting/lookahead.py `Auto`, cost_model.py) chooses k, gates the model draft
 by confidence, trims lookup proposals, and every pass is priced by a published verify curve,
 a draft-to-target cost ratio and the host overhead tools/host_overhead.py measured.
 
@@ -26,8 +26,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Sequence
 
-from engine.decoding.cost_model import MAX_LOOKAHEAD, CostModel
-from engine.decoding.lookahead import Auto
+from engine.decoding.drafting.cost_model import MAX_LOOKAHEAD, CostModel
+from engine.decoding.drafting.lookahead import Auto
 from tools.lookup_replay import Case, curve_function, replay as lookup_replay
 
 CURVES = Path(__file__).resolve().parent / "gpu_curves.json"
@@ -95,8 +95,8 @@ def _top(row) -> tuple[int, float]:
 def record(target: str, draft: str, out: Path, which: str, limit: int, max_tokens: int, depth: int,
            log: Callable[[str], None]) -> int:
     from engine.decoding.engine import prompt_tokens
-    from engine.decoding.llama import Context, Model
-    from engine.decoding.runtime import RuntimeParams
+    from engine.llamacpp.llama import Context, Model
+    from engine.llamacpp.runtime import RuntimeParams
     from engine.measure.suites import builtin_suites, load_suite
 
     rt = RuntimeParams(n_ctx=4096)

@@ -52,7 +52,7 @@ def quantize(src: Path, dst: Path, ftype: str = "Q4_K_M") -> Path:
     import llama_cpp
 
     from engine.models.hardware import physical_cores
-    from engine.decoding.llama import ensure_backend
+    from engine.llamacpp.llama import ensure_backend
 
     ensure_backend()  # routes llama.cpp's per-tensor log lines away from the terminal
     params = llama_cpp.llama_model_quantize_default_params()
@@ -79,10 +79,10 @@ def measure(target: Path, draft: Path, tokens: int = 128, reps: int = 3, gpu_lay
     """Costs and speeds on this machine; `curve_only`: the verify curve and the draft step alone."""
     from engine import Engine
     from engine.decoding.events import DoneEvent
-    from engine.decoding.llama import Context
-    from engine.decoding.lookahead import Fixed
-    from engine.decoding.runtime import RuntimeParams
-    from engine.decoding.sampling import SamplingParams
+    from engine.llamacpp.llama import Context
+    from engine.decoding.drafting.lookahead import Fixed
+    from engine.llamacpp.runtime import RuntimeParams
+    from engine.decoding.sampling.sampler import SamplingParams
     from engine.decoding.settings import GenerationRequest
 
     eng = Engine(target, n_ctx=4096, metrics_log=False, n_gpu_layers=gpu_layers)
@@ -181,7 +181,7 @@ def _self_draft_prediction(verify: dict[int, float], k: int) -> float:
 
 def predict(m: dict, alphas: dict[str, float]) -> dict:
     """Predicted speedups for a real draft of this cost at CPU-measured acceptance rates."""
-    from engine.decoding.cost_model import CostModel
+    from engine.decoding.drafting.cost_model import CostModel
 
     cm = CostModel()
     for n, s in m["verify_s"].items():

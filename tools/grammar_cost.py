@@ -1,4 +1,4 @@
-"""What a grammar constraint (engine/decoding/grammar.py) costs per token, on tiny models.
+"""What a grammar constraint (engine/decoding/sampling/grammar.py) costs per token, on tiny models.
 
 Tiny random GGUFs (tools/host_overhead.py's: 2 layers, n_embd 64, a nearly flat next-token
 distribution) with a 320-token and a 151,936-token (Qwen's) vocabulary, so llama_decode is
@@ -33,7 +33,7 @@ MODES = ("greedy", "sampled", "sampled top-p", "self-draft k=4", "self-draft k=4
 
 
 def per_token_ms(dec, model, mode: str, grammar: str | None, tokens: int, seed: int) -> float:
-    from engine.decoding.sampling import GREEDY, SamplingParams
+    from engine.decoding.sampling.sampler import GREEDY, SamplingParams
     from engine.decoding.settings import GenerationRequest
 
     sampling = (SamplingParams(0.7, top_p=0.9, seed=seed) if mode.endswith("top-p")
@@ -52,7 +52,7 @@ def per_token_ms(dec, model, mode: str, grammar: str | None, tokens: int, seed: 
 
 def sampler_costs(model, grammar: str, reps: int = 200) -> tuple[float, float]:
     """(allows one token, mask a whole row) in microseconds, in the state after `{"`."""
-    from engine.decoding.grammar import GrammarState
+    from engine.decoding.sampling.grammar import GrammarState
 
     g = GrammarState(model, grammar)
     for piece in (b"{", b'"'):
@@ -71,10 +71,10 @@ def sampler_costs(model, grammar: str, reps: int = 200) -> tuple[float, float]:
 
 def main(argv: list[str] | None = None) -> None:
     from engine.decoding.decoder import Decoder
-    from engine.decoding.drafters import ModelDrafter
-    from engine.decoding.grammar import JSON_OBJECT_SCHEMA, json_schema_grammar
-    from engine.decoding.llama import Model
-    from engine.decoding.runtime import RuntimeParams
+    from engine.decoding.drafting.drafters import ModelDrafter
+    from engine.decoding.sampling.grammar import JSON_OBJECT_SCHEMA, json_schema_grammar
+    from engine.llamacpp.llama import Model
+    from engine.llamacpp.runtime import RuntimeParams
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--tokens", type=int, default=200)

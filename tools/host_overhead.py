@@ -90,7 +90,7 @@ class Floor:
     def __init__(self, path: Path, threads: int, gpu_layers: int = 0):
         import llama_cpp
 
-        from engine.decoding.llama import ensure_backend
+        from engine.llamacpp.llama import ensure_backend
 
         self.ll = llama_cpp
         ensure_backend()  # llama.cpp's log goes where Tandem sends it, not to the terminal
@@ -206,7 +206,7 @@ def oracle_drafter(known: Sequence[int], prompt_len: int):
     """A free drafter that always agrees: it proposes the target's own greedy continuation
     (`known`, recorded by a target-alone run of the same prompt) at no cost, so a step costs
     one verify pass plus Tandem's host work: what speculation's machinery costs per step."""
-    from engine.decoding.drafters import Drafter, Proposal
+    from engine.decoding.drafting.drafters import Drafter, Proposal
 
     class Oracle(Drafter):
         kind = "oracle"
@@ -225,9 +225,9 @@ class TandemModes:
 
     def __init__(self, path: Path, threads: int, gpu_layers: int = 0):
         from engine.decoding.decoder import Decoder
-        from engine.decoding.drafters import ModelDrafter
-        from engine.decoding.llama import Model
-        from engine.decoding.runtime import RuntimeParams
+        from engine.decoding.drafting.drafters import ModelDrafter
+        from engine.llamacpp.llama import Model
+        from engine.llamacpp.runtime import RuntimeParams
 
         rt = RuntimeParams(n_ctx=N_CTX, n_batch=512, n_threads=threads, n_gpu_layers=gpu_layers)
         self.model = Model(path, runtime=rt)
@@ -245,7 +245,7 @@ class TandemModes:
     def run(self, mode: str, tokens: int) -> TandemRun:
         """Generate until `tokens` tokens were written (a sampled run that draws an
         end-of-generation token is continued by another run; only decode time counts)."""
-        from engine.decoding.sampling import GREEDY, SamplingParams
+        from engine.decoding.sampling.sampler import GREEDY, SamplingParams
         from engine.decoding.settings import GenerationRequest
 
         dec = {"selfdraft": self.selfdraft, "oracle": self.oracle}.get(mode, self.alone)
@@ -277,7 +277,7 @@ class TandemModes:
 
     def nucleus(self) -> float:
         """Mean share of the vocabulary top-p 0.9 keeps on this model (how flat it is)."""
-        from engine.decoding.sampling import SamplingParams, distribution
+        from engine.decoding.sampling.sampler import SamplingParams, distribution
 
         ctx = self.alone.ctx
         ctx.clear()

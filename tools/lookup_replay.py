@@ -26,12 +26,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Sequence
 
-from engine.decoding.drafters import PromptLookupDrafter
+from engine.decoding.drafting.drafters import PromptLookupDrafter
 from engine.errors import TandemError
-from engine.decoding.cost_model import CostModel, TextAcceptance
-from engine.decoding.lookahead import MAX_LOOKAHEAD, Auto
-from engine.decoding.runtime import RuntimeParams
-from engine.decoding.sampling import Sampler
+from engine.decoding.drafting.cost_model import CostModel, TextAcceptance
+from engine.decoding.drafting.lookahead import MAX_LOOKAHEAD, Auto
+from engine.llamacpp.runtime import RuntimeParams
+from engine.decoding.sampling.sampler import Sampler
 
 
 @dataclass
@@ -169,7 +169,7 @@ def measure_curve(target: str, sizes: Sequence[int] = range(1, MAX_LOOKAHEAD + 2
                   context: int = 400) -> dict[int, float]:
     """Median seconds of one target pass over n tokens (logits for every row, as verification
     needs), sizes interleaved per repetition, after `context` tokens of context."""
-    from engine.decoding.llama import Context, Model
+    from engine.llamacpp.llama import Context, Model
 
     model = Model(target)
     ctx = Context(model, RuntimeParams(n_ctx=context + MAX_LOOKAHEAD + 8))
@@ -219,7 +219,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             name = PromptLookupDrafter.calibration_name
             confidence = next((v for k, v in stored.items() if k.startswith("confidence|") and k.endswith("|" + name)), None)
         from engine.decoding.engine import prompt_tokens
-        from engine.decoding.llama import Model
+        from engine.llamacpp.llama import Model
 
         model = Model(a.target, vocab_only=True)
         cases = load_cases(a.runs, lambda prompt, chat: prompt_tokens(model, prompt, chat=chat), a.which)

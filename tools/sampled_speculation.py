@@ -30,7 +30,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--json", type=Path)
     a = ap.parse_args(argv)
     from engine import Engine, GenerationRequest
-    from engine.decoding.sampling import SamplingParams
+    from engine.decoding.sampling.sampler import SamplingParams
     from engine.measure.suites import load_suite
 
     eng = Engine(a.target, metrics_log=False)

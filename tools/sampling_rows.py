@@ -40,10 +40,10 @@ from tools.host_overhead import TEMPERATURE, TOP_P
 def collect_rows(model_path: str, tokens: int, suites: Sequence[str]) -> list[np.ndarray]:
     """Logits rows met while writing a sampled answer to each suite's first prompt."""
     from engine.decoding.engine import prompt_tokens
-    from engine.decoding.llama import Context, Model
+    from engine.llamacpp.llama import Context, Model
     from engine.measure.suites import load_suite
-    from engine.decoding.runtime import RuntimeParams
-    from engine.decoding.sampling import Sampler, SamplingParams
+    from engine.llamacpp.runtime import RuntimeParams
+    from engine.decoding.sampling.sampler import Sampler, SamplingParams
 
     model = Model(model_path)
     ctx = Context(model, RuntimeParams(n_ctx=4096))
@@ -96,7 +96,7 @@ class LlamaChain:
 
 
 def measure(rows: Sequence[np.ndarray], repeat: int = 5) -> dict:
-    from engine.decoding.sampling import Sampler, SamplingParams
+    from engine.decoding.sampling.sampler import Sampler, SamplingParams
     from tools.gpu_probe import median_time
 
     tandem = Sampler(SamplingParams(TEMPERATURE, top_p=TOP_P, seed=1))
@@ -119,9 +119,9 @@ def measure(rows: Sequence[np.ndarray], repeat: int = 5) -> dict:
             nucleus.append(len(tandem.dist(row).ids))
     finally:
         chain.close()
-    # a speculative step's verification (engine.decoding.sampling.verify): 4 one-hot drafts
+    # a speculative step's verification (engine.decoding.sampling.sampler.verify): 4 one-hot drafts
     # (the rows' own top tokens, as greedy drafts or prompt lookup propose) over 5 rows
-    from engine.decoding.sampling import verify
+    from engine.decoding.sampling.sampler import verify
 
     for name, params in (("verify_k4_t0.7_top_p0.9", SamplingParams(TEMPERATURE, top_p=TOP_P, seed=3)),
                          ("verify_k4_t1.0", SamplingParams(1.0, seed=3)),

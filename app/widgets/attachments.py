@@ -17,7 +17,7 @@ from typing import Callable
 from PySide6.QtCore import QEvent, QMimeData, QObject, Signal
 from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QPlainTextEdit, QSizePolicy, QToolButton, QWidget
 
-from engine.decoding.prompt_text import decode
+from engine.decoding.prompting.prompt_text import decode
 
 MAX_ATTACHMENT = 512 * 1024  # bytes: more is not a prompt, and a larger file would freeze the tokenizer call
 

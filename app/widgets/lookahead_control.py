@@ -5,7 +5,7 @@ from __future__ import annotations
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import QCheckBox, QHBoxLayout, QLabel, QSlider, QWidget
 
-from engine.decoding.lookahead import MAX_LOOKAHEAD
+from engine.decoding.drafting.lookahead import MAX_LOOKAHEAD
 
 
 class LookaheadControl(QWidget):

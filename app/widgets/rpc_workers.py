@@ -2,7 +2,7 @@
 
 Add or remove `host:port`; each row shows the worker's devices, free memory and the
 measured round trip, refreshed on demand. Probing runs on a thread pool (a worker that
-does not answer costs a timeout, never a frozen window) and uses `engine.decoding.rpc_backend.probe`,
+does not answer costs a timeout, never a frozen window) and uses `engine.llamacpp.rpc_backend.probe`,
 plain sockets: the app still never touches llama_cpp here. Meant to be mounted in the
 Models view; `endpoints()` is what loading a pair passes as `Engine(..., rpc=...)`.
 """
@@ -16,7 +16,7 @@ from PySide6.QtWidgets import (
     QHBoxLayout, QHeaderView, QLabel, QLineEdit, QPushButton, QTableWidget, QTableWidgetItem, QVBoxLayout, QWidget,
 )
 
-from engine.decoding import rpc_backend as rpc
+from engine.llamacpp import rpc_backend as rpc
 
 COLUMNS = ("Worker", "Status", "Devices", "Free memory", "Round trip")
 Prober = Callable[[str], rpc.WorkerInfo]

@@ -27,11 +27,11 @@ def check_runtime_flags(args: argparse.Namespace) -> None:
     """Check the flags that say how models run and sample, the same way for every command
     that has them (generate, race, bench, serve, worker, optimize-draft), before anything
     loads: one line naming the flag instead of a crash or a failure on every request later."""
-    from ..decoding.sampling import SamplingParams
+    from ..decoding.sampling.sampler import SamplingParams
 
     ctx = getattr(args, "ctx", None)
     if ctx is not None and not MIN_CTX <= ctx <= MAX_CTX:
-        raise UsageError(f"--ctx must be in {MIN_CTX}..{MAX_CTX} tokens, got {ctx}")
+        raise UsageError(f"--ctx (the context size) must be in {MIN_CTX}..{MAX_CTX} tokens, got {ctx}")
     threads = getattr(args, "threads", None)
     if threads is not None and not 1 <= threads <= MAX_THREADS:
         raise UsageError(f"--threads must be in 1..{MAX_THREADS}, got {threads}")
@@ -90,7 +90,7 @@ def draft_arg(value: str) -> str | Path | None:
 
 
 def lookahead_arg(value: str) -> int | str:
-    from ..decoding.lookahead import MAX_LOOKAHEAD
+    from ..decoding.drafting.lookahead import MAX_LOOKAHEAD
 
     v = value.strip().lower()
     if v == "auto":

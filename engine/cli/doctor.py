@@ -37,16 +37,16 @@ def run_checks() -> list[Check]:
                             "" if v or not need else f"pip install {dist}"))
     checks.append(_row_kernels_check())
     try:
-        import llama_cpp
+        from ..llamacpp.build import built_by_tandem
 
-        key_file = __import__("pathlib").Path(llama_cpp.__file__).parent / ".tandem_build_key"
-        built = "built by packaging/install_llama_cpp.sh" if key_file.exists() else "not built by Tandem's script"
+        ours = built_by_tandem()
+        built = "built by packaging/install_llama_cpp.sh" if ours else "not built by Tandem's script"
         checks.append(Check("llama.cpp build", True, built,
-                            "" if key_file.exists() else "bash packaging/install_llama_cpp.sh .venv/bin/python (avoids AMX crashes)"))
+                            "" if ours else "bash packaging/install_llama_cpp.sh .venv/bin/python (avoids AMX crashes)"))
     except ImportError as e:
         checks.append(Check("llama.cpp build", False, str(e), "bash packaging/install_llama_cpp.sh .venv/bin/python"))
         return checks
-    from ..decoding.llama import supports_gpu_offload  # loads libllama: only once llama_cpp is known to import
+    from ..llamacpp.llama import supports_gpu_offload  # loads libllama: only once llama_cpp is known to import
 
     hw = hardware.probe()
     # llama_supports_gpu_offload() is also true for any RPC build: count real local GPUs.
@@ -85,18 +85,18 @@ def run_checks() -> list[Check]:
 
 def _row_kernels_check() -> Check:
     """The sampler's compiled C (setup.py builds it): without it nothing can generate."""
-    from ..decoding.kernels import build_command, problem
+    from ..decoding.sampling.kernels import build_command, problem
 
     why = problem()
     if why is None:
-        return Check("row kernels", True, "built (engine/decoding/_row_kernels)")
+        return Check("row kernels", True, "built (engine/decoding/sampling/_row_kernels)")
     return Check("row kernels", False, f"not built: generation cannot run ({why})", build_command())
 
 
 def _rpc_check() -> Check:
     """Is llama.cpp's RPC backend in this build (`tandem worker`, `--rpc`)? Informational."""
-    from ..decoding.ggml_devices import supports_rpc
-    from ..decoding.rpc_backend import PROTO
+    from ..llamacpp.ggml_devices import supports_rpc
+    from ..llamacpp.rpc_backend import PROTO
 
     if supports_rpc():
         return Check("rpc", True, f"available (protocol {'.'.join(map(str, PROTO))}): `tandem worker` on other hosts, "

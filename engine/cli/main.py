@@ -25,7 +25,7 @@ RESET = "\033[0m"
 
 # -- generate ---------------------------------------------------------------------------------
 def _runtime(args: argparse.Namespace):
-    from ..decoding.runtime import RuntimeParams
+    from ..llamacpp.runtime import RuntimeParams
 
     return RuntimeParams(n_ctx=args.ctx, n_threads=args.threads)
 
@@ -113,7 +113,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
 
 def _prompt_arg(value: str) -> str:
     """The prompt text; undecodable bytes become U+FFFD with one warning line on stderr."""
-    from ..decoding.prompt_text import read_prompt
+    from ..decoding.prompting.prompt_text import read_prompt
 
     stdin = sys.stdin.buffer if value == "-" and sys.stdin is not None else None
     got = read_prompt(value, stdin)
@@ -131,7 +131,7 @@ def _validated_inputs(args: argparse.Namespace) -> str:
 
     Text options are made encodable (lone surrogates from the shell -> U+FFFD); numbers
     get one line naming the option. Returns the prompt text."""
-    from ..decoding.prompt_text import clean
+    from ..decoding.prompting.prompt_text import clean
 
     prompt = _prompt_arg(args.prompt)
     if not prompt.strip():

@@ -108,7 +108,7 @@ def cmd_models(args: argparse.Namespace) -> int:
 
 def _worker_memory(endpoints: list[str] | None) -> list[tuple[str, int]]:
     """(endpoint, free bytes) of each RPC worker, for the fit column (`--rpc`)."""
-    from ..decoding import rpc_backend as rpc
+    from ..llamacpp import rpc_backend as rpc
 
     out = []
     for ep in endpoints or []:

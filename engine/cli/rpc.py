@@ -7,7 +7,7 @@ import argparse
 import signal
 import sys
 
-from ..decoding import rpc_backend as rpc
+from ..llamacpp import rpc_backend as rpc
 
 
 def rpc_endpoints(value: str) -> list[str]:
@@ -60,7 +60,7 @@ def add_rpc_option(p: argparse.ArgumentParser) -> None:
 
 
 def cmd_worker(args: argparse.Namespace) -> int:
-    from ..decoding.ggml_devices import supports_rpc
+    from ..llamacpp.ggml_devices import supports_rpc
     from .common import check_runtime_flags
 
     check_runtime_flags(args)

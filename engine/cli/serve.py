@@ -51,21 +51,55 @@ def catalog_id_of(target: Path) -> str | None:
     return None
 
 
-def cmd_serve(args: argparse.Namespace) -> int:
-    from .common import resolve_pair
-    from .rpc import engine_for
-    from ..decoding.runtime import RuntimeParams
+def _api_key(args: argparse.Namespace) -> str | None:
+    """--api-key (or TANDEM_API_KEY), refused unless an HTTP header can carry it: clients
+    (the openai SDK among them) send headers as ASCII, so a key with other characters,
+    spaces or control characters could never be sent."""
+    from_flag = bool(args.api_key)
+    key = args.api_key or os.environ.get("TANDEM_API_KEY") or None
+    if key is not None and not all("!" <= c <= "~" for c in key):
+        bad = next(c for c in key if not "!" <= c <= "~")
+        where = "--api-key" if from_flag else "TANDEM_API_KEY"
+        raise TandemError(f"{where} holds {bad!r} (U+{ord(bad):04X}): a key must be printable ASCII without spaces, "
+                          "since clients send it in an HTTP header")
+    return key
 
-    _require_server_extra()
-    from ..serving.server import ServedModel, ServerConfig, create_app, is_loopback, serve_forever
+
+def allowed_hosts(args: argparse.Namespace) -> tuple[str, ...]:
+    """The Host names the server answers beyond localhost and the bound address: --allow-host,
+    the listening name itself, and on a network address this machine's own names (what a
+    user types to reach it from another machine; see serving/server/hosts.py)."""
+    from ..serving.server import is_loopback
+    from ..serving.server.hosts import ANY_HOST, machine_names
+
+    names = []
+    for name in args.allow_host or ():
+        if name != ANY_HOST and (not name.strip() or any(c in name for c in "/ \t@")):
+            raise TandemError(f"--allow-host {name!r}: give a host name such as myserver.lan (no scheme, path "
+                              "or port), or '*' for any")
+        names.append(name.strip())
+    try:
+        import ipaddress
+
+        ipaddress.ip_address(args.host.strip("[]"))
+    except ValueError:
+        names.append(args.host)  # --host myserver.lan: clients use that name
+    if not is_loopback(args.host):
+        names += machine_names()
+    return tuple(dict.fromkeys(names))
+
+
+def _checked_options(args: argparse.Namespace) -> tuple[str | None, tuple[str, ...], int]:
+    """Every option checked before anything loads (one line each): (API key, CORS origins, max body)."""
+    from .common import check_runtime_flags
     from ..serving.server.config import check_cors
-    from ..serving.server.runner import bind, url_for
 
-    api_key = args.api_key or os.environ.get("TANDEM_API_KEY") or None
+    check_runtime_flags(args)
+    api_key = _api_key(args)
     if args.queue < 0:
         raise TandemError(f"--queue must be >= 0, got {args.queue}")
     cors = tuple(args.cors_origin or ())
-    refused = check_cors(cors, api_key=api_key, loopback=is_loopback(args.host))
+    refused = check_cors(cors, api_key=api_key, allow_any_origin=args.allow_any_origin_without_key)
     if refused:
         raise TandemError(refused)
     if not 1 <= args.port <= 65535:
@@ -74,6 +108,22 @@ def cmd_serve(args: argparse.Namespace) -> int:
         max_body = parse_bytes(args.max_body)
     except ValueError as e:
         raise TandemError(f"--max-body: {e}") from None
+    if max_body < 1:
+        raise TandemError(f"--max-body must be at least 1 byte (it bounds every request body), got {args.max_body!r}")
+    return api_key, cors, max_body
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    from .common import resolve_pair
+    from .rpc import engine_for
+    from ..llamacpp.runtime import RuntimeParams
+
+    api_key, cors, max_body = _checked_options(args)
+    _require_server_extra()
+    from ..serving.server import ServedModel, ServerConfig, create_app, is_loopback, serve_forever
+    from ..serving.server.runner import bind, url_for
+
+    hosts = allowed_hosts(args)
     if not is_loopback(args.host) and not api_key:
         print(f"tandem: warning: listening on {args.host} without --api-key: anyone who can reach this machine "
               "can use the server", file=sys.stderr)
@@ -88,7 +138,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
                              aliases=tuple(args.alias or ()), catalog_id=catalog_id_of(target))
         config = ServerConfig(api_key=api_key, max_waiting=args.queue, temperature=args.temperature,
                               any_model_name=args.any_model_name, cors_origins=cors, max_body=max_body,
-                              early_role_chunk=args.early_role_chunk)
+                              early_role_chunk=args.early_role_chunk, allowed_hosts=hosts)
         app = create_app(served, config)
         split = f", target split over {len(eng.endpoints)} RPC worker(s)" if getattr(args, "rpc", None) else ""
         draft_text = {"model": f"draft {Path(str(draft)).name}", "lookup": "prompt lookup", "none": "no draft"}[served.default_draft]
@@ -121,8 +171,8 @@ def register(sub: Any) -> None:
     s.add_argument("--threads", type=int, default=None)
     s.add_argument("--queue", type=int, default=16, help="requests that may wait behind the running one (default 16); "
                                                           "more get 503 with Retry-After")
-    s.add_argument("--max-body", default="4M", help="largest request body accepted, in bytes or with K/M/G (default 4M); "
-                                                     "larger ones get 413 before they are read")
+    s.add_argument("--max-body", default="4M", help="largest request body accepted, in bytes or with K/M/G (default 4M, "
+                                                     "at least 1); larger ones get 413 before they are read")
     s.add_argument("--temperature", type=float, default=1.0, help="for requests that do not say (default 1.0, as OpenAI)")
     s.add_argument("--alias", action="append", metavar="NAME",
                    help="another model name the server answers to and lists in /v1/models (repeatable)")
@@ -130,7 +180,13 @@ def register(sub: Any) -> None:
                    help="answer to every model name (for tools with a hard-coded one); off: an unknown name is a 404")
     s.add_argument("--cors-origin", action="append", metavar="ORIGIN",
                    help="a browser origin allowed to call the API, e.g. http://localhost:3000 (repeatable; '*' "
-                        "only with --api-key or on loopback); default: none")
+                        "only with --api-key or --allow-any-origin-without-key); default: none")
+    s.add_argument("--allow-any-origin-without-key", action="store_true",
+                   help="accept --cors-origin '*' without --api-key: any web page may then read the answers")
+    s.add_argument("--allow-host", action="append", metavar="NAME",
+                   help="another Host name to answer (repeatable; '*': any). By default only localhost, loopback "
+                        "addresses and the bound address are answered (and, on a network address, this machine's "
+                        "own names): a web page on another name cannot reach the server by DNS rebinding")
     s.add_argument("--early-role-chunk", action="store_true",
                    help="stream the first (role) chunk before the prompt is processed, as before; default: after")
     s.add_argument("--log-level", default="info", choices=("critical", "error", "warning", "info", "debug"))

@@ -1,13 +1,16 @@
 """Decoding: the product's heart, from a request to a stream of events.
 
-The llama.cpp seam (llama.py, rpc_backend.py), the Decoder loop (decoder.py), drafters,
-lookahead policies with Auto's cost model, exact sampling and verification (its passes over a
-logits row in C: _row_kernels.c, compiled by setup.py), events, the one
-request type (settings.GenerationRequest / RuntimeParams), chat templates in a sandbox, the
-generation queue that runs one generation at a time per engine, tool calls (offered through
-the template, read out of answers, forced by a grammar and then streamed as written), and
-`Engine` (engine.py), which ties a loaded target to all of it.
+At its top: `Engine` (engine.py), which ties a loaded target to all of it, and the protocol it
+shares with the child-process engine (engine_api.py: BaseEngine), the Decoder loop (decoder.py),
+the one request type (settings.py: GenerationRequest), events (events.py), the generation queue
+that runs one generation at a time per engine (queue.py), the cancel token, text assembly, the
+quality check and the metrics log. Three wings hold what the loop uses: sampling/ (the sampler,
+exact verification, logit controls, grammars), drafting/ (drafters, lookahead policies, Auto's
+cost model) and prompting/ (chat templates in a sandbox, tools offered through the template,
+prompt fitting). Each wing's __init__ says what it holds and may import.
 
-May import: engine.models, engine.errors, engine.paths, engine.units, engine.resources, and
-its own modules. Never engine.measure, engine.serving, engine.cli or app.
+May import: engine.llamacpp (the llama.cpp seam), engine.models, engine.errors, engine.paths,
+engine.units, engine.resources, and its own modules. A wing never imports decoding's top;
+drafting may import sampling; prompting stands alone. Never engine.measure, engine.serving,
+engine.cli or app.
 """

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import threading
 
-from .llama import Context
+from ..llamacpp.llama import Context
 
 
 class CancelToken:

@@ -15,16 +15,16 @@ from typing import TYPE_CHECKING, Iterator, Sequence
 
 from ..errors import Cancelled, NonFiniteLogits, PromptError, TandemError, UnsupportedModelError
 from .cancel import CancelToken
-from .cost_model import CostModel, TextAcceptance
-from .drafters import Drafter, Proposal
+from .drafting.cost_model import CostModel, TextAcceptance
+from .drafting.drafters import Drafter, Proposal
 from .events import DoneEvent, Event, PrefillEvent, RunStats, StepEvent, TokenEvent
-from .finite import model_label
-from .grammar import GrammarState, verify_constrained
-from .llama import Context, Model
-from .logit_controls import RowProcessors, check_logit_bias, token_logprobs
-from .lookahead import LiveLookahead
-from .runtime import RuntimeParams
-from .sampling import Sampler, verify
+from .sampling.finite import model_label
+from .sampling.grammar import GrammarState, verify_constrained
+from ..llamacpp.llama import Context, Model
+from .sampling.logit_controls import RowProcessors, check_logit_bias, token_logprobs
+from .drafting.lookahead import LiveLookahead
+from ..llamacpp.runtime import RuntimeParams
+from .sampling.sampler import Sampler, verify
 from .text_assembly import TextAssembler
 
 from .queue import GenerationQueue

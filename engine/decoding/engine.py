@@ -19,21 +19,21 @@ from typing import Any, Callable, Iterator, Mapping, Sequence
 
 from ..models import calibration
 from .. import paths
-from .chat import Message, chat_tokens
+from .prompting.chat import Message, chat_tokens
 from ..models.compat import require_compatible
-from .bridge_drafter import BridgeDrafter
-from .drafters import Drafter, ModelDrafter, PromptLookupDrafter
+from .drafting.bridge_drafter import BridgeDrafter
+from .drafting.drafters import Drafter, ModelDrafter, PromptLookupDrafter
 from ..errors import PromptError, TandemError
-from .embedding import EmbeddingContext, embedding_refusal
+from ..llamacpp.embedding import EmbeddingContext, embedding_refusal
 from .engine_api import BaseEngine
 from .events import DoneEvent, Event, RunStats
 from ..models.gguf_header import validate_file
-from .llama import Model, supports_gpu_offload
-from .cost_model import CostModel
-from .prompt_fit import tokenize_within
+from ..llamacpp.llama import Model, supports_gpu_offload
+from .drafting.cost_model import CostModel
+from .prompting.prompt_fit import tokenize_within
 from .metrics import append_metrics
-from .rpc_backend import Cluster, connect as rpc_connect
-from .runtime import RuntimeParams, runtime_from
+from ..llamacpp.rpc_backend import Cluster, connect as rpc_connect
+from ..llamacpp.runtime import RuntimeParams, runtime_from
 from .settings import DraftSpec, GenerationRequest, Prompt
 from .cancel import CancelToken
 from .decoder import Decoder, EngineClosedError
@@ -45,7 +45,7 @@ def _encodable(value: Any) -> Any:
     become U+FFFD, with a warning, instead of a UnicodeEncodeError deep in llama.cpp."""
     import warnings
 
-    from .prompt_text import clean
+    from .prompting.prompt_text import clean
 
     if isinstance(value, str):
         text, n = clean(value)
@@ -106,11 +106,11 @@ class Engine(BaseEngine):
         on_progress: Callable[[float], bool] | None = None,
         rpc: Sequence[str] | str | Cluster | None = None,
     ):
-        """`rpc`: llama.cpp RPC workers ("HOST:PORT" strings or an `engine.decoding.rpc_backend.Cluster`)
+        """`rpc`: llama.cpp RPC workers ("HOST:PORT" strings or an `engine.llamacpp.rpc_backend.Cluster`)
         that hold part of the target, split by free memory; drafts always stay local."""
         self.runtime = runtime_from(runtime, n_ctx=n_ctx, n_batch=n_batch, n_threads=n_threads, n_gpu_layers=n_gpu_layers)
         self.n_threads = self.runtime.threads
-        # [rpc] begin: split the target over RPC workers (engine/decoding/rpc_backend.py). Drafts load with
+        # [rpc] begin: split the target over RPC workers (engine/llamacpp/rpc_backend.py). Drafts load with
         # llama.cpp's default devices, which never include RPC workers (Tandem does not
         # register them globally), so they stay on this host.
         self.rpc: Cluster | None = None

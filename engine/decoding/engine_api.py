@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from .cancel import CancelToken
     from .queue import GenerationQueue
     from .quality import Divergence
-    from .runtime import RuntimeParams
+    from ..llamacpp.runtime import RuntimeParams
 
 
 @dataclass

@@ -14,8 +14,8 @@ from typing import Sequence
 
 import numpy as np
 
-from .llama import Context, Model
-from .runtime import RuntimeParams
+from ..llamacpp.llama import Context, Model
+from ..llamacpp.runtime import RuntimeParams
 
 NOISE_MARGIN = 0.6  # logit gap below which batched/single decodes may disagree (measured)
 

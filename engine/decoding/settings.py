@@ -14,14 +14,14 @@ from dataclasses import InitVar, dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Mapping, Sequence, Union
 
 from ..errors import PromptError, TandemError
-from .logit_controls import Penalties, RowProcessors, check_logit_bias
-from .lookahead import MAX_LOOKAHEAD, LiveLookahead, Lookahead, parse_lookahead
-from .sampling import GREEDY, SamplingParams
+from .sampling.logit_controls import Penalties, RowProcessors, check_logit_bias
+from .drafting.lookahead import MAX_LOOKAHEAD, LiveLookahead, Lookahead, parse_lookahead
+from .sampling.sampler import GREEDY, SamplingParams
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .chat import Message
-    from .drafters import Drafter
-    from .llama import Model
+    from .prompting.chat import Message
+    from .drafting.drafters import Drafter
+    from ..llamacpp.llama import Model
 
 DraftSpec = Union[str, "os.PathLike[str]", "Model", "Drafter", None]
 Prompt = Union[str, Sequence["Message"], Sequence[int]]
@@ -99,12 +99,12 @@ class GenerationRequest:
             raise TandemError(f"sampling must be an engine.SamplingParams, got {type(self.sampling).__name__}")
         self.logit_bias = check_logit_bias(self.logit_bias) or None
         if self.penalties is not None and not isinstance(self.penalties, Penalties):
-            raise TandemError("penalties must be an engine.decoding.logit_controls.Penalties")
+            raise TandemError("penalties must be an engine.decoding.sampling.logit_controls.Penalties")
         if self.logprobs is not None and (isinstance(self.logprobs, bool) or not isinstance(self.logprobs, int)
                                           or not 0 <= self.logprobs <= 20):
             raise TandemError(f"logprobs must be an integer 0..20 (alternatives per token) or None, got {self.logprobs!r}")
         if json_schema is not None or self.grammar is not None:
-            from .grammar import check_grammar, json_schema_grammar  # lazily: it loads llama.cpp
+            from .sampling.grammar import check_grammar, json_schema_grammar  # lazily: it loads llama.cpp
         if json_schema is not None:
             if self.grammar is not None:
                 raise TandemError("give grammar or json_schema, not both")

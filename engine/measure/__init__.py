@@ -4,6 +4,6 @@ The benchmark over prompt suites (bench.py), the race of target alone against sp
 (racing.py), the draft optimiser (optimize.py), and the one wording of run statistics shared
 by the CLI and the app (report.py).
 
-May import: engine.decoding, engine.models and the top-level helpers. Never engine.serving,
-engine.cli or app.
+May import: engine.decoding, engine.llamacpp, engine.models and the top-level helpers. Never
+engine.serving, engine.cli or app.
 """

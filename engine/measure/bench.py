@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from ..errors import Cancelled
-from ..decoding.cost_model import CostModel
+from ..decoding.drafting.cost_model import CostModel
 from .suites import BenchError, BenchPrompt, Suite, fitting_prompts
 
 # -- configurations -------------------------------------------------------------------------

@@ -8,8 +8,8 @@ import json
 from dataclasses import asdict
 from pathlib import Path
 
-from ..decoding.cost_model import expected_tokens
-from ..decoding.lookahead import MAX_LOOKAHEAD
+from ..decoding.drafting.cost_model import expected_tokens
+from ..decoding.drafting.lookahead import MAX_LOOKAHEAD
 from .bench import BenchResult, predicted_speedup
 from .suites import HELDOUT, suite_set
 

@@ -7,7 +7,7 @@ matrix kernels, while the Q4_K_M files most pairs ship fall back to Q5_0 for the
 file when the Hub is reachable, else `llama_model_quantize` with requantisation allowed),
 measure both drafts against the target on a short code suite (draft speed alone, draft
 cost per step, acceptance at fixed k, the target's verify curve, all interleaved in one
-run), predict the speedup of each with `engine.decoding.lookahead`'s cost model, and keep the
+run), predict the speedup of each with `engine.decoding.drafting.lookahead`'s cost model, and keep the
 variant only if its predicted speedup is better. Output cannot change: the target decides
 every token; only acceptance can move.
 """
@@ -23,9 +23,9 @@ from typing import Any, Callable
 
 from ..models import draft_variants
 from ..errors import Cancelled, TandemError
-from ..decoding.cost_model import Costs, Prediction
-from ..decoding.lookahead import MAX_LOOKAHEAD
-from ..decoding.runtime import RuntimeParams
+from ..decoding.drafting.cost_model import Costs, Prediction
+from ..decoding.drafting.lookahead import MAX_LOOKAHEAD
+from ..llamacpp.runtime import RuntimeParams
 
 # The type each backend runs a small draft fastest in. CPU: measured on this project's
 # machines (x86, llama.cpp 0.3.36: the 0.5B from ~52 to ~87 tok/s); other backends: Q4_0 as
@@ -48,7 +48,7 @@ def fastest_type(backend: str) -> str:
 
 def file_type_name(header: Any) -> str:
     """"q4_k_m", "q4_0", ...: llama.cpp's name for a GGUF's `general.file_type`."""
-    from ..decoding.quantize import quant_types
+    from ..llamacpp.quantize import quant_types
 
     ft = header.get("general.file_type")
     names = {v: k for k, v in quant_types().items()}
@@ -202,7 +202,7 @@ def measure_verify_curve(model: Any, prompt: list[int], sizes: tuple[int, ...] =
                          n_threads: int | None = None) -> dict[int, float]:
     """Seconds for one target pass over n tokens (logits for every row, as a verify step),
     sizes interleaved within each repetition so load changes hit them all; medians."""
-    from ..decoding.llama import Context
+    from ..llamacpp.llama import Context
 
     ctx = Context(model, RuntimeParams(n_ctx=max(512, len(prompt) + max(sizes) + 8), n_threads=n_threads))
     try:
@@ -252,7 +252,7 @@ def _obtain_variant(draft: Path, qtype: str, preferred: Any, source: str, progre
             if source == "hub":
                 raise OptimizeError(f"{spec.repo}/{spec.filename}: {e}") from None
             notes.append(f"published {preferred.quant} file not fetched ({e}); requantised locally instead")
-    from ..decoding.quantize import quantize
+    from ..llamacpp.quantize import quantize
 
     out = draft_variants.variants_dir() / f"{draft.stem}.{qtype}.gguf"
     if out.is_file() and out.stat().st_mtime >= draft.stat().st_mtime:
@@ -371,7 +371,7 @@ def _plan_variant(draft_p: Path, header: Any, backend: str, qtype: str | None, p
                   source: str) -> tuple[str, list[str], list[str], Any]:
     """The type to aim for, the tensors that cannot take it, notes, and the catalog's
     published file of that type (None: requantise)."""
-    from ..decoding.quantize import quant_types
+    from ..llamacpp.quantize import quant_types
 
     qtype = (qtype or fastest_type(backend)).lower()
     if qtype not in quant_types():

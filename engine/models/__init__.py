@@ -6,5 +6,6 @@ pair compatibility, hardware fit and context windows, draft variants, the persis
 calibration of measured pass costs, and the tiny GGUF writer used by tests and self-tests.
 
 May import: engine.errors, engine.paths, engine.units, engine.resources, and its own modules.
-Never llama.cpp's decode path (engine.decoding) or anything above it.
+Never llama.cpp's seam (engine.llamacpp), the decode path (engine.decoding) or anything above
+it.
 """

@@ -95,7 +95,7 @@ class PairSpec:
     # backend (CPU: Q4_0, repacked by llama.cpp), fetched by `tandem optimize-draft`.
     preferred_drafts: tuple[tuple[str, ModelSpec], ...] = ()
     # The draft has another tokenizer: its drafts reach the target through text
-    # (engine/decoding/bridge_drafter.py). Declared, so a mistyped draft is still caught.
+    # (engine/decoding/drafting/bridge_drafter.py). Declared, so a mistyped draft is still caught.
     bridged: bool = False
 
     @property

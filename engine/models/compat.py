@@ -4,7 +4,7 @@ Speculation compares token *ids*. When the two vocabularies agree by llama.cpp's
 (common/speculative.cpp: same tokenizer type, same BOS/EOS handling, vocabulary sizes
 within 128, token texts identical from id 5 on) the draft's ids go to the target as they
 are ("shared"). Otherwise the pair is "bridged": the draft's proposal is turned into text
-and tokenised again for the target (engine/decoding/bridge_drafter.py), which costs two
+and tokenised again for the target (engine/decoding/drafting/bridge_drafter.py), which costs two
 short tokenisations per step and can only work when the draft's tokenizer can write any
 text the target writes (byte-level BPE, or byte fallback tokens). A pair that cannot be
 bridged is refused with the reason. All of it before loading a single weight.

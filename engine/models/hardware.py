@@ -110,7 +110,7 @@ def _ggml_log(level: int, text: bytes, user_data: ctypes.c_void_p) -> None:
 
 
 def _quiet_ggml_logs(libdir: Path) -> None:
-    llama = sys.modules.get("engine.decoding.llama")
+    llama = sys.modules.get("engine.llamacpp.llama")
     if llama is not None:  # llama.cpp is loaded anyway: its own log routing covers ggml's
         llama.ensure_backend()
         return

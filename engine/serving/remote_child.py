@@ -14,7 +14,7 @@ import os
 import threading
 from typing import Any, Callable
 
-from ..decoding import rpc_backend as rpc
+from ..llamacpp import rpc_backend as rpc
 from ..decoding.engine import Engine
 from ..decoding.settings import GenerationRequest
 from ..errors import Cancelled, TandemError

@@ -2,7 +2,7 @@
 
 llama.cpp's RPC client has no error path: when a worker dies or stops answering in the
 middle of a pass, ggml aborts (or blocks forever in `recv`). In the CLI that is one clear
-line and exit 2 (engine/decoding/rpc_backend.py); the desktop app must stay up instead. `RemoteEngine`
+line and exit 2 (engine/llamacpp/rpc_backend.py); the desktop app must stay up instead. `RemoteEngine`
 therefore loads `Engine(target, rpc=...)` in a spawned child and speaks to it over a pipe,
 with the same calls the app, the race, the bench and the server use (`stream`, `generate`,
 `tokens_for`, `decoder`, `close`, `target`, `n_ctx`, `rpc`). When the child dies, or sends
@@ -22,17 +22,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
 
-from ..decoding import rpc_backend as rpc
-from ..decoding import rpc_backend as rpc_mod  # `rpc` is also RemoteEngine's keyword, as in Engine
+from ..llamacpp import rpc_backend as rpc
+from ..llamacpp import rpc_backend as rpc_mod  # `rpc` is also RemoteEngine's keyword, as in Engine
 from ..decoding.engine_api import BaseEngine
 from .remote_child import _child_main, _unpack_error
 from ..decoding.queue import GenerationQueue
 from ..errors import TandemError
 from ..decoding.events import Event
-from ..decoding.runtime import RuntimeParams, runtime_from
+from ..llamacpp.runtime import RuntimeParams, runtime_from
 from ..decoding.settings import GenerationRequest
 from ..decoding.engine import prompt_tokens
-from ..decoding.llama import Model
+from ..llamacpp.llama import Model
 
 DEFAULT_HANG_TIMEOUT_S = 30.0
 DEFAULT_CONNECT_TIMEOUT_S = 3.0
@@ -360,7 +360,7 @@ class RemoteEngine(BaseEngine):
 
     def stream(self, prompt: Any, *, cancel: Any = None, **options: Any) -> Iterator[Event]:
         """The child's events as they come; checked here, before anything is sent."""
-        from ..decoding.lookahead import LiveLookahead
+        from ..decoding.drafting.lookahead import LiveLookahead
 
         self._check_open()
         req = self.request(prompt, **options)

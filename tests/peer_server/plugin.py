@@ -14,7 +14,7 @@ runs in the unpacked suite. It replaces:
   ended when another configuration needs the port, and at the end of the session.
 - `ServerPreset.load_all`: nothing to download.
 It also skips what skips.py lists, and writes each test's outcome as JSON to
-TANDEM_PEER_REPORT (when set) for tests/test_peer_llama_server.py to judge.
+TANDEM_PEER_REPORT (when set) for tests/engine/serving/test_peer_llama_server.py to judge.
 """
 
 from __future__ import annotations
@@ -75,10 +75,12 @@ def tandem_command(sp, model: str) -> list[str]:
         if alias.strip():
             cmd += ["--alias", alias.strip()]
     # llama-server answers every origin unless --cors-origins narrows it; Tandem answers none
-    # unless told, so their default becomes Tandem's '*' (allowed here: loopback)
-    for origin in (sp.cors_origins or "*").split(","):
-        if origin.strip():
-            cmd += ["--cors-origin", origin.strip()]
+    # unless told, so their default becomes Tandem's '*' (without a key only when said outright)
+    origins = [o.strip() for o in (sp.cors_origins or "*").split(",") if o.strip()]
+    for origin in origins:
+        cmd += ["--cors-origin", origin]
+    if "*" in origins and not sp.api_key:
+        cmd.append("--allow-any-origin-without-key")
     return cmd
 
 

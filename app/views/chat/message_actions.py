@@ -74,13 +74,13 @@ class MessageActionsMixin:
 
     def continue_answer(self, message_id: int) -> None:
         """Generate more of a stopped answer and append it: the prompt is the conversation with
-        the partial answer as the open assistant turn (engine.decoding.chat.continuation_tokens)."""
+        the partial answer as the open assistant turn (engine.decoding.prompting.chat.continuation_tokens)."""
         if not self._can_generate():
             return
         last = self._last_answer(message_id)
         if last is None or not last.content:
             return
-        from engine.decoding.chat import continuation_tokens
+        from engine.decoding.prompting.chat import continuation_tokens
         from engine.errors import TandemError
 
         msgs = self.history.messages(self.conversation_id)

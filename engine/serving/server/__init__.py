@@ -10,8 +10,8 @@
 Modules: `schemas` (request validation), `wire` (OpenAI response shapes, usage and
 timings), `bridge` (worker thread -> event loop), `prom` (/metrics), `app` (builds the app from
 `config`, `errors`, `generation`, `listing`, `middleware`),
-`runner` (uvicorn, foreground or on a thread). Qt-free. May import engine.decoding,
-engine.models and the top-level helpers.
+`runner` (uvicorn, foreground or on a thread). Qt-free. May import engine.serving.tools,
+engine.decoding, engine.llamacpp, engine.models and the top-level helpers.
 """
 
 from __future__ import annotations

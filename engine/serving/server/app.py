@@ -7,7 +7,7 @@ the server share one engine safely. Errors are OpenAI-shaped bodies, never a dea
 
 Parts: `config` (ServedModel, ServerConfig), `errors` (ApiError, handlers, the key check),
 `generation` (the completion endpoints), `embeddings` (/v1/embeddings), `listing` (models, health, metrics),
-`middleware` (the body limit, request counting, bugs as 500s, CORS).
+`middleware` (the body limit, request counting, bugs as 500s, CORS, the Host check of `hosts`).
 """
 
 from __future__ import annotations
@@ -46,5 +46,6 @@ def create_app(served: ServedModel, config: ServerConfig | None = None) -> FastA
     for router in routers:
         app.include_router(router)
     install_middleware(app, metrics, cors_origins=tuple(config.cors_origins), max_body=config.max_body,
-                       known=frozenset(r.path for x in routers for r in x.routes))
+                       known=frozenset(r.path for x in routers for r in x.routes),
+                       allowed_hosts=tuple(config.allowed_hosts))
     return app

@@ -14,17 +14,19 @@ import logging
 from typing import Any, AsyncIterator, Callable
 
 from ...errors import Cancelled, NonFiniteLogits, TandemError
-from ...decoding.rpc_backend import RpcError
+from ...llamacpp.rpc_backend import RpcError
 from ...decoding.events import DoneEvent, PrefillEvent, RunStats, TokenEvent
 from ...decoding.queue import GenerationQueue, Job
 from ...decoding.settings import GenerationRequest
+from .redact import server_side
 
 log = logging.getLogger("tandem.server")
 _END = object()
 
 
 class GenerationFailed(Exception):
-    """The generation raised; `user` tells whether the input was to blame (a TandemError);
+    """The generation raised; `user` tells whether the input was to blame (a TandemError that
+    is not `redact.server_side`);
     `lost_worker`: an RPC worker of a split target was lost (the server cannot answer now)."""
 
     def __init__(self, message: str, user: bool, lost_worker: bool = False):
@@ -83,8 +85,8 @@ class Generation:
         except NonFiniteLogits as e:  # the model file is broken, not the request: a 5xx, one log line
             log.error("%s", e)
             self._put(GenerationFailed(str(e), user=False))
-        except TandemError as e:
-            self._put(GenerationFailed(str(e), user=True))
+        except TandemError as e:  # the request's fault, unless the model or its context failed (redact.py)
+            self._put(GenerationFailed(str(e), user=not server_side(e)))
         except Exception as e:  # a bug: reported as a 500, the server lives on
             log.exception("generation failed")
             self._put(GenerationFailed(f"{type(e).__name__}: {e}", user=False))

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Union
 
-from ...decoding.llama import Model
+from ...llamacpp.llama import Model
 
 DEFAULT_MAX_BODY = 4 * 1024 * 1024  # 4 MiB: a full 128K-token conversation is well under 1 MiB of JSON
 
@@ -53,16 +53,20 @@ class ServerConfig:
     any_model_name: bool = False  # answer to every model name (tools with a hard-coded one)
     cors_origins: tuple[str, ...] = ()  # browser origins allowed to call the API ("*": any; see check_cors)
     max_body: int = DEFAULT_MAX_BODY  # bytes; larger request bodies get 413 before they are read (0: no limit)
+    allowed_hosts: tuple[str, ...] = ()  # Host names answered beyond localhost and the bound address (hosts.py)
     early_role_chunk: bool = False  # stream the role chunk before the prompt is read (the old timing)
     extra: dict[str, Any] = field(default_factory=dict)
 
 
-def check_cors(origins: tuple[str, ...], *, api_key: str | None, loopback: bool) -> str | None:
-    """Why these CORS origins are refused, or None: `*` lets any web page a visitor opens call the
-    server from their browser, so it needs an API key unless only this machine can reach it."""
+def check_cors(origins: tuple[str, ...], *, api_key: str | None, allow_any_origin: bool = False) -> str | None:
+    """Why these CORS origins are refused, or None. `*` lets any web page a visitor opens read
+    the server's answers from their browser, and a server on loopback is no exception (the
+    visitor's browser runs on this machine), so it needs an API key, or the explicit
+    `--allow-any-origin-without-key`."""
     for o in origins:
         if o != "*" and not o.startswith(("http://", "https://")):
             return f"--cors-origin {o!r}: an origin is '*' or a scheme and host such as http://localhost:3000"
-    if "*" in origins and not (api_key or loopback):
-        return "--cors-origin '*' on a network address needs --api-key (any web page could use the server)"
+    if "*" in origins and not (api_key or allow_any_origin):
+        return ("--cors-origin '*' without --api-key lets any web page read this server's answers: "
+                "add --api-key KEY, name the origins instead, or pass --allow-any-origin-without-key")
     return None

@@ -21,13 +21,14 @@ from fastapi import APIRouter, Depends, Request
 from starlette.concurrency import run_in_threadpool
 
 from ...decoding.queue import GenerationQueue, Job, QueueFull
-from ...decoding.rpc_backend import RpcError
+from ...llamacpp.rpc_backend import RpcError
 from ...errors import Cancelled, EmbeddingsUnsupported, PromptTooLong, TandemError
 from .bridge import GenerationFailed
 from .config import ServedModel, ServerConfig
-from .errors import ApiError, failure
+from .errors import ApiError, engine_error, failure
 from .listing import model_not_found
 from .prom import ServerMetrics
+from .redact import scrub
 from .schemas import EmbeddingRequest
 
 log = logging.getLogger("tandem.server")
@@ -69,7 +70,7 @@ class Embeddings:
             raise model_not_found(req.model, self.served, self.config)
         why = self.eng.embeddings_refusal()
         if why is not None:
-            raise ApiError(400, why, param="model", code="embeddings_unsupported")
+            raise ApiError(400, scrub(why, self.served), param="model", code="embeddings_unsupported")
         n_embd = self.eng.target.n_embd
         if req.dimensions is not None and req.dimensions != n_embd:
             raise ApiError(400, f"dimensions: this model's embeddings have {n_embd} dimensions and cannot be "
@@ -114,10 +115,10 @@ class Embeddings:
             token_lists = await run_in_threadpool(self.tokens, req.input)
         except RpcError as e:
             self.queue.finish(job)
-            raise failure(GenerationFailed(str(e), user=False, lost_worker=True))
+            raise failure(GenerationFailed(str(e), user=False, lost_worker=True), self.served)
         except TandemError as e:
             self.queue.finish(job)
-            raise ApiError(400, str(e), param="input", code="invalid_value")
+            raise engine_error(e, self.served, param="input")
         except BaseException:
             self.queue.finish(job)
             raise
@@ -157,14 +158,14 @@ class Embeddings:
             raise ApiError(503, "the embeddings request was cancelled (the server is stopping)",
                            type="server_error", code="cancelled")
         except EmbeddingsUnsupported as e:
-            raise ApiError(400, str(e), param="model", code="embeddings_unsupported")
+            raise ApiError(400, scrub(str(e), self.served), param="model", code="embeddings_unsupported")
         except RpcError as e:
-            raise failure(GenerationFailed(str(e), user=False, lost_worker=True))
-        except TandemError as e:
-            raise ApiError(400, str(e), param="input", code="invalid_value")
+            raise failure(GenerationFailed(str(e), user=False, lost_worker=True), self.served)
+        except TandemError as e:  # a context that cannot be made is the server's trouble (5xx), not the input's
+            raise engine_error(e, self.served, param="input")
         except Exception as e:
             log.exception("embedding failed")
-            raise ApiError(500, f"{type(e).__name__}: {e}", type="server_error")
+            raise ApiError(500, scrub(f"{type(e).__name__}: {e}", self.served), type="server_error")
         finally:
             job.cancel.cancel()  # leaves the line if it never started
 

@@ -13,7 +13,9 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from . import wire
+from ...errors import TandemError
 from .bridge import GenerationFailed
+from .redact import scrub, server_side
 
 log = logging.getLogger("tandem.server")
 
@@ -27,12 +29,28 @@ class ApiError(Exception):
         self.status, self.body, self.headers = status, wire.error_body(message, type=type, param=param, code=code), headers
 
 
-def failure(e: GenerationFailed) -> ApiError:
+def failure(e: GenerationFailed, served: Any = None) -> ApiError:
     """The answer to a generation that raised: 400 for bad input, 503 for a lost RPC worker
-    (retrying will not help until the server is restarted: no Retry-After), 500 for a bug."""
+    (retrying will not help until the server is restarted: no Retry-After), 500 for the
+    server's own trouble or a bug; models named by id, not by path (`redact`)."""
+    message = scrub(str(e), served)
     if e.lost_worker:
-        return ApiError(503, str(e), type="server_error", code="rpc_worker_lost")
-    return ApiError(400 if e.user else 500, str(e), type="invalid_request_error" if e.user else "server_error")
+        return ApiError(503, message, type="server_error", code="rpc_worker_lost")
+    return ApiError(400 if e.user else 500, message, type="invalid_request_error" if e.user else "server_error")
+
+
+def engine_error(e: TandemError, served: Any, *, param: str | None = None) -> ApiError:
+    """An engine error met while serving a request: 500 when it is the server's trouble (a
+    context that cannot be made, a failed decode), else 400 naming `param`; paths scrubbed."""
+    if server_side(e):
+        return ApiError(500, scrub(str(e), served), type="server_error")
+    return ApiError(400, scrub(str(e), served), param=param, code="invalid_value")
+
+
+def bug_body(e: Exception, app: Any) -> dict[str, Any]:
+    """The 500 body for an exception nothing handled (paths scrubbed: it may quote a file)."""
+    served = getattr(getattr(app, "state", None), "served", None)
+    return wire.error_body(scrub(f"internal error: {type(e).__name__}: {e}", served), type="server_error")
 
 
 def validation_message(err: dict[str, Any]) -> tuple[str, str | None]:
@@ -46,6 +64,8 @@ def validation_message(err: dict[str, Any]) -> tuple[str, str | None]:
         return f"the request body is not valid JSON{f' ({detail})' if detail else ''}", None
     if kind in ("model_attributes_type", "dict_type") and not loc:
         return "the request body must be a JSON object, sent with 'Content-Type: application/json'", None
+    if kind == "missing" and not loc:
+        return "the request body is empty; send a JSON object (with 'Content-Type: application/json')", None
     if kind == "missing":
         return f"{param}: this field is required", param
     msg = msg.removeprefix("Value error, ")
@@ -74,7 +94,7 @@ def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(Exception)
     async def _bug(request: Request, e: Exception) -> JSONResponse:
         log.exception("request failed")
-        return JSONResponse(wire.error_body(f"internal error: {type(e).__name__}: {e}", type="server_error"), status_code=500)
+        return JSONResponse(bug_body(e, request.app), status_code=500)
 
 
 def key_check(config: Any) -> Callable[[Request], Awaitable[None]]:

@@ -15,20 +15,20 @@ from sse_starlette import EventSourceResponse
 from starlette.concurrency import run_in_threadpool
 
 from ...errors import PromptTooLong, TandemError
-from ...decoding.rpc_backend import RpcError
+from ...llamacpp.rpc_backend import RpcError
 from ...decoding.events import DoneEvent, PrefillEvent, TokenEvent
 from ...decoding.queue import GenerationQueue, Job, QueueFull
 from ...decoding.settings import GenerationRequest
 from . import wire
 from .bridge import Generation, GenerationFailed
 from .config import ServedModel, ServerConfig
-from .errors import ApiError, failure
+from .errors import ApiError, engine_error, failure
 from .listing import model_not_found
 from .prom import ServerMetrics
 from .schemas import ChatCompletionRequest, CompletionRequest
 from .tool_use import ToolUse
-from ...decoding.forced_calls import ForcedCallStream
-from ...decoding.tool_calls import ParsedAnswer, ToolCallStream
+from ..tools.forced_calls import ForcedCallStream
+from ..tools.tool_calls import ParsedAnswer, ToolCallStream
 
 
 SHUTDOWN_GRACE_S = 2.0  # under uvicorn's 3 s graceful-shutdown timeout (runner.py)
@@ -74,13 +74,13 @@ class Completions:
             tokens = await run_in_threadpool(eng.tokens_for, prompt, chat=chat, limit=eng.n_ctx, tools=tools,
                                              parse_special=parse_special)
         except RpcError as e:  # the split target's worker is gone: the server's trouble, not the request's
-            raise failure(GenerationFailed(str(e), user=False, lost_worker=True))
+            raise failure(GenerationFailed(str(e), user=False, lost_worker=True), self.served)
         except PromptTooLong as e:
             raise ApiError(400, f"the prompt is at least {e.at_least:,} tokens but the context holds {eng.n_ctx}: "
                                 "shorten it, or start the server with a larger --ctx", param=param,
                            code="context_length_exceeded")
         except TandemError as e:
-            raise ApiError(400, str(e), param=param, code="invalid_value")
+            raise engine_error(e, self.served, param=param)
         n = len(tokens)
         if n >= eng.n_ctx:
             raise ApiError(400, f"the prompt is {n} tokens but the context holds {eng.n_ctx}: shorten it, "
@@ -126,7 +126,7 @@ class Completions:
             base = tools.constrain(base) if tools else base
         except TandemError as e:
             self.queue.finish(job)
-            raise ApiError(400, str(e), code="invalid_value")
+            raise engine_error(e, self.served)
         shape = wire.Shape(kind, request_id, self.served.id)
 
         def start(i: int) -> Generation:
@@ -181,7 +181,7 @@ class Completions:
             raise ApiError(400, str(e), param="response_format", code="invalid_value")
         if which is None:
             return {}
-        from ...decoding.grammar import GrammarError, check_grammar, json_schema_grammar  # lazily: llama.cpp
+        from ...decoding.sampling.grammar import GrammarError, check_grammar, json_schema_grammar  # lazily: llama.cpp
 
         field, value = which
         param = field if getattr(req, field, None) is not None else "response_format"
@@ -218,7 +218,7 @@ class Completions:
                     gen.cancel()  # nobody will read the answer: stop at the next step
             task.result()
         except GenerationFailed as e:
-            raise failure(e)
+            raise failure(e, self.served)
         finally:
             gen.cancel()
         if not done:
@@ -248,7 +248,7 @@ class Completions:
                 yield {"data": wire.dumps(shape.usage_chunk(outcomes))}
             yield {"data": "[DONE]"}
         except GenerationFailed as e:
-            yield {"data": wire.dumps(failure(e).body)}
+            yield {"data": wire.dumps(failure(e, self.served).body)}
         finally:
             gen.cancel()  # a client that went away stops its generation at the next step
 

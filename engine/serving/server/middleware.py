@@ -12,6 +12,7 @@ from fastapi import FastAPI
 from starlette.middleware.cors import CORSMiddleware
 
 from . import wire
+from .hosts import HostCheck
 from .prom import ServerMetrics
 
 log = logging.getLogger("tandem.server")
@@ -141,17 +142,19 @@ class AnswerBugs:
             log.exception("request failed")
             from fastapi.responses import JSONResponse
 
-            body = wire.error_body(f"internal error: {type(e).__name__}: {e}", type="server_error")
-            await JSONResponse(body, status_code=500)(scope, receive, send)
+            from .errors import bug_body
+
+            await JSONResponse(bug_body(e, scope.get("app")), status_code=500)(scope, receive, send)
 
 
 def install_middleware(app: FastAPI, metrics: ServerMetrics, *, cors_origins: tuple[str, ...], max_body: int,
-                       known: frozenset[str]) -> None:
+                       known: frozenset[str], allowed_hosts: tuple[str, ...] = ()) -> None:
     """Innermost first: bugs answered, the body limit, counting (every answer, the 413 too),
-    then (outermost) CORS headers on every answer."""
+    CORS headers on every answer, then (outermost) the Host check, before anything else runs."""
     app.add_middleware(AnswerBugs)
     app.add_middleware(BodyLimit, max_bytes=max_body)
     app.add_middleware(CountRequests, metrics=metrics, known=known)
     if cors_origins:
         app.add_middleware(CORSMiddleware, allow_origins=list(cors_origins), allow_methods=["*"],
                            allow_headers=["*"], expose_headers=["Retry-After"], max_age=600)
+    app.add_middleware(HostCheck, allowed=allowed_hosts, metrics=metrics)

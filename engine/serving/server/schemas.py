@@ -13,8 +13,8 @@ from typing import Any, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from ...decoding.logit_controls import Penalties
-from ...decoding.lookahead import parse_lookahead
+from ...decoding.sampling.logit_controls import Penalties
+from ...decoding.drafting.lookahead import parse_lookahead
 
 DraftChoice = Literal["model", "lookup", "none"]
 
@@ -155,6 +155,19 @@ class FunctionDef(BaseModel):
     description: str | None = None
     parameters: dict[str, Any] | None = None
     strict: bool | None = None
+
+    @model_validator(mode="after")
+    def _object_parameters(self) -> "FunctionDef":
+        """A call's arguments are a JSON object, so its parameters schema must describe one
+        (OpenAI refuses any other type too); anything else would lose what the model wrote."""
+        p = self.parameters
+        if not p:  # omitted or {}: no parameters
+            return self
+        kind = p.get("type", "object" if ("properties" in p or "required" in p) else None)
+        if kind != "object":
+            raise ValueError(f"the parameters of tool {self.name!r} must be a JSON schema of type 'object' "
+                             f"(a call's arguments are an object), got type {kind!r}")
+        return self
 
 
 class Tool(BaseModel):

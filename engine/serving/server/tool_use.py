@@ -13,15 +13,15 @@ name offered, its arguments valid for the function's schema.
 
 from __future__ import annotations
 
-from ...decoding.forced_calls import ForcedCallStream, read_forced
+from ..tools.forced_calls import ForcedCallStream, read_forced
 from ...decoding.settings import GenerationRequest
-from ...decoding.tool_calls import ParsedAnswer, ToolCallStream, parse
-from ...decoding.tool_grammar import tool_call_grammar
-from ...decoding.tool_prompt import call_format
+from ..tools.tool_calls import ParsedAnswer, ToolCallStream, parse
+from ..tools.tool_grammar import tool_call_grammar
+from ...decoding.prompting.tool_prompt import call_format
 from ...errors import TandemError
 from .errors import ApiError
 from .schemas import ChatCompletionRequest
-from .tool_args import offered_tools
+from ..tools.tool_args import offered_tools
 
 
 class ToolUse:

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from ...decoding.events import RunStats, TokenEvent
-from ...decoding.tool_calls import ToolCall
+from ..tools.tool_calls import ToolCall
 
 FINISH = {"stop": "stop", "length": "length", "cancelled": "stop", "": "stop"}
 

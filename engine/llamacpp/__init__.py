@@ -1,0 +1,19 @@
+"""llama.cpp: the one room that talks to llama-cpp-python (`llama_cpp`) and its libraries.
+
+- llama.py: the model and its decode context (Model, Context), llama.cpp's log routing;
+- embedding.py: the embedding context;
+- grammar_sampler.py: llama.cpp's grammar sampler and its parser's reason, for the sampling wing;
+- ggml_devices.py: ggml's device registry and RPC backend, bound with ctypes;
+- rpc_backend.py: RPC endpoints and the split plan by free memory;
+- quantize.py: the quantiser;
+- build.py: whether Tandem's set-up built the installed llama_cpp (for `tandem doctor`);
+- runtime.py: RuntimeParams, what everything that loads a model takes;
+- schema_grammar.py (with int_range.py and gbnf_check.py): llama-cpp-python's JSON-schema
+  converter with every keyword enforced or refused.
+
+Everything above talks to these, never to llama_cpp: tests/test_architecture.py fails on an
+import of llama_cpp anywhere else in engine/ or app/.
+
+May import: engine.models, engine.errors, engine.paths, engine.units, engine.resources, and
+its own modules. Never engine.decoding or anything above it.
+"""
