@@ -62,7 +62,7 @@ def _context(messages: Sequence[Message], template: str, tools: Sequence[Mapping
     """The template's variables; tools (and tool turns) as text when the template ignores them."""
     kwargs: dict[str, Any] = dict(add_generation_prompt=add_generation_prompt, bos_token=bos_token, eos_token=eos_token)
     if takes_tools(template):
-        kwargs["messages"] = template_messages(messages)
+        kwargs["messages"] = template_messages(messages, template)
         if tools:
             kwargs["tools"] = [dict(t) for t in tools]
     elif tools or has_tool_turns(messages):

@@ -27,6 +27,7 @@ assistant's `<tool_call>` block, a result as a user message in `<tool_response>`
 
 from __future__ import annotations
 
+import hashlib
 import json
 from typing import Any, Mapping, Sequence
 
@@ -106,10 +107,34 @@ def as_text_messages(messages: Sequence[Mapping[str, Any]], tools: Sequence[Mapp
     return out
 
 
-def template_messages(messages: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """The conversation for a template that renders tools itself (call arguments as objects)."""
-    return [{**m, "tool_calls": _calls_for_template(m["tool_calls"])} if m.get("tool_calls") else dict(m)
-            for m in messages]
+NINE_CHAR_IDS = "length 9"  # Mistral's templates refuse any call id but 9 alphanumerics ("...with length 9!")
+
+
+def nine_char_id(call_id: Any) -> str:
+    """A call id as Mistral's templates require it: 9 letters and digits, the same for the
+    same id (so a call and its result still pair up); an id of that form is kept."""
+    text = str(call_id or "")
+    if len(text) == 9 and text.isascii() and text.isalnum():
+        return text
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:9]
+
+
+def _with_nine_char_ids(m: dict[str, Any]) -> dict[str, Any]:
+    if m.get("tool_calls"):
+        m["tool_calls"] = [{**c, "id": nine_char_id(c.get("id"))} for c in m["tool_calls"]]
+    if "tool_call_id" in m:
+        m["tool_call_id"] = nine_char_id(m["tool_call_id"])
+    return m
+
+
+def template_messages(messages: Sequence[Mapping[str, Any]], template: str | None = None) -> list[dict[str, Any]]:
+    """The conversation for a template that renders tools itself (call arguments as objects;
+    call ids of 9 letters and digits for templates that refuse others: OpenAI's ids are longer)."""
+    out = [{**m, "tool_calls": _calls_for_template(m["tool_calls"])} if m.get("tool_calls") else dict(m)
+           for m in messages]
+    if template and NINE_CHAR_IDS in template:
+        out = [_with_nine_char_ids(m) for m in out]
+    return out
 
 
 def has_tool_turns(messages: Sequence[Mapping[str, Any]]) -> bool:

@@ -256,9 +256,9 @@ class Completions:
                             outcomes: list[wire.Outcome], split: ToolCallStream | ForcedCallStream | None = None):
         """One choice's chunks. A chat stream's first chunk (the role) goes out once the prompt
         is read, so a client timing it measures prompt processing (`--early-role-chunk`: at once).
-        With tools (`split`), a free answer's text that could start a tool call is held until
-        the answer ends and its calls then go out as `delta.tool_calls` chunks; a forced
-        call's header and argument pieces go out as they are written."""
+        With tools (`split`), a free answer's text that could still start a tool call is held
+        until it is decided, and each call goes out as `delta.tool_calls` chunks once it is
+        complete and checked; a forced call's header and argument pieces go out as they are written."""
         role_sent = not shape.chat
         if not role_sent and self.config.early_role_chunk:
             yield wire.dumps(shape.chunk("", role=True, index=index))

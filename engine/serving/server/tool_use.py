@@ -7,7 +7,8 @@ constrain the answer with a grammar (`tool_grammar`), which the decoder applies 
 target's verification, so drafts that break it are rejected and output stays exact. A
 forced call is well-formed by construction, so it streams as it is written (its header
 once the name is known, then its arguments piece by piece: `forced_calls`); a free call
-is held until the answer ends and is checked whole.
+(in any of the forms `tool_calls` reads) goes out once it is complete and checked: its
+name offered, its arguments valid for the function's schema.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from ...decoding.prompting.tool_prompt import call_format
 from ...errors import TandemError
 from .errors import ApiError
 from .schemas import ChatCompletionRequest
+from ..tools.tool_args import offered_tools
 
 
 class ToolUse:
@@ -27,7 +29,7 @@ class ToolUse:
 
     def __init__(self, req: ChatCompletionRequest, template: str | None):
         self.tools = req.offered_tools()
-        self.names = req.tool_names
+        self.offered = offered_tools(self.tools or [])
         self.grammar: str | None = None
         forced = req.forced_tool if self.tools else None
         if forced is None:
@@ -58,10 +60,10 @@ class ToolUse:
     def answer(self, text: str) -> ParsedAnswer:
         if self.forced:
             return read_forced(text)
-        return parse(text, self.names) if self.active else ParsedAnswer(text)
+        return parse(text, self.offered) if self.active else ParsedAnswer(text)
 
     def stream(self) -> ToolCallStream | ForcedCallStream | None:
         if self.forced:
             return ForcedCallStream()
-        return ToolCallStream(self.names) if self.active else None
+        return ToolCallStream(self.offered) if self.active else None
 

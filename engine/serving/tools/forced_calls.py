@@ -21,7 +21,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from .tool_calls import HERMES_CLOSE, ParsedAnswer, ToolCall, new_call_id
+from .tool_calls import HERMES_CLOSE, ParsedAnswer, ToolCall, json_end, new_call_id  # noqa: F401 (json_end: re-exported)
 
 # A call's start (a close tag may be left from the call before, when it was read unfinished)
 _NAME = re.compile(r'\s*(?:</tool_call>\s*)?(?:<tool_call>\s*)?\{\s*"name"\s*:\s*("(?:[^"\\]|\\.)*")')
@@ -70,11 +70,6 @@ class JsonEnd:
                 if self.depth == 0:
                     self.end = self.j
         return self.end
-
-
-def json_end(text: str, i: int) -> int | None:
-    """Where the JSON object or array starting at text[i] ends, or None when it is not complete yet."""
-    return JsonEnd(i).advance(text)
 
 
 class Scanner:

@@ -11,9 +11,10 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from engine.decoding.prompting.chat import CHATML, render
+from engine.decoding.prompting.tool_prompt import call_format, takes_tools
+from engine.serving.tools.tool_args import offered_tools
 from engine.serving.tools.tool_calls import ToolCallStream, parse
 from engine.serving.tools.tool_grammar import tool_call_grammar
-from engine.decoding.prompting.tool_prompt import call_format, takes_tools
 
 NAMES = ["get_weather", "lookup"]
 TOOLS = [
@@ -25,6 +26,7 @@ TOOLS = [
         "ids": {"type": "array", "items": {"type": "integer"}}}}}},
 ]
 WEATHER = '{"name": "get_weather", "arguments": {"city": "Paris"}}'
+OFFERED = offered_tools(TOOLS)
 
 # Qwen2.5-Instruct's chat template as its GGUF carries it (tokenizer.chat_template of the default pair)
 QWEN25 = (
@@ -95,14 +97,24 @@ def test_each_family_form_is_parsed(text, calls, content):
     '<tool_call>{"name": "rm_rf", "arguments": {}}</tool_call>',  # not an offered function
     '<tool_call>{"arguments": {}}</tool_call>',  # no name
     '<tool_call>{"name": "lookup", "arguments": [1]}</tool_call>',  # arguments not an object
-    f'<tool_call>{WEATHER} trailing</tool_call>',
-    f"<tool_call>{WEATHER}</tool_call><tool_call>{{broken",  # one bad call spoils the lot: all text
-    '{"name": "get_weather", "parameters": {"city": "Oslo"}} and then prose',
+    f'<tool_call>{WEATHER} trailing</tool_call>',  # not closed as it must be: all text, the inner call too
+    '<tool_call>{"name": "get_weather", "arguments": {"city": 7}}</tool_call>',  # arguments against the schema
+    '<tool_call>{"name": "get_weather", "arguments": {"unit": "c"}}</tool_call>',  # a required argument missing
     '[TOOL_CALLS]not a list', "<|python_tag|>", "[1, 2, 3]", '{"answer": 42}', "plain text", "", "  \n",
 ])
 def test_malformed_calls_are_plain_text(text):
-    answer = parse(text, NAMES)
+    answer = parse(text, OFFERED)
     assert answer.calls == () and answer.content == text
+
+
+@pytest.mark.parametrize("text, content", [
+    # as llama.cpp's Hermes parser reads them: a call stands on its own, text around it is content
+    (f"<tool_call>{WEATHER}</tool_call><tool_call>{{broken", "<tool_call>{broken"),
+    ('{"name": "get_weather", "parameters": {"city": "Oslo"}} and then prose', " and then prose"),
+])
+def test_text_after_a_call_is_content(text, content):
+    answer = parse(text, OFFERED)
+    assert [c.name for c in answer.calls] == ["get_weather"] and answer.content == content
 
 
 # -- streaming -------------------------------------------------------------------------------------
