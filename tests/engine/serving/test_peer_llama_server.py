@@ -32,7 +32,7 @@ FILES = ["unit/test_basic.py", "unit/test_security.py", "unit/test_chat_completi
          "unit/test_completion.py", "unit/test_tool_call.py", "unit/test_embedding.py",
          "unit/test_compat_oai_responses.py"]
 SUITE_IN_SDIST = "vendor/llama.cpp/tools/server/tests/"
-RUN_LIMIT_S = 200
+RUN_LIMIT_S = 540  # about 100 s on an idle 2-core machine; a busy one takes several times that
 
 
 def sdist_path() -> Path:
@@ -66,6 +66,7 @@ def covered(key: str, ids: set[str]) -> bool:
     return key in ids or any(i.split("[", 1)[0] == key for i in ids)
 
 
+@pytest.mark.timeout(RUN_LIMIT_S + 60)
 def test_llama_cpp_openai_server_tests_pass_against_tandem_serve(tmp_path):
     require_real("smollm2-135m-instruct-q4_1")
     sdist = sdist_path()
