@@ -39,6 +39,12 @@ WORDS = [
 ]
 
 
+# Fill-in-the-middle control tokens (Qwen2.5-Coder's texts), by GGUF key: `make_vocab(fim=True)`
+# appends them and `write_model` writes `tokenizer.ggml.<key>_token_id` for those it holds.
+FIM_TOKENS = {"fim_pre": "<|fim_prefix|>", "fim_suf": "<|fim_suffix|>", "fim_mid": "<|fim_middle|>",
+              "fim_pad": "<|fim_pad|>", "fim_rep": "<|repo_name|>", "fim_sep": "<|file_sep|>"}
+
+
 @dataclass
 class Vocab:
     tokens: list[str]
@@ -52,10 +58,10 @@ class Vocab:
         return self.tokens.index(f"<0x{b:02X}>")
 
 
-def make_vocab(extra_words: int = len(WORDS), size: int | None = None) -> Vocab:
+def make_vocab(extra_words: int = len(WORDS), size: int | None = None, fim: bool = False) -> Vocab:
     """SPM-style vocabulary: specials, 256 byte tokens, printable chars, '▁word' pieces;
     padded with filler pieces to `size` tokens (shape-realistic models need a real-sized
-    output layer: Qwen's is 152k rows)."""
+    output layer: Qwen's is 152k rows). `fim`: the FIM control tokens last (other ids unchanged)."""
     tokens = ["<unk>", "<s>", "</s>", "<|im_start|>", "<|im_end|>"]
     types = [UNKNOWN, CONTROL, CONTROL, CONTROL, CONTROL]
     scores = [0.0] * 5
@@ -83,6 +89,10 @@ def make_vocab(extra_words: int = len(WORDS), size: int | None = None) -> Vocab:
             tokens.append(f"▁x{i:06d}")
             types.append(NORMAL)
             scores.append(-50.0)
+    if fim:
+        tokens += list(FIM_TOKENS.values())
+        types += [CONTROL] * len(FIM_TOKENS)
+        scores += [0.0] * len(FIM_TOKENS)
     return Vocab(tokens, scores, types)
 
 
@@ -199,6 +209,9 @@ def _add_metadata(w: gguf.GGUFWriter, vocab: Vocab, *, name: str, n_ctx: int, n_
     w.add_eos_token_id(2)
     w.add_add_bos_token(True)
     w.add_add_eos_token(False)
+    for key, text in FIM_TOKENS.items():
+        if text in vocab.tokens:
+            w.add_uint32(f"tokenizer.ggml.{key}_token_id", vocab.id(text))
     if chat_template:
         w.add_chat_template(chat_template)
 

@@ -105,6 +105,17 @@ class RemoteTarget:
     def is_eog(self, token: int) -> bool:
         return self._vocab.is_eog(int(token))
 
+    def fim_tokens(self) -> Any:
+        return self._vocab.fim_tokens()
+
+    @property
+    def add_bos(self) -> bool:
+        return self._vocab.add_bos
+
+    @property
+    def bos(self) -> int:
+        return self._vocab.bos
+
 
 # -- the parent ---------------------------------------------------------------------------------
 def _lost_endpoints(endpoints: Sequence[str], timeout: float) -> list[str]:

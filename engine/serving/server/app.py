@@ -6,8 +6,8 @@ at a time, in order, bounded: 503 with Retry-After beyond it), so the desktop ap
 the server share one engine safely. Errors are OpenAI-shaped bodies, never a dead server.
 
 Parts: `config` (ServedModel, ServerConfig), `errors` (ApiError, handlers, the key check),
-`generation` (the completion endpoints), `embeddings` (/v1/embeddings), `listing` (models, health, metrics),
-`middleware` (the body limit, request counting, bugs as 500s, CORS, the Host check of `hosts`).
+`generation` (the completion endpoints), `infill` (/infill), `embeddings` (/v1/embeddings), `listing` (models,
+health, metrics), `middleware` (the body limit, request counting, bugs as 500s, CORS, the Host check of `hosts`).
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from .config import ServedModel, ServerConfig
 from .errors import install_error_handlers, key_check
 from .embeddings import Embeddings, embeddings_router
 from .generation import Completions, completions_router
+from .infill import Infill, infill_router
 from .listing import listing_router
 from .middleware import install_middleware
 from .prom import ServerMetrics
@@ -40,7 +41,8 @@ def create_app(served: ServedModel, config: ServerConfig | None = None) -> FastA
     app.state.stopping = threading.Event()  # set by the runner on shutdown: cut answers say so
     install_error_handlers(app)
     check_key = key_check(config)
-    routers = [completions_router(Completions(served, config, queue, metrics, app.state.stopping), check_key),
+    completions = Completions(served, config, queue, metrics, app.state.stopping)
+    routers = [completions_router(completions, check_key), infill_router(Infill(completions), check_key),
                embeddings_router(Embeddings(served, config, queue, metrics, app.state.stopping), check_key),
                listing_router(served, config, queue, metrics, check_key)]
     for router in routers:

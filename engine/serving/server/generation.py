@@ -1,5 +1,7 @@
 """`POST /v1/chat/completions` and `/v1/completions`: check the request, take a place in the
-engine's queue, and answer with one body or a stream of chunks."""
+engine's queue, and answer with one body or a stream of chunks. A text completion may hold
+several prompts (texts or token ids): their choices come in order, `n` per prompt; with
+`suffix`, each prompt is a prefix and the model fills in the middle (its FIM tokens)."""
 
 from __future__ import annotations
 
@@ -23,6 +25,7 @@ from . import wire
 from .bridge import Generation, GenerationFailed
 from .config import ServedModel, ServerConfig
 from .errors import ApiError, engine_error, failure
+from .fim import fim_tokens_or_400, infill_tokens
 from .listing import model_not_found
 from .prom import ServerMetrics
 from .schemas import ChatCompletionRequest, CompletionRequest
@@ -65,14 +68,25 @@ class Completions:
             return self.served.draft
         return "lookup" if choice == "lookup" else None
 
-    async def prompt_tokens(self, prompt: Any, chat: bool, tools: Any = None, parse_special: bool = False) -> list[int]:
+    async def prompt_tokens(self, prompt: Any, chat: bool, tools: Any = None, parse_special: bool = False,
+                            suffix: str | None = None) -> list[int]:
         """The prompt's tokens (with the tools offered), counted only as far as the context
-        holds (a 400 beyond it); `parse_special`: control-token text in messages is markup."""
+        holds (a 400 beyond it); `parse_special`: control-token text in messages is markup;
+        `suffix`: the prompt is the prefix of a fill-in-the-middle prompt."""
         eng = self.eng
         param = "messages" if chat else "prompt"
+        if isinstance(prompt, list) and prompt and isinstance(prompt[0], int):
+            bad = next((t for t in prompt if t >= eng.target.n_vocab), None)
+            if bad is not None:
+                raise ApiError(400, f"prompt: token id {bad} is outside the vocabulary (0..{eng.target.n_vocab - 1})",
+                               param=param, code="invalid_value")
         try:
-            tokens = await run_in_threadpool(eng.tokens_for, prompt, chat=chat, limit=eng.n_ctx, tools=tools,
-                                             parse_special=parse_special)
+            if suffix is not None:
+                fim = fim_tokens_or_400(eng.target, "suffix")
+                tokens = await run_in_threadpool(infill_tokens, eng.target, fim, prompt, suffix, n_ctx=eng.n_ctx)
+            else:
+                tokens = await run_in_threadpool(eng.tokens_for, prompt, chat=chat, limit=eng.n_ctx, tools=tools,
+                                                 parse_special=parse_special)
         except RpcError as e:  # the split target's worker is gone: the server's trouble, not the request's
             raise failure(GenerationFailed(str(e), user=False, lost_worker=True), self.served)
         except PromptTooLong as e:
@@ -98,7 +112,8 @@ class Completions:
     async def generate(self, request: Request, req: Union[ChatCompletionRequest, CompletionRequest], kind: str) -> Response:
         self.check_model(req.model)
         eng, chat = self.eng, kind == "chat"
-        prompt: Any = req.engine_messages() if isinstance(req, ChatCompletionRequest) else req.text
+        prompts: list[Any] = [req.engine_messages()] if isinstance(req, ChatCompletionRequest) else req.prompt
+        suffix = None if chat else getattr(req, "suffix", None) or None  # "": no suffix
         tools = ToolUse(req, eng.target.chat_template) if isinstance(req, ChatCompletionRequest) else None
         draft = self.draft_spec(req.draft)
         parse_special = bool(getattr(req, "parse_special_in_content", False))
@@ -107,35 +122,41 @@ class Completions:
         request_id = uuid.uuid4().hex[:24]
         job = self.admit(kind, request_id)
         try:
-            tokens = await self.prompt_tokens(prompt, chat, tools.tools if tools else None, parse_special)
+            token_lists = [await self.prompt_tokens(p, chat, tools.tools if tools else None, parse_special, suffix)
+                           for p in prompts]
         except BaseException:
             self.queue.finish(job)
             raise
         self.queue.ready(job)
         lookahead = req.lookahead if req.lookahead is not None else self.served.lookahead
-        limit = req.token_limit or max(1, eng.n_ctx - len(tokens))
-        if tools and tools.active:
-            prompt = tokens  # rendered with the tools: the engine takes the tokens as they are
-        try:  # the one request the engine runs, built here at the edge and passed down as is
-            base = GenerationRequest.from_options(
-                prompt, draft_model=draft, lookahead=lookahead if draft is not None else 0, max_tokens=limit,
-                temperature=self.config.temperature if req.temperature is None else req.temperature,
-                top_p=1.0 if req.top_p is None else req.top_p, top_k=req.top_k or 0, min_p=req.min_p or 0.0,
-                seed=req.seed, stop=req.stop_list, chat=chat, tag="server", logit_bias=bias,
-                penalties=penalties, logprobs=req.logprobs_top, parse_special=parse_special, **constraint)
-            base = tools.constrain(base) if tools else base
-        except TandemError as e:
-            self.queue.finish(job)
-            raise engine_error(e, self.served)
+        bases = []
+        for prompt, tokens in zip(prompts, token_lists):
+            limit = req.token_limit or max(1, eng.n_ctx - len(tokens))
+            if (tools and tools.active) or suffix is not None:
+                prompt = tokens  # rendered with the tools or FIM tokens: the engine takes them as they are
+            try:  # the one request the engine runs, built here at the edge and passed down as is
+                base = GenerationRequest.from_options(
+                    prompt, draft_model=draft, lookahead=lookahead if draft is not None else 0, max_tokens=limit,
+                    temperature=self.config.temperature if req.temperature is None else req.temperature,
+                    top_p=1.0 if req.top_p is None else req.top_p, top_k=req.top_k or 0, min_p=req.min_p or 0.0,
+                    seed=req.seed, stop=req.stop_list, chat=chat, tag="server", logit_bias=bias,
+                    penalties=penalties, logprobs=req.logprobs_top, parse_special=parse_special, **constraint)
+                bases.append(tools.constrain(base) if tools else base)
+            except TandemError as e:
+                self.queue.finish(job)
+                raise engine_error(e, self.served)
         shape = wire.Shape(kind, request_id, self.served.id)
+        n = req.n or 1
 
         def start(i: int) -> Generation:
-            """Choice i of n, one after another: the first holds the admitted place, the others
-            queue behind it unbounded (the request was admitted); seed s gives choice i seed s + i."""
+            """Choice i (prompt i // n, its answer i % n), one after another: the first holds the
+            admitted place, the others queue behind it unbounded (the request was admitted);
+            seed s gives a prompt's answer j seed s + j."""
             nth = job if i == 0 else self.queue.submit("server", bounded=False, endpoint=kind,
                                                         request_id=request_id, model=self.served.id)
-            seed = None if req.seed is None else (req.seed + i) % (2**64)
-            choice = base if i == 0 else base.with_(sampling=replace(base.sampling, seed=seed))
+            base, j = bases[i // n], i % n
+            seed = None if req.seed is None else (req.seed + j) % (2**64)
+            choice = base if j == 0 else base.with_(sampling=replace(base.sampling, seed=seed))
             return Generation(self.queue, nth, eng, choice, observe=self.metrics.observe,
                               cancelled=self.metrics.cancelled.inc).start()
 
@@ -143,10 +164,10 @@ class Completions:
         if req.stream:
             # On shutdown, sse-starlette waits up to the grace period for the stream to end by
             # itself (the runner has cancelled the generation: it ends with an error chunk).
-            return EventSourceResponse(self.stream(first, start, shape, req, tools), sep="\n",
+            return EventSourceResponse(self.stream(first, start, shape, req, tools, len(bases) * n), sep="\n",
                                        shutdown_grace_period=SHUTDOWN_GRACE_S)
         choices, outcomes = [], []
-        for i in range(req.n or 1):
+        for i in range(len(bases) * n):
             gen = first if i == 0 else start(i)
             done, tokens = await self.complete(request, gen)
             outcome = wire.Outcome(done.stats, gen.prompt_evaluated)
@@ -155,7 +176,7 @@ class Completions:
             choices.append(shape.choice(i, answer.content, outcome, tokens if req.provenance else None,
                                         shape.logprobs(tokens, self.piece), finish=cut, tool_calls=answer.calls))
             outcomes.append(outcome)
-        return JSONResponse(shape.full(choices, outcomes))
+        return JSONResponse(shape.full(choices, outcomes, per_prompt=n))
 
     def logit_controls(self, req: Any) -> tuple[dict[int, float] | None, Any]:
         """The request's logit bias (ids checked against the vocabulary) and penalties, or a 400."""
@@ -229,13 +250,13 @@ class Completions:
         return done[0], tokens
 
     async def stream(self, first: Generation, start: Callable[[int], Generation], shape: wire.Shape, req: Any,
-                     tools: ToolUse | None = None):
+                     tools: ToolUse | None = None, count: int = 1):
         """Server-sent chunks as tokens arrive, choice after choice; a failure or a shutdown ends
         the stream with an error chunk. The usage chunk (when asked) adds up every choice."""
         gen = first
         outcomes: list[wire.Outcome] = []
         try:
-            for i in range(req.n or 1):
+            for i in range(count):
                 gen = first if i == 0 else start(i)
                 split = tools.stream() if tools else None
                 async for data in self.stream_choice(gen, i, shape, req, outcomes, split):
@@ -245,7 +266,7 @@ class Completions:
                         yield {"data": wire.dumps(shutdown_error().body)}
                     return
             if req.include_usage and outcomes:
-                yield {"data": wire.dumps(shape.usage_chunk(outcomes))}
+                yield {"data": wire.dumps(shape.usage_chunk(outcomes, per_prompt=req.n or 1))}
             yield {"data": "[DONE]"}
         except GenerationFailed as e:
             yield {"data": wire.dumps(failure(e, self.served).body)}

@@ -299,8 +299,15 @@ class ChatCompletionRequest(_Generation):
         return [m.as_engine_message() for m in self.messages]
 
 
+MAX_PROMPTS = 64  # choices of one /v1/completions request (prompts x n), generated one after another
+_PROMPT_SHAPES = "a string, a list of strings, a list of token ids, or a list of token-id lists"
+
+
 class CompletionRequest(_Generation):
-    prompt: Union[str, list[str]]
+    """`prompt` in any of OpenAI's four shapes, read into a list of texts and token-id lists
+    (one choice each, n each with `n`); `suffix`: fill in between each prompt and it."""
+
+    prompt: list[Union[str, list[int]]]
     echo: bool = False
     suffix: str | None = None
     best_of: int | None = None
@@ -310,25 +317,41 @@ class CompletionRequest(_Generation):
     def logprobs_top(self) -> int | None:
         return self.logprobs
 
-    @field_validator("prompt")
+    @field_validator("prompt", mode="before")
     @classmethod
-    def _one_prompt(cls, v: Union[str, list[str]]) -> Union[str, list[str]]:
-        if isinstance(v, list) and len(v) != 1:
-            raise ValueError(f"exactly one prompt per request is supported, got {len(v)}")
+    def _prompts(cls, v: Any) -> list[Union[str, list[int]]]:
+        if isinstance(v, str):
+            return [v]
+        if isinstance(v, list) and v and all(_is_token(x) for x in v):
+            v = [v]
+        if not isinstance(v, list) or not v:
+            raise ValueError(f"must be {_PROMPT_SHAPES}" + ("" if isinstance(v, list) else f", got {type(v).__name__}"))
+        odd = next((x for x in v if isinstance(x, (int, bool, float))), None)
+        if odd is not None:
+            raise ValueError(f"{odd!r} is not a token id (a token-id prompt holds only integers >= 0)")
+        for i, x in enumerate(v):
+            if isinstance(x, list):
+                if not x:
+                    raise ValueError(f"prompt {i} is an empty token list")
+                bad = next((t for t in x if not _is_token(t) or t < 0), None)
+                if bad is not None:
+                    raise ValueError(f"prompt {i}: {bad!r} is not a token id (a token-id prompt holds only integers >= 0)")
+            elif not isinstance(x, str):
+                raise ValueError(f"prompt {i} is {type(x).__name__}; a prompt is {_PROMPT_SHAPES}")
         return v
+
+    @model_validator(mode="after")
+    def _not_too_many(self) -> "CompletionRequest":
+        if len(self.prompt) * (self.n or 1) > MAX_PROMPTS:
+            raise ValueError(f"{len(self.prompt)} prompts x n={self.n or 1} is more than {MAX_PROMPTS} choices "
+                             "per request: split the request")
+        return self
 
     @field_validator("echo")
     @classmethod
     def _no_echo(cls, v: bool) -> bool:
         if v:
             raise ValueError("echo is not supported by this server")
-        return v
-
-    @field_validator("suffix")
-    @classmethod
-    def _no_suffix(cls, v: str | None) -> str | None:
-        if v:
-            raise ValueError("suffix (fill-in-the-middle) is not supported by this server")
         return v
 
     @field_validator("best_of")
@@ -341,10 +364,6 @@ class CompletionRequest(_Generation):
     @property
     def token_limit(self) -> int | None:
         return self.max_tokens
-
-    @property
-    def text(self) -> str:
-        return self.prompt if isinstance(self.prompt, str) else self.prompt[0]
 
 
 MAX_EMBEDDING_INPUTS = 2048  # OpenAI's limit on inputs per request

@@ -35,15 +35,17 @@ def usage(o: Outcome) -> dict[str, Any]:
     return usage_of([o])
 
 
-def usage_of(outcomes: list[Outcome]) -> dict[str, Any]:
-    """Usage of one request: its prompt once, the completion tokens of all its choices."""
-    prompt = outcomes[0].stats.prompt_tokens
+def usage_of(outcomes: list[Outcome], per_prompt: int = 1) -> dict[str, Any]:
+    """Usage of one request: each prompt once (its choices come `per_prompt` in a row), the
+    completion tokens of all its choices."""
+    firsts = outcomes[::max(1, per_prompt)]
+    prompt = sum(o.stats.prompt_tokens for o in firsts)
     completion = sum(o.stats.generated_tokens for o in outcomes)
     return {
         "prompt_tokens": prompt,
         "completion_tokens": completion,
         "total_tokens": prompt + completion,
-        "prompt_tokens_details": {"cached_tokens": outcomes[0].cached},
+        "prompt_tokens_details": {"cached_tokens": sum(o.cached for o in firsts)},
     }
 
 
@@ -122,10 +124,10 @@ class Shape:
             choice["provenance"] = provenance_items(tokens)
         return choice
 
-    def full(self, choices: list[dict[str, Any]], outcomes: list[Outcome]) -> dict[str, Any]:
+    def full(self, choices: list[dict[str, Any]], outcomes: list[Outcome], per_prompt: int = 1) -> dict[str, Any]:
         """The non-streaming body (usage adds up the choices; timings are the first's)."""
         body = self._head("chat.completion" if self.chat else "text_completion")
-        body.update(choices=choices, usage=usage_of(outcomes), timings=timings(outcomes[0]))
+        body.update(choices=choices, usage=usage_of(outcomes, per_prompt), timings=timings(outcomes[0]))
         return body
 
     def chunk(self, text: str | None = None, *, role: bool = False, finish: str | None = None,
@@ -160,10 +162,10 @@ class Shape:
         body["timings"] = timings(o)
         return body
 
-    def usage_chunk(self, outcomes: list[Outcome]) -> dict[str, Any]:
+    def usage_chunk(self, outcomes: list[Outcome], per_prompt: int = 1) -> dict[str, Any]:
         """`stream_options.include_usage`: an extra last chunk, no choices, usage and timings."""
         body = self._head("chat.completion.chunk" if self.chat else "text_completion")
-        body.update(choices=[], usage=usage_of(outcomes), timings=timings(outcomes[0]))
+        body.update(choices=[], usage=usage_of(outcomes, per_prompt), timings=timings(outcomes[0]))
         return body
 
     def logprobs(self, tokens: list[TokenEvent], piece: Callable[[int], bytes], offset: int = 0) -> dict[str, Any] | None:
