@@ -326,8 +326,9 @@ class CompletionRequest(_Generation):
             v = [v]
         if not isinstance(v, list) or not v:
             raise ValueError(f"must be {_PROMPT_SHAPES}" + ("" if isinstance(v, list) else f", got {type(v).__name__}"))
-        odd = next((x for x in v if isinstance(x, (int, bool, float))), None)
-        if odd is not None:
+        scalars = [x for x in v if isinstance(x, (int, float))]  # bool is an int
+        odd = next((x for x in scalars if not (_is_token(x) and x >= 0)), scalars[0] if scalars else None)
+        if odd is not None:  # a token-id list with something else in it
             raise ValueError(f"{odd!r} is not a token id (a token-id prompt holds only integers >= 0)")
         for i, x in enumerate(v):
             if isinstance(x, list):
