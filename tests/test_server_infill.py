@@ -103,6 +103,16 @@ def test_the_fim_tokens_come_from_the_gguf_metadata(fim_model, tiny_target):
     assert Model(tiny_target, vocab_only=True).fim_tokens() is None
 
 
+def test_a_target_split_over_rpc_reports_the_same_fim_tokens(fim_model):
+    from engine.decoding.llama import Model
+    from engine.serving.remote_engine import RemoteTarget
+
+    vocab = Model(fim_model, vocab_only=True)
+    info = {"name": "fim", "architecture": "llama", "chat_template": None, "n_vocab": vocab.n_vocab, "n_gpu_layers": 0}
+    remote = RemoteTarget(vocab, fim_model, info)  # the parent's view of a target held by a child process
+    assert remote.fim_tokens() == vocab.fim_tokens() and (remote.add_bos, remote.bos) == (vocab.add_bos, vocab.bos)
+
+
 # -- /infill ---------------------------------------------------------------------------------
 @pytest.mark.parametrize("where", ["input_extra", "input_suffix", "input_prefix"])
 def test_infill_is_identical_with_and_without_lookup_which_drafts_from_every_part(served, where):
@@ -131,7 +141,9 @@ def test_infill_body_has_what_editors_read(served):
     assert b["model"] == "fim" and b["generation_settings"]["n_predict"] == 4
     assert {"prompt_n", "prompt_ms", "predicted_n", "predicted_ms", "predicted_per_second"} <= set(b["timings"])
     _, full = infill(served.url, input_prefix="a", input_suffix="b")
-    assert full["content"] == COPY and full["stop_type"] == "eos"
+    assert full["content"] == COPY and full["stop_type"] == "eos" and full["stopping_word"] == ""
+    _, word = infill(served.url, input_prefix="a", input_suffix="b", stop=["zz", "fg"])
+    assert word["content"] == "abcde" and word["stop_type"] == "word" and word["stopping_word"] == "fg"
 
 
 def test_llama_vscode_request_with_response_fields(served):
@@ -143,6 +155,23 @@ def test_llama_vscode_request_with_response_fields(served):
     assert status == 200
     assert set(b) == {"content", "timings/prompt_n", "timings/predicted_n", "truncated", "tokens_cached"}
     assert b["timings/predicted_n"] == len(COPY) and b["truncated"] is False
+
+
+def test_n_indent_ends_the_answer_at_a_dedented_line(tmp_path):
+    from engine.serving.server import ServedModel, ServerConfig, ServerThread, create_app
+
+    v = FIM_VOCAB
+    ids = [v.id(FIM_TOKENS["fim_mid"]), v.id("a"), v.id("b"), v.byte(ord("\n")), v.id("c"), v.id("d"), 2]
+    path = write_model(tmp_path / "lines.gguf", vocab=v, chain=chain_through(ids), name="lines")
+    eng = Engine(path, n_ctx=512, metrics_log=False, calibration=False)
+    try:
+        with ServerThread(create_app(ServedModel(eng, "lines"), ServerConfig())) as srv:
+            _, whole = infill(srv.url, input_prefix="x", input_suffix="y")
+            _, cut = infill(srv.url, input_prefix="x", input_suffix="y", n_indent=1)
+    finally:
+        eng.close()
+    assert whole["content"] == "ab\ncd" and whole["stop_type"] == "eos"
+    assert cut["content"] == "ab\n" and cut["stop_type"] == "limit"  # "cd" is indented 0 < 1
 
 
 def test_n_predict_zero_reads_the_prompt_and_writes_nothing(served):
@@ -229,6 +258,24 @@ def test_token_id_prompts_match_their_text(served):
     as_text = text_of(served.url, "the value of")["choices"][0]["text"]
     assert text_of(served.url, tok)["choices"][0]["text"] == as_text
     assert [c["text"] for c in text_of(served.url, [tok, tok])["choices"]] == [as_text, as_text]
+
+
+def test_a_streamed_list_of_prompts_sends_each_choice_in_order(served):
+    prompts = ["the value", "is"]
+    full = [c["text"] for c in text_of(served.url, prompts)["choices"]]
+    pieces: dict[int, str] = {}
+    body = {"prompt": prompts, "max_tokens": 6, "temperature": 0, "stream": True,
+            "stream_options": {"include_usage": True}}
+    usage = None
+    with httpx.stream("POST", served.url + "/v1/completions", json=body, timeout=60) as r:
+        for line in r.iter_lines():
+            if line.startswith("data: {"):
+                msg = json.loads(line[6:])
+                for c in msg["choices"]:
+                    pieces[c["index"]] = pieces.get(c["index"], "") + c["text"]
+                usage = msg.get("usage") or usage
+    assert [pieces[i] for i in range(2)] == full
+    assert usage["prompt_tokens"] == sum(text_of(served.url, p)["usage"]["prompt_tokens"] for p in prompts)
 
 
 @pytest.mark.parametrize("prompt, fragment", [

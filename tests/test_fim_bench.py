@@ -1,0 +1,35 @@
+"""tools/fim_bench.py: its cases are cut from real files (tuning from engine/, held-out from
+app/) with a fixed seed, and it runs end to end on a tiny FIM model (the real measurement
+needs a FIM model such as Qwen2.5-Coder)."""
+
+from __future__ import annotations
+
+import json
+
+from engine.models.tinymodel import FIM_TOKENS, chain_through, make_vocab, write_model
+from tools import fim_bench
+
+
+def test_cases_are_function_bodies_cut_from_real_files_with_a_fixed_seed():
+    tuning, again = fim_bench.cases("tuning", 5), fim_bench.cases("tuning", 5)
+    assert [(c.file, c.function) for c in tuning] == [(c.file, c.function) for c in again]
+    assert len(tuning) == 5 and all(c.file.startswith("engine/") for c in tuning)
+    assert all(c.file.startswith("app/") for c in fim_bench.cases("heldout", 3))
+    for c in tuning:
+        source = (fim_bench.ROOT / c.file).read_text(encoding="utf-8")
+        assert c.prefix + c.middle + c.suffix == source and c.middle.strip()
+
+
+def test_the_tool_runs_on_a_tiny_fim_model_and_refuses_one_without(tmp_path, tiny_target, capsys):
+    v = make_vocab(fim=True)
+    chain = chain_through([v.id(FIM_TOKENS["fim_mid"])] + [v.id(c) for c in "abcdef"] + [2])
+    model = write_model(tmp_path / "fim.gguf", vocab=v, chain=chain, name="fim")
+    out = tmp_path / "runs.jsonl"
+    assert fim_bench.main(["--target", str(model), "--cases", "2", "--max-tokens", "8", "--ctx", "2048",
+                           "--out", str(out)]) == 0
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    assert {(r["set"], r["mode"]) for r in rows} == {(s, m) for s in ("tuning", "heldout") for m in ("target", "lookup")}
+    printed = capsys.readouterr().out
+    assert "tuning" in printed and "heldout" in printed and "vs target" in printed
+    assert fim_bench.main(["--target", str(tiny_target), "--cases", "1"]) == 2
+    assert "no fill-in-the-middle tokens" in capsys.readouterr().err

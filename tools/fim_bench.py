@@ -1,0 +1,157 @@
+"""Code completion inside real files: latency to the full fill-in-the-middle answer, speculation
+against target alone.
+
+Cases are cut from this repository's own Python files with a fixed seed: a function body is
+removed, the code before it is the prefix, the code after it the suffix, and the rest of the
+file's directory (other files, as an editor's ring buffer of chunks would hold) the extra
+context. Tuning cases come from engine/, held-out cases from app/. Each case's prompt is built
+exactly as the server's /infill builds it, then generated greedily by target alone and by each
+drafting mode; greedy speculation writes the same text (checked), so the comparison is the
+wall-clock time to the full answer.
+
+    python -m tools.fim_bench --target T.gguf [--draft D.gguf] [--modes lookup,model]
+        [--set tuning|heldout|all] [--cases 20] [--max-tokens 128] [--ctx 4096] [--out RESULTS.jsonl]
+
+The target must have FIM tokens (Qwen2.5-Coder does; SmolLM2 does not). Run it on an idle machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import json
+import random
+import statistics
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from engine.serving.server.fim import NO_FIM, ExtraChunk, infill_tokens
+
+ROOT = Path(__file__).resolve().parent.parent
+SETS = {"tuning": "engine", "heldout": "app"}
+SEED = 36
+EXTRA_CHARS = 6000  # other files' text per case (llama.vscode keeps up to 16 chunks of 64 lines)
+
+
+@dataclass
+class Case:
+    """One completion: the file, the cut-out body (the reference), and the text around it."""
+
+    file: str
+    function: str
+    prefix: str
+    suffix: str
+    middle: str
+    extra: list[ExtraChunk]
+
+
+def function_bodies(source: str) -> list[tuple[str, int, int]]:
+    """(name, first body line, last line) of every function whose body has two lines or more
+    (lines 1-based; the docstring stays in the prefix: an editor user has written it)."""
+    out = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.body:
+            body = node.body
+            if isinstance(body[0], ast.Expr) and isinstance(getattr(body[0], "value", None), ast.Constant):
+                body = body[1:]
+            if body and node.end_lineno and node.end_lineno - body[0].lineno >= 1:
+                out.append((node.name, body[0].lineno, node.end_lineno))
+    return out
+
+
+def cases(which: str, n: int, seed: int = SEED) -> list[Case]:
+    """`n` cases from the set's files: a random function body per case, fixed by `seed`."""
+    files = sorted(p for p in (ROOT / SETS[which]).rglob("*.py") if p.stat().st_size > 500)
+    rng = random.Random(seed)
+    picked: list[Case] = []
+    for path in rng.sample(files, len(files)):
+        source = path.read_text(encoding="utf-8")
+        bodies = function_bodies(source)
+        if not bodies:
+            continue
+        name, first, last = rng.choice(bodies)
+        lines = source.splitlines(keepends=True)
+        neighbours = [p for p in sorted(path.parent.glob("*.py")) if p != path][:4]
+        extra, budget = [], EXTRA_CHARS
+        for other in neighbours:
+            text = other.read_text(encoding="utf-8")[: max(0, budget)]
+            budget -= len(text)
+            if text:
+                extra.append(ExtraChunk(text, str(other.relative_to(ROOT))))
+        picked.append(Case(str(path.relative_to(ROOT)), name, "".join(lines[: first - 1]), "".join(lines[last:]),
+                           "".join(lines[first - 1: last]), extra))
+        if len(picked) == n:
+            break
+    return picked
+
+
+def run(args: argparse.Namespace) -> int:
+    from engine import Engine
+
+    eng = Engine(args.target, n_ctx=args.ctx, metrics_log=False)
+    try:
+        fim = eng.target.fim_tokens()
+        if fim is None:
+            print(f"{args.target}: {NO_FIM}", file=sys.stderr)
+            return 2
+        modes = [m for m in args.modes.split(",") if m]
+        if "model" in modes and not args.draft:
+            print("--modes model needs --draft", file=sys.stderr)
+            return 2
+        sets = ["tuning", "heldout"] if args.set == "all" else [args.set]
+        out = open(args.out, "w", encoding="utf-8") if args.out else None
+        for which in sets:
+            times: dict[str, list[float]] = {m: [] for m in ["target"] + modes}
+            for case in cases(which, args.cases):
+                prompt = infill_tokens(eng.target, fim, case.prefix, case.suffix, case.extra, n_ctx=eng.n_ctx,
+                                       n_predict=args.max_tokens)
+                ref = None
+                for mode in ["target"] + modes:
+                    draft = {"target": None, "lookup": "lookup", "model": args.draft}[mode]
+                    eng.forget_prompts()  # every mode reads the whole prompt: no cached prefix
+                    t0 = time.perf_counter()
+                    done = eng.generate(prompt, draft_model=draft, lookahead="auto" if draft else 0,
+                                        max_tokens=args.max_tokens, temperature=0)
+                    wall = time.perf_counter() - t0
+                    if ref is None:
+                        ref = done.text
+                    elif done.text != ref:
+                        print(f"{case.file}:{case.function}: {mode} wrote other text than target alone", file=sys.stderr)
+                        return 1
+                    times[mode].append(wall)
+                    row = {"set": which, "file": case.file, "function": case.function, "mode": mode,
+                           "prompt_tokens": len(prompt), "tokens": done.stats.generated_tokens, "wall_s": wall,
+                           "accepted": done.stats.accepted, "drafted": done.stats.drafted}
+                    if out:
+                        out.write(json.dumps(row) + "\n")
+            base = statistics.median(times["target"]) if times["target"] else 0.0
+            for mode, ts in times.items():
+                if ts:
+                    med = statistics.median(ts)
+                    print(f"{which:8s} {mode:7s} {len(ts):3d} cases  median {med * 1000:8.1f} ms"
+                          + (f"  x{base / med:.2f} vs target" if mode != "target" and med > 0 else ""))
+        if out:
+            out.close()
+        return 0
+    finally:
+        eng.close()
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--target", required=True, help="a FIM model (GGUF with tokenizer.ggml.fim_* tokens)")
+    p.add_argument("--draft", help="a draft model for --modes model")
+    p.add_argument("--modes", default="lookup", help="drafting modes besides target alone: lookup,model")
+    p.add_argument("--set", choices=["tuning", "heldout", "all"], default="all")
+    p.add_argument("--cases", type=int, default=20, help="cases per set")
+    p.add_argument("--max-tokens", type=int, default=128)
+    p.add_argument("--ctx", type=int, default=4096)
+    p.add_argument("--out", help="write one JSON line per case and mode")
+    args = p.parse_args(argv)
+    return run(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
