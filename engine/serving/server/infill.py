@@ -22,7 +22,7 @@ from ...errors import TandemError
 from . import wire
 from .bridge import Generation, GenerationFailed
 from .editor_limits import EditorLimits
-from .errors import ApiError, failure
+from .errors import ApiError, engine_error, failure
 from .fim import ExtraChunk, fim_tokens_or_400, infill_tokens
 from .generation import SHUTDOWN_GRACE_S, Completions, shutdown_error
 from .infill_schema import InfillRequest
@@ -106,7 +106,7 @@ class Infill:
                 seed=req.seed, stop=req.stop_list, tag="server", logit_bias=bias, penalties=penalties, **constraint)
         except TandemError as e:
             c.queue.finish(job)
-            raise ApiError(400, str(e), code="invalid_value")
+            raise engine_error(e, c.served)
         except BaseException:
             c.queue.finish(job)
             raise
@@ -147,7 +147,7 @@ class Infill:
                     gen.cancel()
             task.result()
         except GenerationFailed as e:
-            raise failure(e)
+            raise failure(e, self.c.served)
         finally:
             gen.cancel()
         if answer.done is None:
@@ -167,7 +167,7 @@ class Infill:
                 return
             yield {"data": wire.dumps(body.final(gen.prompt_evaluated, streamed=True))}
         except GenerationFailed as e:
-            yield {"data": wire.dumps(failure(e).body)}
+            yield {"data": wire.dumps(failure(e, self.c.served).body)}
         except ApiError as e:
             yield {"data": wire.dumps(e.body)}
         finally:
