@@ -175,8 +175,11 @@ def test_n_indent_ends_the_answer_at_a_dedented_line(tmp_path):
 
 
 def test_n_predict_zero_reads_the_prompt_and_writes_nothing(served):
-    status, b = infill(served.url, input_prefix="warm", input_suffix="up", n_predict=0)
-    assert status == 200 and b["content"] == "" and b["tokens_predicted"] == 0
+    # llama.vscode's warm-up of its ring buffer: empty prefix and suffix, the chunks, nothing to write
+    status, b = infill(served.url, input_prefix="", input_suffix="", input_extra=[{"filename": "a.py", "text": "x"}],
+                       prompt="", n_predict=0, samplers=[], cache_prompt=True, t_max_prompt_ms=1, t_max_predict_ms=1)
+    assert status == 200 and b["content"] == "" and b["tokens_predicted"] == 0 and b["stop_type"] == "limit"
+    assert "a.py" in b["prompt"]
 
 
 def test_streamed_infill_adds_up_to_the_answer_and_ends_with_the_final_body(served):
