@@ -17,8 +17,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Protocol, Sequence, Union
 
-from ...decoding.llama import FimTokens
-from ...decoding.prompt_text import clean
+from ...llamacpp.llama import FimTokens
+from ...decoding.prompting.prompt_text import clean
 from .errors import ApiError
 
 LLAMA_SERVER_BATCH = 2048  # llama-server's default --batch-size: its FIM budgets are fractions of it

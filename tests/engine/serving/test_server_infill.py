@@ -60,7 +60,7 @@ class FakeVocab:
 
 
 def test_the_prompt_is_llama_servers_repo_level_layout():
-    from engine.decoding.llama import FimTokens
+    from engine.llamacpp.llama import FimTokens
 
     fim = FimTokens(pre=-1, suf=-2, mid=-3, pad=-4, rep=-5, sep=-6)
     got = infill_tokens(FakeVocab(), fim, "pre", "suf", [ExtraChunk("x = 1", "a.py")], [ord("t")], n_ctx=4096)
@@ -74,7 +74,7 @@ def test_the_prompt_is_llama_servers_repo_level_layout():
 
 
 def test_the_budgets_keep_the_prefix_end_the_suffix_start_and_the_extra_end():
-    from engine.decoding.llama import FimTokens
+    from engine.llamacpp.llama import FimTokens
 
     fim = FimTokens(pre=-1, suf=-2, mid=-3)
     n_ctx = 64  # budget batch 32: prefix 24, suffix 32/4 - 2 = 6, extra 64 - 32 - 2*4 = 24 tokens
@@ -86,7 +86,7 @@ def test_the_budgets_keep_the_prefix_end_the_suffix_start_and_the_extra_end():
 
 
 def test_prefix_and_suffix_may_mix_text_and_token_ids():
-    from engine.decoding.llama import FimTokens
+    from engine.llamacpp.llama import FimTokens
 
     fim = FimTokens(pre=-1, suf=-2, mid=-3)
     got = infill_tokens(FakeVocab(), fim, ["a", 500, "b"], [600], n_ctx=4096)
@@ -94,7 +94,7 @@ def test_prefix_and_suffix_may_mix_text_and_token_ids():
 
 
 def test_the_fim_tokens_come_from_the_gguf_metadata(fim_model, tiny_target):
-    from engine.decoding.llama import Model
+    from engine.llamacpp.llama import Model
 
     m = Model(fim_model, vocab_only=True)
     fim = m.fim_tokens()
@@ -104,7 +104,7 @@ def test_the_fim_tokens_come_from_the_gguf_metadata(fim_model, tiny_target):
 
 
 def test_a_target_split_over_rpc_reports_the_same_fim_tokens(fim_model):
-    from engine.decoding.llama import Model
+    from engine.llamacpp.llama import Model
     from engine.serving.remote_engine import RemoteTarget
 
     vocab = Model(fim_model, vocab_only=True)
@@ -224,7 +224,7 @@ def test_a_model_without_fim_tokens_is_refused_in_one_line(served):
 
 def test_real_smollm2_has_no_fim_tokens_and_is_refused():
     from conftest import require_real
-    from engine.decoding.llama import Model
+    from engine.llamacpp.llama import Model
 
     path = require_real("smollm2-135m-instruct-q4_1")
     assert Model(path, vocab_only=True).fim_tokens() is None  # SmolLM2 has <repo_name> but no FIM prefix/suffix
