@@ -7,7 +7,6 @@ imports back up.
 from __future__ import annotations
 
 import argparse
-import os
 from pathlib import Path
 
 from ..errors import TandemError
@@ -46,19 +45,14 @@ def check_runtime_flags(args: argparse.Namespace) -> None:
 
 # -- resolving models -------------------------------------------------------------------------
 def resolve_model(value: str, role: str) -> Path:
-    """A path, or a catalog model id found in the store."""
-    p = Path(value).expanduser()
-    if p.exists() or value.endswith(".gguf") or os.sep in value:
-        return p
-    from ..models import catalog, store
+    """A path, a catalog model id or a store file name (engine/models/resolve.py)."""
+    from ..errors import ModelFileError
+    from ..models.resolve import model_file
 
-    cat = catalog.load()
-    if value in cat.models:
-        found = store.find_model(value, cat)
-        if found is None:
-            raise UsageError(f"{role} {value!r} is not downloaded yet: run `tandem pull {value}`")
-        return found
-    raise UsageError(f"{role} {value!r}: no such file, and not a model id in the catalog (see `tandem models`)")
+    try:
+        return model_file(value, role)
+    except ModelFileError as e:
+        raise UsageError(str(e)) from None
 
 
 def resolve_pair(args: argparse.Namespace) -> tuple[Path, str | Path | None]:

@@ -21,6 +21,7 @@ from ..models import calibration
 from .. import paths
 from .prompting.chat import Message, chat_tokens
 from ..models.compat import require_compatible
+from ..models.resolve import model_file
 from .drafting.bridge_drafter import BridgeDrafter
 from .drafting.drafters import Drafter, ModelDrafter, PromptLookupDrafter
 from ..errors import PromptError, TandemError
@@ -108,6 +109,8 @@ class Engine(BaseEngine):
     ):
         """`rpc`: llama.cpp RPC workers ("HOST:PORT" strings or an `engine.llamacpp.rpc_backend.Cluster`)
         that hold part of the target, split by free memory; drafts always stay local."""
+        if not isinstance(target, Model):
+            target = model_file(target, "target")  # a path, a catalog id or a file name in the store
         self.runtime = runtime_from(runtime, n_ctx=n_ctx, n_batch=n_batch, n_threads=n_threads, n_gpu_layers=n_gpu_layers)
         self.n_threads = self.runtime.threads
         # [rpc] begin: split the target over RPC workers (engine/llamacpp/rpc_backend.py). Drafts load with
@@ -170,10 +173,10 @@ class Engine(BaseEngine):
     def load_draft(self, path: str | os.PathLike[str], on_progress: Callable[[float], bool] | None = None) -> Model:
         """Check compatibility from the headers, then load (once) a draft model."""
         self._check_open()
-        p = Path(path).resolve()
+        p = model_file(path, "draft").resolve()
         key = str(p)
         if key not in self._drafts:
-            verdict = require_compatible(self.target.header, Path(path))
+            verdict = require_compatible(self.target.header, p)
             self._drafts[key] = Model(p, runtime=self.runtime, on_progress=on_progress)
             if verdict.bridged:
                 self._bridged.add(key)

@@ -160,8 +160,9 @@ class RemoteEngine(BaseEngine):
         on_lost: Callable[[RemoteWorkerLost], None] | None = None,
     ):
         from ..models.gguf_header import validate_file
+        from ..models.resolve import model_file
 
-        self.path = Path(target)
+        self.path = model_file(target, "target")
         validate_file(self.path)  # a bad file is reported before any network or process
         self.endpoints = rpc_mod.parse_endpoints(rpc)
         for ep in self.endpoints:  # the connect pre-check: a wrong port is one fast line
