@@ -1,0 +1,24 @@
+"""The APIs besides OpenAI's chat and text completions (Responses, Ollama, Anthropic), each
+translated onto a `Completions` (and `Embeddings`) over the same engine, queue and metrics
+as the OpenAI endpoints: one engine, one line of requests."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any, Callable
+
+from fastapi import APIRouter
+
+from ...decoding.queue import GenerationQueue
+from .adapter import Via
+from .config import ServedModel, ServerConfig
+from .generation import Completions
+from .prom import ServerMetrics
+from .responses_api import Responses, responses_router
+
+
+def other_api_routers(served: ServedModel, config: ServerConfig, queue: GenerationQueue, metrics: ServerMetrics,
+                      stopping: threading.Event, check_key: Callable[..., Any]) -> list[APIRouter]:
+    """The routes of the Responses, Ollama and Anthropic APIs."""
+    via = Via(Completions(served, config, queue, metrics, stopping))
+    return [responses_router(Responses(via), check_key)]

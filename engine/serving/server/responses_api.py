@@ -1,0 +1,376 @@
+"""`POST /v1/responses`: OpenAI's Responses API over the chat-completions path.
+
+`input` (a text, or items: messages with text parts, `function_call` and
+`function_call_output`), `instructions`, function `tools` and `tool_choice`,
+`max_output_tokens`, sampling, `text.format` (structured output), and `previous_response_id`:
+the server keeps the last `MAX_STORED` stored responses in memory (the oldest is forgotten
+first; all are forgotten on restart), so a conversation can continue by id. Streams send the
+documented events, `response.created` ... `response.completed`. Tandem's speculation fields
+(`draft`, `lookahead`, `provenance`) are accepted; bodies carry `timings`.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from collections import OrderedDict
+from typing import Any, Callable, Literal, Union
+
+from fastapi import APIRouter, Depends, Request
+from pydantic import BaseModel, ConfigDict, Field
+from sse_starlette import EventSourceResponse
+
+from . import wire
+from .adapter import Answer, CallArgs, CallStart, End, Failed, Text, Via, extensions, read_body, validate
+from .errors import ApiError
+from .generation import SHUTDOWN_GRACE_S
+from .schemas import ChatCompletionRequest
+
+MAX_STORED = 256  # responses kept for previous_response_id (and GET), oldest forgotten first
+
+
+class ResponsesRequest(BaseModel):
+    """The fields of a Responses request Tandem reads (others are accepted and ignored)."""
+
+    model_config = ConfigDict(extra="allow")
+
+    model: str | None = None
+    input: Union[str, list[dict[str, Any]]]
+    instructions: str | None = None
+    tools: list[dict[str, Any]] | None = None
+    tool_choice: Union[Literal["none", "auto", "required"], dict[str, Any], None] = None
+    parallel_tool_calls: bool | None = None
+    max_output_tokens: int | None = Field(None, ge=1)
+    temperature: float | None = Field(None, ge=0.0, le=2.0)
+    top_p: float | None = Field(None, gt=0.0, le=1.0)
+    stream: bool = False
+    previous_response_id: str | None = None
+    store: bool = True
+    text: dict[str, Any] | None = None
+    metadata: dict[str, Any] | None = None
+
+
+class ResponseStore:
+    """The last `limit` responses by id: their body and the conversation they end."""
+
+    def __init__(self, limit: int = MAX_STORED):
+        self.limit = limit
+        self._items: OrderedDict[str, tuple[dict[str, Any], list[dict[str, Any]]]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def put(self, body: dict[str, Any], conversation: list[dict[str, Any]]) -> None:
+        with self._lock:
+            self._items[body["id"]] = (body, conversation)
+            while len(self._items) > self.limit:
+                self._items.popitem(last=False)
+
+    def get(self, rid: str) -> tuple[dict[str, Any], list[dict[str, Any]]] | None:
+        with self._lock:
+            return self._items.get(rid)
+
+    def delete(self, rid: str) -> bool:
+        with self._lock:
+            return self._items.pop(rid, None) is not None
+
+
+def not_found(rid: str, param: str | None = None) -> ApiError:
+    return ApiError(404, f"no response with id '{rid}' is stored on this server (it keeps the last {MAX_STORED} "
+                         "stored responses until it restarts)", param=param, code="response_not_found")
+
+
+def _text_of(content: Any, where: str) -> str:
+    """A message's text: a string, or text parts (input_text, output_text, text, refusal)."""
+    if content is None or isinstance(content, str):
+        return content or ""
+    if not isinstance(content, list):
+        raise ApiError(400, f"{where}: must be a string or a list of content parts", param=where, code="invalid_value")
+    out = []
+    for j, part in enumerate(content):
+        kind = part.get("type") if isinstance(part, dict) else type(part).__name__
+        if kind in ("input_text", "output_text", "text") and isinstance(part.get("text"), str):
+            out.append(part["text"])
+        elif kind == "refusal" and isinstance(part.get("refusal"), str):
+            out.append(part["refusal"])
+        else:
+            raise ApiError(400, f"{where}[{j}]: only text parts are supported, got a {kind!r} part",
+                           param=f"{where}[{j}]", code="invalid_value")
+    return "".join(out)
+
+
+def to_messages(items: Union[str, list[dict[str, Any]]]) -> list[dict[str, Any]]:
+    """The chat messages that `input` stands for (function calls become an assistant message's
+    `tool_calls`, their outputs `tool` messages naming the call)."""
+    if isinstance(items, str):
+        return [{"role": "user", "content": items}]
+    messages: list[dict[str, Any]] = []
+    names: dict[str, str] = {}
+    for i, item in enumerate(items):
+        kind = item.get("type", "message")
+        where = f"input[{i}]"
+        if kind == "message":
+            role = item.get("role")
+            if role not in ("user", "system", "developer", "assistant"):
+                raise ApiError(400, f"{where}.role: must be 'user', 'system', 'developer' or 'assistant', got {role!r}",
+                               param=f"{where}.role", code="invalid_value")
+            messages.append({"role": role, "content": _text_of(item.get("content"), f"{where}.content")})
+        elif kind == "function_call":
+            call_id, name = item.get("call_id") or item.get("id"), item.get("name")
+            if not isinstance(call_id, str) or not isinstance(name, str):
+                raise ApiError(400, f"{where}: a function_call item needs 'call_id' and 'name'", param=where,
+                               code="invalid_value")
+            names[call_id] = name
+            call = {"id": call_id, "type": "function",
+                    "function": {"name": name, "arguments": item.get("arguments") or "{}"}}
+            if messages and messages[-1]["role"] == "assistant":
+                messages[-1].setdefault("tool_calls", []).append(call)
+            else:
+                messages.append({"role": "assistant", "content": "", "tool_calls": [call]})
+        elif kind == "function_call_output":
+            call_id = item.get("call_id")
+            if not isinstance(call_id, str):
+                raise ApiError(400, f"{where}: a function_call_output item needs 'call_id'", param=where,
+                               code="invalid_value")
+            msg = {"role": "tool", "tool_call_id": call_id, "content": _text_of(item.get("output"), f"{where}.output")}
+            if call_id in names:
+                msg["name"] = names[call_id]
+            messages.append(msg)
+        elif kind != "reasoning":  # the model's own reasoning summaries carry nothing to render
+            raise ApiError(400, f"{where}: items of type {kind!r} are not supported (send messages, function_call "
+                                "and function_call_output items)", param=where, code="invalid_value")
+    return messages
+
+
+def chat_tools(req: ResponsesRequest) -> dict[str, Any]:
+    """`tools` and `tool_choice` in the chat API's shape (function tools only)."""
+    out: dict[str, Any] = {}
+    if req.tools:
+        tools = []
+        for i, t in enumerate(req.tools):
+            if t.get("type") != "function":
+                raise ApiError(400, f"tools[{i}]: only function tools are served here, got {t.get('type')!r}",
+                               param=f"tools[{i}]", code="invalid_value")
+            fn = t.get("function") or {k: t[k] for k in ("name", "description", "parameters", "strict") if k in t}
+            tools.append({"type": "function", "function": fn})
+        out["tools"] = tools
+    choice = req.tool_choice
+    if isinstance(choice, dict):
+        if choice.get("type") != "function" or not isinstance(choice.get("name"), str):
+            raise ApiError(400, "tool_choice: 'none', 'auto', 'required' or {\"type\": \"function\", \"name\": ...}",
+                           param="tool_choice", code="invalid_value")
+        choice = {"type": "function", "function": {"name": choice["name"]}}
+    if choice is not None:
+        out["tool_choice"] = choice
+    return out
+
+
+def response_format(text: dict[str, Any] | None) -> dict[str, Any] | None:
+    """`text.format` as the chat API's `response_format`."""
+    fmt = (text or {}).get("format")
+    if not fmt or fmt.get("type") == "text":
+        return None
+    if fmt.get("type") == "json_schema":
+        return {"type": "json_schema", "json_schema": {k: fmt[k] for k in ("name", "schema", "strict") if k in fmt}}
+    return fmt
+
+
+class Responses:
+    """The Responses endpoint of one served engine, with its store."""
+
+    def __init__(self, via: Via, store: ResponseStore | None = None):
+        self.via, self.store = via, store or ResponseStore()
+
+    def chat_request(self, req: ResponsesRequest, raw: dict[str, Any]) -> tuple[ChatCompletionRequest, list]:
+        """The chat request, and the conversation so far (without the instructions) to store."""
+        history: list[dict[str, Any]] = []
+        if req.previous_response_id:
+            found = self.store.get(req.previous_response_id)
+            if found is None:
+                raise not_found(req.previous_response_id, "previous_response_id")
+            history = list(found[1])
+        conversation = history + to_messages(req.input)
+        if not conversation:
+            raise ApiError(400, "input: holds no message", param="input", code="invalid_value")
+        system = [{"role": "system", "content": req.instructions}] if req.instructions else []
+        fields: dict[str, Any] = {"model": req.model, "messages": system + conversation,
+                                  "max_tokens": req.max_output_tokens, "temperature": req.temperature,
+                                  "top_p": req.top_p, "parallel_tool_calls": req.parallel_tool_calls,
+                                  "response_format": response_format(req.text), **chat_tools(req),
+                                  **{k: raw[k] for k in ("top_k", "min_p", "seed", "stop") if k in raw},
+                                  **extensions(raw)}
+        return validate(ChatCompletionRequest, {k: v for k, v in fields.items() if v is not None}), conversation
+
+    async def create(self, request: Request) -> Any:
+        raw = await read_body(request)
+        req = validate(ResponsesRequest, raw)
+        self.via.check_model(req.model)
+        chat, conversation = self.chat_request(req, raw)
+        shape = Shape(req, self.via.served.id)
+        if req.stream:
+            events = await self.via.stream(request, chat)
+            return EventSourceResponse(self.sse(events, shape, conversation, req.store), sep="\n",
+                                       shutdown_grace_period=SHUTDOWN_GRACE_S)
+        answer = await self.via.answer(request, chat)
+        body = shape.finished(answer_items(shape, answer), answer.finish, answer.usage, answer.timings)
+        if answer.provenance is not None:
+            body["provenance"] = answer.provenance
+        if req.store:
+            self.store.put(body, conversation + assistant_turn(body["output"]))
+        return body
+
+    async def sse(self, events: Any, shape: "Shape", conversation: list[dict[str, Any]], store: bool):
+        seq = 0
+
+        def event(kind: str, **fields: Any) -> dict[str, str]:
+            nonlocal seq
+            seq += 1
+            return {"event": kind, "data": wire.dumps({"type": kind, "sequence_number": seq - 1, **fields})}
+
+        yield event("response.created", response=shape.body("in_progress", []))
+        yield event("response.in_progress", response=shape.body("in_progress", []))
+        output: list[dict[str, Any]] = []
+        message: dict[str, Any] | None = None  # the message item being written
+        calls: dict[int, dict[str, Any]] = {}  # the function_call items being written, by call index
+
+        def close_message(status: str = "completed"):
+            nonlocal message
+            if message is None:
+                return
+            at, part = output.index(message), message["content"][0]
+            ids = {"item_id": message["id"], "output_index": at, "content_index": 0}
+            yield event("response.output_text.done", **ids, text=part["text"], logprobs=[])
+            yield event("response.content_part.done", **ids, part=part)
+            message["status"] = status
+            yield event("response.output_item.done", output_index=at, item=message)
+            message = None
+
+        async for ev in events:
+            if isinstance(ev, Text):
+                if message is None:
+                    message = shape.message_item("", "in_progress")
+                    output.append(message)
+                    yield event("response.output_item.added", output_index=len(output) - 1,
+                                item={**message, "content": []})
+                    yield event("response.content_part.added", item_id=message["id"], output_index=len(output) - 1,
+                                content_index=0, part={**message["content"][0]})
+                message["content"][0]["text"] += ev.text
+                extra = {"provenance": ev.provenance} if ev.provenance is not None else {}
+                yield event("response.output_text.delta", item_id=message["id"], output_index=output.index(message),
+                            content_index=0, delta=ev.text, logprobs=[], **extra)
+            elif isinstance(ev, CallStart):
+                for e in close_message():
+                    yield e
+                item = shape.call_item(ev.id, ev.name, "", "in_progress")
+                calls[ev.index] = item
+                output.append(item)
+                yield event("response.output_item.added", output_index=len(output) - 1, item=item)
+            elif isinstance(ev, CallArgs) and ev.index in calls:
+                item = calls[ev.index]
+                item["arguments"] += ev.text
+                yield event("response.function_call_arguments.delta", item_id=item["id"],
+                            output_index=output.index(item), delta=ev.text)
+            elif isinstance(ev, End):
+                status = "incomplete" if ev.finish == "length" else "completed"
+                for e in close_message(status):
+                    yield e
+                for item in calls.values():
+                    at = output.index(item)
+                    yield event("response.function_call_arguments.done", item_id=item["id"], output_index=at,
+                                name=item["name"], arguments=item["arguments"])
+                    item["status"] = "completed"
+                    yield event("response.output_item.done", output_index=at, item=item)
+                body = shape.finished(output, ev.finish, ev.usage, ev.timings)
+                if store:
+                    self.store.put(body, conversation + assistant_turn(output))
+                yield event("response.incomplete" if status == "incomplete" else "response.completed", response=body)
+            elif isinstance(ev, Failed):
+                body = shape.body("failed", output)
+                body["error"] = {"code": ev.code or ev.type, "message": ev.message}
+                yield event("response.failed", response=body)
+
+
+class Shape:
+    """The bodies of one response: its id, the request's settings echoed, its items."""
+
+    def __init__(self, req: ResponsesRequest, model: str):
+        self.req, self.model = req, model
+        self.id = "resp_" + uuid.uuid4().hex
+        self.created = int(time.time())
+        self._n = 0
+
+    def _item_id(self, prefix: str) -> str:
+        self._n += 1
+        return f"{prefix}_{self.id[5:]}_{self._n}"
+
+    def message_item(self, text: str, status: str = "completed") -> dict[str, Any]:
+        return {"id": self._item_id("msg"), "type": "message", "status": status, "role": "assistant",
+                "content": [{"type": "output_text", "text": text, "annotations": [], "logprobs": []}]}
+
+    def call_item(self, call_id: str, name: str, arguments: str, status: str = "completed") -> dict[str, Any]:
+        return {"id": self._item_id("fc"), "type": "function_call", "status": status, "call_id": call_id,
+                "name": name, "arguments": arguments}
+
+    def body(self, status: str, output: list[dict[str, Any]]) -> dict[str, Any]:
+        r = self.req
+        return {"id": self.id, "object": "response", "created_at": self.created, "status": status,
+                "background": False, "error": None, "incomplete_details": None, "instructions": r.instructions,
+                "max_output_tokens": r.max_output_tokens, "model": self.model, "output": output,
+                "parallel_tool_calls": r.parallel_tool_calls is not False,
+                "previous_response_id": r.previous_response_id, "reasoning": {"effort": None, "summary": None},
+                "store": r.store, "temperature": r.temperature, "text": r.text or {"format": {"type": "text"}},
+                "tool_choice": r.tool_choice or "auto", "tools": r.tools or [], "top_p": r.top_p,
+                "truncation": "disabled", "usage": None, "user": None, "metadata": r.metadata or {}}
+
+    def finished(self, output: list[dict[str, Any]], finish: str, usage: dict[str, Any],
+                 timings: dict[str, Any]) -> dict[str, Any]:
+        """The final body: 'incomplete' (with the reason) when the token limit cut it."""
+        body = self.body("incomplete" if finish == "length" else "completed", output)
+        if finish == "length":
+            body["incomplete_details"] = {"reason": "max_output_tokens"}
+        body["usage"] = {"input_tokens": usage.get("prompt_tokens", 0),
+                         "input_tokens_details": {"cached_tokens": usage.get("prompt_tokens_details", {})
+                                                  .get("cached_tokens", 0)},
+                         "output_tokens": usage.get("completion_tokens", 0),
+                         "output_tokens_details": {"reasoning_tokens": 0},
+                         "total_tokens": usage.get("total_tokens", 0)}
+        body["timings"] = timings
+        return body
+
+
+def answer_items(shape: Shape, answer: Answer) -> list[dict[str, Any]]:
+    """A whole answer's output items: its text as a message (when it wrote any), then its calls."""
+    items = [shape.message_item(answer.text, "incomplete" if answer.finish == "length" else "completed")] \
+        if answer.text or not answer.calls else []
+    return items + [shape.call_item(c["id"], c["name"], c["arguments"]) for c in answer.calls]
+
+
+def assistant_turn(output: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The output items as the chat messages a later turn continues from."""
+    text = "".join(p["text"] for it in output if it["type"] == "message" for p in it["content"])
+    calls = [{"id": it["call_id"], "type": "function", "function": {"name": it["name"], "arguments": it["arguments"]}}
+             for it in output if it["type"] == "function_call"]
+    return [{"role": "assistant", "content": text, **({"tool_calls": calls} if calls else {})}]
+
+
+def responses_router(responses: Responses, check_key: Callable[..., Any]) -> APIRouter:
+    router = APIRouter(dependencies=[Depends(check_key)])
+
+    @router.post("/v1/responses")
+    @router.post("/responses", include_in_schema=False)
+    async def create_response(request: Request) -> Any:
+        return await responses.create(request)
+
+    @router.get("/v1/responses/{response_id}")
+    async def get_response(response_id: str) -> Any:
+        found = responses.store.get(response_id)
+        if found is None:
+            raise not_found(response_id)
+        return found[0]
+
+    @router.delete("/v1/responses/{response_id}")
+    async def delete_response(response_id: str) -> Any:
+        if not responses.store.delete(response_id):
+            raise not_found(response_id)
+        return {"id": response_id, "object": "response", "deleted": True}
+
+    return router
