@@ -11,6 +11,7 @@ from fastapi import APIRouter
 
 from ...decoding.queue import GenerationQueue
 from .adapter import Via
+from .anthropic_api import Messages, anthropic_router
 from .config import ServedModel, ServerConfig
 from .generation import Completions
 from .prom import ServerMetrics
@@ -21,4 +22,4 @@ def other_api_routers(served: ServedModel, config: ServerConfig, queue: Generati
                       stopping: threading.Event, check_key: Callable[..., Any]) -> list[APIRouter]:
     """The routes of the Responses, Ollama and Anthropic APIs."""
     via = Via(Completions(served, config, queue, metrics, stopping))
-    return [responses_router(Responses(via), check_key)]
+    return [responses_router(Responses(via), check_key), anthropic_router(Messages(via), config)]
