@@ -245,35 +245,38 @@ class Messages:
             "id": mid, "type": "message", "role": "assistant", "model": model, "content": [], "stop_reason": None,
             "stop_sequence": None, "usage": {"input_tokens": 0, "output_tokens": 0}})
         n_blocks, text_block, call_blocks = 0, None, {}  # open blocks: the text one, the calls' by call index
-        async for ev in events:
-            if isinstance(ev, Text):
-                if text_block is None:
-                    text_block, n_blocks = n_blocks, n_blocks + 1
-                    yield event("content_block_start", index=text_block, content_block={"type": "text", "text": ""})
-                extra = {"provenance": ev.provenance} if ev.provenance is not None else {}
-                yield event("content_block_delta", index=text_block, delta={"type": "text_delta", "text": ev.text},
-                            **extra)
-            elif isinstance(ev, CallStart):
-                if text_block is not None:
-                    yield event("content_block_stop", index=text_block)
-                    text_block = None
-                call_blocks[ev.index], n_blocks = n_blocks, n_blocks + 1
-                yield event("content_block_start", index=call_blocks[ev.index],
-                            content_block={"type": "tool_use", "id": ev.id, "name": ev.name, "input": {}})
-            elif isinstance(ev, CallArgs) and ev.index in call_blocks:
-                yield event("content_block_delta", index=call_blocks[ev.index],
-                            delta={"type": "input_json_delta", "partial_json": ev.text})
-            elif isinstance(ev, End):
-                for block in sorted(([text_block] if text_block is not None else []) + list(call_blocks.values())):
-                    yield event("content_block_stop", index=block)
-                reason = stop_reason(ev.finish, str(ev.timings.get("stopped_by", "")))
-                yield event("message_delta", delta={"stop_reason": reason, "stop_sequence": matched_stop(reason, stops)},
-                            usage=anthropic_usage(ev.usage), timings=ev.timings)
-                yield event("message_stop")
-            elif isinstance(ev, Failed):
-                status = 503 if ev.type == "server_error" and ev.code in ("server_shutdown", "cancelled") else (
-                    400 if ev.type == "invalid_request_error" else 500)
-                yield event("error", error=error_body(status, ev.message)["error"])
+        try:
+            async for ev in events:
+                if isinstance(ev, Text):
+                    if text_block is None:
+                        text_block, n_blocks = n_blocks, n_blocks + 1
+                        yield event("content_block_start", index=text_block, content_block={"type": "text", "text": ""})
+                    extra = {"provenance": ev.provenance} if ev.provenance is not None else {}
+                    yield event("content_block_delta", index=text_block, delta={"type": "text_delta", "text": ev.text},
+                                **extra)
+                elif isinstance(ev, CallStart):
+                    if text_block is not None:
+                        yield event("content_block_stop", index=text_block)
+                        text_block = None
+                    call_blocks[ev.index], n_blocks = n_blocks, n_blocks + 1
+                    yield event("content_block_start", index=call_blocks[ev.index],
+                                content_block={"type": "tool_use", "id": ev.id, "name": ev.name, "input": {}})
+                elif isinstance(ev, CallArgs) and ev.index in call_blocks:
+                    yield event("content_block_delta", index=call_blocks[ev.index],
+                                delta={"type": "input_json_delta", "partial_json": ev.text})
+                elif isinstance(ev, End):
+                    for block in sorted(([text_block] if text_block is not None else []) + list(call_blocks.values())):
+                        yield event("content_block_stop", index=block)
+                    reason = stop_reason(ev.finish, str(ev.timings.get("stopped_by", "")))
+                    yield event("message_delta", delta={"stop_reason": reason, "stop_sequence": matched_stop(reason, stops)},
+                                usage=anthropic_usage(ev.usage), timings=ev.timings)
+                    yield event("message_stop")
+                elif isinstance(ev, Failed):
+                    status = 503 if ev.type == "server_error" and ev.code in ("server_shutdown", "cancelled") else (
+                        400 if ev.type == "invalid_request_error" else 500)
+                    yield event("error", error=error_body(status, ev.message)["error"])
+        finally:
+            await events.aclose()  # a client gone: its generation stops
 
 
 def key_check(config: Any) -> Callable[[Request], Any]:

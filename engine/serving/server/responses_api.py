@@ -244,49 +244,52 @@ class Responses:
             yield event("response.output_item.done", output_index=at, item=message)
             message = None
 
-        async for ev in events:
-            if isinstance(ev, Text):
-                if message is None:
-                    message = shape.message_item("", "in_progress")
-                    output.append(message)
-                    yield event("response.output_item.added", output_index=len(output) - 1,
-                                item={**message, "content": []})
-                    yield event("response.content_part.added", item_id=message["id"], output_index=len(output) - 1,
-                                content_index=0, part={**message["content"][0]})
-                message["content"][0]["text"] += ev.text
-                extra = {"provenance": ev.provenance} if ev.provenance is not None else {}
-                yield event("response.output_text.delta", item_id=message["id"], output_index=output.index(message),
-                            content_index=0, delta=ev.text, logprobs=[], **extra)
-            elif isinstance(ev, CallStart):
-                for e in close_message():
-                    yield e
-                item = shape.call_item(ev.id, ev.name, "", "in_progress")
-                calls[ev.index] = item
-                output.append(item)
-                yield event("response.output_item.added", output_index=len(output) - 1, item=item)
-            elif isinstance(ev, CallArgs) and ev.index in calls:
-                item = calls[ev.index]
-                item["arguments"] += ev.text
-                yield event("response.function_call_arguments.delta", item_id=item["id"],
-                            output_index=output.index(item), delta=ev.text)
-            elif isinstance(ev, End):
-                status = "incomplete" if ev.finish == "length" else "completed"
-                for e in close_message(status):
-                    yield e
-                for item in calls.values():
-                    at = output.index(item)
-                    yield event("response.function_call_arguments.done", item_id=item["id"], output_index=at,
-                                name=item["name"], arguments=item["arguments"])
-                    item["status"] = "completed"
-                    yield event("response.output_item.done", output_index=at, item=item)
-                body = shape.finished(output, ev.finish, ev.usage, ev.timings)
-                if store:
-                    self.store.put(body, conversation + assistant_turn(output))
-                yield event("response.incomplete" if status == "incomplete" else "response.completed", response=body)
-            elif isinstance(ev, Failed):
-                body = shape.body("failed", output)
-                body["error"] = {"code": ev.code or ev.type, "message": ev.message}
-                yield event("response.failed", response=body)
+        try:
+            async for ev in events:
+                if isinstance(ev, Text):
+                    if message is None:
+                        message = shape.message_item("", "in_progress")
+                        output.append(message)
+                        yield event("response.output_item.added", output_index=len(output) - 1,
+                                    item={**message, "content": []})
+                        yield event("response.content_part.added", item_id=message["id"], output_index=len(output) - 1,
+                                    content_index=0, part={**message["content"][0]})
+                    message["content"][0]["text"] += ev.text
+                    extra = {"provenance": ev.provenance} if ev.provenance is not None else {}
+                    yield event("response.output_text.delta", item_id=message["id"], output_index=output.index(message),
+                                content_index=0, delta=ev.text, logprobs=[], **extra)
+                elif isinstance(ev, CallStart):
+                    for e in close_message():
+                        yield e
+                    item = shape.call_item(ev.id, ev.name, "", "in_progress")
+                    calls[ev.index] = item
+                    output.append(item)
+                    yield event("response.output_item.added", output_index=len(output) - 1, item=item)
+                elif isinstance(ev, CallArgs) and ev.index in calls:
+                    item = calls[ev.index]
+                    item["arguments"] += ev.text
+                    yield event("response.function_call_arguments.delta", item_id=item["id"],
+                                output_index=output.index(item), delta=ev.text)
+                elif isinstance(ev, End):
+                    status = "incomplete" if ev.finish == "length" else "completed"
+                    for e in close_message(status):
+                        yield e
+                    for item in calls.values():
+                        at = output.index(item)
+                        yield event("response.function_call_arguments.done", item_id=item["id"], output_index=at,
+                                    name=item["name"], arguments=item["arguments"])
+                        item["status"] = "completed"
+                        yield event("response.output_item.done", output_index=at, item=item)
+                    body = shape.finished(output, ev.finish, ev.usage, ev.timings)
+                    if store:
+                        self.store.put(body, conversation + assistant_turn(output))
+                    yield event("response.incomplete" if status == "incomplete" else "response.completed", response=body)
+                elif isinstance(ev, Failed):
+                    body = shape.body("failed", output)
+                    body["error"] = {"code": ev.code or ev.type, "message": ev.message}
+                    yield event("response.failed", response=body)
+        finally:
+            await events.aclose()  # a client gone: its generation stops
 
 
 class Shape:
