@@ -742,6 +742,10 @@ def test_penalties_are_honoured_not_ignored(served, client):
     assert rep.choices[0].message.content != plain
 
 
-def test_responses_api_is_a_404_with_an_error_body(served):
-    r = httpx.post(served.url + "/v1/responses", headers=AUTH, json={"model": "tiny-pair", "input": "x"})
-    assert r.status_code == 404 and "error" in r.json()
+def test_the_other_apis_answer_on_the_same_server(served):
+    """/v1/responses, /v1/messages and /api/chat are served (tests/test_server_*_api.py test them)."""
+    for path, body in (("/v1/responses", {"input": "x", "max_output_tokens": 2}),
+                       ("/v1/messages", {"max_tokens": 2, "messages": [{"role": "user", "content": "x"}]}),
+                       ("/api/chat", {"stream": False, "messages": MSGS, "options": {"num_predict": 2}})):
+        r = httpx.post(served.url + path, headers=AUTH, json={"model": "tiny-pair", **body}, timeout=60)
+        assert r.status_code == 200, (path, r.text)
