@@ -1,0 +1,86 @@
+"""What the Responses, Ollama and Anthropic endpoints share with the OpenAI ones: a client
+that leaves a stream cancels its generation, the Host check and the body limit apply, and
+requests count in /metrics under their route."""
+
+from __future__ import annotations
+
+import time
+from types import SimpleNamespace
+
+import pytest
+
+httpx = pytest.importorskip("httpx")
+pytest.importorskip("fastapi")
+
+from engine import Engine  # noqa: E402
+
+MSGS = [{"role": "user", "content": "the value of the item"}]
+STREAMS = {
+    "/v1/responses": {"input": "the value of the item", "max_output_tokens": 900, "stream": True},
+    "/api/chat": {"messages": MSGS, "options": {"num_predict": 900}},
+    "/api/generate": {"prompt": "the value of the item", "options": {"num_predict": 900}},
+    "/v1/messages": {"messages": MSGS, "max_tokens": 900, "stream": True},
+}
+
+
+def wait_until(cond, timeout: float = 30.0, what: str = "condition") -> None:
+    deadline = time.monotonic() + timeout
+    while not cond():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.01)
+
+
+@pytest.fixture(scope="module")
+def served(tiny_target):
+    from engine.serving.server import ServedModel, ServerConfig, ServerThread, create_app
+
+    eng = Engine(tiny_target, n_ctx=1024, metrics_log=False)
+    app = create_app(ServedModel(eng, "tiny-pair"), ServerConfig(max_body=4096))
+    srv = ServerThread(app).start()
+    yield SimpleNamespace(eng=eng, app=app, url=srv.url, queue=app.state.queue)
+    srv.stop()
+    eng.close()
+
+
+@pytest.mark.parametrize("path", list(STREAMS))
+def test_a_client_that_leaves_a_stream_cancels_its_generation(served, path):
+    q = served.queue
+    done = []
+
+    def slow_model(job, ev):  # a tiny model is too fast to catch mid-answer
+        if job.source == "server" and ev.kind == "token":
+            time.sleep(0.005)
+        elif job.source == "server" and ev.kind == "done":
+            done.append(ev)
+
+    q.add_listener(slow_model)
+    try:
+        body = {"model": "tiny-pair", "temperature": 0, **STREAMS[path]}
+        with httpx.Client(timeout=60) as h:
+            with h.stream("POST", served.url + path, json=body) as resp:
+                assert resp.status_code == 200
+                lines = 0
+                for line in resp.iter_lines():
+                    lines += bool(line.strip())
+                    if lines >= 6:
+                        break
+        wait_until(lambda: bool(done), 30, "the cancelled generation to end")
+        wait_until(lambda: not q.busy, 30, "the engine to be free")
+        assert done[0].stats.finish_reason == "cancelled" and done[0].stats.generated_tokens < 900
+    finally:
+        q.remove_listener(slow_model)
+
+
+@pytest.mark.parametrize("path", list(STREAMS))
+def test_host_check_and_body_limit_apply(served, path):
+    r = httpx.post(served.url + path, json={"model": "tiny-pair", **STREAMS[path]}, headers={"Host": "evil.example"})
+    assert r.status_code == 403
+    big = {"model": "tiny-pair", **STREAMS[path], "pad": "x" * 5000}
+    assert httpx.post(served.url + path, json=big).status_code == 413
+
+
+def test_requests_count_under_their_route(served):
+    httpx.get(served.url + "/api/tags").raise_for_status()
+    text = httpx.get(served.url + "/metrics").text
+    assert 'endpoint="/api/tags"' in text
