@@ -84,3 +84,36 @@ def test_requests_count_under_their_route(served):
     httpx.get(served.url + "/api/tags").raise_for_status()
     text = httpx.get(served.url + "/metrics").text
     assert 'endpoint="/api/tags"' in text
+
+
+@pytest.mark.real
+def test_real_smollm2_answers_the_same_through_every_api():
+    """One greedy answer from the real SmolLM2 (drafting for itself), through the four APIs' own clients."""
+    from conftest import require_real
+
+    from engine.serving.server import ServedModel, ServerThread, create_app
+
+    anthropic = pytest.importorskip("anthropic")
+    ollama = pytest.importorskip("ollama")
+    openai = pytest.importorskip("openai")
+    path = require_real("smollm2-135m-instruct-q4_1")
+    eng = Engine(path, n_ctx=1024, metrics_log=False)
+    try:
+        with ServerThread(create_app(ServedModel(eng, "smollm2", draft=path, lookahead=4))) as srv:
+            q = [{"role": "user", "content": "Name three colours of the rainbow."}]
+            oa = openai.OpenAI(base_url=srv.url + "/v1", api_key="none", max_retries=0, timeout=120)
+            want = oa.chat.completions.create(model="smollm2", messages=q, max_tokens=32, temperature=0)
+            text = want.choices[0].message.content
+            assert text.strip()
+            assert oa.responses.create(model="smollm2", input=q[0]["content"], max_output_tokens=32,
+                                       temperature=0).output_text == text
+            an = anthropic.Anthropic(base_url=srv.url, api_key="none", max_retries=0, timeout=120)
+            m = an.messages.create(model="smollm2", max_tokens=32, messages=q, extra_body={"temperature": 0})
+            assert m.content[0].text == text
+            ol = ollama.Client(host=srv.url, timeout=120)
+            r = ol.chat(model="smollm2", messages=q, options={"temperature": 0, "num_predict": 32}, stream=False)
+            assert r.message.content == text
+            oa.close()
+            an.close()
+    finally:
+        eng.close()
