@@ -182,3 +182,11 @@ def test_a_streamed_tool_use_and_a_forced_one(caller):
         forced = create(caller, tools=[TOOL], tool_choice=choice, messages=ask)
         uses = [b for b in forced.content if b.type == "tool_use"]
         assert forced.stop_reason == "tool_use" and [u.input for u in uses] == [{"city": "Paris"}]
+
+
+def test_count_tokens_is_the_prompt_the_answer_reads(served):
+    n = served.client.messages.count_tokens(model="tiny-pair", system="Be brief.", messages=MSGS)
+    m = create(served, system="Be brief.", max_tokens=2)
+    assert n.input_tokens == m.usage.input_tokens + m.usage.cache_read_input_tokens
+    with_tools = served.client.messages.count_tokens(model="tiny-pair", messages=MSGS, tools=[TOOL])
+    assert with_tools.input_tokens > n.input_tokens  # the tools are offered in the prompt

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import time
+import uuid
 from dataclasses import dataclass, field
 from typing import Any, AsyncIterator, Union
 
@@ -22,6 +23,7 @@ from pydantic import BaseModel, ValidationError
 from .errors import ApiError, validation_message
 from .generation import Completions
 from .schemas import ChatCompletionRequest, CompletionRequest, StreamOptions
+from .tool_use import ToolUse
 
 OpenAIRequest = Union[ChatCompletionRequest, CompletionRequest]
 EXTENSIONS = ("draft", "lookahead", "provenance")  # Tandem's own fields, accepted by every API
@@ -150,6 +152,17 @@ class Via:
                  for c in (message or {}).get("tool_calls") or []]
         return Answer(text, calls, choice["finish_reason"], body["usage"], body.get("timings", {}),
                       choice.get("provenance"), body)
+
+    async def count(self, req: ChatCompletionRequest) -> int:
+        """The prompt tokens of a chat request as it would be rendered (with its tools), counted
+        in a place of the queue's limit as `generate` counts them."""
+        c = self.completions
+        tools = ToolUse(req, c.eng.target.chat_template)
+        job = c.admit("count_tokens", uuid.uuid4().hex[:24])
+        try:
+            return len(await c.prompt_tokens(req.engine_messages(), True, tools.tools, req.parse_special_in_content))
+        finally:
+            c.queue.finish(job)
 
     async def stream(self, request: Request, req: OpenAIRequest) -> AsyncIterator[Event]:
         """Start a streaming request (ApiError here if it is refused before it starts) and

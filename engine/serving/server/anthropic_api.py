@@ -7,7 +7,7 @@ top_k), `output_config.format` (a JSON schema the answer must match), and stream
 Anthropic's events (message_start, content_block_start / _delta (text_delta,
 input_json_delta) / _stop, message_delta with the stop reason, message_stop). The key may
 come as `x-api-key` or as a Bearer token; `anthropic-version` is accepted whatever it says.
-Errors have Anthropic's shape. Tandem's speculation fields (`draft`, `lookahead`,
+Errors have Anthropic's shape; `/v1/messages/count_tokens` counts a request's prompt. Tandem's speculation fields (`draft`, `lookahead`,
 `provenance`) are accepted; bodies carry `timings`.
 """
 
@@ -237,6 +237,16 @@ class Messages:
             body["provenance"] = a.provenance
         return body
 
+    async def count_tokens(self, request: Request) -> dict[str, Any]:
+        """`/v1/messages/count_tokens`: the prompt's tokens as the request would be rendered."""
+        try:
+            raw = await read_body(request)
+            req = validate(AnthropicRequest, {"max_tokens": 1, **raw})  # no answer: no limit needed
+            self.via.check_model(req.model)
+            return {"input_tokens": await self.via.count(self.chat_request(req, raw))}
+        except ApiError as e:
+            raise reshaped(e)
+
     async def sse(self, events: Any, mid: str, model: str, stops: list[str] | None):
         def event(kind: str, **fields: Any) -> dict[str, str]:
             return {"event": kind, "data": wire.dumps({"type": kind, **fields})}
@@ -301,5 +311,9 @@ def anthropic_router(messages: Messages, config: Any) -> APIRouter:
     @router.post("/v1/messages")
     async def create_message(request: Request) -> Any:
         return await messages.create(request)
+
+    @router.post("/v1/messages/count_tokens")
+    async def count_tokens(request: Request) -> Any:
+        return await messages.count_tokens(request)
 
     return router
