@@ -117,3 +117,60 @@ def test_real_smollm2_answers_the_same_through_every_api():
             an.close()
     finally:
         eng.close()
+
+
+def _drain(agen):
+    import asyncio
+
+    async def run():
+        return [ev async for ev in agen]
+
+    return asyncio.run(run())
+
+
+def _chunks(*objs):
+    import json
+
+    async def gen():
+        for o in objs:
+            yield {"data": o if isinstance(o, str) else json.dumps(o)}
+
+    return gen()
+
+
+def test_the_openai_stream_is_read_as_events_and_a_failure_is_said():
+    from engine.serving.server import adapter
+
+    chunk = {"choices": [{"index": 0, "delta": {"content": "Hi"}, "finish_reason": None, "provenance": [1]}]}
+    head = {"choices": [{"index": 0, "delta": {"tool_calls": [{"index": 0, "id": "call_1", "type": "function",
+                                                               "function": {"name": "f", "arguments": ""}}]}}]}
+    args = {"choices": [{"index": 0, "delta": {"tool_calls": [{"index": 0, "function": {"arguments": "{}"}}]}}]}
+    final = {"choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}], "timings": {"draft": "model"}}
+    usage = {"choices": [], "usage": {"prompt_tokens": 3}, "timings": {"draft": "model"}}
+    evs = _drain(adapter._events(_chunks(chunk, head, args, final, usage, "[DONE]")))
+    assert evs == [adapter.Text("Hi", [1]), adapter.CallStart(0, "call_1", "f"), adapter.CallArgs(0, "{}"),
+                   adapter.End("tool_calls", {"prompt_tokens": 3}, {"draft": "model"}, None)]
+    err = {"error": {"message": "the server is stopping", "type": "server_error", "code": "server_shutdown"}}
+    evs = _drain(adapter._events(_chunks(chunk, err)))
+    assert evs[-1] == adapter.Failed("the server is stopping", "server_error", "server_shutdown")
+    assert isinstance(_drain(adapter._events(_chunks(chunk)))[-1], adapter.Failed)  # ended without finishing
+
+
+def test_a_failure_mid_stream_in_each_apis_shape():
+    import json
+
+    from engine.serving.server import adapter, anthropic_api, ollama_api, responses_api
+
+    async def failing():
+        yield adapter.Text("Hi")
+        yield adapter.Failed("the server is stopping", "server_error", "server_shutdown")
+
+    msgs = _drain(anthropic_api.Messages(None).sse(failing(), "msg_1", "m", None))
+    last = json.loads(msgs[-1]["data"])
+    assert msgs[-1]["event"] == "error" and last["error"]["type"] == "overloaded_error"
+    lines = _drain(ollama_api.Ollama(None, None, None).lines(failing(), "m", chat=True))
+    assert json.loads(lines[-1]) == {"error": "the server is stopping"}
+    req = responses_api.ResponsesRequest(input="x")
+    events = _drain(responses_api.Responses(None).sse(failing(), responses_api.Shape(req, "m"), [], True))
+    body = json.loads(events[-1]["data"])
+    assert body["type"] == "response.failed" and body["response"]["error"]["code"] == "server_shutdown"

@@ -282,11 +282,17 @@ class Messages:
                                 usage=anthropic_usage(ev.usage), timings=ev.timings)
                     yield event("message_stop")
                 elif isinstance(ev, Failed):
-                    status = 503 if ev.type == "server_error" and ev.code in ("server_shutdown", "cancelled") else (
-                        400 if ev.type == "invalid_request_error" else 500)
-                    yield event("error", error=error_body(status, ev.message)["error"])
+                    yield event("error", error=error_body(failed_status(ev), ev.message)["error"])
         finally:
             await events.aclose()  # a client gone: its generation stops
+
+
+def failed_status(ev: Failed) -> int:
+    """The status an error after the stream began stands for: the request's fault (400), the
+    server stopping (503: overloaded_error, worth a retry) or the server's trouble (500)."""
+    if ev.type == "invalid_request_error":
+        return 400
+    return 503 if ev.code in ("server_shutdown", "cancelled") else 500
 
 
 def key_check(config: Any) -> Callable[[Request], Any]:
