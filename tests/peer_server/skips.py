@@ -104,8 +104,7 @@ SKIPS: dict[str, tuple[str, str]] = {
     "unit/test_embedding.py::test_embedding_usage_single": (MODEL, "asserts bert-bge-small's token counts (with [CLS]/[SEP])"),
     "unit/test_embedding.py::test_embedding_usage_multiple": (MODEL, "asserts bert-bge-small's token counts (with [CLS]/[SEP])"),
     # test_compat_oai_responses.py
-    "unit/test_compat_oai_responses.py::test_responses_with_openai_library": (NOT_OFFERED, "/v1/responses (issue 25 item 7 lets it stay a 404); the test also asserts stories260K's words"),
-    "unit/test_compat_oai_responses.py::test_responses_stream_with_openai_library": (NOT_OFFERED, "/v1/responses (issue 25 item 7 lets it stay a 404); the test also asserts stories260K's words"),
+    "unit/test_compat_oai_responses.py::test_responses_with_openai_library": (MODEL, "asserts stories260K's words ('Suddenly') in the answer; the rest of it passes"),
     "unit/test_compat_oai_responses.py::test_responses_stream_with_llama_telemetry": (EXT, "llama-server's progress and timings events in the /responses stream"),
     # Not yet (issue 25 open): the runner requires each to pass once its entry is removed.
     # OpenAI's forms where their helper expects llama-server's
