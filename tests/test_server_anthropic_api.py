@@ -103,6 +103,7 @@ def test_streaming_sends_anthropics_events(served):
     assert "".join(deltas) == whole.content[0].text == final.content[0].text
     assert final.stop_reason == "max_tokens" and final.usage.output_tokens == 24
     prompt = whole.usage.input_tokens + whole.usage.cache_read_input_tokens
+    assert events[0].message.usage.input_tokens == prompt  # message_start tells the prompt's size
     assert final.usage.input_tokens + final.usage.cache_read_input_tokens == prompt  # from message_delta
 
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import time
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, AsyncIterator, Union
 
 from fastapi import Request
@@ -121,7 +121,6 @@ class Answer:
     usage: dict[str, Any]
     timings: dict[str, Any]
     provenance: list[dict[str, Any]] | None = None
-    body: dict[str, Any] = field(default_factory=dict)
 
     @property
     def stopped_by(self) -> str:
@@ -151,7 +150,7 @@ class Via:
         calls = [{"id": c["id"], "name": c["function"]["name"], "arguments": c["function"]["arguments"]}
                  for c in (message or {}).get("tool_calls") or []]
         return Answer(text, calls, choice["finish_reason"], body["usage"], body.get("timings", {}),
-                      choice.get("provenance"), body)
+                      choice.get("provenance"))
 
     async def count(self, req: ChatCompletionRequest) -> int:
         """The prompt tokens of a chat request as it would be rendered (with its tools), counted

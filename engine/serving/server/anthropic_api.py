@@ -219,9 +219,10 @@ class Messages:
             chat = self.chat_request(req, raw)
             mid = "msg_" + uuid.uuid4().hex[:24]
             model = req.model or self.via.served.id
-            if req.stream:
+            if req.stream:  # message_start tells the prompt's size, as Anthropic's does: counted first
+                n_prompt = await self.via.count(chat)
                 events = await self.via.stream(request, chat)
-                return EventSourceResponse(self.sse(events, mid, model, req.stop_sequences), sep="\n",
+                return EventSourceResponse(self.sse(events, mid, model, req.stop_sequences, n_prompt), sep="\n",
                                            shutdown_grace_period=SHUTDOWN_GRACE_S)
             a = await self.via.answer(request, chat)
         except ApiError as e:
@@ -247,13 +248,16 @@ class Messages:
         except ApiError as e:
             raise reshaped(e)
 
-    async def sse(self, events: Any, mid: str, model: str, stops: list[str] | None):
+    async def sse(self, events: Any, mid: str, model: str, stops: list[str] | None, n_prompt: int = 0):
+        """Anthropic's events; `message_start` counts the whole prompt as input, and
+        `message_delta` splits it into what was read and what came from the cache."""
+
         def event(kind: str, **fields: Any) -> dict[str, str]:
             return {"event": kind, "data": wire.dumps({"type": kind, **fields})}
 
         yield event("message_start", message={
             "id": mid, "type": "message", "role": "assistant", "model": model, "content": [], "stop_reason": None,
-            "stop_sequence": None, "usage": {"input_tokens": 0, "output_tokens": 0}})
+            "stop_sequence": None, "usage": {"input_tokens": n_prompt, "output_tokens": 0}})
         n_blocks, text_block, call_blocks = 0, None, {}  # open blocks: the text one, the calls' by call index
         try:
             async for ev in events:
