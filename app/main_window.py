@@ -406,7 +406,7 @@ class MainWindow(QMainWindow):
     def _show_pair(self, *_: Any) -> None:
         """What answers really run on: the loaded target and the drafter the Draft box chose."""
         pair = self.session.pair
-        spec = self.chat._draft_spec() if pair is not None else None  # what the next answer drafts with
+        spec = self.chat.draft_spec() if pair is not None else None  # what the next answer drafts with
         if pair is None:
             text = "no pair loaded"
         elif spec == "lookup":

@@ -177,7 +177,7 @@ def test_closing_mid_generation_stops_cleanly_and_keeps_the_partial(qtbot, windo
     chat.apply_settings({"drafter": "none", "max_tokens": 20000})
     chat.prompt.setPlainText("the value of")
     chat.send()
-    qtbot.waitUntil(lambda: chat._stream_tokens != [], timeout=10000)
+    qtbot.waitUntil(lambda: chat.stream.tokens != [], timeout=10000)
     cid = chat.conversation_id
     thread = window.session._threads[0][0]
     window.close()  # cancels, waits for the worker, saves what was written

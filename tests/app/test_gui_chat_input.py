@@ -284,15 +284,15 @@ def test_models_view_loads_use_the_settings_context(qtbot, tmp_path, monkeypatch
 # -- item 5: Auto that drafts nothing says so ---------------------------------------------------
 def test_auto_drafting_nothing_is_said_under_the_answer(qtbot, window):
     chat = window.chat
-    chat._show_auto_note({"mode": "model", "lookahead": "auto (k=0 x20)", "drafted": 0, "generated_tokens": 20})
+    chat.stream.show_auto_note({"mode": "model", "lookahead": "auto (k=0 x20)", "drafted": 0, "generated_tokens": 20})
     assert chat.auto_note.isVisibleTo(chat)
     assert chat.auto_note.text() == ("Auto is not drafting: on this machine the draft costs more than it saves — "
                                      "try Prompt lookup for edits")
     tip = chat.auto_note.toolTip()
     assert "cost ratio" in tip and "verifying at once" in tip and "best predicted" in tip
-    chat._show_auto_note({"mode": "model", "lookahead": "auto (k=0 x3, 4 x5)", "drafted": 20})
+    chat.stream.show_auto_note({"mode": "model", "lookahead": "auto (k=0 x3, 4 x5)", "drafted": 20})
     assert not chat.auto_note.isVisibleTo(chat)
-    chat._show_auto_note({"mode": "model", "lookahead": "3", "drafted": 0})
+    chat.stream.show_auto_note({"mode": "model", "lookahead": "3", "drafted": 0})
     assert not chat.auto_note.isVisibleTo(chat)  # a fixed lookahead of the user's choosing: not Auto's decision
 
 
@@ -310,7 +310,7 @@ def test_a_pair_loaded_with_a_str_draft_path_keeps_its_draft_model(qtbot, tmp_pa
     bar = w.chat.model_bar
     assert bar.draft.model().item(0).isEnabled() and bar.draft.itemText(0) == "Draft: draft"
     w.chat.apply_settings({"drafter": "model"})
-    assert w.chat.drafter.currentData() == "model" and w.chat._draft_spec() == str(tiny_draft)
+    assert w.chat.drafter.currentData() == "model" and w.chat.draft_spec() == str(tiny_draft)
     w.close()
 
 

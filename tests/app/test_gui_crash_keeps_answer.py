@@ -89,8 +89,8 @@ def test_the_answer_being_written_is_in_the_history_and_a_reopen_marks_it_interr
     seen: list[str] = []
 
     def look(_tokens: list) -> None:  # runs after the chat view's handler, while the answer is still open
-        if not seen and chat._assistant_msg is not None:
-            seen.append(w.history.message(chat._assistant_msg.id).content)
+        if not seen and chat.stream.message is not None:
+            seen.append(w.history.message(chat.stream.message.id).content)
 
     chat.prompt.setPlainText("Tell me a long story")
     chat.send()

@@ -268,7 +268,7 @@ def test_closing_mid_answer_asks_first_and_the_partial_says_the_app_was_closed(q
     chat.apply_settings({"drafter": "none", "max_tokens": 20000})
     chat.prompt.setPlainText("the value of")
     qtbot.mouseClick(chat.send_btn, Qt.MouseButton.LeftButton)
-    qtbot.waitUntil(lambda: chat._stream_tokens != [], timeout=10000)
+    qtbot.waitUntil(lambda: chat.stream.tokens != [], timeout=10000)
     window.close()
     assert asked and "Stop it and quit" in asked[0]
     assert window.isVisible() and chat.worker is not None, "No keeps the window and the answer going"

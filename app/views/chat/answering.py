@@ -1,134 +1,114 @@
-"""Answering: Send, the streaming answer (tokens, steps, prefill, stats), and saving it."""
+"""Answering: one answer streamed into its stored message, from the worker's start to the saved
+answer (tokens, steps, prefill and stats on screen; the partial answer kept as it streams; Stop,
+and the window closing mid-answer)."""
 
 from __future__ import annotations
 
 import time
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
-from ...history import HistoryError, message_markdown
-from ...widgets.attachments import compose
-from ...widgets.export import whole_words
-from ...widgets.model_bar import draft_model_path
-from ...widgets.transcript import spans_from_tokens
+from PySide6.QtCore import QObject, QTimer, Signal
+from PySide6.QtWidgets import QLabel, QPushButton
+
+from ...history import History, HistoryError, Message
+from ...session import Session
+from ...widgets.live_label import LiveLabel
+from ...widgets.live_stats import REFRESH_MS, LiveStats
+from ...widgets.model_bar import ModelBar, draft_model_path
+from ...widgets.token_meter import TokenMeter
+from ...widgets.transcript import Transcript, spans_from_tokens
 from ... import workers
 from .format import stats_text
+from .settings_panel import SettingsPanel
 
-TITLE_CHARS = 120  # a new chat's title: its first line, elided in the list, whole in an export's name
 PARTIAL_SAVE_S = 1.0  # how often the answer being written is kept in the history (a crash loses at most this)
 
 
-class AnsweringMixin:
-    """ChatView's generation: from Send to the saved answer."""
+@dataclass(frozen=True)
+class AnswerView:
+    """Where an answer shows while it is written, and the buttons that follow it."""
 
-    def _draft_spec(self) -> Any:
+    transcript: Transcript
+    stats_label: LiveLabel  # the stats line: live while streaming, the final stats after
+    prefill_label: QLabel  # "Reading the prompt… n/N tokens" under the transcript
+    auto_note: QLabel  # why Auto drafted nothing
+    meter: TokenMeter  # recounted once an answer is in the conversation
+    send_btn: QPushButton
+    stop_btn: QPushButton
+
+
+class AnswerStream(QObject):
+    """Writes one answer at a time into a message already stored for it.
+
+    Whoever asks (app/views/chat/asking.py) stores the message and calls `start`; this object
+    runs the generation worker, shows what streams, keeps the partial answer in the history at
+    most every PARTIAL_SAVE_S, and saves the whole answer with its stats and status at the end.
+    `saved` says when an answer has been saved (the conversation list shows its new time).
+    """
+
+    saved = Signal()
+
+    def __init__(self, session: Session, history: History, settings: SettingsPanel, model_bar: ModelBar,
+                 view: AnswerView, notify: Callable[[str], None], fail: Callable[[str], None],
+                 parent: QObject | None = None):
+        super().__init__(parent)
+        self._session, self._history, self._settings, self._model_bar = session, history, settings, model_bar
+        self._view, self._notify, self._fail = view, notify, fail
+        self.worker: workers.GenerationWorker | None = None  # the answer being written, if any
+        self.message: Message | None = None  # its stored row, until it is saved
+        self.tokens: list = []  # what has streamed (a continued answer's stored part first)
+        self.live_stats = LiveStats()
+        self._prefix = ""  # Continue: the stored part of the answer being continued
+        self._partial_saved = float("-inf")  # when the answer being written was last kept (time.monotonic)
+        self._k_shown: int | None = None  # the lookahead last shown on the slider while streaming
+        self._closing = False  # the window is closing: a stopped answer says so, not "stopped by you"
+        self._stats_timer = QTimer(self)
+        self._stats_timer.setInterval(REFRESH_MS)
+        self._stats_timer.timeout.connect(self._show_live_stats)
+        session.busyChanged.connect(self.sync_buttons)
+        session.pairChanged.connect(self.sync_buttons)
+
+    @property
+    def running(self) -> bool:
+        """An answer is being written (closing the window would stop it)."""
+        return self.worker is not None
+
+    def draft_spec(self) -> Any:
         """The Draft box's choice for the loaded target. "Draft model" when the pair was loaded
         without one: the engine loads the pair's draft at the first answer that needs it."""
-        key = self.drafter.currentData()
+        key = self._settings.drafter.currentData()
         if key == "lookup":
             return "lookup"
         if key == "none":
             return None
-        pair = self.session.pair
+        pair = self._session.pair
         if pair is None:
             return None
         if draft_model_path(pair.draft) is not None:
             return pair.draft
-        choice = self.model_bar.current()
+        choice = self._model_bar.current()
         loaded = choice is not None and choice.draft is not None and Path(choice.target) == Path(pair.target)
         return choice.draft if loaded else "lookup"
 
-    def _compose(self, text: str) -> str:
-        """The user's message as stored and sent: the typed text, then each attachment."""
-        return compose(text, self.attachments.items())[0]
-
-    def _conversation_chat(self, before: int | None = None) -> list[dict]:
-        """The open conversation as chat messages, those before message `before` only; while
-        editing, only what precedes the edited message (Send replaces it and drops what follows)."""
-        if self.conversation_id is None:
-            return []
-        msgs = self.history.messages(self.conversation_id)
-        if before is None and self._editing is not None and self._editing[0] == self.conversation_id:
-            before = self._editing[1]
-        if before is not None:
-            msgs = [m for m in msgs if m.id < before]
-        return [{"role": m.role, "content": m.content} for m in msgs if m.role in ("user", "assistant") and m.content]
-
-    def _fit_to_context(self, chat: list[dict]) -> Any:
-        """The chat to send (engine/models/context_window.py's rule), or None after saying why not."""
-        from engine.models.context_window import TooLarge, fit_chat
-        from engine.errors import TandemError
-
-        eng, system = self.session.engine, self.system.toPlainText()
-        sys_msgs = [{"role": "system", "content": system}] if system else []
-        try:
-            return fit_chat(sys_msgs, chat, lambda msgs: len(eng.tokens_for(msgs, chat=True)), eng.n_ctx,
-                            self.max_tokens.value())
-        except TooLarge as e:
-            self.error.emit(str(e))
-        except TandemError as e:  # a chat template that cannot render these messages
-            self.error.emit(str(e))
-        return None
-
-    def _show_context_note(self, note: str) -> None:
-        self.context_note.setText(note)
-        self.context_note.setVisible(bool(note))
-        if note:
-            self.message.emit(note)
-
-    def send(self) -> None:
-        text = self.prompt.toPlainText().strip()
-        if not text and not self.attachments.items():
-            return
-        if self.session.engine is None:
-            self.error.emit("No model loaded: pick one in the bar above the chat (or in Models) and Load")
-            return
-        if self.session.busy:
-            self.message.emit(f"Busy: {self.session.busy}")
-            return
-        content, parts = compose(text, self.attachments.items())
-        fit = self._fit_to_context(self._conversation_chat() + [{"role": "user", "content": content}])
-        if fit is None:  # refused before anything is stored: the typed text and the chips stay
-            return
-        chat = [m for m in fit.messages if m["role"] != "system"]
-        try:
-            self._store_question(text, content, parts)
-        except HistoryError:  # disk full, read-only: the window has said so; the typed text stays
-            return
-        self.prompt.clear()
-        self.attachments.clear()
-        self._show_context_note(fit.note)
-        self.auto_note.hide()
-        self._start_answer(chat)
-
-    def _store_question(self, text: str, content: str, parts: list[tuple[int, str]]) -> None:
-        """Save the question (`parts`: where its typed text and its files are) and an empty
-        answer to fill; `HistoryError` when a write fails."""
-        if self.conversation_id is None:
-            title = whole_words((text or self.attachments.items()[0].name).splitlines()[0], TITLE_CHARS)
-            conv = self.history.create(title=title, system_prompt=self.system.toPlainText())
-            self.conversation_id = conv.id
-            self.refresh_conversations()
-        else:
-            self.history.set_system_prompt(self.conversation_id, self.system.toPlainText())
-        self._drop_edited_message()
-        self.history.add_message(self.conversation_id, "user", content, spans=parts)
-        self.transcript.set_messages(self.history.messages(self.conversation_id))
-        self._assistant_msg = self.history.add_message(self.conversation_id, "assistant", "", status="generating")
-
-    def _start_answer(self, prompt: Any, *, chat: bool = True) -> None:
-        """Stream an answer into `self._assistant_msg`: `prompt` is the chat messages (or,
-        for Continue, the prompt's token ids)."""
-        self._stream_tokens = []
+    def start(self, prompt: Any, into: Message, *, chat: bool = True, continuing: bool = False) -> None:
+        """Stream an answer into the stored message `into`: `prompt` is the chat messages (or,
+        for Continue, the prompt's token ids). `continuing`: `into` is a stopped answer whose
+        stored part shows first, in its colours, and the new text is appended to it."""
+        v = self._view
+        self.message = into
+        self._prefix = into.content if continuing else ""
+        self.tokens = []
         self._partial_saved = float("-inf")  # the first tokens are kept at once
         self._k_shown = None
-        self.charts.reset()
-        self.transcript.begin_stream()
+        self._settings.charts.reset()
+        v.transcript.begin_stream()
         self.live_stats.reset()
-        self.stats_label.setText(self.live_stats.text())
+        v.stats_label.setText(self.live_stats.text())
         self._stats_timer.start()
-        w = workers.GenerationWorker(self.session.engine, self._request(prompt, chat=chat))
+        w = workers.GenerationWorker(self._session.engine,
+                                     self._settings.request(prompt, chat=chat, draft=self.draft_spec()))
         w.tokens.connect(self._on_tokens)
         w.steps.connect(self._on_steps)
         w.prefill.connect(self._on_prefill)
@@ -136,69 +116,96 @@ class AnsweringMixin:
         w.failed.connect(self._on_failed)
         w.finished.connect(self._on_finished)
         self.worker = w
-        self.transcript.set_progress("Waiting for the model…")  # until the engine starts reading the prompt
-        self.session.run(w, "chat")
-        self._sync_buttons()
-
-    def _request(self, prompt: Any, *, chat: bool) -> Any:
-        """The one engine.GenerationRequest for this answer, from the settings drawer; its
-        lookahead is a live handle the slider and the Auto switch change mid-answer."""
-        from engine import GenerationRequest, LiveLookahead
-
-        seed = self.seed.value()
-        return GenerationRequest.from_options(
-            prompt, draft_model=self._draft_spec(), lookahead=LiveLookahead(self.lookahead.value()),
-            max_tokens=self.max_tokens.value(), temperature=self.temperature.value(), top_p=self.top_p.value(),
-            seed=None if seed < 0 else seed, chat=chat, system=self.system.toPlainText() or None, tag="chat",
-        )
+        v.transcript.set_progress("Waiting for the model…")  # until the engine starts reading the prompt
+        self._session.run(w, "chat")
+        self.sync_buttons()
+        if continuing:
+            seeded = stored_tokens(into)
+            self.tokens = list(seeded)
+            v.transcript.append_tokens(seeded)
+            v.transcript.flush()  # rendered at once, as it was: the continuation grows the rendered answer
 
     def stop(self) -> None:
         if self.worker is not None:
             self.worker.cancel()
-            self.message.emit("Stopping…")
+            self._notify("Stopping…")
 
-    def _lookahead_changed(self, value: Any) -> None:
+    def set_lookahead(self, value: Any) -> None:
+        """The slider or the Auto switch moved: the answer being written follows at once."""
         if self.worker is not None:
             self.worker.set_lookahead(value)
 
+    def shutdown(self) -> None:
+        """The window is closing: stop and keep whatever was written."""
+        self._closing = True
+        if self.worker is not None:
+            self.worker.cancel()
+            if self.message is not None:
+                self._history.update_message(self.message.id, self._partial_text(),
+                                             spans=spans_from_tokens(self.tokens), status="stopped")
+
+    def sync_buttons(self, *_: object) -> None:
+        running = self.worker is not None
+        self._view.send_btn.setEnabled(not running and self._session.engine is not None)
+        self._view.stop_btn.setEnabled(running)
+        # the Draft box's items follow the model bar's selection (app/widgets/model_bar.py)
+
+    def show_auto_note(self, stats: dict[str, Any]) -> None:
+        """Auto drafted nothing: say so under the answer, the cost model's numbers on hover."""
+        from engine.measure.report import auto_idle_note
+
+        costs = None
+        try:
+            costs = self._session.engine.decoder(self.draft_spec()).cost.snapshot()  # created for this answer
+        except Exception:  # the figures are a detail; the line stands without them
+            costs = None
+        note = auto_idle_note(stats, costs)
+        self._view.auto_note.setVisible(note is not None)
+        if note is not None:
+            self._view.auto_note.setText(note[0])
+            self._view.auto_note.setToolTip(note[1])
+
+    # -- the worker's signals ------------------------------------------------------------
     def _on_tokens(self, tokens: list) -> None:
-        self._stream_tokens.extend(tokens)
-        self.transcript.append_tokens(tokens)
+        self.tokens.extend(tokens)
+        self._view.transcript.append_tokens(tokens)
         self._keep_partial()
 
     def _keep_partial(self) -> None:
         """Write what has streamed into the answer's row, at most once per PARTIAL_SAVE_S, so
         that a crash keeps it (the final save replaces it with the whole answer and its stats)."""
         now = time.monotonic()
-        if self._assistant_msg is None or now - self._partial_saved < PARTIAL_SAVE_S:
+        if self.message is None or now - self._partial_saved < PARTIAL_SAVE_S:
             return
         self._partial_saved = now
-        self.history.save_partial(self._assistant_msg.id, self._partial_text(), spans_from_tokens(self._stream_tokens))
+        self._history.save_partial(self.message.id, self._partial_text(), spans_from_tokens(self.tokens))
 
     def _on_steps(self, steps: list) -> None:
         """Cheap on purpose (it runs while llama.cpp computes): append to the charts' series
         (drawn later, at most 5 times a second), move the slider only when Auto's k changes."""
         if not steps:
             return
-        self.charts.add_steps(steps)
+        charts = self._settings.charts
+        charts.add_steps(steps)
         self.live_stats.add_steps(steps)
         k = steps[-1].k
         if k != self._k_shown:
             self._k_shown = k
-            self.lookahead.show_in_use(k)
-        self.session.liveSpeed.emit(self.charts.series.live_rate())
+            self._settings.lookahead.show_in_use(k)
+        self._session.liveSpeed.emit(charts.series.live_rate())
 
     def _on_prefill(self, done: int, total: int) -> None:
         """Prompt progress, in the transcript where the answer will appear, and under it."""
-        self.prefill_label.setText(f"Reading the prompt… {done}/{total} tokens" if done < total else "")
-        self.prefill_label.setVisible(done < total)
+        label = self._view.prefill_label
+        label.setText(f"Reading the prompt… {done}/{total} tokens" if done < total else "")
+        label.setVisible(done < total)
         if done < total:
-            self.transcript.set_progress(f"Reading the prompt… {100 * done // max(total, 1)}%")
+            self._view.transcript.set_progress(f"Reading the prompt… {100 * done // max(total, 1)}%")
         else:
-            self.transcript.set_progress("Writing the first token…")
+            self._view.transcript.set_progress("Writing the first token…")
 
     def _partial_text(self) -> str:
-        return "".join(ev.text for ev in self._stream_tokens)
+        return "".join(ev.text for ev in self.tokens)
 
     def _on_done(self, ev: Any) -> None:
         stats = ev.stats.to_dict()
@@ -206,81 +213,60 @@ class AnsweringMixin:
             stats["stopped_by"] = "close"  # its badge: "stopped: the app was closed"
         status = "complete" if ev.stats.finish_reason != "cancelled" else "stopped"
         self._stats_timer.stop()
-        self._save_answer(self._answer_prefix + ev.text, stats, status)
-        self.stats_label.setText(stats_text(stats))
-        self._show_auto_note(stats)
-        self.meter.schedule()
-        self.session.liveSpeed.emit(0.0)
-
-    def _show_auto_note(self, stats: dict[str, Any]) -> None:
-        """Auto drafted nothing: say so under the answer, the cost model's numbers on hover."""
-        from engine.measure.report import auto_idle_note
-
-        costs = None
-        try:
-            costs = self.session.engine.decoder(self._draft_spec()).cost.snapshot()  # created for this answer
-        except Exception:  # the figures are a detail; the line stands without them
-            costs = None
-        note = auto_idle_note(stats, costs)
-        self.auto_note.setVisible(note is not None)
-        if note is not None:
-            self.auto_note.setText(note[0])
-            self.auto_note.setToolTip(note[1])
+        self._save(self._prefix + ev.text, stats, status)
+        self._view.stats_label.setText(stats_text(stats))
+        self.show_auto_note(stats)
+        self._view.meter.schedule()
+        self._session.liveSpeed.emit(0.0)
 
     def _on_failed(self, msg: str) -> None:
         self._stats_timer.stop()
-        self.stats_label.clear()  # not "Generating…" under a failed answer
-        self._save_answer(self._partial_text(), None, "failed")
-        self.error.emit(msg)
+        self._view.stats_label.clear()  # not "Generating…" under a failed answer
+        self._save(self._partial_text(), None, "failed")
+        self._fail(msg)
 
-    def _save_answer(self, text: str, stats: dict | None, status: str) -> None:
-        if self._assistant_msg is None:
+    def _save(self, text: str, stats: dict | None, status: str) -> None:
+        if self.message is None:
             return
-        spans = spans_from_tokens(self._stream_tokens)
+        spans = spans_from_tokens(self.tokens)
         try:
-            self.history.update_message(self._assistant_msg.id, text, stats=stats, spans=spans, status=status)
+            self._history.update_message(self.message.id, text, stats=stats, spans=spans, status=status)
         except HistoryError:  # the window has said so; the answer stays on screen for this session
             pass
-        msg = replace(self._assistant_msg, content=text, stats=stats, spans=spans, status=status)  # its version kept
-        self._assistant_msg = None
-        self._answer_prefix = ""
-        self.transcript.end_stream(msg)
-        self.refresh_conversations()
+        msg = replace(self.message, content=text, stats=stats, spans=spans, status=status)  # its version kept
+        self.message = None
+        self._prefix = ""
+        self._view.transcript.end_stream(msg)
+        self.saved.emit()
 
     def _on_finished(self) -> None:
         self.worker = None
         self._stats_timer.stop()
-        self.prefill_label.clear()
-        self.prefill_label.hide()
-        self._sync_buttons()
-
-    def shutdown(self) -> None:
-        """The window is closing: stop and keep whatever was written."""
-        self._closing = True
-        if self.worker is not None:
-            self.worker.cancel()
-            if self._assistant_msg is not None:
-                self.history.update_message(self._assistant_msg.id, self._partial_text(),
-                                            spans=spans_from_tokens(self._stream_tokens), status="stopped")
-
-    @property
-    def answering(self) -> bool:
-        """An answer is being written (closing the window would stop it)."""
-        return self.worker is not None
-
-    def _sync_buttons(self, *_: object) -> None:
-        running = self.worker is not None
-        self.send_btn.setEnabled(not running and self.session.engine is not None)
-        self.stop_btn.setEnabled(running)
-        # the Draft box's items follow the model bar's selection (app/widgets/model_bar.py)
-
-    def answer_markdown(self) -> str:
-        if self.conversation_id is None:
-            return ""
-        last = next((m for m in reversed(self.history.messages(self.conversation_id)) if m.role == "assistant"), None)
-        return message_markdown(last) if last else ""
+        self._view.prefill_label.clear()
+        self._view.prefill_label.hide()
+        self.sync_buttons()
 
     def _show_live_stats(self) -> None:
         """The stats line while streaming, a few times a second (not per token)."""
         if self.worker is not None:
-            self.stats_label.setText(self.live_stats.text())
+            self._view.stats_label.setText(self.live_stats.text())
+
+
+class _StoredToken:
+    """A stored answer's run of one provenance, shaped like a TokenEvent for the transcript."""
+
+    __slots__ = ("text", "provenance")
+
+    def __init__(self, text: str, provenance: str):
+        self.text, self.provenance = text, provenance
+
+
+def stored_tokens(m: Message) -> list[_StoredToken]:
+    """A stored answer as runs of one provenance each (its spans; text past them is plain)."""
+    out, pos = [], 0
+    for n, prov in m.spans:
+        out.append(_StoredToken(m.content[pos:pos + n], prov))
+        pos += n
+    if pos < len(m.content):
+        out.append(_StoredToken(m.content[pos:], "plain"))
+    return out

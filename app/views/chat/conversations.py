@@ -74,7 +74,7 @@ class ConversationsMixin:
         if to == self.conversation_id:
             return
         text = self.prompt.toPlainText()
-        if text.strip() and self._editing is None:  # an edit in progress is dropped, not kept
+        if text.strip() and self.asking.editing is None:  # an edit in progress is dropped, not kept
             self._drafts[self.conversation_id] = text
         else:
             self._drafts.pop(self.conversation_id, None)

@@ -158,10 +158,3 @@ class DrawerMixin:
                 self._show_drawer(wide)
                 return
         self._fit_side_panels()
-
-    def set_charts_visible(self, on: bool) -> None:
-        """Show or hide the live charts (the checkbox, or the GUI benchmark)."""
-        if self.charts_toggle.isChecked() != on:
-            self.charts_toggle.setChecked(on)  # comes back here through `toggled`
-            return
-        self.charts.setVisible(on)

@@ -1,19 +1,13 @@
-"""The chat page's parts, built once: the conversation list (left), the transcript with the
-prompt under it (middle), and the generation settings with the live charts (the drawer)."""
+"""The chat page's widgets, built once: the conversation list (left) and the transcript with
+the prompt under it (middle); the drawer's settings and charts are app/views/chat/settings_panel.py."""
 
 from __future__ import annotations
 
-from PySide6.QtCore import Qt, QTimer
-from PySide6.QtWidgets import (
-    QCheckBox, QDoubleSpinBox, QFormLayout, QGroupBox, QHBoxLayout, QLabel, QLineEdit, QListWidget, QMenu,
-    QPlainTextEdit, QPushButton, QSpinBox, QVBoxLayout, QWidget,
-)
+from PySide6.QtCore import Qt
+from PySide6.QtWidgets import QHBoxLayout, QLabel, QLineEdit, QListWidget, QMenu, QPushButton, QVBoxLayout, QWidget
 
 from ...widgets.attachments import AttachmentChips, FileDropFilter, PromptEdit
-from ...widgets.charts import LiveCharts
 from ...widgets.live_label import LiveLabel
-from ...widgets.live_stats import REFRESH_MS
-from ...widgets.lookahead_control import LookaheadControl
 from ...widgets.model_bar import ModelBar
 from ...widgets.provenance import Legend
 from ...widgets.token_meter import TokenMeter
@@ -21,7 +15,7 @@ from ...widgets.transcript import Transcript
 
 
 class LayoutMixin:
-    """Builds ChatView's widgets; the behaviour lives in the other mixins of this package."""
+    """Builds ChatView's widgets; the page gives them to the objects that act on them."""
 
     def _build_conversations(self) -> QWidget:
         """Search, the chat list, New chat and More."""
@@ -38,7 +32,6 @@ class LayoutMixin:
         self.conv_list.itemClicked.connect(self._conversation_clicked)
         self.conv_list.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
         self.conv_list.customContextMenuRequested.connect(self._conversation_menu)
-        self.conv_list.currentItemChanged.connect(lambda *_: self._drop_edit_notice())
         btns = QHBoxLayout()
         self.new_btn = QPushButton("New chat")
         self.new_btn.setToolTip("New chat (Ctrl+N)")
@@ -62,7 +55,6 @@ class LayoutMixin:
         self.transcript = Transcript()
         self.transcript.count_tokens = self.counter.count
         self.transcript.notice.connect(self.message)
-        self.transcript.messageAction.connect(self._on_message_action)
         # Rewritten 4 times a second while streaming: a LiveLabel repaints itself without a
         # relayout of the panes; a long line wraps instead of widening the window.
         self.stats_label = LiveLabel("")
@@ -73,11 +65,7 @@ class LayoutMixin:
                                  "<a href='cancel'>Cancel edit</a>")
         self.edit_label.setObjectName("editNotice")
         self.edit_label.setWordWrap(True)
-        self.edit_label.linkActivated.connect(lambda _href: self.cancel_edit())
         self.edit_label.hide()
-        self._stats_timer = QTimer(self)
-        self._stats_timer.setInterval(REFRESH_MS)
-        self._stats_timer.timeout.connect(self._show_live_stats)
         self.auto_note = QLabel("")  # why Auto drafted nothing in the last answer (numbers on hover)
         self.auto_note.setObjectName("autoNote")
         self.context_note = QLabel("")  # earlier messages left out to fit the context
@@ -150,46 +138,3 @@ class LayoutMixin:
         row.addWidget(self.send_btn)
         ml.addLayout(row)
         return mid
-
-    def _build_settings_panel(self) -> QWidget:
-        """Lookahead, sampling, limits and the system prompt, then the live charts."""
-        right = QWidget()
-        rl = QVBoxLayout(right)
-        box = QGroupBox("Generation")
-        form = QFormLayout(box)
-        self.drafter = self.model_bar.draft  # one drafter control: the model bar's Draft box
-        self.lookahead = LookaheadControl(value="auto")
-        self.lookahead.changed.connect(self._lookahead_changed)
-        self.temperature = QDoubleSpinBox()
-        self.temperature.setRange(0.0, 2.0)
-        self.temperature.setSingleStep(0.1)
-        self.temperature.setToolTip("0 = greedy: speculative output is then identical to the target's own")
-        self.top_p = QDoubleSpinBox()
-        self.top_p.setRange(0.05, 1.0)
-        self.top_p.setSingleStep(0.05)
-        self.top_p.setValue(1.0)
-        self.seed = QSpinBox()
-        self.seed.setRange(-1, 2**31 - 1)
-        self.seed.setValue(-1)
-        self.seed.setSpecialValueText("random")
-        self.max_tokens = QSpinBox()
-        self.max_tokens.setRange(1, 32768)
-        self.max_tokens.setValue(512)
-        self.max_tokens.valueChanged.connect(self._schedule_meter)
-        self.system = QPlainTextEdit()
-        self.system.setPlaceholderText("System prompt (optional)")
-        self.system.setMaximumHeight(70)
-        self.system.textChanged.connect(self._schedule_meter)
-        form.addRow(self.lookahead)
-        for label, w in (("Temperature", self.temperature), ("Top-p", self.top_p), ("Seed", self.seed),
-                         ("Max tokens", self.max_tokens), ("System", self.system)):
-            form.addRow(label, w)
-        rl.addWidget(box)
-        self.charts_toggle = QCheckBox("Live charts")
-        self.charts_toggle.setChecked(True)
-        self.charts_toggle.setToolTip("Hidden charts cost no drawing time while an answer streams")
-        self.charts_toggle.toggled.connect(self.set_charts_visible)
-        self.charts = LiveCharts()
-        rl.addWidget(self.charts_toggle)
-        rl.addWidget(self.charts, 1)
-        return right

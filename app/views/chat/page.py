@@ -1,7 +1,14 @@
 """Chat: conversations (SQLite), streaming answers with provenance colours, the lookahead
 slider and Auto switch, sampling settings, live charts, per-answer stats, attachments and
-Markdown export. The page assembles its parts; each mixin of this package holds one of
-them (layout, drawer, conversations, composer, answering, message actions)."""
+Markdown export.
+
+The page builds its widgets (layout.py, drawer.py) and owns the objects that act on them:
+`asking` (asking.py: Send, Edit, Regenerate, Continue, answer versions), `stream`
+(answering.py: the answer being written, from the worker to the saved message) and
+`settings_panel` (settings_panel.py: the generation settings and live charts). The
+conversation list (conversations.py) and the composer (composer.py) are the page's own
+behaviour; they read the page's attributes and properties below, never another part's state.
+"""
 
 from __future__ import annotations
 
@@ -11,21 +18,21 @@ from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QKeySequence, QShortcut
 from PySide6.QtWidgets import QHBoxLayout, QSplitter, QWidget
 
-from ...history import History, Message
+from ...history import History, message_markdown
 from ...session import Session
-from ...widgets.live_stats import LiveStats
+from ...widgets.attachments import compose
 from ...widgets.token_meter import TokenCounter
 from ... import workers
-from .answering import AnsweringMixin
+from .answering import AnswerStream, AnswerView
+from .asking import Asking, AskView
 from .composer import ComposerMixin
 from .conversations import ConversationsMixin
 from .drawer import DrawerMixin
 from .layout import LayoutMixin
-from .message_actions import MessageActionsMixin
+from .settings_panel import SettingsPanel
 
 
-class ChatView(LayoutMixin, DrawerMixin, ConversationsMixin, ComposerMixin, AnsweringMixin, MessageActionsMixin,
-               QWidget):
+class ChatView(LayoutMixin, DrawerMixin, ConversationsMixin, ComposerMixin, QWidget):
     message = Signal(str)  # a one-line notice for the status bar
     error = Signal(str)
 
@@ -34,24 +41,35 @@ class ChatView(LayoutMixin, DrawerMixin, ConversationsMixin, ComposerMixin, Answ
         self.session = session
         self.history = history
         history.on_write_error = self.error.emit  # a failed save is shown in this window, not only on stderr
-        self.conversation_id: int | None = None
-        self.worker: workers.GenerationWorker | None = None
-        self._stream_tokens: list = []
-        self._partial_saved = float("-inf")  # when the answer being written was last kept (time.monotonic)
-        self._k_shown: int | None = None  # the lookahead last shown on the slider while streaming
-        self._assistant_msg: Message | None = None
-        self._editing: tuple[int, int] | None = None  # (conversation, message) that Send replaces
-        self._answer_prefix = ""  # Continue: the stored part of the answer being continued
+        self.conversation_id: int | None = None  # the open conversation (None: a new chat)
         self._drafts: dict[int | None, str] = {}  # unsent prompts of the other conversations (None: a new chat)
-        self._closing = False  # the window is closing: a stopped answer says so, not "stopped by you"
-        self.live_stats = LiveStats()
         self.counter = TokenCounter(lambda: self.session.engine)
         self._build()
+        panel = self.settings_panel
+        # the settings' controls, as the page's own (the main window and the tests reach them here)
+        self.drafter, self.lookahead, self.charts_toggle, self.charts = (
+            panel.drafter, panel.lookahead, panel.charts_toggle, panel.charts)
+        self.temperature, self.top_p, self.seed, self.max_tokens, self.system = (
+            panel.temperature, panel.top_p, panel.seed, panel.max_tokens, panel.system)
+        self.stream = AnswerStream(
+            session, history, panel, self.model_bar,
+            AnswerView(self.transcript, self.stats_label, self.prefill_label, self.auto_note, self.meter,
+                       self.send_btn, self.stop_btn),
+            self.message.emit, self.error.emit, parent=self)
+        self.asking = Asking(
+            session, history, self.stream, panel,
+            AskView(self.prompt, self.attachments, self.transcript, self.stats_label, self.auto_note,
+                    self.context_note, self.edit_label, self.counter),
+            lambda: self.conversation_id, self.message.emit, self.error.emit, parent=self)
+        self.asking.conversationStarted.connect(self._conversation_started)
+        self.stream.saved.connect(self.refresh_conversations)
+        self.conv_list.currentItemChanged.connect(lambda *_: self.asking.conversation_changed())
+        panel.lookahead.changed.connect(self.stream.set_lookahead)
+        panel.max_tokens.valueChanged.connect(self._schedule_meter)
+        panel.system.textChanged.connect(self._schedule_meter)
         self.refresh_conversations()
-        session.busyChanged.connect(self._sync_buttons)
-        session.pairChanged.connect(self._sync_buttons)
         session.pairChanged.connect(self._model_changed)
-        self._sync_buttons()
+        self.stream.sync_buttons()
         self.meter.update_now()
 
     def _build(self) -> None:
@@ -61,7 +79,8 @@ class ChatView(LayoutMixin, DrawerMixin, ConversationsMixin, ComposerMixin, Answ
         root.addWidget(split)
         split.addWidget(self._conversations_dock(self._build_conversations()))
         split.addWidget(self._build_answer_column())
-        split.addWidget(self._drawer(self._build_settings_panel()))
+        self.settings_panel = SettingsPanel(self.model_bar.draft)  # one drafter control: the model bar's Draft box
+        split.addWidget(self._drawer(self.settings_panel))
         split.setSizes([200, 640, 420])
         split.setStretchFactor(1, 1)
         split.setCollapsible(1, False)
@@ -69,23 +88,53 @@ class ChatView(LayoutMixin, DrawerMixin, ConversationsMixin, ComposerMixin, Answ
         QShortcut(QKeySequence("Ctrl+Enter"), self, activated=self.send).setWhatsThis("Send the message (keypad Enter)")
         QShortcut(QKeySequence("Escape"), self, activated=self.stop).setWhatsThis("Stop the answer being generated")
 
-    # -- settings persistence (the main window stores them in QSettings) -------------------
+    # -- what the main window and the tests ask of the page ---------------------------------
+    def send(self) -> None:
+        self.asking.send()
+
+    def stop(self) -> None:
+        self.stream.stop()
+
+    def shutdown(self) -> None:
+        """The window is closing: stop and keep whatever was written."""
+        self.stream.shutdown()
+
+    @property
+    def answering(self) -> bool:
+        """An answer is being written (closing the window would stop it)."""
+        return self.stream.running
+
+    @property
+    def worker(self) -> workers.GenerationWorker | None:
+        """The answer being written, if any."""
+        return self.stream.worker
+
+    def draft_spec(self) -> Any:
+        """What the next answer drafts with (the Draft box's choice for the loaded pair)."""
+        return self.stream.draft_spec()
+
+    def set_charts_visible(self, on: bool) -> None:
+        self.settings_panel.set_charts_visible(on)
+
     def settings(self) -> dict[str, Any]:
-        return {
-            "drafter": self.drafter.currentData(), "lookahead": self.lookahead.value(),
-            "temperature": self.temperature.value(), "top_p": self.top_p.value(), "seed": self.seed.value(),
-            "max_tokens": self.max_tokens.value(), "system": self.system.toPlainText(),
-        }
+        """The generation settings (the main window stores them in QSettings)."""
+        return self.settings_panel.values()
 
     def apply_settings(self, s: dict[str, Any]) -> None:
-        i = self.drafter.findData(s.get("drafter", "model"))
-        if i >= 0:
-            self.drafter.setCurrentIndex(i)
-        la = s.get("lookahead", "auto")
-        self.lookahead.set_value(la if la == "auto" else int(la))
-        self.temperature.setValue(float(s.get("temperature", 0.0)))
-        self.top_p.setValue(float(s.get("top_p", 1.0)))
-        self.seed.setValue(int(s.get("seed", -1)))
-        self.max_tokens.setValue(int(s.get("max_tokens", 512)))
-        self.system.setPlainText(str(s.get("system", "")))
+        self.settings_panel.apply(s)
 
+    def _conversation_started(self, conversation_id: int) -> None:
+        """Send created a conversation for its question: it is the open one, in the list."""
+        self.conversation_id = conversation_id
+        self.refresh_conversations()
+
+    def _compose(self, text: str) -> str:
+        """The user's message as stored and sent: the typed text, then each attachment."""
+        return compose(text, self.attachments.items())[0]
+
+    def answer_markdown(self) -> str:
+        """The open conversation's last answer as Markdown ("" when there is none)."""
+        if self.conversation_id is None:
+            return ""
+        last = next((m for m in reversed(self.history.messages(self.conversation_id)) if m.role == "assistant"), None)
+        return message_markdown(last) if last else ""

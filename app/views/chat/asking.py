@@ -1,0 +1,264 @@
+"""Asking: what the next answer answers and where it goes. Send (a new question, or an edited
+one replacing the original and what followed), Regenerate (a new version of the last answer),
+Continue (more of a stopped answer), and browsing an answer's versions; the answer itself is
+written by app/views/chat/answering.py."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from PySide6.QtCore import QObject, Signal
+from PySide6.QtWidgets import QLabel
+
+from ...history import History, HistoryError, Message
+from ...session import Session
+from ...widgets.export import whole_words
+from ...widgets.attachments import Attachment, AttachmentChips, PromptEdit, compose, split_attachments
+from ...widgets.live_label import LiveLabel
+from ...widgets.token_meter import TokenCounter
+from ...widgets.transcript import Transcript
+from .answering import AnswerStream
+from .format import stats_text
+from .settings_panel import SettingsPanel
+
+TITLE_CHARS = 120  # a new chat's title: its first line, elided in the list, whole in an export's name
+NO_MODEL = "No model loaded: pick one in the bar above the chat (or in Models) and Load"
+
+
+@dataclass(frozen=True)
+class AskView:
+    """The widgets a question is read from and its notes shown in."""
+
+    prompt: PromptEdit
+    attachments: AttachmentChips
+    transcript: Transcript  # also where the per-message links (Regenerate, Edit, …) come from
+    stats_label: LiveLabel
+    auto_note: QLabel  # why Auto drafted nothing (hidden when a new answer starts)
+    context_note: QLabel  # earlier messages left out to fit the context
+    edit_label: QLabel  # "Editing a message… Cancel edit"
+    counter: TokenCounter  # an edited message's files go back as chips with their counts
+
+
+class Asking(QObject):
+    """Send, Edit, Regenerate, Continue and the answer versions of the open conversation.
+
+    `conversation` tells the conversation open in the page (None: a new chat); Send on a new
+    chat creates one and says so with `conversationStarted`, which the page opens. The edit
+    in progress (`editing`) is this object's: Send replaces the edited message.
+    """
+
+    conversationStarted = Signal(int)
+
+    def __init__(self, session: Session, history: History, stream: AnswerStream, settings: SettingsPanel,
+                 view: AskView, conversation: Callable[[], int | None], notify: Callable[[str], None],
+                 fail: Callable[[str], None], parent: QObject | None = None):
+        super().__init__(parent)
+        self._session, self._history, self._stream, self._settings = session, history, stream, settings
+        self._view, self._conversation, self._notify, self._fail = view, conversation, notify, fail
+        self.editing: tuple[int, int] | None = None  # (conversation, message) that Send replaces
+        view.transcript.messageAction.connect(self.act)
+        view.edit_label.linkActivated.connect(lambda _href: self.cancel_edit())
+
+    # -- Send -------------------------------------------------------------------------------
+    def send(self) -> None:
+        v = self._view
+        text = v.prompt.toPlainText().strip()
+        if not text and not v.attachments.items():
+            return
+        if self._session.engine is None:
+            self._fail(NO_MODEL)
+            return
+        if self._session.busy:
+            self._notify(f"Busy: {self._session.busy}")
+            return
+        content, parts = compose(text, v.attachments.items())
+        fit = self._fit_to_context(self._conversation_chat() + [{"role": "user", "content": content}])
+        if fit is None:  # refused before anything is stored: the typed text and the chips stay
+            return
+        chat = [m for m in fit.messages if m["role"] != "system"]
+        try:
+            answer = self._store_question(text, content, parts)
+        except HistoryError:  # disk full, read-only: the window has said so; the typed text stays
+            return
+        v.prompt.clear()
+        v.attachments.clear()
+        self._show_context_note(fit.note)
+        v.auto_note.hide()
+        self._stream.start(chat, answer)
+
+    def _store_question(self, text: str, content: str, parts: list[tuple[int, str]]) -> Message:
+        """Save the question (`parts`: where its typed text and its files are) and an empty
+        answer to fill, which is returned; `HistoryError` when a write fails."""
+        system = self._settings.system_prompt()
+        cid = self._conversation()
+        if cid is None:
+            title = whole_words((text or self._view.attachments.items()[0].name).splitlines()[0], TITLE_CHARS)
+            cid = self._history.create(title=title, system_prompt=system).id
+            self.conversationStarted.emit(cid)
+        else:
+            self._history.set_system_prompt(cid, system)
+        self._drop_edited_message(cid)
+        self._history.add_message(cid, "user", content, spans=parts)
+        self._view.transcript.set_messages(self._history.messages(cid))
+        return self._history.add_message(cid, "assistant", "", status="generating")
+
+    def _conversation_chat(self, before: int | None = None) -> list[dict]:
+        """The open conversation as chat messages, those before message `before` only; while
+        editing, only what precedes the edited message (Send replaces it and drops what follows)."""
+        cid = self._conversation()
+        if cid is None:
+            return []
+        msgs = self._history.messages(cid)
+        if before is None and self.editing is not None and self.editing[0] == cid:
+            before = self.editing[1]
+        if before is not None:
+            msgs = [m for m in msgs if m.id < before]
+        return [{"role": m.role, "content": m.content} for m in msgs if m.role in ("user", "assistant") and m.content]
+
+    def _fit_to_context(self, chat: list[dict]) -> Any:
+        """The chat to send (engine/models/context_window.py's rule), or None after saying why not."""
+        from engine.models.context_window import TooLarge, fit_chat
+        from engine.errors import TandemError
+
+        eng, system = self._session.engine, self._settings.system_prompt()
+        sys_msgs = [{"role": "system", "content": system}] if system else []
+        try:
+            return fit_chat(sys_msgs, chat, lambda msgs: len(eng.tokens_for(msgs, chat=True)), eng.n_ctx,
+                            self._settings.max_tokens.value())
+        except TooLarge as e:
+            self._fail(str(e))
+        except TandemError as e:  # a chat template that cannot render these messages
+            self._fail(str(e))
+        return None
+
+    def _show_context_note(self, note: str) -> None:
+        self._view.context_note.setText(note)
+        self._view.context_note.setVisible(bool(note))
+        if note:
+            self._notify(note)
+
+    # -- the links under each message -------------------------------------------------------
+    def act(self, action: str, message_id: int) -> None:
+        """A message's link: regenerate, edit, continue, or an older or newer version."""
+        if self._stream.running or self._conversation() is None:
+            self._notify("Stop the running answer first")
+            return
+        {"regenerate": self.regenerate, "edit": self.edit_message, "continue": self.continue_answer,
+         "older": lambda mid: self.show_version(mid, -1), "newer": lambda mid: self.show_version(mid, +1),
+         }[action](message_id)
+
+    def _can_generate(self) -> bool:
+        if self._session.engine is None:
+            self._fail(NO_MODEL)
+            return False
+        if self._session.busy:
+            self._notify(f"Busy: {self._session.busy}")
+            return False
+        return not self._stream.running and self._conversation() is not None
+
+    def _last_answer(self, message_id: int) -> Message | None:
+        """The conversation's last message when it is the answer `message_id`."""
+        cid = self._conversation()
+        msgs = self._history.messages(cid) if cid is not None else []
+        if not msgs or msgs[-1].id != message_id or msgs[-1].role != "assistant":
+            self._notify("Only the last answer can be regenerated or continued")
+            return None
+        return msgs[-1]
+
+    def regenerate(self, message_id: int) -> None:
+        """Answer the same conversation again as a new version of the last answer; the earlier
+        versions stay, browsable with "‹ 1/2 ›" under it."""
+        if not self._can_generate() or self._last_answer(message_id) is None:
+            return
+        cid = self._conversation()
+        prior = self._conversation_chat(before=message_id)
+        fit = self._fit_to_context(prior) if prior else None
+        if fit is None:
+            return
+        chat = [m for m in fit.messages if m["role"] != "system"]
+        try:
+            answer = self._history.new_version(message_id)
+        except HistoryError:  # the window has said so; the answer shown stays as it was
+            return
+        self._view.transcript.set_messages([m for m in self._history.messages(cid) if m.id != message_id])
+        self._show_context_note(fit.note)
+        self._view.auto_note.hide()
+        self._stream.start(chat, answer)
+
+    def show_version(self, message_id: int, step: int) -> None:
+        """Show the answer's previous (-1) or next (+1) version: the chat, its export and the
+        next question use the chosen one."""
+        transcript = self._view.transcript
+        m = transcript.message(message_id)
+        if m is None or not 1 <= m.version + step <= m.versions:
+            return
+        try:
+            chosen = self._history.choose_version(message_id, m.version + step)
+        except (HistoryError, KeyError) as e:
+            self._notify(str(e))
+            return
+        transcript.show_in_place(self._history.messages(chosen.conversation_id))
+        if chosen.stats and chosen.id == transcript.last_answer_id():
+            self._view.stats_label.setText(stats_text(chosen.stats))
+        self._notify(f"Answer {chosen.version} of {chosen.versions}")
+
+    def continue_answer(self, message_id: int) -> None:
+        """Generate more of a stopped answer and append it: the prompt is the conversation with
+        the partial answer as the open assistant turn (engine.decoding.prompting.chat.continuation_tokens)."""
+        if not self._can_generate():
+            return
+        last = self._last_answer(message_id)
+        if last is None or not last.content:
+            return
+        from engine.decoding.prompting.chat import continuation_tokens
+        from engine.errors import TandemError
+
+        msgs = self._history.messages(self._conversation())
+        chat = [{"role": m.role, "content": m.content} for m in msgs if m.role in ("user", "assistant") and m.content]
+        system = self._settings.system_prompt()
+        if system:
+            chat.insert(0, {"role": "system", "content": system})
+        try:
+            tokens = continuation_tokens(self._session.engine.target, chat)
+        except TandemError as e:
+            self._fail(str(e))
+            return
+        self._view.transcript.set_messages(msgs[:-1])
+        self._stream.start(tokens, last, chat=False, continuing=True)
+
+    # -- Edit ---------------------------------------------------------------------------------
+    def edit_message(self, message_id: int) -> None:
+        """Put a user message in the prompt box, its files back as chips; Send replaces it and
+        drops what follows."""
+        v, cid = self._view, self._conversation()
+        m = v.transcript.message(message_id)
+        if m is None or m.role != "user" or cid is None:
+            return
+        self.editing = (cid, message_id)
+        typed, files = split_attachments(m.content, m.spans)
+        v.attachments.clear()
+        for name, text in files:
+            v.attachments.add(Attachment(name, text, *v.counter.count(text)))
+        v.prompt.setPlainText(typed)
+        v.edit_label.show()
+        v.prompt.setFocus()
+
+    def cancel_edit(self) -> None:
+        self.editing = None
+        self._view.edit_label.hide()
+        self._view.prompt.clear()
+        self._view.attachments.clear()  # the edited message's files went back as chips
+
+    def conversation_changed(self) -> None:
+        """Another conversation opened: an edit of this one no longer applies."""
+        if self.editing is not None and self.editing[0] != self._conversation():
+            self.editing = None
+            self._view.edit_label.hide()
+
+    def _drop_edited_message(self, cid: int) -> None:
+        """Before Send stores the new message in `cid`: remove the edited one and everything after it."""
+        editing, self.editing = self.editing, None
+        self._view.edit_label.hide()
+        if editing is not None and editing[0] == cid:
+            self._history.delete_messages_from(*editing)

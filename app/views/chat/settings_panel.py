@@ -1,0 +1,103 @@
+"""The settings drawer's contents: the generation settings (lookahead, sampling, limits, the
+system prompt) above the live charts; the request they make for the next answer, and the
+dict the main window keeps between sessions."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from PySide6.QtWidgets import (
+    QCheckBox, QComboBox, QDoubleSpinBox, QFormLayout, QGroupBox, QPlainTextEdit, QSpinBox, QVBoxLayout, QWidget,
+)
+
+from ...widgets.charts import LiveCharts
+from ...widgets.lookahead_control import LookaheadControl
+
+
+class SettingsPanel(QWidget):
+    """Lookahead, sampling, limits and the system prompt, then the live charts.
+
+    The drafter control is the model bar's Draft box (one control for it), given here so that
+    the panel's dict holds every setting; the page wires the changes (a live lookahead, the
+    token meter) to whoever follows them."""
+
+    def __init__(self, drafter: QComboBox, parent: QWidget | None = None):
+        super().__init__(parent)
+        rl = QVBoxLayout(self)
+        box = QGroupBox("Generation")
+        form = QFormLayout(box)
+        self.drafter = drafter
+        self.lookahead = LookaheadControl(value="auto")
+        self.temperature = QDoubleSpinBox()
+        self.temperature.setRange(0.0, 2.0)
+        self.temperature.setSingleStep(0.1)
+        self.temperature.setToolTip("0 = greedy: speculative output is then identical to the target's own")
+        self.top_p = QDoubleSpinBox()
+        self.top_p.setRange(0.05, 1.0)
+        self.top_p.setSingleStep(0.05)
+        self.top_p.setValue(1.0)
+        self.seed = QSpinBox()
+        self.seed.setRange(-1, 2**31 - 1)
+        self.seed.setValue(-1)
+        self.seed.setSpecialValueText("random")
+        self.max_tokens = QSpinBox()
+        self.max_tokens.setRange(1, 32768)
+        self.max_tokens.setValue(512)
+        self.system = QPlainTextEdit()
+        self.system.setPlaceholderText("System prompt (optional)")
+        self.system.setMaximumHeight(70)
+        form.addRow(self.lookahead)
+        for label, w in (("Temperature", self.temperature), ("Top-p", self.top_p), ("Seed", self.seed),
+                         ("Max tokens", self.max_tokens), ("System", self.system)):
+            form.addRow(label, w)
+        rl.addWidget(box)
+        self.charts_toggle = QCheckBox("Live charts")
+        self.charts_toggle.setChecked(True)
+        self.charts_toggle.setToolTip("Hidden charts cost no drawing time while an answer streams")
+        self.charts_toggle.toggled.connect(self.set_charts_visible)
+        self.charts = LiveCharts()
+        rl.addWidget(self.charts_toggle)
+        rl.addWidget(self.charts, 1)
+
+    def system_prompt(self) -> str:
+        return self.system.toPlainText()
+
+    def request(self, prompt: Any, *, chat: bool, draft: Any) -> Any:
+        """The one engine.GenerationRequest for an answer, from these settings; its lookahead is
+        a live handle the slider and the Auto switch change mid-answer."""
+        from engine import GenerationRequest, LiveLookahead
+
+        seed = self.seed.value()
+        return GenerationRequest.from_options(
+            prompt, draft_model=draft, lookahead=LiveLookahead(self.lookahead.value()),
+            max_tokens=self.max_tokens.value(), temperature=self.temperature.value(), top_p=self.top_p.value(),
+            seed=None if seed < 0 else seed, chat=chat, system=self.system_prompt() or None, tag="chat",
+        )
+
+    def values(self) -> dict[str, Any]:
+        """The settings as the main window stores them (QSettings, as JSON)."""
+        return {
+            "drafter": self.drafter.currentData(), "lookahead": self.lookahead.value(),
+            "temperature": self.temperature.value(), "top_p": self.top_p.value(), "seed": self.seed.value(),
+            "max_tokens": self.max_tokens.value(), "system": self.system.toPlainText(),
+        }
+
+    def apply(self, s: dict[str, Any]) -> None:
+        """Stored settings back in the controls; what is missing takes its default."""
+        i = self.drafter.findData(s.get("drafter", "model"))
+        if i >= 0:
+            self.drafter.setCurrentIndex(i)
+        la = s.get("lookahead", "auto")
+        self.lookahead.set_value(la if la == "auto" else int(la))
+        self.temperature.setValue(float(s.get("temperature", 0.0)))
+        self.top_p.setValue(float(s.get("top_p", 1.0)))
+        self.seed.setValue(int(s.get("seed", -1)))
+        self.max_tokens.setValue(int(s.get("max_tokens", 512)))
+        self.system.setPlainText(str(s.get("system", "")))
+
+    def set_charts_visible(self, on: bool) -> None:
+        """Show or hide the live charts (the checkbox, or the GUI benchmark)."""
+        if self.charts_toggle.isChecked() != on:
+            self.charts_toggle.setChecked(on)  # comes back here through `toggled`
+            return
+        self.charts.setVisible(on)
