@@ -137,7 +137,7 @@ def chat_shots(shots: Shots, win, tmp: Path, size: tuple[int, int]) -> None:
     shots.wait(lambda: chat.worker is None)
     chat.apply_settings({"drafter": "model", "lookahead": 4, "temperature": 0.0, "max_tokens": 200})
     answer = win.history.messages(chat.conversation_id)[-1]
-    chat.regenerate(answer.id)
+    chat.asking.regenerate(answer.id)
     shots.wait(lambda: chat.worker is None)
     shots.shot(f"chat-{size[0]}x{size[1]}")
     win.resize(1024, 700)
