@@ -327,7 +327,7 @@ def test_chat_list_context_menu_renames_exports_and_deletes(qtbot, make_window, 
     pos = chat.conv_list.visualItemRect(chat.conv_list.item(0)).center()
     chat._conversation_menu(pos)  # what customContextMenuRequested calls on a right-click
     menu = chat.context_menu
-    assert [a.text() for a in menu.actions() if a.text()] == ["Rename…", "Export as Markdown…", "Delete…"]
+    assert [a.text() for a in menu.actions() if a.text()] == ["Rename…", "Export (Markdown, Word, PDF, HTML)…", "Delete…"]
     assert chat.conversation_id == c.id, "the right-clicked chat is the one acted on"
     monkeypatch.setattr(QInputDialog, "exec", lambda d: d.setTextValue("new title") or 1)  # typed and OK
     menu.actions()[0].trigger()
