@@ -15,6 +15,7 @@ from PySide6.QtWidgets import (
     QPushButton, QStackedWidget, QVBoxLayout, QWidget,
 )
 
+from engine.llamacpp import ggml_devices
 from engine.models import catalog, hardware, store
 from engine.units import human_bytes
 
@@ -94,7 +95,7 @@ class MainWindow(QMainWindow):
         self.history = history or History(paths.history_db())
         self.session = Session(self)
         self.catalog = catalog.load()
-        self.hw = hardware.probe()
+        self.hw = ggml_devices.probe()
         # A GPU this build leaves idle (a CPU-only llama.cpp on a GPU machine): asked once, and
         # only when llama.cpp registered no GPU, since it runs nvidia-smi.
         self._unused_gpu = None if self.hw.gpus else hardware.unused_gpu(self.hw, offload=False)

@@ -156,13 +156,14 @@ class Session(QObject):
 
     def load_pair(self, pair: PairSpec, n_ctx: int | None = None) -> bool:
         """Load a catalog pair from the model cache; loadFailed says why not (not downloaded, busy)."""
+        from engine.llamacpp.ggml_devices import current_backend
         from engine.models import draft_variants
 
         t, d = store.locate_model(pair.target), store.locate_model(pair.draft)
         if t is None or d is None:
             self.loadFailed.emit(f"{pair.title} is not downloaded yet: Download it first")
             return False
-        d = draft_variants.preferred(d)  # the faster draft `tandem optimize-draft` kept, if any
+        d = draft_variants.preferred(d, current_backend)  # the faster draft `tandem optimize-draft` kept, if any
         self.load(t, d, label=pair.title, pair_id=pair.id, n_ctx=n_ctx)
         return True
 

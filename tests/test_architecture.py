@@ -179,10 +179,7 @@ def test_decoding_top_level_holds_at_most_twelve_modules_beside_its_wings():
 
 
 # Modules outside engine/llamacpp/ that still call llama_cpp, each with why (shrinks to nothing).
-LLAMA_CPP_OUTSIDE: dict[str, str] = {
-    "engine/models/hardware.py": "its own libggml binding (found through llama_cpp's folder), not merged "
-                                 "with engine/llamacpp/ggml_devices.py yet",
-}
+LLAMA_CPP_OUTSIDE: dict[str, str] = {}
 
 
 def _uses_llama_cpp(path: Path) -> list[str]:

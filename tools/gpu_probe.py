@@ -219,7 +219,7 @@ def main(argv: list[str] | None = None) -> int:
     alphas = {k: float(v) for k, v in (x.split(":") for x in a.alphas.split(","))}
     m["predicted"] = predict(m, alphas)
     try:
-        from engine.models.hardware import probe
+        from engine.llamacpp.ggml_devices import probe
 
         m["hardware"] = probe().summary()
     except Exception:

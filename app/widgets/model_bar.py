@@ -64,6 +64,7 @@ def _from_files(label: str, target: Path, draft: Path | None, pair_id: str | Non
 
 def available_models(catalog: Any = None) -> list[ModelChoice]:
     """Downloaded catalog pairs, then imported GGUFs that still exist on disk."""
+    from engine.llamacpp.ggml_devices import current_backend
     from engine.models import catalog as catalog_mod, draft_variants, store
 
     out: list[ModelChoice] = []
@@ -76,7 +77,7 @@ def available_models(catalog: Any = None) -> list[ModelChoice]:
         t, d = store.locate_model(p.target), store.locate_model(p.draft)
         if t is None or d is None:
             continue
-        d = draft_variants.preferred(d)
+        d = draft_variants.preferred(d, current_backend)
         specs = (p.target,) if p.draft.id == p.target.id else (p.target, p.draft)
         out.append(ModelChoice(p.title, t, d, p.id, specs, p.target.context_length or None))
     for m in store.imported_models():

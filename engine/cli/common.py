@@ -57,6 +57,7 @@ def resolve_model(value: str, role: str) -> Path:
 
 def resolve_pair(args: argparse.Namespace) -> tuple[Path, str | Path | None]:
     """--pair, or --target/--draft; with neither, the catalog's default pair if downloaded."""
+    from ..llamacpp.ggml_devices import current_backend
     from ..models import catalog, draft_variants, store
 
     draft: str | Path | None
@@ -67,7 +68,7 @@ def resolve_pair(args: argparse.Namespace) -> tuple[Path, str | Path | None]:
         d = store.find_model(pair.draft.id, cat)
         if t is None or d is None:
             raise UsageError(f"pair {pair.id!r} is not downloaded yet: run `tandem pull {pair.id}`")
-        draft = draft_variants.preferred(d)  # the faster file `tandem optimize-draft` kept, if any
+        draft = draft_variants.preferred(d, current_backend)  # the faster file `tandem optimize-draft` kept, if any
         if args.draft is not None:
             draft = draft_arg(args.draft)
         return t, draft

@@ -46,9 +46,10 @@ def run_checks() -> list[Check]:
     except ImportError as e:
         checks.append(Check("llama.cpp build", False, str(e), "bash packaging/install_llama_cpp.sh .venv/bin/python"))
         return checks
+    from ..llamacpp import ggml_devices
     from ..llamacpp.llama import supports_gpu_offload  # loads libllama: only once llama_cpp is known to import
 
-    hw = hardware.probe()
+    hw = ggml_devices.probe()
     # llama_supports_gpu_offload() is also true for any RPC build: count real local GPUs.
     offload = supports_gpu_offload()
     gpu = offload and bool(hw.gpus)

@@ -73,9 +73,10 @@ def cmd_models(args: argparse.Namespace) -> int:
     cat = catalog.load()
     fit_of = None
     try:
+        from ..llamacpp import ggml_devices
         from ..models import hardware
 
-        hw = hardware.probe()
+        hw = ggml_devices.probe()
         workers = _worker_memory(getattr(args, "rpc", None))
         bw = hardware.ram_bandwidth(hw)  # the expected speed beside each verdict, as in the app
         fit_of = lambda pair: hardware.pair_fit(pair, hw, n_ctx=args.ctx, workers=workers, bandwidth=bw)  # noqa: E731

@@ -57,7 +57,9 @@ def cmd_optimize_draft(args: argparse.Namespace) -> int:
     if not draft.is_file():
         raise TandemError(f"{draft}: no such file")
     if args.forget:
-        backend = draft_variants.current_backend()
+        from ..llamacpp.ggml_devices import current_backend
+
+        backend = current_backend()
         entry = draft_variants.forget(draft, backend)
         if entry is None:
             print(f"no optimised variant recorded for {draft.name} on {backend}")

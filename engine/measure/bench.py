@@ -91,6 +91,7 @@ def target_token_seconds(engine: Any) -> tuple[float, str] | None:
     """Seconds per generation token for a loaded engine, best source first: the pace of the
     last benchmark of this model on this machine (prefill, drafting and checks included),
     Auto's calibrated cost model (target alone), else the hardware bandwidth estimate."""
+    from ..llamacpp import ggml_devices
     from ..models import calibration, hardware
 
     vk = engine.calibration_key()  # the key Auto persists its measurements under
@@ -104,7 +105,7 @@ def target_token_seconds(engine: Any) -> tuple[float, str] | None:
         size = Path(engine.target.path).stat().st_size
     except OSError:
         return None
-    bw = hardware.ram_bandwidth(hardware.probe())
+    bw = hardware.ram_bandwidth(ggml_devices.probe())
     return 1.0 / hardware.expected_tok_s(size, bw), f"uncalibrated: hardware bandwidth estimate ({bw.basis})"
 
 
@@ -356,7 +357,7 @@ def _meta(engine: Any, suites: Sequence[Suite], configs: Sequence[Config], *, re
     if engine.rpc is not None:
         meta["rpc"] = {"endpoints": list(engine.rpc.endpoints), "split": engine.rpc.describe()}
     try:
-        from ..models.hardware import probe
+        from ..llamacpp.ggml_devices import probe
 
         meta["hardware"] = probe().summary()
     except Exception:  # pragma: no cover - informational only

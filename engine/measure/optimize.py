@@ -25,6 +25,7 @@ from ..models import draft_variants
 from ..errors import Cancelled, TandemError
 from ..decoding.drafting.cost_model import Costs, Prediction
 from ..decoding.drafting.lookahead import MAX_LOOKAHEAD
+from ..llamacpp import ggml_devices
 from ..llamacpp.runtime import RuntimeParams
 
 # The type each backend runs a small draft fastest in. CPU: measured on this project's
@@ -301,7 +302,7 @@ def optimize_draft(
     target_p, draft_p = Path(target), Path(draft)
     require_compatible(read_header(target_p, with_tensors=False), draft_p)
     header = read_header(draft_p)
-    backend = draft_variants.current_backend()
+    backend = ggml_devices.current_backend()
     qtype, fallbacks, notes, preferred = _plan_variant(draft_p, header, backend, qtype, pair, source)
     say("preparing the variant", 0.0)
     variant = _obtain_variant(draft_p, qtype, preferred, source, say, stop, notes)

@@ -15,7 +15,7 @@ import os
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from .. import paths
 
@@ -74,23 +74,14 @@ def lookup(draft: Path, backend: str) -> dict[str, Any] | None:
     return load().get(_key(draft, backend))
 
 
-def current_backend() -> str:
-    """"cpu", "cuda", "metal", ...: the backend llama.cpp would run the draft on here."""
-    try:
-        from .hardware import ggml_devices
-
-        gpus = [d for d in ggml_devices() if d.kind in ("GPU", "iGPU")]
-    except Exception:
-        gpus = []
-    return (gpus[0].backend if gpus else "CPU").lower()
-
-
-def preferred(draft: Path, backend: str | None = None) -> Path:
-    """The registered faster variant of `draft` when one was kept and still exists; else `draft`."""
+def preferred(draft: Path, backend: "str | Callable[[], str]") -> Path:
+    """The registered faster variant of `draft` when one was kept and still exists; else `draft`.
+    `backend`: the one llama.cpp runs on here, or the function that tells it
+    (engine.llamacpp.ggml_devices.current_backend), asked only when a variant is registered."""
     data = load()
     if not data:
         return draft
-    entry = data.get(_key(draft, backend or current_backend()))
+    entry = data.get(_key(draft, backend if isinstance(backend, str) else backend()))
     if entry and entry.get("kept") and entry.get("variant"):
         v = Path(entry["variant"])
         if v.is_file():

@@ -1,17 +1,14 @@
 """What this machine has, and whether a pair fits in it.
 
-RAM and cores from psutil; GPU devices, their backend (CUDA, Metal, Vulkan, CPU) and
-memory from llama.cpp's own `ggml_backend_dev_*` functions, called with ctypes on the
-bundled libggml (llama-cpp-python does not bind them) — so we report exactly the devices
-llama.cpp will use. libggml is found through llama_cpp's package folder without importing
-llama_cpp, so listing devices (`tandem models`) does not load libllama. nvidia-ml-py, where
-installed, gives a second opinion on NVIDIA.
+RAM and cores from psutil; GPU devices, their backend (CUDA, Metal, Vulkan, CPU) and memory
+are what llama.cpp registered, listed by the llama.cpp seam (engine.llamacpp.ggml_devices,
+whose `probe()` fills `machine(devices)`), so we report exactly the devices llama.cpp will
+use. This module holds the data types and the fit checks, and never loads llama.cpp itself.
+nvidia-ml-py, where installed, gives a second opinion on NVIDIA.
 """
 
 from __future__ import annotations
 
-import ctypes
-import importlib.util
 import os
 import platform
 import shlex
@@ -27,7 +24,6 @@ import psutil
 
 from .catalog import ModelSpec, PairSpec
 
-DEV_TYPES = {0: "CPU", 1: "GPU", 2: "iGPU", 3: "accelerator", 4: "meta"}
 GB = 1e9
 
 
@@ -72,102 +68,6 @@ class Hardware:
         for d in self.gpus:
             parts.append(f"{d.backend} {d.description or d.name}: {d.free / GB:.1f} of {d.total / GB:.1f} GB free")
         return ", ".join(parts)
-
-
-def _llama_cpp_libdir() -> Path | None:
-    """llama-cpp-python's folder of shared libraries, found without importing llama_cpp
-    (importing it loads libllama)."""
-    try:
-        spec = importlib.util.find_spec("llama_cpp")
-    except (ImportError, ValueError):  # ValueError: a stubbed sys.modules entry
-        return None
-    if spec is None or not spec.submodule_search_locations:
-        return None
-    libdir = Path(next(iter(spec.submodule_search_locations))) / "lib"
-    return libdir if libdir.is_dir() else None
-
-
-def _load(libdir: Path, stem: str) -> ctypes.CDLL | None:
-    """lib<stem>.so / lib<stem>.dylib / <stem>.dll from libdir, or None."""
-    for name in (f"lib{stem}.so", f"lib{stem}.dylib", f"{stem}.dll"):
-        p = libdir / name
-        if p.exists():
-            try:
-                return ctypes.CDLL(str(p))
-            except OSError:
-                continue
-    return None
-
-
-_GGML_LOG_CALLBACK = ctypes.CFUNCTYPE(None, ctypes.c_int, ctypes.c_char_p, ctypes.c_void_p)
-
-
-@_GGML_LOG_CALLBACK
-def _ggml_log(level: int, text: bytes, user_data: ctypes.c_void_p) -> None:
-    """Keep the backends' start-up chatter (CUDA device lists) out of the terminal."""
-    if os.environ.get("TANDEM_DEBUG"):
-        sys.stderr.write(text.decode("utf-8", errors="replace"))
-
-
-def _quiet_ggml_logs(libdir: Path) -> None:
-    llama = sys.modules.get("engine.llamacpp.llama")
-    if llama is not None:  # llama.cpp is loaded anyway: its own log routing covers ggml's
-        llama.ensure_backend()
-        return
-    base = _load(libdir, "ggml-base")
-    if base is not None and hasattr(base, "ggml_log_set"):
-        base.ggml_log_set.argtypes = [_GGML_LOG_CALLBACK, ctypes.c_void_p]
-        base.ggml_log_set.restype = None
-        base.ggml_log_set(_ggml_log, None)
-
-
-def _libggml() -> ctypes.CDLL | None:
-    libdir = _llama_cpp_libdir()
-    if libdir is None:
-        return None
-    _quiet_ggml_logs(libdir)
-    lib = _load(libdir, "ggml")
-    if lib is None:
-        return None
-    lib.ggml_backend_dev_count.restype = ctypes.c_size_t
-    lib.ggml_backend_dev_get.argtypes = [ctypes.c_size_t]
-    lib.ggml_backend_dev_get.restype = ctypes.c_void_p
-    for fn in ("ggml_backend_dev_name", "ggml_backend_dev_description"):
-        getattr(lib, fn).argtypes = [ctypes.c_void_p]
-        getattr(lib, fn).restype = ctypes.c_char_p
-    lib.ggml_backend_dev_memory.argtypes = [ctypes.c_void_p, ctypes.POINTER(ctypes.c_size_t), ctypes.POINTER(ctypes.c_size_t)]
-    lib.ggml_backend_dev_memory.restype = None
-    lib.ggml_backend_dev_type.argtypes = [ctypes.c_void_p]
-    lib.ggml_backend_dev_type.restype = ctypes.c_int
-    lib.ggml_backend_dev_backend_reg.argtypes = [ctypes.c_void_p]
-    lib.ggml_backend_dev_backend_reg.restype = ctypes.c_void_p
-    lib.ggml_backend_reg_name.argtypes = [ctypes.c_void_p]
-    lib.ggml_backend_reg_name.restype = ctypes.c_char_p
-    return lib
-
-
-def ggml_devices() -> list[Device]:
-    """The devices llama.cpp's backends registered, with free/total memory."""
-    lib = _libggml()
-    if lib is None:
-        return []
-    out = []
-    for i in range(lib.ggml_backend_dev_count()):
-        dev = lib.ggml_backend_dev_get(i)
-        free, total = ctypes.c_size_t(0), ctypes.c_size_t(0)
-        lib.ggml_backend_dev_memory(dev, ctypes.byref(free), ctypes.byref(total))
-        reg = lib.ggml_backend_dev_backend_reg(dev)
-        out.append(
-            Device(
-                name=(lib.ggml_backend_dev_name(dev) or b"").decode(errors="replace"),
-                description=(lib.ggml_backend_dev_description(dev) or b"").decode(errors="replace"),
-                kind=DEV_TYPES.get(lib.ggml_backend_dev_type(dev), "other"),
-                backend=(lib.ggml_backend_reg_name(reg) or b"").decode(errors="replace") if reg else "",
-                free=int(free.value),
-                total=int(total.value),
-            )
-        )
-    return out
 
 
 @lru_cache(maxsize=1)
@@ -253,9 +153,11 @@ def physical_cores() -> int:
     return max(1, min(usable, psutil.cpu_count(logical=False) or usable))
 
 
-def probe() -> Hardware:
+def machine(devices: Sequence[Device] = ()) -> Hardware:
+    """This machine with `devices`, the ones llama.cpp registered (listed by the llama.cpp seam:
+    `engine.llamacpp.ggml_devices.probe()` is this with its devices): RAM, cores, NVML's view."""
     vm = psutil.virtual_memory()
-    return Hardware(vm.total, vm.available, physical_cores(), usable_cpus(), ggml_devices(), _nvml())
+    return Hardware(vm.total, vm.available, physical_cores(), usable_cpus(), list(devices), _nvml())
 
 
 # -- memory bandwidth: what bounds decode speed ----------------------------------------------

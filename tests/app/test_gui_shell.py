@@ -390,6 +390,7 @@ def test_bench_use_this_setting_reaches_the_chat(qtbot, make_window):
 def test_status_bar_warns_when_a_gpu_is_idle_under_a_cpu_only_build(qtbot, make_window, monkeypatch, tmp_path):
     import sys
 
+    from engine.llamacpp import ggml_devices
     from engine.models import hardware
 
     bindir = tmp_path / "fakebin"
@@ -398,7 +399,7 @@ def test_status_bar_warns_when_a_gpu_is_idle_under_a_cpu_only_build(qtbot, make_
     (bindir / "nvidia-smi").chmod(0o755)
     monkeypatch.setenv("PATH", f"{bindir}:/usr/bin:/bin")
     monkeypatch.setattr(sys, "platform", "linux")
-    monkeypatch.setattr(hardware, "ggml_devices", lambda: [])  # llama.cpp registered no GPU
+    monkeypatch.setattr(ggml_devices, "devices", lambda: [])  # llama.cpp registered no GPU
     hardware.host_gpu.cache_clear()
     try:
         w = make_window()

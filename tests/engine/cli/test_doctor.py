@@ -42,6 +42,7 @@ import sys  # noqa: E402
 
 import pytest  # noqa: E402
 
+from engine.llamacpp import ggml_devices  # noqa: E402
 from engine.models import hardware  # noqa: E402
 
 
@@ -65,7 +66,7 @@ def _cpu_only_build(monkeypatch):
     import engine.llamacpp.llama as llama
 
     monkeypatch.setattr(llama, "supports_gpu_offload", lambda: False)
-    monkeypatch.setattr(hardware, "ggml_devices", lambda: [hardware.Device("CPU", "the CPU", "CPU", "CPU", 0, 0)])
+    monkeypatch.setattr(ggml_devices, "devices", lambda: [hardware.Device("CPU", "the CPU", "CPU", "CPU", 0, 0)])
 
 
 def test_doctor_warns_when_a_gpu_is_present_but_the_build_is_cpu_only(fake_gpu_path, monkeypatch, capsys):
@@ -94,10 +95,10 @@ def test_no_warning_with_a_gpu_build_or_without_a_gpu(fake_gpu_path, monkeypatch
     import engine.llamacpp.llama as llama
 
     monkeypatch.setattr(llama, "supports_gpu_offload", lambda: True)
-    monkeypatch.setattr(hardware, "ggml_devices", lambda: [hardware.Device("CUDA0", "RTX 4090", "GPU", "CUDA", 20 << 30, 24 << 30)])
+    monkeypatch.setattr(ggml_devices, "devices", lambda: [hardware.Device("CUDA0", "RTX 4090", "GPU", "CUDA", 20 << 30, 24 << 30)])
     assert "gpu build" not in {c.name for c in doctor.run_checks()}
     # an RPC build answers llama_supports_gpu_offload() yes without any local GPU: still CPU-only
-    monkeypatch.setattr(hardware, "ggml_devices", lambda: [])
+    monkeypatch.setattr(ggml_devices, "devices", lambda: [])
     assert "gpu build" in {c.name for c in doctor.run_checks()}
     fake_gpu_path.unlink()  # no nvidia-smi: nothing to warn about
     hardware.host_gpu.cache_clear()

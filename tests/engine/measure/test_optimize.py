@@ -12,7 +12,7 @@ import pytest
 from gguf import GGMLQuantizationType as T
 
 from engine.models import draft_variants
-from engine.llamacpp import llama
+from engine.llamacpp import ggml_devices, llama
 from engine.llamacpp import quantize as quantize_mod
 from engine.measure import optimize
 from engine.decoding.engine import Engine
@@ -176,7 +176,7 @@ def tiny_pair_with_published_q4(fakehub, tiny_target, tiny_draft, q4_draft, tmp_
     cat = write_tiny_catalog(tmp_path, fakehub.spec("org/t-GGUF", "t.gguf"), fakehub.spec("org/d-GGUF", "d.gguf"),
                              cpu_draft=q4)
     monkeypatch.setenv("TANDEM_CATALOG", str(cat))
-    monkeypatch.setattr(draft_variants, "current_backend", lambda: "cpu")
+    monkeypatch.setattr(ggml_devices, "current_backend", lambda: "cpu")
     return fakehub
 
 

@@ -15,12 +15,14 @@ def _hw(ram_free: float, gpu_free: float | None = None, cores: int = 8) -> Hardw
     return Hardware(int(64 * GB), int(ram_free * GB), cores, cores, devs)
 
 
-def test_probe_reports_llama_cpp_devices():
-    hw = hardware.probe()
-    assert hw.ram_total > 0 and hw.ram_available > 0 and hw.cores_usable >= 1
-    assert any(d.kind == "CPU" for d in hw.devices), hw.devices
-    assert hw.backend in ("CPU", "CUDA", "Metal", "Vulkan") or hw.gpus
-    assert "RAM" in hw.summary()
+def test_the_machine_holds_the_devices_it_is_given():
+    """hardware describes what the llama.cpp seam lists; it lists nothing itself."""
+    gpu = Device("CUDA0", "Test GPU", "GPU", "CUDA", 3 * GB, 4 * GB)
+    hw = hardware.machine([gpu])
+    assert hw.devices == [gpu] and hw.backend == "CUDA" and hw.vram_free == 3 * GB
+    assert hw.ram_total > 0 and hw.cores_usable >= 1
+    assert hardware.machine().devices == [] and hardware.machine().backend == "CPU"
+    assert not hasattr(hardware, "probe") and not hasattr(hardware, "ggml_devices")
 
 
 def test_fit_verdicts_follow_memory():
@@ -66,7 +68,7 @@ def test_one_physical_core_count(monkeypatch):
         assert counts(affinity=2, physical=8) == (2, 2)  # a 2-CPU container on an 8-core host
         assert counts(affinity=16, physical=8) == (8, 8)  # hyperthreads do not count
         assert counts(affinity=4, physical=None) == (4, 4)  # psutil cannot tell: the usable CPUs
-        assert hardware.probe().cores_physical == 4 and hardware.probe().cores_usable == 4
+        assert hardware.machine().cores_physical == 4 and hardware.machine().cores_usable == 4
     finally:
         hardware.usable_cpus.cache_clear()
         hardware.physical_cores.cache_clear()
