@@ -40,7 +40,7 @@ def embedding_refusal(model: Model) -> str | None:
     """Why `model` cannot be mean-pooled here, or None when it can."""
     arch = model.architecture
     causal = model.header.get(f"{arch}.attention.causal")
-    if llama_cpp.llama_model_has_encoder(model._model) or arch in NON_CAUSAL or causal is False:
+    if model.has_encoder or arch in NON_CAUSAL or causal is False:
         return (f"{model.path.name} ({arch}) is not a causal generation model: Tandem mean-pools a "
                 "generation model's hidden states, which does not apply to it; serve it with "
                 "llama-server --embeddings instead")
@@ -65,7 +65,7 @@ class EmbeddingContext:
         params.pooling_type = llama_cpp.LLAMA_POOLING_TYPE_NONE
         params.no_perf = True
         log_tail.clear()
-        self._ctx = llama_cpp.llama_init_from_model(model._model, params)
+        self._ctx = model.init_context(params)
         if not self._ctx:
             detail = recent_log_errors() or "out of memory?"
             raise ModelLoadError(f"{model.path}: could not create an embedding context of {rt.n_ctx} tokens ({detail})")

@@ -14,7 +14,7 @@ import threading
 from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterator, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
 
@@ -286,6 +286,21 @@ class Model:
             self._eog[token] = v
         return v
 
+    @property
+    def has_encoder(self) -> bool:
+        """Whether the weights hold an encoder (T5, BERT-like): not a causal generation model."""
+        return bool(llama_cpp.llama_model_has_encoder(self._require_open()))
+
+    def init_context(self, params: "llama_cpp.llama_context_params") -> Any:
+        """A raw llama.cpp context over these weights with `params` (falsy when llama.cpp refuses,
+        its reason in the log), for the contexts built here (decode, embeddings)."""
+        return llama_cpp.llama_init_from_model(self._require_open(), params)
+
+    def _require_open(self) -> Any:
+        if not getattr(self, "_model", None):
+            raise ModelLoadError(f"{self.path}: model is closed")
+        return self._model
+
     def close(self) -> None:
         if getattr(self, "_model", None):
             llama_cpp.llama_model_free(self._model)
@@ -311,8 +326,7 @@ class Context:
         runtime: RuntimeParams | None = None,
     ):
         """Of `runtime` a context uses n_ctx, n_batch and n_threads (None: the physical cores)."""
-        if not model._model:
-            raise ModelLoadError(f"{model.path}: model is closed")
+        model._require_open()
         rt = runtime or RuntimeParams()
         n_ctx, n_batch = rt.n_ctx, rt.n_batch
         self.model = model
@@ -326,7 +340,7 @@ class Context:
         params.n_threads_batch = threads
         params.no_perf = True
         log_tail.clear()
-        self._ctx = llama_cpp.llama_init_from_model(model._model, params)
+        self._ctx = model.init_context(params)
         if not self._ctx:
             detail = recent_log_errors() or "out of memory?"
             raise ModelLoadError(f"{model.path}: could not create a context of {n_ctx} tokens ({detail})")

@@ -39,7 +39,7 @@ def llama_mean_reference(model, tokens: list[int]) -> np.ndarray:
     p.n_ctx = p.n_batch = p.n_ubatch = 256
     p.n_seq_max, p.n_threads, p.n_threads_batch = 1, 1, 1
     p.embeddings, p.pooling_type = True, llama_cpp.LLAMA_POOLING_TYPE_MEAN
-    ctx = llama_cpp.llama_init_from_model(model._model, p)
+    ctx = model.init_context(p)
     batch = llama_cpp.llama_batch_init(len(tokens), 0, 1)
     try:
         for i, t in enumerate(tokens):
@@ -62,6 +62,19 @@ def test_embedding_is_llama_cpps_mean_pooling_normalised(eng):
     assert v.dtype == np.float32 and v.shape == (eng.target.n_embd,)
     assert abs(float(np.dot(v, v)) - 1.0) < 1e-5
     np.testing.assert_allclose(v, llama_mean_reference(eng.target, toks), atol=2e-5)
+
+
+def test_a_closed_model_is_refused_with_one_line(tiny_target):
+    """The embedding context reaches the weights through Model's own methods: a closed model
+    is a ModelLoadError naming its file, not a crash inside llama.cpp."""
+    from engine.errors import ModelLoadError
+    from engine.llamacpp.llama import Model
+
+    m = Model(tiny_target)
+    assert m.has_encoder is False
+    m.close()
+    with pytest.raises(ModelLoadError, match="model is closed"):
+        EmbeddingContext(m, RuntimeParams(n_ctx=64))
 
 
 def test_same_input_same_vector_and_batch_equals_singles(eng):
