@@ -212,7 +212,7 @@ def oracle_drafter(known: Sequence[int], prompt_len: int):
         kind = "oracle"
         cost_class = "free"
 
-        def propose(self, context, k, sampler):
+        def propose(self, context, k, sampler, rules=None):
             done = len(context) - prompt_len
             toks = list(known[done : done + k])
             return Proposal(toks, [None] * len(toks), [1.0] * len(toks))

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Sequence
 
-from engine.decoding.drafting.drafters import PromptLookupDrafter
+from engine.decoding.drafting.drafters import DraftContext, PromptLookupDrafter
 from engine.errors import TandemError
 from engine.decoding.drafting.cost_model import CostModel, TextAcceptance
 from engine.decoding.drafting.lookahead import MAX_LOOKAHEAD, Auto
@@ -86,10 +86,10 @@ def replay(cases: Sequence[Case], verify_s: Callable[[int], float], *, confidenc
     if confidence:
         cost.import_confidence(confidence)
     sampler = Sampler()
+    trimmed = DraftContext(trimmed_by_caller=True)  # Auto trims: the drafter proposes all it has
     out: list[Replayed] = []
     for case in cases:
         drafter = PromptLookupDrafter()
-        drafter.trimmed_by_caller = True
         drafter.begin(case.prompt)
         auto, text = Auto(), TextAcceptance(cost)
         truth = case.output
@@ -99,7 +99,7 @@ def replay(cases: Sequence[Case], verify_s: Callable[[int], float], *, confidenc
         while len(written) < len(truth):
             i = len(written)
             k_req = auto.choose(len(truth) - i - 1, cost)
-            full = drafter.propose(case.prompt + written, k_req, sampler) if k_req > 0 else None
+            full = drafter.propose(case.prompt + written, k_req, sampler, trimmed) if k_req > 0 else None
             k = auto.trim(full, cost, text) if full is not None else 0
             prop = full.cut(k) if full is not None else None
             drafts = prop.tokens if prop is not None else []

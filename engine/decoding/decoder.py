@@ -16,15 +16,14 @@ from typing import TYPE_CHECKING, Iterator, Sequence
 from ..errors import Cancelled, NonFiniteLogits, PromptError, TandemError, UnsupportedModelError
 from .cancel import CancelToken
 from .drafting.cost_model import CostModel, TextAcceptance
-from .drafting.drafters import Drafter, Proposal
+from .drafting.drafters import DraftContext, Drafter, Proposal
 from .events import DoneEvent, Event, PrefillEvent, RunStats, StepEvent, TokenEvent
 from .sampling.finite import model_label
-from .sampling.grammar import GrammarState, verify_constrained
 from ..llamacpp.llama import Context, Model
-from .sampling.logit_controls import RowProcessors, check_logit_bias, token_logprobs
+from .sampling.logit_controls import check_logit_bias
 from .drafting.lookahead import LiveLookahead
 from ..llamacpp.runtime import RuntimeParams
-from .sampling.sampler import Sampler, verify
+from .sampling.verifier import Verifier
 from .text_assembly import TextAssembler
 
 from .queue import GenerationQueue
@@ -45,7 +44,7 @@ class _Run:
     request: GenerationRequest
     cancel: CancelToken
     lookahead: LiveLookahead
-    sampler: Sampler
+    verifier: Verifier  # sampler, logits processors, grammar state and logprobs of this run
     stats: RunStats
     text: TextAssembler
     t0: float
@@ -63,9 +62,7 @@ class _Run:
     drafter_synced: bool = False  # the model drafter has read the prompt (deferred under Auto)
     costs_pending: bool = False  # the policy needs the verify curve, measured after the first token
     acceptance: TextAcceptance | None = None  # what this text's proposals were worth (Auto trims by it)
-    processors: RowProcessors = field(default_factory=RowProcessors)  # bias, penalties: applied to every row
     logprobs: list[tuple[float, list[tuple[int, float]]]] = field(default_factory=list)  # per generated token, if asked
-    grammar: GrammarState | None = None  # the constraint's committed state: advanced by accepted tokens only
 
     def end(self, finish: str, stopped_by: str) -> None:
         if not self.finish:
@@ -183,8 +180,7 @@ class Decoder:
                 yield done
             finally:
                 self._active = None
-                if run.grammar is not None:
-                    run.grammar.close()
+                run.verifier.close()
 
     def _start(self, prompt: list[int], request: GenerationRequest, cancel: CancelToken) -> _Run:
         target, ctx = self.target, self.ctx
@@ -201,16 +197,18 @@ class Decoder:
         la = request.live_lookahead()
         la.k_counts = {}
         stats = RunStats(prompt_tokens=len(prompt), mode=self.mode, lookahead=la.label if self.drafter is not None else "0")
-        run = _Run(prompt, request, cancel, la, Sampler(request.sampling), stats, TextAssembler(request.stop),
-                   time.perf_counter())
-        run.acceptance = TextAcceptance(self.cost)
         check_logit_bias(request.logit_bias, target.n_vocab)
-        run.processors = request.row_processors()
-        if request.grammar is not None:
-            with self._step_lock:  # reads the target's vocabulary, which `close` frees
+        processors = request.row_processors()
+        if request.grammar is None:
+            verifier = Verifier(target, request.sampling, processors, logprobs=request.logprobs)
+        else:
+            with self._step_lock:  # the grammar reads the target's vocabulary, which `close` frees
                 if self._closed:
                     raise EngineClosedError("this engine was closed: load the model again")
-                run.grammar = GrammarState(target, request.grammar)
+                verifier = Verifier(target, request.sampling, processors, grammar=request.grammar,
+                                    logprobs=request.logprobs)
+        run = _Run(prompt, request, cancel, la, verifier, stats, TextAssembler(request.stop), time.perf_counter())
+        run.acceptance = TextAcceptance(self.cost)
         run.context = list(prompt)
         run.pending = prompt[-1]
         cancel.watch(ctx)
@@ -303,14 +301,11 @@ class Decoder:
             t_d0 = time.perf_counter()
             if k_req > 0:
                 assert drafter is not None
-                policy = run.lookahead.current
-                if drafter.cost_class == "model":
-                    drafter.confidence_gate = policy.draft_gate(self.cost)
-                drafter.trimmed_by_caller = policy.trims_proposals
-                drafter.row_processor = run.processors.row if run.processors else None
-                drafter.grammar = run.grammar
+                policy, verifier = run.lookahead.current, run.verifier
+                rules = DraftContext(policy.draft_gate(self.cost) if drafter.cost_class == "model" else None,
+                                     policy.trims_proposals, verifier.row_processor, verifier.grammar)
                 try:
-                    prop = drafter.propose(run.context, k_req, run.sampler)
+                    prop = drafter.propose(run.context, k_req, verifier.sampler, rules)
                 except NonFiniteLogits as e:  # say which model: the draft's file is the damaged one
                     raise NonFiniteLogits.found(e.kind, model_label(drafter.model, "draft model")) from None
                 k_use = policy.verify_count(prop, k_req, self.cost, run.acceptance)
@@ -320,10 +315,7 @@ class Decoder:
             run.lookahead.record(len(drafts))
             t_d1 = time.perf_counter()
             logits = ctx.decode([run.pending] + drafts, logits="all" if drafts else "last")
-            if run.processors:  # the target's distribution is the processed one, at every row
-                logits = run.processors.rows(logits, run.context, drafts)
-            rows = logits if run.request.logprobs is not None else None
-            result, rows = self._verify(run, drafts, dists, logits, rows)
+            result, rows = run.verifier.verify(drafts, dists, logits, run.context)
             t_v1 = time.perf_counter()
             n_in = 1 + len(drafts)
             # Keep pending + accepted drafts in the KV; the final token becomes pending.
@@ -356,18 +348,6 @@ class Decoder:
         run.step += 1
         return StepResult(tokens, ev, bool(run.finish))
 
-    def _verify(self, run: _Run, drafts: list[int], dists: list, logits, rows):
-        """The target's verdict on the drafts, and the rows logprobs read: with a grammar, the
-        constrained distribution at every row (see grammar.py) and those rows masked. Logits
-        that are not numbers name the target."""
-        try:
-            if run.grammar is not None:
-                masked: list | None = [] if rows is not None else None
-                return verify_constrained(drafts, dists, logits, run.sampler, run.grammar, masked), masked
-            return verify(drafts, dists, logits, run.sampler), rows
-        except NonFiniteLogits as e:
-            raise NonFiniteLogits.found(e.kind, model_label(self.target)) from None
-
     def _emit(self, run: _Run, new_tokens: list[int], result, drafted: bool, rows=None) -> list[TokenEvent]:
         """Append accepted tokens to the output, with provenance, stop and EOS handling
         (and, when `rows` are given, each token's log-probability from its verify row)."""
@@ -383,7 +363,7 @@ class Decoder:
                 run.end("stop", "eos")
                 break
             if rows is not None:
-                run.logprobs.append(token_logprobs(rows[j], tok, run.request.logprobs or 0))
+                run.logprobs.append(run.verifier.token_logprobs(rows[j], tok))
             run.generated.append(tok)
             run.provenance.append(prov)
             run.context.append(tok)

@@ -22,7 +22,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from .drafters import Drafter, Proposal
+from .drafters import NO_RULES, ConfidenceGate, DraftContext, Drafter, Proposal
 from ..sampling.finite import check_top
 from ...llamacpp.llama import Context, Model, common_prefix
 from ...llamacpp.runtime import RuntimeParams
@@ -103,7 +103,6 @@ class BridgeDrafter(Drafter):
         self.target = target
         self.ctx = Context(draft, runtime)
         self.p_min = p_min
-        self.confidence_gate = None
         self._draft_enc = _Encoder(draft, parse_special=True)  # the chat markup reaches the draft as markup
         self._target_enc = _Encoder(target, parse_special=False)
         self._reset()
@@ -171,11 +170,13 @@ class BridgeDrafter(Drafter):
                 return
 
     # -- proposing ----------------------------------------------------------------------------
-    def propose(self, context: Sequence[int], k: int, sampler: Sampler) -> Proposal:
+    def propose(self, context: Sequence[int], k: int, sampler: Sampler, rules: DraftContext = NO_RULES) -> Proposal:
+        """Greedy draft ids turned into target ids through text. Of `rules` only the confidence
+        gate applies: the logits processors and the grammar speak the target's ids."""
         if k <= 0 or not context:
             return Proposal()
         tokens, pending = self._draft_tokens(context)
-        drafted, tops = self._draft(tokens, k)
+        drafted, tops = self._draft(tokens, k, rules.confidence_gate)
         text = b"".join(self.model.piece(t) for t in drafted)
         if not text.startswith(pending):
             return Proposal()  # the draft did not finish the character the target began
@@ -185,7 +186,7 @@ class BridgeDrafter(Drafter):
         ids = ids[:k]
         return Proposal(ids, [None] * len(ids), self._confidences(target_ends[: len(ids)], ends, tops))
 
-    def _draft(self, tokens: list[int], k: int) -> tuple[list[int], list[float]]:
+    def _draft(self, tokens: list[int], k: int, gate: ConfidenceGate | None) -> tuple[list[int], list[float]]:
         """Up to k greedy draft tokens after `tokens`, with the draft's top probabilities."""
         ctx = self.ctx
         if len(tokens) + k > ctx.n_ctx:
@@ -196,7 +197,6 @@ class BridgeDrafter(Drafter):
         for _, logits in ctx.feed(tokens[keep:], last_logits=True):
             pass
         row = logits[0]
-        gate = self.confidence_gate
         out: list[int] = []
         tops: list[float] = []
         for i in range(k):

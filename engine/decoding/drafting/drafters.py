@@ -21,6 +21,7 @@ from ..sampling.grammar import GrammarError, GrammarState
 from ...llamacpp.llama import Context, Model
 from ...llamacpp.runtime import RuntimeParams
 from ..sampling.sampler import Dist, Sampler
+from .draft_context import NO_RULES, ConfidenceGate, DraftContext
 
 
 @dataclass
@@ -36,8 +37,7 @@ class Proposal:
         return Proposal(self.tokens[:k], self.dists[:k], conf)
 
 
-# (k-th token index from 1, its confidence) -> (keep this token, draft another)
-ConfidenceGate = Callable[[int, float], "tuple[bool, bool]"]
+__all__ = ["ConfidenceGate", "DraftContext", "Drafter", "ModelDrafter", "NO_RULES", "PromptLookupDrafter", "Proposal"]
 
 
 class Drafter(ABC):
@@ -46,8 +46,9 @@ class Drafter(ABC):
     Explicit members the decoder relies on: `kind` (for stats), `cost_class` ("free": a
     proposal costs next to nothing, like prompt lookup; "model": every drafted token costs a
     draft-model step), `model` (the draft model, if any), `contexts` (KV caches a cancel
-    must interrupt), `relative_cost()` (prior cost of a drafted token vs a target step) and
-    `confidence_gate` (set by Auto: stops a model draft when more tokens would not pay).
+    must interrupt) and `relative_cost()` (prior cost of a drafted token vs a target step).
+    What one step asks of a proposal (Auto's confidence gate, the request's logits
+    processors, the grammar) comes with it, in a `DraftContext`.
     """
 
     kind: str = "drafter"
@@ -56,18 +57,6 @@ class Drafter(ABC):
     calibration_name: str = "drafter"
     cost_class: str = "free"
     model: Model | None = None
-    confidence_gate: ConfidenceGate | None = None
-    # Set by the decoder each step: Auto will cut the proposal to what its confidence pays
-    # for, so a free drafter should propose all it has rather than limit itself.
-    trimmed_by_caller: bool = False
-    # Set by the decoder each step: the request's logits processors (bias, penalties) as
-    # `row_processor(row, context) -> row`, for a model drafter to draft from what the target
-    # will verify against. None: nothing to apply.
-    row_processor: "Callable[[np.ndarray, Sequence[int]], np.ndarray] | None" = None
-    # Set by the decoder each step: the constraint's committed grammar state (grammar.py), for
-    # a model drafter of the target's vocabulary to draft within it (acceptance only: the
-    # target's verification enforces the grammar whatever is drafted). None: no constraint.
-    grammar: "GrammarState | None" = None
 
     @property
     def contexts(self) -> list[Context]:
@@ -87,7 +76,8 @@ class Drafter(ABC):
         first drafting step does not pay for the whole prompt. Counted in time to first token."""
 
     @abstractmethod
-    def propose(self, context: Sequence[int], k: int, sampler: Sampler) -> Proposal: ...
+    def propose(self, context: Sequence[int], k: int, sampler: Sampler, rules: DraftContext = NO_RULES) -> Proposal:
+        """Up to k tokens that might follow `context` (all tokens so far), following `rules`."""
 
     def feedback(self, drafted: int, accepted: int) -> None:
         """How the last proposal fared (after verification)."""
@@ -118,7 +108,6 @@ class ModelDrafter(Drafter):
         self.ctx = Context(model, runtime)
         self.p_min = p_min
         self.target_vocab = target_vocab or model.n_vocab
-        self.confidence_gate = None
 
     @property
     def contexts(self) -> list[Context]:
@@ -136,7 +125,7 @@ class ModelDrafter(Drafter):
             if cancelled():
                 return
 
-    def propose(self, context: Sequence[int], k: int, sampler: Sampler) -> Proposal:
+    def propose(self, context: Sequence[int], k: int, sampler: Sampler, rules: DraftContext = NO_RULES) -> Proposal:
         out = Proposal()
         if k <= 0 or not context:
             return out
@@ -149,18 +138,18 @@ class ModelDrafter(Drafter):
         for _, logits in ctx.feed(list(context[keep:]), last_logits=True):
             pass
         row = logits[0]
-        grammar = self.grammar.clone() if self.grammar is not None else None
+        grammar = rules.grammar.clone() if rules.grammar is not None else None
         try:
-            self._draft(row, context, k, sampler, out, grammar)
+            self._draft(row, context, k, sampler, out, grammar, rules)
         finally:
             if grammar is not None:
                 grammar.close()
         return out
 
     def _draft(self, row: np.ndarray, context: Sequence[int], k: int, sampler: Sampler, out: Proposal,
-               grammar: GrammarState | None) -> None:
+               grammar: GrammarState | None, rules: DraftContext) -> None:
         """Up to k tokens from `row` on; within `grammar` (advanced as drafted) when given."""
-        ctx, gate, process = self.ctx, self.confidence_gate, self.row_processor
+        ctx, gate, process = self.ctx, rules.confidence_gate, rules.row_processor
         conf: list[float] = []
         for i in range(k):
             if process is not None:
@@ -445,7 +434,7 @@ class PromptLookupDrafter(Drafter):
         self.plan = plan[:length]
 
     # -- Drafter API ------------------------------------------------------------------------
-    def propose(self, context: Sequence[int], k: int, sampler: Sampler) -> Proposal:
+    def propose(self, context: Sequence[int], k: int, sampler: Sampler, rules: DraftContext = NO_RULES) -> Proposal:
         new = self._sync(context)
         if new:
             self._follow(new)
@@ -459,7 +448,7 @@ class PromptLookupDrafter(Drafter):
         if k <= 0 or self.ptr is None:
             return Proposal()
         self.plan_at = len(self.tokens)
-        n = k if self.trimmed_by_caller else min(k, self.run)
+        n = k if rules.trimmed_by_caller else min(k, self.run)
         self._make_plan(self.plan_at, n + 1)
         items = self.plan[:n]
         drafts = [p.token for p in items]

@@ -126,7 +126,7 @@ class _FixedProposal(Drafter):
     def __init__(self, tokens):
         self.tokens = tokens
 
-    def propose(self, context, k, sampler):
+    def propose(self, context, k, sampler, rules=None):
         return Proposal(self.tokens[:k], [None] * min(k, len(self.tokens)))
 
 
@@ -344,7 +344,7 @@ class _Oracle(Drafter):
     def __init__(self, prompt_len: int, truth: list[int], third_right: bool):
         self.prompt_len, self.truth, self.third_right = prompt_len, truth, third_right
 
-    def propose(self, context, k, sampler):
+    def propose(self, context, k, sampler, rules=None):
         i = len(context) - self.prompt_len
         toks = self.truth[i : i + 3]
         if len(toks) == 3 and not self.third_right:

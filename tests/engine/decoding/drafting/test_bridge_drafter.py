@@ -9,7 +9,7 @@ import pytest
 from engine import Engine
 from engine.decoding.drafting.bridge_drafter import BridgeDrafter
 from engine.decoding.decoder import Decoder
-from engine.decoding.drafting.drafters import ModelDrafter, Proposal
+from engine.decoding.drafting.drafters import NO_RULES, ModelDrafter, Proposal
 from engine.decoding.events import DoneEvent
 from engine.llamacpp.llama import Model
 from engine.decoding.drafting.lookahead import Fixed
@@ -138,8 +138,8 @@ def test_incomplete_character_waits_for_the_draft():
 class _BrokenQ(BridgeDrafter):
     """Claims q(x) = 0.5 for its deterministic proposal: accepts too often (broken on purpose)."""
 
-    def propose(self, context, k, sampler):
-        p = super().propose(context, k, sampler)
+    def propose(self, context, k, sampler, rules=NO_RULES):
+        p = super().propose(context, k, sampler, rules)
         return Proposal(p.tokens, [Dist(np.array([t]), np.array([0.5])) for t in p.tokens], p.confidence)
 
 

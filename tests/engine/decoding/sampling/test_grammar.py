@@ -122,7 +122,7 @@ class Adversary(Drafter):
         self.right, self.prompt_len, self.wrong, self.forbidden = list(right), prompt_len, wrong, forbidden
         self.proposed = 0
 
-    def propose(self, context, k, sampler):
+    def propose(self, context, k, sampler, rules=None):
         pos = len(context) - self.prompt_len
         if pos >= len(self.right):
             return Proposal()
