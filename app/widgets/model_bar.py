@@ -90,9 +90,9 @@ def available_models(catalog: Any = None) -> list[ModelChoice]:
 
 def draft_model_path(draft: Any) -> Path | None:
     """The draft model of a loaded pair (a path, given as str or Path), or None for lookup/none."""
-    if draft is None or (isinstance(draft, str) and draft.lower() in ("lookup", "none", "")):
-        return None
-    return Path(draft)
+    from engine.decoding.drafting.choice import DraftChoice
+
+    return DraftChoice.parse(draft).path
 
 
 def context_choices(trained: int | None) -> list[int]:

@@ -76,11 +76,13 @@ def resolve_pair(args: argparse.Namespace) -> tuple[Path, str | Path | None]:
 
 
 def draft_arg(value: str) -> str | Path | None:
+    """--draft: a keyword ("lookup", "none") or a draft model (a path or a catalog id)."""
+    from ..decoding.drafting.choice import DraftChoice
+
     v = value.strip()
-    if v.lower() == "none":
-        return None
-    if v.lower() == "lookup":
-        return "lookup"
+    choice = DraftChoice.parse(v) if v else None
+    if choice is not None and choice.keyword is not None:
+        return choice.spec  # type: ignore[return-value]
     return resolve_model(v, "draft")
 
 

@@ -169,12 +169,14 @@ def _stats_line(s) -> str:
 
 # -- race -------------------------------------------------------------------------------------
 def cmd_race(args: argparse.Namespace) -> int:
+    from ..decoding.drafting.choice import DraftChoice, DraftKind
     from ..measure.racing import race
 
     prompt = _validated_inputs(args)
     target, draft = resolve_pair(args)
     if draft is None:
         raise UsageError("race needs a draft: --draft PATH or --draft lookup")
+    choice = DraftChoice.parse(draft)
     eng = _engine(target, args)
     request = _request(args, prompt, draft)
 
@@ -183,7 +185,7 @@ def cmd_race(args: argparse.Namespace) -> int:
 
         if not args.json and isinstance(ev, PrefillEvent) and ev.done == 0:
             what = f"{target.name}" if side == "target" else \
-                f"{target.name} + {draft if isinstance(draft, str) else Path(str(draft)).name}"
+                f"{target.name} + {draft if choice.keyword is not None else Path(str(draft)).name}"
             print(f"{'target alone' if side == 'target' else 'speculative'}: {what} ...", file=sys.stderr)
 
     r = race(eng, request, on_event=announce)
@@ -193,7 +195,7 @@ def cmd_race(args: argparse.Namespace) -> int:
         print(json.dumps(r.to_dict(), ensure_ascii=False))
     else:
         width = max(40, shutil.get_terminal_size((120, 40)).columns)
-        _side_by_side("TARGET ALONE", r.target.text, "TARGET + " + ("LOOKUP" if draft == "lookup" else "DRAFT"),
+        _side_by_side("TARGET ALONE", r.target.text, "TARGET + " + ("LOOKUP" if choice.kind is DraftKind.LOOKUP else "DRAFT"),
                       r.speculative.text, width)
         print()
         print(f"target alone : {_stats_line(b)}")

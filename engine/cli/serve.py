@@ -114,6 +114,7 @@ def _checked_options(args: argparse.Namespace) -> tuple[str | None, tuple[str, .
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
+    from ..decoding.drafting.choice import DraftChoice
     from .common import resolve_pair
     from .rpc import engine_for
     from ..llamacpp.runtime import RuntimeParams
@@ -141,7 +142,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
                               early_role_chunk=args.early_role_chunk, allowed_hosts=hosts)
         app = create_app(served, config)
         split = f", target split over {len(eng.endpoints)} RPC worker(s)" if getattr(args, "rpc", None) else ""
-        draft_text = {"model": f"draft {Path(str(draft)).name}", "lookup": "prompt lookup", "none": "no draft"}[served.default_draft]
+        draft_text = DraftChoice.parse(draft).label
         print(f"tandem: serving {served.id} ({target.name}, {draft_text}, lookahead {args.lookahead}, "
               f"context {args.ctx}{split}) on {url_for(args.host, args.port)}/v1", file=sys.stderr)
         stopped_by = serve_forever(app, args.host, args.port, log_level=args.log_level)

@@ -23,8 +23,9 @@ from .prompting.chat import Message, chat_tokens
 from ..models.compat import require_compatible
 from ..models.resolve import model_file
 from .drafting.bridge_drafter import BridgeDrafter
+from .drafting.choice import DraftChoice, DraftKind
 from .drafting.drafters import Drafter, ModelDrafter, PromptLookupDrafter
-from ..errors import PromptError, TandemError
+from ..errors import PromptError
 from ..llamacpp.embedding import EmbeddingContext, embedding_refusal
 from .engine_api import BaseEngine
 from .events import DoneEvent, Event, RunStats
@@ -157,19 +158,6 @@ class Engine(BaseEngine):
             raise EngineClosedError("this engine was closed: load the model again (engine.setup / Engine(...))")
 
     # -- drafters ------------------------------------------------------------------------
-    def _draft_key(self, draft: DraftSpec) -> str:
-        if draft is None or (isinstance(draft, str) and draft.lower() in ("none", "")):
-            return "none"
-        if isinstance(draft, str) and draft.lower() == "lookup":
-            return "lookup"
-        if isinstance(draft, Model):
-            return f"model:{draft.path.resolve()}:{id(draft)}"
-        if isinstance(draft, Drafter):
-            return f"drafter:{id(draft)}"
-        if not isinstance(draft, (str, os.PathLike)):
-            raise TandemError(f"draft_model must be a path, an engine.Model, 'lookup' or None, not {type(draft).__name__}")
-        return f"path:{Path(draft).resolve()}"
-
     def load_draft(self, path: str | os.PathLike[str], on_progress: Callable[[float], bool] | None = None) -> Model:
         """Check compatibility from the headers, then load (once) a draft model."""
         self._check_open()
@@ -185,7 +173,8 @@ class Engine(BaseEngine):
     def decoder(self, draft_model: DraftSpec = None, on_progress: Callable[[float], bool] | None = None) -> Decoder:
         """The decoder (target context + drafter) for a draft choice, created once."""
         self._check_open()
-        key = self._draft_key(draft_model)
+        choice = DraftChoice.parse(draft_model)
+        key = choice.key
         with self._lock:
             self._check_open()  # `close` may have run while this thread waited for the lock
             dec = self._decoders.get(key)
@@ -193,18 +182,18 @@ class Engine(BaseEngine):
                 return dec
             rt = self._runtime_here()  # the drafter's context and the target's read the same settings
             drafter: Drafter | None
-            if key == "none":
+            if choice.kind is DraftKind.NONE:
                 drafter = None
-            elif key == "lookup":
+            elif choice.kind is DraftKind.LOOKUP:
                 drafter = PromptLookupDrafter()
-            elif isinstance(draft_model, Drafter):
-                drafter = draft_model
+            elif choice.kind is DraftKind.DRAFTER:
+                drafter = choice.source
             else:
-                if isinstance(draft_model, Model):
-                    bridged = require_compatible(self.target.header, draft_model.header).bridged
-                    dm = draft_model
+                if choice.kind is DraftKind.MODEL:
+                    bridged = require_compatible(self.target.header, choice.source.header).bridged
+                    dm = choice.source
                 else:
-                    dm = self.load_draft(draft_model, on_progress)  # type: ignore[arg-type]
+                    dm = self.load_draft(choice.source, on_progress)
                     bridged = str(dm.path.resolve()) in self._bridged
                 if bridged:  # another vocabulary: the draft's text is tokenised for the target
                     drafter = BridgeDrafter(dm, self.target, rt)

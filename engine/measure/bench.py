@@ -40,7 +40,9 @@ def plan_configs(draft: Any, modes: Sequence[str] = MODES, sweep: Sequence[int] 
     bad = [m for m in modes if m not in MODES]
     if bad:
         raise BenchError(f"unknown mode(s) {bad}; choose from {', '.join(MODES)}")
-    is_lookup = isinstance(draft, str) and draft == "lookup"
+    from ..decoding.drafting.choice import DraftChoice, DraftKind
+
+    is_lookup = draft is not None and DraftChoice.parse(draft).kind is DraftKind.LOOKUP
     out = [Config("target", "target", None, 0)]
     if draft is not None:
         prefix = "lookup " if is_lookup else ""
@@ -366,10 +368,13 @@ def _meta(engine: Any, suites: Sequence[Suite], configs: Sequence[Config], *, re
 
 
 def _draft_name(configs: Sequence[Config]) -> str | None:
-    for c in configs:
-        if c.draft is not None and c.draft != "lookup":
-            return Path(str(c.draft)).name
-    return "lookup" if any(c.draft == "lookup" for c in configs) else None
+    from ..decoding.drafting.choice import DraftChoice, DraftKind
+
+    choices = [DraftChoice.parse(c.draft) for c in configs if c.draft is not None]
+    for choice in choices:
+        if choice.keyword is None:
+            return Path(str(choice.source)).name
+    return "lookup" if any(choice.kind is DraftKind.LOOKUP for choice in choices) else None
 
 
 # -- analysis -------------------------------------------------------------------------------

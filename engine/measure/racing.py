@@ -125,7 +125,9 @@ def race(
 
     `on_event(side, event)` sees every event as it happens (the app streams both panes
     from it). Returns None when cancelled before both sides finished."""
-    if request.draft is None:
+    from ..decoding.drafting.choice import DraftChoice, DraftKind
+
+    if DraftChoice.parse(request.draft).kind is DraftKind.NONE:
         from ..errors import TandemError
 
         raise TandemError("a race needs a draft: a draft model or 'lookup'")

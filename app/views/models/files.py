@@ -10,6 +10,8 @@ from PySide6.QtCore import QPoint, Qt, QUrl
 from PySide6.QtGui import QDesktopServices
 from PySide6.QtWidgets import QMenu, QMessageBox, QPushButton, QTableView, QWidget
 
+from engine.decoding.drafting.choice import DraftChoice
+
 from ...session import Session
 
 
@@ -19,8 +21,9 @@ def loaded_files(session: Session) -> set[Path]:
     if pair is None:
         return set()
     files = [pair.target]
-    if isinstance(pair.draft, (str, Path)) and str(pair.draft) not in ("lookup", "none"):
-        files.append(Path(pair.draft))
+    draft = DraftChoice.parse(pair.draft).path
+    if draft is not None:
+        files.append(draft)
     return {Path(p).resolve() for p in files}
 
 

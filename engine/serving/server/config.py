@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Union
 
+from ...decoding.drafting.choice import DraftChoice
 from ...llamacpp.llama import Model
 
 DEFAULT_MAX_BODY = 4 * 1024 * 1024  # 4 MiB: a full 128K-token conversation is well under 1 MiB of JSON
@@ -25,13 +26,12 @@ class ServedModel:
 
     @property
     def has_draft_model(self) -> bool:
-        return self.draft is not None and not (isinstance(self.draft, str) and self.draft.lower() in ("lookup", "none"))
+        return DraftChoice.parse(self.draft).keyword is None
 
     @property
     def default_draft(self) -> str:
-        if self.has_draft_model:
-            return "model"
-        return "lookup" if isinstance(self.draft, str) and self.draft.lower() == "lookup" else "none"
+        """The wire name of the draft requests get when they name none: "model", "lookup" or "none"."""
+        return DraftChoice.parse(self.draft).keyword or "model"
 
     def names(self) -> set[str]:
         """Every name this model answers to: its id, its file name (with and without .gguf),

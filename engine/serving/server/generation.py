@@ -18,6 +18,7 @@ from starlette.concurrency import run_in_threadpool
 
 from ...errors import PromptTooLong, TandemError
 from ...llamacpp.rpc_backend import RpcError
+from ...decoding.drafting.choice import DraftChoice
 from ...decoding.events import DoneEvent, PrefillEvent, TokenEvent
 from ...decoding.queue import GenerationQueue, Job, QueueFull
 from ...decoding.settings import GenerationRequest
@@ -66,7 +67,7 @@ class Completions:
                 raise ApiError(400, "draft 'model': this server was started without a draft model; "
                                     "use 'lookup' or 'none'", param="draft", code="invalid_value")
             return self.served.draft
-        return "lookup" if choice == "lookup" else None
+        return DraftChoice.parse(choice).spec  # "lookup" or "none", checked by the request's schema
 
     async def prompt_tokens(self, prompt: Any, chat: bool, tools: Any = None, parse_special: bool = False,
                             suffix: str | None = None) -> list[int]:
