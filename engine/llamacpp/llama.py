@@ -12,7 +12,6 @@ import ctypes
 import os
 import threading
 from collections import deque
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
 
@@ -21,6 +20,7 @@ import numpy as np
 from ..errors import Cancelled, DecodeError, ModelFileError, ModelLoadError
 from ..models.gguf_header import GGUFHeader, validate_file
 from ..models.hardware import physical_cores
+from .fim import FimTokens, fim_tokens
 from .runtime import RuntimeParams
 
 import llama_cpp  # noqa: E402  (after our imports so import errors name our modules first)
@@ -96,19 +96,6 @@ def default_threads() -> int:
     GUI thread or a thread that then idles while another computes.
     """
     return physical_cores()
-
-
-@dataclass(frozen=True)
-class FimTokens:
-    """A model's fill-in-the-middle tokens (GGUF `tokenizer.ggml.fim_*`, or what llama.cpp
-    recognises by text): prefix, suffix and middle always; the repo-level ones when present."""
-
-    pre: int
-    suf: int
-    mid: int
-    pad: int | None = None
-    rep: int | None = None  # starts the repository name
-    sep: int | None = None  # starts each file
 
 
 class Model:
@@ -236,14 +223,8 @@ class Model:
         return raw.decode("utf-8", errors="replace") if raw else ""
 
     def fim_tokens(self) -> FimTokens | None:
-        """The fill-in-the-middle tokens as llama.cpp's vocabulary reports them, or None when
-        the model lacks a prefix, suffix or middle token (it cannot fill in the middle)."""
-        found = {name: int(getattr(llama_cpp, f"llama_vocab_fim_{name}")(self._vocab))
-                 for name in ("pre", "suf", "mid", "pad", "rep", "sep")}
-        ids = {k: (None if v == llama_cpp.LLAMA_TOKEN_NULL else v) for k, v in found.items()}
-        if ids["pre"] is None or ids["suf"] is None or ids["mid"] is None:
-            return None
-        return FimTokens(**ids)  # type: ignore[arg-type]
+        """The fill-in-the-middle tokens llama.cpp's vocabulary reports (None: it has none)."""
+        return fim_tokens(self._vocab)
 
     # -- tokens -------------------------------------------------------------------------
     def tokenize(self, text: str, *, add_special: bool = True, parse_special: bool = False) -> list[int]:
