@@ -491,7 +491,7 @@ def test_first_run_banner_downloads_and_loads_through_the_models_view(qtbot, fak
     assert w.session.pair.pair_id == "tiny"
     assert w.welcome.progress.value() == 1000
     qtbot.waitUntil(lambda: w.welcome.isHidden(), timeout=5000)
-    assert w.views["Race"].start_btn.isEnabled()
+    qtbot.waitUntil(lambda: w.views["Race"].start_btn.isEnabled(), timeout=10000)  # once the load says it is done
     assert w.views["Models"].pairs.model.index(0, 4).data() == "ready  · loaded"
     w.close()
 
