@@ -14,7 +14,7 @@ httpx = pytest.importorskip("httpx")
 pytest.importorskip("fastapi")
 
 from engine import Engine  # noqa: E402
-from engine.models.tinymodel import NORMAL, Vocab, make_vocab, write_model  # noqa: E402
+from scripted_models import write_scripted_pair  # noqa: E402
 
 KEY = "test-key"
 ASK = "the value of the item"
@@ -50,12 +50,7 @@ def served(tiny_target, tiny_draft):
 @pytest.fixture(scope="module")
 def caller(tmp_path_factory):
     """A target that answers "Sure." and a <tool_call> block, then ends its turn."""
-    base = make_vocab()
-    vocab = Vocab(base.tokens + SCRIPT, base.scores + [0.0] * len(SCRIPT), base.types + [NORMAL] * len(SCRIPT))
-    ids = [vocab.byte(10)] + [len(base.tokens) + i for i in range(len(SCRIPT))] + [vocab.id("<|im_end|>")]
-    d = tmp_path_factory.mktemp("responses_tools")
-    target = write_model(d / "caller.gguf", vocab=vocab, chain={a: b for a, b in zip(ids, ids[1:])}, name="caller")
-    draft = write_model(d / "caller-draft.gguf", vocab=vocab, seed=5, n_layer=1, name="caller-draft")
+    target, draft = write_scripted_pair(tmp_path_factory.mktemp("responses_tools"), SCRIPT)
     s = start(target, draft)
     yield s
     stop(s)
