@@ -20,7 +20,7 @@ import openai
 import pytest
 
 from engine import Engine
-from engine.models.tinymodel import NORMAL, Vocab, make_vocab, write_model
+from scripted_models import write_scripted_pair
 
 ROOT = next(p for p in Path(__file__).resolve().parents if (p / "pyproject.toml").exists())
 QWEN25 = (ROOT / "tests" / "templates" / "qwen2.5-instruct.jinja").read_text(encoding="utf-8")
@@ -35,14 +35,8 @@ ASK = [{"role": "user", "content": "What is the weather in Paris?"}]
 def served(tmp_path_factory):
     from engine.serving.server import ServedModel, ServerThread, create_app
 
-    base = make_vocab()
-    vocab = Vocab(base.tokens + SCRIPT, base.scores + [0.0] * len(SCRIPT), base.types + [NORMAL] * len(SCRIPT))
-    ids = [vocab.byte(10)] + [len(base.tokens) + i for i in range(len(SCRIPT))] + [vocab.id("<|im_end|>")]
-    d = tmp_path_factory.mktemp("fenced")
-    target = write_model(d / "fenced.gguf", vocab=vocab, chain={a: b for a, b in zip(ids, ids[1:])}, name="fenced",
-                         chat_template=QWEN25)
-    draft = write_model(d / "fenced-draft.gguf", vocab=vocab, seed=8, n_layer=1, name="fenced-draft",
-                        chat_template=QWEN25)
+    target, draft = write_scripted_pair(tmp_path_factory.mktemp("fenced"), SCRIPT, name="fenced", draft_seed=8,
+                                        chat_template=QWEN25)
     eng = Engine(target, n_ctx=2048, metrics_log=False)
     srv = ServerThread(create_app(ServedModel(eng, "qwen", draft=draft, lookahead=3))).start()
     client = openai.OpenAI(base_url=srv.url + "/v1", api_key="none", max_retries=0, timeout=60)

@@ -15,7 +15,7 @@ import openai
 import pytest
 
 from engine import Engine
-from engine.models.tinymodel import NORMAL, Vocab, make_vocab, write_model
+from scripted_models import write_scripted_pair
 
 CALL = '{"name": "get_weather", "arguments": {"city": "Paris"}}'
 SCRIPT = ["Sure.", "<tool_call>", "\n" + CALL + "\n", "</tool_call>"]
@@ -28,12 +28,7 @@ ASK = [{"role": "user", "content": "What is the weather in Paris?"}]
 @pytest.fixture(scope="module")
 def scripted(tmp_path_factory):
     """A target that answers SCRIPT then ends its turn, and a random draft of its vocabulary."""
-    base = make_vocab()
-    vocab = Vocab(base.tokens + SCRIPT, base.scores + [0.0] * len(SCRIPT), base.types + [NORMAL] * len(SCRIPT))
-    ids = [vocab.byte(10)] + [len(base.tokens) + i for i in range(len(SCRIPT))] + [vocab.id("<|im_end|>")]
-    d = tmp_path_factory.mktemp("tools")
-    target = write_model(d / "caller.gguf", vocab=vocab, chain={a: b for a, b in zip(ids, ids[1:])}, name="caller")
-    draft = write_model(d / "caller-draft.gguf", vocab=vocab, seed=5, n_layer=1, name="caller-draft")
+    target, draft = write_scripted_pair(tmp_path_factory.mktemp("tools"), SCRIPT)
     return target, draft
 
 
@@ -130,13 +125,7 @@ def direct(tmp_path_factory):
     """A server whose scripted target answers with the call alone (no text first)."""
     from engine.serving.server import ServedModel, ServerThread, create_app
 
-    base = make_vocab()
-    script = SCRIPT[1:]
-    vocab = Vocab(base.tokens + script, base.scores + [0.0] * len(script), base.types + [NORMAL] * len(script))
-    ids = [vocab.byte(10)] + [len(base.tokens) + i for i in range(len(script))] + [vocab.id("<|im_end|>")]
-    d = tmp_path_factory.mktemp("direct")
-    target = write_model(d / "direct.gguf", vocab=vocab, chain={a: b for a, b in zip(ids, ids[1:])}, name="direct")
-    draft = write_model(d / "direct-draft.gguf", vocab=vocab, seed=6, n_layer=1, name="direct-draft")
+    target, draft = write_scripted_pair(tmp_path_factory.mktemp("direct"), SCRIPT[1:], name="direct", draft_seed=6)
     eng = Engine(target, n_ctx=1024, metrics_log=False)
     srv = ServerThread(create_app(ServedModel(eng, "caller", draft=draft, lookahead=3))).start()
     client = openai.OpenAI(base_url=srv.url + "/v1", api_key="none", max_retries=0, timeout=60)
@@ -171,12 +160,7 @@ def pieces(tmp_path_factory):
     is a new token: one already in the vocabulary would make a duplicate llama.cpp refuses)."""
     from engine.serving.server import ServedModel, ServerThread, create_app
 
-    base = make_vocab()
-    vocab = Vocab(base.tokens + PIECES, base.scores + [0.0] * len(PIECES), base.types + [NORMAL] * len(PIECES))
-    ids = [vocab.byte(10)] + [len(base.tokens) + i for i in range(len(PIECES))] + [vocab.id("<|im_end|>")]
-    d = tmp_path_factory.mktemp("pieces")
-    target = write_model(d / "pieces.gguf", vocab=vocab, chain={a: b for a, b in zip(ids, ids[1:])}, name="pieces")
-    draft = write_model(d / "pieces-draft.gguf", vocab=vocab, seed=7, n_layer=1, name="pieces-draft")
+    target, draft = write_scripted_pair(tmp_path_factory.mktemp("pieces"), PIECES, name="pieces", draft_seed=7)
     eng = Engine(target, n_ctx=1024, metrics_log=False)
     srv = ServerThread(create_app(ServedModel(eng, "caller", draft=draft, lookahead=3))).start()
     client = openai.OpenAI(base_url=srv.url + "/v1", api_key="none", max_retries=0, timeout=60)
