@@ -16,19 +16,9 @@ from PySide6.QtCore import Qt  # noqa: E402
 from PySide6.QtGui import QTextCursor  # noqa: E402
 
 from app.history import History  # noqa: E402
+from history_schemas import OLD_SCHEMA  # noqa: E402
 from test_gui_chat_input import _load, _make_window  # noqa: E402
 from test_gui_transcript import _fragments, click_anchor  # noqa: E402
-
-# The layout of the history database before answer versions (the commit before this one's).
-OLD_SCHEMA = """
-CREATE TABLE conversations (id INTEGER PRIMARY KEY AUTOINCREMENT, title TEXT NOT NULL,
-    system_prompt TEXT NOT NULL DEFAULT '', created REAL NOT NULL, updated REAL NOT NULL);
-CREATE TABLE messages (id INTEGER PRIMARY KEY AUTOINCREMENT,
-    conversation_id INTEGER NOT NULL REFERENCES conversations(id) ON DELETE CASCADE,
-    role TEXT NOT NULL, content TEXT NOT NULL, stats TEXT, spans TEXT,
-    status TEXT NOT NULL DEFAULT 'complete', created REAL NOT NULL);
-CREATE INDEX messages_by_conversation ON messages(conversation_id, id);
-"""
 
 
 def _old_database(path) -> None:

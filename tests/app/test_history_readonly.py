@@ -20,18 +20,9 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+from history_schemas import OLD_SCHEMA
 
-# The layout of the history database in the previous release (before answer versions).
-OLD_SCHEMA = """
-CREATE TABLE conversations (id INTEGER PRIMARY KEY AUTOINCREMENT, title TEXT NOT NULL,
-    system_prompt TEXT NOT NULL DEFAULT '', created REAL NOT NULL, updated REAL NOT NULL);
-CREATE TABLE messages (id INTEGER PRIMARY KEY AUTOINCREMENT,
-    conversation_id INTEGER NOT NULL REFERENCES conversations(id) ON DELETE CASCADE,
-    role TEXT NOT NULL, content TEXT NOT NULL, stats TEXT, spans TEXT,
-    status TEXT NOT NULL DEFAULT 'complete', created REAL NOT NULL);
-CREATE INDEX messages_by_conversation ON messages(conversation_id, id);
-"""
+ROOT = Path(__file__).resolve().parents[2]
 
 CHILD = """
 import json, sys

@@ -13,6 +13,7 @@ httpx = pytest.importorskip("httpx")
 pytest.importorskip("fastapi")
 
 from engine import Engine  # noqa: E402
+from test_server import wait_until  # noqa: E402
 
 MSGS = [{"role": "user", "content": "the value of the item"}]
 STREAMS = {
@@ -21,14 +22,6 @@ STREAMS = {
     "/api/generate": {"prompt": "the value of the item", "options": {"num_predict": 900}},
     "/v1/messages": {"messages": MSGS, "max_tokens": 900, "stream": True},
 }
-
-
-def wait_until(cond, timeout: float = 30.0, what: str = "condition") -> None:
-    deadline = time.monotonic() + timeout
-    while not cond():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.01)
 
 
 @pytest.fixture(scope="module")
