@@ -1,8 +1,8 @@
 """The child process of a `RemoteEngine`: it loads `Engine(target, rpc=...)` and answers the
 parent's requests over a pipe (a lost RPC worker can only end this process, never the app).
 
-Messages in: ("stream", GenerationRequest), ("decoder", draft), ("call", "engine"|"target",
-name, args, kwargs), ("close",); on the control pipe: ("cancel",), ("lookahead", label).
+Messages in: ("stream", GenerationRequest), ("decoder", draft), ("call", name, args, kwargs)
+(an Engine method; the vocabulary is read in the parent), ("close",); on the control pipe: ("cancel",), ("lookahead", label).
 Messages out: ("ready", info), ("progress", what, x), ("event", Event), ("end",),
 ("result", value), ("error", module, class, message), ("fatal", message).
 """
@@ -100,9 +100,8 @@ def _child_main(conn: Any, ctrl: Any, spec: dict) -> None:
                     eng.decoder(msg[1], on_progress=lambda x: (send(("progress", "draft", float(x))), True)[1])
                     send(("result", None))
                 elif op == "call":
-                    _, where, name, args, kwargs = msg
-                    obj = eng.target if where == "target" else eng
-                    send(("result", getattr(obj, name)(*args, **kwargs)))
+                    _, name, args, kwargs = msg
+                    send(("result", getattr(eng, name)(*args, **kwargs)))
                 else:
                     send(("error", *_pack_error(TandemError(f"unknown request {op!r}"))))
             except BaseException as e:  # noqa: BLE001 - every failure goes back as one message

@@ -333,10 +333,10 @@ class RemoteEngine(BaseEngine):
             if msg[0] == "progress" and on_progress is not None:
                 on_progress(msg[2])
 
-    def _call(self, where: str, name: str, args: tuple, kwargs: dict) -> Any:
+    def _call(self, name: str, args: tuple, kwargs: dict) -> Any:
         with self._lock:
             self._check_open()
-            self._send(("call", where, name, args, kwargs))
+            self._send(("call", name, args, kwargs))
             return self._result()
 
     # -- the Engine calls -----------------------------------------------------------------------
@@ -351,15 +351,15 @@ class RemoteEngine(BaseEngine):
 
     def forget_prompts(self) -> None:
         """`Engine.forget_prompts` in the child."""
-        self._call("engine", "forget_prompts", (), {})
+        self._call("forget_prompts", (), {})
 
     def calibration_key(self) -> str:
         """The key the split target's pass costs persist under (the child's Engine decides)."""
-        return self._call("engine", "calibration_key", (), {})
+        return self._call("calibration_key", (), {})
 
     def first_divergence(self, prompt: Sequence[int], reference: Sequence[int], other: Sequence[int]) -> Any:
         """`Engine.first_divergence` in the child, where the target's weights live (the race's check)."""
-        return self._call("engine", "first_divergence", (list(prompt), list(reference), list(other)), {})
+        return self._call("first_divergence", (list(prompt), list(reference), list(other)), {})
 
     def decoder(self, draft_model: Any = None, on_progress: Callable[[float], bool] | None = None) -> None:
         """Prepare (load once) a drafter in the child: a path, "lookup" or None."""
