@@ -95,7 +95,8 @@ def _top(row) -> tuple[int, float]:
 def record(target: str, draft: str, out: Path, which: str, limit: int, max_tokens: int, depth: int,
            log: Callable[[str], None]) -> int:
     from engine.decoding.engine import prompt_tokens
-    from engine.llamacpp.llama import Context, Model
+    from engine.llamacpp.llama import Model
+    from engine.llamacpp.context import Context
     from engine.llamacpp.runtime import RuntimeParams
     from engine.measure.suites import builtin_suites, load_suite
 

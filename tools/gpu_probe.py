@@ -79,7 +79,7 @@ def measure(target: Path, draft: Path, tokens: int = 128, reps: int = 3, gpu_lay
     """Costs and speeds on this machine; `curve_only`: the verify curve and the draft step alone."""
     from engine import Engine
     from engine.decoding.events import DoneEvent
-    from engine.llamacpp.llama import Context
+    from engine.llamacpp.context import Context
     from engine.decoding.drafting.lookahead import Fixed
     from engine.llamacpp.runtime import RuntimeParams
     from engine.decoding.sampling.sampler import SamplingParams

@@ -169,7 +169,8 @@ def measure_curve(target: str, sizes: Sequence[int] = range(1, MAX_LOOKAHEAD + 2
                   context: int = 400) -> dict[int, float]:
     """Median seconds of one target pass over n tokens (logits for every row, as verification
     needs), sizes interleaved per repetition, after `context` tokens of context."""
-    from engine.llamacpp.llama import Context, Model
+    from engine.llamacpp.llama import Model
+    from engine.llamacpp.context import Context
 
     model = Model(target)
     ctx = Context(model, RuntimeParams(n_ctx=context + MAX_LOOKAHEAD + 8))

@@ -40,7 +40,8 @@ from tools.host_overhead import TEMPERATURE, TOP_P
 def collect_rows(model_path: str, tokens: int, suites: Sequence[str]) -> list[np.ndarray]:
     """Logits rows met while writing a sampled answer to each suite's first prompt."""
     from engine.decoding.engine import prompt_tokens
-    from engine.llamacpp.llama import Context, Model
+    from engine.llamacpp.llama import Model
+    from engine.llamacpp.context import Context
     from engine.measure.suites import load_suite
     from engine.llamacpp.runtime import RuntimeParams
     from engine.decoding.sampling.sampler import Sampler, SamplingParams

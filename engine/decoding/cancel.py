@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import threading
 
-from ..llamacpp.llama import Context
+from ..llamacpp.context import Context
 
 
 class CancelToken:

@@ -19,7 +19,8 @@ from .drafting.cost_model import CostModel, TextAcceptance
 from .drafting.drafters import DraftContext, Drafter, Proposal
 from .events import DoneEvent, Event, PrefillEvent, RunStats, StepEvent, TokenEvent
 from .sampling.finite import model_label
-from ..llamacpp.llama import Context, Model
+from ..llamacpp.llama import Model
+from ..llamacpp.context import Context
 from .sampling.logit_controls import check_logit_bias
 from .drafting.lookahead import LiveLookahead
 from ..llamacpp.runtime import RuntimeParams

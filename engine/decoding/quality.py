@@ -14,7 +14,8 @@ from typing import Sequence
 
 import numpy as np
 
-from ..llamacpp.llama import Context, Model
+from ..llamacpp.llama import Model
+from ..llamacpp.context import Context
 from ..llamacpp.runtime import RuntimeParams
 
 NOISE_MARGIN = 0.6  # logit gap below which batched/single decodes may disagree (measured)

@@ -203,7 +203,7 @@ def measure_verify_curve(model: Any, prompt: list[int], sizes: tuple[int, ...] =
                          n_threads: int | None = None) -> dict[int, float]:
     """Seconds for one target pass over n tokens (logits for every row, as a verify step),
     sizes interleaved within each repetition so load changes hit them all; medians."""
-    from ..llamacpp.llama import Context
+    from ..llamacpp.context import Context
 
     ctx = Context(model, RuntimeParams(n_ctx=max(512, len(prompt) + max(sizes) + 8), n_threads=n_threads))
     try:

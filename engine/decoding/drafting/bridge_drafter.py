@@ -24,7 +24,8 @@ import numpy as np
 
 from .drafters import NO_RULES, ConfidenceGate, DraftContext, Drafter, Proposal
 from ..sampling.finite import check_top
-from ...llamacpp.llama import Context, Model, common_prefix
+from ...llamacpp.llama import Model
+from ...llamacpp.context import Context, common_prefix
 from ...llamacpp.runtime import RuntimeParams
 from ..sampling.sampler import Sampler
 

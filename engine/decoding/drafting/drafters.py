@@ -18,7 +18,8 @@ import numpy as np
 
 from ..sampling.finite import check_top
 from ..sampling.grammar import GrammarError, GrammarState
-from ...llamacpp.llama import Context, Model
+from ...llamacpp.llama import Model
+from ...llamacpp.context import Context
 from ...llamacpp.runtime import RuntimeParams
 from ..sampling.sampler import Dist, Sampler
 from .draft_context import NO_RULES, ConfidenceGate, DraftContext

@@ -11,7 +11,8 @@ from engine import Engine
 from engine.decoding.drafting.drafters import Drafter, ModelDrafter, Proposal
 from engine.errors import IncompatiblePairError, ModelFileError, PromptError
 from engine.decoding.events import DoneEvent, PrefillEvent, StepEvent, TokenEvent
-from engine.llamacpp.llama import Context, Model
+from engine.llamacpp.llama import Model
+from engine.llamacpp.context import Context
 from engine.decoding.drafting.lookahead import Fixed
 from engine.decoding.quality import first_divergence
 from engine.decoding.sampling.sampler import SamplingParams, distribution

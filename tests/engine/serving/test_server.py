@@ -692,7 +692,7 @@ LOGPROB_TOL = 2e-3
 def _row_logprobs(model, prompt: list[int], gen: list[int], shift: int) -> list[float]:
     """log p(gen[i]) read from the row `shift` positions away from the one that predicts it,
     all rows from one batched decode of prompt + gen."""
-    from engine.llamacpp.llama import Context
+    from engine.llamacpp.context import Context
     from engine.llamacpp.runtime import RuntimeParams
 
     seq = prompt + gen

@@ -7,7 +7,7 @@ behaviour is measured in isolation from any model.
 from __future__ import annotations
 
 from engine.decoding.drafting.drafters import PromptLookupDrafter
-from engine.llamacpp.llama import common_prefix
+from engine.llamacpp.context import common_prefix
 from engine.decoding.sampling.sampler import Sampler
 
 

@@ -63,7 +63,7 @@ def test_penalties_change_greedy_output_the_same_way_with_every_draft(eng, tiny_
 def test_logprobs_are_the_targets_whatever_drafted_them(eng, tiny_draft, tiny_target):
     _, ref = run(eng, tiny_draft, "none", logprobs=3, logit_bias={300: -100.0})
     # the reference computed here by hand: the target's own logits, one token at a time, biased
-    from engine.llamacpp.llama import Context
+    from engine.llamacpp.context import Context
 
     toks = eng.tokens_for(PROMPT)
     ctx = Context(eng.target)

@@ -1,0 +1,211 @@
+"""A KV cache over a loaded model: batch decode, logits as numpy views, prefix reuse and
+roll-back (by truncation, or through llama.cpp's recurrent-state snapshots on hybrid models).
+
+The decoder's hot loop runs here, so it stays lean: one preallocated batch, cached views.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import threading
+from typing import Callable, Iterator, Sequence
+
+import numpy as np
+
+from ..errors import Cancelled, DecodeError, ModelLoadError
+from .llama import Model, default_threads, log_tail, recent_log_errors
+from .runtime import RuntimeParams
+
+import llama_cpp  # noqa: E402
+
+
+class Context:
+    """One KV cache over a model, a single sequence, with batch decode and truncation.
+
+    `tokens` mirrors what the KV cache holds, position by position, so callers can
+    compute common prefixes and roll back by truncating.
+    """
+
+    def __init__(
+        self,
+        model: Model,
+        runtime: RuntimeParams | None = None,
+    ):
+        """Of `runtime` a context uses n_ctx, n_batch and n_threads (None: the physical cores)."""
+        model._require_open()
+        rt = runtime or RuntimeParams()
+        n_ctx, n_batch = rt.n_ctx, rt.n_batch
+        self.model = model
+        threads = rt.n_threads or default_threads()
+        params = llama_cpp.llama_context_default_params()
+        params.n_ctx = n_ctx
+        params.n_batch = n_batch
+        params.n_ubatch = n_batch
+        params.n_seq_max = 1
+        params.n_threads = threads
+        params.n_threads_batch = threads
+        params.no_perf = True
+        log_tail.clear()
+        self._ctx = model.init_context(params)
+        if not self._ctx:
+            detail = recent_log_errors() or "out of memory?"
+            raise ModelLoadError(f"{model.path}: could not create a context of {n_ctx} tokens ({detail})")
+        self.n_ctx: int = llama_cpp.llama_n_ctx(self._ctx)
+        # llama.cpp caps its batch at the context it asked for (n_ctx 64 -> batch 64, context padded
+        # to 256): chunk by what it accepts, or a longer prompt aborts the process (GGML_ASSERT)
+        self.n_batch: int = min(n_batch, int(llama_cpp.llama_n_batch(self._ctx)))
+        self.n_threads = threads
+        self.n_vocab = model.n_vocab
+        self._mem = llama_cpp.llama_get_memory(self._ctx)
+        self._batch = llama_cpp.llama_batch_init(n_batch, 0, 1)
+        self._b_token = np.ctypeslib.as_array(self._batch.token, shape=(n_batch,))
+        self._b_pos = np.ctypeslib.as_array(self._batch.pos, shape=(n_batch,))
+        self._b_logits = np.ctypeslib.as_array(self._batch.logits, shape=(n_batch,))
+        self._positions = np.arange(n_batch, dtype=np.int32)
+        # numpy views of llama.cpp's logits buffer by (address, rows): building one costs more
+        # than a decode of a tiny model, and the buffer moves only when llama.cpp grows it
+        self._views: dict[tuple[int, int], np.ndarray] = {}
+        self._get_logits = _raw_function("llama_get_logits", ctypes.c_void_p, [ctypes.c_void_p])
+        n_seq = np.ctypeslib.as_array(self._batch.n_seq_id, shape=(n_batch,))
+        n_seq[:] = 1
+        for i in range(n_batch):
+            self._batch.seq_id[i][0] = 0
+        self.tokens: list[int] = []
+        self._abort = threading.Event()
+        self._abort_cb = llama_cpp.ggml_abort_callback(lambda _data: self._abort.is_set())
+        self._null_abort = ctypes.cast(None, llama_cpp.ggml_abort_callback)
+
+    @property
+    def n_past(self) -> int:
+        return len(self.tokens)
+
+    def decode(self, tokens: Sequence[int], *, logits: str = "last", abortable: bool = False) -> np.ndarray:
+        """Append `tokens` to the KV cache; return logits rows as a numpy *view*.
+
+        logits: "last" -> shape (1, n_vocab); "all" -> (len(tokens), n_vocab); "none" -> empty.
+        The view is valid until the next decode on this context; copy what must outlive it.
+        `abortable` lets `abort()` interrupt a long decode (prefill) from another thread;
+        it is off for the hot single-token path, where the check would cost time.
+        """
+        n = len(tokens)
+        if n == 0:
+            raise DecodeError("nothing to decode")
+        if n > self.n_batch:
+            raise DecodeError(f"batch of {n} tokens exceeds n_batch {self.n_batch}")
+        if self.n_past + n > self.n_ctx:
+            raise DecodeError(f"context full: {self.n_past} + {n} tokens > {self.n_ctx}")
+        start = self.n_past
+        if n == 1:
+            self._b_token[0] = tokens[0]
+            self._b_pos[0] = start
+        else:
+            self._b_token[:n] = tokens
+            np.add(self._positions[:n], start, out=self._b_pos[:n])
+        if logits == "all":
+            self._b_logits[:n] = 1
+            n_out = n
+        elif logits == "last":
+            self._b_logits[: n - 1] = 0
+            self._b_logits[n - 1] = 1
+            n_out = 1
+        elif logits == "none":
+            self._b_logits[:n] = 0
+            n_out = 0
+        else:
+            raise ValueError(f"logits must be 'last', 'all' or 'none', not {logits!r}")
+        self._batch.n_tokens = n
+        if abortable:
+            self._abort.clear()
+            llama_cpp.llama_set_abort_callback(self._ctx, self._abort_cb, None)
+        try:
+            rc = llama_cpp.llama_decode(self._ctx, self._batch)
+        finally:
+            if abortable:
+                llama_cpp.llama_set_abort_callback(self._ctx, self._null_abort, None)
+        if rc != 0:
+            # Failed or aborted decodes may leave some ubatches in memory: restore our view.
+            llama_cpp.llama_memory_seq_rm(self._mem, 0, start, -1)
+            if rc == 2:
+                raise Cancelled("cancelled")
+            if rc == 1:
+                raise DecodeError(f"no KV slot for {n} tokens at position {start} (context {self.n_ctx})")
+            raise DecodeError(f"llama_decode failed with code {rc}")
+        self.tokens.extend(map(int, tokens))
+        if n_out == 0:
+            return np.empty((0, self.n_vocab), dtype=np.float32)
+        return self._logits_view(n_out)
+
+    def _logits_view(self, rows: int) -> np.ndarray:
+        """The first `rows` rows of llama.cpp's logits buffer, as a numpy view."""
+        addr = self._get_logits(self._ctx)
+        view = self._views.get((addr, rows))
+        if view is None:
+            if len(self._views) > 64:  # the buffer moved many times: forget the old addresses
+                self._views.clear()
+            view = np.ctypeslib.as_array((ctypes.c_float * (rows * self.n_vocab)).from_address(addr)).reshape(rows, self.n_vocab)
+            self._views[(addr, rows)] = view
+        return view
+
+    def reuse_prefix(self, tokens: Sequence[int]) -> int:
+        """Keep the cached positions shared with `tokens` (a chat turn, the draft's last
+        proposal), always leaving the last token to decode since its logits are needed.
+        Returns how many positions were kept."""
+        keep = min(common_prefix(self.tokens, tokens), len(tokens) - 1)
+        self.truncate(keep)
+        return keep
+
+    def feed(self, tokens: Sequence[int], *, last_logits: bool = False, abortable: bool = False) -> Iterator[tuple[int, np.ndarray]]:
+        """Decode `tokens` in n_batch chunks, yielding (tokens done, logits) after each chunk:
+        callers report progress or stop between chunks. With `last_logits` the final chunk
+        returns the last row's logits (a view, as `decode`); otherwise empty arrays."""
+        for start in range(0, len(tokens), self.n_batch):
+            chunk = tokens[start : start + self.n_batch]
+            final = start + self.n_batch >= len(tokens)
+            logits = self.decode(chunk, logits="last" if final and last_logits else "none", abortable=abortable)
+            yield start + len(chunk), logits
+
+    def abort(self) -> None:
+        """Ask an `abortable` decode running in another thread to stop."""
+        self._abort.set()
+
+    def truncate(self, n: int) -> None:
+        """Drop KV entries from position `n` on (roll back rejected draft tokens)."""
+        if n >= self.n_past:
+            return
+        ok = llama_cpp.llama_memory_seq_rm(self._mem, 0, n, -1)
+        if not ok:
+            raise DecodeError("this model's memory cannot be partially rolled back")
+        del self.tokens[n:]
+
+    def clear(self) -> None:
+        llama_cpp.llama_memory_clear(self._mem, True)
+        self.tokens.clear()
+
+    def close(self) -> None:
+        if getattr(self, "_ctx", None):
+            llama_cpp.llama_batch_free(self._batch)
+            llama_cpp.llama_free(self._ctx)
+            self._ctx = None
+
+    def __del__(self) -> None:  # pragma: no cover
+        try:
+            self.close()
+        except Exception:
+            pass
+
+
+def _raw_function(name: str, restype: object, argtypes: list) -> Callable:
+    """A second binding of a libllama function with our own types (llama_cpp's binding of
+    llama_get_logits returns a POINTER(c_float) object, ours a plain address)."""
+    fn = llama_cpp.llama_cpp._lib[name]  # indexing makes a new function object; attributes are shared
+    fn.restype = restype
+    fn.argtypes = argtypes
+    return fn
+
+
+def common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
+    n = min(len(a), len(b))
+    i = 0
+    while i < n and a[i] == b[i]:
+        i += 1
+    return i
