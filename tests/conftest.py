@@ -8,6 +8,12 @@ from pathlib import Path
 import pytest
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+# llama.cpp's OpenMP threads spin while they wait for each other: right for the app (docs/
+# benchmarks.md), ruinous for a test suite sharing a busy machine, where a spinning thread
+# waits for a core another process holds (a tiny model's decode went from 0.3 ms to 14-49 ms
+# at load 10 on 2 cores). Tests check results, never speed: their threads sleep instead.
+# Set before llama.cpp (and its libgomp) loads; subprocesses (CLI, server) inherit it.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 
 @pytest.fixture(autouse=True)
@@ -97,3 +103,33 @@ def require_real(name: str) -> Path:
             pytest.fail(f"real model {name} is required (TANDEM_REQUIRE_REAL) but not in the store")
         pytest.skip(f"real model {name} not in the store (run: tandem pull {name} --source mirror)")
     return path
+
+
+@pytest.fixture(scope="session")
+def tiny_hybrid(models_dir, vocab) -> Path:
+    """A hybrid Qwen3.5 (gated delta net + attention) with one MTP layer."""
+    from engine.models.tiny_archs import write_arch_model
+
+    return write_arch_model(models_dir / "qwen35-mtp.gguf", "qwen35", mtp=True, seed=0, vocab=vocab)
+
+
+@pytest.fixture(scope="session")
+def tiny_hybrid_draft(models_dir, vocab) -> Path:
+    """A smaller-family Qwen3.5 of the same vocabulary: other weights, no MTP layer."""
+    from engine.models.tiny_archs import write_arch_model
+
+    return write_arch_model(models_dir / "qwen35-draft.gguf", "qwen35", seed=7, vocab=vocab)
+
+
+@pytest.fixture(scope="session")
+def tiny_lfm2(models_dir, vocab) -> Path:
+    from engine.models.tiny_archs import write_arch_model
+
+    return write_arch_model(models_dir / "lfm2.gguf", "lfm2", seed=0, vocab=vocab)
+
+
+@pytest.fixture(scope="session")
+def tiny_lfm2_draft(models_dir, vocab) -> Path:
+    from engine.models.tiny_archs import write_arch_model
+
+    return write_arch_model(models_dir / "lfm2-draft.gguf", "lfm2", seed=3, vocab=vocab)

@@ -76,7 +76,7 @@ def resolve_pair(args: argparse.Namespace) -> tuple[Path, str | Path | None]:
 
 
 def draft_arg(value: str) -> str | Path | None:
-    """--draft: a keyword ("lookup", "none") or a draft model (a path or a catalog id)."""
+    """--draft: a keyword ("lookup", "mtp", "none") or a draft model (a path or a catalog id)."""
     from ..decoding.drafting.choice import DraftChoice
 
     v = value.strip()

@@ -169,13 +169,13 @@ def _stats_line(s) -> str:
 
 # -- race -------------------------------------------------------------------------------------
 def cmd_race(args: argparse.Namespace) -> int:
-    from ..decoding.drafting.choice import DraftChoice, DraftKind
+    from ..decoding.drafting.choice import DraftChoice
     from ..measure.racing import race
 
     prompt = _validated_inputs(args)
     target, draft = resolve_pair(args)
     if draft is None:
-        raise UsageError("race needs a draft: --draft PATH or --draft lookup")
+        raise UsageError("race needs a draft: --draft PATH, --draft lookup or --draft mtp")
     choice = DraftChoice.parse(draft)
     eng = _engine(target, args)
     request = _request(args, prompt, draft)
@@ -195,7 +195,7 @@ def cmd_race(args: argparse.Namespace) -> int:
         print(json.dumps(r.to_dict(), ensure_ascii=False))
     else:
         width = max(40, shutil.get_terminal_size((120, 40)).columns)
-        _side_by_side("TARGET ALONE", r.target.text, "TARGET + " + ("LOOKUP" if choice.kind is DraftKind.LOOKUP else "DRAFT"),
+        _side_by_side("TARGET ALONE", r.target.text, "TARGET + " + (choice.keyword or "draft").upper(),
                       r.speculative.text, width)
         print()
         print(f"target alone : {_stats_line(b)}")
@@ -311,7 +311,7 @@ def cmd_doctor(args: argparse.Namespace) -> int:
 def _add_gen_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("prompt", help="the prompt; '-' reads stdin, '@FILE' reads a file")
     p.add_argument("--target", help="target GGUF path or catalog model id")
-    p.add_argument("--draft", help="draft GGUF path or model id, 'lookup' or 'none'")
+    p.add_argument("--draft", help="draft GGUF path or model id, 'lookup', 'mtp' (a target with MTP layers) or 'none'")
     p.add_argument("--pair", help="a catalog pair id (instead of --target/--draft)")
     p.add_argument("--lookahead", type=lookahead_arg, default=5, help="tokens drafted per step, 0..16 or 'auto' (default 5)")
     p.add_argument("--temperature", type=float, default=0.0, help="0 = greedy (default)")
@@ -350,7 +350,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     b = sub.add_parser("bench", help="benchmark suites across modes; medians and measured speedups")
     b.add_argument("--target", help="target GGUF path or model id")
-    b.add_argument("--draft", help="draft GGUF path or model id, or 'lookup'")
+    b.add_argument("--draft", help="draft GGUF path or model id, 'lookup' or 'mtp'")
     b.add_argument("--pair", help="a catalog pair id")
     b.add_argument("--suite", action="append", help="built-in suite name (chat, heldout/chat, ...) or a file (repeatable)")
     b.add_argument("--set", choices=("tuning", "heldout", "all"), default="all",

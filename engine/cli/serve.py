@@ -162,7 +162,7 @@ def register(sub: Any) -> None:
                                    "('model', 'lookup', 'none'); every answer reports usage and timings.")
     s.add_argument("--pair", help="a catalog pair id (default: the catalog's default pair)")
     s.add_argument("--target", help="target GGUF path or catalog model id (instead of --pair)")
-    s.add_argument("--draft", help="draft GGUF path or model id, 'lookup' or 'none'")
+    s.add_argument("--draft", help="draft GGUF path or model id, 'lookup', 'mtp' (a target with MTP layers) or 'none'")
     s.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1: this machine only)")
     s.add_argument("--port", type=int, default=8080)
     s.add_argument("--lookahead", type=lookahead_arg, default="auto",

@@ -25,6 +25,7 @@ from ..models.resolve import model_file
 from .drafting.bridge_drafter import BridgeDrafter
 from .drafting.choice import DraftChoice, DraftKind
 from .drafting.drafters import Drafter, ModelDrafter, PromptLookupDrafter
+from .drafting.mtp_drafter import MTPDrafter
 from ..errors import PromptError
 from ..llamacpp.embedding import EmbeddingContext, embedding_refusal
 from .engine_api import BaseEngine
@@ -186,6 +187,8 @@ class Engine(BaseEngine):
                 drafter = None
             elif choice.kind is DraftKind.LOOKUP:
                 drafter = PromptLookupDrafter()
+            elif choice.kind is DraftKind.MTP:
+                drafter = MTPDrafter(self.target)
             elif choice.kind is DraftKind.DRAFTER:
                 drafter = choice.source
             else:

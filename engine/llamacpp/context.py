@@ -24,17 +24,27 @@ class Context:
 
     `tokens` mirrors what the KV cache holds, position by position, so callers can
     compute common prefixes and roll back by truncating.
+
+    A hybrid or recurrent model (Qwen3.5, LFM2, Nemotron-H, Mamba) keeps a state that a
+    plain truncation cannot rewind. `truncate` still works on it, exactly, three ways, the
+    cheapest first: llama.cpp's per-token snapshots of the last decode (`rollback` of them,
+    where the architecture supports it), else the checkpoint `guard` saved before that
+    decode, else reading the kept tokens again from the start.
     """
 
     def __init__(
         self,
         model: Model,
         runtime: RuntimeParams | None = None,
+        *,
+        rollback: int = 0,
     ):
-        """Of `runtime` a context uses n_ctx, n_batch and n_threads (None: the physical cores)."""
+        """Of `runtime` a context uses n_ctx, n_batch and n_threads (None: the physical cores).
+        `rollback`: on a model with a recurrent state, how many tokens of its last decode it can
+        take back at once (llama.cpp's `n_rs_seq`; it keeps that many state snapshots)."""
         model._require_open()
         rt = runtime or RuntimeParams()
-        n_ctx, n_batch = rt.n_ctx, rt.n_batch
+        n_ctx, n_batch = rt.n_ctx, max(rt.n_batch, rollback + 1)
         self.model = model
         threads = rt.n_threads or default_threads()
         params = llama_cpp.llama_context_default_params()
@@ -45,6 +55,8 @@ class Context:
         params.n_threads = threads
         params.n_threads_batch = threads
         params.no_perf = True
+        if model.recurrent_state:
+            params.n_rs_seq = rollback
         log_tail.clear()
         self._ctx = model.init_context(params)
         if not self._ctx:
@@ -74,6 +86,14 @@ class Context:
         self._abort = threading.Event()
         self._abort_cb = llama_cpp.ggml_abort_callback(lambda _data: self._abort.is_set())
         self._null_abort = ctypes.cast(None, llama_cpp.ggml_abort_callback)
+        self.recurrent = model.recurrent_state
+        # Snapshots llama.cpp really keeps (it gives 0 to an architecture it cannot roll back).
+        self.rollback_depth: int = int(llama_cpp.llama_n_rs_seq(self._ctx)) if self.recurrent else 0
+        self._last_batch = 0  # tokens of the last decode: the snapshots cover only those
+        self._rolled = False  # a snapshot roll-back is single-use until the next decode
+        self._checkpoint: tuple[int, ctypes.Array] | None = None  # (n_past, recurrent state)
+        # Called with (first position, count) after each decode (the MTP head records hidden states).
+        self.after_decode: Callable[[int, int], None] | None = None
 
     @property
     def n_past(self) -> int:
@@ -123,14 +143,21 @@ class Context:
             if abortable:
                 llama_cpp.llama_set_abort_callback(self._ctx, self._null_abort, None)
         if rc != 0:
-            # Failed or aborted decodes may leave some ubatches in memory: restore our view.
-            llama_cpp.llama_memory_seq_rm(self._mem, 0, start, -1)
+            # Failed or aborted decodes may leave some ubatches in memory: restore our view
+            # (a recurrent state cannot drop them: it starts again empty).
+            if self.recurrent:
+                self.clear()
+            else:
+                llama_cpp.llama_memory_seq_rm(self._mem, 0, start, -1)
             if rc == 2:
                 raise Cancelled("cancelled")
             if rc == 1:
                 raise DecodeError(f"no KV slot for {n} tokens at position {start} (context {self.n_ctx})")
             raise DecodeError(f"llama_decode failed with code {rc}")
         self.tokens.extend(map(int, tokens))
+        self._last_batch, self._rolled = n, False
+        if self.after_decode is not None:
+            self.after_decode(start, n)
         if n_out == 0:
             return np.empty((0, self.n_vocab), dtype=np.float32)
         return self._logits_view(n_out)
@@ -172,14 +199,63 @@ class Context:
         """Drop KV entries from position `n` on (roll back rejected draft tokens)."""
         if n >= self.n_past:
             return
-        ok = llama_cpp.llama_memory_seq_rm(self._mem, 0, n, -1)
-        if not ok:
-            raise DecodeError("this model's memory cannot be partially rolled back")
-        del self.tokens[n:]
+        if not self.recurrent:
+            if not llama_cpp.llama_memory_seq_rm(self._mem, 0, n, -1):
+                raise DecodeError("this model's memory cannot be partially rolled back")
+            del self.tokens[n:]
+            return
+        if self._checkpoint is not None and n < self._checkpoint[0]:
+            self._checkpoint = None  # the positions it was saved after are being rewritten
+        back = self.n_past - n
+        # llama.cpp's snapshot slots hold the states after each of the last decode's tokens
+        # but its first: going back further would read a slot this decode never wrote.
+        if (not self._rolled and back <= min(self.rollback_depth, self._last_batch - 1)
+                and llama_cpp.llama_memory_seq_rm(self._mem, 0, n, -1)):
+            del self.tokens[n:]
+            self._rolled = True
+            return
+        self._rewind(n)
+
+    def guard(self, batch: int, back: int) -> None:
+        """Before a decode of `batch` tokens that may be taken back by up to `back`: on a
+        recurrent model whose snapshots will not reach that far, save a checkpoint here."""
+        if self.recurrent and back > min(self.rollback_depth, batch - 1):
+            self.mark()
+
+    def mark(self) -> None:
+        """Save the recurrent state at the current position (`truncate` restores it)."""
+        if not self.recurrent:
+            return
+        flags = llama_cpp.LLAMA_STATE_SEQ_FLAGS_PARTIAL_ONLY
+        size = int(llama_cpp.llama_state_seq_get_size_ext(self._ctx, 0, flags))
+        old = self._checkpoint
+        buf = old[1] if old is not None and len(old[1]) == size else (ctypes.c_uint8 * size)()
+        got = int(llama_cpp.llama_state_seq_get_data_ext(self._ctx, buf, size, 0, flags))
+        self._checkpoint = (self.n_past, buf) if got == size else None
+
+    def _rewind(self, n: int) -> None:
+        """Back to position n through the checkpoint (or the start), reading the kept tokens again."""
+        kept = self.tokens[:n]
+        cp = self._checkpoint
+        if cp is not None and cp[0] <= n:
+            flags = llama_cpp.LLAMA_STATE_SEQ_FLAGS_PARTIAL_ONLY
+            restored = int(llama_cpp.llama_state_seq_set_data_ext(self._ctx, cp[1], len(cp[1]), 0, flags)) > 0
+            if restored and llama_cpp.llama_memory_seq_rm(self._mem, 0, cp[0], -1):
+                del self.tokens[cp[0]:]
+                self._replay(kept[cp[0]:])
+                return
+        self.clear()
+        self._replay(kept)
+
+    def _replay(self, tokens: Sequence[int]) -> None:
+        for _ in self.feed(list(tokens)):
+            pass
 
     def clear(self) -> None:
         llama_cpp.llama_memory_clear(self._mem, True)
         self.tokens.clear()
+        self._checkpoint = None
+        self._last_batch = 0
 
     def close(self) -> None:
         if getattr(self, "_ctx", None):

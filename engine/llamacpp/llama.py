@@ -109,6 +109,7 @@ class Model:
         vocab_only: bool = False,
         devices: Sequence[int] | None = None,
         tensor_split: Sequence[float] | None = None,
+        load_mtp: bool | None = None,
     ):
         """`devices` (ggml device handles, see `rpc_add_server`/`local_offload_devices`)
         and `tensor_split` (one weight per device) place the layers explicitly, as
@@ -124,6 +125,9 @@ class Model:
         params = llama_cpp.llama_model_default_params()
         params.n_gpu_layers = n_gpu_layers
         params.vocab_only = vocab_only
+        # The file's own multi-token-prediction layers (Qwen3.5, GLM, DeepSeek): llama.cpp skips
+        # them unless asked; None loads them when the file has any, so "mtp" can draft later.
+        params.load_mtp = self.header.mtp_layers > 0 if load_mtp is None else load_mtp
         if devices is not None:
             # NULL-terminated; llama.cpp copies the handles while loading.
             self._devices = (ctypes.c_void_p * (len(devices) + 1))(*devices, None)
@@ -165,9 +169,11 @@ class Model:
         self.add_bos: bool = bool(llama_cpp.llama_vocab_get_add_bos(self._vocab))
         self.size_bytes: int = int(llama_cpp.llama_model_size(self._model))
         self.n_params: int = int(llama_cpp.llama_model_n_params(self._model))
-        self.can_rollback: bool = not (
+        # A recurrent or hybrid model keeps a state a KV truncation cannot rewind (see Context).
+        self.recurrent_state: bool = bool(
             llama_cpp.llama_model_is_recurrent(self._model) or llama_cpp.llama_model_is_hybrid(self._model)
         )
+        self.n_nextn: int = int(llama_cpp.llama_model_n_layer_nextn(self._model))  # MTP layers
         self._pieces: dict[int, bytes] = {}
         self._max_token_bytes: int | None = None
         self._controls: dict[str, int] | None = None  # control-token text -> its attributes

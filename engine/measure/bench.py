@@ -42,10 +42,11 @@ def plan_configs(draft: Any, modes: Sequence[str] = MODES, sweep: Sequence[int] 
         raise BenchError(f"unknown mode(s) {bad}; choose from {', '.join(MODES)}")
     from ..decoding.drafting.choice import DraftChoice, DraftKind
 
-    is_lookup = draft is not None and DraftChoice.parse(draft).kind is DraftKind.LOOKUP
+    keyword = DraftChoice.parse(draft).keyword if draft is not None else None  # "lookup", "mtp": no file
+    is_lookup = keyword == DraftKind.LOOKUP.value
     out = [Config("target", "target", None, 0)]
     if draft is not None:
-        prefix = "lookup " if is_lookup else ""
+        prefix = f"{keyword} " if keyword else ""
         if "fixed" in modes:
             out += [Config(f"{prefix}k={k}", "fixed", draft, int(k)) for k in sweep]
         if "auto" in modes:
@@ -374,7 +375,9 @@ def _draft_name(configs: Sequence[Config]) -> str | None:
     for choice in choices:
         if choice.keyword is None:
             return Path(str(choice.source)).name
-    return "lookup" if any(choice.kind is DraftKind.LOOKUP for choice in choices) else None
+    # a drafter without a file ("mtp") names the run before the lookup every run adds
+    keywords = [c.keyword for c in choices if c.keyword and c.kind is not DraftKind.LOOKUP]
+    return keywords[0] if keywords else ("lookup" if choices else None)
 
 
 # -- analysis -------------------------------------------------------------------------------

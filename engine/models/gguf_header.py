@@ -87,6 +87,13 @@ class GGUFHeader:
         return self.metadata.get(f"{self.architecture}.{suffix}", default)
 
     @property
+    def mtp_layers(self) -> int:
+        """Multi-token-prediction (nextn) layers the file carries: its own draft head (Qwen3.5/3.6,
+        GLM-4.5+, DeepSeek). 0 when it has none."""
+        n = self.arch_value("nextn_predict_layers", 0)
+        return n if isinstance(n, int) and not isinstance(n, bool) and n > 0 else 0
+
+    @property
     def split_count(self) -> int:
         return int(self.metadata.get("split.count", 1) or 1)
 

@@ -31,13 +31,15 @@ DraftSpec = Union[str, "os.PathLike[str]", "Model", "Drafter", None]
 class DraftKind(Enum):
     NONE = "none"  # the target alone
     LOOKUP = "lookup"  # prompt lookup: no second model
+    MTP = "mtp"  # the target's own multi-token-prediction head (Qwen3.5/3.6, GLM, DeepSeek)
     PATH = "path"  # a draft GGUF file, loaded (once) by the engine
     MODEL = "model"  # a draft Model already loaded
     DRAFTER = "drafter"  # a Drafter the caller made
 
 
 # Keywords a string may name instead of a path (compared case-insensitively; "" is none).
-KEYWORDS: dict[str, DraftKind] = {"none": DraftKind.NONE, "": DraftKind.NONE, "lookup": DraftKind.LOOKUP}
+KEYWORDS: dict[str, DraftKind] = {"none": DraftKind.NONE, "": DraftKind.NONE, "lookup": DraftKind.LOOKUP,
+                                  "mtp": DraftKind.MTP}
 
 
 @dataclass(frozen=True)
@@ -63,11 +65,11 @@ class DraftChoice:
             return cls(DraftKind.DRAFTER, spec)
         if isinstance(spec, (str, os.PathLike)):
             return cls(DraftKind.PATH, spec)
-        raise TandemError(f"draft_model must be a path, an engine.Model, 'lookup' or None, not {type(spec).__name__}")
+        raise TandemError(f"draft_model must be a path, an engine.Model, 'lookup', 'mtp' or None, not {type(spec).__name__}")
 
     @property
     def keyword(self) -> str | None:
-        """The keyword that names this choice ("none", "lookup"); None for a file, model or drafter."""
+        """The keyword that names this choice ("none", "lookup", "mtp"); None for a file, model or drafter."""
         return self.kind.value if self.source is None else None
 
     @property
@@ -79,7 +81,7 @@ class DraftChoice:
 
     @property
     def spec(self) -> DraftSpec:
-        """The plain form the public API takes: None, "lookup", or the source itself."""
+        """The plain form the public API takes: None, a keyword ("lookup", "mtp"), or the source itself."""
         if self.kind is DraftKind.NONE:
             return None
         return self.keyword if self.source is None else self.source
@@ -100,6 +102,8 @@ class DraftChoice:
         """How a line shown to the user names it."""
         if self.kind is DraftKind.LOOKUP:
             return "prompt lookup"
+        if self.kind is DraftKind.MTP:
+            return "the target's MTP head"
         if self.kind is DraftKind.NONE:
             return "no draft"
         if self.kind is DraftKind.DRAFTER:

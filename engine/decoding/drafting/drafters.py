@@ -72,6 +72,10 @@ class Drafter(ABC):
     def begin(self, prompt: Sequence[int]) -> None:
         """A new generation starts with this prompt."""
 
+    def bind(self, target: Context) -> None:
+        """The decoder's target context, once, before any run (a drafter reading the target's
+        hidden states, like a model's own MTP head, links to it here)."""
+
     def prefill(self, prompt: Sequence[int], cancelled: "Callable[[], bool]" = lambda: False) -> None:
         """Evaluate the prompt ahead of decoding (a model drafter fills its KV cache), so the
         first drafting step does not pay for the whole prompt. Counted in time to first token."""
@@ -139,6 +143,7 @@ class ModelDrafter(Drafter):
         for _, logits in ctx.feed(list(context[keep:]), last_logits=True):
             pass
         row = logits[0]
+        ctx.mark()  # a recurrent draft comes back here next step (a no-op for a plain KV cache)
         grammar = rules.grammar.clone() if rules.grammar is not None else None
         try:
             self._draft(row, context, k, sampler, out, grammar, rules)
@@ -150,7 +155,7 @@ class ModelDrafter(Drafter):
     def _draft(self, row: np.ndarray, context: Sequence[int], k: int, sampler: Sampler, out: Proposal,
                grammar: GrammarState | None, rules: DraftContext) -> None:
         """Up to k tokens from `row` on; within `grammar` (advanced as drafted) when given."""
-        ctx, gate, process = self.ctx, rules.confidence_gate, rules.row_processor
+        gate, process = rules.confidence_gate, rules.row_processor
         conf: list[float] = []
         for i in range(k):
             if process is not None:
@@ -182,10 +187,14 @@ class ModelDrafter(Drafter):
             if grammar is not None:
                 grammar.accept(tok)
             if i < k - 1 and more:
-                row = ctx.decode([tok], logits="last")[0]
+                row = self._next_row(tok)
             elif not more:
                 break
         out.confidence = conf
+
+    def _next_row(self, token: int) -> np.ndarray:
+        """The draft's logits row after `token` (drafting goes on from there)."""
+        return self.ctx.decode([token], logits="last")[0]
 
     def close(self) -> None:
         self.ctx.close()

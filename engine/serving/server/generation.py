@@ -9,6 +9,7 @@ import asyncio
 import threading
 import uuid
 from dataclasses import replace
+from pathlib import Path
 from typing import Any, Callable, Union
 
 from fastapi import APIRouter, Depends, Request
@@ -67,7 +68,10 @@ class Completions:
                 raise ApiError(400, "draft 'model': this server was started without a draft model; "
                                     "use 'lookup' or 'none'", param="draft", code="invalid_value")
             return self.served.draft
-        return DraftChoice.parse(choice).spec  # "lookup" or "none", checked by the request's schema
+        if choice == "mtp" and not getattr(self.eng.target, "n_nextn", 0):
+            raise ApiError(400, f"draft 'mtp': {Path(self.eng.target.path).name} has no MTP layers; "
+                                "use 'lookup' or 'none'", param="draft", code="invalid_value")
+        return DraftChoice.parse(choice).spec  # "lookup", "mtp" or "none", checked by the request's schema
 
     async def prompt_tokens(self, prompt: Any, chat: bool, tools: Any = None, parse_special: bool = False,
                             suffix: str | None = None) -> list[int]:

@@ -44,7 +44,7 @@ def test_loaded_models_and_given_drafters(tiny_draft):
 
 
 def test_anything_else_is_one_clear_line():
-    with pytest.raises(TandemError, match="draft_model must be a path, an engine.Model, 'lookup' or None, not int"):
+    with pytest.raises(TandemError, match="draft_model must be a path, an engine.Model, 'lookup', 'mtp' or None, not int"):
         DraftChoice.parse(3)  # type: ignore[arg-type]
     assert DraftChoice.parse(None) is NO_DRAFT
 
@@ -53,11 +53,12 @@ def test_the_cli_and_the_server_read_the_same_keywords(tiny_draft):
     from engine.cli.common import draft_arg
     from engine.serving.server.config import ServedModel
 
-    assert draft_arg(" Lookup ") == "lookup" and draft_arg("NONE") is None
+    assert draft_arg(" Lookup ") == "lookup" and draft_arg("NONE") is None and draft_arg("MTP") == "mtp"
     assert draft_arg(str(tiny_draft)) == Path(tiny_draft)
     eng = SimpleNamespace()
     assert ServedModel(eng, "m", draft="LOOKUP").default_draft == "lookup"
     assert ServedModel(eng, "m", draft="none").default_draft == "none"
+    assert ServedModel(eng, "m", draft="mtp").default_draft == "mtp"
     assert ServedModel(eng, "m", draft=None).has_draft_model is False
     served = ServedModel(eng, "m", draft=str(tiny_draft))
     assert served.has_draft_model and served.default_draft == "model"
@@ -72,6 +73,8 @@ def test_the_bench_and_the_race_parse_it_too():
     assert names == ["target", "lookup auto"]  # a lookup draft: no second lookup row
     assert _draft_name(plan_configs("Lookup")) == "lookup"
     assert _draft_name(plan_configs("x/d.gguf")) == "d.gguf"
+    mtp = plan_configs("mtp", modes=("target", "fixed", "auto", "lookup"), sweep=(2,))
+    assert [c.name for c in mtp] == ["target", "mtp k=2", "mtp auto", "lookup"] and _draft_name(mtp) == "mtp"
     with pytest.raises(TandemError, match="a race needs a draft"):
         race(SimpleNamespace(), GenerationRequest("hi", draft="none"))
 
@@ -79,6 +82,7 @@ def test_the_bench_and_the_race_parse_it_too():
 def test_labels_name_the_choice_as_the_server_line_does():
     assert DraftChoice.parse(None).label == "no draft"
     assert DraftChoice.parse("Lookup").label == "prompt lookup"
+    assert DraftChoice.parse("mtp").label == "the target's MTP head"
     assert DraftChoice.parse(Path("/m/d.Q4.gguf")).label == "draft d.Q4.gguf"
 
 

@@ -1,0 +1,87 @@
+"""Drafting with the target's own multi-token-prediction head ("mtp").
+
+Qwen3.5/3.6 and other 2026 families ship nextn layers trained to guess the next tokens
+from the target's hidden state: a draft with no second file, no vocabulary to match, and
+a forward pass a fraction of the target's. The head runs as llama.cpp's MTP context
+(engine/llamacpp/mtp.py); drafting itself (greedy or sampled, gates, grammar, logits
+processors) is the model drafter's, so exactness holds the same way: the target verifies
+every token.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+
+from ...llamacpp.context import Context
+from ...llamacpp.llama import Model
+from ...llamacpp.mtp import HiddenStates, MtpContext, mtp_refusal
+from ...errors import UnsupportedModelError
+from ..sampling.sampler import Sampler
+from .draft_context import NO_RULES, DraftContext
+from .drafters import ModelDrafter, Proposal
+
+
+class MTPDrafter(ModelDrafter):
+    """Drafts from the target's MTP head. Bound to the decoder's target context (`bind`):
+    the head reads that context's hidden states, recorded after every target decode."""
+
+    kind = "mtp"
+    calibration_name = "mtp"
+    cost_class = "model"
+
+    def __init__(self, target: Model, *, p_min: float = 0.0):  # noqa: D107 - no draft file of its own
+        refusal = mtp_refusal(target)
+        if refusal:
+            raise UnsupportedModelError(refusal)
+        self.target_model = target
+        self.model = None  # no second model: costs and confidences are filed under "mtp"
+        self.p_min = p_min
+        self.target_vocab = target.n_vocab
+        self._hidden: HiddenStates | None = None
+        self._head: MtpContext | None = None
+
+    def relative_cost(self, target: Model) -> float:
+        """One nextn layer plus the output head, against the whole target: a prior Auto replaces
+        with what it measures."""
+        return 0.1
+
+    @property
+    def contexts(self) -> list[Context]:
+        return []  # the head's decodes are single tokens or one short batch: nothing to abort
+
+    def bind(self, target: Context) -> None:
+        self._hidden = HiddenStates(target)
+        self._head = MtpContext(target, self._hidden)
+
+    def prefill(self, prompt: Sequence[int], cancelled=lambda: False) -> None:
+        """Nothing ahead: the head reads the prompt's hidden states at its first proposal."""
+
+    def propose(self, context: Sequence[int], k: int, sampler: Sampler, rules: DraftContext = NO_RULES) -> Proposal:
+        out = Proposal()
+        head = self._head
+        if k <= 0 or not context or head is None:
+            return out
+        row = head.sync(context)  # positions up to the last token, then its prediction
+        grammar = rules.grammar.clone() if rules.grammar is not None else None
+        try:
+            self._draft(row, context, k, sampler, out, grammar, rules)
+        finally:
+            if grammar is not None:
+                grammar.close()
+            # Drafted positions paired the head's own hidden states: the target's replace them.
+            head.truncate(len(context))
+        return out
+
+    def _next_row(self, token: int) -> np.ndarray:
+        assert self._head is not None
+        return self._head.extend(token)
+
+    def close(self) -> None:
+        if self._head is not None:
+            self._head.close()
+            self._head = None
+        if self._hidden is not None:
+            self._hidden.close()
+            self._hidden = None

@@ -1,0 +1,184 @@
+"""A target's own multi-token-prediction (MTP) head, run as llama.cpp's MTP context.
+
+Qwen3.5/3.6, GLM-4.5+ and DeepSeek files carry "nextn" layers trained to predict the token
+after next from the target's last hidden state. llama.cpp runs them as a second context of
+type `LLAMA_CONTEXT_TYPE_MTP` over the same weights, linked to the target's by `ctx_other`.
+The hand-over of hidden states lives in llama.cpp's staging header (src/llama-ext.h), which
+llama-cpp-python binds in `llama_cpp.llama_cpp_ext` under each ABI's symbol names; this
+module is the one place Tandem touches it.
+
+The pairing (llama.cpp's): the MTP context holds, at position p, the token x_p with the
+target's hidden state h_{p-1} of the position before (zeros before the first). Its output
+at p predicts x_{p+1}; chaining its own hidden state drafts further.
+"""
+
+from __future__ import annotations
+
+import ctypes
+from typing import Any, Sequence
+
+import numpy as np
+
+from ..errors import DecodeError, ModelLoadError, UnsupportedModelError
+from .context import Context, common_prefix
+from .llama import log_tail, recent_log_errors
+
+import llama_cpp  # noqa: E402
+
+_EXT_NAMES = ("llama_set_embeddings_nextn", "llama_get_embeddings_nextn", "llama_get_embeddings_nextn_ith")
+
+
+def _ext() -> Any:
+    """llama-cpp-python's bindings of llama-ext.h; UnsupportedModelError in one line without them."""
+    try:
+        from llama_cpp import llama_cpp_ext as ext
+    except (ImportError, AttributeError) as e:  # an older wheel, or a build without the symbols
+        raise UnsupportedModelError(f"this llama.cpp build cannot run MTP heads ({e}); reinstall with packaging/bootstrap.sh") from None
+    missing = [n for n in _EXT_NAMES if not hasattr(ext, n)]
+    if missing:
+        raise UnsupportedModelError(f"this llama.cpp build lacks {', '.join(missing)}: it cannot run MTP heads")
+    return ext
+
+
+def mtp_refusal(target: Any) -> str | None:
+    """Why `target` (a loaded Model) cannot draft with its own MTP head; None when it can."""
+    if getattr(target, "n_nextn", 0) <= 0:
+        return (f"{target.path.name} ({target.architecture}) has no MTP layers; MTP drafting needs a file "
+                "converted with them (Qwen3.5/3.6, GLM-4.5+, DeepSeek V3 and others ship them)")
+    try:
+        _ext()
+    except UnsupportedModelError as e:
+        return str(e)
+    return None
+
+
+class HiddenStates:
+    """The target context's hidden state per position, recorded after each of its decodes
+    (llama.cpp keeps only the last batch's), so the MTP head can catch up later."""
+
+    def __init__(self, target: Context):
+        self._ext = _ext()
+        self._target = target
+        self.n_embd = int(target.model.n_embd)
+        self._ext.llama_set_embeddings_nextn(target._ctx, True, False)  # every row, not only outputs
+        self.rows = np.zeros((max(16, min(target.n_ctx, 1024)), self.n_embd), dtype=np.float32)
+        target.after_decode = self.record
+
+    def record(self, start: int, n: int) -> None:
+        ptr = self._ext.llama_get_embeddings_nextn(self._target._ctx)
+        if not ptr:
+            raise DecodeError("llama.cpp returned no hidden states for the MTP head")
+        if start + n > len(self.rows):  # grow by doubling, up to the context
+            grown = np.zeros((min(self._target.n_ctx, max(2 * len(self.rows), start + n)), self.n_embd), np.float32)
+            grown[: len(self.rows)] = self.rows
+            self.rows = grown
+        self.rows[start:start + n] = np.ctypeslib.as_array(ptr, shape=(n, self.n_embd))
+
+    def before(self, p: int) -> np.ndarray:
+        """h_{p-1}: the hidden state the MTP head pairs with the token at position p."""
+        return self.rows[p - 1] if p > 0 else np.zeros(self.n_embd, dtype=np.float32)
+
+    def close(self) -> None:
+        if getattr(self._target, "_ctx", None):
+            self._ext.llama_set_embeddings_nextn(self._target._ctx, False, False)
+        self._target.after_decode = None
+
+
+class MtpContext:
+    """The MTP head's own KV cache, one sequence, positions aligned with the target's."""
+
+    def __init__(self, target: Context, hidden: HiddenStates):
+        self._ext = _ext()
+        model = target.model
+        if model.n_nextn <= 0:
+            raise UnsupportedModelError(mtp_refusal(model) or "no MTP layers")
+        self.hidden = hidden
+        self.n_embd = hidden.n_embd
+        self.n_vocab = model.n_vocab
+        params = llama_cpp.llama_context_default_params()
+        params.ctx_type = llama_cpp.LLAMA_CONTEXT_TYPE_MTP
+        params.ctx_other = target._ctx
+        params.n_ctx = target.n_ctx
+        params.n_batch = params.n_ubatch = target.n_batch
+        params.n_seq_max = 1
+        params.n_threads = params.n_threads_batch = target.n_threads
+        params.no_perf = True
+        log_tail.clear()
+        self._ctx = model.init_context(params)
+        if not self._ctx:
+            raise ModelLoadError(f"{model.path}: could not create the MTP context ({recent_log_errors() or 'out of memory?'})")
+        self._ext.llama_set_embeddings_nextn(self._ctx, True, True)  # its own hidden state, output rows only
+        self.n_batch = int(llama_cpp.llama_n_batch(self._ctx))
+        self._mem = llama_cpp.llama_get_memory(self._ctx)
+        self._batch = llama_cpp.llama_batch_init(self.n_batch, self.n_embd, 1)
+        # A batch made for embeddings has no token array; the MTP graph reads both.
+        self._tok = (llama_cpp.llama_token * self.n_batch)()
+        self._batch.token = self._tok
+        self._b_embd = np.ctypeslib.as_array(self._batch.embd, shape=(self.n_batch, self.n_embd))
+        for i in range(self.n_batch):
+            self._batch.n_seq_id[i] = 1
+            self._batch.seq_id[i][0] = 0
+        self.tokens: list[int] = []
+
+    def sync(self, context: Sequence[int]) -> np.ndarray:
+        """Hold (x_p, h_{p-1}) for every position of `context` (its last token is the one the
+        target has not read yet); return the logits row predicting the token after it."""
+        keep = min(common_prefix(self.tokens, context), len(context) - 1)
+        self.truncate(keep)
+        row = None
+        for start in range(keep, len(context), self.n_batch):
+            chunk = list(context[start:start + self.n_batch])
+            hid = np.stack([self.hidden.before(p) for p in range(start, start + len(chunk))])
+            row = self._decode(chunk, hid, last=start + len(chunk) == len(context))
+        assert row is not None
+        return row
+
+    def extend(self, token: int) -> np.ndarray:
+        """Append a drafted token, paired with the head's own last hidden state; its logits row."""
+        ptr = self._ext.llama_get_embeddings_nextn_ith(self._ctx, -1)  # the last output row
+        if not ptr:
+            raise DecodeError("llama.cpp returned no hidden state from the MTP head")
+        h = np.ctypeslib.as_array(ptr, shape=(self.n_embd,)).copy()
+        return self._decode([token], h[None, :], last=True)
+
+    def _decode(self, tokens: list[int], hidden: np.ndarray, *, last: bool) -> np.ndarray:
+        n, start = len(tokens), len(self.tokens)
+        b = self._batch
+        for i, t in enumerate(tokens):
+            self._tok[i] = t
+            b.pos[i] = start + i
+            b.logits[i] = 1 if (last and i == n - 1) else 0
+        self._b_embd[:n] = hidden
+        b.n_tokens = n
+        rc = llama_cpp.llama_decode(self._ctx, b)
+        if rc != 0:
+            llama_cpp.llama_memory_seq_rm(self._mem, 0, start, -1)
+            raise DecodeError(f"the MTP head's decode failed with code {rc}")
+        self.tokens.extend(int(t) for t in tokens)
+        if not last:
+            return np.empty(0, dtype=np.float32)
+        ptr = llama_cpp.llama_get_logits_ith(self._ctx, -1)
+        return np.ctypeslib.as_array(ptr, shape=(self.n_vocab,))
+
+    def truncate(self, n: int) -> None:
+        if n < len(self.tokens):
+            llama_cpp.llama_memory_seq_rm(self._mem, 0, n, -1)
+            del self.tokens[n:]
+
+    def clear(self) -> None:
+        llama_cpp.llama_memory_clear(self._mem, True)
+        self.tokens.clear()
+
+    def close(self) -> None:
+        if getattr(self, "_ctx", None):
+            self._batch.token = ctypes.POINTER(llama_cpp.llama_token)()  # ours: llama.cpp must not free it
+            llama_cpp.llama_batch_free(self._batch)
+            llama_cpp.llama_free(self._ctx)
+            self._ctx = None
+
+    def __del__(self) -> None:  # pragma: no cover
+        try:
+            self.close()
+        except Exception:
+            pass
+

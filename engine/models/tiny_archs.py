@@ -1,0 +1,194 @@
+"""Tiny random GGUFs of the 2026 architectures: hybrid Qwen3.5 (optionally with its MTP
+head), LFM2 (short convolutions + attention) and Gemma 4 with its assistant drafter.
+
+The tests need models llama.cpp loads as what they are (hybrid, with nextn layers, a
+`gemma4-assistant` drafter) without downloading gigabytes. Tensor names and shapes follow
+the vendored llama.cpp's loaders (src/models/qwen35.cpp, lfm2.cpp, gemma4*.cpp); the
+vocabulary is `tinymodel.make_vocab`'s, so the same arch with another seed gives the same
+vocabulary and other weights (a same-family draft for a target). Random weights, float32.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+
+import gguf
+
+from .tinymodel import CHATML_TEMPLATE, Vocab, make_vocab
+
+ARCHS = ("qwen35", "lfm2", "gemma4", "gemma4-assistant")
+
+_Rand = Callable[..., np.ndarray]
+
+
+def write_arch_model(path: str | os.PathLike[str], arch: str, *, mtp: bool = False, seed: int = 0,
+                     vocab: Vocab | None = None, n_embd: int = 64, scale: float = 0.2) -> Path:
+    """Write a tiny random `arch` model to `path`. `mtp` (qwen35): one nextn layer after the
+    trunk, loaded by llama.cpp when asked (`load_mtp`)."""
+    if arch not in ARCHS:
+        raise ValueError(f"unknown tiny architecture {arch!r}; choose one of {', '.join(ARCHS)}")
+    if mtp and arch != "qwen35":
+        raise ValueError("--mtp applies to qwen35 only (gemma4's drafter is the separate gemma4-assistant model)")
+    vocab = vocab or make_vocab()
+    rng = np.random.default_rng(seed)
+
+    def rand(*shape: int, s: float = scale) -> np.ndarray:
+        return (rng.standard_normal(shape) * s).astype(np.float32)
+
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    w = gguf.GGUFWriter(str(path), arch)
+    _tokenizer(w, vocab, name=f"tiny-{arch}{'-mtp' if mtp else ''}")
+    n_vocab = len(vocab.tokens)
+    emb = rand(n_vocab, n_embd, s=1.0)
+    out = rand(n_vocab, n_embd, s=1.0)
+    # Readable greedy text: byte tokens and specials (EOS too) never win.
+    out[[vocab.byte(b) for b in range(256)]] = 0
+    out[:5] = 0
+    {"qwen35": _qwen35, "lfm2": _lfm2, "gemma4": _gemma4, "gemma4-assistant": _gemma4_assistant}[arch](
+        w, rand, emb=emb, out=out, n_embd=n_embd, mtp=mtp)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    return path
+
+
+def _ones(n: int) -> np.ndarray:
+    return np.ones(n, dtype=np.float32)
+
+
+def _tokenizer(w: gguf.GGUFWriter, vocab: Vocab, *, name: str) -> None:
+    w.add_name(name)
+    w.add_file_type(gguf.LlamaFileType.ALL_F32)
+    w.add_tokenizer_model("llama")
+    w.add_token_list(vocab.tokens)
+    w.add_token_scores(vocab.scores)
+    w.add_token_types(vocab.types)
+    w.add_unk_token_id(0)
+    w.add_bos_token_id(1)
+    w.add_eos_token_id(2)
+    w.add_add_bos_token(True)
+    w.add_add_eos_token(False)
+    w.add_chat_template(CHATML_TEMPLATE)
+
+
+def _common(w: gguf.GGUFWriter, *, n_embd: int, n_layer: int, n_ff: int, n_ctx: int = 2048) -> None:
+    w.add_context_length(n_ctx)
+    w.add_embedding_length(n_embd)
+    w.add_block_count(n_layer)
+    w.add_feed_forward_length(n_ff)
+    w.add_layer_norm_rms_eps(1e-6)
+
+
+def _mlp(w: gguf.GGUFWriter, rand: _Rand, p: str, n_embd: int, n_ff: int) -> None:
+    w.add_tensor(p + "ffn_gate.weight", rand(n_ff, n_embd))
+    w.add_tensor(p + "ffn_up.weight", rand(n_ff, n_embd))
+    w.add_tensor(p + "ffn_down.weight", rand(n_embd, n_ff))
+
+
+def _qwen35(w: gguf.GGUFWriter, rand: _Rand, *, emb: np.ndarray, out: np.ndarray, n_embd: int, mtp: bool) -> None:
+    """Gated-delta-net layers with a full-attention layer every second one (Qwen3.5's 3:1
+    shrunk to 1:1); the MTP layer, when asked, is one more full-attention block with the
+    nextn projection that reads [embedding(token), target hidden state]."""
+    arch = "qwen35"
+    n_trunk, n_ff, n_head, n_head_kv, head = 2, 128, 2, 1, 32
+    d_state, n_group, n_v_heads = 16, 2, 4  # head_k_dim = head_v_dim = d_state
+    key_dim, value_dim = d_state * n_group, d_state * n_v_heads
+    n_layer = n_trunk + (1 if mtp else 0)
+    _common(w, n_embd=n_embd, n_layer=n_layer, n_ff=n_ff)
+    w.add_head_count(n_head)
+    w.add_head_count_kv(n_head_kv)
+    w.add_key_length(head)
+    w.add_value_length(head)
+    w.add_rope_dimension_count(head)
+    w.add_array(f"{arch}.rope.dimension_sections", [head // 8, head // 8, 0, 0])
+    w.add_uint32(f"{arch}.full_attention_interval", 2)
+    w.add_uint32(f"{arch}.ssm.conv_kernel", 4)
+    w.add_uint32(f"{arch}.ssm.inner_size", value_dim)
+    w.add_uint32(f"{arch}.ssm.state_size", d_state)
+    w.add_uint32(f"{arch}.ssm.time_step_rank", n_v_heads)
+    w.add_uint32(f"{arch}.ssm.group_count", n_group)
+    if mtp:
+        w.add_uint32(f"{arch}.nextn_predict_layers", 1)
+    w.add_tensor("token_embd.weight", emb)
+    w.add_tensor("output_norm.weight", _ones(n_embd))
+    w.add_tensor("output.weight", out)
+
+    def attention(p: str) -> None:
+        w.add_tensor(p + "attn_q.weight", rand(head * n_head * 2, n_embd))
+        w.add_tensor(p + "attn_k.weight", rand(head * n_head_kv, n_embd))
+        w.add_tensor(p + "attn_v.weight", rand(head * n_head_kv, n_embd))
+        w.add_tensor(p + "attn_output.weight", rand(n_embd, head * n_head))
+        w.add_tensor(p + "attn_q_norm.weight", _ones(head))
+        w.add_tensor(p + "attn_k_norm.weight", _ones(head))
+
+    for il in range(n_layer):
+        p = f"blk.{il}."
+        w.add_tensor(p + "attn_norm.weight", _ones(n_embd))
+        w.add_tensor(p + "post_attention_norm.weight", _ones(n_embd))
+        if il >= n_trunk:  # the MTP block
+            attention(p)
+            w.add_tensor(p + "nextn.eh_proj.weight", rand(n_embd, 2 * n_embd))
+            w.add_tensor(p + "nextn.enorm.weight", _ones(n_embd))
+            w.add_tensor(p + "nextn.hnorm.weight", _ones(n_embd))
+            w.add_tensor(p + "nextn.shared_head_norm.weight", _ones(n_embd))
+        elif (il + 1) % 2 == 0:
+            attention(p)
+        else:
+            w.add_tensor(p + "attn_qkv.weight", rand(key_dim * 2 + value_dim, n_embd))
+            w.add_tensor(p + "attn_gate.weight", rand(value_dim, n_embd))
+            w.add_tensor(p + "ssm_conv1d.weight", rand(key_dim * 2 + value_dim, 4))
+            w.add_tensor(p + "ssm_dt.bias", rand(n_v_heads))
+            w.add_tensor(p + "ssm_a", -np.abs(rand(n_v_heads, s=1.0)))
+            w.add_tensor(p + "ssm_beta.weight", rand(n_v_heads, n_embd))
+            w.add_tensor(p + "ssm_alpha.weight", rand(n_v_heads, n_embd))
+            w.add_tensor(p + "ssm_norm.weight", _ones(d_state))
+            w.add_tensor(p + "ssm_out.weight", rand(n_embd, value_dim))
+        _mlp(w, rand, p, n_embd, n_ff)
+
+
+def _lfm2(w: gguf.GGUFWriter, rand: _Rand, *, emb: np.ndarray, out: np.ndarray, n_embd: int, mtp: bool) -> None:
+    """Short-convolution layers with an attention layer between them (head_count_kv 0 marks
+    a convolution layer, as in LiquidAI's files)."""
+    arch = "lfm2"
+    n_layer, n_ff, n_head, n_head_kv, l_cache = 3, 128, 2, 1, 3
+    head = n_embd // n_head
+    kv_per_layer = [0, n_head_kv, 0]
+    _common(w, n_embd=n_embd, n_layer=n_layer, n_ff=n_ff)
+    w.add_head_count(n_head)
+    w.add_array(f"{arch}.attention.head_count_kv", kv_per_layer)
+    w.add_rope_dimension_count(head)
+    w.add_uint32(f"{arch}.shortconv.l_cache", l_cache)
+    w.add_tensor("token_embd.weight", emb)
+    w.add_tensor("token_embd_norm.weight", _ones(n_embd))
+    w.add_tensor("output.weight", out)
+    for il in range(n_layer):
+        p = f"blk.{il}."
+        w.add_tensor(p + "attn_norm.weight", _ones(n_embd))
+        w.add_tensor(p + "ffn_norm.weight", _ones(n_embd))
+        if kv_per_layer[il]:
+            w.add_tensor(p + "attn_q.weight", rand(n_embd, n_embd))
+            w.add_tensor(p + "attn_k.weight", rand(head * n_head_kv, n_embd))
+            w.add_tensor(p + "attn_v.weight", rand(head * n_head_kv, n_embd))
+            w.add_tensor(p + "attn_output.weight", rand(n_embd, n_embd))
+            w.add_tensor(p + "attn_q_norm.weight", _ones(head))
+            w.add_tensor(p + "attn_k_norm.weight", _ones(head))
+        else:
+            w.add_tensor(p + "shortconv.conv.weight", rand(n_embd, l_cache))
+            w.add_tensor(p + "shortconv.in_proj.weight", rand(3 * n_embd, n_embd))
+            w.add_tensor(p + "shortconv.out_proj.weight", rand(n_embd, n_embd))
+        _mlp(w, rand, p, n_embd, n_ff)
+
+
+def _gemma4(w: gguf.GGUFWriter, rand: _Rand, *, emb: np.ndarray, out: np.ndarray, n_embd: int, mtp: bool) -> None:
+    raise ValueError("the tiny gemma4 target is not written yet")
+
+
+def _gemma4_assistant(w: gguf.GGUFWriter, rand: _Rand, *, emb: np.ndarray, out: np.ndarray, n_embd: int,
+                      mtp: bool) -> None:
+    raise ValueError("the tiny gemma4-assistant drafter is not written yet")

@@ -1,0 +1,143 @@
+"""Hybrid targets (tiny Qwen3.5 with an MTP layer, tiny LFM2) speculate exactly: with their
+own MTP head, a same-family draft and prompt lookup, greedy output is the target's alone and
+sampled output keeps the target's distribution; the MTP head pairs each token with the
+hidden state of the position before it."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from engine import Engine
+from engine.decoding import decoder as decoder_module
+from engine.decoding.decoder import Decoder
+from engine.decoding.drafting.lookahead import Fixed
+from engine.decoding.drafting.mtp_drafter import MTPDrafter
+from engine.decoding.events import DoneEvent
+from engine.decoding.sampling.sampler import SamplingParams
+from engine.decoding.settings import GenerationRequest
+from engine.errors import UnsupportedModelError
+from engine.llamacpp.context import Context
+from engine.llamacpp.llama import Model
+from engine.llamacpp.mtp import HiddenStates, MtpContext
+from engine.llamacpp.runtime import RuntimeParams
+
+from test_decoder import _chi_square, _exact_two_token_distribution
+
+# One thread: a tiny model's step is microseconds, and two threads on a busy machine wait on
+# each other for milliseconds (measured: 0.15 ms vs 49 ms per decode under load).
+PROMPTS = ["the value of the data is the value of", "def count items in the list"]
+
+
+@pytest.fixture(scope="module")
+def qwen(tiny_hybrid):
+    e = Engine(tiny_hybrid, n_ctx=512, n_threads=1, metrics_log=False, calibration=False)
+    yield e
+    e.close()
+
+
+@pytest.fixture(scope="module")
+def lfm2(tiny_lfm2):
+    e = Engine(tiny_lfm2, n_ctx=512, n_threads=1, metrics_log=False, calibration=False)
+    yield e
+    e.close()
+
+
+@pytest.mark.parametrize("k", [3, 12])  # 12 is past the snapshots kept: a checkpoint takes it back
+@pytest.mark.parametrize("family,draft", [("qwen", "mtp"), ("qwen", "same-family"), ("qwen", "lookup"),
+                                          ("lfm2", "same-family"), ("lfm2", "lookup")])
+def test_greedy_output_is_the_targets_with_every_drafter(qwen, lfm2, tiny_hybrid_draft, tiny_lfm2_draft,
+                                                         family, draft, k):
+    eng = qwen if family == "qwen" else lfm2
+    spec = {"mtp": "mtp", "lookup": "lookup",
+            "same-family": str(tiny_hybrid_draft if family == "qwen" else tiny_lfm2_draft)}[draft]
+    drafted = 0
+    for prompt in PROMPTS:
+        base = eng.generate(prompt, max_tokens=48)
+        fast = eng.generate(prompt, draft_model=spec, lookahead=k, max_tokens=48)
+        assert fast.tokens == base.tokens, f"{family} with {draft} (k={k}) parted from the target alone"
+        drafted += fast.stats.drafted
+    assert drafted > 0, f"{draft} drafted nothing"
+
+
+def test_the_targets_own_draft_is_fully_accepted_across_rollbacks(qwen, tiny_hybrid):
+    """The target drafting for itself: every token accepted, so any wrong state is a miss."""
+    r = qwen.generate(PROMPTS[0], draft_model=str(tiny_hybrid), lookahead=4, max_tokens=60)
+    assert r.stats.drafted > 30 and r.stats.accepted == r.stats.drafted
+
+
+def test_too_few_snapshots_fall_back_to_checkpoints(tiny_hybrid, monkeypatch):
+    monkeypatch.setattr(decoder_module, "RECURRENT_SNAPSHOTS", 1)
+    e = Engine(tiny_hybrid, n_ctx=512, n_threads=1, metrics_log=False, calibration=False)
+    try:
+        base = e.generate(PROMPTS[1], max_tokens=40)
+        fast = e.generate(PROMPTS[1], draft_model="mtp", lookahead=5, max_tokens=40)
+        assert e.decoder("mtp").ctx.rollback_depth == 1
+        assert fast.tokens == base.tokens and fast.stats.drafted > 0
+    finally:
+        e.close()
+
+
+def test_mtp_head_pairs_each_token_with_the_previous_positions_hidden_state(tiny_hybrid):
+    """Every proposal's first row equals llama.cpp's pairing computed in one batch from
+    scratch: token x_p with the target's hidden state h_{p-1} (zeros before the first)."""
+    model = Model(tiny_hybrid)
+    rt = RuntimeParams(n_ctx=256, n_threads=1)
+    drafter = MTPDrafter(model)
+    dec = Decoder(model, drafter, runtime=rt)
+    rows: list[tuple[list[int], np.ndarray]] = []
+    sync = drafter._head.sync
+
+    def recording(context):
+        row = sync(context)
+        rows.append((list(context), row.copy()))
+        return row
+
+    drafter._head.sync = recording
+    prompt = model.tokenize(PROMPTS[0])
+    for _ in dec.run(prompt, GenerationRequest(prompt, lookahead=Fixed(3), max_tokens=30)):
+        pass
+    assert len(rows) >= 5
+    for context, row in rows[:6]:
+        ref = Context(model, rt)
+        hidden = HiddenStates(ref)
+        head = MtpContext(ref, hidden)
+        try:
+            ref.decode(context[:-1], logits="none")
+            pairs = np.vstack([np.zeros((1, hidden.n_embd), np.float32), hidden.rows[: len(context) - 1]])
+            want = head._decode(context, pairs, last=True).copy()
+        finally:
+            head.close()
+            hidden.close()
+            ref.close()
+        assert np.abs(row - want).max() < 1e-3, f"MTP row after {len(context)} tokens differs"
+    dec.close()
+    model.close()
+
+
+def test_sampled_distribution_with_mtp_is_the_targets(tiny_hybrid):
+    params = SamplingParams(temperature=1.0, top_k=6)
+    target = Model(tiny_hybrid)
+    prompt = target.tokenize("the value of")
+    exact = _exact_two_token_distribution(target, prompt, params)
+    dec = Decoder(target, MTPDrafter(target), runtime=RuntimeParams(n_ctx=256, n_threads=1))
+    n, counts = 1500, {}
+    for seed in range(n):
+        req = GenerationRequest(prompt, lookahead=Fixed(2), max_tokens=2,
+                                sampling=SamplingParams(temperature=1.0, top_k=6, seed=seed))
+        done = [e for e in dec.run(prompt, req) if isinstance(e, DoneEvent)][0]
+        counts[tuple(done.tokens)] = counts.get(tuple(done.tokens), 0) + 1
+    assert _chi_square(counts, exact, n) > 0.01
+    dec.close()
+    target.close()
+
+
+def test_mtp_on_a_file_without_mtp_layers_is_one_clear_line(tiny_target, tiny_hybrid_draft):
+    for path in (tiny_target, tiny_hybrid_draft):
+        e = Engine(path, n_threads=1, metrics_log=False, calibration=False)
+        try:
+            with pytest.raises(UnsupportedModelError, match="has no MTP layers") as err:
+                e.generate("the value", draft_model="mtp", max_tokens=4)
+            assert "\n" not in str(err.value)
+        finally:
+            e.close()
