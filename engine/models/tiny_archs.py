@@ -1,9 +1,9 @@
 """Tiny random GGUFs of the 2026 architectures: hybrid Qwen3.5 (optionally with its MTP
-head), LFM2 (short convolutions + attention) and Gemma 4 with its assistant drafter.
+head) and LFM2 (short convolutions + attention).
 
 The tests need models llama.cpp loads as what they are (hybrid, with nextn layers, a
 `gemma4-assistant` drafter) without downloading gigabytes. Tensor names and shapes follow
-the vendored llama.cpp's loaders (src/models/qwen35.cpp, lfm2.cpp, gemma4*.cpp); the
+the vendored llama.cpp's loaders (src/models/qwen35.cpp, lfm2.cpp); the
 vocabulary is `tinymodel.make_vocab`'s, so the same arch with another seed gives the same
 vocabulary and other weights (a same-family draft for a target). Random weights, float32.
 """
@@ -20,7 +20,7 @@ import gguf
 
 from .tinymodel import CHATML_TEMPLATE, Vocab, make_vocab
 
-ARCHS = ("qwen35", "lfm2", "gemma4", "gemma4-assistant")
+ARCHS = ("qwen35", "lfm2")
 
 _Rand = Callable[..., np.ndarray]
 
@@ -32,7 +32,7 @@ def write_arch_model(path: str | os.PathLike[str], arch: str, *, mtp: bool = Fal
     if arch not in ARCHS:
         raise ValueError(f"unknown tiny architecture {arch!r}; choose one of {', '.join(ARCHS)}")
     if mtp and arch != "qwen35":
-        raise ValueError("--mtp applies to qwen35 only (gemma4's drafter is the separate gemma4-assistant model)")
+        raise ValueError(f"--mtp applies to qwen35 only, not {arch}")
     vocab = vocab or make_vocab()
     rng = np.random.default_rng(seed)
 
@@ -49,7 +49,7 @@ def write_arch_model(path: str | os.PathLike[str], arch: str, *, mtp: bool = Fal
     # Readable greedy text: byte tokens and specials (EOS too) never win.
     out[[vocab.byte(b) for b in range(256)]] = 0
     out[:5] = 0
-    {"qwen35": _qwen35, "lfm2": _lfm2, "gemma4": _gemma4, "gemma4-assistant": _gemma4_assistant}[arch](
+    {"qwen35": _qwen35, "lfm2": _lfm2}[arch](
         w, rand, emb=emb, out=out, n_embd=n_embd, mtp=mtp)
     w.write_header_to_file()
     w.write_kv_data_to_file()
@@ -183,12 +183,3 @@ def _lfm2(w: gguf.GGUFWriter, rand: _Rand, *, emb: np.ndarray, out: np.ndarray, 
             w.add_tensor(p + "shortconv.in_proj.weight", rand(3 * n_embd, n_embd))
             w.add_tensor(p + "shortconv.out_proj.weight", rand(n_embd, n_embd))
         _mlp(w, rand, p, n_embd, n_ff)
-
-
-def _gemma4(w: gguf.GGUFWriter, rand: _Rand, *, emb: np.ndarray, out: np.ndarray, n_embd: int, mtp: bool) -> None:
-    raise ValueError("the tiny gemma4 target is not written yet")
-
-
-def _gemma4_assistant(w: gguf.GGUFWriter, rand: _Rand, *, emb: np.ndarray, out: np.ndarray, n_embd: int,
-                      mtp: bool) -> None:
-    raise ValueError("the tiny gemma4-assistant drafter is not written yet")

@@ -239,3 +239,34 @@ def respelled_vocab(base: Vocab, merges: Sequence[tuple[str, str]] = (("▁of", 
         types.append(NORMAL)
         rows.append(base.tokens.index(a))
     return Vocab(tokens, scores, types), rows
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """`python -m engine.models.tinymodel [--arch ARCH] [--mtp] [--seed N] OUT.gguf`: a tiny random
+    model (llama by default; the hybrid architectures of `tiny_archs`)."""
+    import argparse
+
+    from .tiny_archs import ARCHS, write_arch_model
+
+    p = argparse.ArgumentParser(prog="python -m engine.models.tinymodel", description=main.__doc__)
+    p.add_argument("out", help="the GGUF file to write")
+    p.add_argument("--arch", default="llama", choices=("llama", *ARCHS))
+    p.add_argument("--mtp", action="store_true", help="qwen35: add one multi-token-prediction layer")
+    p.add_argument("--seed", type=int, default=0, help="the weights' seed (the vocabulary stays the same)")
+    a = p.parse_args(argv)
+    try:
+        if a.arch == "llama":
+            if a.mtp:
+                raise ValueError("--mtp applies to qwen35 only, not llama")
+            path = write_model(a.out, seed=a.seed)
+        else:
+            path = write_arch_model(a.out, a.arch, mtp=a.mtp, seed=a.seed)
+    except (ValueError, OSError) as e:
+        print(f"tinymodel: {e}", file=__import__("sys").stderr)
+        return 2
+    print(path)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
