@@ -412,6 +412,8 @@ class MainWindow(QMainWindow):
             text = "no pair loaded"
         elif spec == "lookup":
             text = f"loaded: {Path(pair.target).name} · drafting by prompt lookup"
+        elif spec == "mtp":
+            text = f"loaded: {Path(pair.target).name} · drafting with its own MTP head"
         elif spec is None:
             text = f"loaded: {Path(pair.target).name} · target alone"
         elif spec == pair.draft:

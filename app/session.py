@@ -164,7 +164,7 @@ class Session(QObject):
             self.loadFailed.emit(f"{pair.title} is not downloaded yet: Download it first")
             return False
         d = draft_variants.preferred(d, current_backend)  # the faster draft `tandem optimize-draft` kept, if any
-        self.load(t, d, label=pair.title, pair_id=pair.id, n_ctx=n_ctx)
+        self.load(t, pair.draft_spec(d), label=pair.title, pair_id=pair.id, n_ctx=n_ctx)
         return True
 
     def cancel_load(self) -> None:

@@ -20,7 +20,7 @@ from engine.models.catalog import ModelSpec
 from .elided_combo import ElidedCombo
 
 CONTEXT_PRESETS = (2048, 4096, 8192, 16384, 32768, 65536, 131072)
-DRAFTS = [("Draft model", "model"), ("Prompt lookup", "lookup"), ("No draft", "none")]
+DRAFTS = [("Draft model", "model"), ("MTP head", "mtp"), ("Prompt lookup", "lookup"), ("No draft", "none")]
 
 
 @dataclass
@@ -33,6 +33,8 @@ class ModelChoice:
     pair_id: str | None
     specs: tuple[ModelSpec, ...]  # target first, then the draft (memory estimate)
     trained: int | None  # the target's trained context length
+    mtp: bool = False  # the target carries MTP layers: it can draft for itself
+    mtp_pair: bool = False  # a catalog pair that drafts with them (chosen by default)
 
 
 _specs: dict[tuple[str, int, float], ModelSpec] = {}
@@ -59,7 +61,8 @@ def _from_files(label: str, target: Path, draft: Path | None, pair_id: str | Non
             specs.append(_spec(draft))
     except (OSError, TandemError):
         return None
-    return ModelChoice(label, target, draft, pair_id, tuple(specs), specs[0].context_length or None)
+    return ModelChoice(label, target, draft, pair_id, tuple(specs), specs[0].context_length or None,
+                       mtp=specs[0].mtp_layers > 0)
 
 
 def available_models(catalog: Any = None) -> list[ModelChoice]:
@@ -79,7 +82,9 @@ def available_models(catalog: Any = None) -> list[ModelChoice]:
             continue
         d = draft_variants.preferred(d, current_backend)
         specs = (p.target,) if p.draft.id == p.target.id else (p.target, p.draft)
-        out.append(ModelChoice(p.title, t, d, p.id, specs, p.target.context_length or None))
+        mtp_pair = p.drafter == "mtp"
+        out.append(ModelChoice(p.title, t, None if mtp_pair else d, p.id, specs, p.target.context_length or None,
+                               mtp=p.target.mtp_layers > 0, mtp_pair=mtp_pair))
     for m in store.imported_models():
         if m.exists:
             choice = _from_files(f"{m.name} (imported)", Path(m.path), None)
@@ -106,7 +111,7 @@ def context_choices(trained: int | None) -> list[int]:
 class ModelBar(QWidget):
     """Model · Draft · Context (memory it needs) · Load."""
 
-    draftChanged = Signal(str)  # "model" | "lookup" | "none"
+    draftChanged = Signal(str)  # "model" | "mtp" | "lookup" | "none"
 
     def __init__(self, session: Any, parent: QWidget | None = None):
         super().__init__(parent)
@@ -126,7 +131,8 @@ class ModelBar(QWidget):
             self.draft.addItem(label, key)
         self.draft.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
         self.draft.setMinimumContentsLength(6)
-        self.draft.setToolTip("How answers are drafted: a small draft model, copying from the prompt "
+        self.draft.setToolTip("How answers are drafted: a small draft model, the target's own MTP head "
+                              "(models that ship one, like Qwen3.5), copying from the prompt "
                               "(Prompt lookup, no second model), or the target alone.\n"
                               "Applies to the next answer; switching to a draft model needs Load.")
         self.draft.currentIndexChanged.connect(self._draft_picked)
@@ -232,17 +238,25 @@ class ModelBar(QWidget):
         self._sync()
 
     def _sync_draft_items(self) -> None:
-        """The 'Draft model' item names the pair's draft and is off where there is none."""
+        """'Draft model' names the pair's draft and is off where there is none; 'MTP head' is
+        on where the target carries MTP layers. A choice the model cannot take moves to one it can."""
         c = self.current()
         has = c is not None and c.draft is not None
-        item = self.draft.model().item(0)
+        mtp = c is not None and c.mtp
+        box = self.draft.model()
+        item = box.item(self.draft.findData("model"))
         item.setEnabled(has)
         item.setText(f"Draft: {c.draft.stem}" if has and c is not None and c.draft is not None else "Draft model")
-        if not has and self.draft.currentData() == "model":
-            self._set_draft_for_user(1)
-            self._model_draft_wanted = True  # not the user's choice: back to the draft when there is one
-        elif has and self._model_draft_wanted and self.draft.currentData() == "lookup":
-            self._set_draft_for_user(0)
+        box.item(self.draft.findData("mtp")).setEnabled(mtp)
+        key = self.draft.currentData()
+        fallback = "mtp" if mtp else "lookup"
+        if c is not None and c.mtp_pair and self._model_draft_wanted is False and key == "model":
+            self._set_draft_for_user(self.draft.findData("mtp"))  # the pair drafts with its head
+        elif (key == "model" and not has) or (key == "mtp" and not mtp):
+            self._set_draft_for_user(self.draft.findData(fallback if key == "model" else ("model" if has else "lookup")))
+            self._model_draft_wanted = key == "model"  # not the user's choice: back to the draft when there is one
+        elif has and self._model_draft_wanted and key in ("lookup", "mtp"):
+            self._set_draft_for_user(self.draft.findData("model"))
 
     def _set_draft_for_user(self, index: int) -> None:
         """Change the Draft box because the listed models changed, not because the user chose."""
@@ -305,5 +319,5 @@ class ModelBar(QWidget):
         if c is None:
             return
         key = self.draft.currentData()
-        draft: Any = c.draft if key == "model" and c.draft is not None else ("lookup" if key == "lookup" else None)
+        draft: Any = c.draft if key == "model" and c.draft is not None else (key if key in ("lookup", "mtp") else None)
         self.session.load(c.target, draft, label=c.label, pair_id=c.pair_id, n_ctx=self.n_ctx())

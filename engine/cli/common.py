@@ -68,7 +68,8 @@ def resolve_pair(args: argparse.Namespace) -> tuple[Path, str | Path | None]:
         d = store.find_model(pair.draft.id, cat)
         if t is None or d is None:
             raise UsageError(f"pair {pair.id!r} is not downloaded yet: run `tandem pull {pair.id}`")
-        draft = draft_variants.preferred(d, current_backend)  # the faster file `tandem optimize-draft` kept, if any
+        # the faster file `tandem optimize-draft` kept, if any; "mtp" for a pair drafting with its target's head
+        draft = pair.draft_spec(draft_variants.preferred(d, current_backend))
         if args.draft is not None:
             draft = draft_arg(args.draft)
         return t, draft

@@ -72,6 +72,7 @@ class ModelSpec:
     head_dim: int
     files: tuple[FileSpec, ...]
     gated: bool = False
+    mtp_layers: int = 0  # the file's own multi-token-prediction layers: it can draft for itself ("mtp")
 
     @property
     def bytes(self) -> int:
@@ -97,6 +98,12 @@ class PairSpec:
     # The draft has another tokenizer: its drafts reach the target through text
     # (engine/decoding/drafting/bridge_drafter.py). Declared, so a mistyped draft is still caught.
     bridged: bool = False
+    # What drafts: "model" (the draft file) or "mtp" (the target's own MTP head; draft = target).
+    drafter: str = "model"
+
+    def draft_spec(self, draft_file: Any) -> Any:
+        """What this pair drafts with, given where its draft file is: the file, or "mtp"."""
+        return "mtp" if self.drafter == "mtp" else draft_file
 
     @property
     def bytes(self) -> int:
@@ -183,6 +190,7 @@ def _parse_model(mid: str, m: Any) -> ModelSpec:
         head_dim=_req(m, "head_dim", int, where),
         files=files,
         gated=bool(m.get("gated", False)),
+        mtp_layers=_req(m, "mtp_layers", int, where) if "mtp_layers" in m else 0,
     )
 
 
@@ -237,8 +245,14 @@ def _parse_pair(i: int, p: Any, models: dict[str, ModelSpec]) -> PairSpec:
     if not set(tags) <= TAGS:
         raise CatalogError(f"{where}: unknown tags {sorted(set(tags) - TAGS)}")
     preferred = _preferred_drafts(p, models, models[t], where)
+    drafter = p.get("drafter", "model")
+    if drafter not in ("model", "mtp"):
+        raise CatalogError(f"{where}: drafter must be 'model' or 'mtp', not {drafter!r}")
+    if drafter == "mtp" and (t != d or models[t].mtp_layers < 1):
+        raise CatalogError(f"{where}: an 'mtp' pair drafts with its target's own MTP layers: draft = target, "
+                           "and the target declares mtp_layers")
     return PairSpec(pid, _req(p, "title", str, where), models[t], models[d], la, tags, _req(p, "note", str, where),
-                    preferred, bridged)
+                    preferred, bridged, drafter)
 
 
 def _preferred_drafts(p: dict[str, Any], models: dict[str, ModelSpec], target: ModelSpec,

@@ -125,6 +125,7 @@ def spec_from_header(path: str | os.PathLike[str], header: GGUFHeader | None = N
         id=name, title=str(header.get("general.name") or name), repo="", revision="", quant="", license="",
         context_length=trained_length(header) or 0, tokenizer="", params_b=0.0, n_layers=n_layers,
         n_kv_heads=n_kv, head_dim=head_dim, files=(FileSpec("", name, "", size, None),),
+        mtp_layers=header.mtp_layers,
     )
 
 

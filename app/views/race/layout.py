@@ -62,6 +62,7 @@ class LayoutMixin:
         form = QFormLayout(box)
         self.drafter = QComboBox()
         self.drafter.addItem("Draft model of the loaded pair", "model")
+        self.drafter.addItem("The target's MTP head (models that ship one)", "mtp")
         self.drafter.addItem("Prompt lookup (no second model)", "lookup")
         self.lookahead = LookaheadControl(value="auto")
         self.temperature = QDoubleSpinBox()

@@ -96,7 +96,11 @@ class RaceView(LayoutMixin, VerdictMixin, ReplayMixin, QWidget):
 
     def _has_draft_model(self) -> bool:
         pair = self.session.pair
-        return pair is not None and pair.draft not in (None, "lookup")
+        return pair is not None and pair.draft not in (None, "lookup", "mtp")
+
+    def _has_mtp(self) -> bool:
+        """The loaded target carries MTP layers (its own draft head)."""
+        return getattr(getattr(self.session.engine, "target", None), "n_nextn", 0) > 0
 
     def _session_changed(self, *_: Any) -> None:
         self._sync_buttons()
@@ -107,12 +111,13 @@ class RaceView(LayoutMixin, VerdictMixin, ReplayMixin, QWidget):
         self.start_btn.setEnabled(not running and loaded and not self.session.busy)
         self.stop_btn.setEnabled(running or self.replaying)
         self.replay_btn.setEnabled(not running and self.result is not None)
-        has_draft = self._has_draft_model()
-        item = self.drafter.model().item(0)
-        if item is not None:
-            item.setEnabled(has_draft)
-        if not has_draft and self.drafter.currentData() == "model" and self.session.pair is not None:
-            self.drafter.setCurrentIndex(1)
+        has_draft, has_mtp = self._has_draft_model(), self._has_mtp()
+        box = self.drafter.model()
+        box.item(self.drafter.findData("model")).setEnabled(has_draft)
+        box.item(self.drafter.findData("mtp")).setEnabled(has_mtp)
+        key = self.drafter.currentData()
+        if self.session.pair is not None and ((key == "model" and not has_draft) or (key == "mtp" and not has_mtp)):
+            self.drafter.setCurrentIndex(self.drafter.findData("mtp" if has_mtp and key == "model" else "lookup"))
         if running:
             return
         if not loaded:
@@ -123,7 +128,10 @@ class RaceView(LayoutMixin, VerdictMixin, ReplayMixin, QWidget):
             self.status.setText("Ready.")
 
     def _draft_spec(self) -> Any:
-        if self.drafter.currentData() == "lookup" or not self._has_draft_model():
+        key = self.drafter.currentData()
+        if key == "mtp" and self._has_mtp():
+            return "mtp"
+        if key == "lookup" or not self._has_draft_model():
             return "lookup"
         return self.session.pair.draft  # type: ignore[union-attr]
 
@@ -144,7 +152,8 @@ class RaceView(LayoutMixin, VerdictMixin, ReplayMixin, QWidget):
         draft = self._draft_spec()
         self._race_lookahead = self.lookahead.value()
         self.panes["speculative"].subtitle.setText(
-            "prompt lookup proposes, target verifies" if draft == "lookup" else "draft model proposes, target verifies")
+            {"lookup": "prompt lookup proposes, target verifies",
+             "mtp": "the target's MTP head proposes, target verifies"}.get(draft, "draft model proposes, target verifies"))
         from engine import GenerationRequest
 
         request = GenerationRequest.from_options(

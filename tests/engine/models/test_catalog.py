@@ -117,3 +117,22 @@ def test_parse_rejects_inconsistent_entries(raw):
     p["draft"] = p["target"]
     with pytest.raises(CatalogError, match="a bridged pair has two"):
         catalog.parse(bad)
+
+
+def test_an_mtp_catalog_pair_drafts_with_its_head(tmp_path):
+    from engine.models import catalog
+    from engine.models.catalog import CatalogError
+
+    base = {
+        "schema": 1, "default_pair": "q",
+        "models": {"m": {"title": "M", "repo": "o/r", "quant": "Q8_0", "license": "apache-2.0", "context_length": 4096,
+                         "tokenizer": "qwen35", "params_b": 0.8, "n_layers": 24, "n_kv_heads": 2, "head_dim": 256,
+                         "mtp_layers": 1, "files": [{"filename": "m.gguf", "bytes": 10}]}},
+        "pairs": [{"id": "q", "title": "Q", "target": "m", "draft": "m", "drafter": "mtp", "lookahead": 2,
+                   "tags": [], "note": "n"}],
+    }
+    pair = catalog.parse(base).pair("q")
+    assert pair.drafter == "mtp" and pair.draft_spec("/x/m.gguf") == "mtp"
+    base["models"]["m"]["mtp_layers"] = 0
+    with pytest.raises(CatalogError, match="'mtp' pair drafts with its target's own MTP layers"):
+        catalog.parse(base)
