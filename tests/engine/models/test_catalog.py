@@ -70,8 +70,18 @@ def test_model_numbers_are_sane(cat):
 def test_pairs_share_a_tokenizer_and_the_draft_is_smaller(cat):
     for p in cat.pairs.values():
         assert (p.target.tokenizer != p.draft.tokenizer) == p.bridged, p.id
-        assert p.draft.params_b < p.target.params_b, p.id
+        if p.drafter == "mtp":  # the target drafts with its own MTP layers
+            assert p.draft is p.target and p.target.mtp_layers >= 1, p.id
+        else:
+            assert p.draft.params_b < p.target.params_b, p.id
         assert 1 <= p.lookahead <= 16
+
+
+def test_the_catalog_has_2026_models_drafting_with_their_own_mtp_head(cat):
+    mtp = [p for p in cat.pairs.values() if p.drafter == "mtp"]
+    assert {p.target.title.split(" (")[0] for p in mtp} >= {"Qwen3.5 0.8B", "Qwen3.5 4B", "Qwen3.6 27B",
+                                                            "Qwen3.6 35B-A3B MoE"}
+    assert all(p.target.files[0].sha256 and p.target.files[0].revision != "main" for p in mtp)
 
 
 def test_default_pair_exact_files(cat):
