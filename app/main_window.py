@@ -377,8 +377,7 @@ class MainWindow(QMainWindow):
             if not quiet:
                 self.show_error(f"{pair.title} is not downloaded yet (Models → Download)")
             return False
-        self.session.load(t, d, label=pair.title, pair_id=pair.id)
-        return True
+        return self.session.load_pair(pair)
 
     def _update_welcome(self) -> None:
         have_any = any(store.find_model(p.target.id, self.catalog) and store.find_model(p.draft.id, self.catalog)
@@ -393,9 +392,11 @@ class MainWindow(QMainWindow):
             self.welcome.button.hide()
         else:
             fit = hardware.pair_fit(rec, self.hw)
+            gpu = (f" Predicted speed-up on a GPU: {rec.gpu_speedup}: a prediction from others' runs, "
+                   "not measured on this machine." if self.hw.gpus and rec.gpu_speedup else "")
             self.welcome.text.setText(
                 f"<b>Welcome to Tandem.</b> Recommended for this machine: <b>{rec.title}</b> "
-                f"({rec.bytes / 1e9:.1f} GB download, {fit.verdict}). {rec.note}")
+                f"({rec.bytes / 1e9:.1f} GB download, {fit.verdict}). {rec.note}{gpu}")
             self.welcome.button.setProperty("pair", rec.id)
         self.welcome.show()
 

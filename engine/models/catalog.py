@@ -100,6 +100,9 @@ class PairSpec:
     bridged: bool = False
     # What drafts: "model" (the draft file) or "mtp" (the target's own MTP head; draft = target).
     drafter: str = "model"
+    # The speed-up a GPU may expect, with its basis ("1.3-1.6x (published: RTX 3090/4090, n=2)"):
+    # a prediction from others' runs or Tandem's replay, shown as one; "" when none is known.
+    gpu_speedup: str = ""
 
     def draft_spec(self, draft_file: Any) -> Any:
         """What this pair drafts with, given where its draft file is: the file, or "mtp"."""
@@ -251,8 +254,11 @@ def _parse_pair(i: int, p: Any, models: dict[str, ModelSpec]) -> PairSpec:
     if drafter == "mtp" and (t != d or models[t].mtp_layers < 1):
         raise CatalogError(f"{where}: an 'mtp' pair drafts with its target's own MTP layers: draft = target, "
                            "and the target declares mtp_layers")
+    gpu = p.get("gpu_speedup", "")
+    if not isinstance(gpu, str):
+        raise CatalogError(f"{where}: gpu_speedup must be text like \"1.3-1.6x (published: RTX 4090)\"")
     return PairSpec(pid, _req(p, "title", str, where), models[t], models[d], la, tags, _req(p, "note", str, where),
-                    preferred, bridged, drafter)
+                    preferred, bridged, drafter, gpu)
 
 
 def _preferred_drafts(p: dict[str, Any], models: dict[str, ModelSpec], target: ModelSpec,

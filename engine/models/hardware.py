@@ -319,8 +319,9 @@ def recommend(
     prefer_tag: str | None = None,
     default: str | None = None,
 ) -> PairSpec | None:
-    """The pair to suggest on first run: the largest that fits on the GPU; on a CPU the
-    default pair when it fits, else the largest that stays interactive."""
+    """The pair to suggest on first run: the largest that fits on the GPU (a 24 GB card gets a
+    27-32B target with a small draft or its own MTP head); on a CPU the default pair when it
+    fits, else the largest that stays interactive."""
     cands = [p for p in pairs if (prefer_tag is None or prefer_tag in p.tags)]
     good = [p for p in cands if pair_fit(p, hw, n_ctx).verdict in ("fits on GPU", "fits in RAM")]
     if not good:
@@ -337,4 +338,5 @@ def recommend(
         limit = max(1.5, float(hw.cores_physical))
         small = [p for p in good if p.target.params_b <= limit]
         good = small or good
-    return max(good, key=lambda p: p.target.params_b)
+    # the largest target; between equals, one whose GPU speed-up someone has published
+    return max(good, key=lambda p: (p.target.params_b, bool(hw.gpus and p.gpu_speedup)))

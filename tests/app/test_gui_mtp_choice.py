@@ -51,3 +51,19 @@ def test_race_offers_mtp_for_a_loaded_mtp_target(qtbot, tmp_path, monkeypatch, t
     race.drafter.setCurrentIndex(race.drafter.findData("mtp"))
     assert race._draft_spec() == "mtp"
     w.close()
+
+
+def test_a_gpu_machine_is_offered_the_pair_that_pays_there_labelled_as_a_prediction(qtbot, tmp_path, monkeypatch):
+    from engine.llamacpp import ggml_devices
+    from engine.models.hardware import GB, Device, Hardware
+
+    devs = [Device("CPU", "cpu", "CPU", "CPU", 32 * GB, 32 * GB), Device("CUDA0", "RTX", "GPU", "CUDA", 24 * GB, 24 * GB)]
+    monkeypatch.setattr(ggml_devices, "probe", lambda: Hardware(64 * GB, 32 * GB, 8, 8, devs))
+    w = _make_window(qtbot, tmp_path, monkeypatch)
+    text = w.welcome.text.text()
+    assert not w.welcome.isHidden() and "GB download, fits on GPU" in text
+    assert "Predicted speed-up on a GPU:" in text and "a prediction from others' runs" in text
+    pair = w.catalog.pair(str(w.welcome.button.property("pair")))
+    assert pair.target.params_b >= 27 and pair.gpu_speedup in text
+    assert w.session.downloads.status is None, "nothing downloads before the click"
+    w.close()

@@ -121,7 +121,10 @@ class PairsModel(RowsTableModel):
                 return word + ("  · loaded" if p.id == self.loaded_id else "")
         if role == Qt.ItemDataRole.ToolTipRole:
             if col == 0:
-                tip = f"{p.target.title} + {p.draft.title}, lookahead {p.lookahead}\n{p.note}"
+                drafts = "drafting with its own MTP head" if p.drafter == "mtp" else f"+ {p.draft.title}"
+                tip = f"{p.target.title} {drafts}, lookahead {p.lookahead}\n{p.note}"
+                if p.gpu_speedup:
+                    tip += f"\nPredicted speed-up on a GPU: {p.gpu_speedup} (a prediction, not measured here)"
                 return tip + ("\nThe default pair." if default else "")
             if col == 2:
                 sizes = f"target {human_bytes(p.target.bytes)}" + (

@@ -49,6 +49,10 @@ def test_recommendation():
     assert small_cpu is not None and small_cpu.id == cat.default_pair
     big_gpu = recommend(pairs, _hw(64, gpu_free=80), default=cat.default_pair)
     assert big_gpu is not None and big_gpu.target.params_b >= 32
+    # a 24 GB card: a 27-32B target that fits on it, with a published GPU speed-up to show
+    card = recommend(pairs, _hw(32, gpu_free=24), default=cat.default_pair)
+    assert card is not None and 27 <= card.target.params_b <= 33 and card.gpu_speedup
+    assert hardware.pair_fit(card, _hw(32, gpu_free=24)).verdict == "fits on GPU"
     assert recommend(pairs, _hw(0.5)) is None
 
 
