@@ -133,3 +133,19 @@ def tiny_lfm2_draft(models_dir, vocab) -> Path:
     from engine.models.tiny_archs import write_arch_model
 
     return write_arch_model(models_dir / "lfm2-draft.gguf", "lfm2", seed=3, vocab=vocab)
+
+
+@pytest.fixture(scope="session")
+def tiny_gemma4(models_dir, vocab) -> Path:
+    """A Gemma 4 target (sliding-window layers, the last one full attention)."""
+    from engine.models.tiny_archs import write_arch_model
+
+    return write_arch_model(models_dir / "gemma4.gguf", "gemma4", seed=0, vocab=vocab)
+
+
+@pytest.fixture(scope="session")
+def tiny_gemma4_assistant(models_dir, vocab) -> Path:
+    """Its assistant drafter: query-only layers reading the target's KV cache."""
+    from engine.models.tiny_archs import write_arch_model
+
+    return write_arch_model(models_dir / "gemma4-assistant.gguf", "gemma4-assistant", seed=1, vocab=vocab)

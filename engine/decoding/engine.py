@@ -26,6 +26,7 @@ from .drafting.bridge_drafter import BridgeDrafter
 from .drafting.choice import DraftChoice, DraftKind
 from .drafting.drafters import Drafter, ModelDrafter, PromptLookupDrafter
 from .drafting.mtp_drafter import MTPDrafter
+from ..llamacpp.mtp import SHARED_CACHE_DRAFTERS
 from ..errors import PromptError
 from ..llamacpp.embedding import EmbeddingContext, embedding_refusal
 from .engine_api import BaseEngine
@@ -165,6 +166,9 @@ class Engine(BaseEngine):
         p = model_file(path, "draft").resolve()
         key = str(p)
         if key not in self._drafts:
+            if validate_file(p).architecture in SHARED_CACHE_DRAFTERS:  # an MTP assistant: checked at bind
+                self._drafts[key] = Model(p, runtime=self.runtime, on_progress=on_progress)
+                return self._drafts[key]
             verdict = require_compatible(self.target.header, p)
             self._drafts[key] = Model(p, runtime=self.runtime, on_progress=on_progress)
             if verdict.bridged:
@@ -193,12 +197,15 @@ class Engine(BaseEngine):
                 drafter = choice.source
             else:
                 if choice.kind is DraftKind.MODEL:
-                    bridged = require_compatible(self.target.header, choice.source.header).bridged
+                    assistant = choice.source.architecture in SHARED_CACHE_DRAFTERS
+                    bridged = not assistant and require_compatible(self.target.header, choice.source.header).bridged
                     dm = choice.source
                 else:
                     dm = self.load_draft(choice.source, on_progress)
                     bridged = str(dm.path.resolve()) in self._bridged
-                if bridged:  # another vocabulary: the draft's text is tokenised for the target
+                if dm.architecture in SHARED_CACHE_DRAFTERS:  # Gemma 4's assistant: an MTP head of its own
+                    drafter = MTPDrafter(self.target, dm)
+                elif bridged:  # another vocabulary: the draft's text is tokenised for the target
                     drafter = BridgeDrafter(dm, self.target, rt)
                 else:
                     drafter = ModelDrafter(dm, rt, target_vocab=self.target.n_vocab)

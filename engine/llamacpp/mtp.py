@@ -84,17 +84,41 @@ class HiddenStates:
         self._target.after_decode = None
 
 
-class MtpContext:
-    """The MTP head's own KV cache, one sequence, positions aligned with the target's."""
+# Drafter architectures that are a separate file reading the target's own KV cache (their
+# layers have queries only): they keep no cache, and every drafted token sits at one position.
+SHARED_CACHE_DRAFTERS = {"gemma4-assistant": "gemma4"}
 
-    def __init__(self, target: Context, hidden: HiddenStates):
+
+def assistant_refusal(target: Any, head: Any) -> str | None:
+    """Why `head` (a loaded drafter model like Gemma 4's assistant) cannot draft for `target`."""
+    want = SHARED_CACHE_DRAFTERS.get(head.architecture)
+    if want is None:
+        return f"{head.path.name} ({head.architecture}) is not an MTP drafter model"
+    if target.architecture != want:
+        return f"{head.path.name} drafts for {want} models, not {target.path.name} ({target.architecture})"
+    width = head.header.arch_value("embedding_length_out")
+    if width != target.header.arch_value("embedding_length"):
+        return (f"{head.path.name} reads hidden states {width} wide; {target.path.name}'s are "
+                f"{target.header.arch_value('embedding_length')} (another size of the family)")
+    return None
+
+
+class MtpContext:
+    """The MTP head's context, positions aligned with the target's. A head inside the target's
+    file keeps its own KV cache; a separate assistant (`head`) reads the target's."""
+
+    def __init__(self, target: Context, hidden: HiddenStates, head: Any = None):
         self._ext = _ext()
-        model = target.model
-        if model.n_nextn <= 0:
+        model = head if head is not None else target.model
+        if head is None and model.n_nextn <= 0:
             raise UnsupportedModelError(mtp_refusal(model) or "no MTP layers")
+        if head is not None and (refusal := assistant_refusal(target.model, head)):
+            raise UnsupportedModelError(refusal)
+        self.shared = head is not None
         self.hidden = hidden
         self.n_embd = hidden.n_embd
         self.n_vocab = model.n_vocab
+        self._pos = 0
         params = llama_cpp.llama_context_default_params()
         params.ctx_type = llama_cpp.LLAMA_CONTEXT_TYPE_MTP
         params.ctx_other = target._ctx
@@ -123,50 +147,60 @@ class MtpContext:
     def sync(self, context: Sequence[int]) -> np.ndarray:
         """Hold (x_p, h_{p-1}) for every position of `context` (its last token is the one the
         target has not read yet); return the logits row predicting the token after it."""
-        keep = min(common_prefix(self.tokens, context), len(context) - 1)
+        last = len(context) - 1
+        if self.shared:  # the target's cache holds the context: only its last token is read
+            self._pos = last
+            return self._decode([context[last]], self.hidden.before(last)[None, :], last, keep=False)
+        keep = min(common_prefix(self.tokens, context), last)
         self.truncate(keep)
         row = None
         for start in range(keep, len(context), self.n_batch):
             chunk = list(context[start:start + self.n_batch])
             hid = np.stack([self.hidden.before(p) for p in range(start, start + len(chunk))])
-            row = self._decode(chunk, hid, last=start + len(chunk) == len(context))
+            row = self._decode(chunk, hid, start, keep=start + len(chunk) < len(context))
         assert row is not None
         return row
 
     def extend(self, token: int) -> np.ndarray:
-        """Append a drafted token, paired with the head's own last hidden state; its logits row."""
+        """Append a drafted token, paired with the head's own last hidden state; its logits row.
+        (An assistant reading the target's cache drafts every token at the same position.)"""
         ptr = self._ext.llama_get_embeddings_nextn_ith(self._ctx, -1)  # the last output row
         if not ptr:
             raise DecodeError("llama.cpp returned no hidden state from the MTP head")
         h = np.ctypeslib.as_array(ptr, shape=(self.n_embd,)).copy()
-        return self._decode([token], h[None, :], last=True)
+        pos = self._pos if self.shared else len(self.tokens)
+        return self._decode([token], h[None, :], pos, keep=False)
 
-    def _decode(self, tokens: list[int], hidden: np.ndarray, *, last: bool) -> np.ndarray:
-        n, start = len(tokens), len(self.tokens)
+    def _decode(self, tokens: list[int], hidden: np.ndarray, start: int, *, keep: bool) -> np.ndarray:
+        """Decode at positions start.. ; `keep`: a catch-up chunk (no logits wanted)."""
+        n = len(tokens)
         b = self._batch
         for i, t in enumerate(tokens):
             self._tok[i] = t
             b.pos[i] = start + i
-            b.logits[i] = 1 if (last and i == n - 1) else 0
+            b.logits[i] = 0 if (keep or i < n - 1) else 1
         self._b_embd[:n] = hidden
         b.n_tokens = n
         rc = llama_cpp.llama_decode(self._ctx, b)
         if rc != 0:
-            llama_cpp.llama_memory_seq_rm(self._mem, 0, start, -1)
+            if not self.shared:
+                llama_cpp.llama_memory_seq_rm(self._mem, 0, start, -1)
             raise DecodeError(f"the MTP head's decode failed with code {rc}")
-        self.tokens.extend(int(t) for t in tokens)
-        if not last:
+        if not self.shared:
+            self.tokens.extend(int(t) for t in tokens)
+        if keep:
             return np.empty(0, dtype=np.float32)
         ptr = llama_cpp.llama_get_logits_ith(self._ctx, -1)
         return np.ctypeslib.as_array(ptr, shape=(self.n_vocab,))
 
     def truncate(self, n: int) -> None:
-        if n < len(self.tokens):
+        if not self.shared and n < len(self.tokens):
             llama_cpp.llama_memory_seq_rm(self._mem, 0, n, -1)
             del self.tokens[n:]
 
     def clear(self) -> None:
-        llama_cpp.llama_memory_clear(self._mem, True)
+        if not self.shared:
+            llama_cpp.llama_memory_clear(self._mem, True)
         self.tokens.clear()
 
     def close(self) -> None:

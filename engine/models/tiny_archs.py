@@ -1,9 +1,10 @@
 """Tiny random GGUFs of the 2026 architectures: hybrid Qwen3.5 (optionally with its MTP
-head) and LFM2 (short convolutions + attention).
+head), LFM2 (short convolutions + attention), and Gemma 4 with its assistant drafter (a
+separate MTP model that reads the target's own KV cache).
 
 The tests need models llama.cpp loads as what they are (hybrid, with nextn layers, a
 `gemma4-assistant` drafter) without downloading gigabytes. Tensor names and shapes follow
-the vendored llama.cpp's loaders (src/models/qwen35.cpp, lfm2.cpp); the
+the vendored llama.cpp's loaders (src/models/qwen35.cpp, lfm2.cpp, gemma4.cpp, gemma4-assistant.cpp); the
 vocabulary is `tinymodel.make_vocab`'s, so the same arch with another seed gives the same
 vocabulary and other weights (a same-family draft for a target). Random weights, float32.
 """
@@ -18,9 +19,9 @@ import numpy as np
 
 import gguf
 
-from .tinymodel import CHATML_TEMPLATE, Vocab, make_vocab
+from .tiny_vocab import CHATML_TEMPLATE, Vocab, make_vocab
 
-ARCHS = ("qwen35", "lfm2")
+ARCHS = ("qwen35", "lfm2", "gemma4", "gemma4-assistant")
 
 _Rand = Callable[..., np.ndarray]
 
@@ -49,7 +50,10 @@ def write_arch_model(path: str | os.PathLike[str], arch: str, *, mtp: bool = Fal
     # Readable greedy text: byte tokens and specials (EOS too) never win.
     out[[vocab.byte(b) for b in range(256)]] = 0
     out[:5] = 0
-    {"qwen35": _qwen35, "lfm2": _lfm2}[arch](
+    if arch == "gemma4-assistant":  # drafts for the gemma4 target: its hidden states are the target's width
+        n_embd = max(32, n_embd // 2)
+        out = emb = rand(n_vocab, n_embd, s=1.0)  # tied: the assistant's output is its embedding
+    {"qwen35": _qwen35, "lfm2": _lfm2, "gemma4": _gemma4, "gemma4-assistant": _gemma4_assistant}[arch](
         w, rand, emb=emb, out=out, n_embd=n_embd, mtp=mtp)
     w.write_header_to_file()
     w.write_kv_data_to_file()
@@ -183,3 +187,75 @@ def _lfm2(w: gguf.GGUFWriter, rand: _Rand, *, emb: np.ndarray, out: np.ndarray, 
             w.add_tensor(p + "shortconv.in_proj.weight", rand(3 * n_embd, n_embd))
             w.add_tensor(p + "shortconv.out_proj.weight", rand(n_embd, n_embd))
         _mlp(w, rand, p, n_embd, n_ff)
+
+
+# Gemma 4: sliding-window layers with one full-attention layer last (its assistant reads the
+# target's last sliding and last full layer's KV cache), no per-layer embeddings.
+_G4_LAYERS, _G4_HEAD, _G4_HEADS, _G4_TARGET_EMBD = 4, 32, 2, 64
+_G4_SWA = [1, 1, 1, 0]  # the last layer full attention, the one before it sliding
+
+
+def _gemma4_common(w: gguf.GGUFWriter, arch: str, *, n_embd: int, n_layer: int, swa: list[int]) -> None:
+    _common(w, n_embd=n_embd, n_layer=n_layer, n_ff=2 * n_embd)
+    w.add_head_count(_G4_HEADS)
+    w.add_head_count_kv(1)
+    w.add_key_length(_G4_HEAD)
+    w.add_value_length(_G4_HEAD)
+    w.add_uint32(f"{arch}.attention.key_length_swa", _G4_HEAD)
+    w.add_uint32(f"{arch}.attention.value_length_swa", _G4_HEAD)
+    w.add_uint32(f"{arch}.attention.sliding_window", 64)
+    w.add_array(f"{arch}.attention.sliding_window_pattern", [bool(x) for x in swa])
+    w.add_rope_dimension_count(_G4_HEAD)
+    w.add_float32(f"{arch}.rope.freq_base_swa", 10000.0)
+
+
+def _gemma4(w: gguf.GGUFWriter, rand: _Rand, *, emb: np.ndarray, out: np.ndarray, n_embd: int, mtp: bool) -> None:
+    arch, n_embd = "gemma4", _G4_TARGET_EMBD
+    emb, out = emb[:, :n_embd].copy(), out[:, :n_embd].copy()
+    _gemma4_common(w, arch, n_embd=n_embd, n_layer=_G4_LAYERS, swa=_G4_SWA)
+    w.add_uint32(f"{arch}.embedding_length_per_layer_input", 0)
+    w.add_tensor("token_embd.weight", emb)
+    w.add_tensor("output.weight", out)
+    w.add_tensor("output_norm.weight", _ones(n_embd))
+    w.add_tensor("rope_freqs.weight", _ones(_G4_HEAD // 2))
+    for il, sliding in enumerate(_G4_SWA):
+        p = f"blk.{il}."
+        w.add_tensor(p + "attn_norm.weight", _ones(n_embd))
+        w.add_tensor(p + "attn_q.weight", rand(_G4_HEAD * _G4_HEADS, n_embd))
+        w.add_tensor(p + "attn_k.weight", rand(_G4_HEAD, n_embd))
+        w.add_tensor(p + "attn_v.weight", rand(_G4_HEAD, n_embd))
+        w.add_tensor(p + "attn_output.weight", rand(n_embd, _G4_HEAD * _G4_HEADS))
+        w.add_tensor(p + "attn_q_norm.weight", _ones(_G4_HEAD))
+        w.add_tensor(p + "attn_k_norm.weight", _ones(_G4_HEAD))
+        w.add_tensor(p + "post_attention_norm.weight", _ones(n_embd))
+        w.add_tensor(p + "layer_output_scale.weight", _ones(1))
+        w.add_tensor(p + "ffn_norm.weight", _ones(n_embd))
+        _mlp(w, rand, p, n_embd, 2 * n_embd)
+        w.add_tensor(p + "post_ffw_norm.weight", _ones(n_embd))
+
+
+def _gemma4_assistant(w: gguf.GGUFWriter, rand: _Rand, *, emb: np.ndarray, out: np.ndarray, n_embd: int,
+                      mtp: bool) -> None:
+    """Two layers (sliding, full) with queries only: keys and values come from the target."""
+    arch, backbone = "gemma4-assistant", _G4_TARGET_EMBD
+    swa = [1, 0]
+    _gemma4_common(w, arch, n_embd=n_embd, n_layer=len(swa), swa=swa)
+    w.add_uint32(f"{arch}.nextn_predict_layers", len(swa))
+    w.add_uint32(f"{arch}.embedding_length_out", backbone)
+    w.add_tensor("token_embd.weight", emb)
+    w.add_tensor("output_norm.weight", _ones(n_embd))
+    w.add_tensor("nextn.post_projection.weight", rand(backbone, n_embd))
+    w.add_tensor("rope_freqs.weight", _ones(_G4_HEAD // 2))
+    for il in range(len(swa)):
+        p = f"blk.{il}."
+        if il == 0:
+            w.add_tensor("nextn.pre_projection.weight", rand(n_embd, 2 * backbone))
+        w.add_tensor(p + "attn_norm.weight", _ones(n_embd))
+        w.add_tensor(p + "attn_q.weight", rand(_G4_HEAD * _G4_HEADS, n_embd))
+        w.add_tensor(p + "attn_output.weight", rand(n_embd, _G4_HEAD * _G4_HEADS))
+        w.add_tensor(p + "attn_q_norm.weight", _ones(_G4_HEAD))
+        w.add_tensor(p + "post_attention_norm.weight", _ones(n_embd))
+        w.add_tensor(p + "layer_output_scale.weight", _ones(1))
+        w.add_tensor(p + "ffn_norm.weight", _ones(n_embd))
+        _mlp(w, rand, p, n_embd, 2 * n_embd)
+        w.add_tensor(p + "post_ffw_norm.weight", _ones(n_embd))

@@ -1,4 +1,5 @@
-"""Drafting with the target's own multi-token-prediction head ("mtp").
+"""Drafting with the target's own multi-token-prediction head ("mtp"), or with a separate MTP
+drafter file that reads the target's cache (Gemma 4's assistant).
 
 Qwen3.5/3.6 and other 2026 families ship nextn layers trained to guess the next tokens
 from the target's hidden state: a draft with no second file, no vocabulary to match, and
@@ -16,7 +17,7 @@ import numpy as np
 
 from ...llamacpp.context import Context
 from ...llamacpp.llama import Model
-from ...llamacpp.mtp import HiddenStates, MtpContext, mtp_refusal
+from ...llamacpp.mtp import HiddenStates, MtpContext, assistant_refusal, mtp_refusal
 from ...errors import UnsupportedModelError
 from ..sampling.sampler import Sampler
 from .draft_context import NO_RULES, DraftContext
@@ -31,21 +32,25 @@ class MTPDrafter(ModelDrafter):
     calibration_name = "mtp"
     cost_class = "model"
 
-    def __init__(self, target: Model, *, p_min: float = 0.0):  # noqa: D107 - no draft file of its own
-        refusal = mtp_refusal(target)
+    def __init__(self, target: Model, head: Model | None = None, *, p_min: float = 0.0):
+        """`head`: a separate drafter file (Gemma 4's assistant) instead of the target's own layers."""
+        refusal = assistant_refusal(target, head) if head is not None else mtp_refusal(target)
         if refusal:
             raise UnsupportedModelError(refusal)
         self.target_model = target
-        self.model = None  # no second model: costs and confidences are filed under "mtp"
+        self.head_model = head
+        # No second model for the target's own head: its costs and confidences are filed under
+        # "mtp"; an assistant file is a draft model like any other for them.
+        self.model = head
         self.p_min = p_min
         self.target_vocab = target.n_vocab
         self._hidden: HiddenStates | None = None
         self._head: MtpContext | None = None
 
     def relative_cost(self, target: Model) -> float:
-        """One nextn layer plus the output head, against the whole target: a prior Auto replaces
-        with what it measures."""
-        return 0.1
+        """One nextn layer plus the output head, against the whole target (or the assistant's
+        size): a prior Auto replaces with what it measures."""
+        return super().relative_cost(target) if self.head_model is not None else 0.1
 
     @property
     def contexts(self) -> list[Context]:
@@ -53,7 +58,7 @@ class MTPDrafter(ModelDrafter):
 
     def bind(self, target: Context) -> None:
         self._hidden = HiddenStates(target)
-        self._head = MtpContext(target, self._hidden)
+        self._head = MtpContext(target, self._hidden, self.head_model)
 
     def prefill(self, prompt: Sequence[int], cancelled=lambda: False) -> None:
         """Nothing ahead: the head reads the prompt's hidden states at its first proposal."""

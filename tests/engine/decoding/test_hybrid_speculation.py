@@ -1,7 +1,8 @@
 """Hybrid targets (tiny Qwen3.5 with an MTP layer, tiny LFM2) speculate exactly: with their
 own MTP head, a same-family draft and prompt lookup, greedy output is the target's alone and
-sampled output keeps the target's distribution; the MTP head pairs each token with the
-hidden state of the position before it."""
+sampled output keeps the target's distribution; the MTP head (and Gemma 4's assistant, a
+separate MTP drafter reading the target's cache) pairs each token with the hidden state of
+the position before it."""
 
 from __future__ import annotations
 
@@ -60,6 +61,27 @@ def test_greedy_output_is_the_targets_with_every_drafter(qwen, lfm2, tiny_hybrid
     assert drafted > 0, f"{draft} drafted nothing"
 
 
+@pytest.mark.parametrize("k", [1, 4])
+def test_gemma4_with_its_assistant_writes_what_the_target_alone_writes(tiny_gemma4, tiny_gemma4_assistant, k):
+    e = Engine(tiny_gemma4, n_ctx=512, n_threads=1, metrics_log=False, calibration=False)
+    try:
+        for prompt in PROMPTS:
+            base = e.generate(prompt, max_tokens=40)
+            fast = e.generate(prompt, draft_model=str(tiny_gemma4_assistant), lookahead=k, max_tokens=40)
+            assert fast.tokens == base.tokens and fast.stats.drafted > 0 and fast.stats.mode == "mtp"
+    finally:
+        e.close()
+
+
+def test_an_assistant_for_another_family_is_one_clear_line(tiny_hybrid, tiny_gemma4_assistant):
+    e = Engine(tiny_hybrid, n_threads=1, metrics_log=False, calibration=False)
+    try:
+        with pytest.raises(UnsupportedModelError, match="drafts for gemma4 models, not qwen35-mtp.gguf"):
+            e.generate("the value", draft_model=str(tiny_gemma4_assistant), max_tokens=3)
+    finally:
+        e.close()
+
+
 def test_the_targets_own_draft_is_fully_accepted_across_rollbacks(qwen, tiny_hybrid):
     """The target drafting for itself: every token accepted, so any wrong state is a miss."""
     r = qwen.generate(PROMPTS[0], draft_model=str(tiny_hybrid), lookahead=4, max_tokens=60)
@@ -78,12 +100,17 @@ def test_too_few_snapshots_fall_back_to_checkpoints(tiny_hybrid, monkeypatch):
         e.close()
 
 
-def test_mtp_head_pairs_each_token_with_the_previous_positions_hidden_state(tiny_hybrid):
+@pytest.mark.parametrize("family", ["qwen35-mtp", "gemma4-assistant"])
+def test_mtp_head_pairs_each_token_with_the_previous_positions_hidden_state(tiny_hybrid, tiny_gemma4,
+                                                                            tiny_gemma4_assistant, family):
     """Every proposal's first row equals llama.cpp's pairing computed in one batch from
-    scratch: token x_p with the target's hidden state h_{p-1} (zeros before the first)."""
-    model = Model(tiny_hybrid)
+    scratch: token x_p with the target's hidden state h_{p-1} (zeros before the first); an
+    assistant reading the target's cache gets only the last pair, at the last position."""
+    shared = family == "gemma4-assistant"
+    model = Model(tiny_gemma4 if shared else tiny_hybrid)
+    assistant = Model(tiny_gemma4_assistant) if shared else None
     rt = RuntimeParams(n_ctx=256, n_threads=1)
-    drafter = MTPDrafter(model)
+    drafter = MTPDrafter(model, assistant)
     dec = Decoder(model, drafter, runtime=rt)
     rows: list[tuple[list[int], np.ndarray]] = []
     sync = drafter._head.sync
@@ -101,11 +128,14 @@ def test_mtp_head_pairs_each_token_with_the_previous_positions_hidden_state(tiny
     for context, row in rows[:6]:
         ref = Context(model, rt)
         hidden = HiddenStates(ref)
-        head = MtpContext(ref, hidden)
+        head = MtpContext(ref, hidden, assistant)
         try:
             ref.decode(context[:-1], logits="none")
             pairs = np.vstack([np.zeros((1, hidden.n_embd), np.float32), hidden.rows[: len(context) - 1]])
-            want = head._decode(context, pairs, last=True).copy()
+            if shared:  # one pair: the last token with the hidden state before it, at its position
+                want = head._decode(context[-1:], pairs[-1:], len(context) - 1, keep=False).copy()
+            else:
+                want = head._decode(context, pairs, 0, keep=False).copy()
         finally:
             head.close()
             hidden.close()
@@ -113,6 +143,8 @@ def test_mtp_head_pairs_each_token_with_the_previous_positions_hidden_state(tiny
         assert np.abs(row - want).max() < 1e-3, f"MTP row after {len(context)} tokens differs"
     dec.close()
     model.close()
+    if assistant is not None:
+        assistant.close()
 
 
 def test_sampled_distribution_with_mtp_is_the_targets(tiny_hybrid):

@@ -82,6 +82,8 @@ def test_the_catalog_has_2026_models_drafting_with_their_own_mtp_head(cat):
     assert {p.target.title.split(" (")[0] for p in mtp} >= {"Qwen3.5 0.8B", "Qwen3.5 4B", "Qwen3.6 27B",
                                                             "Qwen3.6 35B-A3B MoE"}
     assert all(p.target.files[0].sha256 and p.target.files[0].revision != "main" for p in mtp)
+    gemma = cat.pair("gemma-4-e2b-assistant")  # a separate MTP drafter file, reading the target's cache
+    assert gemma.draft.files[0].filename == "mtp-gemma-4-E2B-it.gguf" and gemma.draft.files[0].sha256
 
 
 def test_default_pair_exact_files(cat):

@@ -68,5 +68,7 @@ def test_tinymodel_writes_each_architecture(tmp_path, capsys):
     assert read_header(tmp_path / "q.gguf").mtp_layers == 1
     assert tinymodel(["--arch", "lfm2", str(tmp_path / "l.gguf")]) == 0
     assert read_header(tmp_path / "l.gguf").architecture == "lfm2"
+    assert tinymodel(["--arch", "gemma4-assistant", str(tmp_path / "a.gguf")]) == 0
+    assert read_header(tmp_path / "a.gguf").architecture == "gemma4-assistant"
     assert tinymodel(["--arch", "lfm2", "--mtp", str(tmp_path / "x.gguf")]) == 2
     assert "qwen35 only" in capsys.readouterr().err
