@@ -417,6 +417,8 @@ class Decoder:
         st.provenance_counts = run.counts
         st.lookahead = run.lookahead.summary() if self.drafter is not None else "0"  # nothing to draft with
         st.k_counts = {str(k): n for k, n in sorted(run.lookahead.k_counts.items())}
+        if self.drafter is not None and run.generated:
+            self.drafter.finish(run.prompt, run.generated)  # after t_end: learning is not decoding
         return tokens, DoneEvent(run.text.text, run.generated, st.finalize())
 
     def _measure_costs(self, run: _Run) -> None:

@@ -27,6 +27,7 @@ from .drafting.choice import DraftChoice, DraftKind
 from .drafting.drafters import Drafter, ModelDrafter, PromptLookupDrafter
 from .drafting.mtp_drafter import MTPDrafter
 from ..llamacpp.mtp import SHARED_CACHE_DRAFTERS
+from .drafting.suffix_drafter import SuffixDrafter
 from ..errors import PromptError
 from ..llamacpp.embedding import EmbeddingContext, embedding_refusal
 from .engine_api import BaseEngine
@@ -109,9 +110,12 @@ class Engine(BaseEngine):
         calibration: bool = True,
         on_progress: Callable[[float], bool] | None = None,
         rpc: Sequence[str] | str | Cluster | None = None,
+        history_draft: bool = True,
     ):
         """`rpc`: llama.cpp RPC workers ("HOST:PORT" strings or an `engine.llamacpp.rpc_backend.Cluster`)
-        that hold part of the target, split by free memory; drafts always stay local."""
+        that hold part of the target, split by free memory; drafts always stay local.
+        `history_draft`: the suffix drafter keeps past answers in a file per target (in the
+        data dir, never sent anywhere); False keeps them in memory only."""
         if not isinstance(target, Model):
             target = model_file(target, "target")  # a path, a catalog id or a file name in the store
         self.runtime = runtime_from(runtime, n_ctx=n_ctx, n_batch=n_batch, n_threads=n_threads, n_gpu_layers=n_gpu_layers)
@@ -140,6 +144,7 @@ class Engine(BaseEngine):
         self.queue = GenerationQueue()  # one generation at a time, whichever drafter
         self._closed = False
         self.calibration = calibration
+        self.history_draft = history_draft
         if metrics_log is True:
             self.metrics_log: Path | None = paths.metrics_log()
         elif metrics_log in (False, None):
@@ -193,6 +198,9 @@ class Engine(BaseEngine):
                 drafter = PromptLookupDrafter()
             elif choice.kind is DraftKind.MTP:
                 drafter = MTPDrafter(self.target)
+            elif choice.kind is DraftKind.SUFFIX:
+                drafter = SuffixDrafter(history_path=self.draft_history_path() if self.history_draft else None,
+                                        n_vocab=self.target.n_vocab)
             elif choice.kind is DraftKind.DRAFTER:
                 drafter = choice.source
             else:
@@ -214,6 +222,18 @@ class Engine(BaseEngine):
             dec = Decoder(self.target, drafter, runtime=rt, cost=cost, queue=self.queue)
             self._decoders[key] = dec
             return dec
+
+    def draft_history_path(self) -> Path:
+        """The file the suffix drafter keeps this target's past answers in (token ids)."""
+        return paths.draft_history(calibration.file_id(self.target.path))
+
+    def clear_draft_history(self) -> None:
+        """Forget the suffix drafter's past answers for this target, in memory and on disk."""
+        with self._lock:
+            dec = self._decoders.get(DraftChoice.parse("suffix").key)
+            if dec is not None and isinstance(dec.drafter, SuffixDrafter):
+                dec.drafter.clear_history()
+        self.draft_history_path().unlink(missing_ok=True)
 
     def _runtime_here(self) -> RuntimeParams:
         """The runtime with the thread count resolved (contexts and calibration keys agree on it)."""

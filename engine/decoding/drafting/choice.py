@@ -32,6 +32,7 @@ class DraftKind(Enum):
     NONE = "none"  # the target alone
     LOOKUP = "lookup"  # prompt lookup: no second model
     MTP = "mtp"  # the target's own multi-token-prediction head (Qwen3.5/3.6, GLM, DeepSeek)
+    SUFFIX = "suffix"  # suffix drafting from this request and past answers: no second model
     PATH = "path"  # a draft GGUF file, loaded (once) by the engine
     MODEL = "model"  # a draft Model already loaded
     DRAFTER = "drafter"  # a Drafter the caller made
@@ -39,7 +40,7 @@ class DraftKind(Enum):
 
 # Keywords a string may name instead of a path (compared case-insensitively; "" is none).
 KEYWORDS: dict[str, DraftKind] = {"none": DraftKind.NONE, "": DraftKind.NONE, "lookup": DraftKind.LOOKUP,
-                                  "mtp": DraftKind.MTP}
+                                   "mtp": DraftKind.MTP, "suffix": DraftKind.SUFFIX}
 
 
 @dataclass(frozen=True)
@@ -65,7 +66,7 @@ class DraftChoice:
             return cls(DraftKind.DRAFTER, spec)
         if isinstance(spec, (str, os.PathLike)):
             return cls(DraftKind.PATH, spec)
-        raise TandemError(f"draft_model must be a path, an engine.Model, 'lookup', 'mtp' or None, not {type(spec).__name__}")
+        raise TandemError(f"draft_model must be a path, an engine.Model, 'lookup', 'mtp', 'suffix' or None, not {type(spec).__name__}")
 
     @property
     def keyword(self) -> str | None:
@@ -104,6 +105,8 @@ class DraftChoice:
             return "prompt lookup"
         if self.kind is DraftKind.MTP:
             return "the target's MTP head"
+        if self.kind is DraftKind.SUFFIX:
+            return "suffix draft"
         if self.kind is DraftKind.NONE:
             return "no draft"
         if self.kind is DraftKind.DRAFTER:

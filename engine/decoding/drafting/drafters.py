@@ -87,6 +87,10 @@ class Drafter(ABC):
     def feedback(self, drafted: int, accepted: int) -> None:
         """How the last proposal fared (after verification)."""
 
+    def finish(self, prompt: Sequence[int], generated: Sequence[int]) -> None:
+        """A generation from `prompt` ended having written `generated` (a drafter that
+        learns from past answers keeps it)."""
+
     def close(self) -> None:
         """Release resources (model contexts)."""
 
