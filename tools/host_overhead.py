@@ -14,7 +14,11 @@ a 320-token and a 151,936-token (Qwen's) vocabulary. In one process, interleaved
 * Tandem self-draft k=4: the target as its own draft, so drafts (nearly) always agree;
 * Tandem with a free drafter that always agrees (k=4: it proposes the target's own greedy
   continuation at no cost): one verify pass per step, so what remains above that pass's
-  floor is the speculative machinery's host work.
+  floor is the speculative machinery's host work;
+* Tandem with the suffix drafter (k=4) that learnt the same continuation as a past answer:
+  the same single verify pass per step, plus the suffix drafter's update and lookup, timed
+  on their own too (`suffix_drafter_us_per_token`: its propose and learning calls, per
+  token written).
 
 A self-draft can never beat the target alone, on any machine: for k+1 tokens it decodes k
 one-token draft passes and one (k+1)-token verify pass where the target alone decodes k+1
@@ -187,6 +191,7 @@ class TandemRun:
     decodes: dict[tuple[int, str], int] = field(default_factory=dict)  # (batch size, rows) -> count
     calls: list[tuple[int, int, str]] = field(default_factory=list)  # (context, batch size, rows) in order
     output: list[int] = field(default_factory=list)  # the tokens written
+    drafter_s: float = 0.0  # the suffix drafter's own calls (suffix mode)
 
 
 class Counting:
@@ -235,9 +240,12 @@ class TandemModes:
         self.selfdraft = Decoder(self.model, ModelDrafter(self.model, rt), runtime=rt)
         self.known: list[int] = []  # the greedy continuation of [bos] (oracle mode drafts it)
         self.oracle = Decoder(self.model, oracle_drafter(self.known, 1), runtime=rt)
+        self.suffix_time = [0.0]
+        self.suffix = Decoder(self.model, timed_suffix_drafter(self.suffix_time), runtime=rt)
         self.calls: list[tuple[int, int, str]] = []
         Counting(self.alone.ctx, 0, self.calls)
         Counting(self.oracle.ctx, 0, self.calls)
+        Counting(self.suffix.ctx, 0, self.calls)
         Counting(self.selfdraft.ctx, 0, self.calls)
         Counting(self.selfdraft.drafter.ctx, 1, self.calls)  # type: ignore[union-attr]
         self.seed = 0
@@ -248,15 +256,20 @@ class TandemModes:
         from engine.decoding.sampling.sampler import GREEDY, SamplingParams
         from engine.decoding.settings import GenerationRequest
 
-        dec = {"selfdraft": self.selfdraft, "oracle": self.oracle}.get(mode, self.alone)
-        if mode == "oracle" and len(self.known) < tokens:  # greedy from [bos] is deterministic
+        dec = {"selfdraft": self.selfdraft, "oracle": self.oracle, "suffix": self.suffix}.get(mode, self.alone)
+        if mode in ("oracle", "suffix") and len(self.known) < tokens:  # greedy from [bos] is deterministic
             self.known[:] = self.run("greedy", tokens).output[:tokens]
+        if mode == "suffix":  # the continuation is a past answer (only that one: the history is reset)
+            drafter = self.suffix.drafter
+            drafter.answers.clear()  # type: ignore[union-attr]
+            drafter.answers.add(self.known)  # type: ignore[union-attr]
+            self.suffix_time[0] = 0.0
         total = TandemRun(0.0, 0, 0, 0, 0)
         self.calls.clear()
         while total.tokens < tokens:
             self.seed += 1
             sampling = SamplingParams(TEMPERATURE, top_p=TOP_P, seed=self.seed) if mode == "sampled" else GREEDY
-            req = GenerationRequest([self.model.bos], lookahead=K if mode in ("selfdraft", "oracle") else 0,
+            req = GenerationRequest([self.model.bos], lookahead=K if mode in SPECULATIVE else 0,
                                     max_tokens=tokens - total.tokens, sampling=sampling)
             dec.forget_prompts()
             for ev in dec.run([self.model.bos], req):
@@ -271,6 +284,7 @@ class TandemModes:
             if total.tokens == 0:
                 raise RuntimeError("the model wrote nothing")
         total.calls = list(self.calls)
+        total.drafter_s = self.suffix_time[0] if mode == "suffix" else 0.0
         for _, n, rows in total.calls:
             total.decodes[(n, rows)] = total.decodes.get((n, rows), 0) + 1
         return total
@@ -286,7 +300,27 @@ class TandemModes:
         return len(distribution(row, SamplingParams(TEMPERATURE, top_p=TOP_P)).ids) / self.model.n_vocab
 
 
-SPECULATIVE = ("selfdraft", "oracle")
+SPECULATIVE = ("selfdraft", "oracle", "suffix")
+
+
+def timed_suffix_drafter(spent: list[float]):
+    """The suffix drafter, adding the seconds its propose and learning calls take to spent[0]."""
+    from engine.decoding.drafting.suffix_drafter import SuffixDrafter
+
+    class Timed(SuffixDrafter):
+        def propose(self, *a, **kw):
+            t = time.perf_counter()
+            try:
+                return super().propose(*a, **kw)
+            finally:
+                spent[0] += time.perf_counter() - t
+
+        def finish(self, *a, **kw):
+            t = time.perf_counter()
+            super().finish(*a, **kw)
+            spent[0] += time.perf_counter() - t
+
+    return Timed()
 
 
 def measure(path: Path, reps: int, tokens: int, threads: int, log: Callable[[str], None], gpu_layers: int = 0) -> dict:
@@ -294,7 +328,7 @@ def measure(path: Path, reps: int, tokens: int, threads: int, log: Callable[[str
     floor (the machine's speed drifts between reps). A speculative mode's floor replays the
     decodes its previous run made (greedy speculation decodes the same sequence every run)."""
     floor, tandem = Floor(path, threads, gpu_layers), TandemModes(path, threads, gpu_layers)
-    runs: dict[str, list[tuple[TandemRun, float]]] = {"greedy": [], "sampled": [], "selfdraft": [], "oracle": []}
+    runs: dict[str, list[tuple[TandemRun, float]]] = {"greedy": [], "sampled": [], "selfdraft": [], "oracle": [], "suffix": []}
     floors: list[float] = []
     llama_sampled: list[float] = []  # llama.cpp's own sampler chain: the C-only reference for sampling
     try:
@@ -351,14 +385,17 @@ def _summarise(runs: dict[str, list[tuple[TandemRun, float]]], floors: list[floa
             "goal_us_per_step": 150 + 40 * drafted_per_step,
             "speedup_vs_greedy": out["greedy"]["us_per_token"] / us_per_token,
         }
+        if mode == "suffix":
+            out[mode]["suffix_drafter_us_per_token"] = statistics.median(r.drafter_s / r.tokens for r, _ in sd) * 1e6
     return out
 
 
 def table(results: dict[int, dict]) -> str:
     lines = ["| tiny model | floor | greedy, above floor | sampled (T 0.7, top-p 0.9), above floor | "
              "self-draft k=4, above its decodes' floor | self-draft vs greedy | "
-             "free drafter that agrees (k=4), above its decodes' floor | free drafter vs greedy |",
-             "|---|---|---|---|---|---|---|---|"]
+             "free drafter that agrees (k=4), above its decodes' floor | free drafter vs greedy | "
+             "suffix drafter (k=4, the continuation learnt), above its decodes' floor | suffix vs greedy |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
     for vocab, r in results.items():
         g, s = r["greedy"], r["sampled"]
         cells = [f"{vocab:,}-token vocabulary", f"{r['floor_us_per_token']:,.0f} us/token",
@@ -374,7 +411,9 @@ def table(results: dict[int, dict]) -> str:
                 continue
             cells += [f"{d['over_floor_us_per_step']:+,.0f} us/step ({d['over_floor_range'][0]:,.0f} to {d['over_floor_range'][1]:,.0f}) "
                       f"for {d['drafted_per_step']:.1f} drafts/step; goal {d['goal_us_per_step']:,.0f}",
-                      f"{d['speedup_vs_greedy']:.2f}x ({d['acceptance']:.0%} accepted)"]
+                      f"{d['speedup_vs_greedy']:.2f}x ({d['acceptance']:.0%} accepted)"
+                      + (f"; the drafter itself {d['suffix_drafter_us_per_token']:,.0f} us/token"
+                         if "suffix_drafter_us_per_token" in d else "")]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
 

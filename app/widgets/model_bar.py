@@ -20,7 +20,8 @@ from engine.models.catalog import ModelSpec
 from .elided_combo import ElidedCombo
 
 CONTEXT_PRESETS = (2048, 4096, 8192, 16384, 32768, 65536, 131072)
-DRAFTS = [("Draft model", "model"), ("MTP head", "mtp"), ("Prompt lookup", "lookup"), ("No draft", "none")]
+DRAFTS = [("Draft model", "model"), ("MTP head", "mtp"), ("Prompt lookup", "lookup"), ("Suffix (past answers)", "suffix"),
+          ("No draft", "none")]
 
 
 @dataclass
@@ -319,5 +320,5 @@ class ModelBar(QWidget):
         if c is None:
             return
         key = self.draft.currentData()
-        draft: Any = c.draft if key == "model" and c.draft is not None else (key if key in ("lookup", "mtp") else None)
+        draft: Any = c.draft if key == "model" and c.draft is not None else (key if key in ("lookup", "mtp", "suffix") else None)
         self.session.load(c.target, draft, label=c.label, pair_id=c.pair_id, n_ctx=self.n_ctx())

@@ -77,7 +77,7 @@ def resolve_pair(args: argparse.Namespace) -> tuple[Path, str | Path | None]:
 
 
 def draft_arg(value: str) -> str | Path | None:
-    """--draft: a keyword ("lookup", "mtp", "none") or a draft model (a path or a catalog id)."""
+    """--draft: a keyword ("lookup", "mtp", "suffix", "none") or a draft model (a path or a catalog id)."""
     from ..decoding.drafting.choice import DraftChoice
 
     v = value.strip()
@@ -85,6 +85,12 @@ def draft_arg(value: str) -> str | Path | None:
     if choice is not None and choice.keyword is not None:
         return choice.spec  # type: ignore[return-value]
     return resolve_model(v, "draft")
+
+
+def add_history_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--no-history-draft", action="store_true",
+                   help="the suffix draft keeps past answers in memory only (default: also in a file per "
+                        "target in Tandem's data folder, on this machine only)")
 
 
 def lookahead_arg(value: str) -> int | str:

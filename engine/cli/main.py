@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Callable, Sequence
 
 from ..errors import TandemError
-from .common import UsageError, check_runtime_flags, lookahead_arg, resolve_pair
+from .common import UsageError, add_history_option, check_runtime_flags, lookahead_arg, resolve_pair
 
 COLOURS = {"draft": "\033[32m", "bonus": "\033[36m", "target": "\033[33m", "plain": ""}
 RESET = "\033[0m"
@@ -311,8 +311,9 @@ def cmd_doctor(args: argparse.Namespace) -> int:
 def _add_gen_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("prompt", help="the prompt; '-' reads stdin, '@FILE' reads a file")
     p.add_argument("--target", help="target GGUF path or catalog model id")
-    p.add_argument("--draft", help="draft GGUF path or model id, 'lookup', 'mtp' (a target with MTP layers) or 'none'")
+    p.add_argument("--draft", help="draft GGUF path or model id, 'lookup', 'mtp' (a target with MTP layers), 'suffix' or 'none'")
     p.add_argument("--pair", help="a catalog pair id (instead of --target/--draft)")
+    add_history_option(p)
     p.add_argument("--lookahead", type=lookahead_arg, default=5, help="tokens drafted per step, 0..16 or 'auto' (default 5)")
     p.add_argument("--temperature", type=float, default=0.0, help="0 = greedy (default)")
     p.add_argument("--top-k", type=int, default=0)

@@ -43,7 +43,7 @@ def engine_for(target, runtime, args: argparse.Namespace):
     if not eps:
         from ..decoding.engine import Engine
 
-        return Engine(target, runtime=runtime)
+        return Engine(target, runtime=runtime, history_draft=not getattr(args, "no_history_draft", False))
     from ..serving.remote_engine import DEFAULT_HANG_TIMEOUT_S, RemoteEngine
 
     return RemoteEngine(target, rpc=eps, weights=getattr(args, "rpc_split", None), runtime=runtime,

@@ -153,16 +153,17 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 
 def register(sub: Any) -> None:
-    from .common import lookahead_arg
+    from .common import add_history_option, lookahead_arg
     from .rpc import add_rpc_option
 
     s = sub.add_parser("serve", help="an OpenAI-compatible local server (chat, completions, models, metrics)",
                        description="Serve the OpenAI HTTP API on a pair (or a target with a draft, prompt lookup or "
                                    "none). Requests may set 'lookahead' (0..16 or 'auto') and 'draft' "
-                                   "('model', 'lookup', 'none'); every answer reports usage and timings.")
+                                   "('model', 'lookup', 'suffix', 'none'); every answer reports usage and timings.")
     s.add_argument("--pair", help="a catalog pair id (default: the catalog's default pair)")
     s.add_argument("--target", help="target GGUF path or catalog model id (instead of --pair)")
-    s.add_argument("--draft", help="draft GGUF path or model id, 'lookup', 'mtp' (a target with MTP layers) or 'none'")
+    s.add_argument("--draft", help="draft GGUF path or model id, 'lookup', 'mtp' (a target with MTP layers), 'suffix' or 'none'")
+    add_history_option(s)
     s.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1: this machine only)")
     s.add_argument("--port", type=int, default=8080)
     s.add_argument("--lookahead", type=lookahead_arg, default="auto",

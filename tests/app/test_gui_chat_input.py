@@ -311,6 +311,8 @@ def test_a_pair_loaded_with_a_str_draft_path_keeps_its_draft_model(qtbot, tmp_pa
     assert bar.draft.model().item(0).isEnabled() and bar.draft.itemText(0) == "Draft: draft"
     w.chat.apply_settings({"drafter": "model"})
     assert w.chat.drafter.currentData() == "model" and w.chat.draft_spec() == str(tiny_draft)
+    w.chat.apply_settings({"drafter": "suffix"})  # the model-free suffix draft is offered too
+    assert w.chat.drafter.currentData() == "suffix" and w.chat.draft_spec() == "suffix"
     w.close()
 
 

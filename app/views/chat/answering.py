@@ -79,7 +79,7 @@ class AnswerStream(QObject):
         """The Draft box's choice for the loaded target. "Draft model" when the pair was loaded
         without one: the engine loads the pair's draft at the first answer that needs it."""
         key = self._settings.drafter.currentData()
-        if key in ("lookup", "mtp"):
+        if key in ("lookup", "mtp", "suffix"):
             return key
         if key == "none":
             return None

@@ -66,12 +66,12 @@ class Completions:
         if choice == "model":
             if not self.served.has_draft_model:
                 raise ApiError(400, "draft 'model': this server was started without a draft model; "
-                                    "use 'lookup' or 'none'", param="draft", code="invalid_value")
+                                    "use 'lookup', 'suffix' or 'none'", param="draft", code="invalid_value")
             return self.served.draft
         if choice == "mtp" and not getattr(self.eng.target, "n_nextn", 0):
             raise ApiError(400, f"draft 'mtp': {Path(self.eng.target.path).name} has no MTP layers; "
                                 "use 'lookup' or 'none'", param="draft", code="invalid_value")
-        return DraftChoice.parse(choice).spec  # "lookup", "mtp" or "none", checked by the request's schema
+        return DraftChoice.parse(choice).spec  # "lookup", "mtp", "suffix" or "none", checked by the request's schema
 
     async def prompt_tokens(self, prompt: Any, chat: bool, tools: Any = None, parse_special: bool = False,
                             suffix: str | None = None) -> list[int]:

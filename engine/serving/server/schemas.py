@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from ...decoding.sampling.logit_controls import Penalties
 from ...decoding.drafting.lookahead import parse_lookahead
 
-DraftChoice = Literal["model", "lookup", "mtp", "none"]
+DraftChoice = Literal["model", "lookup", "mtp", "suffix", "none"]
 
 
 class StreamOptions(BaseModel):

@@ -78,7 +78,7 @@ def chat(client, messages=MSGS, **kw):
 
 
 # -- answers ------------------------------------------------------------------------------
-@pytest.mark.parametrize("draft", ["none", "lookup", "model"])
+@pytest.mark.parametrize("draft", ["none", "lookup", "suffix", "model"])
 def test_greedy_chat_is_identical_to_engine_generate(served, client, draft):
     ref = reference(served.eng, MSGS, chat=True, max_tokens=24)
     r = chat(client, draft=draft)
@@ -89,7 +89,7 @@ def test_greedy_chat_is_identical_to_engine_generate(served, client, draft):
     assert r.usage.completion_tokens == len(ref.tokens) == 24
     assert r.usage.prompt_tokens == ref.stats.prompt_tokens
     assert r.usage.total_tokens == r.usage.prompt_tokens + 24
-    assert r.model_extra["timings"]["draft"] == {"none": "target", "lookup": "lookup", "model": "model"}[draft]
+    assert r.model_extra["timings"]["draft"] == {"none": "target", "lookup": "lookup", "suffix": "suffix", "model": "model"}[draft]
 
 
 def test_streaming_chat_and_the_include_usage_chunk(served, client):
@@ -639,7 +639,7 @@ def test_the_role_chunk_waits_for_the_prompt_unless_early(tiny_target, early):
 
 
 # -- sampling controls -----------------------------------------------------------------------
-@pytest.mark.parametrize("draft", ["none", "lookup", "model"])
+@pytest.mark.parametrize("draft", ["none", "lookup", "suffix", "model"])
 def test_logit_bias_bans_a_token_on_every_path(served, client, draft):
     plain = reference(served.eng, MSGS, chat=True, max_tokens=12)
     ban = plain.tokens[0]
