@@ -183,13 +183,16 @@ class MainWindow(QMainWindow):
         self.views["Models"] = ModelsView(self.session, self.catalog, self.hw)
         self.views["Bench"] = BenchView(self.session)
         self.views["Bench"].useSetting.connect(self.use_chat_setting)
-        from .views.settings_view import SettingsView, performance
+        from .views.settings_view import SettingsView, history_draft, performance
 
         self.settings_view = SettingsView(self.settings, cores=self.hw.cores_physical, gpu=bool(self.hw.gpus))
         self.settings_view.themeChanged.connect(self.set_theme)
         self.settings_view.performanceChanged.connect(self._apply_performance)
+        self.settings_view.historyDraftChanged.connect(self._apply_history_draft)
+        self.settings_view.historyCleared.connect(self._history_cleared)
         self.views["Settings"] = self.settings_view
         self._apply_performance(performance(self.settings))
+        self.session.history_draft = history_draft(self.settings)
         for name in PAGES:
             v = self.views[name]
             if hasattr(v, "message"):
@@ -279,6 +282,17 @@ class MainWindow(QMainWindow):
         QSettings at each load: Session.default_n_ctx)."""
         self.session.n_threads = p.threads
         self.session.n_gpu_layers = p.gpu_layers
+
+    def _apply_history_draft(self, on: bool) -> None:
+        """Settings → Suffix draft memory: the next load and the loaded engine, from now."""
+        self.session.history_draft = on
+        if hasattr(self.session.engine, "set_history_draft"):
+            self.session.engine.set_history_draft(on)
+
+    def _history_cleared(self) -> None:
+        """The files went (Settings); the loaded engine forgets its answers too."""
+        if hasattr(self.session.engine, "clear_draft_history"):
+            self.session.engine.clear_draft_history()
 
     def apply_theme(self) -> None:
         app = QApplication.instance()

@@ -48,6 +48,7 @@ class Session(QObject):
         self.n_ctx = 4096
         self.n_threads: int | None = None  # Settings → Performance; None: the engine's default
         self.n_gpu_layers: int | None = None
+        self.history_draft = True  # Settings → Suffix draft memory: past answers kept in a file
         self._busy = ""
         self._threads: list[tuple[QThread, workers.Worker]] = []
         self._jobs: set[workers.Worker] = set()
@@ -117,6 +118,7 @@ class Session(QObject):
             return
         self.n_ctx = self._context_for(Path(target), n_ctx if n_ctx is not None else self.default_n_ctx())
         w = workers.LoadWorker(str(target), str(draft) if isinstance(draft, Path) else draft, self.runtime())
+        w.history_draft = self.history_draft
         if self.rpc_endpoints:  # [rpc] the target goes to the workers, in a child process
             w = self._remote_loader(w)
         w.progress.connect(self.loadProgress)

@@ -235,12 +235,13 @@ class LoadWorker(Worker):
         super().__init__()
         self.target, self.draft = target, draft
         self.runtime = runtime  # context, threads and GPU layers (Settings and the model bar)
+        self.history_draft = True  # the suffix draft keeps past answers in a file (Settings)
 
     def open_engine(self, on_progress: Callable[[float], bool]) -> Any:
         """The target, loaded here (app/rpc_loading.py loads it over RPC workers instead)."""
         from engine import Engine
 
-        return Engine(self.target, runtime=self.runtime, on_progress=on_progress)
+        return Engine(self.target, runtime=self.runtime, on_progress=on_progress, history_draft=self.history_draft)
 
     def work(self) -> None:
         def cb(label: str) -> Callable[[float], bool]:

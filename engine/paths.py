@@ -25,7 +25,12 @@ def history_db() -> Path:
     return data_dir() / "history.sqlite3"
 
 
+def draft_history_dir() -> Path:
+    """Where the suffix drafter keeps past answers (token ids), one file per target."""
+    return data_dir() / "draft-history"
+
+
 def draft_history(model_id: str) -> Path:
     """The suffix drafter's past answers for one target (`model_id`: its name and size)."""
     safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in model_id)
-    return data_dir() / "draft-history" / f"{safe}.npy"
+    return draft_history_dir() / f"{safe}.npy"

@@ -14,7 +14,8 @@ from typing import Callable
 from PySide6.QtCore import QSettings, Qt, QUrl, Signal
 from PySide6.QtGui import QDesktopServices
 from PySide6.QtWidgets import (
-    QComboBox, QFormLayout, QGridLayout, QGroupBox, QLabel, QPushButton, QSpinBox, QVBoxLayout, QWidget,
+    QCheckBox, QComboBox, QFormLayout, QGridLayout, QGroupBox, QHBoxLayout, QLabel, QPushButton, QSpinBox,
+    QVBoxLayout, QWidget,
 )
 
 from engine.models.context_window import DEFAULT_N_CTX
@@ -25,6 +26,7 @@ THEME_KEY = "appearance/theme"
 THREADS_KEY = "performance/threads"  # 0: llama.cpp's choice (the physical cores)
 GPU_LAYERS_KEY = "performance/gpu_layers"  # -1: every layer that fits
 N_CTX_KEY = "performance/n_ctx"
+DRAFT_HISTORY_KEY = "drafting/history"  # the suffix draft keeps past answers in a file per model
 THEMES = [("System", "system"), ("Light", "light"), ("Dark", "dark")]
 CONTEXT_LENGTHS = [2048, 4096, 8192, 16384, 32768, 65536, 131072]
 
@@ -54,6 +56,11 @@ def performance(settings: QSettings) -> Performance:
                        n_ctx if n_ctx >= 256 else DEFAULT_N_CTX)
 
 
+def history_draft(settings: QSettings) -> bool:
+    """Whether the suffix draft keeps past answers on disk (default: yes)."""
+    return str(settings.value(DRAFT_HISTORY_KEY, "true")).lower() not in ("false", "0", "no")
+
+
 def theme_choice(settings: QSettings) -> str:
     value = str(settings.value(THEME_KEY, "system"))
     return value if value in dict((k, k) for _, k in THEMES) else "system"
@@ -69,6 +76,7 @@ def storage_places() -> list[tuple[str, Path, str]]:
         ("Chat history", paths.history_db(), "Every conversation (SQLite)"),
         ("Metrics log", paths.metrics_log(), "One line per generation (JSON lines; TANDEM_METRICS_LOG moves it)"),
         ("Calibration", calibration.store_path(), "Measured draft and target costs that Auto uses"),
+        ("Draft memory", paths.draft_history_dir(), "Past answers the Suffix draft drafts from (token ids, one file per model)"),
         ("App data", paths.data_dir(), "Imported models list and the rest (TANDEM_HOME moves it)"),
     ]
 
@@ -81,6 +89,8 @@ def folder_of(path: Path) -> Path:
 class SettingsView(QWidget):
     themeChanged = Signal(str)  # "system" | "light" | "dark"
     performanceChanged = Signal(object)  # Performance
+    historyDraftChanged = Signal(bool)  # the suffix draft's memory on disk: on or off
+    historyCleared = Signal()  # every saved draft memory was deleted
     message = Signal(str)
     error = Signal(str)
 
@@ -137,6 +147,7 @@ class SettingsView(QWidget):
             w.valueChanged.connect(self._performance_changed)
         self.n_ctx.currentIndexChanged.connect(self._performance_changed)
         root.addWidget(perf)
+        root.addWidget(self._draft_memory(settings))
 
         store = QGroupBox("Storage")
         grid = QGridLayout(store)
@@ -156,6 +167,38 @@ class SettingsView(QWidget):
             self.places[what] = (path, button)
         root.addWidget(store)
         root.addStretch(1)
+
+    def _draft_memory(self, settings: QSettings) -> QGroupBox:
+        box = QGroupBox("Suffix draft memory")
+        row = QHBoxLayout(box)
+        self.history = QCheckBox("Remember past answers on this computer to draft from")
+        self.history.setChecked(history_draft(settings))
+        self.history.setToolTip("The Suffix draft proposes text that earlier answers of the same model wrote. "
+                                "On: they are kept in a file per model in Tandem's data folder (never sent "
+                                "anywhere); off: only until the model is unloaded.")
+        self.history.toggled.connect(self._history_toggled)
+        self.clear_history = QPushButton("Clear")
+        self.clear_history.setToolTip("Delete the remembered answers of every model, on disk and in memory")
+        self.clear_history.clicked.connect(self._clear_history)
+        row.addWidget(self.history, 1)
+        row.addWidget(self.clear_history)
+        return box
+
+    def _history_toggled(self, on: bool) -> None:
+        self.settings.setValue(DRAFT_HISTORY_KEY, "true" if on else "false")
+        self.historyDraftChanged.emit(on)
+
+    def _clear_history(self) -> None:
+        from engine import paths
+        from engine.decoding.drafting.suffix_stores import clear_history_files
+
+        try:
+            n = clear_history_files(paths.draft_history_dir())
+        except OSError as e:
+            self.error.emit(f"The draft memory was not cleared: {e}")
+            return
+        self.historyCleared.emit()
+        self.message.emit(f"Draft memory cleared ({n} file{'s' if n != 1 else ''})")
 
     def _theme_changed(self, _i: int) -> None:
         key = str(self.theme.currentData())

@@ -230,10 +230,22 @@ class Engine(BaseEngine):
     def clear_draft_history(self) -> None:
         """Forget the suffix drafter's past answers for this target, in memory and on disk."""
         with self._lock:
-            dec = self._decoders.get(DraftChoice.parse("suffix").key)
-            if dec is not None and isinstance(dec.drafter, SuffixDrafter):
-                dec.drafter.clear_history()
+            drafter = self._suffix_drafter()
+            if drafter is not None:
+                drafter.clear_history()
         self.draft_history_path().unlink(missing_ok=True)
+
+    def set_history_draft(self, on: bool) -> None:
+        """Keep the suffix drafter's past answers in the file (on) or in memory only (off), from now."""
+        with self._lock:
+            self.history_draft = on
+            drafter = self._suffix_drafter()
+            if drafter is not None:
+                drafter.history_path = self.draft_history_path() if on else None
+
+    def _suffix_drafter(self) -> SuffixDrafter | None:
+        dec = self._decoders.get(DraftChoice.parse("suffix").key)
+        return dec.drafter if dec is not None and isinstance(dec.drafter, SuffixDrafter) else None
 
     def _runtime_here(self) -> RuntimeParams:
         """The runtime with the thread count resolved (contexts and calibration keys agree on it)."""

@@ -169,6 +169,32 @@ def test_performance_settings_are_stored_and_used_by_the_next_load(qtbot, make_w
     assert w.session.engine.runtime.n_ctx == 2048
 
 
+def test_suffix_draft_memory_can_be_switched_off_and_cleared(qtbot, make_window, tiny_target):
+    """Settings → Suffix draft memory: off keeps past answers out of the file from now on (and
+    for the next load); Clear deletes every model's file and the loaded engine's memory."""
+    w = make_window()
+    view = w.settings_view
+    w.session.load(tiny_target, "suffix", label="tiny")
+    qtbot.waitUntil(lambda: w.session.engine is not None, timeout=20000)
+    eng = w.session.engine
+    first = eng.generate("the value of", draft_model="suffix", lookahead=4, max_tokens=12)
+    path = eng.draft_history_path()
+    assert path.exists()
+    view.history.setChecked(False)
+    assert w.settings.value("drafting/history") == "false" and w.session.history_draft is False
+    path.unlink()
+    eng.generate("def count items", draft_model="suffix", max_tokens=12)
+    assert not path.exists()  # off: nothing written
+    qtbot.mouseClick(view.clear_history, Qt.MouseButton.LeftButton)
+    again = eng.generate("the value of", draft_model="suffix", lookahead=4, max_tokens=12)
+    assert again.tokens == first.tokens and again.stats.accepted == first.stats.accepted  # forgotten: as cold
+    view.history.setChecked(True)
+    eng.generate("the value of", draft_model="suffix", max_tokens=12)
+    assert path.exists()
+    qtbot.mouseClick(view.clear_history, Qt.MouseButton.LeftButton)
+    assert not path.exists() and not list(path.parent.glob("*.npy"))
+
+
 def test_storage_lists_each_place_and_opens_its_folder(qtbot, make_window, monkeypatch):
     from engine import paths
 

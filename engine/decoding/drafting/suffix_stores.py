@@ -159,3 +159,12 @@ class AnswerStore:
         while answers and sum(len(a) + 1 for a in answers) > self.max_tokens:  # a smaller bound now
             answers.pop(0)
         self._add_many(answers)
+
+
+def clear_history_files(folder: Path) -> int:
+    """Delete every saved answer history in `folder` (all targets); how many went."""
+    gone = 0
+    for f in folder.glob("*.npy") if folder.is_dir() else ():
+        f.unlink(missing_ok=True)
+        gone += 1
+    return gone
