@@ -47,7 +47,8 @@ def engine_for(target, runtime, args: argparse.Namespace):
     from ..serving.remote_engine import DEFAULT_HANG_TIMEOUT_S, RemoteEngine
 
     return RemoteEngine(target, rpc=eps, weights=getattr(args, "rpc_split", None), runtime=runtime,
-                        hang_timeout=getattr(args, "rpc_timeout", None) or DEFAULT_HANG_TIMEOUT_S)
+                        hang_timeout=getattr(args, "rpc_timeout", None) or DEFAULT_HANG_TIMEOUT_S,
+                        history_draft=not getattr(args, "no_history_draft", False))
 
 
 def add_rpc_option(p: argparse.ArgumentParser) -> None:

@@ -71,7 +71,7 @@ def _child_main(conn: Any, ctrl: Any, spec: dict) -> None:
     try:
         cluster = rpc.connect(spec["endpoints"], timeout=spec["connect_timeout"], weights=spec["weights"], fatal_hook=fatal)
         eng = Engine(spec["target"], rpc=cluster, runtime=spec["runtime"], metrics_log=spec["metrics_log"],
-                     calibration=spec["calibration"], on_progress=progress)
+                     calibration=spec["calibration"], on_progress=progress, history_draft=spec.get("history_draft", True))
     except BaseException as e:  # noqa: BLE001 - reported to the parent, which raises it
         send(("error", *_pack_error(e)))
         return

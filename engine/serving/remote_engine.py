@@ -158,6 +158,7 @@ class RemoteEngine(BaseEngine):
         hang_timeout: float = DEFAULT_HANG_TIMEOUT_S,
         connect_timeout: float = DEFAULT_CONNECT_TIMEOUT_S,
         on_lost: Callable[[RemoteWorkerLost], None] | None = None,
+        history_draft: bool = True,
     ):
         from ..models.gguf_header import validate_file
         from ..models.resolve import model_file
@@ -182,7 +183,7 @@ class RemoteEngine(BaseEngine):
         child_ctrl, self._ctrl = ctx.Pipe(duplex=False)
         spec = {"target": str(self.path), "endpoints": self.endpoints, "weights": list(weights) if weights else None,
                 "runtime": self.runtime, "metrics_log": metrics_log, "calibration": calibration,
-                "connect_timeout": connect_timeout}
+                "connect_timeout": connect_timeout, "history_draft": history_draft}
         self._proc = ctx.Process(target=_child_main, args=(child_conn, child_ctrl, spec), name="tandem-rpc-target", daemon=True)
         self._proc.start()
         child_conn.close()
@@ -362,9 +363,9 @@ class RemoteEngine(BaseEngine):
         return self._call("first_divergence", (list(prompt), list(reference), list(other)), {})
 
     def decoder(self, draft_model: Any = None, on_progress: Callable[[float], bool] | None = None) -> None:
-        """Prepare (load once) a drafter in the child: a path, "lookup" or None."""
+        """Prepare (load once) a drafter in the child: a path, "lookup", "suffix" or None."""
         if draft_model is not None and not isinstance(draft_model, (str, os.PathLike)):
-            raise TandemError("with RPC workers the draft must be a file path, 'lookup' or None")
+            raise TandemError("with RPC workers the draft must be a file path, 'lookup', 'suffix' or None")
         with self._lock:
             self._check_open()
             self._send(("decoder", str(draft_model) if isinstance(draft_model, os.PathLike) else draft_model))
@@ -380,7 +381,7 @@ class RemoteEngine(BaseEngine):
         if isinstance(req.draft, os.PathLike):
             req = req.with_(draft=str(req.draft))
         elif req.draft is not None and not isinstance(req.draft, str):
-            raise TandemError("with RPC workers the draft must be a file path, 'lookup' or None")
+            raise TandemError("with RPC workers the draft must be a file path, 'lookup', 'suffix' or None")
         if live is not None:  # the slider's handle stays here; the child follows its label
             req = req.with_(lookahead=live.label)
         return self._stream(req, cancel, live)

@@ -186,3 +186,15 @@ def test_history_survives_a_restart_and_clears(tiny_target):
     cold = off.generate("the value of", draft_model="suffix", lookahead=8, max_tokens=30)
     assert not path.exists() and cold.stats.accepted < again.stats.accepted
     off.close()
+
+
+def test_cli_learns_answers_unless_told_not_to(tiny_target, capsys):
+    from engine import paths
+    from engine.cli.main import main as cli
+
+    folder = paths.draft_history_dir()
+    args = ["generate", "the value of", "--target", str(tiny_target), "--draft", "suffix", "--max-tokens", "6"]
+    assert cli([*args, "--no-history-draft"]) == 0
+    assert not list(folder.glob("*.npy"))
+    assert cli(args) == 0
+    assert len(list(folder.glob("*.npy"))) == 1
