@@ -175,7 +175,7 @@ def cmd_race(args: argparse.Namespace) -> int:
     prompt = _validated_inputs(args)
     target, draft = resolve_pair(args)
     if draft is None:
-        raise UsageError("race needs a draft: --draft PATH, --draft lookup or --draft mtp")
+        raise UsageError("race needs a draft: --draft PATH, --draft lookup, --draft suffix or --draft mtp")
     choice = DraftChoice.parse(draft)
     eng = _engine(target, args)
     request = _request(args, prompt, draft)
@@ -200,6 +200,9 @@ def cmd_race(args: argparse.Namespace) -> int:
         print()
         print(f"target alone : {_stats_line(b)}")
         print(f"speculative  : {_stats_line(s)}")
+        if s.accepted_by:
+            print("drafted by   : " + ", ".join(f"{src} {n}" for src, n in sorted(s.accepted_by.items(), key=lambda kv: -kv[1]))
+                  + " accepted tokens")
         print(f"result       : {r.headline}")
         print(f"               {r.detail} (same prompt and settings, one run each)")
         if r.identical:

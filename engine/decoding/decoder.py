@@ -350,6 +350,9 @@ class Decoder:
         st.steps += 1
         st.drafted += len(drafts)
         st.accepted += result.accepted
+        if drafts:
+            src = prop.source or drafter.kind  # type: ignore[union-attr]
+            st.accepted_by[src] = st.accepted_by.get(src, 0) + result.accepted
         st.draft_s += t_d1 - t_d0
         st.verify_s += t_v1 - t_d1
         now = time.perf_counter()

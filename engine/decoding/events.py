@@ -91,6 +91,7 @@ class RunStats:
     lookahead: str = ""  # the setting at the end, with the ks used: "5", "auto (k=0 x40, 3 x12)"
     k_counts: dict[str, int] = field(default_factory=dict)  # steps per drafted k
     provenance_counts: dict[str, int] = field(default_factory=dict)
+    accepted_by: dict[str, int] = field(default_factory=dict)  # accepted draft tokens per drafter that proposed them
 
     def finalize(self) -> "RunStats":
         self.acceptance_rate = self.accepted / self.drafted if self.drafted else 0.0

@@ -42,6 +42,8 @@ def plan_configs(draft: Any, modes: Sequence[str] = MODES, sweep: Sequence[int] 
         raise BenchError(f"unknown mode(s) {bad}; choose from {', '.join(MODES)}")
     from ..decoding.drafting.choice import DraftChoice, DraftKind
 
+    if draft is not None and DraftChoice.parse(draft).kind is DraftKind.SUFFIX:
+        raise BenchError("the bench does not run the suffix draft yet: it learns from earlier answers, so a suite's repetitions would be drafted from their own earlier runs")
     keyword = DraftChoice.parse(draft).keyword if draft is not None else None  # "lookup", "mtp": no file
     is_lookup = keyword == DraftKind.LOOKUP.value
     out = [Config("target", "target", None, 0)]

@@ -32,10 +32,12 @@ class Proposal:
     # Per token: the drafter's estimate that it is accepted given the ones before it were
     # (Auto trims a proposal to the k with the best expected tokens per second). None: unknown.
     confidence: list[float] | None = None
+    # Which drafter (or part of one) proposed it, when a drafter has several ("" : the drafter's kind)
+    source: str = ""
 
     def cut(self, k: int) -> "Proposal":
         conf = self.confidence[:k] if self.confidence is not None else None
-        return Proposal(self.tokens[:k], self.dists[:k], conf)
+        return Proposal(self.tokens[:k], self.dists[:k], conf, self.source)
 
 
 __all__ = ["ConfidenceGate", "DraftContext", "Drafter", "ModelDrafter", "NO_RULES", "PromptLookupDrafter", "Proposal"]

@@ -9,6 +9,10 @@ match barely) and at most a run length that doubles after a fully accepted draft
 to what was accepted after a rejection. Of the two stores' drafts the one with the higher
 score (summed path probability) wins. Answers are learnt when a generation finishes;
 `history_path` makes them outlive the process (bounded, oldest first out).
+
+Prompt lookup's pointer (which follows an edit's source through renames) proposes too; each
+step takes the proposal with more expected accepted tokens, each source's confidences
+scaled by how well that source's proposals have held in this generation (`SourceRecord`).
 """
 
 from __future__ import annotations
@@ -19,14 +23,41 @@ from typing import Sequence
 
 from ..sampling.sampler import Sampler
 from .draft_context import NO_RULES, DraftContext
-from .drafters import Drafter, Proposal
+from .drafters import Drafter, PromptLookupDrafter, Proposal
 from .suffix_index import MATCH_LENGTHS, Draft, suffix_hashes, walk
 from .suffix_stores import DEFAULT_HISTORY_TOKENS, AnswerStore, RequestStore
 
 log = logging.getLogger(__name__)
 LEAD_IN = 8  # prompt tokens kept before each learnt answer
 
-__all__ = ["SuffixDrafter"]
+__all__ = ["SourceRecord", "SuffixDrafter"]
+
+
+class SourceRecord:
+    """How one source's proposals held in this generation: accepted tokens against the summed
+    confidence of the tokens the target tried, so a source that overstates is scaled down."""
+
+    PRIOR = 2.0
+
+    def __init__(self) -> None:
+        self.hits = 0.0
+        self.stated = 0.0
+
+    @property
+    def factor(self) -> float:
+        return (self.hits + self.PRIOR) / (self.stated + self.PRIOR)
+
+    def observe(self, confidence: Sequence[float], drafted: int, accepted: int) -> None:
+        self.hits += accepted
+        self.stated += sum(confidence[: min(drafted, accepted + 1)])
+
+    def expected(self, confidence: Sequence[float]) -> float:
+        """Expected accepted tokens of a proposal with these confidences."""
+        total, path, f = 0.0, 1.0, self.factor
+        for c in confidence:
+            path *= min(0.99, c * f)
+            total += path
+        return total
 
 
 class SuffixDrafter(Drafter):
@@ -38,7 +69,7 @@ class SuffixDrafter(Drafter):
 
     def __init__(self, *, history_path: Path | None = None, n_vocab: int | None = None,
                  max_history_tokens: int = DEFAULT_HISTORY_TOKENS, alpha: float = 1.0,
-                 min_prob: float = 0.1, start_run: int = 4, max_run: int = 32):
+                 min_prob: float = 0.1, start_run: int = 4, max_run: int = 32, with_lookup: bool = True):
         self.alpha = alpha
         self.min_prob = min_prob
         self.start_run = start_run
@@ -47,7 +78,10 @@ class SuffixDrafter(Drafter):
         self.request = RequestStore()
         self.answers = AnswerStore(max_history_tokens)
         self.history_path = history_path
-        self.last_source = ""  # "request" or "history": where the last proposal came from
+        self.lookup = PromptLookupDrafter() if with_lookup else None
+        self.records: dict[str, SourceRecord] = {}
+        self.last: Proposal = Proposal()
+        self.last_source = ""  # "request", "history" or "lookup": where the last proposal came from
         if history_path is not None and history_path.exists():
             try:
                 self.answers.load(history_path, n_vocab if n_vocab is not None else 1 << 31)
@@ -59,6 +93,9 @@ class SuffixDrafter(Drafter):
     def begin(self, prompt: Sequence[int]) -> None:
         self.request = RequestStore(prompt)
         self.run = self.start_run
+        self.records = {}
+        if self.lookup is not None:
+            self.lookup.begin(prompt)
 
     def propose(self, context: Sequence[int], k: int, sampler: Sampler, rules: DraftContext = NO_RULES) -> Proposal:
         self._sync(context)
@@ -69,15 +106,28 @@ class SuffixDrafter(Drafter):
         cap = k if rules.trimmed_by_caller else min(k, self.run)
         mine = self._best(hashes, cap, lambda n, h: self.request.find(n, h, end), self.request.rows)
         past = self._best(hashes, cap, self.answers.find, self.answers.rows)
-        best, self.last_source = (mine, "request") if mine.score >= past.score else (past, "history")
-        if not best.tokens:
-            self.last_source = ""
-            return Proposal()
+        best, where = (mine, "request") if mine.score >= past.score else (past, "history")
         conf = [p * (m / (m + 1.0)) for p, m in zip(best.probs, range(best.match_len, best.match_len + len(best.probs)))]
-        return Proposal(best.tokens, [None] * len(best.tokens), conf)
+        prop = Proposal(best.tokens, [None] * len(best.tokens), conf, f"suffix:{where}")
+        if self.lookup is not None:
+            other = self.lookup.propose(context, k, sampler, rules)
+            if other.tokens and self._expected(other, "lookup") > self._expected(prop, where):
+                prop, where = Proposal(other.tokens, other.dists, other.confidence, "lookup"), "lookup"
+        self.last, self.last_source = prop, where if prop.tokens else ""
+        return prop
+
+    def _expected(self, prop: Proposal, source: str) -> float:
+        if not prop.tokens:
+            return 0.0
+        return self.records.setdefault(source, SourceRecord()).expected(prop.confidence or [0.5] * len(prop.tokens))
 
     def feedback(self, drafted: int, accepted: int) -> None:
         if drafted == 0:
+            return
+        if self.last_source:
+            self.records.setdefault(self.last_source, SourceRecord()).observe(self.last.confidence or [], drafted, accepted)
+        if self.last_source == "lookup" and self.lookup is not None:
+            self.lookup.feedback(drafted, accepted)
             return
         self.run = min(self.run * 2, self.max_run) if accepted == drafted else max(1, accepted)
 

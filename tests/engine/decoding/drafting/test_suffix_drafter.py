@@ -78,12 +78,30 @@ def test_draft_length_follows_match_length_and_acceptance():
 
 
 def test_the_request_itself_is_drafted_from():
-    d = SuffixDrafter()
+    d = SuffixDrafter(with_lookup=False)
     ctx = [1, 2, 3, 4, 5, 6, 7, 8, 9, 1, 2, 3]
     d.begin(ctx[:9])
     p = d.propose(ctx, 8, GREEDY, ALL)
     assert p.tokens == [4, 5, 6] and d.last_source == "request"
     assert d.propose([50, 51], 8, GREEDY, ALL).tokens == []  # another context: starts over, no match
+
+
+def test_each_step_takes_the_source_whose_proposals_hold():
+    """Prompt lookup proposes too; a source whose proposals keep failing is trusted less, so
+    the other one's proposal wins the step."""
+    d = SuffixDrafter()
+    prompt = [1, 2, 3, 4, 5, 7, 8, 1, 2, 3]
+    d.begin(prompt)
+    first = d.propose(prompt, 3, GREEDY, ALL)
+    assert first.source == "suffix:request" and first.tokens == [4, 5, 7]
+    for _ in range(4):
+        p = d.propose(prompt, 3, GREEDY, ALL)
+        if p.source != "suffix:request":
+            break
+        d.feedback(len(p.tokens), 0)  # the target keeps refusing the suffix's continuation
+    p = d.propose(prompt, 3, GREEDY, ALL)
+    assert p.source == "lookup" and d.last_source == "lookup" and p.tokens[:1] == [4]
+    assert SuffixDrafter(with_lookup=False).propose(prompt, 3, GREEDY, ALL).source == "suffix:request"
 
 
 def test_history_is_bounded_oldest_first():
@@ -137,6 +155,8 @@ def test_greedy_suffix_equals_target_alone(eng, lookahead):
         assert div is None or div.margin < 1e-4, f"parted at token {div.index} (margin {div.margin})"
         drafted += fast.stats.drafted
         assert fast.stats.mode == "suffix"
+        by = fast.stats.accepted_by  # which drafter supplied each accepted token
+        assert sum(by.values()) == fast.stats.accepted and set(by) <= {"lookup", "suffix:request", "suffix:history"}
     assert drafted > 0
 
 
@@ -198,3 +218,15 @@ def test_cli_learns_answers_unless_told_not_to(tiny_target, capsys):
     assert not list(folder.glob("*.npy"))
     assert cli(args) == 0
     assert len(list(folder.glob("*.npy"))) == 1
+    capsys.readouterr()
+    assert cli(["race", "the value of", "--target", str(tiny_target), "--draft", "suffix", "--max-tokens", "30"]) == 0
+    out = capsys.readouterr().out
+    assert "TARGET + SUFFIX" in out and "drafted by   : " in out and "accepted tokens" in out  # who drafted what
+
+
+def test_the_bench_refuses_the_suffix_draft_in_one_line():
+    from engine.measure.bench import plan_configs
+    from engine.measure.suites import BenchError
+
+    with pytest.raises(BenchError, match="learns from earlier answers"):
+        plan_configs("suffix")
