@@ -44,7 +44,7 @@ def test_loaded_models_and_given_drafters(tiny_draft):
 
 
 def test_anything_else_is_one_clear_line():
-    with pytest.raises(TandemError, match="draft_model must be a path, an engine.Model, 'lookup', 'mtp' or None, not int"):
+    with pytest.raises(TandemError, match="draft_model must be a path, an engine.Model, 'lookup', 'mtp', 'suffix' or None, not int"):
         DraftChoice.parse(3)  # type: ignore[arg-type]
     assert DraftChoice.parse(None) is NO_DRAFT
 
