@@ -86,6 +86,10 @@ class LayoutMixin:
         self.transcript.setAcceptDrops(True)
         self.transcript.viewport().setAcceptDrops(True)
         self.transcript.viewport().installEventFilter(self._drop_filter)
+        self.reading_label = QLabel("")  # "Reading notes.pdf…" while attached files are read
+        self.reading_label.setObjectName("readingNote")
+        self.reading_label.setWordWrap(True)
+        self.reading_label.hide()
         self.meter = TokenMeter(self._measure_prompt)
         self.prompt.setPlaceholderText("Ask something…  (Ctrl+Enter to send, Esc to stop)")
         self.prompt.setMaximumHeight(120)
@@ -123,7 +127,8 @@ class LayoutMixin:
         ml.addLayout(bar)
         ml.addWidget(self.legend)
         ml.addWidget(self.transcript, 1)
-        for w in (self.stats_label, self.auto_note, self.context_note, self.prefill_label, self.edit_label, self.prompt):
+        for w in (self.stats_label, self.auto_note, self.context_note, self.prefill_label, self.edit_label,
+                  self.reading_label, self.prompt):
             ml.addWidget(w)
         under_prompt = QHBoxLayout()  # attachment chips, then the token meter at the right
         under_prompt.addWidget(self.attachments, 1)

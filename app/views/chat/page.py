@@ -44,6 +44,8 @@ class ChatView(LayoutMixin, DrawerMixin, ConversationsMixin, ComposerMixin, QWid
         self.conversation_id: int | None = None  # the open conversation (None: a new chat)
         self._drafts: dict[int | None, str] = {}  # unsent prompts of the other conversations (None: a new chat)
         self.counter = TokenCounter(lambda: self.session.engine)
+        self._readers: list = []  # batches of attached files being read on worker threads (composer.py)
+        self._attaching = False  # composer.py is attaching what was read (a section picker may be open)
         self._build()
         panel = self.settings_panel
         # the settings' controls, as the page's own (the main window and the tests reach them here)
@@ -90,6 +92,9 @@ class ChatView(LayoutMixin, DrawerMixin, ConversationsMixin, ComposerMixin, QWid
 
     # -- what the main window and the tests ask of the page ---------------------------------
     def send(self) -> None:
+        if self.reading:  # the message would go without the file being read
+            self.message.emit(f"{self.reading_label.text()} Send again once it is attached")
+            return
         self.asking.send()
 
     def stop(self) -> None:
@@ -97,6 +102,7 @@ class ChatView(LayoutMixin, DrawerMixin, ConversationsMixin, ComposerMixin, QWid
 
     def shutdown(self) -> None:
         """The window is closing: stop and keep whatever was written."""
+        self.stop_reading()
         self.stream.shutdown()
 
     @property
