@@ -21,6 +21,7 @@ from PySide6.QtWidgets import QHBoxLayout, QSplitter, QWidget
 from ...history import History, message_markdown
 from ...session import Session
 from ...widgets.attachments import compose
+from ...widgets.escape import close_topmost
 from ...widgets.token_meter import TokenCounter
 from ... import workers
 from .answering import AnswerStream, AnswerView
@@ -88,7 +89,8 @@ class ChatView(LayoutMixin, DrawerMixin, ConversationsMixin, ComposerMixin, QWid
         split.setCollapsible(1, False)
         QShortcut(QKeySequence("Ctrl+Return"), self, activated=self.send).setWhatsThis("Send the message")
         QShortcut(QKeySequence("Ctrl+Enter"), self, activated=self.send).setWhatsThis("Send the message (keypad Enter)")
-        QShortcut(QKeySequence("Escape"), self, activated=self.stop).setWhatsThis("Stop the answer being generated")
+        QShortcut(QKeySequence("Escape"), self, activated=self.escape).setWhatsThis(
+            "Close the dialog on top; with none open, stop the answer being generated")
 
     # -- what the main window and the tests ask of the page ---------------------------------
     def send(self) -> None:
@@ -99,6 +101,12 @@ class ChatView(LayoutMixin, DrawerMixin, ConversationsMixin, ComposerMixin, QWid
 
     def stop(self) -> None:
         self.stream.stop()
+
+    def escape(self) -> None:
+        """Esc: close the dialog or viewer on top if one is open (it was what Esc was pressed
+        for), else stop the answer."""
+        if not close_topmost(self):
+            self.stop()
 
     def shutdown(self) -> None:
         """The window is closing: stop and keep whatever was written."""
