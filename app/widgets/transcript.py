@@ -40,8 +40,8 @@ LINK = QColor(56, 132, 244)
 MUTED = QColor(128, 128, 128)
 
 
-VERSION_TIPS = {"older": "Show the previous version of this answer ({n} of {of})",
-                "newer": "Show the next version of this answer ({n} of {of})"}
+VERSION_TIPS = {"older": "Show the previous version of this {what} ({n} of {of})",
+                "newer": "Show the next version of this {what} ({n} of {of})"}
 
 
 class Transcript(QTextBrowser):
@@ -226,7 +226,7 @@ class Transcript(QTextBrowser):
         """A small line of links under the message; which ones depends on its role and place."""
         self._tail_actions = (cursor.position(), m)
         acts: list[tuple[str, str]] = []
-        if m.role == "assistant" and m.versions > 1:  # "‹ 2/3 ›": links, so Tab reaches them and Enter follows
+        if m.versions > 1:  # "‹ 2/3 ›": links, so Tab reaches them and Enter follows
             acts.append(("older" if m.version > 1 else "", "\u2002‹\u2002"))  # en spaces: a wider target to click
             acts.append(("", f"{m.version}/{m.versions}"))
             acts.append(("newer" if m.version < m.versions else "", "\u2002›\u2002"))
@@ -256,7 +256,8 @@ class Transcript(QTextBrowser):
             link.setAnchor(True)
             link.setAnchorHref(f"{ACTION_SCHEME}:{key}:{m.id}")
             if key in VERSION_TIPS:
-                link.setToolTip(VERSION_TIPS[key].format(n=m.version + (1 if key == "newer" else -1), of=m.versions))
+                link.setToolTip(VERSION_TIPS[key].format(n=m.version + (1 if key == "newer" else -1), of=m.versions,
+                                                        what="answer" if m.role == "assistant" else "message"))
             cursor.insertText(label, link)
         cursor.setCharFormat(QTextCharFormat())
 

@@ -61,7 +61,8 @@ class LayoutMixin:
         self.stats_label.setObjectName("answerStats")
         self.prefill_label = QLabel("")
         self.prefill_label.hide()
-        self.edit_label = QLabel("Editing a message: Send replaces it and drops everything after it. "
+        self.edit_label = QLabel("Editing a message: Send answers the new text; the earlier version and its answers stay "
+                                 "(‹ › under the message). "
                                  "<a href='cancel'>Cancel edit</a>")
         self.edit_label.setObjectName("editNotice")
         self.edit_label.setWordWrap(True)
