@@ -32,10 +32,14 @@ class ConversationsMixin:
             self.conv_list.addItem(item)
             if c.id == current:
                 self.conv_list.setCurrentItem(item)
+        if not convs and self.search.text().strip():  # say so, rather than an empty list that looks broken
+            note = QListWidgetItem(f"No conversation matches “{self.search.text().strip()}”")
+            note.setFlags(Qt.ItemFlag.NoItemFlags)
+            self.conv_list.addItem(note)
         self.conv_list.blockSignals(False)
 
     def _conversation_selected(self, item: QListWidgetItem | None, _prev: Any = None) -> None:
-        if item is None:
+        if item is None or item.data(Qt.ItemDataRole.UserRole) is None:  # none, or the "no match" line
             return
         if self.worker is not None:
             self.message.emit("Stop the running answer before switching conversations")
@@ -46,7 +50,8 @@ class ConversationsMixin:
 
     def _conversation_clicked(self, item: QListWidgetItem) -> None:
         """A click on the row that is already current (currentItemChanged stays silent)."""
-        if int(item.data(Qt.ItemDataRole.UserRole)) != self.conversation_id:
+        if item.data(Qt.ItemDataRole.UserRole) is not None and \
+                int(item.data(Qt.ItemDataRole.UserRole)) != self.conversation_id:
             self._conversation_selected(item)
 
     def _conversation_actions(self, menu: QMenu) -> QMenu:
@@ -59,7 +64,7 @@ class ConversationsMixin:
 
     def _conversation_menu(self, pos: Any) -> None:
         item = self.conv_list.itemAt(pos)
-        if item is None:
+        if item is None or item.data(Qt.ItemDataRole.UserRole) is None:
             return
         if int(item.data(Qt.ItemDataRole.UserRole)) != self.conversation_id:
             self._conversation_selected(item)

@@ -22,7 +22,7 @@ class LayoutMixin:
         left = QWidget()
         ll = QVBoxLayout(left)
         self.search = QLineEdit()
-        self.search.setPlaceholderText("Search conversations")
+        self.search.setPlaceholderText("Search conversations (Ctrl+F)")
         self.search.setClearButtonEnabled(True)
         self.search.textChanged.connect(self.refresh_conversations)
         self.conv_list = QListWidget()
@@ -96,10 +96,10 @@ class LayoutMixin:
         self.prompt.setMaximumHeight(120)
         self.attach_btn = QPushButton("Attach file…")
         self.attach_btn.setToolTip("Add documents (PDF, Word, spreadsheets, slides, web pages, EPUB, RTF) or text files "
-                                   "as context (or drop them on the chat, or paste copied files)")
+                                   "as context (or drop them on the chat, or paste copied files). Ctrl+O")
         self.attach_btn.clicked.connect(self.choose_attachments)  # no-argument slot: clicked(bool) is not a path
         self.export_btn = QPushButton("Export…")
-        self.export_btn.setToolTip("Save the conversation or the last answer as Markdown, Word, PDF or HTML")
+        self.export_btn.setToolTip("Save the conversation or the last answer as Markdown, Word, PDF or HTML (Ctrl+E)")
         menu = self.export_menu = QMenu(self.export_btn)
         menu.addAction("Whole conversation (Markdown, Word, PDF, HTML)…", lambda: self.export_conversation())
         menu.addAction("Last answer (Markdown, Word, PDF, HTML)…", lambda: self.export_answer())
@@ -107,7 +107,8 @@ class LayoutMixin:
         menu.addAction("Copy the answer for Word or mail", lambda: self.copy_last_answer())
         self.export_btn.setMenu(menu)
         self.copy_btn = QPushButton("Copy answer")
-        self.copy_btn.setToolTip("Copy the last answer as rich text (headings, tables, code) and as plain text")
+        self.copy_btn.setToolTip("Copy the last answer as rich text (headings, tables, code) and as plain text "
+                                 "(Ctrl+Shift+C)")
         self.copy_btn.clicked.connect(self.copy_last_answer)
         self.stop_btn = QPushButton("Stop")
         self.stop_btn.clicked.connect(self.stop)

@@ -91,6 +91,14 @@ class ChatView(LayoutMixin, DrawerMixin, ConversationsMixin, ComposerMixin, QWid
         QShortcut(QKeySequence("Ctrl+Enter"), self, activated=self.send).setWhatsThis("Send the message (keypad Enter)")
         QShortcut(QKeySequence("Escape"), self, activated=self.escape).setWhatsThis(
             "Close the dialog on top; with none open, stop the answer being generated")
+        for keys, slot, what in (
+                ("Ctrl+R", lambda: self.act_on_last_answer("regenerate"), "Regenerate the last answer (a new version)"),
+                ("Ctrl+Shift+Return", lambda: self.act_on_last_answer("continue"), "Continue a stopped answer"),
+                ("Ctrl+Shift+C", self.copy_last_answer, "Copy the last answer (rich text and plain text)"),
+                ("Ctrl+O", self.choose_attachments, "Attach documents or text files"),
+                ("Ctrl+E", self.show_export_menu, "Export the conversation or the last answer"),
+                ("Ctrl+F", self.focus_search, "Search the conversations")):
+            QShortcut(QKeySequence(keys), self, activated=slot).setWhatsThis(what)
 
     # -- what the main window and the tests ask of the page ---------------------------------
     def send(self) -> None:
@@ -101,6 +109,24 @@ class ChatView(LayoutMixin, DrawerMixin, ConversationsMixin, ComposerMixin, QWid
 
     def stop(self) -> None:
         self.stream.stop()
+
+    def act_on_last_answer(self, action: str) -> None:
+        """Regenerate or Continue from the keyboard: what the links under the last answer do."""
+        answer = self.transcript.last_answer_id()
+        if answer is None:
+            self.message.emit("No answer to " + action + " yet")
+            return
+        self.asking.act(action, answer)
+
+    def show_export_menu(self) -> None:
+        self.export_btn.showMenu()
+
+    def focus_search(self) -> None:
+        """Ctrl+F: the conversation search, the list opened first where it floats (narrow windows)."""
+        if not self.search.isVisible() and self.chats_btn.isVisible():
+            self.chats_btn.click()
+        self.search.setFocus()
+        self.search.selectAll()
 
     def escape(self) -> None:
         """Esc: close the dialog or viewer on top if one is open (it was what Esc was pressed
