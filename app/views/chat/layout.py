@@ -22,7 +22,7 @@ class LayoutMixin:
         left = QWidget()
         ll = QVBoxLayout(left)
         self.search = QLineEdit()
-        self.search.setPlaceholderText("Search conversations (Ctrl+F)")
+        self.search.setPlaceholderText("Search chats (Ctrl+F)")
         self.search.setClearButtonEnabled(True)
         self.search.textChanged.connect(self.refresh_conversations)
         self.conv_list = QListWidget()
@@ -61,8 +61,7 @@ class LayoutMixin:
         self.stats_label.setObjectName("answerStats")
         self.prefill_label = QLabel("")
         self.prefill_label.hide()
-        self.edit_label = QLabel("Editing a message: Send answers the new text; the earlier version and its answers stay "
-                                 "(‹ › under the message). "
+        self.edit_label = QLabel("Editing a message: Send answers the new text and keeps the earlier version (‹ ›). "
                                  "<a href='cancel'>Cancel edit</a>")
         self.edit_label.setObjectName("editNotice")
         self.edit_label.setWordWrap(True)
