@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from .history_branches import SCHEMA as BRANCHES_SCHEMA
+from .history_settings import SCHEMA as SETTINGS_SCHEMA
 from .history_readonly import copy_read_only, existing_side_files, is_read_only_error, read_only_reason, remove_created
 from .history_repair import Damaged, is_damage, looks_like_sqlite, move_aside, salvage
 
@@ -146,7 +147,7 @@ def _connect(path: str) -> sqlite3.Connection:
         db.execute("PRAGMA journal_mode=WAL")
         db.execute("PRAGMA foreign_keys=ON")
         _check_schema(db, created=False)  # before anything is changed: another version's layout stays as it is
-        db.executescript(SCHEMA + BRANCHES_SCHEMA)
+        db.executescript(SCHEMA + BRANCHES_SCHEMA + SETTINGS_SCHEMA)
         db.commit()
         _check_schema(db)
         _migrate(db)

@@ -13,6 +13,7 @@ from PySide6.QtWidgets import QLabel
 
 from ...history import History, HistoryError, Message
 from ...history_branches import choose_question, edit_question
+from ...history_settings import save_chat_settings
 from ...session import Session
 from ...widgets.export import whole_words
 from ...widgets.attachments import Attachment, AttachmentChips, PromptEdit, compose, split_attachments
@@ -86,7 +87,16 @@ class Asking(QObject):
         v.attachments.clear()
         self._show_context_note(fit.note)
         v.auto_note.hide()
+        self._remember_settings(answer.conversation_id)
         self._stream.start(chat, answer)
+
+    def _remember_settings(self, cid: int) -> None:
+        """The settings this answer is written with become the chat's own (reopened with it)."""
+        values = {k: v for k, v in self._settings.values().items() if k != "system"}  # the conversation's own
+        try:
+            save_chat_settings(self._history, cid, values)
+        except HistoryError:  # the window has said so; the answer goes on
+            pass
 
     def _store_question(self, text: str, content: str, parts: list[tuple[int, str]]) -> Message:
         """Save the question (`parts`: where its typed text and its files are) and an empty
@@ -185,6 +195,7 @@ class Asking(QObject):
         self._view.transcript.set_messages([m for m in self._history.messages(cid) if m.id != message_id])
         self._show_context_note(fit.note)
         self._view.auto_note.hide()
+        self._remember_settings(cid)
         self._stream.start(chat, answer)
 
     def show_version(self, message_id: int, step: int) -> None:
@@ -234,6 +245,7 @@ class Asking(QObject):
             self._fail(str(e))
             return
         self._view.transcript.set_messages(msgs[:-1])
+        self._remember_settings(last.conversation_id)
         self._stream.start(tokens, last, chat=False, continuing=True)
 
     # -- Edit ---------------------------------------------------------------------------------

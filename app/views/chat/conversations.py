@@ -8,6 +8,7 @@ from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QInputDialog, QListWidgetItem, QMenu, QMessageBox, QWidget
 
 from ...history import HistoryError
+from ...history_settings import chat_settings
 from ...relative_time import absolute_date, relative_date
 from .format import stats_text
 
@@ -89,7 +90,10 @@ class ConversationsMixin:
         self._switch_draft(conversation_id)
         self.conversation_id = conversation_id
         conv = self.history.get(conversation_id)
-        if conv is not None:
+        saved = chat_settings(self.history, conversation_id)
+        if saved is not None:  # the chat's own settings (a chat from before has none: the controls stay)
+            self.apply_settings({**saved, "system": conv.system_prompt if conv else ""})
+        elif conv is not None:
             self.system.setPlainText(conv.system_prompt)
         try:
             msgs = self.history.messages(conversation_id)
