@@ -46,3 +46,35 @@ def test_each_chat_keeps_its_settings_across_switches_and_a_restart(qtbot, tmp_p
     again.chat.open_conversation(report)
     assert _controls(again.chat) == (0.7, 0.9, 5, "Report writer", 3), "kept in the history database"
     again.close()
+
+
+def test_presets_set_the_content_settings_and_the_users_own_are_kept(qtbot, tmp_path, monkeypatch):
+    from PySide6.QtWidgets import QInputDialog
+
+    from app.presets import BUILT_IN, load_presets, presets_file
+
+    w = _make_window(qtbot, tmp_path, monkeypatch)
+    chat, panel = w.chat, w.chat.settings_panel
+    names = [panel.preset.itemText(i) for i in range(panel.preset.count())]
+    assert "Report writer" in names and "Code reviewer" in names
+    chat.apply_settings({"drafter": "lookup", "lookahead": 5, "temperature": 1.2, "max_tokens": 9, "system": ""})
+    panel.preset.activated.emit(names.index("Code reviewer"))  # what choosing it in the box does
+    reviewer = BUILT_IN["Code reviewer"]
+    assert (chat.temperature.value(), chat.max_tokens.value(), chat.system.toPlainText()) == \
+        (reviewer["temperature"], reviewer["max_tokens"], reviewer["system"])
+    assert chat.lookahead.value() == 5, "a preset leaves drafting as it is"
+    chat.apply_settings({**chat.settings(), "temperature": 0.4, "max_tokens": 77, "system": "Terse memos"})
+    monkeypatch.setattr(QInputDialog, "getText", lambda *a, **k: ("Memo", True))
+    qtbot.mouseClick(panel.save_preset_btn, Qt.MouseButton.LeftButton)
+    assert presets_file().is_file()
+    chat.apply_settings({**chat.settings(), "temperature": 0.0, "max_tokens": 5, "system": ""})
+    w.close()
+    again = _make_window(qtbot, tmp_path, monkeypatch)
+    box = again.chat.settings_panel.preset
+    memo = [box.itemText(i) for i in range(box.count())].index("Memo")
+    box.activated.emit(memo)
+    assert (again.chat.temperature.value(), again.chat.max_tokens.value(), again.chat.system.toPlainText()) == \
+        (0.4, 77, "Terse memos")
+    again.close()
+    presets_file().write_text("not json")
+    assert "Report writer" in load_presets(), "a damaged file keeps the built-in ones"

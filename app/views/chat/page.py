@@ -68,6 +68,7 @@ class ChatView(LayoutMixin, DrawerMixin, ConversationsMixin, ComposerMixin, QWid
         self.stream.saved.connect(self.refresh_conversations)
         self.conv_list.currentItemChanged.connect(lambda *_: self.asking.conversation_changed())
         panel.lookahead.changed.connect(self.stream.set_lookahead)
+        panel.notice.connect(self.message)
         panel.max_tokens.valueChanged.connect(self._schedule_meter)
         panel.system.textChanged.connect(self._schedule_meter)
         self.refresh_conversations()
