@@ -106,6 +106,31 @@ def test_a_document_is_read_off_the_window_thread(qtbot, window, tmp_path, monke
     assert chat.reading_label.isHidden() and not window.errors
 
 
+def test_a_model_closed_while_a_document_is_counted_waits_for_the_count(qtbot, window, tmp_path):  # noqa: F811
+    """The worker counts with the loaded model's tokenizer: closing that model (another pair
+    loaded, Unload) mid-count would free it under the worker. The close waits for the count,
+    and a count after it is an estimate that the next model recounts."""
+    chat, started, release, done = window.chat, threading.Event(), threading.Event(), []
+    real = chat.counter.count
+
+    def slow_count(text):
+        started.set()
+        release.wait(timeout=5)  # a large document being tokenized
+        n = real(text)
+        done.append(n)
+        return n
+
+    chat.counter.count = slow_count
+    chat.attach_files([str(WRITERS["pdf"](tmp_path / "notes.pdf"))])
+    qtbot.waitUntil(started.is_set, timeout=5000)
+    threading.Timer(0.3, release.set).start()
+    window.session.engineClosing.emit(window.session.engine)  # what the session says just before close()
+    assert done, "the close waited for the count in flight"
+    chat.counter.count = real
+    read(qtbot, chat)
+    assert [a.name for a in chat.attachments.items()] == ["notes.pdf"]
+
+
 def when_picker_opens(chat, act) -> None:
     """Run `act` once the section picker is open (its exec() runs its own event loop, where
     timers still fire)."""
@@ -241,6 +266,7 @@ def test_copy_answer_puts_rich_text_and_plain_text(qtbot, window):  # noqa: F811
     mime = QGuiApplication.clipboard().mimeData()
     assert mime.hasHtml() and "<table" in mime.html() and "<h1" in mime.html()
     assert "Findings" in mime.text() and "# Findings" not in mime.text() and "Assistant" not in mime.text()
+    QGuiApplication.clipboard().clear()  # a QMimeData left on the clipboard crashes the interpreter's exit
 
 
 def test_screenshot_of_the_chips_and_the_export_menu(qtbot, window, tmp_path):  # noqa: F811

@@ -37,12 +37,27 @@ class ComposerMixin:
         paths = [p for p in paths if p]
         if not paths:
             return
-        batch = Reading(ReadFiles(paths, self.counter.count, self._context_size()), [Path(p).name for p in paths])
+        batch = Reading(ReadFiles(paths, self._count_off_thread, self._context_size()), [Path(p).name for p in paths])
         self._readers.append(batch)
         batch.worker.read.connect(lambda r: (batch.results.append(r), self._attach_ready()))
         batch.worker.finished.connect(lambda: (setattr(batch, "done", True), self._attach_ready()))
         self._show_reading()
         workers.start(batch.worker)
+
+    def _count_off_thread(self, text: str) -> tuple[int, bool]:
+        """A reading worker's count: never with a model being closed (its tokenizer would be
+        freed under it); then the characters/4 estimate, which the new model recounts."""
+        with self._count_lock:
+            eng = self.session.engine
+            if eng is None or eng is self._closing_engine:
+                return (len(text) + 3) // 4, False
+            return self.counter.count(text)
+
+    def _engine_closing(self, engine: object) -> None:
+        """The session closes `engine` when this returns: a count in flight with it ends first."""
+        self._closing_engine = engine
+        with self._count_lock:
+            pass
 
     @property
     def reading(self) -> bool:
@@ -137,6 +152,7 @@ class ComposerMixin:
 
     def _model_changed(self, *_: object) -> None:
         """Another model counts other tokens: recount the chips and the meter."""
+        self._closing_engine = None  # closed by now: the new one counts
         self.attachments.recount(self.counter.count, self._context_size())
         self.meter.update_now()
         if self.conversation_id is not None and self.worker is None:  # the file cards' token counts

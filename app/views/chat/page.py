@@ -12,6 +12,7 @@ behaviour; they read the page's attributes and properties below, never another p
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 from PySide6.QtCore import Qt, Signal
@@ -47,6 +48,9 @@ class ChatView(LayoutMixin, DrawerMixin, ConversationsMixin, ComposerMixin, QWid
         self.counter = TokenCounter(lambda: self.session.engine)
         self._readers: list = []  # batches of attached files being read on worker threads (composer.py)
         self._attaching = False  # composer.py is attaching what was read (a section picker may be open)
+        self._count_lock = threading.Lock()  # a reading worker's token count vs the model being closed
+        self._closing_engine: object = None
+        session.engineClosing.connect(self._engine_closing)
         self._build()
         panel = self.settings_panel
         # the settings' controls, as the page's own (the main window and the tests reach them here)
