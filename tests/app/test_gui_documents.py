@@ -266,7 +266,6 @@ def test_copy_answer_puts_rich_text_and_plain_text(qtbot, window):  # noqa: F811
     mime = QGuiApplication.clipboard().mimeData()
     assert mime.hasHtml() and "<table" in mime.html() and "<h1" in mime.html()
     assert "Findings" in mime.text() and "# Findings" not in mime.text() and "Assistant" not in mime.text()
-    QGuiApplication.clipboard().clear()  # a QMimeData left on the clipboard crashes the interpreter's exit
 
 
 def test_screenshot_of_the_chips_and_the_export_menu(qtbot, window, tmp_path):  # noqa: F811
