@@ -1,5 +1,6 @@
 """The chat's keyboard shortcuts do what the links and buttons do (Regenerate, Continue, Copy
-answer, Attach, Export, Search), Help lists them, and a search that matches nothing says so."""
+answer, Attach, Export, Search), Help lists them, the dark theme shows where the focus is, and
+a search that matches nothing says so."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from PySide6.QtGui import QGuiApplication  # noqa: E402
 from PySide6.QtWidgets import QApplication, QFileDialog  # noqa: E402
 
 from test_gui_chat_input import window  # noqa: E402,F401  (the fixture: a window with the tiny pair loaded)
+from test_gui_feedback import _best_contrast  # noqa: E402
 
 
 def _active(qtbot, window) -> None:  # noqa: F811
@@ -76,3 +78,28 @@ def test_a_search_that_matches_nothing_says_so(qtbot, window):  # noqa: F811
     assert chat.conversation_id is None
     chat.search.clear()
     assert chat.conv_list.item(0).text().startswith("Budget report")
+
+
+def test_dark_theme_shows_where_the_keyboard_focus_is(qtbot, window):  # noqa: F811
+    """A visible focus ring on the dark palette (WCAG 3:1 against the window): Fusion drew it
+    in a shade of the dark green highlight, which all but vanished."""
+    from PySide6.QtCore import QRect
+    from PySide6.QtGui import QPalette
+    from PySide6.QtWidgets import QApplication
+
+    from app import appearance
+
+    window.set_theme("dark")
+    try:
+        bg = QApplication.instance().palette().color(QPalette.ColorRole.Window)
+        window.show()
+        window.activateWindow()
+        qtbot.waitUntil(lambda: QApplication.activeWindow() is window, timeout=5000)
+        for widget in (window.chat.send_btn, window.chat.search):
+            widget.setFocus(Qt.FocusReason.TabFocusReason)
+            qtbot.waitUntil(widget.hasFocus, timeout=5000)
+            w, h = widget.width(), widget.height()
+            edges = [QRect(0, 0, w, 3), QRect(0, h - 3, w, 3)]
+            assert min(_best_contrast(widget, r, bg) for r in edges) >= 3.0, f"{type(widget).__name__}: focus visible"
+    finally:
+        appearance.apply(QApplication.instance(), "system")
