@@ -9,7 +9,7 @@ application started with.
 from __future__ import annotations
 
 from PySide6.QtCore import Qt
-from PySide6.QtGui import QColor, QPalette
+from PySide6.QtGui import QColor, QPalette, QPen
 from PySide6.QtWidgets import QApplication, QProxyStyle, QStyle, QStyleFactory
 
 SCHEMES = ("system", "light", "dark")
@@ -36,6 +36,9 @@ def dark_palette() -> QPalette:
 
 
 CONTROL_EDGE = QColor(160, 160, 160)  # outlines of boxes and handles on the dark palette: 4.7:1 on its window
+FOCUS_RING = QColor(120, 180, 255)  # the keyboard focus on the dark palette: 6:1 on its window (Fusion's was ~1.3:1)
+_FOCUSABLE_FRAMES = (QStyle.PrimitiveElement.PE_FrameLineEdit, QStyle.PrimitiveElement.PE_PanelButtonCommand,
+                     QStyle.PrimitiveElement.PE_PanelButtonTool)
 
 
 class ContrastStyle(QProxyStyle):
@@ -46,13 +49,28 @@ class ContrastStyle(QProxyStyle):
     at 0 blended into the groove). Checked against a contrast ratio in the tests."""
 
     def drawPrimitive(self, element, option, painter, widget=None) -> None:  # noqa: N802
+        if element == QStyle.PrimitiveElement.PE_FrameFocusRect:  # Fusion draws it in a dark green: all but gone
+            self._focus_ring(option.rect, painter)
+            return
         super().drawPrimitive(element, option, painter, widget)
+        if element in _FOCUSABLE_FRAMES and option.state & QStyle.StateFlag.State_HasFocus:
+            self._focus_ring(option.rect, painter)
         if element in (QStyle.PrimitiveElement.PE_IndicatorCheckBox, QStyle.PrimitiveElement.PE_IndicatorItemViewItemCheck):
             painter.save()
             painter.setPen(CONTROL_EDGE)
             painter.setBrush(Qt.BrushStyle.NoBrush)
             painter.drawRoundedRect(option.rect.adjusted(0, 0, -1, -1), 2, 2)
             painter.restore()
+
+    @staticmethod
+    def _focus_ring(rect, painter) -> None:
+        painter.save()
+        pen = QPen(FOCUS_RING)
+        pen.setWidth(2)
+        painter.setPen(pen)
+        painter.setBrush(Qt.BrushStyle.NoBrush)
+        painter.drawRoundedRect(rect.adjusted(1, 1, -1, -1), 3, 3)
+        painter.restore()
 
     def drawComplexControl(self, control, option, painter, widget=None) -> None:  # noqa: N802
         super().drawComplexControl(control, option, painter, widget)

@@ -24,6 +24,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
+from .history_branches import SCHEMA as BRANCHES_SCHEMA
+from .history_settings import SCHEMA as SETTINGS_SCHEMA
 from .history_readonly import copy_read_only, existing_side_files, is_read_only_error, read_only_reason, remove_created
 from .history_repair import Damaged, is_damage, looks_like_sqlite, move_aside, salvage
 
@@ -145,7 +147,7 @@ def _connect(path: str) -> sqlite3.Connection:
         db.execute("PRAGMA journal_mode=WAL")
         db.execute("PRAGMA foreign_keys=ON")
         _check_schema(db, created=False)  # before anything is changed: another version's layout stays as it is
-        db.executescript(SCHEMA)
+        db.executescript(SCHEMA + BRANCHES_SCHEMA + SETTINGS_SCHEMA)
         db.commit()
         _check_schema(db)
         _migrate(db)
@@ -413,8 +415,8 @@ class History:
         return "\n".join(out).rstrip() + "\n"
 
 
-_SELECT_MESSAGES = ("SELECT m.*, (SELECT COUNT(*) FROM answer_versions v WHERE v.message_id=m.id) AS n_versions "
-                    "FROM messages m")
+_SELECT_MESSAGES = ("SELECT m.*, (SELECT COUNT(*) FROM answer_versions v WHERE v.message_id=m.id) + (SELECT COUNT(*) "
+                    "FROM question_versions q WHERE q.message_id=m.id) AS n_versions FROM messages m")
 
 
 def _mirror_version(db: sqlite3.Connection, message_id: int) -> None:

@@ -329,6 +329,8 @@ class MainWindow(QMainWindow):
         state = self.settings.value("window/state")
         if isinstance(state, QByteArray):
             self.restoreState(state)
+        self.chat.transcript.set_code_wrap(str(self.settings.value("view/wrap_code", "true")).lower() != "false")
+        self.chat.transcript.codeWrapChanged.connect(lambda on: self.settings.setValue("view/wrap_code", on))
         raw = self.settings.value("chat/settings")
         if raw:
             try:

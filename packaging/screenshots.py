@@ -131,7 +131,8 @@ def chat_shots(shots: Shots, win, tmp: Path, size: tuple[int, int]) -> None:
     src = tmp / "summarise.py"
     src.write_text(CODE, encoding="utf-8")
     chat.apply_settings({"drafter": "lookup", "lookahead": "auto", "temperature": 0.0, "max_tokens": 200})
-    chat.attach_file(str(src))
+    chat.attach_files([str(src)])
+    shots.wait(lambda: not chat.reading)
     chat.prompt.setPlainText("Rename `total` to `grand_total` in this function and keep everything else as it is.")
     chat.send()
     shots.wait(lambda: chat.worker is None)

@@ -36,6 +36,11 @@ def _isolated_home(tmp_path_factory, monkeypatch):
 
         if QCoreApplication.instance() is not None:
             QCoreApplication.sendPostedEvents(None, QEvent.Type.DeferredDelete)
+    if "PySide6.QtGui" in sys.modules:  # Copy answer's QMimeData, left on the clipboard, segfaulted the exit
+        from PySide6.QtGui import QGuiApplication
+
+        if QGuiApplication.instance() is not None:
+            QGuiApplication.clipboard().clear()
 
 
 @pytest.fixture(scope="session")

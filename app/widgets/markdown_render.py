@@ -1,7 +1,8 @@
 """An answer's Markdown rendered into a QTextDocument: GitHub dialect, code blocks in a
-monospace font on a tinted background under a "language · Copy" line, their lines never
-wrapped (a long line widens the document and the view scrolls sideways, so the next line's
-indentation still reads as code), and the token provenance of the *source* Markdown laid
+monospace font on a tinted background under a "language · Copy" line, their long lines
+wrapped by default (a line that widened the document scrolled the whole transcript
+sideways, prose and actions with it; `set_code_wrap(False)` keeps them whole, for those
+who rather scroll), and the token provenance of the *source* Markdown laid
 over the *rendered* characters as a tint.
 
 Why a tint over the rendering: the coloured and the plain view are then the same text, so
@@ -91,8 +92,24 @@ def rendered_runs(rendered: str, source: str, spans: list[tuple[int, str]]) -> l
     return runs
 
 
-def _mono() -> QFont:
+_WRAP = [True]  # the view's choice, app-wide: long code lines wrap (set_code_wrap)
+
+
+def set_code_wrap(on: bool) -> None:
+    """Wrap long code lines (True) or keep them whole and scroll sideways, in what is
+    rendered from now on."""
+    _WRAP[0] = bool(on)
+
+
+def code_wraps() -> bool:
+    return _WRAP[0]
+
+
+def mono_font() -> QFont:
     return QFontDatabase.systemFont(QFontDatabase.SystemFont.FixedFont)
+
+
+_mono = mono_font
 
 
 def _is_code(block: QTextBlock) -> bool:
@@ -229,7 +246,7 @@ def _style_code(doc: QTextDocument, first_copy: int) -> list[str]:
             fmt = b.blockFormat()
             fmt.setBackground(CODE_BG)
             fmt.setLeftMargin(6)
-            fmt.setNonBreakableLines(True)  # a long line scrolls sideways, its indentation kept
+            fmt.setNonBreakableLines(not _WRAP[0])  # unwrapped: a long line scrolls sideways, indentation kept
             cursor.setPosition(b.position())
             cursor.setBlockFormat(fmt)
             cursor.setPosition(b.position())

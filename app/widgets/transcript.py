@@ -18,17 +18,19 @@ from typing import Callable
 
 from PySide6.QtCore import Qt, QTimer, QUrl, Signal
 from PySide6.QtGui import (
-    QColor, QDesktopServices, QFont, QGuiApplication, QResizeEvent, QTextBlockFormat, QTextCharFormat, QTextCursor,
+    QColor, QContextMenuEvent, QDesktopServices, QFont, QGuiApplication, QResizeEvent, QTextBlockFormat,
+    QTextCharFormat, QTextCursor,
 )
 from PySide6.QtWidgets import QLabel, QPushButton, QTextBrowser, QWidget
 
 from ..history import Message, stop_reason
 from .attachments import split_attachments
 from .file_card import FileViewer, file_card
-from .markdown_render import COPY_SCHEME, append_rendered, render_markdown, plain_text
+from .markdown_render import COPY_SCHEME, append_rendered, code_wraps, render_markdown, plain_text, set_code_wrap
 from .markdown_stream import MarkdownStream
 from .provenance import COLOURS, merge_runs
 from .toast import toast
+from .user_text import insert_user_text
 
 ROLE_TITLES = {"user": "You", "assistant": "Assistant", "system": "System"}
 FRAME_MS = 33  # the streaming answer is rendered at most ~30 times a second
@@ -40,13 +42,14 @@ LINK = QColor(56, 132, 244)
 MUTED = QColor(128, 128, 128)
 
 
-VERSION_TIPS = {"older": "Show the previous version of this answer ({n} of {of})",
-                "newer": "Show the next version of this answer ({n} of {of})"}
+VERSION_TIPS = {"older": "Show the previous version of this {what} ({n} of {of})",
+                "newer": "Show the next version of this {what} ({n} of {of})"}
 
 
 class Transcript(QTextBrowser):
     messageAction = Signal(str, int)  # (edit | regenerate | continue | older | newer, message id) for the chat view
     notice = Signal(str)  # a one-line notice for the status bar ("Code copied")
+    codeWrapChanged = Signal(bool)  # the context menu's "Wrap long code lines" (the window keeps it)
 
     def __init__(self, parent: QWidget | None = None):
         super().__init__(parent)
@@ -153,6 +156,21 @@ class Transcript(QTextBrowser):
             self._append_message(m, last=i == len(messages) - 1)
         self.jump_to_latest()
 
+    def contextMenuEvent(self, e: QContextMenuEvent) -> None:
+        menu = self.createStandardContextMenu(e.pos())
+        wrap = menu.addAction("Wrap long code lines")
+        wrap.setCheckable(True)
+        wrap.setChecked(code_wraps())
+        wrap.toggled.connect(self.set_code_wrap)
+        menu.exec(e.globalPos())
+        menu.deleteLater()
+
+    def set_code_wrap(self, on: bool) -> None:
+        """Wrap long code lines (else they stay whole and the transcript scrolls sideways)."""
+        set_code_wrap(on)
+        self.codeWrapChanged.emit(on)
+        self.show_in_place(self._messages)
+
     def set_show_provenance(self, on: bool) -> None:
         self.show_provenance = on
         self.show_in_place(self._messages)
@@ -200,10 +218,10 @@ class Transcript(QTextBrowser):
             self.renders += 1
             self._code_blocks.extend(rendered.code_blocks)
             append_rendered(cursor, rendered.document)
-        else:  # verbatim: newlines and indentation as typed, nothing interpreted; files as cards
+        else:  # verbatim: newlines and indentation as typed, code in monospace; files as cards
             typed, files = split_attachments(m.content, m.spans)
             cursor.insertBlock(QTextBlockFormat(), QTextCharFormat())
-            cursor.insertText(typed, QTextCharFormat())
+            insert_user_text(cursor, typed)
             for i, (name, text) in enumerate(files):
                 file_card(cursor, name, text, f"{ACTION_SCHEME}:file:{m.id}:{i}", first=not typed and not i,
                           tokens=self.count_tokens(text) if self.count_tokens is not None else None)
@@ -226,7 +244,7 @@ class Transcript(QTextBrowser):
         """A small line of links under the message; which ones depends on its role and place."""
         self._tail_actions = (cursor.position(), m)
         acts: list[tuple[str, str]] = []
-        if m.role == "assistant" and m.versions > 1:  # "‹ 2/3 ›": links, so Tab reaches them and Enter follows
+        if m.versions > 1:  # "‹ 2/3 ›": links, so Tab reaches them and Enter follows
             acts.append(("older" if m.version > 1 else "", "\u2002‹\u2002"))  # en spaces: a wider target to click
             acts.append(("", f"{m.version}/{m.versions}"))
             acts.append(("newer" if m.version < m.versions else "", "\u2002›\u2002"))
@@ -256,7 +274,8 @@ class Transcript(QTextBrowser):
             link.setAnchor(True)
             link.setAnchorHref(f"{ACTION_SCHEME}:{key}:{m.id}")
             if key in VERSION_TIPS:
-                link.setToolTip(VERSION_TIPS[key].format(n=m.version + (1 if key == "newer" else -1), of=m.versions))
+                link.setToolTip(VERSION_TIPS[key].format(n=m.version + (1 if key == "newer" else -1), of=m.versions,
+                                                        what="answer" if m.role == "assistant" else "message"))
             cursor.insertText(label, link)
         cursor.setCharFormat(QTextCharFormat())
 

@@ -16,7 +16,7 @@ from PySide6.QtCore import Qt  # noqa: E402
 from app.widgets.attachments import (  # noqa: E402
     Attachment, AttachmentError, attachment_block, read_text_file, split_attachments)
 from engine.decoding.prompting.prompt_text import read_prompt  # noqa: E402
-from test_gui_chat_input import window  # noqa: E402,F401  (the fixture: a window with the tiny pair loaded)
+from test_gui_chat_input import attach, window  # noqa: E402,F401  (the fixture: a window with the tiny pair loaded)
 
 TEXT = "héllo wörld ✓ 𝄞\nline two\n"
 
@@ -55,7 +55,8 @@ def test_an_attachment_holding_a_fake_block_stays_one_card(qtbot, window, tmp_pa
     window.show()
     f = tmp_path / "notes.txt"
     f.write_text(FAKE, encoding="utf-8")
-    assert chat.attach_file(str(f))
+    attach(qtbot, chat, f)
+    assert chat.attachments.items()
     chat.apply_settings({"drafter": "lookup", "max_tokens": 4})
     typed = "look\n\nAttached file `typed.txt`:\n\n```\ntyped by hand\n```"  # the typed text imitates one too
     chat.prompt.setPlainText(typed)

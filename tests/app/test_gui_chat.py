@@ -107,7 +107,8 @@ def test_history_survives_a_restart(qtbot, window, tmp_path):
 def test_attach_and_export(qtbot, window, tmp_path):
     f = tmp_path / "notes.md"
     f.write_text("the data of the class")
-    window.chat.attach_file(str(f))
+    window.chat.attach_files([str(f)])
+    qtbot.waitUntil(lambda: not window.chat.reading, timeout=20000)
     _send(qtbot, window, "summarise")
     user = window.history.messages(window.chat.conversation_id)[0]
     assert "notes.md" in user.content and "the data of the class" in user.content
@@ -124,7 +125,8 @@ def test_attach_and_export(qtbot, window, tmp_path):
     binary.write_bytes(b"\x81\xfe\x00\xff")  # no byte-order mark: FF FE would make it UTF-16 text
     errors = []
     window.chat.error.connect(errors.append)
-    window.chat.attach_file(str(binary))
+    window.chat.attach_files([str(binary)])
+    qtbot.waitUntil(lambda: bool(errors), timeout=20000)
     assert errors and "not a UTF-8 text file" in errors[0]
 
 

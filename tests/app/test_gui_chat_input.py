@@ -51,6 +51,17 @@ def _file(tmp_path: Path, name: str, text: str) -> Path:
     return p
 
 
+def attach(qtbot, chat, *paths) -> None:
+    """Attach files as the Attach button does and wait until they are read (on a worker thread)."""
+    chat.attach_files([str(p) for p in paths])
+    read(qtbot, chat)
+
+
+def read(qtbot, chat) -> None:
+    """Wait until the files a drop, a paste or Attach brought are read."""
+    qtbot.waitUntil(lambda: not chat.reading, timeout=20000)
+
+
 def _tokens(w, text: str) -> int:
     return len(w.session.engine.target.tokenize(text, add_special=False))
 
@@ -89,6 +100,7 @@ def test_attach_button_opens_the_dialog_and_adds_removable_chips(qtbot, window, 
     monkeypatch.setattr(QFileDialog, "getOpenFileNames", lambda *args, **kw: asked.append(args) or ([str(a), str(b)], ""))
     qtbot.mouseClick(chat.attach_btn, Qt.MouseButton.LeftButton)  # the real button: clicked(bool) must not break it
     assert asked, "the file dialog was not opened"
+    read(qtbot, chat)
     assert [x.name for x in chat.attachments.items()] == ["notes.md", "log.txt"]
     assert not chat.attachments.isHidden() and len(chat.attachments.chips) == 2
     n = _tokens(window, a.read_text())
@@ -117,6 +129,7 @@ def test_files_dropped_on_the_transcript_or_the_prompt_become_chips(qtbot, windo
     b = _file(tmp_path, "b.py", "print('b')\n")
     _drop(chat.transcript.viewport(), _files_mime(a))
     _drop(chat.prompt.viewport(), _files_mime(b))
+    read(qtbot, chat)
     assert [x.name for x in chat.attachments.items()] == ["a.txt", "b.py"]
     assert chat.prompt.toPlainText() == ""  # the path did not land in the prompt as text
 
@@ -127,6 +140,7 @@ def test_pasted_files_become_chips_and_pasted_text_stays_text(qtbot, window, tmp
     QGuiApplication.clipboard().setMimeData(_files_mime(a))
     chat.prompt.setFocus()
     qtbot.keyClick(chat.prompt, Qt.Key.Key_V, Qt.KeyboardModifier.ControlModifier)
+    read(qtbot, chat)
     assert [x.name for x in chat.attachments.items()] == ["pasted.md"] and chat.prompt.toPlainText() == ""
     QGuiApplication.clipboard().setText("plain words")
     qtbot.keyClick(chat.prompt, Qt.Key.Key_V, Qt.KeyboardModifier.ControlModifier)
@@ -137,7 +151,7 @@ def test_bad_files_are_refused_with_one_line(qtbot, window, tmp_path):
     chat = window.chat
     binary = tmp_path / "x.bin"
     binary.write_bytes(b"\x81\xfe\x00\xff")  # no byte-order mark: FF FE would make it UTF-16 text
-    chat.attach_files([str(binary), str(tmp_path / "missing.txt"), str(tmp_path)])
+    attach(qtbot, chat, binary, tmp_path / "missing.txt", tmp_path)
     assert chat.attachments.items() == []
     assert len(window.errors) == 1, "several refusals are one message, a line per file"
     lines = window.errors[0].split("\n")
@@ -149,7 +163,7 @@ def test_attachment_larger_than_the_context_is_refused_with_its_size(qtbot, tmp_
     _load(qtbot, w, tiny_target, "lookup", n_ctx=256)
     big = _file(tmp_path, "big.log", WORDS * 60)
     n = _tokens(w, big.read_text())
-    w.chat.attach_file(str(big))
+    attach(qtbot, w.chat, big)
     assert w.chat.attachments.items() == []
     assert w.errors == [f"big.log is {n:,} tokens but the context holds 256: not attached "
                         "(load the model with a longer context in the bar above the chat)"]
@@ -159,7 +173,7 @@ def test_attachment_larger_than_the_context_is_refused_with_its_size(qtbot, tmp_
 def test_without_a_model_sizes_are_estimates(qtbot, tmp_path, monkeypatch):
     w = _make_window(qtbot, tmp_path, monkeypatch)
     a = _file(tmp_path, "a.txt", "x" * 400)
-    w.chat.attach_file(str(a))
+    attach(qtbot, w.chat, a)
     share = round(100 * 100 / w.chat._context_size())
     assert w.chat.attachments.chips[0].text() == f"a.txt · ≈100 tokens · {share}%"
     w.chat.meter.update_now()
@@ -182,7 +196,7 @@ def test_meter_counts_system_history_prompt_and_attachments_debounced(qtbot, win
     assert len(recounts) <= 3  # a few recounts, not one per key (20 keys were typed)
     typed = _tokens(window, "the value of the data")
     assert chat.meter.used == empty + typed
-    chat.attach_file(str(_file(tmp_path, "n.txt", "class data " * 20)))
+    attach(qtbot, chat, _file(tmp_path, "n.txt", "class data " * 20))
     qtbot.waitUntil(lambda: chat.meter.used > empty + typed, timeout=3000)
     assert not chat.meter.over
 

@@ -6,6 +6,7 @@ none of the app's chrome."""
 from __future__ import annotations
 
 import os
+import threading
 from pathlib import Path
 
 import pytest
@@ -20,7 +21,7 @@ from PySide6.QtGui import QGuiApplication  # noqa: E402
 
 from document_files import FACT, WRITERS, scanned_pdf, text_pdf  # noqa: E402
 from engine.documents import attachment_block, read_document  # noqa: E402
-from test_gui_chat_input import WORDS, _files_mime, _load, _make_window, window  # noqa: E402,F401
+from test_gui_chat_input import WORDS, _files_mime, _load, _make_window, attach, read, window  # noqa: E402,F401
 
 ANSWER = """# Findings
 
@@ -48,8 +49,9 @@ STATS = {"generated_tokens": 57, "decode_tokens_per_s": 12.5, "time_to_first_tok
 def test_each_kind_attaches_as_a_chip_with_its_share_of_the_context(qtbot, window, tmp_path, kind):  # noqa: F811
     chat = window.chat
     f = WRITERS[kind](tmp_path / f"file.{kind}")
-    assert chat.attach_file(str(f)), window.errors
+    attach(qtbot, chat, f)
     [a] = chat.attachments.items()
+    assert not window.errors
     doc = read_document(f)
     assert a.name == f"file.{kind}" and a.text == doc.text and a.n_ctx == chat._context_size()
     label = chat.attachments.chips[0].text()
@@ -61,14 +63,88 @@ def test_a_pasted_pdf_and_docx_attach_and_a_scan_is_one_message(qtbot, window, t
     chat = window.chat
     pdf, docx = WRITERS["pdf"](tmp_path / "notes.pdf"), WRITERS["docx"](tmp_path / "memo.docx")
     chat.prompt.insertFromMimeData(_files_mime(pdf, docx))
+    read(qtbot, chat)
     assert [a.name for a in chat.attachments.items()] == ["notes.pdf", "memo.docx"] and not window.errors
     assert FACT in chat.attachments.items()[0].text
     scan = scanned_pdf(tmp_path / "scan.pdf")
     (tmp_path / "p.png").write_bytes(b"\x89PNG\r\n\x1a\n" + b"\0" * 16)
-    chat.attach_files([str(scan), str(tmp_path / "p.png")])
+    attach(qtbot, chat, scan, tmp_path / "p.png")
     assert len(window.errors) == 1 and window.errors[0].split("\n")[0].startswith("scan.pdf: no text layer")
     assert window.errors[0].split("\n")[1].startswith("p.png: a PNG image has no text")
     assert len(chat.attachments.items()) == 2
+
+
+def test_a_document_is_read_off_the_window_thread(qtbot, window, tmp_path, monkeypatch):  # noqa: F811
+    """A large PDF takes seconds to parse: the window keeps answering meanwhile (typing, a
+    notice that it is being read), Send waits for it, and its chip comes when it is read."""
+    import app.widgets.attachments as attachments
+
+    chat, release, seen = window.chat, threading.Event(), {}
+    real = attachments.read_document
+
+    def slow_read(path):
+        seen["thread"] = threading.current_thread()
+        release.wait(timeout=5)  # the parse of a large file; read on the window's thread, this froze it
+        return real(path)
+
+    monkeypatch.setattr(attachments, "read_document", slow_read)
+    notices: list[str] = []
+    chat.message.connect(notices.append)
+    chat.attach_files([str(WRITERS["pdf"](tmp_path / "big.pdf"))])
+    qtbot.waitUntil(lambda: "thread" in seen, timeout=5000)
+    assert seen["thread"] is not threading.main_thread(), "read on a worker thread"
+    assert not release.is_set() and chat.reading
+    assert not chat.reading_label.isHidden() and chat.reading_label.text() == "Reading big.pdf…"
+    qtbot.keyClicks(chat.prompt, "what")
+    assert chat.prompt.toPlainText() == "what", "the window takes keys while the file is read"
+    chat.send()
+    assert chat.conversation_id is None and chat.worker is None, "Send waits for the file"
+    assert notices[-1].startswith("Reading big.pdf…")
+    release.set()
+    read(qtbot, chat)
+    assert [a.name for a in chat.attachments.items()] == ["big.pdf"] and FACT in chat.attachments.items()[0].text
+    assert chat.reading_label.isHidden() and not window.errors
+
+
+def test_a_model_closed_while_a_document_is_counted_waits_for_the_count(qtbot, window, tmp_path):  # noqa: F811
+    """The worker counts with the loaded model's tokenizer: closing that model (another pair
+    loaded, Unload) mid-count would free it under the worker. The close waits for the count,
+    and a count after it is an estimate that the next model recounts."""
+    chat, started, release, done = window.chat, threading.Event(), threading.Event(), []
+    real = chat.counter.count
+
+    def slow_count(text):
+        started.set()
+        release.wait(timeout=5)  # a large document being tokenized
+        n = real(text)
+        done.append(n)
+        return n
+
+    chat.counter.count = slow_count
+    chat.attach_files([str(WRITERS["pdf"](tmp_path / "notes.pdf"))])
+    qtbot.waitUntil(started.is_set, timeout=5000)
+    threading.Timer(0.3, release.set).start()
+    window.session.engineClosing.emit(window.session.engine)  # what the session says just before close()
+    assert done, "the close waited for the count in flight"
+    chat.counter.count = real
+    read(qtbot, chat)
+    assert [a.name for a in chat.attachments.items()] == ["notes.pdf"]
+
+
+def when_picker_opens(chat, act) -> None:
+    """Run `act` once the section picker is open (its exec() runs its own event loop, where
+    timers still fire)."""
+    timer = QTimer(chat)
+
+    def poll() -> None:
+        picker = getattr(chat, "section_picker", None)
+        if picker is not None and picker.isVisible():
+            timer.stop()
+            timer.deleteLater()
+            act()
+
+    timer.timeout.connect(poll)
+    timer.start(20)
 
 
 def _big_pdf(tmp_path: Path) -> Path:
@@ -91,15 +167,18 @@ def test_a_document_larger_than_the_context_offers_its_pages(qtbot, tmp_path, mo
         picker.set_checked([0, 2])
         picker.accept()
 
-    QTimer.singleShot(0, choose)
-    assert chat.attach_file(str(f)), w.errors
+    when_picker_opens(chat, choose)
+    attach(qtbot, chat, f)
+    assert not w.errors
     assert len(seen["rows"]) == 6 and seen["rows"][0].startswith("Page 1 · ") and seen["rows"][0].endswith(" tokens")
     assert seen["ok_at_first"] and not seen["ok_all"], "Attach only while the choice fits"
     [a] = chat.attachments.items()
     pages = read_document(f).sections
     assert a.name == "big.pdf (pages 1, 3)" and a.text == pages[0].text + "\n\n" + pages[2].text
-    QTimer.singleShot(0, lambda: chat.section_picker.reject())
-    assert not chat.attach_file(str(f)) and not w.errors, "cancelled: nothing attached, no error"
+    chat.attachments.clear()
+    when_picker_opens(chat, lambda: chat.section_picker.reject())
+    attach(qtbot, chat, f)
+    assert not chat.attachments.items() and not w.errors, "cancelled: nothing attached, no error"
     w.close()
 
 
@@ -195,8 +274,7 @@ def test_screenshot_of_the_chips_and_the_export_menu(qtbot, window, tmp_path):  
     window.resize(1024, 700)
     window.show()
     _conversation(window, "complete")
-    for kind in ("pdf", "docx", "xlsx"):
-        chat.attach_file(str(WRITERS[kind](tmp_path / f"report.{kind}")))
+    attach(qtbot, chat, *(WRITERS[kind](tmp_path / f"report.{kind}") for kind in ("pdf", "docx", "xlsx")))
     qtbot.waitUntil(lambda: all(c.isVisible() for c in chat.attachments.chips), timeout=5000)
     chat.meter.update_now()
     qtbot.wait(50)  # the posted layout requests run: the picture shows the settled row

@@ -15,7 +15,7 @@ from PySide6.QtCore import Qt  # noqa: E402
 
 from engine.decoding.events import PrefillEvent  # noqa: E402
 from fakehub import fakehub  # noqa: E402,F401  (fixture)
-from test_gui_chat_input import _load, _make_window  # noqa: E402
+from test_gui_chat_input import _load, _make_window, attach  # noqa: E402
 
 SLOW_S = 0.6  # each prompt chunk of the slowed-down engine
 
@@ -474,7 +474,8 @@ def test_a_sent_attachment_shows_as_a_file_card_that_opens(qtbot, window, tmp_pa
     body = "line one of the notes\n" * 40
     f = tmp_path / "notes.md"
     f.write_text(body.rstrip("\n"), encoding="utf-8")
-    assert chat.attach_file(str(f))
+    attach(qtbot, chat, f)
+    assert chat.attachments.items()
     chat.apply_settings({"drafter": "lookup", "max_tokens": 6})
     chat.prompt.setPlainText("summarise")
     qtbot.mouseClick(chat.send_btn, Qt.MouseButton.LeftButton)

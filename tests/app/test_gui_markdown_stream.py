@@ -72,7 +72,7 @@ def code_block(doc, first_line: str):
     while b.isValid() and b.text() != first_line:
         b = b.next()
     out = []
-    while b.isValid() and b.blockFormat().nonBreakableLines():
+    while b.isValid() and monospace(b):
         out.append(b)
         b = b.next()
     return out
@@ -138,15 +138,29 @@ def test_a_fence_being_typed_never_shows_its_backticks(qtbot, tr):
     assert "`" not in tr.toPlainText() and "x = 1" in tr.toPlainText()
 
 
-# -- code scrolls sideways -----------------------------------------------------------------------------
-def test_a_long_code_line_scrolls_sideways_at_800_px_instead_of_wrapping(qtbot, tr):
+# -- long code lines: wrapped by default, or whole with the toggle off ----------------------------------
+def test_a_long_code_line_wraps_at_800_px_and_the_transcript_never_scrolls_sideways(qtbot, tr):
     tr.resize(800, 500)
     tr.set_messages([Message(1, 1, "user", "code please"), Message(2, 1, "assistant", LONG_CODE)])
     qtbot.wait(50)
     lines = code_block(tr.document(), "def g():")
     assert [b.text() for b in lines] == ["def g():", LONG_LINE, "    return result"]
-    assert sum(b.layout().lineCount() for b in lines) == 3  # one line on screen per line of source
-    assert tr.horizontalScrollBar().maximum() > 0 and tr.horizontalScrollBar().isVisible()
+    assert lines[1].layout().lineCount() > 1, "the long line wraps inside its block"
+    assert not tr.horizontalScrollBar().isVisible(), "prose and actions stay where they are"
+
+
+def test_with_wrapping_off_a_long_code_line_stays_whole_and_scrolls_sideways(qtbot, tr):
+    tr.resize(800, 500)
+    tr.set_code_wrap(False)
+    try:
+        tr.set_messages([Message(1, 1, "user", "code please"), Message(2, 1, "assistant", LONG_CODE)])
+        qtbot.wait(50)
+        lines = code_block(tr.document(), "def g():")
+        assert [b.text() for b in lines] == ["def g():", LONG_LINE, "    return result"]
+        assert sum(b.layout().lineCount() for b in lines) == 3  # one line on screen per line of source
+        assert tr.horizontalScrollBar().maximum() > 0 and tr.horizontalScrollBar().isVisible()
+    finally:
+        tr.set_code_wrap(True)
     # the prose still wraps at the window's width: a long paragraph takes several lines
     tr.set_messages([Message(3, 1, "assistant", "word " * 200)])
     para = next(b for b in blocks(tr.document()) if b.text().startswith("word"))

@@ -195,13 +195,14 @@ def test_edit_and_continue_still_work_with_versions(qtbot, window):
     assert (longer.version, longer.versions) == (2, 2) and _version_label(chat) == "2/2"
     assert chat.history.choose_version(answer.id, 2).content == longer.content, "the version holds the continued text"
     user = chat.history.messages(chat.conversation_id)[0]
-    click_anchor(qtbot, chat.transcript, f"msg:edit:{user.id}")  # Edit the question: its answers go, one new comes
+    click_anchor(qtbot, chat.transcript, f"msg:edit:{user.id}")  # Edit the question: a new answer, the old branch kept
     chat.prompt.setPlainText("the class of")
     qtbot.mouseClick(chat.send_btn, Qt.MouseButton.LeftButton)
     qtbot.waitUntil(lambda: chat.worker is None, timeout=30000)
     msgs = chat.history.messages(chat.conversation_id)
     assert [m.role for m in msgs] == ["user", "assistant"] and msgs[0].content == "the class of"
-    assert (msgs[1].version, msgs[1].versions) == (1, 1) and _version_label(chat) == ""
+    assert (msgs[1].version, msgs[1].versions) == (1, 1), "the new answer has one version"
+    assert (msgs[0].version, msgs[0].versions) == (2, 2) and _version_label(chat) == "2/2", "the question has two"
 
 
 def test_a_sent_file_card_shows_name_size_and_the_models_token_count(qtbot, tmp_path, monkeypatch, tiny_target):

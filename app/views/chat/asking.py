@@ -1,5 +1,5 @@
 """Asking: what the next answer answers and where it goes. Send (a new question, or an edited
-one replacing the original and what followed), Regenerate (a new version of the last answer),
+one: a new version of the original, which keeps what followed it), Regenerate (a new version of the last answer),
 Continue (more of a stopped answer), and browsing an answer's versions; the answer itself is
 written by app/views/chat/answering.py."""
 
@@ -12,6 +12,8 @@ from PySide6.QtCore import QObject, Signal
 from PySide6.QtWidgets import QLabel
 
 from ...history import History, HistoryError, Message
+from ...history_branches import choose_question, edit_question
+from ...history_settings import save_chat_settings
 from ...session import Session
 from ...widgets.export import whole_words
 from ...widgets.attachments import Attachment, AttachmentChips, PromptEdit, compose, split_attachments
@@ -85,7 +87,16 @@ class Asking(QObject):
         v.attachments.clear()
         self._show_context_note(fit.note)
         v.auto_note.hide()
+        self._remember_settings(answer.conversation_id)
         self._stream.start(chat, answer)
+
+    def _remember_settings(self, cid: int) -> None:
+        """The settings this answer is written with become the chat's own (reopened with it)."""
+        values = {k: v for k, v in self._settings.values().items() if k != "system"}  # the conversation's own
+        try:
+            save_chat_settings(self._history, cid, values)
+        except HistoryError:  # the window has said so; the answer goes on
+            pass
 
     def _store_question(self, text: str, content: str, parts: list[tuple[int, str]]) -> Message:
         """Save the question (`parts`: where its typed text and its files are) and an empty
@@ -98,8 +109,8 @@ class Asking(QObject):
             self.conversationStarted.emit(cid)
         else:
             self._history.set_system_prompt(cid, system)
-        self._drop_edited_message(cid)
-        self._history.add_message(cid, "user", content, spans=parts)
+        if not self._store_edit(cid, content, parts):
+            self._history.add_message(cid, "user", content, spans=parts)
         self._view.transcript.set_messages(self._history.messages(cid))
         return self._history.add_message(cid, "assistant", "", status="generating")
 
@@ -184,19 +195,28 @@ class Asking(QObject):
         self._view.transcript.set_messages([m for m in self._history.messages(cid) if m.id != message_id])
         self._show_context_note(fit.note)
         self._view.auto_note.hide()
+        self._remember_settings(cid)
         self._stream.start(chat, answer)
 
     def show_version(self, message_id: int, step: int) -> None:
-        """Show the answer's previous (-1) or next (+1) version: the chat, its export and the
-        next question use the chosen one."""
+        """Show the answer's (or an edited question's) previous (-1) or next (+1) version: the
+        chat, its export and the next question use the chosen one; a question's version comes
+        with the conversation that followed it."""
         transcript = self._view.transcript
         m = transcript.message(message_id)
         if m is None or not 1 <= m.version + step <= m.versions:
             return
         try:
-            chosen = self._history.choose_version(message_id, m.version + step)
+            if m.role == "user":
+                chosen = choose_question(self._history, message_id, m.version + step)
+            else:
+                chosen = self._history.choose_version(message_id, m.version + step)
         except (HistoryError, KeyError) as e:
             self._notify(str(e))
+            return
+        if m.role == "user":
+            transcript.set_messages(self._history.messages(chosen.conversation_id))
+            self._notify(f"Version {chosen.version} of {chosen.versions} of your message")
             return
         transcript.show_in_place(self._history.messages(chosen.conversation_id))
         if chosen.stats and chosen.id == transcript.last_answer_id():
@@ -225,12 +245,13 @@ class Asking(QObject):
             self._fail(str(e))
             return
         self._view.transcript.set_messages(msgs[:-1])
+        self._remember_settings(last.conversation_id)
         self._stream.start(tokens, last, chat=False, continuing=True)
 
     # -- Edit ---------------------------------------------------------------------------------
     def edit_message(self, message_id: int) -> None:
-        """Put a user message in the prompt box, its files back as chips; Send replaces it and
-        drops what follows."""
+        """Put a user message in the prompt box, its files back as chips; Send makes the new text
+        a version of it and answers it, the earlier version keeping what followed it."""
         v, cid = self._view, self._conversation()
         m = v.transcript.message(message_id)
         if m is None or m.role != "user" or cid is None:
@@ -256,9 +277,12 @@ class Asking(QObject):
             self.editing = None
             self._view.edit_label.hide()
 
-    def _drop_edited_message(self, cid: int) -> None:
-        """Before Send stores the new message in `cid`: remove the edited one and everything after it."""
+    def _store_edit(self, cid: int, content: str, parts: list[tuple[int, str]]) -> bool:
+        """Send of an edit in `cid`: the new text becomes a version of the edited message; the
+        earlier one keeps what followed it ("‹ 1/2 ›" under the message). False: not editing."""
         editing, self.editing = self.editing, None
         self._view.edit_label.hide()
-        if editing is not None and editing[0] == cid:
-            self._history.delete_messages_from(*editing)
+        if editing is None or editing[0] != cid:
+            return False
+        edit_question(self._history, editing[1], content, parts)
+        return True

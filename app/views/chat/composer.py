@@ -12,7 +12,9 @@ from PySide6.QtWidgets import QDialog, QFileDialog
 from engine.documents import Document
 
 from ...history import HistoryError
-from ...widgets.attachments import FILE_FILTER, Attachment, AttachmentError, read_attachment
+from ... import workers
+from ...widgets.attachments import FILE_FILTER, Attachment
+from ...widgets.document_reader import FileRead, ReadFiles, Reading
 from ...widgets.export import FILTERS, ExportError, answer_markdown, conversation_markdown, file_name, rich_mime, \
     with_suffix, write_report
 from ...widgets.section_picker import SectionPicker
@@ -29,36 +31,92 @@ class ComposerMixin:
         self.attach_files(paths)
 
     def attach_files(self, paths: list[str]) -> None:
-        """Attach each file; the ones refused are named together in one message, a line each."""
-        refused: list[str] = []
-        for p in paths:
-            self.attach_file(p, refused)
-        if refused:
-            self.error.emit("\n".join(refused))
+        """Attach each file: read and counted on a worker thread (a large PDF never freezes the
+        window), each a chip as soon as it is read; the ones refused are named together in one
+        message, a line each, once the last is read."""
+        paths = [p for p in paths if p]
+        if not paths:
+            return
+        batch = Reading(ReadFiles(paths, self._count_off_thread, self._context_size()), [Path(p).name for p in paths])
+        self._readers.append(batch)
+        batch.worker.read.connect(lambda r: (batch.results.append(r), self._attach_ready()))
+        batch.worker.finished.connect(lambda: (setattr(batch, "done", True), self._attach_ready()))
+        self._show_reading()
+        workers.start(batch.worker)
 
-    def attach_file(self, path: str, refused: list[str] | None = None) -> bool:
-        """Attach a document or text file as a chip. A file without text, or unreadable, is
-        refused in one line; one larger than the context offers its pages or sections."""
-        def refuse(line: str) -> bool:
-            self.error.emit(line) if refused is None else refused.append(line)
-            return False
+    def _count_off_thread(self, text: str) -> tuple[int, bool]:
+        """A reading worker's count: never with a model being closed (its tokenizer would be
+        freed under it); then the characters/4 estimate, which the new model recounts."""
+        with self._count_lock:
+            eng = self.session.engine
+            if eng is None or eng is self._closing_engine:
+                return (len(text) + 3) // 4, False
+            return self.counter.count(text)
 
+    def _engine_closing(self, engine: object) -> None:
+        """The session closes `engine` when this returns: a count in flight with it ends first."""
+        self._closing_engine = engine
+        with self._count_lock:
+            pass
+
+    @property
+    def reading(self) -> bool:
+        """Attached files are still being read (Send waits for them)."""
+        return bool(self._readers)
+
+    def _attach_ready(self) -> None:
+        """Attach what has been read, batch by batch, one file at a time: a section picker's own
+        event loop delivers the next results, which wait for it instead of opening another."""
+        if self._attaching:
+            return
+        self._attaching = True
         try:
-            doc = read_attachment(path)
-        except AttachmentError as e:
-            return refuse(str(e))
-        tokens, exact = self.counter.count(doc.text)
+            while self._readers:
+                batch = self._readers[0]
+                while batch.results:
+                    r = batch.results.pop(0)
+                    batch.pending.remove(Path(r.path).name)
+                    self._show_reading()
+                    self._attach_read(r, batch.refused)
+                if not batch.done:
+                    return
+                self._readers.pop(0)
+                self._show_reading()
+                if batch.refused:
+                    self.error.emit("\n".join(batch.refused))
+        finally:
+            self._attaching = False
+
+    def _show_reading(self) -> None:
+        names = [n for batch in self._readers for n in batch.pending]
+        self.reading_label.setText(f"Reading {', '.join(names)}…" if names else "")
+        self.reading_label.setVisible(bool(names))
+
+    def stop_reading(self) -> None:
+        """The window is closing: read no further files (the one being read ends on its own)."""
+        for batch in self._readers:
+            batch.worker.cancel()
+
+    def _attach_read(self, r: FileRead, refused: list[str]) -> bool:
+        """Attach a file read by ReadFiles as a chip. A file without text, or unreadable, is
+        refused in one line; one larger than the context offers its pages or sections."""
+        if r.doc is None:
+            refused.append(r.error)
+            return False
+        doc, tokens, exact = r.doc, r.tokens, r.exact
         n_ctx = self._context_size()
         if tokens >= n_ctx and len(doc.sections) > 1:
-            chosen = self.choose_sections(doc, [self.counter.count(s.text)[0] for s in doc.sections], n_ctx)
+            counts = r.section_counts or [self.counter.count(s.text)[0] for s in doc.sections]
+            chosen = self.choose_sections(doc, counts, n_ctx)
             if not chosen:
                 self.message.emit(f"{doc.name}: not attached")
                 return False
             doc = doc.excerpt(chosen)
             tokens, exact = self.counter.count(doc.text)
         if tokens >= n_ctx:
-            return refuse(f"{doc.name} is {'' if exact else '≈'}{tokens:,} tokens but the context holds {n_ctx:,}: "
-                          "not attached (load the model with a longer context in the bar above the chat)")
+            refused.append(f"{doc.name} is {'' if exact else '≈'}{tokens:,} tokens but the context holds {n_ctx:,}: "
+                           "not attached (load the model with a longer context in the bar above the chat)")
+            return False
         self.attachments.add(Attachment(doc.name, doc.text, tokens, exact, n_ctx))
         return True
 
@@ -94,6 +152,7 @@ class ComposerMixin:
 
     def _model_changed(self, *_: object) -> None:
         """Another model counts other tokens: recount the chips and the meter."""
+        self._closing_engine = None  # closed by now: the new one counts
         self.attachments.recount(self.counter.count, self._context_size())
         self.meter.update_now()
         if self.conversation_id is not None and self.worker is None:  # the file cards' token counts

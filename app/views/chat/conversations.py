@@ -8,6 +8,7 @@ from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QInputDialog, QListWidgetItem, QMenu, QMessageBox, QWidget
 
 from ...history import HistoryError
+from ...history_settings import chat_settings
 from ...relative_time import absolute_date, relative_date
 from .format import stats_text
 
@@ -32,10 +33,14 @@ class ConversationsMixin:
             self.conv_list.addItem(item)
             if c.id == current:
                 self.conv_list.setCurrentItem(item)
+        if not convs and self.search.text().strip():  # say so, rather than an empty list that looks broken
+            note = QListWidgetItem(f"No conversation matches “{self.search.text().strip()}”")
+            note.setFlags(Qt.ItemFlag.NoItemFlags)
+            self.conv_list.addItem(note)
         self.conv_list.blockSignals(False)
 
     def _conversation_selected(self, item: QListWidgetItem | None, _prev: Any = None) -> None:
-        if item is None:
+        if item is None or item.data(Qt.ItemDataRole.UserRole) is None:  # none, or the "no match" line
             return
         if self.worker is not None:
             self.message.emit("Stop the running answer before switching conversations")
@@ -46,7 +51,8 @@ class ConversationsMixin:
 
     def _conversation_clicked(self, item: QListWidgetItem) -> None:
         """A click on the row that is already current (currentItemChanged stays silent)."""
-        if int(item.data(Qt.ItemDataRole.UserRole)) != self.conversation_id:
+        if item.data(Qt.ItemDataRole.UserRole) is not None and \
+                int(item.data(Qt.ItemDataRole.UserRole)) != self.conversation_id:
             self._conversation_selected(item)
 
     def _conversation_actions(self, menu: QMenu) -> QMenu:
@@ -59,7 +65,7 @@ class ConversationsMixin:
 
     def _conversation_menu(self, pos: Any) -> None:
         item = self.conv_list.itemAt(pos)
-        if item is None:
+        if item is None or item.data(Qt.ItemDataRole.UserRole) is None:
             return
         if int(item.data(Qt.ItemDataRole.UserRole)) != self.conversation_id:
             self._conversation_selected(item)
@@ -84,7 +90,10 @@ class ConversationsMixin:
         self._switch_draft(conversation_id)
         self.conversation_id = conversation_id
         conv = self.history.get(conversation_id)
-        if conv is not None:
+        saved = chat_settings(self.history, conversation_id)
+        if saved is not None:  # the chat's own settings (a chat from before has none: the controls stay)
+            self.apply_settings({**saved, "system": conv.system_prompt if conv else ""})
+        elif conv is not None:
             self.system.setPlainText(conv.system_prompt)
         try:
             msgs = self.history.messages(conversation_id)

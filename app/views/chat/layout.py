@@ -22,7 +22,7 @@ class LayoutMixin:
         left = QWidget()
         ll = QVBoxLayout(left)
         self.search = QLineEdit()
-        self.search.setPlaceholderText("Search conversations")
+        self.search.setPlaceholderText("Search chats (Ctrl+F)")
         self.search.setClearButtonEnabled(True)
         self.search.textChanged.connect(self.refresh_conversations)
         self.conv_list = QListWidget()
@@ -61,7 +61,7 @@ class LayoutMixin:
         self.stats_label.setObjectName("answerStats")
         self.prefill_label = QLabel("")
         self.prefill_label.hide()
-        self.edit_label = QLabel("Editing a message: Send replaces it and drops everything after it. "
+        self.edit_label = QLabel("Editing a message: Send answers the new text and keeps the earlier version (‹ ›). "
                                  "<a href='cancel'>Cancel edit</a>")
         self.edit_label.setObjectName("editNotice")
         self.edit_label.setWordWrap(True)
@@ -86,15 +86,19 @@ class LayoutMixin:
         self.transcript.setAcceptDrops(True)
         self.transcript.viewport().setAcceptDrops(True)
         self.transcript.viewport().installEventFilter(self._drop_filter)
+        self.reading_label = QLabel("")  # "Reading notes.pdf…" while attached files are read
+        self.reading_label.setObjectName("readingNote")
+        self.reading_label.setWordWrap(True)
+        self.reading_label.hide()
         self.meter = TokenMeter(self._measure_prompt)
         self.prompt.setPlaceholderText("Ask something…  (Ctrl+Enter to send, Esc to stop)")
         self.prompt.setMaximumHeight(120)
         self.attach_btn = QPushButton("Attach file…")
         self.attach_btn.setToolTip("Add documents (PDF, Word, spreadsheets, slides, web pages, EPUB, RTF) or text files "
-                                   "as context (or drop them on the chat, or paste copied files)")
+                                   "as context (or drop them on the chat, or paste copied files). Ctrl+O")
         self.attach_btn.clicked.connect(self.choose_attachments)  # no-argument slot: clicked(bool) is not a path
         self.export_btn = QPushButton("Export…")
-        self.export_btn.setToolTip("Save the conversation or the last answer as Markdown, Word, PDF or HTML")
+        self.export_btn.setToolTip("Save the conversation or the last answer as Markdown, Word, PDF or HTML (Ctrl+E)")
         menu = self.export_menu = QMenu(self.export_btn)
         menu.addAction("Whole conversation (Markdown, Word, PDF, HTML)…", lambda: self.export_conversation())
         menu.addAction("Last answer (Markdown, Word, PDF, HTML)…", lambda: self.export_answer())
@@ -102,7 +106,8 @@ class LayoutMixin:
         menu.addAction("Copy the answer for Word or mail", lambda: self.copy_last_answer())
         self.export_btn.setMenu(menu)
         self.copy_btn = QPushButton("Copy answer")
-        self.copy_btn.setToolTip("Copy the last answer as rich text (headings, tables, code) and as plain text")
+        self.copy_btn.setToolTip("Copy the last answer as rich text (headings, tables, code) and as plain text "
+                                 "(Ctrl+Shift+C)")
         self.copy_btn.clicked.connect(self.copy_last_answer)
         self.stop_btn = QPushButton("Stop")
         self.stop_btn.clicked.connect(self.stop)
@@ -123,7 +128,8 @@ class LayoutMixin:
         ml.addLayout(bar)
         ml.addWidget(self.legend)
         ml.addWidget(self.transcript, 1)
-        for w in (self.stats_label, self.auto_note, self.context_note, self.prefill_label, self.edit_label, self.prompt):
+        for w in (self.stats_label, self.auto_note, self.context_note, self.prefill_label, self.edit_label,
+                  self.reading_label, self.prompt):
             ml.addWidget(w)
         under_prompt = QHBoxLayout()  # attachment chips, then the token meter at the right
         under_prompt.addWidget(self.attachments, 1)

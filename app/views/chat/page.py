@@ -12,6 +12,7 @@ behaviour; they read the page's attributes and properties below, never another p
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 from PySide6.QtCore import Qt, Signal
@@ -21,6 +22,7 @@ from PySide6.QtWidgets import QHBoxLayout, QSplitter, QWidget
 from ...history import History, message_markdown
 from ...session import Session
 from ...widgets.attachments import compose
+from ...widgets.escape import close_topmost
 from ...widgets.token_meter import TokenCounter
 from ... import workers
 from .answering import AnswerStream, AnswerView
@@ -44,6 +46,11 @@ class ChatView(LayoutMixin, DrawerMixin, ConversationsMixin, ComposerMixin, QWid
         self.conversation_id: int | None = None  # the open conversation (None: a new chat)
         self._drafts: dict[int | None, str] = {}  # unsent prompts of the other conversations (None: a new chat)
         self.counter = TokenCounter(lambda: self.session.engine)
+        self._readers: list = []  # batches of attached files being read on worker threads (composer.py)
+        self._attaching = False  # composer.py is attaching what was read (a section picker may be open)
+        self._count_lock = threading.Lock()  # a reading worker's token count vs the model being closed
+        self._closing_engine: object = None
+        session.engineClosing.connect(self._engine_closing)
         self._build()
         panel = self.settings_panel
         # the settings' controls, as the page's own (the main window and the tests reach them here)
@@ -65,6 +72,7 @@ class ChatView(LayoutMixin, DrawerMixin, ConversationsMixin, ComposerMixin, QWid
         self.stream.saved.connect(self.refresh_conversations)
         self.conv_list.currentItemChanged.connect(lambda *_: self.asking.conversation_changed())
         panel.lookahead.changed.connect(self.stream.set_lookahead)
+        panel.notice.connect(self.message)
         panel.max_tokens.valueChanged.connect(self._schedule_meter)
         panel.system.textChanged.connect(self._schedule_meter)
         self.refresh_conversations()
@@ -86,17 +94,54 @@ class ChatView(LayoutMixin, DrawerMixin, ConversationsMixin, ComposerMixin, QWid
         split.setCollapsible(1, False)
         QShortcut(QKeySequence("Ctrl+Return"), self, activated=self.send).setWhatsThis("Send the message")
         QShortcut(QKeySequence("Ctrl+Enter"), self, activated=self.send).setWhatsThis("Send the message (keypad Enter)")
-        QShortcut(QKeySequence("Escape"), self, activated=self.stop).setWhatsThis("Stop the answer being generated")
+        QShortcut(QKeySequence("Escape"), self, activated=self.escape).setWhatsThis(
+            "Close the dialog on top; with none open, stop the answer being generated")
+        for keys, slot, what in (
+                ("Ctrl+R", lambda: self.act_on_last_answer("regenerate"), "Regenerate the last answer (a new version)"),
+                ("Ctrl+Shift+Return", lambda: self.act_on_last_answer("continue"), "Continue a stopped answer"),
+                ("Ctrl+Shift+C", self.copy_last_answer, "Copy the last answer (rich text and plain text)"),
+                ("Ctrl+O", self.choose_attachments, "Attach documents or text files"),
+                ("Ctrl+E", self.show_export_menu, "Export the conversation or the last answer"),
+                ("Ctrl+F", self.focus_search, "Search the conversations")):
+            QShortcut(QKeySequence(keys), self, activated=slot).setWhatsThis(what)
 
     # -- what the main window and the tests ask of the page ---------------------------------
     def send(self) -> None:
+        if self.reading:  # the message would go without the file being read
+            self.message.emit(f"{self.reading_label.text()} Send again once it is attached")
+            return
         self.asking.send()
 
     def stop(self) -> None:
         self.stream.stop()
 
+    def act_on_last_answer(self, action: str) -> None:
+        """Regenerate or Continue from the keyboard: what the links under the last answer do."""
+        answer = self.transcript.last_answer_id()
+        if answer is None:
+            self.message.emit("No answer to " + action + " yet")
+            return
+        self.asking.act(action, answer)
+
+    def show_export_menu(self) -> None:
+        self.export_btn.showMenu()
+
+    def focus_search(self) -> None:
+        """Ctrl+F: the conversation search, the list opened first where it floats (narrow windows)."""
+        if not self.search.isVisible() and self.chats_btn.isVisible():
+            self.chats_btn.click()
+        self.search.setFocus()
+        self.search.selectAll()
+
+    def escape(self) -> None:
+        """Esc: close the dialog or viewer on top if one is open (it was what Esc was pressed
+        for), else stop the answer."""
+        if not close_topmost(self):
+            self.stop()
+
     def shutdown(self) -> None:
         """The window is closing: stop and keep whatever was written."""
+        self.stop_reading()
         self.stream.shutdown()
 
     @property

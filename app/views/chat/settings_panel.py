@@ -6,10 +6,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from PySide6.QtCore import Signal
 from PySide6.QtWidgets import (
-    QCheckBox, QComboBox, QDoubleSpinBox, QFormLayout, QGroupBox, QPlainTextEdit, QSpinBox, QVBoxLayout, QWidget,
+    QCheckBox, QComboBox, QDoubleSpinBox, QFormLayout, QGroupBox, QHBoxLayout, QInputDialog, QPlainTextEdit, QSpinBox,
+    QToolButton, QVBoxLayout, QWidget,
 )
 
+from ...presets import load_presets, save_preset
 from ...widgets.charts import LiveCharts
 from ...widgets.lookahead_control import LookaheadControl
 
@@ -20,6 +23,8 @@ class SettingsPanel(QWidget):
     The drafter control is the model bar's Draft box (one control for it), given here so that
     the panel's dict holds every setting; the page wires the changes (a live lookahead, the
     token meter) to whoever follows them."""
+
+    notice = Signal(str)  # "Preset saved", or why not
 
     def __init__(self, drafter: QComboBox, parent: QWidget | None = None):
         super().__init__(parent)
@@ -46,6 +51,7 @@ class SettingsPanel(QWidget):
         self.system = QPlainTextEdit()
         self.system.setPlaceholderText("System prompt (optional)")
         self.system.setMaximumHeight(70)
+        form.addRow(self._build_presets())  # the whole row: a label column would widen the drawer
         form.addRow(self.lookahead)
         for label, w in (("Temperature", self.temperature), ("Top-p", self.top_p), ("Seed", self.seed),
                          ("Max tokens", self.max_tokens), ("System", self.system)):
@@ -58,6 +64,56 @@ class SettingsPanel(QWidget):
         self.charts = LiveCharts()
         rl.addWidget(self.charts_toggle)
         rl.addWidget(self.charts, 1)
+
+    def _build_presets(self) -> QWidget:
+        """A preset box (choosing one sets temperature, top-p, max tokens and the system prompt)
+        and Save… (the current ones under a name)."""
+        row = QWidget()
+        lay = QHBoxLayout(row)
+        lay.setContentsMargins(0, 0, 0, 0)
+        self.preset = QComboBox()
+        # narrow: the drawer's width is the lookahead row's, a long preset name shows whole in the popup
+        self.preset.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
+        self.preset.setMinimumContentsLength(8)
+        self.preset.setToolTip("Sets temperature, top-p, max tokens and the system prompt; drafting stays as it is")
+        self.preset.activated.connect(lambda i: self.use_preset(self.preset.itemText(i)) if i > 0 else None)
+        self.save_preset_btn = QToolButton()
+        self.save_preset_btn.setText("Save…")
+        self.save_preset_btn.setToolTip("Keep these settings and system prompt as a named preset")
+        self.save_preset_btn.clicked.connect(lambda _=False: self.save_as_preset())
+        lay.addWidget(self.preset, 1)
+        lay.addWidget(self.save_preset_btn)
+        self._list_presets()
+        return row
+
+    def _list_presets(self) -> None:
+        self.preset.clear()
+        self.preset.addItem("Preset…")
+        self.preset.addItems(sorted(load_presets()))
+
+    def use_preset(self, name: str) -> None:
+        chosen = load_presets().get(name)
+        if chosen is None:
+            return
+        self.apply({**self.values(), **chosen})
+        self.preset.setCurrentIndex(0)  # a choice, not a mode: the controls are what counts from here
+        self.notice.emit(f"Preset “{name}” applied")
+
+    def save_as_preset(self, name: str | None = None) -> None:
+        if name is None:
+            name, ok = QInputDialog.getText(self, "Save preset", "Name of the preset:")
+            if not ok:
+                return
+        name = name.strip()
+        if not name:
+            return
+        try:
+            save_preset(name, self.values())
+        except OSError as e:
+            self.notice.emit(f"Preset not saved: {e.strerror or e}")
+            return
+        self._list_presets()
+        self.notice.emit(f"Preset “{name}” saved")
 
     def system_prompt(self) -> str:
         return self.system.toPlainText()
