@@ -216,7 +216,7 @@ class Decoder:
                 if self._closed:
                     raise EngineClosedError("this engine was closed: load the model again")
                 verifier = Verifier(target, request.sampling, processors, grammar=request.grammar,
-                                    logprobs=request.logprobs)
+                                    grammar_triggers=request.grammar_triggers, logprobs=request.logprobs)
         run = _Run(prompt, request, cancel, la, verifier, stats, TextAssembler(request.stop), time.perf_counter())
         run.acceptance = TextAcceptance(self.cost)
         run.context = list(prompt)
