@@ -85,6 +85,9 @@ class LazyGrammarState(GrammarState):
         self.tokens.append(token)
         self.answer += self.model.piece(token)
         self.ends.append(len(self.answer))
+        if len(self.tokens) > WINDOW:  # a trigger starts within the window: older tokens are never replayed
+            keep = next(i for i, end in enumerate(self.ends) if end > len(self.answer) - WINDOW)
+            self.tokens, self.ends = self.tokens[keep:], self.ends[keep:]
         self._look_for_trigger()
 
     def _look_for_trigger(self) -> None:

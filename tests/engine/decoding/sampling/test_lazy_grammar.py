@@ -88,3 +88,19 @@ def test_triggers_are_checked(eng):
         eng.generate("x", max_tokens=2, grammar_triggers=("a",))
     with pytest.raises(TandemError, match="not a regular expression"):
         eng.generate("x", max_tokens=2, grammar=GRAMMAR, grammar_triggers=("(",))
+
+
+def test_a_trigger_after_a_long_free_answer(braces):
+    """The state keeps only the tokens a trigger could start in (clones stay cheap), and the
+    place is still counted from the answer's start."""
+    eng, ids = braces
+    state = LazyGrammarState(eng.target, GRAMMAR, TRIGGERS)
+    try:
+        for _ in range(3000):
+            state.accept(ids["x"])
+        assert len(state.tokens) <= 1024 + 1
+        state.clone().close()
+        state.accept(ids["{ab"])
+        assert state.active and state.start == 3000
+    finally:
+        state.close()
