@@ -54,6 +54,7 @@ def _request(args: argparse.Namespace, prompt: str, draft: object):
         system=args.system,
         stop=args.stop or (),
         tag=getattr(args, "tag", None),
+        grammar=getattr(args, "grammar", None),  # compiled by _validated_inputs
     )
 
 
@@ -148,6 +149,9 @@ def _validated_inputs(args: argparse.Namespace) -> str:
     if args.stop:
         args.stop = [clean(s)[0] for s in args.stop]
     check_runtime_flags(args)
+    from .constraint import constraint_grammar
+
+    args.grammar = constraint_grammar(args)
     return prompt
 
 
@@ -330,6 +334,9 @@ def _add_gen_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--attach", action="append", metavar="FILE",
                    help="a document after the prompt, as the app attaches it (repeatable): PDF, DOCX, XLSX, ODS, "
                         "PPTX, HTML, EPUB, RTF or text; use --chat with an instruct model")
+    from .constraint import add_constraint_options
+
+    add_constraint_options(p)
     p.add_argument("--ctx", type=int, default=4096, help="context size in tokens")
     p.add_argument("--threads", type=int, default=None)
     p.add_argument("--json", action="store_true", help="print one JSON object instead of streaming")

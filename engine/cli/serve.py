@@ -89,6 +89,17 @@ def allowed_hosts(args: argparse.Namespace) -> tuple[str, ...]:
     return tuple(dict.fromkeys(names))
 
 
+def aliases_and_any(args: argparse.Namespace) -> tuple[tuple[str, ...], bool]:
+    """(the --alias names, whether every model name is answered): `--alias '*'` is
+    --any-model-name, for tools that send a name of their own choosing."""
+    names: list[str] = []
+    for name in args.alias or ():
+        if not name.strip():
+            raise TandemError("--alias: give a model name clients send (or '*' for any name), got an empty one")
+        names.append(name.strip())
+    return tuple(dict.fromkeys(n for n in names if n != "*")), "*" in names or args.any_model_name
+
+
 def _checked_options(args: argparse.Namespace) -> tuple[str | None, tuple[str, ...], int]:
     """Every option checked before anything loads (one line each): (API key, CORS origins, max body)."""
     from .common import check_runtime_flags
@@ -120,6 +131,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from ..llamacpp.runtime import RuntimeParams
 
     api_key, cors, max_body = _checked_options(args)
+    aliases, any_name = aliases_and_any(args)
     _require_server_extra()
     from ..serving.server import ServedModel, ServerConfig, create_app, is_loopback, serve_forever
     from ..serving.server.runner import bind, url_for
@@ -136,15 +148,18 @@ def cmd_serve(args: argparse.Namespace) -> int:
             eng.decoder(draft)  # load and check the draft before the first request
         eng.decoder(None)
         served = ServedModel(eng, served_id(args, target), draft=draft, lookahead=args.lookahead,
-                             aliases=tuple(args.alias or ()), catalog_id=catalog_id_of(target))
+                             aliases=aliases, catalog_id=catalog_id_of(target))
         config = ServerConfig(api_key=api_key, max_waiting=args.queue, temperature=args.temperature,
-                              any_model_name=args.any_model_name, cors_origins=cors, max_body=max_body,
+                              any_model_name=any_name, cors_origins=cors, max_body=max_body,
                               early_role_chunk=args.early_role_chunk, allowed_hosts=hosts)
         app = create_app(served, config)
         split = f", target split over {len(eng.endpoints)} RPC worker(s)" if getattr(args, "rpc", None) else ""
         draft_text = DraftChoice.parse(draft).label
         print(f"tandem: serving {served.id} ({target.name}, {draft_text}, lookahead {args.lookahead}, "
               f"context {args.ctx}{split}) on {url_for(args.host, args.port)}/v1", file=sys.stderr)
+        if any_name:
+            print(f"tandem: answering to every model name (--alias '*' or --any-model-name) with {served.id}",
+                  file=sys.stderr)
         stopped_by = serve_forever(app, args.host, args.port, log_level=args.log_level)
         print(f"tandem: server stopped{f' ({stopped_by})' if stopped_by else ''}", file=sys.stderr)
     finally:
@@ -177,7 +192,8 @@ def register(sub: Any) -> None:
                                                      "at least 1); larger ones get 413 before they are read")
     s.add_argument("--temperature", type=float, default=1.0, help="for requests that do not say (default 1.0, as OpenAI)")
     s.add_argument("--alias", action="append", metavar="NAME",
-                   help="another model name the server answers to and lists in /v1/models (repeatable)")
+                   help="another model name the server answers to and lists in /v1/models (repeatable); "
+                        "'*': every name (as --any-model-name)")
     s.add_argument("--any-model-name", action="store_true",
                    help="answer to every model name (for tools with a hard-coded one); off: an unknown name is a 404")
     s.add_argument("--cors-origin", action="append", metavar="ORIGIN",

@@ -65,6 +65,7 @@ class _Run:
     stopped_by: str = ""
     first_token_t: float | None = None
     emitted_this_step: int = 0
+    used_this_step: int = 0  # of the step's new tokens, how many were read before the run ended (the end included)
     drafter_synced: bool = False  # the model drafter has read the prompt (deferred under Auto)
     costs_pending: bool = False  # the policy needs the verify curve, measured after the first token
     acceptance: TextAcceptance | None = None  # what this text's proposals were worth (Auto trims by it)
@@ -215,7 +216,7 @@ class Decoder:
                 if self._closed:
                     raise EngineClosedError("this engine was closed: load the model again")
                 verifier = Verifier(target, request.sampling, processors, grammar=request.grammar,
-                                    logprobs=request.logprobs)
+                                    grammar_triggers=request.grammar_triggers, logprobs=request.logprobs)
         run = _Run(prompt, request, cancel, la, verifier, stats, TextAssembler(request.stop), time.perf_counter())
         run.acceptance = TextAcceptance(self.cost)
         run.context = list(prompt)
@@ -349,10 +350,11 @@ class Decoder:
         st = run.stats
         st.steps += 1
         st.drafted += len(drafts)
-        st.accepted += result.accepted
+        used = min(result.accepted, run.used_this_step)  # not the drafts after EOS or a stop string
+        st.accepted += used
         if drafts:
             src = prop.source or drafter.kind  # type: ignore[union-attr]
-            st.accepted_by[src] = st.accepted_by.get(src, 0) + result.accepted
+            st.accepted_by[src] = st.accepted_by.get(src, 0) + used
         st.draft_s += t_d1 - t_d0
         st.verify_s += t_v1 - t_d1
         now = time.perf_counter()
@@ -371,8 +373,9 @@ class Decoder:
             provs = ["draft"] * result.accepted + ["target" if result.corrected else "bonus"]
         out: list[TokenEvent] = []
         now = time.perf_counter()
-        run.emitted_this_step = 0
+        run.emitted_this_step = run.used_this_step = 0
         for j, (tok, prov) in enumerate(zip(new_tokens, provs)):
+            run.used_this_step = j + 1
             if self.target.is_eog(tok):
                 run.end("stop", "eos")
                 break

@@ -80,6 +80,9 @@ class GenerationRequest:
     # True: control-token text inside chat messages (`<|im_end|>`) becomes control tokens, as
     # it once did; it lets message text end its turn and forge others. Off: it stays text.
     parse_special: bool = False
+    # With `grammar`: regular expressions over the answer's bytes; the grammar applies only from
+    # the first one written on (its first group's start), the answer is free before (lazy_grammar.py)
+    grammar_triggers: tuple[str, ...] = ()
     # True when the policy was parsed here from an int or "auto": each run then gets a
     # fresh copy (Auto keeps per-run probe state); a policy object given is used as is.
     _parsed: bool = field(default=False, init=False, repr=False, compare=False)
@@ -111,6 +114,12 @@ class GenerationRequest:
             self.grammar = json_schema_grammar(json_schema)
         elif self.grammar is not None:
             self.grammar = check_grammar(self.grammar)
+        if self.grammar_triggers:
+            from .sampling.lazy_grammar import check_triggers
+
+            if self.grammar is None:
+                raise TandemError("grammar_triggers need a grammar to start")
+            self.grammar_triggers = check_triggers(self.grammar_triggers)
         for name in ("chat", "parse_special"):
             if not isinstance(getattr(self, name), bool):
                 raise TandemError(f"{name} must be True or False, got {getattr(self, name)!r}"[:200])
@@ -146,12 +155,13 @@ class GenerationRequest:
         grammar: str | None = None,
         json_schema: Any = None,
         parse_special: bool = False,
+        grammar_triggers: Sequence[str] = (),
     ) -> "GenerationRequest":
         """The keyword form of `engine.generate` / `Engine.stream`."""
         sampling = SamplingParams(temperature=temperature, top_k=top_k, top_p=top_p, min_p=min_p, seed=seed)
         return cls(prompt, draft_model, lookahead, max_tokens, sampling, stop, chat, system, tag,  # type: ignore[arg-type]
                    logit_bias=logit_bias, penalties=penalties, logprobs=logprobs, grammar=grammar,
-                   json_schema=json_schema, parse_special=parse_special)
+                   json_schema=json_schema, parse_special=parse_special, grammar_triggers=tuple(grammar_triggers))
 
     def live_lookahead(self) -> LiveLookahead:
         """The handle the decoder reads each step: the one given, or a new one around this

@@ -6,7 +6,8 @@ runs in the unpacked suite. It replaces:
 - `ServerProcess.start`: starts `python -m engine.cli serve` on the test's host and port,
   with its API key, context size, aliases, CORS origin and default temperature, on a local
   model (SmolLM2-135M-Instruct, or TANDEM_PEER_MODEL) instead of their stories260K download,
-  and waits for /health. Options Tandem has no equivalent for are ignored (the tests that
+  and waits for /health (their infill preset gets a tiny generated model with FIM tokens
+  instead, as SmolLM2 has none). Options Tandem has no equivalent for are ignored (the tests that
   depend on them are in skips.py). A server whose command line equals the previous one on the
   same port is reused instead of restarted: the suite starts a server per test, and loading
   a model per test would cost most of the time budget on two cores.
@@ -55,8 +56,26 @@ def _model_path() -> str:
     return str(found)
 
 
+INFILL_REPO = "ggml-org/test-model-stories260K-infill"  # their /infill tests' model (FIM tokens)
+_fim_model: list[str] = []
+
+
+def _fim_model_path() -> str:
+    """A tiny generated model with fill-in-the-middle tokens, for the presets that need a FIM
+    model (SmolLM2 has none, so /infill would refuse every request): written once per session."""
+    if not _fim_model:
+        sys.path.insert(0, str(ROOT))
+        from engine.models.tinymodel import make_vocab, write_model
+
+        folder = Path(tempfile.mkdtemp(prefix="tandem-peer-fim-"))
+        _fim_model.append(str(write_model(folder / "tiny-fim.gguf", vocab=make_vocab(fim=True), name="tiny-fim")))
+    return _fim_model[0]
+
+
 def tandem_command(sp, model: str) -> list[str]:
     """The `tandem serve` command line for one of their ServerProcess configurations."""
+    if getattr(sp, "model_hf_repo", None) == INFILL_REPO:
+        model = _fim_model_path()
     host = str(sp.server_host).split(",")[0].strip()
     cmd = [sys.executable, "-m", "engine.cli", "serve", "--target", model, "--draft", DRAFT,
            "--host", host, "--port", str(sp.server_port), "--log-level", "warning",

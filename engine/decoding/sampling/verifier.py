@@ -26,7 +26,8 @@ if TYPE_CHECKING:  # pragma: no cover
 class Verifier:
     """Sampling, processors, grammar and logprobs of one run (see the module docstring).
 
-    `grammar` is the constraint's GBNF text (None: none); its state reads the target's
+    `grammar` is the constraint's GBNF text (None: none; with `grammar_triggers`, it applies
+    from the first trigger written on: lazy_grammar.py); its state reads the target's
     vocabulary, so it is made here, while the target is alive, and freed by `close`.
     """
 
@@ -37,13 +38,20 @@ class Verifier:
         processors: RowProcessors | None = None,
         *,
         grammar: str | None = None,
+        grammar_triggers: Sequence[str] = (),
         logprobs: int | None = None,
     ):
         self.target = target
         self.sampler = Sampler(sampling)
         self.processors = processors if processors is not None else RowProcessors()
         self.logprobs = logprobs
-        self.grammar: GrammarState | None = GrammarState(target, grammar) if grammar is not None else None
+        self.grammar: GrammarState | None = None
+        if grammar is not None and grammar_triggers:
+            from .lazy_grammar import LazyGrammarState
+
+            self.grammar = LazyGrammarState(target, grammar, grammar_triggers)
+        elif grammar is not None:
+            self.grammar = GrammarState(target, grammar)
         # What a model drafter applies to its own rows to draft from what is verified.
         self.row_processor = self.processors.row if self.processors else None
 

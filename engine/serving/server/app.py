@@ -7,7 +7,7 @@ the server share one engine safely. Errors are OpenAI-shaped bodies, never a dea
 
 Parts: `config` (ServedModel, ServerConfig), `errors` (ApiError, handlers, the key check),
 `generation` (the completion endpoints), `infill` (/infill), `embeddings` (/v1/embeddings), `listing` (models,
-health, metrics), `middleware` (the body limit, request counting, bugs as 500s, CORS, the Host check of `hosts`),
+health, metrics), `llama_extras` (llama-server's /tokenize, /detokenize, /props), `middleware` (the body limit, request counting, bugs as 500s, CORS, the Host check of `hosts`),
 `other_apis` (the Responses, Ollama and Anthropic APIs, answered through `generation`).
 """
 
@@ -24,6 +24,7 @@ from .embeddings import Embeddings, embeddings_router
 from .generation import Completions, completions_router
 from .infill import Infill, infill_router
 from .listing import listing_router
+from .llama_extras import llama_extras_router
 from .middleware import install_middleware
 from .other_apis import other_api_routers
 from .prom import ServerMetrics
@@ -46,7 +47,7 @@ def create_app(served: ServedModel, config: ServerConfig | None = None) -> FastA
     completions = Completions(served, config, queue, metrics, app.state.stopping)
     routers = [completions_router(completions, check_key), infill_router(Infill(completions), check_key),
                embeddings_router(Embeddings(served, config, queue, metrics, app.state.stopping), check_key),
-               listing_router(served, config, queue, metrics, check_key)]
+               listing_router(served, config, queue, metrics, check_key), llama_extras_router(served, config, check_key)]
     routers += other_api_routers(served, config, queue, metrics, app.state.stopping, check_key)
     for router in routers:
         app.include_router(router)

@@ -6,6 +6,7 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Union
+from urllib.parse import urlsplit
 
 from ...decoding.drafting.choice import DraftChoice
 from ...llamacpp.llama import Model
@@ -56,6 +57,27 @@ class ServerConfig:
     allowed_hosts: tuple[str, ...] = ()  # Host names answered beyond localhost and the bound address (hosts.py)
     early_role_chunk: bool = False  # stream the role chunk before the prompt is read (the old timing)
     extra: dict[str, Any] = field(default_factory=dict)
+
+
+LOOPBACK_NAMES = ("localhost", "127.0.0.1", "[::1]")
+
+
+def with_loopback_twins(origins: tuple[str, ...]) -> tuple[str, ...]:
+    """The origins, each loopback one also under the other loopback names with the same scheme
+    and port: a page the user opened as http://127.0.0.1:3000 is the same local page as
+    http://localhost:3000, and browsers send whichever name is in the address bar."""
+    out: list[str] = []
+    for o in origins:
+        out.append(o)
+        try:
+            parts = urlsplit(o)
+            port = f":{parts.port}" if parts.port is not None else ""
+        except ValueError:  # not an origin a browser sends; kept as given
+            continue
+        host = f"[{parts.hostname}]" if parts.hostname and ":" in parts.hostname else parts.hostname
+        if host in LOOPBACK_NAMES and parts.scheme in ("http", "https") and not (parts.path or parts.query):
+            out += [f"{parts.scheme}://{twin}{port}" for twin in LOOPBACK_NAMES]
+    return tuple(dict.fromkeys(out))
 
 
 def check_cors(origins: tuple[str, ...], *, api_key: str | None, allow_any_origin: bool = False) -> str | None:

@@ -31,7 +31,8 @@ from .fim import fim_tokens_or_400, infill_tokens
 from .listing import model_not_found
 from .prom import ServerMetrics
 from .schemas import ChatCompletionRequest, CompletionRequest
-from .tool_use import ToolUse
+from .tool_use import ToolUse, grammar_vocab
+from ..tools.auto_calls import AutoCallStream
 from ..tools.forced_calls import ForcedCallStream
 from ..tools.tool_calls import ParsedAnswer, ToolCallStream
 
@@ -119,7 +120,8 @@ class Completions:
         eng, chat = self.eng, kind == "chat"
         prompts: list[Any] = [req.engine_messages()] if isinstance(req, ChatCompletionRequest) else req.prompt
         suffix = None if chat else getattr(req, "suffix", None) or None  # "": no suffix
-        tools = ToolUse(req, eng.target.chat_template) if isinstance(req, ChatCompletionRequest) else None
+        tools = ToolUse(req, eng.target.chat_template, grammar_vocab(eng.target)) \
+            if isinstance(req, ChatCompletionRequest) else None
         draft = self.draft_spec(req.draft)
         parse_special = bool(getattr(req, "parse_special_in_content", False))
         bias, penalties = self.logit_controls(req)
@@ -176,7 +178,7 @@ class Completions:
             gen = first if i == 0 else start(i)
             done, tokens = await self.complete(request, gen)
             outcome = wire.Outcome(done.stats, gen.prompt_evaluated)
-            answer = tools.answer(done.text) if tools else ParsedAnswer(done.text)
+            answer = tools.answer(done.text, done.tokens) if tools else ParsedAnswer(done.text)
             cut = wire.finish_reason(done.stats) if answer.cut_short else None  # a forced call cut short
             choices.append(shape.choice(i, answer.content, outcome, tokens if req.provenance else None,
                                         shape.logprobs(tokens, self.piece), finish=cut, tool_calls=answer.calls))
@@ -279,12 +281,14 @@ class Completions:
             gen.cancel()  # a client that went away stops its generation at the next step
 
     async def stream_choice(self, gen: Generation, index: int, shape: wire.Shape, req: Any,
-                            outcomes: list[wire.Outcome], split: ToolCallStream | ForcedCallStream | None = None):
+                            outcomes: list[wire.Outcome],
+                            split: ToolCallStream | ForcedCallStream | AutoCallStream | None = None):
         """One choice's chunks. A chat stream's first chunk (the role) goes out once the prompt
         is read, so a client timing it measures prompt processing (`--early-role-chunk`: at once).
         With tools (`split`), a free answer's text that could still start a tool call is held
-        until it is decided, and each call goes out as `delta.tool_calls` chunks once it is
-        complete and checked; a forced call's header and argument pieces go out as they are written."""
+        until it is decided; a call the grammar holds (forced, or begun under 'auto') goes out
+        as `delta.tool_calls` chunks as it is written, its header then its argument pieces; a
+        free call in another form once it is complete and checked."""
         role_sent = not shape.chat
         if not role_sent and self.config.early_role_chunk:
             yield wire.dumps(shape.chunk("", role=True, index=index))
@@ -301,8 +305,9 @@ class Completions:
                 pending.append(ev)
                 if ev.text:
                     text = "".join(t.text for t in pending[fed:])
+                    ids = [t.token_id for t in pending[fed:]]
                     fed = len(pending)
-                    text = split.feed(text) if split else text
+                    text = split.feed(text, ids) if split else text
                     bodies = self.piece_chunks(shape, index, req, text, split.deltas() if split else [], pending, offset)
                     for body in bodies:
                         yield wire.dumps(body)

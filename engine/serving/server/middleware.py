@@ -12,6 +12,7 @@ from fastapi import FastAPI
 from starlette.middleware.cors import CORSMiddleware
 
 from . import wire
+from .config import with_loopback_twins
 from .hosts import HostCheck
 from .prom import ServerMetrics
 
@@ -150,11 +151,12 @@ class AnswerBugs:
 def install_middleware(app: FastAPI, metrics: ServerMetrics, *, cors_origins: tuple[str, ...], max_body: int,
                        known: frozenset[str], allowed_hosts: tuple[str, ...] = ()) -> None:
     """Innermost first: bugs answered, the body limit, counting (every answer, the 413 too),
-    CORS headers on every answer, then (outermost) the Host check, before anything else runs."""
+    CORS headers on every answer (a loopback origin under each loopback name), then
+    (outermost) the Host check, before anything else runs."""
     app.add_middleware(AnswerBugs)
     app.add_middleware(BodyLimit, max_bytes=max_body)
     app.add_middleware(CountRequests, metrics=metrics, known=known)
     if cors_origins:
-        app.add_middleware(CORSMiddleware, allow_origins=list(cors_origins), allow_methods=["*"],
-                           allow_headers=["*"], expose_headers=["Retry-After"], max_age=600)
+        app.add_middleware(CORSMiddleware, allow_origins=list(with_loopback_twins(cors_origins)),
+                           allow_methods=["*"], allow_headers=["*"], expose_headers=["Retry-After"], max_age=600)
     app.add_middleware(HostCheck, allowed=allowed_hosts, metrics=metrics)

@@ -6,17 +6,23 @@ offers the tools and reads calls out of the answer; 'required' and a named funct
 constrain the answer with a grammar (`tool_grammar`), which the decoder applies to the
 target's verification, so drafts that break it are rejected and output stays exact. A
 forced call is well-formed by construction, so it streams as it is written (its header
-once the name is known, then its arguments piece by piece: `forced_calls`); a free call
-(in any of the forms `tool_calls` reads) goes out once it is complete and checked: its
-name offered, its arguments valid for the function's schema.
+once the name is known, then its arguments piece by piece: `forced_calls`). Under 'auto',
+a lazy grammar (`tool_grammar.auto_call_grammar`) makes a call the model begins in the
+common forms well-formed from its start on, so it streams as it is written too
+(`auto_calls`); a call in another form goes out once it is complete and checked: its name
+offered, its arguments valid for the function's schema. A request that has its own
+constraint (response_format, grammar) keeps it, and its calls are read that second way.
 """
 
 from __future__ import annotations
 
+from typing import Any, Sequence
+
+from ..tools.auto_calls import AutoCallStream, LazyGrammar, read_auto
 from ..tools.forced_calls import ForcedCallStream, read_forced
 from ...decoding.settings import GenerationRequest
 from ..tools.tool_calls import ParsedAnswer, ToolCallStream, parse
-from ..tools.tool_grammar import tool_call_grammar
+from ..tools.tool_grammar import auto_call_grammar, tool_call_grammar
 from ...decoding.prompting.tool_prompt import call_format
 from ...errors import TandemError
 from .errors import ApiError
@@ -27,12 +33,21 @@ from ..tools.tool_args import offered_tools
 class ToolUse:
     """One chat request's tools: offered (or None), the grammar forcing a call (or None)."""
 
-    def __init__(self, req: ChatCompletionRequest, template: str | None):
+    def __init__(self, req: ChatCompletionRequest, template: str | None, vocab: Any = None):
+        """`vocab`: the target's vocabulary (a llama.cpp Model), which the auto grammar reads
+        tokens with; None: no auto grammar."""
         self.tools = req.offered_tools()
         self.offered = offered_tools(self.tools or [])
         self.grammar: str | None = None
+        self.auto: LazyGrammar | None = None
         forced = req.forced_tool if self.tools else None
         if forced is None:
+            if self.tools and vocab is not None:
+                try:
+                    grammar, triggers = auto_call_grammar(self.tools, parallel=req.parallel_tool_calls is not False)
+                    self.auto = LazyGrammar(vocab, grammar, triggers)
+                except TandemError:  # a schema no grammar expresses: its calls are read when complete
+                    self.auto = None
             return
         try:
             self.grammar = tool_call_grammar(self.tools, name=forced or None, call_format=call_format(template),
@@ -46,6 +61,11 @@ class ToolUse:
 
     def constrain(self, request: GenerationRequest) -> GenerationRequest:
         """The request with the grammar that forces a call (one constraint per answer)."""
+        if self.auto is not None:
+            if request.grammar is not None:  # the request's own constraint: calls read when complete
+                self.auto = None
+                return request
+            return request.with_(grammar=self.auto.grammar, grammar_triggers=self.auto.triggers)
         if self.grammar is None:
             return request
         if request.grammar is not None:
@@ -57,13 +77,29 @@ class ToolUse:
     def forced(self) -> bool:
         return self.grammar is not None
 
-    def answer(self, text: str) -> ParsedAnswer:
+    def answer(self, text: str, tokens: Sequence[int] = ()) -> ParsedAnswer:
+        """What a whole answer holds; `tokens`: the answer's, which say where an auto grammar took over."""
         if self.forced:
             return read_forced(text)
+        if self.auto is not None:
+            return read_auto(text, self.auto.start(tokens), self.offered)
         return parse(text, self.offered) if self.active else ParsedAnswer(text)
 
-    def stream(self) -> ToolCallStream | ForcedCallStream | None:
+    def stream(self) -> ToolCallStream | ForcedCallStream | AutoCallStream | None:
         if self.forced:
             return ForcedCallStream()
+        if self.auto is not None:
+            return AutoCallStream(self.offered, self.auto)
         return ToolCallStream(self.offered) if self.active else None
+
+
+def grammar_vocab(target: Any) -> Any:
+    """The llama.cpp model whose vocabulary an auto grammar reads: the target, or the vocabulary
+    a split target (`tandem serve --rpc`) loads in this process; None when there is neither."""
+    from ...llamacpp.llama import Model
+
+    for m in (target, getattr(target, "_vocab", None)):
+        if isinstance(m, Model):
+            return m
+    return None
 

@@ -19,14 +19,15 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Sequence
 
 from .tool_calls import HERMES_CLOSE, ParsedAnswer, ToolCall, json_end, new_call_id  # noqa: F401 (json_end: re-exported)
 
-# A call's start (a close tag may be left from the call before, when it was read unfinished)
-_NAME = re.compile(r'\s*(?:</tool_call>\s*)?(?:<tool_call>\s*)?\{\s*"name"\s*:\s*("(?:[^"\\]|\\.)*")')
+# A call's start (a close tag may be left from the call before, when it was read unfinished),
+# in a `<tool_call>` tag, a fenced block (the auto grammar's forms) or bare
+_NAME = re.compile(r'\s*(?:</tool_call>\s*)?(?:<tool_call>\s*|```(?:json)?[ \t]*\n\s*)?\{\s*"name"\s*:\s*("(?:[^"\\]|\\.)*")')
 _ARGS = re.compile(r'\s*,\s*"(?:arguments|parameters)"\s*:\s*')
-_CLOSE = re.compile(r"\s*\}(?:\s*" + re.escape(HERMES_CLOSE) + ")?")
+_CLOSE = re.compile(r"\s*\}(?:\s*(?:" + re.escape(HERMES_CLOSE) + "|```))?")
 
 
 @dataclass(frozen=True)
@@ -128,22 +129,23 @@ class ForcedCallStream:
 
     cut_short = False
 
-    def __init__(self) -> None:
+    def __init__(self, first_index: int = 0) -> None:
+        self.first = first_index  # the calls' indices in the answer start here (calls before this part)
         self.text = ""
         self.scanner = Scanner()
         self.ids: list[str] = []  # one per call whose header went out
         self.sent: list[int] = []  # characters of each call's arguments already sent
         self._ready: list[dict[str, Any]] = []
 
-    def feed(self, piece: str) -> str:
+    def feed(self, piece: str, tokens: Sequence[int] = ()) -> str:
         self.text += piece
         for i, call in enumerate(self.scanner.advance(self.text)):
             if i == len(self.ids):
                 self.ids.append(new_call_id())
                 self.sent.append(0)
-                self._ready += ToolCall(call.name, "", id=self.ids[i]).stream_items(i)
+                self._ready += ToolCall(call.name, "", id=self.ids[i]).stream_items(self.first + i)
             if len(call.arguments) > self.sent[i]:
-                self._ready.append({"index": i, "function": {"arguments": call.arguments[self.sent[i]:]}})
+                self._ready.append({"index": self.first + i, "function": {"arguments": call.arguments[self.sent[i]:]}})
                 self.sent[i] = len(call.arguments)
         return ""
 

@@ -474,7 +474,8 @@ class ToolCallStream:
                 self.calls.append(call)
         return "".join(out)
 
-    def feed(self, piece: str) -> str:
+    def feed(self, piece: str, tokens: Iterable[int] = ()) -> str:
+        """`tokens`: the ids that wrote `piece` (read only by streams that follow them)."""
         self.text += piece
         return self._advance(final=False)
 

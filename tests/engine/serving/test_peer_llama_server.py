@@ -26,11 +26,12 @@ from skips import SKIPS  # noqa: E402
 pytestmark = [pytest.mark.slow, pytest.mark.real]
 
 # What is OpenAI API behaviour: chat and text completions, auth and CORS, tool calls,
-# embeddings, the Responses API. Left out: slots, metrics, LoRA, rerank, infill, tokenize,
-# router, MCP, Anthropic/GCP compatibility, vision, speculative settings, ctx shift, sleep.
+# embeddings, the Responses API; and the llama-server endpoints editors use: /infill,
+# /tokenize and /detokenize. Left out: slots, metrics, LoRA, rerank, router, MCP,
+# Anthropic/GCP compatibility, vision, speculative settings, ctx shift, sleep.
 FILES = ["unit/test_basic.py", "unit/test_security.py", "unit/test_chat_completion.py",
          "unit/test_completion.py", "unit/test_tool_call.py", "unit/test_embedding.py",
-         "unit/test_compat_oai_responses.py"]
+         "unit/test_compat_oai_responses.py", "unit/test_infill.py", "unit/test_tokenize.py"]
 SUITE_IN_SDIST = "vendor/llama.cpp/tools/server/tests/"
 RUN_LIMIT_S = 540  # about 100 s on an idle 2-core machine; a busy one takes several times that
 
