@@ -160,13 +160,50 @@ _lock = threading.Lock()
 _done: dict[int, BackendLoad] = {}  # by the address of an instance's ggml_backend_reg_count
 
 
-def _bind(lib: Any) -> Any:
+def borrow(lib: Any, name: str, others: Iterable[Any]) -> Any:
+    """`lib`'s function `name`, or the first of `others` that defines it, set on `lib` so that
+    callers keep calling `lib.name`. On Linux and macOS a library's look-up reaches the
+    libraries it links; Windows' GetProcAddress sees only the DLL's own exports, and ggml
+    keeps its registry in ggml.dll but the device and backend accessors in ggml-base.dll."""
+    try:
+        return getattr(lib, name)
+    except AttributeError:
+        pass
+    for other in others:
+        if other is None:
+            continue
+        try:
+            fn = getattr(other, name)
+        except AttributeError:
+            continue
+        setattr(lib, name, fn)
+        return fn
+    raise AttributeError(name)
+
+
+def _siblings(libdir: Path) -> list[Any]:
+    """libggml and libggml-base from `libdir` (loaded once per path by the system loader: the
+    instances `lib` uses when it came from the same folder)."""
+    out = []
+    for name in ("ggml.dll", "ggml-base.dll", "libggml.dylib", "libggml-base.dylib", "libggml.so.0", "libggml-base.so.0"):
+        if (libdir / name).is_file():
+            try:
+                out.append(ctypes.CDLL(str(libdir / name)))
+            except OSError:
+                continue
+    return out
+
+
+def _bind(lib: Any, libdir: Path) -> Any:
     vp = ctypes.c_void_p
+    others: list[Any] | None = None
     for name, args, res in (("ggml_backend_reg_count", [], ctypes.c_size_t),
                             ("ggml_backend_reg_get", [ctypes.c_size_t], vp),
                             ("ggml_backend_reg_name", [vp], ctypes.c_char_p),
                             ("ggml_backend_load_all_from_path", [ctypes.c_char_p], None)):
-        fn = getattr(lib, name)
+        if others is None and not hasattr(lib, name):
+            others = _siblings(libdir)
+        fn = borrow(lib, name, others or [])
         fn.argtypes, fn.restype = args, res
     return lib
 
@@ -176,18 +213,9 @@ def ensure_loaded(lib: Any, libdir: Path) -> BackendLoad:
     (libggml itself, or libllama, whose symbol look-up reaches the libggml it links), once;
     do nothing for a build whose backends are linked in. Returns what was found."""
     try:
-        lib = _bind(lib)
-    except AttributeError:
-        # Windows' symbol look-up does not reach a DLL's dependencies: the libggml beside it
-        # (the same module, a DLL being loaded once per path); else an older libggml without
-        # the backend registry, with nothing to load
-        ggml = next((libdir / n for n in ("ggml.dll", "libggml.dylib", "libggml.so.0") if (libdir / n).is_file()), None)
-        try:
-            lib = _bind(ctypes.CDLL(str(ggml))) if ggml is not None and ggml != getattr(lib, "_name", None) else None
-        except (OSError, AttributeError):
-            lib = None
-        if lib is None:
-            return BackendLoad(dynamic=False)
+        lib = _bind(lib, libdir)
+    except AttributeError:  # a libggml older than the backend registry: nothing to load
+        return BackendLoad(dynamic=False)
     try:  # one libggml instance (a library loaded twice under two names is two)
         key = ctypes.cast(lib.ggml_backend_reg_count, ctypes.c_void_p).value or id(lib)
     except (TypeError, ctypes.ArgumentError):
@@ -207,5 +235,5 @@ def ensure_loaded(lib: Any, libdir: Path) -> BackendLoad:
         return result
 
 
-__all__ = ["BackendLoad", "cpu_variants", "ensure_loaded", "gpu_libraries", "needs_loading", "summarize",
+__all__ = ["BackendLoad", "borrow", "cpu_variants", "ensure_loaded", "gpu_libraries", "needs_loading", "summarize",
            "variant_of", "why_not_loaded"]

@@ -22,7 +22,7 @@ from typing import Callable, Sequence
 
 from ..errors import ModelLoadError
 from ..models.hardware import Device, Hardware, machine
-from .backend_dl import BackendLoad, ensure_loaded
+from .backend_dl import BackendLoad, borrow, ensure_loaded
 
 GGML_DEV_TYPES = {0: "CPU", 1: "GPU", 2: "iGPU", 3: "accelerator", 4: "meta"}
 
@@ -81,7 +81,7 @@ class _GgmlLibs:
     """The bound functions of libggml (registry, devices, abort hook) and, where this build
     has it, libggml-rpc (None: no RPC backend)."""
 
-    def __init__(self, ggml: ctypes.CDLL, rpc: ctypes.CDLL | None):
+    def __init__(self, ggml: ctypes.CDLL, rpc: ctypes.CDLL | None, base: ctypes.CDLL | None = None):
         vp, sz, cp = ctypes.c_void_p, ctypes.c_size_t, ctypes.c_char_p
         self.ggml, self.rpc = ggml, rpc
         sig = {
@@ -97,10 +97,11 @@ class _GgmlLibs:
             (ggml, "ggml_backend_reg_dev_get"): ([vp, sz], vp),
         }
         for (lib, name), (args, res) in sig.items():
-            fn = getattr(lib, name)
+            fn = borrow(lib, name, [base])  # the accessors live in ggml-base (Windows looks only there)
             fn.argtypes, fn.restype = args, res
         try:
-            ggml.ggml_set_abort_callback.argtypes, ggml.ggml_set_abort_callback.restype = [vp], vp
+            abort = borrow(ggml, "ggml_set_abort_callback", [base])
+            abort.argtypes, abort.restype = [vp], vp
             if rpc is not None:
                 rpc.ggml_backend_rpc_add_server.argtypes, rpc.ggml_backend_rpc_add_server.restype = [cp], vp
                 rpc.ggml_backend_rpc_start_server.argtypes = [cp, cp, sz, sz, ctypes.POINTER(vp)]
@@ -135,7 +136,7 @@ def _ggml_libs() -> _GgmlLibs | None:
         return None
     _backends = ensure_loaded(ggml, libdir)  # a portable build's CPU variant and GPU backends
     try:
-        _libs = _GgmlLibs(ggml, _load(libdir, "ggml-rpc"))
+        _libs = _GgmlLibs(ggml, _load(libdir, "ggml-rpc"), _load(libdir, "ggml-base"))
     except AttributeError:  # a libggml without the registry
         return None
     return _libs
