@@ -41,7 +41,13 @@ native_variant=$(echo "$native" | sed -n 's/.*CPU kernels: \([^)]*\)).*/\1/p')
 [ -n "$native_variant" ] || fail "the bundle did not load a CPU variant (not a portable build?): $native"
 
 echo "== 2. emulated $QEMU_CPU CPU: qemu-x86_64 -cpu $QEMU_CPU $EXE --self-test $(basename "$MODEL")"
-emulated=$(qemu-x86_64 -cpu "$QEMU_CPU" "$EXE" --self-test "$MODEL" 2>&1); rc=$?
+# PyInstaller's Linux onedir bootloader re-executes itself once, to set LD_LIBRARY_PATH; under
+# qemu-user that exec would run natively. Hand it its second stage's environment instead (the
+# variant check below proves the emulated CPU ran it).
+exe_abs=$(readlink -f "$EXE")
+emulated=$(_PYI_ARCHIVE_FILE="$exe_abs" _PYI_PARENT_PROCESS_LEVEL=-1 \
+  LD_LIBRARY_PATH="$(dirname "$exe_abs")/_internal${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
+  qemu-x86_64 -cpu "$QEMU_CPU" "$exe_abs" --self-test "$MODEL" 2>&1); rc=$?
 echo "$emulated" | tail -3
 [ "$rc" = 0 ] || fail "under $QEMU_CPU the bundle exited $rc"
 emu_variant=$(echo "$emulated" | sed -n 's/.*CPU kernels: \([^)]*\)).*/\1/p' | tail -1)
