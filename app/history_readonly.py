@@ -39,7 +39,8 @@ def is_read_only_error(e: sqlite3.Error) -> bool:
 def _restore_side_mode(side: Path, db_mode: int) -> bool:
     """Make a read-only side file of ours writable like its database; True when it is now."""
     try:
-        if side.stat().st_uid != os.geteuid():
+        geteuid = getattr(os, "geteuid", None)  # Windows has no owner ids to compare
+        if geteuid is not None and side.stat().st_uid != geteuid():
             return False
         side.chmod(db_mode & 0o666)
     except OSError:

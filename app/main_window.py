@@ -317,6 +317,8 @@ class MainWindow(QMainWindow):
         hw = self.hw
         gpus = ", ".join(f"{d.description or d.name} {d.total / 1e9:.0f} GB" for d in hw.gpus)
         text = f"{hw.backend} · {hw.cores_physical} cores · {hw.ram_total / 1e9:.0f} GB RAM" + (f" · {gpus}" if gpus else "")
+        load = ggml_devices.backends()  # a portable build names the CPU variant it chose
+        text += f" · {load.status_text()}" if load and load.status_text() else ""
         return text + (" · ⚠ GPU unused: CPU-only llama.cpp build" if self._unused_gpu else "")
 
     # -- state ---------------------------------------------------------------------------

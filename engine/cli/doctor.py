@@ -7,6 +7,10 @@ import shutil
 import sys
 from dataclasses import dataclass
 from importlib import metadata
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ..llamacpp.backend_dl import BackendLoad
 
 
 @dataclass
@@ -54,6 +58,7 @@ def run_checks() -> list[Check]:
     offload = supports_gpu_offload()
     gpu = offload and bool(hw.gpus)
     checks.append(Check("backend", True, f"{hw.backend}; GPU offload {'supported' if gpu else 'not in this build'}"))
+    checks += _backend_load_checks(ggml_devices.backends())
     unused = hardware.unused_gpu(hw, offload)
     if unused:  # the set-up built for the CPU on a GPU machine (an old venv, or a failed GPU build)
         checks.append(Check("gpu build", False, unused, hardware.gpu_rebuild_command()))
@@ -81,6 +86,18 @@ def run_checks() -> list[Check]:
             checks.append(Check(f"default {role}", True, f"{m.id}: verified (sha256) at {p}"))
         except Exception as e:  # noqa: BLE001 - reported, not raised
             checks.append(Check(f"default {role}", False, f"{m.id}: {e}", f"delete it and run `tandem pull {pair.id}`"))
+    return checks
+
+
+def _backend_load_checks(load: "BackendLoad | None") -> list[Check]:
+    """The CPU kernels (a portable build's variant, or this machine's own flags) and a portable
+    build's GPU backends, loaded or skipped with the reason."""
+    if load is None:
+        return []
+    ok = load.cpu_variant is not None or not load.dynamic
+    checks = [Check("cpu kernels", ok, load.cpu_line(),
+                    "" if ok else "build llama.cpp for this CPU: bash packaging/install_llama_cpp.sh .venv/bin/python")]
+    checks += [Check("gpu backend", True, line) for line in load.gpu_lines()]
     return checks
 
 

@@ -22,13 +22,17 @@ from typing import Callable, Sequence
 
 from ..errors import ModelLoadError
 from ..models.hardware import Device, Hardware, machine
+from .backend_dl import BackendLoad, borrow, ensure_loaded
 
 GGML_DEV_TYPES = {0: "CPU", 1: "GPU", 2: "iGPU", 3: "accelerator", 4: "meta"}
 
 
 def _libdir() -> Path | None:
     """llama-cpp-python's folder of shared libraries, found without importing llama_cpp
-    (importing it loads libllama)."""
+    (importing it loads libllama); LLAMA_CPP_LIB_PATH names another, as llama_cpp reads it."""
+    override = os.environ.get("LLAMA_CPP_LIB_PATH")
+    if override:
+        return Path(override) if Path(override).is_dir() else None
     try:
         spec = importlib.util.find_spec("llama_cpp")
     except (ImportError, ValueError):  # ValueError: a stubbed sys.modules entry
@@ -77,7 +81,7 @@ class _GgmlLibs:
     """The bound functions of libggml (registry, devices, abort hook) and, where this build
     has it, libggml-rpc (None: no RPC backend)."""
 
-    def __init__(self, ggml: ctypes.CDLL, rpc: ctypes.CDLL | None):
+    def __init__(self, ggml: ctypes.CDLL, rpc: ctypes.CDLL | None, base: ctypes.CDLL | None = None):
         vp, sz, cp = ctypes.c_void_p, ctypes.c_size_t, ctypes.c_char_p
         self.ggml, self.rpc = ggml, rpc
         sig = {
@@ -93,10 +97,11 @@ class _GgmlLibs:
             (ggml, "ggml_backend_reg_dev_get"): ([vp, sz], vp),
         }
         for (lib, name), (args, res) in sig.items():
-            fn = getattr(lib, name)
+            fn = borrow(lib, name, [base])  # the accessors live in ggml-base (Windows looks only there)
             fn.argtypes, fn.restype = args, res
         try:
-            ggml.ggml_set_abort_callback.argtypes, ggml.ggml_set_abort_callback.restype = [vp], vp
+            abort = borrow(ggml, "ggml_set_abort_callback", [base])
+            abort.argtypes, abort.restype = [vp], vp
             if rpc is not None:
                 rpc.ggml_backend_rpc_add_server.argtypes, rpc.ggml_backend_rpc_add_server.restype = [cp], vp
                 rpc.ggml_backend_rpc_start_server.argtypes = [cp, cp, sz, sz, ctypes.POINTER(vp)]
@@ -106,12 +111,20 @@ class _GgmlLibs:
 
 
 _libs: _GgmlLibs | None = None
+_backends: BackendLoad | None = None
+
+
+def backends() -> BackendLoad | None:
+    """How this build's backends came in: linked in, or loaded from a portable build's
+    libraries (the CPU variant chosen, GPU backends loaded or skipped); None without libggml."""
+    _ggml_libs()
+    return _backends
 
 
 def _ggml_libs() -> _GgmlLibs | None:
     """libggml (and libggml-rpc) from llama_cpp's folder, bound once; None when it cannot be
     loaded (asked again next time: a missing library is cheap to look for)."""
-    global _libs
+    global _libs, _backends
     if _libs is not None:
         return _libs
     libdir = _libdir()
@@ -121,8 +134,9 @@ def _ggml_libs() -> _GgmlLibs | None:
     ggml = _load(libdir, "ggml")
     if ggml is None:
         return None
+    _backends = ensure_loaded(ggml, libdir)  # a portable build's CPU variant and GPU backends
     try:
-        _libs = _GgmlLibs(ggml, _load(libdir, "ggml-rpc"))
+        _libs = _GgmlLibs(ggml, _load(libdir, "ggml-rpc"), _load(libdir, "ggml-base"))
     except AttributeError:  # a libggml without the registry
         return None
     return _libs

@@ -19,6 +19,7 @@ from typing import Any, Callable, Sequence
 from ..errors import Cancelled, DecodeError, ModelFileError, ModelLoadError
 from ..models.gguf_header import GGUFHeader, validate_file
 from ..models.hardware import physical_cores
+from .backend_dl import ensure_loaded
 from .fim import FimTokens, fim_tokens
 from .runtime import RuntimeParams
 
@@ -48,11 +49,13 @@ def _log_callback(level: int, text: bytes, user_data: ctypes.c_void_p) -> None:
 
 
 def ensure_backend() -> None:
-    """Initialise llama.cpp once per process, with its log routed to `log_tail`."""
+    """Initialise llama.cpp once per process, with its log routed to `log_tail`, and the
+    backends of a portable (backend-DL) build loaded into the libggml libllama uses."""
     global _backend_ready
     with _backend_lock:
         if not _backend_ready:
             llama_cpp.llama_log_set(_log_callback, ctypes.c_void_p(0))
+            ensure_loaded(llama_cpp.llama_cpp._lib, Path(llama_cpp.llama_cpp._base_path))
             llama_cpp.llama_backend_init()
             _backend_ready = True
 

@@ -43,6 +43,10 @@ def pip_args_from_env() -> list[str]:
 def _alive(pid: int) -> bool:
     if pid == os.getpid():
         return True
+    if sys.platform == "win32":  # os.kill(pid, 0) would end that process there (TerminateProcess)
+        import psutil
+
+        return psutil.pid_exists(pid)
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
