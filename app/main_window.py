@@ -389,9 +389,7 @@ class MainWindow(QMainWindow):
 
     def load_pair(self, pair_id: str, quiet: bool = False) -> bool:
         pair = self.catalog.pair(pair_id)
-        t = store.find_model(pair.target.id, self.catalog)
-        d = store.find_model(pair.draft.id, self.catalog)
-        if t is None or d is None:
+        if any(store.find_model(m.id, self.catalog) is None for m in (pair.target, pair.draft)):
             if not quiet:
                 self.show_error(f"{pair.title} is not downloaded yet (Models → Download)")
             return False
