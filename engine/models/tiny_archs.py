@@ -19,7 +19,7 @@ import numpy as np
 
 import gguf
 
-from .tiny_vocab import CHATML_TEMPLATE, Vocab, make_vocab
+from .tiny_vocab import Vocab, make_vocab, write_tokenizer
 
 ARCHS = ("qwen35", "lfm2", "gemma4", "gemma4-assistant")
 
@@ -69,16 +69,7 @@ def _ones(n: int) -> np.ndarray:
 def _tokenizer(w: gguf.GGUFWriter, vocab: Vocab, *, name: str) -> None:
     w.add_name(name)
     w.add_file_type(gguf.LlamaFileType.ALL_F32)
-    w.add_tokenizer_model("llama")
-    w.add_token_list(vocab.tokens)
-    w.add_token_scores(vocab.scores)
-    w.add_token_types(vocab.types)
-    w.add_unk_token_id(0)
-    w.add_bos_token_id(1)
-    w.add_eos_token_id(2)
-    w.add_add_bos_token(True)
-    w.add_add_eos_token(False)
-    w.add_chat_template(CHATML_TEMPLATE)
+    write_tokenizer(w, vocab)
 
 
 def _common(w: gguf.GGUFWriter, *, n_embd: int, n_layer: int, n_ff: int, n_ctx: int = 2048) -> None:

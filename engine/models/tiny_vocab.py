@@ -6,6 +6,10 @@ from __future__ import annotations
 
 import string
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # pragma: no cover
+    import gguf
 
 CHATML_TEMPLATE = (
     "{% for message in messages %}"
@@ -80,3 +84,22 @@ def make_vocab(extra_words: int = len(WORDS), size: int | None = None, fim: bool
         types += [CONTROL] * len(FIM_TOKENS)
         scores += [0.0] * len(FIM_TOKENS)
     return Vocab(tokens, scores, types)
+
+
+def write_tokenizer(w: "gguf.GGUFWriter", vocab: Vocab, chat_template: str | None = CHATML_TEMPLATE) -> None:
+    """The vocabulary as llama.cpp reads it (SPM model, BOS added), with the FIM token ids it
+    holds and the chat template, into a GGUF being written."""
+    w.add_tokenizer_model("llama")
+    w.add_token_list(vocab.tokens)
+    w.add_token_scores(vocab.scores)
+    w.add_token_types(vocab.types)
+    w.add_unk_token_id(0)
+    w.add_bos_token_id(1)
+    w.add_eos_token_id(2)
+    w.add_add_bos_token(True)
+    w.add_add_eos_token(False)
+    for key, text in FIM_TOKENS.items():
+        if text in vocab.tokens:
+            w.add_uint32(f"tokenizer.ggml.{key}_token_id", vocab.id(text))
+    if chat_template:
+        w.add_chat_template(chat_template)

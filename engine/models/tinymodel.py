@@ -19,7 +19,8 @@ import numpy as np
 
 import gguf
 
-from .tiny_vocab import BYTE, CHATML_TEMPLATE, CONTROL, FIM_TOKENS, NORMAL, UNKNOWN, WORDS, Vocab, make_vocab
+from .tiny_vocab import (BYTE, CHATML_TEMPLATE, CONTROL, FIM_TOKENS, NORMAL, UNKNOWN, WORDS, Vocab, make_vocab,
+                         write_tokenizer)
 
 __all__ = ["BYTE", "CHATML_TEMPLATE", "CONTROL", "FIM_TOKENS", "NORMAL", "UNKNOWN", "WORDS", "Vocab", "chain_through",
            "make_vocab", "respelled_vocab", "write_model"]
@@ -129,20 +130,7 @@ def _add_metadata(w: gguf.GGUFWriter, vocab: Vocab, *, name: str, n_ctx: int, n_
     w.add_rope_dimension_count(head_dim)
     w.add_layer_norm_rms_eps(1e-5)
     w.add_file_type(gguf.LlamaFileType.ALL_F32 if dtype == np.float32 else gguf.LlamaFileType.MOSTLY_F16)
-    w.add_tokenizer_model("llama")
-    w.add_token_list(vocab.tokens)
-    w.add_token_scores(vocab.scores)
-    w.add_token_types(vocab.types)
-    w.add_unk_token_id(0)
-    w.add_bos_token_id(1)
-    w.add_eos_token_id(2)
-    w.add_add_bos_token(True)
-    w.add_add_eos_token(False)
-    for key, text in FIM_TOKENS.items():
-        if text in vocab.tokens:
-            w.add_uint32(f"tokenizer.ggml.{key}_token_id", vocab.id(text))
-    if chat_template:
-        w.add_chat_template(chat_template)
+    write_tokenizer(w, vocab, chat_template)
 
 
 def chain_through(ids: list[int]) -> dict[int, int]:

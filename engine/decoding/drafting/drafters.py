@@ -150,13 +150,18 @@ class ModelDrafter(Drafter):
             pass
         row = logits[0]
         ctx.mark()  # a recurrent draft comes back here next step (a no-op for a plain KV cache)
+        self._draft_under(rules, row, context, k, sampler, out)
+        return out
+
+    def _draft_under(self, rules: DraftContext, row: np.ndarray, context: Sequence[int], k: int, sampler: Sampler,
+                     out: Proposal) -> None:
+        """`_draft` within a clone of the step's grammar (the committed state is the verifier's)."""
         grammar = rules.grammar.clone() if rules.grammar is not None else None
         try:
             self._draft(row, context, k, sampler, out, grammar, rules)
         finally:
             if grammar is not None:
                 grammar.close()
-        return out
 
     def _draft(self, row: np.ndarray, context: Sequence[int], k: int, sampler: Sampler, out: Proposal,
                grammar: GrammarState | None, rules: DraftContext) -> None:

@@ -69,13 +69,9 @@ class MTPDrafter(ModelDrafter):
         if k <= 0 or not context or head is None:
             return out
         row = head.sync(context)  # positions up to the last token, then its prediction
-        grammar = rules.grammar.clone() if rules.grammar is not None else None
         try:
-            self._draft(row, context, k, sampler, out, grammar, rules)
-        finally:
-            if grammar is not None:
-                grammar.close()
-            # Drafted positions paired the head's own hidden states: the target's replace them.
+            self._draft_under(rules, row, context, k, sampler, out)
+        finally:  # drafted positions paired the head's own hidden states: the target's replace them
             head.truncate(len(context))
         return out
 
