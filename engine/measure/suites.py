@@ -108,7 +108,10 @@ def load_suite(name_or_path: str) -> Suite:
         if not isinstance(obj, dict):
             raise BenchError(f"{where}: needs 'prompt', 'messages' or 'requests'")
         if "requests" in obj:
-            prompts += _run_of_requests(obj, where, f"r{i + 1}")
+            run = _run_of_requests(obj, where, f"r{i + 1}")
+            if any(q.run == run[0].run for q in prompts):
+                raise BenchError(f"{where}: a second run with the id {run[0].run!r}")
+            prompts += run
         else:
             prompts.append(_request(obj, where, f"p{i + 1}"))
     if not prompts:
@@ -165,9 +168,10 @@ def fitting_prompts(engine: Any, work: list[tuple[Suite, BenchPrompt]]) -> tuple
             if prompt.run is not None:
                 cut.add((suite.name, prompt.run))
     # A run is measured whole or not at all: without one request, the next would learn less.
-    for suite, prompt in [w for w in keep if w[1].run is not None and (w[0].name, w[1].run) in cut]:
-        keep.remove((suite, prompt))
-        skipped.append({"suite": suite.name, "prompt": prompt.id, "reason": f"another request of run {prompt.run} does not fit"})
+    partial = [w for w in keep if w[1].run is not None and (w[0].name, w[1].run) in cut]
+    keep = [w for w in keep if w not in partial]
+    skipped += [{"suite": suite.name, "prompt": prompt.id, "reason": f"another request of run {prompt.run} does not fit"}
+                for suite, prompt in partial]
     if work and not keep:
         raise BenchError(f"no prompt of these suites fits the context of {engine.n_ctx} tokens "
                          f"({skipped[0]['reason']}): raise --ctx")

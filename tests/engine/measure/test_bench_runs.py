@@ -27,6 +27,9 @@ def test_a_suite_of_runs_loads_in_order(tmp_path):
     assert [[p.id for p in g] for g in s.runs()] == [["loop/1", "loop/2"], ["solo"]]
     assert [[p.id for p in g] for g in s.runs(limit=1)] == [["loop/1", "loop/2"]]
     assert not load_suite("chat").multi_request
+    f.write_text(json.dumps({"id": "x", "requests": [{"prompt": "a"}]}) + "\n" + json.dumps({"id": "x", "requests": [{"prompt": "b"}]}) + "\n")
+    with pytest.raises(BenchError, match=":2: a second run with the id 'x'"):
+        load_suite(str(f))
     for bad, why in (({"requests": []}, "'requests' must be a non-empty list"),
                      ({"requests": [{"nope": 1}]}, "request 1: needs 'prompt' or 'messages'"),
                      ({"requests": ["text"]}, "request 1: a request must be an object"),
