@@ -34,7 +34,7 @@ class BenchView(QWidget):
         self.worker: workers.BenchWorker | None = None
         self.result: bench.BenchResult | None = None
         self._token_s: tuple[float, str] | None = None  # seconds per target token, and its basis
-        self._prompt_counts: dict[str, int] = {}
+        self._run_sizes: dict[str, list[int]] = {}  # requests per run (1 for a lone prompt), per suite
         self._build()
         session.busyChanged.connect(self._sync)
         session.pairChanged.connect(self._pair_changed)
@@ -103,6 +103,7 @@ class BenchView(QWidget):
         self.limit.setRange(0, 100)
         self.limit.setValue(3)
         self.limit.setSpecialValueText("all")
+        self.limit.setToolTip("How many prompts of each suite to run; in a suite of runs of several requests, how many runs (each sent whole)")
         form.addRow("Prompts per suite", self.limit)
         self.max_tokens = QSpinBox()
         self.max_tokens.setRange(8, 4096)
@@ -376,16 +377,17 @@ class BenchView(QWidget):
                 self._token_s = None
         self.update_estimate()
 
-    def _count_prompts(self, name: str) -> int:
-        if name not in self._prompt_counts:
-            self._prompt_counts[name] = len(bench_suites.load_suite(name).prompts)
-        return self._prompt_counts[name]
+    def _count_prompts(self, name: str, limit: int | None) -> int:
+        """Requests the bench will send for a suite: the limit counts runs (a lone prompt is one)."""
+        if name not in self._run_sizes:
+            self._run_sizes[name] = [len(g) for g in bench_suites.load_suite(name).runs()]
+        return sum(self._run_sizes[name][:limit] if limit else self._run_sizes[name])
 
     def update_estimate(self) -> None:
         """"about 126 generations (+7 warm-up), ~15 min on this machine" for the current choices."""
         try:
             limit = self.limit.value() or None
-            n = sum(min(self._count_prompts(s), limit or 10**9) for s in self.selected_suites())
+            n = sum(self._count_prompts(s, limit) for s in self.selected_suites())
             sweep = [int(x) for x in self.sweep.text().replace(" ", "").split(",") if x]
             pair = self.session.pair
             draft = pair.draft if pair is not None else "draft.gguf"  # no pair yet: assume a draft model

@@ -223,6 +223,16 @@ class Engine(BaseEngine):
             self._decoders[key] = dec
             return dec
 
+    def release(self, draft_model: DraftSpec) -> None:
+        """Close and forget one draft choice's decoder (its own target context): a drafter
+        made for one task, like the bench's, is not kept for the engine's life."""
+        key = DraftChoice.parse(draft_model).key
+        with self._lock:
+            dec = self._decoders.pop(key, None)
+            self._costs.pop(key, None)
+        if dec is not None:
+            dec.close()
+
     def draft_history_path(self) -> Path:
         """The file the suffix drafter keeps this target's past answers in (token ids)."""
         return paths.draft_history(calibration.file_id(self.target.path))

@@ -17,6 +17,9 @@ from typing import Any, Callable, Sequence
 
 from ..errors import Cancelled
 from ..decoding.drafting.cost_model import CostModel
+from .bench_history import BenchHistories, run_groups
+from .bench_requests import by_request
+from .bench_pace import Estimate, estimate, record_pace, target_token_seconds  # noqa: F401 (the bench's API)
 from .suites import BenchError, BenchPrompt, Suite, fitting_prompts
 
 # -- configurations -------------------------------------------------------------------------
@@ -42,8 +45,6 @@ def plan_configs(draft: Any, modes: Sequence[str] = MODES, sweep: Sequence[int] 
         raise BenchError(f"unknown mode(s) {bad}; choose from {', '.join(MODES)}")
     from ..decoding.drafting.choice import DraftChoice, DraftKind
 
-    if draft is not None and DraftChoice.parse(draft).kind is DraftKind.SUFFIX:
-        raise BenchError("the bench does not run the suffix draft yet: it learns from earlier answers, so a suite's repetitions would be drafted from their own earlier runs")
     keyword = DraftChoice.parse(draft).keyword if draft is not None else None  # "lookup", "mtp": no file
     is_lookup = keyword == DraftKind.LOOKUP.value
     out = [Config("target", "target", None, 0)]
@@ -56,70 +57,6 @@ def plan_configs(draft: Any, modes: Sequence[str] = MODES, sweep: Sequence[int] 
     if "lookup" in modes and not is_lookup:
         out.append(Config("lookup", "lookup", "lookup", "auto"))
     return out
-
-
-# -- how long a run will take ---------------------------------------------------------------
-@dataclass(frozen=True)
-class Estimate:
-    """What a benchmark will cost before it starts: generations and, given a speed, time."""
-
-    generations: int  # measured runs: prompts x configurations x repetitions
-    warmup: int  # one warm-up generation per configuration
-    seconds: float | None  # None when no speed is known
-    basis: str  # where the speed came from, in words
-
-    def text(self) -> str:
-        """"about 126 generations (+7 warm-up), ~13 min on this machine"."""
-        head = f"about {self.generations} generation{'' if self.generations == 1 else 's'}" + (f" (+{self.warmup} warm-up)" if self.warmup else "")
-        if self.seconds is None:
-            return head
-        m = self.seconds / 60
-        when = f"~{self.seconds:.0f} s" if self.seconds < 90 else (f"~{m:.0f} min" if m < 90 else f"~{m / 60:.1f} h")
-        return f"{head}, {when} on this machine"
-
-
-def estimate(n_prompts: int, configs: Sequence[Config], *, repeat: int, max_tokens: int,
-             token_s: float | None, basis: str = "", warmup: bool = True) -> Estimate:
-    """Every generation at target-alone speed for the full `max_tokens` (the configurations
-    that win are faster, the ones that lose are slower; runs that stop early take less)."""
-    runs = n_prompts * len(configs) * repeat
-    warm = len(configs) if warmup and n_prompts else 0
-    seconds = (runs + warm) * max_tokens * token_s if token_s else None
-    return Estimate(runs, warm, seconds, basis)
-
-
-def _pace_key(engine: Any) -> str:
-    return engine.calibration_key() + "|bench"  # beside Auto's costs for the same model and machine
-
-
-def target_token_seconds(engine: Any) -> tuple[float, str] | None:
-    """Seconds per generation token for a loaded engine, best source first: the pace of the
-    last benchmark of this model on this machine (prefill, drafting and checks included),
-    Auto's calibrated cost model (target alone), else the hardware bandwidth estimate."""
-    from ..llamacpp import ggml_devices
-    from ..models import calibration, hardware
-
-    vk = engine.calibration_key()  # the key Auto persists its measurements under
-    pace = (calibration.load(_pace_key(engine)) or {}).get("s_per_token")
-    if isinstance(pace, (int, float)) and pace > 0:
-        return float(pace), "the pace of your last benchmark of this model here"
-    t1 = ((calibration.load(vk) or {}).get("verify_s") or {}).get("1")
-    if isinstance(t1, (int, float)) and t1 > 0:
-        return float(t1), "calibrated cost model, target alone: speculative modes that lose here take longer"
-    try:
-        size = Path(engine.target.path).stat().st_size
-    except OSError:
-        return None
-    bw = hardware.ram_bandwidth(ggml_devices.probe())
-    return 1.0 / hardware.expected_tok_s(size, bw), f"uncalibrated: hardware bandwidth estimate ({bw.basis})"
-
-
-def record_pace(engine: Any, seconds: float, generations: int, max_tokens: int) -> None:
-    """Keep what a benchmark really took per token of its budget, for the next estimate."""
-    from ..models import calibration
-
-    if generations > 0 and max_tokens > 0 and seconds > 0:
-        calibration.save({_pace_key(engine): {"s_per_token": seconds / (generations * max_tokens)}})
 
 
 # -- runs -----------------------------------------------------------------------------------
@@ -153,6 +90,9 @@ class Run:
     divergence_bug: bool = False
     wall_s: float = 0.0  # prompt in, last token out (what the user waited)
     calibration_s: float = 0.0
+    run_id: str | None = None  # the run of several requests this one belongs to
+    request: int = 1  # its place in that run, from 1
+    accepted_by: dict[str, int] = field(default_factory=dict)  # accepted draft tokens per drafter that proposed them
 
 
 @dataclass
@@ -183,6 +123,7 @@ class Row:
     bugs: int  # divergences where the target's margin was not a near-tie
     speedup_by_rep: list[float] = field(default_factory=list)  # median decode ratio of each repetition
     network_ms_per_token: float | None = None  # RPC: network time per generated token, where known
+    accepted_by: dict[str, int] = field(default_factory=dict)  # accepted draft tokens per source, all runs
 
     def speedup_verdict(self) -> tuple[str | None, str]:
         """("gain" | "loss" | None, why): a gain or loss only when every repetition's median
@@ -207,6 +148,7 @@ class BenchResult:
     rows: list[Row]
     meta: dict[str, Any]
     cost: dict[str, Any]
+    by_request: list[Any] = field(default_factory=list)  # runs of several requests: bench_requests.RequestRow
 
 
 ProgressCb = Callable[[int, int, str], None]
@@ -225,6 +167,7 @@ class _Plan:
     repeat: int
     progress: ProgressCb | None
     cancel: threading.Event | None
+    histories: BenchHistories
     done: int = 0
 
     def tick(self, label: str) -> None:
@@ -245,7 +188,8 @@ class _Plan:
         # Auto with one draft) would otherwise reuse the prompt the one before them read,
         # and their wall-clock would beat target alone by a prefill they never paid.
         self.engine.forget_prompts()
-        req = GenerationRequest.from_options(prompt.prompt, draft_model=cfg.draft, lookahead=cfg.lookahead,
+        draft = self.histories.draft_for(cfg.name, cfg.draft)
+        req = GenerationRequest.from_options(prompt.prompt, draft_model=draft, lookahead=cfg.lookahead,
                                              max_tokens=self.max_tokens, temperature=self.temperature, seed=seed,
                                              chat=prompt.chat, tag="bench")
         steps: list[StepEvent] = []
@@ -267,7 +211,8 @@ class _Plan:
             st.steps, st.drafted, st.accepted, st.finish_reason, ev.text, list(ev.tokens),
             [x.k for x in steps], [x.drafted for x in steps], [x.accepted for x in steps],
             [round(x.draft_ms, 3) for x in steps], [round(x.verify_ms, 3) for x in steps],
-            wall_s=st.wall_s, calibration_s=st.calibration_s,
+            wall_s=st.wall_s, calibration_s=st.calibration_s, run_id=prompt.run, request=prompt.request,
+            accepted_by=dict(st.accepted_by),
         )
 
     def compare(self, prompt: BenchPrompt, reference: Run, run: Run) -> None:
@@ -314,24 +259,32 @@ def run_bench(
     check_quality: bool = True,
 ) -> BenchResult:
     """Run every prompt in every configuration; repetitions outermost, configurations
-    interleaved per prompt, so machine drift affects all configurations alike."""
+    interleaved per prompt, so machine drift affects all configurations alike. The requests
+    of a run go in order; the suffix draft's memory of past answers starts empty at each
+    repetition of a run, for each configuration apart (bench_history.py)."""
     if not configs or configs[0].mode != "target":
         raise BenchError("the first configuration must be target alone (the reference)")
     if repeat < 1:
         raise BenchError("repeat must be >= 1")
-    work, skipped = fitting_prompts(engine, [(s, p) for s in suites for p in (s.prompts[:limit] if limit else s.prompts)])
+    work, skipped = fitting_prompts(engine, [(s, p) for s in suites for group in s.runs(limit) for p in group])
     total = len(work) * len(configs) * repeat + (len(configs) if warmup else 0)
-    plan = _Plan(engine, configs, max_tokens, temperature, check_quality, total, repeat, progress, cancel)
+    histories = BenchHistories(engine)
+    plan = _Plan(engine, configs, max_tokens, temperature, check_quality, total, repeat, progress, cancel, histories)
     t_start = time.time()
-    if warmup and work:
-        for cfg in configs:
-            plan.check()
-            plan.generate(work[0][1], cfg, seed)  # loads models, fills caches, calibrates Auto
-            plan.tick(f"warm-up {cfg.name}")
     runs: list[Run] = []
-    for rep in range(repeat):
-        for suite, prompt in work:
-            runs += plan.prompt_in_every_config(suite, prompt, rep, seed + rep)
+    try:
+        if warmup and work:
+            for cfg in configs:
+                plan.check()
+                plan.generate(work[0][1], cfg, seed)  # loads models, fills caches, calibrates Auto
+                plan.tick(f"warm-up {cfg.name}")
+        for rep in range(repeat):
+            for group in run_groups(work):
+                histories.start_run()
+                for suite, prompt in group:
+                    runs += plan.prompt_in_every_config(suite, prompt, rep, seed + rep)
+    finally:
+        histories.close()
     seconds = time.time() - t_start
     if engine.calibration:
         record_pace(engine, seconds, total, max_tokens)
@@ -341,7 +294,7 @@ def run_bench(
     meta = _meta(engine, suites, configs, repeat=repeat, max_tokens=max_tokens, temperature=temperature,
                  t_start=t_start, seconds=seconds)
     meta["skipped"] = skipped
-    return BenchResult(runs, summarize(runs, cost), meta, cost)
+    return BenchResult(runs, summarize(runs, cost), meta, cost, by_request(runs))
 
 
 def _meta(engine: Any, suites: Sequence[Suite], configs: Sequence[Config], *, repeat: int, max_tokens: int,
@@ -399,6 +352,22 @@ def alpha_of(runs: Sequence[Run]) -> float:
     return acc / (acc + rej) if acc + rej else 0.0
 
 
+def draft_kind(config: str, mode: str) -> str:
+    """Whose draft cost a configuration pays: "lookup", "suffix" (no model) or "model"."""
+    if mode == "lookup" or config.startswith("lookup"):
+        return "lookup"
+    return "suffix" if config.startswith("suffix") else "model"
+
+
+def accepted_sources(runs: Sequence[Run]) -> dict[str, int]:
+    """Accepted draft tokens per source over these runs, most first."""
+    total: dict[str, int] = {}
+    for r in runs:
+        for src, n in r.accepted_by.items():
+            total[src] = total.get(src, 0) + n
+    return dict(sorted(total.items(), key=lambda kv: -kv[1]))
+
+
 def measured_costs(runs: Sequence[Run]) -> dict[str, Any]:
     """Verify time per batch size (ms, medians) and draft time per token by drafter."""
     by_n: dict[int, list[float]] = {}
@@ -407,7 +376,7 @@ def measured_costs(runs: Sequence[Run]) -> dict[str, Any]:
         for d, v, dm in zip(r.step_drafted, r.step_verify_ms, r.step_draft_ms):
             by_n.setdefault(d + 1, []).append(v)
             if d > 0:
-                kind = "lookup" if r.mode == "lookup" or str(r.config).startswith("lookup") else "model"
+                kind = draft_kind(r.config, r.mode)
                 draft.setdefault(kind, []).append(dm / d)
     return {
         "verify_ms": {n: _median(v) for n, v in sorted(by_n.items())},
@@ -471,7 +440,7 @@ def summarize(runs: Sequence[Run], cost: dict[str, Any] | None = None) -> list[R
                  for r in rs if (r.suite, r.prompt_id, r.rep) in ref and r.wall_s > 0]
         a = alpha_of(rs)
         first = rs[0]
-        kind = "lookup" if first.mode == "lookup" or config.startswith("lookup") else "model"
+        kind = draft_kind(config, first.mode)
         if first.mode == "target":
             pred: float | None = 1.0
         elif isinstance(first.lookahead, int):
@@ -495,5 +464,6 @@ def summarize(runs: Sequence[Run], cost: dict[str, Any] | None = None) -> list[R
             sum(1 for r in compared if r.identical), len(compared), sum(1 for r in rs if r.divergence_bug),
             [_median(v) for _, v in sorted(by_rep.items())],
             _median_or_none([network_per_token(r, cost.get("network_ms") or {}) for r in rs]),
+            accepted_sources(rs),
         ))
     return rows

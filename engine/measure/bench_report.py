@@ -10,7 +10,8 @@ from pathlib import Path
 
 from ..decoding.drafting.cost_model import expected_tokens
 from ..decoding.drafting.lookahead import MAX_LOOKAHEAD
-from .bench import BenchResult, predicted_speedup
+from .bench import BenchResult, draft_kind, predicted_speedup
+from .bench_requests import requests_markdown, sources_text
 from .suites import HELDOUT, suite_set
 
 
@@ -28,7 +29,7 @@ def cost_model_report(result: BenchResult) -> str:
     for row in result.rows:
         if row.mode == "target":
             continue
-        kind = "lookup" if row.mode == "lookup" or row.config.startswith("lookup") else "model"
+        kind = draft_kind(row.config, row.mode)
         best_k, best_s = 0, 1.0
         for k in range(1, MAX_LOOKAHEAD + 1):
             s = predicted_speedup(c, k, row.alpha, kind)
@@ -64,7 +65,8 @@ def write_reports(result: BenchResult, out: str | Path) -> list[Path]:
             w.writerow(asdict(row))
     files.append(p)
     p = out / "results.json"
-    p.write_text(json.dumps({"meta": result.meta, "cost": result.cost, "rows": [asdict(r) for r in result.rows]}, indent=1))
+    p.write_text(json.dumps({"meta": result.meta, "cost": result.cost, "rows": [asdict(r) for r in result.rows],
+                             "by_request": [asdict(r) for r in result.by_request]}, indent=1))
     files.append(p)
     p = out / "summary.md"
     p.write_text(summary_markdown(result), encoding="utf-8")
@@ -110,6 +112,8 @@ def summary_markdown(result: BenchResult) -> str:
                 f"| {r.speedup_median:.2f}x ({r.speedup_min:.2f}–{r.speedup_max:.2f}) | {r.tok_s_median:.1f} "
                 f"| {pred} | {r.acceptance_median:.0%} | {r.tokens_per_step_median:.2f} | {r.ttft_median:.2f} | {ident} |"
             )
+    lines += requests_markdown(result.by_request)
+    lines += sources_markdown(result)
     if m.get("skipped"):
         lines += ["", "## Skipped prompts", "", "These prompts do not fit the context and were not run:", ""]
         lines += [f"- {x['suite']}/{x['prompt']}: {x['reason']}" for x in m["skipped"]]
@@ -129,6 +133,16 @@ def summary_markdown(result: BenchResult) -> str:
         lines += ["", *network_markdown(result)]
     lines += ["", "## Cost model", "", "```", cost_model_report(result), "```", ""]
     return "\n".join(lines)
+
+
+def sources_markdown(result: BenchResult) -> list[str]:
+    """Which drafter supplied the accepted tokens, per suite and configuration: shown when a
+    configuration drew on more than one (the suffix draft: this request, past answers, lookup)."""
+    if not any(len(r.accepted_by) > 1 for r in result.rows):
+        return []
+    lines = ["", "### Who drafted the accepted tokens", "", "| suite | config | accepted from |", "|---|---|---|"]
+    lines += [f"| {r.suite} | {r.config} | {sources_text(r.accepted_by)} |" for r in result.rows if r.accepted_by]
+    return lines
 
 
 def network_markdown(result: BenchResult) -> list[str]:

@@ -1,5 +1,10 @@
 """Prompt suites for the benchmark: the tuning suites in assets/suites/ and the held-out
-ones in assets/suites/heldout/ (never used to tune anything; reported apart), or a file."""
+ones in assets/suites/heldout/ (never used to tune anything; reported apart), or a file.
+
+A suite line is one request, or a *run* of several requests sent in order on one engine
+(`{"id", "requests": [...]}`): an agent's tool-call loop, one extraction after another, this
+week's report after last week's. A drafter that learns from earlier answers (suffix) carries
+what it learnt from one request of a run to the next."""
 
 from __future__ import annotations
 
@@ -23,12 +28,29 @@ class BenchPrompt:
     id: str
     prompt: Any  # str, or a list of chat messages
     chat: bool = True
+    run: str | None = None  # the run of several requests this one belongs to; None: a run of its own
+    request: int = 1  # its place in that run, from 1
 
 
 @dataclass
 class Suite:
     name: str
-    prompts: list[BenchPrompt]
+    prompts: list[BenchPrompt]  # every request, runs in order
+
+    @property
+    def multi_request(self) -> bool:
+        """True when the suite's items are runs of several requests."""
+        return any(p.run is not None for p in self.prompts)
+
+    def runs(self, limit: int | None = None) -> list[list[BenchPrompt]]:
+        """The requests grouped by run, in order (a lone prompt is a run of one); `limit`: the first runs."""
+        groups: list[list[BenchPrompt]] = []
+        for p in self.prompts:
+            if p.run is not None and groups and groups[-1][0].run == p.run:
+                groups[-1].append(p)
+            else:
+                groups.append([p])
+        return groups[:limit] if limit else groups
 
 
 HELDOUT = "heldout"  # assets/suites/heldout/: never used to tune anything; reported apart
@@ -54,7 +76,8 @@ def suite_set(name: str) -> str:
 
 def load_suite(name_or_path: str) -> Suite:
     """A built-in suite by name, or a file: one prompt per line (.txt), or JSON lines with
-    {"prompt": ...} or {"messages": [...]} (optional "id", "chat")."""
+    {"prompt": ...} or {"messages": [...]} (optional "id", "chat"), or runs of several
+    requests, {"id": ..., "requests": [{"prompt" or "messages": ...}, ...]}."""
     p = Path(name_or_path)
     name = p.stem
     builtin = SUITES_DIR / f"{name_or_path}.jsonl"
@@ -74,25 +97,53 @@ def load_suite(name_or_path: str) -> Suite:
     for i, line in enumerate(text.splitlines()):
         if not line.strip():
             continue
-        if is_json:
-            try:
-                obj = json.loads(line)
-            except ValueError as e:
-                raise BenchError(f"{p}:{i + 1}: not valid JSON ({e})") from None
-            if "messages" in obj:
-                msgs = obj["messages"]
-                if not isinstance(msgs, list) or not all(isinstance(m, dict) and "role" in m and "content" in m for m in msgs):
-                    raise BenchError(f"{p}:{i + 1}: 'messages' must be a list of {{role, content}}")
-                prompts.append(BenchPrompt(str(obj.get("id", f"p{i + 1}")), msgs, True))
-            elif "prompt" in obj:
-                prompts.append(BenchPrompt(str(obj.get("id", f"p{i + 1}")), str(obj["prompt"]), bool(obj.get("chat", True))))
-            else:
-                raise BenchError(f"{p}:{i + 1}: needs 'prompt' or 'messages'")
-        else:
+        if not is_json:
             prompts.append(BenchPrompt(f"p{i + 1}", line.strip(), True))
+            continue
+        where = f"{p}:{i + 1}"
+        try:
+            obj = json.loads(line)
+        except ValueError as e:
+            raise BenchError(f"{where}: not valid JSON ({e})") from None
+        if not isinstance(obj, dict):
+            raise BenchError(f"{where}: needs 'prompt', 'messages' or 'requests'")
+        if "requests" in obj:
+            run = _run_of_requests(obj, where, f"r{i + 1}")
+            if any(q.run == run[0].run for q in prompts):
+                raise BenchError(f"{where}: a second run with the id {run[0].run!r}")
+            prompts += run
+        else:
+            prompts.append(_request(obj, where, f"p{i + 1}"))
     if not prompts:
         raise BenchError(f"{p}: the suite has no prompts")
     return Suite(name, prompts)
+
+
+def _request(obj: Any, where: str, default_id: str) -> BenchPrompt:
+    """One request: {"prompt": text, "chat"?} or {"messages": [{role, content}, ...]}, optional "id"."""
+    if not isinstance(obj, dict):
+        raise BenchError(f"{where}: a request must be an object with 'prompt' or 'messages'")
+    if "messages" in obj:
+        msgs = obj["messages"]
+        if not isinstance(msgs, list) or not all(isinstance(m, dict) and "role" in m and "content" in m for m in msgs):
+            raise BenchError(f"{where}: 'messages' must be a list of {{role, content}}")
+        return BenchPrompt(str(obj.get("id", default_id)), msgs, True)
+    if "prompt" in obj:
+        return BenchPrompt(str(obj.get("id", default_id)), str(obj["prompt"]), bool(obj.get("chat", True)))
+    raise BenchError(f"{where}: needs 'prompt' or 'messages'")
+
+
+def _run_of_requests(obj: dict, where: str, default_id: str) -> list[BenchPrompt]:
+    """{"id", "requests": [request, ...]}: the requests of one run, ids "RUN/1", "RUN/2", ..."""
+    reqs = obj["requests"]
+    if not isinstance(reqs, list) or not reqs:
+        raise BenchError(f"{where}: 'requests' must be a non-empty list of requests")
+    run = str(obj.get("id", default_id))
+    out = []
+    for j, r in enumerate(reqs):
+        out.append(_request(r, f"{where}: request {j + 1}", ""))
+        out[-1].id, out[-1].run, out[-1].request = f"{run}/{j + 1}", run, j + 1
+    return out
 
 
 def fitting_prompts(engine: Any, work: list[tuple[Suite, BenchPrompt]]) -> tuple[list[tuple[Suite, BenchPrompt]], list[dict]]:
@@ -102,6 +153,7 @@ def fitting_prompts(engine: Any, work: list[tuple[Suite, BenchPrompt]]) -> tuple
     from ..errors import PromptTooLong
 
     keep, skipped = [], []
+    cut: set[tuple[str, str]] = set()  # runs with a request that does not fit
     for suite, prompt in work:
         try:
             n = len(engine.tokens_for(prompt.prompt, chat=prompt.chat, limit=engine.n_ctx))
@@ -113,6 +165,13 @@ def fitting_prompts(engine: Any, work: list[tuple[Suite, BenchPrompt]]) -> tuple
             keep.append((suite, prompt))
         else:
             skipped.append({"suite": suite.name, "prompt": prompt.id, "reason": reason})
+            if prompt.run is not None:
+                cut.add((suite.name, prompt.run))
+    # A run is measured whole or not at all: without one request, the next would learn less.
+    partial = [w for w in keep if w[1].run is not None and (w[0].name, w[1].run) in cut]
+    keep = [w for w in keep if w not in partial]
+    skipped += [{"suite": suite.name, "prompt": prompt.id, "reason": f"another request of run {prompt.run} does not fit"}
+                for suite, prompt in partial]
     if work and not keep:
         raise BenchError(f"no prompt of these suites fits the context of {engine.n_ctx} tokens "
                          f"({skipped[0]['reason']}): raise --ctx")

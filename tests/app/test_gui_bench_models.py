@@ -94,6 +94,13 @@ def test_estimate_before_a_run_follows_the_settings(qtbot, session, tiny_target)
     assert view.estimate_label.text().startswith("About 54 generations (+3 warm-up), ~")
     assert view.estimate_label.text().endswith(" on this machine.")
     assert "from uncalibrated: hardware bandwidth estimate" in view.estimate_label.toolTip()
+    # A suite of runs of several requests: the limit counts runs, each sent whole (agent_runs' first has 6).
+    for i in range(view.suites.count()):
+        it = view.suites.item(i)
+        it.setCheckState(Qt.CheckState.Checked if it.data(Qt.ItemDataRole.UserRole) == "agent_runs" else Qt.CheckState.Unchecked)
+    view.limit.setValue(1)
+    view.repeat.setValue(2)
+    assert view.estimate_label.text().startswith("About 36 generations (+3 warm-up)")  # 6 requests x 3 configurations x 2
 
 
 # -- Bench: reading the results -----------------------------------------------------------------

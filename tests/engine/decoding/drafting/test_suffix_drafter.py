@@ -224,9 +224,9 @@ def test_cli_learns_answers_unless_told_not_to(tiny_target, capsys):
     assert "TARGET + SUFFIX" in out and "drafted by   : " in out and "accepted tokens" in out  # who drafted what
 
 
-def test_the_bench_refuses_the_suffix_draft_in_one_line():
+def test_the_bench_plans_the_suffix_draft_beside_lookup():
+    """The bench runs the suffix draft (each run of requests with its own memory, from empty:
+    tests/engine/measure/test_bench_runs.py) and compares it with prompt lookup."""
     from engine.measure.bench import plan_configs
-    from engine.measure.suites import BenchError
 
-    with pytest.raises(BenchError, match="learns from earlier answers"):
-        plan_configs("suffix")
+    assert [c.name for c in plan_configs("suffix", sweep=(4,))] == ["target", "suffix k=4", "suffix auto", "lookup"]
