@@ -59,6 +59,7 @@ def test_a_gpu_machine_is_offered_the_pair_that_pays_there_labelled_as_a_predict
 
     devs = [Device("CPU", "cpu", "CPU", "CPU", 32 * GB, 32 * GB), Device("CUDA0", "RTX", "GPU", "CUDA", 24 * GB, 24 * GB)]
     monkeypatch.setattr(ggml_devices, "probe", lambda: Hardware(64 * GB, 32 * GB, 8, 8, devs))
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub"))  # a first run: no pair downloaded here
     w = _make_window(qtbot, tmp_path, monkeypatch)
     text = w.welcome.text.text()
     assert not w.welcome.isHidden() and "GB download, fits on GPU" in text
