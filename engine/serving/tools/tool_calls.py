@@ -54,6 +54,8 @@ _FENCE_PARTIAL = re.compile(r"```([A-Za-z_]*)([ \t]*)\Z")
 _MISTRAL_NAME = re.compile(r"([A-Za-z0-9_.\-]+)(?:\[CALL_ID\][A-Za-z0-9_\-]*)?\[ARGS\]")
 _MISTRAL_PARTIAL = re.compile(r"[A-Za-z0-9_.\-\[\]]{0,200}\Z")
 _CALL_KEYS = ("name", "type", "function")
+# What a call object may hold besides its name: more (a "response", a "result") is not a call.
+_CALL_FIELDS = {"name", "arguments", "parameters", "id", "type"}
 _KEY_END = re.compile(r'\{\s*"(?:name|type|function)"\s*:')
 _NAME_FIRST = re.compile(r'\{\s*"name"\s*:\s*("(?:[^"\\]|\\.)*")')
 _LIST_HEAD = re.compile(r"\[\s*(?=\{)")
@@ -205,6 +207,8 @@ def _call(obj: Any, offered: Offered) -> ToolCall | None:
     if isinstance(obj, dict) and isinstance(obj.get("function"), dict) and "name" not in obj:
         obj = obj["function"]  # OpenAI's own shape
     if not isinstance(obj, dict) or not isinstance(obj.get("name"), str):
+        return None
+    if set(obj) - _CALL_FIELDS:  # e.g. a call echoed with its "response": a report, not a new call
         return None
     args = obj.get("arguments", obj.get("parameters", {}))
     if isinstance(args, str):

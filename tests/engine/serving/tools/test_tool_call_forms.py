@@ -105,6 +105,10 @@ TEXT = [
     "a < b and c > d; see [the docs](https://x) and {braces} and `code`",
     "<tool_call>nah uhg</tool_call>",
     "[1, 2, 3]", '{"answer": 42}', "", "  \n",
+    # Qwen2.5-Coder 1.5B after a tool result: the call echoed with its result, in its template's
+    # own double braces. A report of a call already made, not a new one.
+    '{{"name": "get_weather", "arguments": {"location": "Paris"}, "response": {"temperature_c": 18}}}',
+    '{"name": "get_weather", "arguments": {"location": "Paris"}, "result": "18 C"}',
 ]
 
 
