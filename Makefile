@@ -1,14 +1,15 @@
-.PHONY: run test package package-portable deb release-check
+.PHONY: run test package package-host deb release-check
 run:
 	bash packaging/run.sh
 test:
 	bash packaging/test.sh
-package:
+# a quick bundle of the dev venv's llama.cpp, built for this machine's CPU only (development)
+package-host:
 	bash packaging/bootstrap.sh gui,package >/dev/null
 	.venv/bin/pyinstaller packaging/tandem.spec --noconfirm --distpath dist --workpath build/pyinstaller
 	dist/tandem/tandem --self-test
 # the bundle for any x86-64 CPU: llama.cpp with every CPU variant, chosen at start (packaging/portable.sh)
-package-portable:
+package:
 	bash packaging/bootstrap.sh gui,package >/dev/null
 	bash packaging/portable.sh
 deb:

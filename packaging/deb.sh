@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# A Debian package of a bundle directory (dist/tandem from `make package-portable`).
+# A Debian package of a bundle directory (dist/tandem from `make package`).
 #
 #   bash packaging/deb.sh [BUNDLE_DIR] [OUT_DIR] [VERSION]    # `make deb`; defaults: dist/tandem dist <pyproject version>
 #
@@ -17,7 +17,7 @@ OUT="${2:-$ROOT/dist}"
 VERSION="${3:-$(sed -n 's/^version *= *"\(.*\)"/\1/p' "$ROOT/pyproject.toml" | head -1)}"
 
 command -v dpkg-deb >/dev/null 2>&1 || { echo "deb.sh: dpkg-deb not found (apt-get install dpkg)" >&2; exit 2; }
-[ -x "$BUNDLE/tandem" ] || { echo "deb.sh: $BUNDLE/tandem is not a bundle's executable (build one: make package-portable)" >&2; exit 2; }
+[ -x "$BUNDLE/tandem" ] || { echo "deb.sh: $BUNDLE/tandem is not a bundle's executable (build one: make package)" >&2; exit 2; }
 [[ "$VERSION" =~ ^[0-9][A-Za-z0-9.+~-]*$ ]] || { echo "deb.sh: '$VERSION' is not a Debian version (like 0.1.0)" >&2; exit 2; }
 case "$(uname -m)" in
   x86_64) ARCH=amd64 ;;

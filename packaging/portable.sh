@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The portable bundle: dist/tandem/ with llama.cpp built to run on any x86-64 CPU.
 #
-#   bash packaging/portable.sh            # `make package-portable`; needs the dev venv (make run / bootstrap.sh)
+#   bash packaging/portable.sh            # `make package`; needs the dev venv (make run / bootstrap.sh)
 #
 # The developer venv's llama.cpp is built for this machine's SIMD flags (install_llama_cpp.sh):
 # on an older CPU it dies with SIGILL. This builds the same llama-cpp-python source a second

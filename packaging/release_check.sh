@@ -24,7 +24,7 @@ EXE="${TANDEM_DIST:-$ROOT/dist}/tandem/tandem"
 QEMU_CPU="${TANDEM_QEMU_CPU:-Nehalem}"
 fail() { echo "release check FAILED: $*" >&2; exit 1; }
 
-[ -x "$EXE" ] || fail "no bundle at $EXE (make package-portable)"
+[ -x "$EXE" ] || fail "no bundle at $EXE (make package)"
 MODEL="${1:-}"
 if [ -z "$MODEL" ]; then
   MODEL=$(cd "$ROOT" && "$PY" -c 'from engine.models.store import find_model; p = find_model("smollm2-135m-instruct-q4_1"); print(p or "")' 2>/dev/null)

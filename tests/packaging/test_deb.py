@@ -98,5 +98,5 @@ def test_a_folder_without_a_bundle_is_one_line(tmp_path):
     r = subprocess.run(["bash", str(DEB_SH), str(tmp_path), str(tmp_path / "out")], capture_output=True, text=True,
                        timeout=60)
     assert r.returncode == 2
-    assert r.stderr.strip().splitlines() == [f"deb.sh: {tmp_path}/tandem is not a bundle's executable (build one: make package-portable)"]
+    assert r.stderr.strip().splitlines() == [f"deb.sh: {tmp_path}/tandem is not a bundle's executable (build one: make package)"]
     assert not (tmp_path / "out").exists()
