@@ -198,11 +198,6 @@ class MtpContext:
             llama_cpp.llama_memory_seq_rm(self._mem, 0, n, -1)
             del self.tokens[n:]
 
-    def clear(self) -> None:
-        if not self.shared:
-            llama_cpp.llama_memory_clear(self._mem, True)
-        self.tokens.clear()
-
     def close(self) -> None:
         if getattr(self, "_ctx", None):
             self._batch.token = ctypes.POINTER(llama_cpp.llama_token)()  # ours: llama.cpp must not free it

@@ -37,8 +37,6 @@ class MTPDrafter(ModelDrafter):
         refusal = assistant_refusal(target, head) if head is not None else mtp_refusal(target)
         if refusal:
             raise UnsupportedModelError(refusal)
-        self.target_model = target
-        self.head_model = head
         # No second model for the target's own head: its costs and confidences are filed under
         # "mtp"; an assistant file is a draft model like any other for them.
         self.model = head
@@ -50,7 +48,7 @@ class MTPDrafter(ModelDrafter):
     def relative_cost(self, target: Model) -> float:
         """One nextn layer plus the output head, against the whole target (or the assistant's
         size): a prior Auto replaces with what it measures."""
-        return super().relative_cost(target) if self.head_model is not None else 0.1
+        return super().relative_cost(target) if self.model is not None else 0.1
 
     @property
     def contexts(self) -> list[Context]:
@@ -58,7 +56,7 @@ class MTPDrafter(ModelDrafter):
 
     def bind(self, target: Context) -> None:
         self._hidden = HiddenStates(target)
-        self._head = MtpContext(target, self._hidden, self.head_model)
+        self._head = MtpContext(target, self._hidden, self.model)
 
     def prefill(self, prompt: Sequence[int], cancelled=lambda: False) -> None:
         """Nothing ahead: the head reads the prompt's hidden states at its first proposal."""
