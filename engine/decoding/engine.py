@@ -171,12 +171,10 @@ class Engine(BaseEngine):
         p = model_file(path, "draft").resolve()
         key = str(p)
         if key not in self._drafts:
-            if validate_file(p).architecture in SHARED_CACHE_DRAFTERS:  # an MTP assistant: checked at bind
-                self._drafts[key] = Model(p, runtime=self.runtime, on_progress=on_progress)
-                return self._drafts[key]
-            verdict = require_compatible(self.target.header, p)
+            assistant = validate_file(p).architecture in SHARED_CACHE_DRAFTERS  # an MTP assistant: checked at bind
+            verdict = None if assistant else require_compatible(self.target.header, p)
             self._drafts[key] = Model(p, runtime=self.runtime, on_progress=on_progress)
-            if verdict.bridged:
+            if verdict is not None and verdict.bridged:
                 self._bridged.add(key)
         return self._drafts[key]
 
