@@ -10,7 +10,7 @@ drafting mode; greedy speculation writes the same text (checked), so the compari
 wall-clock time to the full answer.
 
     python -m tools.fim_bench --target T.gguf [--draft D.gguf] [--modes lookup,model]
-        [--set tuning|heldout|all] [--cases 20] [--max-tokens 128] [--ctx 4096] [--out RESULTS.jsonl]
+        [--set tuning|heldout|all] [--cases 20] [--reps 3] [--max-tokens 128] [--ctx 4096] [--out RESULTS.jsonl]
 
 The target must have FIM tokens (Qwen2.5-Coder does; SmolLM2 does not). Run it on an idle machine.
 """
@@ -87,6 +87,27 @@ def cases(which: str, n: int, seed: int = SEED) -> list[Case]:
     return picked
 
 
+def _ratios(base: list[float], other: list[float]) -> str:
+    """Per-case speedups (target's time / this mode's): median and range."""
+    r = sorted(b / o for b, o in zip(base, other) if o > 0)
+    return f"x{statistics.median(r):.2f} ({r[0]:.2f}-{r[-1]:.2f})" if r else "-"
+
+
+def summary(which: str, walls: dict[str, list[float]], decodes: dict[str, list[float]]) -> str:
+    """One line per mode: median wall-clock to the full completion, then the per-case speedup
+    against target alone in wall-clock (the headline) and in decode time beside it."""
+    lines = []
+    for mode, ts in walls.items():
+        if not ts:
+            continue
+        line = f"{which:8s} {mode:7s} {len(ts):3d} cases  median wall {statistics.median(ts) * 1000:8.1f} ms"
+        if mode != "target":
+            line += (f"  wall {_ratios(walls['target'], ts)} vs target"
+                     f"  decode {_ratios(decodes['target'], decodes[mode])}")
+        lines.append(line)
+    return "\n".join(lines)
+
+
 def run(args: argparse.Namespace) -> int:
     from engine import Engine
 
@@ -103,35 +124,40 @@ def run(args: argparse.Namespace) -> int:
         sets = ["tuning", "heldout"] if args.set == "all" else [args.set]
         out = open(args.out, "w", encoding="utf-8") if args.out else None
         for which in sets:
-            times: dict[str, list[float]] = {m: [] for m in ["target"] + modes}
+            walls: dict[str, list[float]] = {m: [] for m in ["target"] + modes}
+            decodes: dict[str, list[float]] = {m: [] for m in walls}
             for case in cases(which, args.cases):
                 prompt = infill_tokens(eng.target, fim, case.prefix, case.suffix, case.extra, n_ctx=eng.n_ctx,
                                        n_predict=args.max_tokens)
                 ref = None
-                for mode in ["target"] + modes:
-                    draft = {"target": None, "lookup": "lookup", "model": args.draft}[mode]
-                    eng.forget_prompts()  # every mode reads the whole prompt: no cached prefix
-                    t0 = time.perf_counter()
-                    done = eng.generate(prompt, draft_model=draft, lookahead="auto" if draft else 0,
-                                        max_tokens=args.max_tokens, temperature=0)
-                    wall = time.perf_counter() - t0
-                    if ref is None:
-                        ref = done.text
-                    elif done.text != ref:
-                        print(f"{case.file}:{case.function}: {mode} wrote other text than target alone", file=sys.stderr)
-                        return 1
-                    times[mode].append(wall)
-                    row = {"set": which, "file": case.file, "function": case.function, "mode": mode,
-                           "prompt_tokens": len(prompt), "tokens": done.stats.generated_tokens, "wall_s": wall,
-                           "accepted": done.stats.accepted, "drafted": done.stats.drafted}
-                    if out:
-                        out.write(json.dumps(row) + "\n")
-            base = statistics.median(times["target"]) if times["target"] else 0.0
-            for mode, ts in times.items():
-                if ts:
-                    med = statistics.median(ts)
-                    print(f"{which:8s} {mode:7s} {len(ts):3d} cases  median {med * 1000:8.1f} ms"
-                          + (f"  x{base / med:.2f} vs target" if mode != "target" and med > 0 else ""))
+                runs: dict[str, list[tuple[float, float]]] = {m: [] for m in walls}
+                for rep in range(args.reps):
+                    order = ["target"] + modes
+                    order = order[rep % len(order):] + order[:rep % len(order)]  # interleaved, each mode first in turn
+                    for mode in order:
+                        draft = {"target": None, "lookup": "lookup", "model": args.draft}[mode]
+                        eng.forget_prompts()  # every run reads the whole prompt: no cached prefix
+                        t0 = time.perf_counter()
+                        done = eng.generate(prompt, draft_model=draft, lookahead="auto" if draft else 0,
+                                            max_tokens=args.max_tokens, temperature=0)
+                        wall = time.perf_counter() - t0
+                        if ref is None:
+                            ref = done.text
+                        elif done.text != ref:
+                            print(f"{case.file}:{case.function}: {mode} wrote other text than target alone",
+                                  file=sys.stderr)
+                            return 1
+                        runs[mode].append((wall, done.stats.decode_s))
+                        row = {"set": which, "file": case.file, "function": case.function, "mode": mode, "rep": rep,
+                               "prompt_tokens": len(prompt), "tokens": done.stats.generated_tokens, "wall_s": wall,
+                               "decode_s": done.stats.decode_s, "accepted": done.stats.accepted,
+                               "drafted": done.stats.drafted}
+                        if out:
+                            out.write(json.dumps(row) + "\n")
+                for mode, rs in runs.items():
+                    walls[mode].append(statistics.median(w for w, _ in rs))
+                    decodes[mode].append(statistics.median(d for _, d in rs))
+            print(summary(which, walls, decodes))
         if out:
             out.close()
         return 0
@@ -148,7 +174,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--cases", type=int, default=20, help="cases per set")
     p.add_argument("--max-tokens", type=int, default=128)
     p.add_argument("--ctx", type=int, default=4096)
-    p.add_argument("--out", help="write one JSON line per case and mode")
+    p.add_argument("--reps", type=int, default=1, help="interleaved repetitions per case (median per case)")
+    p.add_argument("--out", help="write one JSON line per case, mode and repetition")
     args = p.parse_args(argv)
     return run(args)
 

@@ -25,10 +25,11 @@ def test_the_tool_runs_on_a_tiny_fim_model_and_refuses_one_without(tmp_path, tin
     chain = chain_through([v.id(FIM_TOKENS["fim_mid"])] + [v.id(c) for c in "abcdef"] + [2])
     model = write_model(tmp_path / "fim.gguf", vocab=v, chain=chain, name="fim")
     out = tmp_path / "runs.jsonl"
-    assert fim_bench.main(["--target", str(model), "--cases", "2", "--max-tokens", "8", "--ctx", "2048",
+    assert fim_bench.main(["--target", str(model), "--cases", "2", "--reps", "2", "--max-tokens", "8", "--ctx", "2048",
                            "--out", str(out)]) == 0
     rows = [json.loads(line) for line in out.read_text().splitlines()]
     assert {(r["set"], r["mode"]) for r in rows} == {(s, m) for s in ("tuning", "heldout") for m in ("target", "lookup")}
+    assert len(rows) == 2 * 2 * 2 * 2 and {r["rep"] for r in rows} == {0, 1}  # sets x cases x modes x reps
     printed = capsys.readouterr().out
     assert "tuning" in printed and "heldout" in printed and "vs target" in printed
     assert fim_bench.main(["--target", str(tiny_target), "--cases", "1"]) == 2
