@@ -6,8 +6,10 @@ removed, the code before it is the prefix, the code after it the suffix, and the
 file's directory (other files, as an editor's ring buffer of chunks would hold) the extra
 context. Tuning cases come from engine/, held-out cases from app/. Each case's prompt is built
 exactly as the server's /infill builds it, then generated greedily by target alone and by each
-drafting mode; greedy speculation writes the same text (checked), so the comparison is the
-wall-clock time to the full answer.
+drafting mode. Greedy speculation writes target alone's tokens except where a near-tie of
+the target's top two logits flips between llama.cpp's batched and single-token passes (their
+rounding differs); each such run is named with the token where it parted and counted in the
+summary's `identical` column, and its time still counts. The comparison is the wall-clock time to the full answer.
 
     python -m tools.fim_bench --target T.gguf [--draft D.gguf] [--modes lookup,model]
         [--set tuning|heldout|all] [--cases 20] [--reps 3] [--max-tokens 128] [--ctx 4096] [--out RESULTS.jsonl]
@@ -93,9 +95,18 @@ def _ratios(base: list[float], other: list[float]) -> str:
     return f"x{statistics.median(r):.2f} ({r[0]:.2f}-{r[-1]:.2f})" if r else "-"
 
 
-def summary(which: str, walls: dict[str, list[float]], decodes: dict[str, list[float]]) -> str:
+def parted_at(ref: list[int], tokens: list[int]) -> int | None:
+    """The first token where `tokens` differs from target alone's `ref` (None: identical)."""
+    if ref == tokens:
+        return None
+    return next((i for i, (a, b) in enumerate(zip(ref, tokens)) if a != b), min(len(ref), len(tokens)))
+
+
+def summary(which: str, walls: dict[str, list[float]], decodes: dict[str, list[float]],
+            differed: dict[str, int] | None = None, reps: int = 1) -> str:
     """One line per mode: median wall-clock to the full completion, then the per-case speedup
-    against target alone in wall-clock (the headline) and in decode time beside it."""
+    against target alone in wall-clock (the headline) and in decode time beside it, and how
+    many runs wrote exactly target alone's tokens."""
     lines = []
     for mode, ts in walls.items():
         if not ts:
@@ -104,6 +115,8 @@ def summary(which: str, walls: dict[str, list[float]], decodes: dict[str, list[f
         if mode != "target":
             line += (f"  wall {_ratios(walls['target'], ts)} vs target"
                      f"  decode {_ratios(decodes['target'], decodes[mode])}")
+            runs = len(ts) * reps
+            line += f"  identical {runs - (differed or {}).get(mode, 0)}/{runs}"
         lines.append(line)
     return "\n".join(lines)
 
@@ -122,10 +135,15 @@ def run(args: argparse.Namespace) -> int:
             print("--modes model needs --draft", file=sys.stderr)
             return 2
         sets = ["tuning", "heldout"] if args.set == "all" else [args.set]
+        warm = infill_tokens(eng.target, fim, "def add(a, b):\n", "\n", [], n_ctx=eng.n_ctx, n_predict=16)
+        for mode in ["target"] + modes:  # untimed: loads the draft, measures the verify costs once
+            eng.generate(warm, draft_model={"target": None, "lookup": "lookup", "model": args.draft}[mode],
+                         lookahead="auto" if mode != "target" else 0, max_tokens=16, temperature=0)
         out = open(args.out, "w", encoding="utf-8") if args.out else None
         for which in sets:
             walls: dict[str, list[float]] = {m: [] for m in ["target"] + modes}
             decodes: dict[str, list[float]] = {m: [] for m in walls}
+            differed = {m: 0 for m in walls}
             for case in cases(which, args.cases):
                 prompt = infill_tokens(eng.target, fim, case.prefix, case.suffix, case.extra, n_ctx=eng.n_ctx,
                                        n_predict=args.max_tokens)
@@ -141,23 +159,25 @@ def run(args: argparse.Namespace) -> int:
                         done = eng.generate(prompt, draft_model=draft, lookahead="auto" if draft else 0,
                                             max_tokens=args.max_tokens, temperature=0)
                         wall = time.perf_counter() - t0
-                        if ref is None:
-                            ref = done.text
-                        elif done.text != ref:
-                            print(f"{case.file}:{case.function}: {mode} wrote other text than target alone",
-                                  file=sys.stderr)
-                            return 1
+                        if mode == "target" and ref is None:
+                            ref = list(done.tokens)
+                        parted = None if ref is None else parted_at(ref, list(done.tokens))
+                        if parted is not None:
+                            print(f"{case.file}:{case.function}: {mode} parted from target alone at token {parted}"
+                                  " (llama.cpp's batched and single-token passes round differently: a near-tie"
+                                  " there flips; any other cause is a bug)", file=sys.stderr)
+                            differed[mode] += 1
                         runs[mode].append((wall, done.stats.decode_s))
                         row = {"set": which, "file": case.file, "function": case.function, "mode": mode, "rep": rep,
                                "prompt_tokens": len(prompt), "tokens": done.stats.generated_tokens, "wall_s": wall,
                                "decode_s": done.stats.decode_s, "accepted": done.stats.accepted,
-                               "drafted": done.stats.drafted}
+                               "drafted": done.stats.drafted, "parted_at": parted}
                         if out:
                             out.write(json.dumps(row) + "\n")
                 for mode, rs in runs.items():
                     walls[mode].append(statistics.median(w for w, _ in rs))
                     decodes[mode].append(statistics.median(d for _, d in rs))
-            print(summary(which, walls, decodes))
+            print(summary(which, walls, decodes, differed, args.reps))
         if out:
             out.close()
         return 0

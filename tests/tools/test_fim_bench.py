@@ -32,5 +32,16 @@ def test_the_tool_runs_on_a_tiny_fim_model_and_refuses_one_without(tmp_path, tin
     assert len(rows) == 2 * 2 * 2 * 2 and {r["rep"] for r in rows} == {0, 1}  # sets x cases x modes x reps
     printed = capsys.readouterr().out
     assert "tuning" in printed and "heldout" in printed and "vs target" in printed
+    assert printed.count("identical 4/4") == 2  # lookup, per set: 2 cases x 2 repetitions, all target alone's tokens
     assert fim_bench.main(["--target", str(tiny_target), "--cases", "1"]) == 2
     assert "no fill-in-the-middle tokens" in capsys.readouterr().err
+
+
+def test_a_run_that_parts_from_target_alone_is_named_by_its_first_differing_token():
+    assert fim_bench.parted_at([1, 2, 3], [1, 2, 3]) is None
+    assert fim_bench.parted_at([1, 2, 3], [1, 5, 3]) == 1
+    assert fim_bench.parted_at([1, 2, 3], [1, 2]) == 2  # stopped early
+    line = fim_bench.summary("tuning", {"target": [2.0, 2.0], "lookup": [1.0, 1.6]},
+                             {"target": [1.0, 1.0], "lookup": [0.5, 1.0]}, {"target": 0, "lookup": 1}, reps=3)
+    assert "wall x1.62 (1.25-2.00) vs target" in line and "decode x1.50 (1.00-2.00)" in line
+    assert "identical 5/6" in line
