@@ -93,7 +93,8 @@ def _top(row) -> tuple[int, float]:
 
 
 def record(target: str, draft: str, out: Path, which: str, limit: int, max_tokens: int, depth: int,
-           log: Callable[[str], None]) -> int:
+           log: Callable[[str], None], suites: Sequence[str] = ()) -> int:
+    """Record the prompts of `suites` (names; none given: the built-in set `which`), `limit` per suite."""
     from engine.decoding.engine import prompt_tokens
     from engine.llamacpp.llama import Model
     from engine.llamacpp.context import Context
@@ -106,7 +107,7 @@ def record(target: str, draft: str, out: Path, which: str, limit: int, max_token
     done = {(r["suite"], r["id"]) for r in _read(out)} if out.exists() else set()
     n = 0
     with out.open("a") as f:
-        for name in builtin_suites(which):
+        for name in suites or builtin_suites(which):
             for p in load_suite(name).prompts[:limit]:
                 if (name, p.id) in done:
                     continue
@@ -287,6 +288,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     r.add_argument("--draft", required=True)
     r.add_argument("--out", type=Path, required=True, help="JSON lines; prompts already in it are skipped")
     r.add_argument("--set", dest="which", choices=("tuning", "heldout", "all"), default="all")
+    r.add_argument("--suite", action="append", default=[], help="a suite by name (repeatable): these instead of --set")
     r.add_argument("--limit", type=int, default=2, help="prompts per suite")
     r.add_argument("--max-tokens", type=int, default=96)
     r.add_argument("--depth", type=int, default=8, help="draft tokens recorded per position")
@@ -300,7 +302,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     a = ap.parse_args(argv)
     try:
         if a.cmd == "record":
-            record(a.target, a.draft, a.out, a.which, a.limit, a.max_tokens, a.depth, lambda s: print(s, file=sys.stderr))
+            record(a.target, a.draft, a.out, a.which, a.limit, a.max_tokens, a.depth, lambda s: print(s, file=sys.stderr),
+                   a.suite)
             return 0
         recs = load_recordings(a.recording)
         curves = {} if a.only_probes else {k: v for k, v in json.loads(a.curves.read_text()).items() if not k.startswith("_")}
