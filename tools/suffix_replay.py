@@ -102,7 +102,7 @@ def replay(recs: Sequence[Recording], price: Pricing, which: str) -> list[Reques
     for rec in recs:
         run, place = run_of(rec)
         if run != current:
-            current, drafter = run, _drafter(which, model)
+            current, drafter = run, _drafter(which, model, drafter)
         model.rec = rec
         res = _request(rec, drafter, model, cost, price)
         res.request = place
@@ -112,8 +112,9 @@ def replay(recs: Sequence[Recording], price: Pricing, which: str) -> list[Reques
     return out
 
 
-def _drafter(which: str, model: RecordedModel) -> Drafter | None:
-    """A new drafter for a run (the suffix draft's memory starts empty)."""
+def _drafter(which: str, model: RecordedModel, last: Drafter | None) -> Drafter | None:
+    """The drafter for a new run: the suffix draft's memory starts empty (the mix keeps what
+    it measured of each source, as an engine does)."""
     if which == "none":
         return None
     if which == "lookup":
@@ -123,6 +124,9 @@ def _drafter(which: str, model: RecordedModel) -> Drafter | None:
     if which == "model":
         return model
     if which == "auto mix":
+        if isinstance(last, MixedDrafter):
+            last.suffix = SuffixDrafter(with_lookup=False)
+            return last
         return MixedDrafter(model, SuffixDrafter(with_lookup=False))
     raise ValueError(f"unknown drafter {which!r}: none, {', '.join(DRAFTERS)}")
 
