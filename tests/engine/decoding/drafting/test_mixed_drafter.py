@@ -220,3 +220,18 @@ def test_one_store_of_past_answers_for_every_drafter_of_an_engine(eng, tiny_targ
     assert suffix.answers.tokens > 0  # learnt by the model draft's run, there for the suffix choice
     eng.clear_draft_history()
     assert suffix.answers.tokens == 0
+
+
+def test_the_bench_lends_a_model_drafts_companion_a_memory_of_its_own(eng, tiny_target):
+    """In the bench the suffix draft beside a model draft learns into the configuration's memory
+    (no repetition drafts from the one before), never the user's, which it gets back after."""
+    from engine.measure.bench_history import BenchHistories
+
+    mixed = eng.decoder(str(tiny_target)).drafter
+    users, before = mixed.suffix.answers, mixed.suffix.answers.tokens
+    h = BenchHistories(eng)
+    assert h.draft_for("model auto", str(tiny_target)) == str(tiny_target)
+    eng.generate("the value of", draft_model=str(tiny_target), lookahead="auto", max_tokens=8)
+    assert h.stores["model auto"].tokens > 0 and users.tokens == before
+    h.close()
+    assert mixed.suffix.answers is users
