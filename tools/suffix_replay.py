@@ -81,6 +81,14 @@ def run_of(rec: Recording) -> tuple[str, int]:
     return (f"{rec.suite}:{run}", int(n)) if run and n.isdigit() else (f"{rec.suite}:{rec.prompt_id}", 1)
 
 
+def in_run_order(recs: Sequence[Recording]) -> list[Recording]:
+    """The requests run by run, each run in order (a recording may hold them by place in the run)."""
+    first: dict[str, int] = {}
+    for i, r in enumerate(recs):
+        first.setdefault(run_of(r)[0], i)
+    return sorted(recs, key=lambda r: (first[run_of(r)[0]], run_of(r)[1]))
+
+
 def _cost(price: Pricing, free: bool) -> CostModel:
     """A cost model that measured the curve already (as `_calibrate` would have)."""
     cost = CostModel()
@@ -99,7 +107,7 @@ def replay(recs: Sequence[Recording], price: Pricing, which: str) -> list[Reques
     out: list[RequestResult] = []
     drafter: Drafter | None = None
     current = None
-    for rec in recs:
+    for rec in in_run_order(recs):
         run, place = run_of(rec)
         if run != current:
             current, drafter = run, _drafter(which, model, drafter)
@@ -195,7 +203,7 @@ def table(recs: Sequence[Recording], curves: dict, host: dict | None) -> str:
             for d in ("none", *DRAFTERS):
                 rows = [r for r in results[d] if r.rec.suite == suite]
                 later = [r for r in rows if r.request >= 3]
-                cells.append(f"{speedup(rows):.2f}x / {speedup(later):.2f}x")
+                cells.append(f"{speedup(rows):.2f}x / " + (f"{speedup(later):.2f}x" if later else "–"))
             by: dict[str, int] = {}
             for r in results["auto mix"]:
                 if r.rec.suite == suite:

@@ -38,6 +38,8 @@ def test_the_suffix_draft_learns_the_run_and_the_mix_takes_the_better_source():
     model = replay(recs, price, "model")
     assert speedup(model) > 1.2
     mix = replay(recs, price, "auto mix")
+    interleaved = replay([*_run()[:2], *_run()[2:]][::-1], price, "auto mix")  # recorded by place in the run
+    assert [r.spec_s for r in interleaved] == [r.spec_s for r in mix]
     assert speedup(mix[2:]) > speedup(model[2:])  # free and as sure: the suffix draft wins those steps
     assert mix[0].accepted_by.get("model", 0) > 0 and mix[2].accepted_by.get("suffix:history", 0) > 0
 
