@@ -193,7 +193,7 @@ def speedup(rows: Sequence[RequestResult]) -> float:
 def table(recs: Sequence[Recording], curves: dict, host: dict | None) -> str:
     """Per curve and suite: each drafter's predicted wall-clock speedup over all requests and over
     requests 3+ of each run, and where the mix's accepted tokens came from."""
-    lines = ["| curve | suite | requests | none | " + " | ".join(DRAFTERS) + " | auto mix: accepted from |",
+    lines = ["| curve | suite | requests (3+) | none | " + " | ".join(DRAFTERS) + " | auto mix: accepted from |",
              "|---|---|---|---|" + "---|" * len(DRAFTERS) + "---|"]
     for name, curve in curves.items():
         price = pricing_for(curve, host)
@@ -210,8 +210,9 @@ def table(recs: Sequence[Recording], curves: dict, host: dict | None) -> str:
                     for src, n in r.accepted_by.items():
                         by[src] = by.get(src, 0) + n
             n = sum(1 for r in recs if r.suite == suite)
+            n3 = sum(1 for r in results["none"] if r.rec.suite == suite and r.request >= 3)
             src = ", ".join(f"{s} {k}" for s, k in sorted(by.items(), key=lambda kv: -kv[1])) or "–"
-            lines.append(f"| {name} | {suite} | {n} | " + " | ".join(cells) + f" | {src} |")
+            lines.append(f"| {name} | {suite} | {n} ({n3}) | " + " | ".join(cells) + f" | {src} |")
     return "\n".join(lines)
 
 
