@@ -93,7 +93,13 @@ def _top(row) -> tuple[int, float]:
 
 
 def record(target: str, draft: str, out: Path, which: str, limit: int, max_tokens: int, depth: int,
-           log: Callable[[str], None]) -> int:
+           log: Callable[[str], None], suites: Sequence[str] = (), budget_s: float | None = None) -> int:
+    """Record the prompts of `suites` (names; none given: the built-in set `which`), `limit` per
+    suite; requests of runs by their place in the run first (every run's first request, then
+    every run's second, ...), so a recording cut short still has the start of every run. No new
+    prompt is started after `budget_s` seconds (a later call records the rest)."""
+    import time
+
     from engine.decoding.engine import prompt_tokens
     from engine.llamacpp.llama import Model
     from engine.llamacpp.context import Context
@@ -104,18 +110,22 @@ def record(target: str, draft: str, out: Path, which: str, limit: int, max_token
     tm, dm = Model(target, runtime=rt), Model(draft, runtime=rt)
     tc, dc = Context(tm, rt), Context(dm, rt)
     done = {(r["suite"], r["id"]) for r in _read(out)} if out.exists() else set()
-    n = 0
+    work = [(p.request, i, name, p) for i, name in enumerate(suites or builtin_suites(which))
+            for p in load_suite(name).prompts[:limit]]
+    n, t0 = 0, time.monotonic()
     with out.open("a") as f:
-        for name in builtin_suites(which):
-            for p in load_suite(name).prompts[:limit]:
-                if (name, p.id) in done:
-                    continue
-                prompt = prompt_tokens(tm, p.prompt, chat=p.chat)
-                output, proposals = record_one(tc, dc, prompt, max_tokens, depth)
-                f.write(json.dumps({"suite": name, "id": p.id, "prompt": prompt, "out": output, "proposals": proposals}) + "\n")
-                f.flush()
-                n += 1
-                log(f"{name}/{p.id}: {len(prompt)} prompt tokens, {len(output)} written")
+        for _, _, name, p in sorted(work, key=lambda w: w[:2]):
+            if (name, p.id) in done:
+                continue
+            if budget_s is not None and time.monotonic() - t0 > budget_s:
+                break
+            t = time.monotonic()
+            prompt = prompt_tokens(tm, p.prompt, chat=p.chat)
+            output, proposals = record_one(tc, dc, prompt, max_tokens, depth)
+            f.write(json.dumps({"suite": name, "id": p.id, "prompt": prompt, "out": output, "proposals": proposals}) + "\n")
+            f.flush()
+            n += 1
+            log(f"{name}/{p.id}: {len(prompt)} prompt tokens, {len(output)} written, {time.monotonic() - t:.0f} s")
     return n
 
 
@@ -287,9 +297,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     r.add_argument("--draft", required=True)
     r.add_argument("--out", type=Path, required=True, help="JSON lines; prompts already in it are skipped")
     r.add_argument("--set", dest="which", choices=("tuning", "heldout", "all"), default="all")
+    r.add_argument("--suite", action="append", default=[], help="a suite by name (repeatable): these instead of --set")
     r.add_argument("--limit", type=int, default=2, help="prompts per suite")
     r.add_argument("--max-tokens", type=int, default=96)
     r.add_argument("--depth", type=int, default=8, help="draft tokens recorded per position")
+    r.add_argument("--budget-s", type=float, help="start no new prompt after this many seconds")
     p = sub.add_parser("predict", help="replay recordings under published curves")
     p.add_argument("--recording", type=Path, required=True)
     p.add_argument("--curves", type=Path, default=CURVES)
@@ -300,7 +312,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     a = ap.parse_args(argv)
     try:
         if a.cmd == "record":
-            record(a.target, a.draft, a.out, a.which, a.limit, a.max_tokens, a.depth, lambda s: print(s, file=sys.stderr))
+            record(a.target, a.draft, a.out, a.which, a.limit, a.max_tokens, a.depth, lambda s: print(s, file=sys.stderr),
+                   a.suite, a.budget_s)
             return 0
         recs = load_recordings(a.recording)
         curves = {} if a.only_probes else {k: v for k, v in json.loads(a.curves.read_text()).items() if not k.startswith("_")}

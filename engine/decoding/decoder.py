@@ -298,29 +298,23 @@ class Decoder:
         if remaining <= 0:
             run.end("length", "max_tokens")
             return StepResult([], None, True)
-        k_req = 0
+        k_req = room = 0
         prop = offered = Proposal()
+        chooser = None  # a model drafter with free drafters beside it: Auto picks one per step
         if drafter is not None and not run.costs_pending:
-            k_req = run.lookahead.choose(min(room_ctx, remaining - 1), self.cost)
+            room = min(room_ctx, remaining - 1)
+            k_req = run.lookahead.choose(room, self.cost)
             if k_req > 0 and drafter.cost_class == "model" and not run.drafter_synced:
                 self._sync_drafter(run)
+            if drafter.mixes_sources and room > 0:
+                chooser = run.lookahead.current.source_chooser(self.cost, room)
         with self._step_lock:
             if self._closed:
                 run.end("cancelled", "cancel")
                 return StepResult([], None, True)
             t_d0 = time.perf_counter()
-            if k_req > 0:
-                assert drafter is not None
-                policy, verifier = run.lookahead.current, run.verifier
-                rules = DraftContext(policy.draft_gate(self.cost) if drafter.cost_class == "model" else None,
-                                     policy.trims_proposals, verifier.row_processor, verifier.grammar)
-                try:
-                    prop = drafter.propose(run.context, k_req, verifier.sampler, rules)
-                except NonFiniteLogits as e:  # say which model: the draft's file is the damaged one
-                    raise NonFiniteLogits.found(e.kind, model_label(drafter.model, "draft model")) from None
-                k_use = policy.verify_count(prop, k_req, self.cost, run.acceptance)
-                offered = prop  # a free drafter's may be longer than what is verified: see below
-                prop = prop.cut(k_use)
+            if k_req > 0 or chooser is not None:
+                prop, offered, k_req = self._propose(run, k_req, room, chooser)
             drafts, dists = prop.tokens, prop.dists
             run.lookahead.record(len(drafts))
             t_d1 = time.perf_counter()
@@ -335,9 +329,10 @@ class Decoder:
         self.cost.observe_verify(n_in, t_v1 - t_d1)
         if drafts:
             assert drafter is not None
-            if drafter.cost_class == "model":
-                self.cost.observe_draft(len(drafts), t_d1 - t_d0)
-            self.cost.observe_acceptance(len(drafts), result.accepted, prop.confidence)
+            if not prop.model_free:  # a free companion's cost and acceptance are not the model's
+                if drafter.cost_class == "model":
+                    self.cost.observe_draft(len(drafts), t_d1 - t_d0)
+                self.cost.observe_acceptance(len(drafts), result.accepted, prop.confidence)
             drafter.feedback(len(drafts), result.accepted)
         if run.acceptance is not None:
             run.acceptance.observe_step(offered, len(drafts), result.accepted, result.token)
@@ -363,6 +358,21 @@ class Decoder:
         run.pending = result.token
         run.step += 1
         return StepResult(tokens, ev, bool(run.finish))
+
+    def _propose(self, run: _Run, k_req: int, room: int, chooser) -> tuple[Proposal, Proposal, int]:
+        """The drafter's proposal under the step's rules: (what is verified, what was offered,
+        the k asked). A free drafter's offer may be longer than what is verified."""
+        drafter = self.drafter
+        assert drafter is not None
+        policy, verifier = run.lookahead.current, run.verifier
+        rules = DraftContext(policy.draft_gate(self.cost) if drafter.cost_class == "model" else None,
+                             policy.trims_proposals, verifier.row_processor, verifier.grammar, chooser)
+        try:
+            prop = drafter.propose(run.context, k_req, verifier.sampler, rules)
+        except NonFiniteLogits as e:  # say which model: the draft's file is the damaged one
+            raise NonFiniteLogits.found(e.kind, model_label(drafter.model, "draft model")) from None
+        k_req = room if prop.model_free else k_req  # a free companion was asked for all it had
+        return prop.cut(policy.verify_count(prop, k_req, self.cost, run.acceptance)), prop, k_req
 
     def _emit(self, run: _Run, new_tokens: list[int], result, drafted: bool, rows=None) -> list[TokenEvent]:
         """Append accepted tokens to the output, with provenance, stop and EOS handling

@@ -28,6 +28,8 @@ from .drafting.drafters import Drafter, ModelDrafter, PromptLookupDrafter
 from .drafting.mtp_drafter import MTPDrafter
 from ..llamacpp.mtp import SHARED_CACHE_DRAFTERS
 from .drafting.suffix_drafter import SuffixDrafter
+from .drafting.mixed_drafter import MixedDrafter
+from .drafting.suffix_stores import AnswerStore
 from ..errors import PromptError
 from ..llamacpp.embedding import EmbeddingContext, embedding_refusal
 from .engine_api import BaseEngine
@@ -138,6 +140,7 @@ class Engine(BaseEngine):
         self._bridged: set[str] = set()  # drafts of another vocabulary (bridged through text)
         self._decoders: dict[str, Decoder] = {}
         self._costs: dict[str, CostModel] = {}
+        self._answers: AnswerStore | None = None  # past answers, shared by every suffix drafter
         self._lock = threading.RLock()
         self._embedder: EmbeddingContext | None = None  # made by the first `embed`, freed by `close`
         self._embed_lock = threading.Lock()  # held while the embedder runs: `close` frees it after
@@ -197,8 +200,7 @@ class Engine(BaseEngine):
             elif choice.kind is DraftKind.MTP:
                 drafter = MTPDrafter(self.target)
             elif choice.kind is DraftKind.SUFFIX:
-                drafter = SuffixDrafter(history_path=self.draft_history_path() if self.history_draft else None,
-                                        n_vocab=self.target.n_vocab)
+                drafter = self._history_drafter(with_lookup=True)
             elif choice.kind is DraftKind.DRAFTER:
                 drafter = choice.source
             else:
@@ -215,6 +217,8 @@ class Engine(BaseEngine):
                     drafter = BridgeDrafter(dm, self.target, rt)
                 else:
                     drafter = ModelDrafter(dm, rt, target_vocab=self.target.n_vocab)
+            if choice.kind in (DraftKind.MTP, DraftKind.PATH, DraftKind.MODEL):  # Auto may take a free draft instead
+                drafter = MixedDrafter(drafter, self._history_drafter(with_lookup=False))
             cost = self._costs.setdefault(key, CostModel())
             self._load_calibration(cost, drafter)
             dec = Decoder(self.target, drafter, runtime=rt, cost=cost, queue=self.queue)
@@ -238,22 +242,31 @@ class Engine(BaseEngine):
     def clear_draft_history(self) -> None:
         """Forget the suffix drafter's past answers for this target, in memory and on disk."""
         with self._lock:
-            drafter = self._suffix_drafter()
-            if drafter is not None:
+            for drafter in self._suffix_drafters():
                 drafter.clear_history()
+            if self._answers is not None:
+                self._answers.clear()
         self.draft_history_path().unlink(missing_ok=True)
 
     def set_history_draft(self, on: bool) -> None:
         """Keep the suffix drafter's past answers in the file (on) or in memory only (off), from now."""
         with self._lock:
             self.history_draft = on
-            drafter = self._suffix_drafter()
-            if drafter is not None:
+            for drafter in self._suffix_drafters():
                 drafter.history_path = self.draft_history_path() if on else None
 
-    def _suffix_drafter(self) -> SuffixDrafter | None:
-        dec = self._decoders.get(DraftChoice.parse("suffix").key)
-        return dec.drafter if dec is not None and isinstance(dec.drafter, SuffixDrafter) else None
+    def _history_drafter(self, *, with_lookup: bool) -> SuffixDrafter:
+        """A suffix drafter over this engine's one store of past answers (read once, shared by
+        the suffix choice and every model draft's free companion)."""
+        d = SuffixDrafter(history_path=self.draft_history_path() if self.history_draft else None,
+                          n_vocab=self.target.n_vocab, with_lookup=with_lookup, answers=self._answers)
+        self._answers = d.answers
+        return d
+
+    def _suffix_drafters(self) -> list[SuffixDrafter]:
+        found = [dec.drafter.suffix if isinstance(dec.drafter, MixedDrafter) else dec.drafter
+                 for dec in self._decoders.values()]
+        return [d for d in found if isinstance(d, SuffixDrafter)]
 
     def _runtime_here(self) -> RuntimeParams:
         """The runtime with the thread count resolved (contexts and calibration keys agree on it)."""

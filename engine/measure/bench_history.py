@@ -22,23 +22,45 @@ class BenchHistories:
         self.engine = engine
         self.drafter: SuffixDrafter | None = None
         self.stores: dict[str, AnswerStore] = {}
+        self._lent: dict[int, tuple[SuffixDrafter, AnswerStore, Any]] = {}  # a model draft's companion, as it was
 
     def draft_for(self, config: str, draft: Any) -> Any:
         """What a generation of `config` drafts with: the bench's suffix drafter holding this
-        configuration's memory for the suffix draft, else `draft` itself."""
-        if draft is None or DraftChoice.parse(draft).kind is not DraftKind.SUFFIX:
+        configuration's memory for the suffix draft, else `draft` itself (a model draft's suffix
+        companion then holds this configuration's memory: `_companion`)."""
+        if draft is None:
+            return draft
+        kind = DraftChoice.parse(draft).kind
+        if kind in (DraftKind.PATH, DraftKind.MODEL, DraftKind.MTP):
+            self._companion(config, draft)
+        if kind is not DraftKind.SUFFIX:
             return draft
         if self.drafter is None:
             self.drafter = SuffixDrafter(history_path=None)
         self.drafter.answers = self.stores.setdefault(config, AnswerStore())
         return self.drafter
 
+    def _companion(self, config: str, draft: Any) -> None:
+        """A model draft drafts with the suffix draft beside it (under Auto): during the bench
+        that one learns into this configuration's memory, not the user's (given back by `close`),
+        so no repetition drafts from the answers of the one before."""
+        decoder = getattr(self.engine, "decoder", None)  # a child-process engine keeps its own
+        suffix = getattr(decoder(draft).drafter, "suffix", None) if decoder is not None else None
+        if not isinstance(suffix, SuffixDrafter):
+            return
+        self._lent.setdefault(id(suffix), (suffix, suffix.answers, suffix.history_path))
+        suffix.answers, suffix.history_path = self.stores.setdefault(config, AnswerStore()), None
+
     def start_run(self) -> None:
         """A run of requests starts: nothing learnt before it counts."""
         self.stores.clear()
 
     def close(self) -> None:
-        """Free the bench's suffix decoder (its own target context) in the engine."""
+        """Free the bench's suffix decoder (its own target context) in the engine; give the
+        model drafts' companions their memory back."""
+        for suffix, answers, path in self._lent.values():
+            suffix.answers, suffix.history_path = answers, path
+        self._lent.clear()
         if self.drafter is not None:
             self.engine.release(self.drafter)
             self.drafter = None

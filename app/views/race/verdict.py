@@ -17,6 +17,9 @@ class VerdictMixin:
         if st.drafted:
             parts.append(f"acceptance {st.acceptance_rate:.0%}")
             parts.append(f"{st.mean_tokens_per_step:.2f} tokens/step")
+        by = getattr(st, "accepted_by", None) or {}
+        if len(by) > 1:  # several drafters took turns (Auto's choice per step): who supplied what
+            parts.append("drafted by " + ", ".join(f"{src} {n}" for src, n in sorted(by.items(), key=lambda kv: -kv[1])))
         if st.finish_reason == "cancelled":
             parts.append("stopped")
         return " · ".join(parts)

@@ -2,14 +2,14 @@
 
 The decoder builds one per drafting step from the lookahead policy and the run's verifier;
 a drafter reads what it can use and ignores the rest (prompt lookup needs only
-`trimmed_by_caller`; a model draft uses all four). Correctness never depends on it: the
+`trimmed_by_caller`; a model draft uses the rest; a model drafter with free drafters beside it, `chooser`). Correctness never depends on it: the
 target's verification decides every token, so these only make proposals more likely to hold.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Protocol, Sequence
 
 import numpy as np
 
@@ -20,6 +20,15 @@ if TYPE_CHECKING:  # pragma: no cover
 ConfidenceGate = Callable[[int, float], "tuple[bool, bool]"]
 # (row, the context it follows) -> a processed copy of the row
 RowProcessor = Callable[[np.ndarray, Sequence[int]], np.ndarray]
+
+
+class SourcePicker(Protocol):
+    """Picks a drafter's source for one step (source_choice.SourceChooser is the real one)."""
+
+    room: int  # the most tokens a free proposal may have
+
+    def pick(self, model_k: int, free: Sequence[Sequence[float]]) -> Any:  # pragma: no cover - interface
+        ...
 
 
 @dataclass(frozen=True)
@@ -33,12 +42,15 @@ class DraftContext:
         draft from what the target will verify against.
     grammar: the constraint's committed state, for a model drafter of the target's vocabulary
         to draft within it (a drafter clones it: the committed state is the verifier's).
+    chooser: Auto's choice among a drafter's sources (a model draft and the free drafters beside
+        it) by expected accepted tokens per second; None: the model drafts alone.
     """
 
     confidence_gate: ConfidenceGate | None = None
     trimmed_by_caller: bool = False
     row_processor: RowProcessor | None = None
     grammar: "GrammarState | None" = None
+    chooser: SourcePicker | None = None
 
 
 NO_RULES = DraftContext()  # a proposal with nothing to follow (direct calls, tools)

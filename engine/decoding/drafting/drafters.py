@@ -34,10 +34,13 @@ class Proposal:
     confidence: list[float] | None = None
     # Which drafter (or part of one) proposed it, when a drafter has several ("" : the drafter's kind)
     source: str = ""
+    # A model drafter's free companion (lookup, the suffix draft) proposed it: no draft-model
+    # time was spent, and its acceptance says nothing about the model's
+    model_free: bool = False
 
     def cut(self, k: int) -> "Proposal":
         conf = self.confidence[:k] if self.confidence is not None else None
-        return Proposal(self.tokens[:k], self.dists[:k], conf, self.source)
+        return Proposal(self.tokens[:k], self.dists[:k], conf, self.source, self.model_free)
 
 
 __all__ = ["ConfidenceGate", "DraftContext", "Drafter", "ModelDrafter", "NO_RULES", "PromptLookupDrafter", "Proposal"]
@@ -60,6 +63,7 @@ class Drafter(ABC):
     calibration_name: str = "drafter"
     cost_class: str = "free"
     model: Model | None = None
+    mixes_sources = False  # True: a model drafter with free ones beside it (Auto picks per step)
 
     @property
     def contexts(self) -> list[Context]:

@@ -9,6 +9,7 @@ import threading
 from typing import Callable
 
 from .cost_model import MAX_LOOKAHEAD, CostModel, Prediction, TextAcceptance
+from .source_choice import SourceChooser
 
 class Lookahead:
     """A lookahead policy. The decoder asks it, each step, how many tokens to draft
@@ -39,6 +40,10 @@ class Lookahead:
     def verify_count(self, proposal: "object", k: int, cost: CostModel, text: "TextAcceptance | None") -> int:
         """How many of the proposed tokens (asked for `k`) the target verifies."""
         return k
+
+    def source_chooser(self, cost: CostModel, room: int) -> SourceChooser | None:
+        """How a drafter with several sources picks one this step (None: its model drafts alone)."""
+        return None
 
     def fresh(self) -> "Lookahead":  # pragma: no cover - interface
         """A new policy with the same settings and no run state (one per generation)."""
@@ -138,6 +143,11 @@ class Auto(Lookahead):
 
     def draft_gate(self, cost: CostModel) -> "Callable[[int, float], tuple[bool, bool]]":
         return self.gate(cost)
+
+    def source_chooser(self, cost: CostModel, room: int) -> SourceChooser:
+        """Each step, the model draft (at the k `choose` gave), a free proposal or none, by
+        expected accepted tokens per second from measured acceptance and costs."""
+        return SourceChooser(cost.snapshot(), room, self.min_gain)
 
     def verify_count(self, proposal: "object", k: int, cost: CostModel, text: "TextAcceptance | None") -> int:
         return self.trim(proposal, cost, text)

@@ -69,20 +69,23 @@ class SuffixDrafter(Drafter):
 
     def __init__(self, *, history_path: Path | None = None, n_vocab: int | None = None,
                  max_history_tokens: int = DEFAULT_HISTORY_TOKENS, alpha: float = 1.0,
-                 min_prob: float = 0.1, start_run: int = 4, max_run: int = 32, with_lookup: bool = True):
+                 min_prob: float = 0.1, start_run: int = 4, max_run: int = 32, with_lookup: bool = True,
+                 answers: AnswerStore | None = None):
+        """`answers`: past answers another drafter of this engine already holds (shared, not
+        read again from `history_path`, which both then write)."""
         self.alpha = alpha
         self.min_prob = min_prob
         self.start_run = start_run
         self.max_run = max_run
         self.run = start_run
         self.request = RequestStore()
-        self.answers = AnswerStore(max_history_tokens)
+        self.answers = answers if answers is not None else AnswerStore(max_history_tokens)
         self.history_path = history_path
         self.lookup = PromptLookupDrafter() if with_lookup else None
         self.records: dict[str, SourceRecord] = {}
         self.last: Proposal = Proposal()
         self.last_source = ""  # "request", "history" or "lookup": where the last proposal came from
-        if history_path is not None and history_path.exists():
+        if answers is None and history_path is not None and history_path.exists():
             try:
                 self.answers.load(history_path, n_vocab if n_vocab is not None else 1 << 31)
             except (OSError, ValueError) as e:

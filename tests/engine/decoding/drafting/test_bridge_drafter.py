@@ -71,8 +71,9 @@ def test_byte_level_bpe_draft_is_bridged_and_spm_without_bytes_is_not():
 
 
 def test_engine_picks_the_bridge_only_for_another_vocabulary(eng, respelled, tiny_draft):
-    assert isinstance(eng.decoder(respelled).drafter, BridgeDrafter)
-    assert isinstance(eng.decoder(tiny_draft).drafter, ModelDrafter)
+    # (the engine's model drafters have the free drafters beside them: Auto may take those)
+    assert isinstance(eng.decoder(respelled).drafter.model_drafter, BridgeDrafter)
+    assert isinstance(eng.decoder(tiny_draft).drafter.model_drafter, ModelDrafter)
     assert eng.decoder(respelled).mode == "bridge"
 
 
@@ -115,7 +116,7 @@ def test_proposal_after_a_token_it_merges_with(tiny_target, respelled, vocab):
 
 def test_draft_text_is_retokenised_incrementally(eng, respelled_other, monkeypatch):
     dec = eng.decoder(respelled_other)
-    drafter = dec.drafter
+    drafter = dec.drafter.model_drafter
     assert isinstance(drafter, BridgeDrafter)
     lengths: list[int] = []
     real = drafter._draft_enc.encode

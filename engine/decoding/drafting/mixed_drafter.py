@@ -1,0 +1,105 @@
+"""A draft model with the free drafters beside it: each step under Auto, the suffix draft,
+prompt lookup or the model drafts, whichever promises the most accepted tokens per second
+(source_choice.py). With a fixed lookahead the model drafts alone, as asked.
+
+Prompt lookup and the suffix draft read every step's context (cheap), so their proposals
+are ready whether or not they are chosen; the suffix draft learns every answer. A free
+proposal is marked `model_free`: the decoder then keeps its cost and acceptance out of the
+model's measurements, and this drafter keeps them per source (`SourceTrust`).
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Sequence
+
+from ...llamacpp.context import Context
+from ...llamacpp.llama import Model
+from ..sampling.sampler import Sampler
+from .draft_context import NO_RULES, DraftContext
+from .drafters import Drafter, PromptLookupDrafter, Proposal
+from .source_choice import MODEL, SourceTrust
+from .suffix_drafter import SuffixDrafter
+
+__all__ = ["MixedDrafter"]
+
+
+class MixedDrafter(Drafter):
+    """`model_drafter` (a model, a bridged model or an MTP head) with `suffix` and prompt lookup.
+    Stands in for the model drafter everywhere: its kind, model, contexts and costs."""
+
+    cost_class = "model"
+    mixes_sources = True
+
+    def __init__(self, model_drafter: Drafter, suffix: SuffixDrafter | None = None,
+                 lookup: PromptLookupDrafter | None = None):
+        self.model_drafter = model_drafter
+        self.suffix = suffix if suffix is not None else SuffixDrafter(with_lookup=False)
+        self.lookup = lookup if lookup is not None else PromptLookupDrafter()
+        self.trust = SourceTrust()
+        self.kind = model_drafter.kind
+        self.calibration_name = model_drafter.calibration_name
+        self.last: Proposal = Proposal()  # what the last step proposed ("" source: the model)
+
+    @property
+    def model(self) -> Model | None:  # type: ignore[override]
+        return self.model_drafter.model
+
+    @property
+    def contexts(self) -> list[Context]:
+        return self.model_drafter.contexts
+
+    def relative_cost(self, target: Model) -> float:
+        return self.model_drafter.relative_cost(target)
+
+    def bind(self, target: Context) -> None:
+        self.model_drafter.bind(target)
+
+    def begin(self, prompt: Sequence[int]) -> None:
+        self.model_drafter.begin(prompt)
+        self.suffix.begin(prompt)
+        self.lookup.begin(prompt)
+        self.trust.begin()
+        self.last = Proposal()
+
+    def prefill(self, prompt: Sequence[int], cancelled: "Callable[[], bool]" = lambda: False) -> None:
+        self.model_drafter.prefill(prompt, cancelled)
+
+    def propose(self, context: Sequence[int], k: int, sampler: Sampler, rules: DraftContext = NO_RULES) -> Proposal:
+        """`k` is the model's (0: Auto would not draft with it now); `rules.chooser` weighs the
+        free proposals against it. Without a chooser the model drafts alone."""
+        chooser = rules.chooser
+        if chooser is None:
+            self.last = self.model_drafter.propose(context, k, sampler, rules) if k > 0 else Proposal()
+            return self.last
+        free = [p for p in (self.suffix.propose(context, chooser.room, sampler, rules),
+                            self.lookup.propose(context, chooser.room, sampler, rules)) if p.tokens]
+        for p in free:
+            p.source = p.source or "lookup"
+        chances = [self.trust.chances(p.source, p.confidence or [0.5] * len(p.tokens)) for p in free]
+        pick = chooser.pick(k, chances)
+        if pick.index == MODEL:
+            self.last = self.model_drafter.propose(context, pick.k, sampler, rules)
+        elif pick.index >= 0:
+            chosen = free[pick.index].cut(pick.k)
+            chosen.model_free = True
+            self.last = chosen
+        else:
+            self.last = Proposal()
+        return self.last
+
+    def feedback(self, drafted: int, accepted: int) -> None:
+        last = self.last
+        if drafted == 0:
+            return
+        if not last.model_free:
+            self.model_drafter.feedback(drafted, accepted)
+            return
+        self.trust.observe(last.source, last.confidence or [], drafted, accepted)
+        (self.lookup if last.source == "lookup" else self.suffix).feedback(drafted, accepted)
+
+    def finish(self, prompt: Sequence[int], generated: Sequence[int]) -> None:
+        self.model_drafter.finish(prompt, generated)
+        self.suffix.finish(prompt, generated)
+
+    def close(self) -> None:
+        self.model_drafter.close()
