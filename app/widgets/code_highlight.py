@@ -36,7 +36,11 @@ def _lexer(lang: str) -> Any:
         return None
 
 
+@lru_cache(maxsize=None)
 def _colour(token: Any) -> QColor | None:
+    """The colour of a token type (its first family in PALETTE). Cached: a code block has
+    thousands of tokens of a few dozen types, and this ran for every one of them, on the
+    GUI thread, at every delivery of a streaming answer."""
     from pygments.token import string_to_tokentype
 
     for family, colour in PALETTE:
@@ -45,16 +49,28 @@ def _colour(token: Any) -> QColor | None:
     return None
 
 
+def warm(langs: tuple[str, ...] = ("python",)) -> None:
+    """Make the lexers of the languages answers most often show now, while nothing streams.
+    Made at the first code block instead, a lexer's regular expressions (~0.2-0.5 s of pure
+    Python on the GUI thread, holding the GIL) would stall the engine's own Python in the
+    middle of the first answer."""
+    for lang in langs:
+        _lexer(lang)
+
+
 def token_colours(code: str, lang: str) -> list[tuple[int, int, QColor]]:
     """(start, length, colour) of the coloured tokens of `code` (positions in `code`)."""
     lexer = _lexer(lang) if lang else None
     if lexer is None:
         return []
-    out = []
+    out: list[tuple[int, int, QColor]] = []
     for start, token, text in lexer.get_tokens_unprocessed(code):
         colour = _colour(token)
         if colour is not None and text.strip():
-            out.append((start, len(text), colour))
+            if out and out[-1][2] is colour and out[-1][0] + out[-1][1] == start:
+                out[-1] = (out[-1][0], out[-1][1] + len(text), colour)  # one format change, not two
+            else:
+                out.append((start, len(text), colour))
     return out
 
 

@@ -3,10 +3,16 @@ the rendered text), user messages verbatim, the streaming answer rendered as it 
 line of actions under each message, and a "Jump to latest" button.
 
 Streaming is cheap on purpose: tokens are merged into runs of one provenance and shown at
-most once per frame (~30 a second), in one edit block at the end of the document, where
-only the answer's open last block is rendered again (markdown_stream.py); the finished
-blocks before it stay as they are. At `end_stream` the stored answer is rendered once
-more, whole, with its badge.
+most every STREAM_INTERVAL_MS, in one edit block at the end of the document, where only
+the answer's open last block is rendered again (markdown_stream.py); the finished blocks
+before it stay as they are. At `end_stream` the stored answer is rendered once more,
+whole, with its badge.
+
+Why a few renders a second and not one per frame: on a machine whose cores all compute
+the answer (llama.cpp's threads, one per core), every millisecond the GUI thread runs is
+taken from a compute thread, and the other one waits for it at the next barrier. Each
+render (Markdown, highlighting, the tint, the relayout and repaint it causes) costs about
+the same whatever it adds, so fewer renders that each add more text cost less.
 
 The view follows the stream while its bottom is in sight; once the user scrolls up it
 stays where they are and shows the button, which scrolls to the end and follows again.
@@ -14,6 +20,7 @@ stays where they are and shows the button, which scrolls to the end and follows 
 
 from __future__ import annotations
 
+import time
 from typing import Callable
 
 from PySide6.QtCore import Qt, QTimer, QUrl, Signal
@@ -33,7 +40,8 @@ from .toast import toast
 from .user_text import insert_user_text
 
 ROLE_TITLES = {"user": "You", "assistant": "Assistant", "system": "System"}
-FRAME_MS = 33  # the streaming answer is rendered at most ~30 times a second
+FRAME_MS = 33  # the first tokens of an answer show within a frame
+STREAM_INTERVAL_MS = 200  # after that, the streaming answer is rendered at most 5 times a second
 AT_END_SLACK = 4  # pixels from the bottom that still count as "at the end"
 JUMP_PAD = 3  # pixels above and below the "Jump to latest" button in its strip
 ACTION_SCHEME = "msg"
@@ -71,6 +79,7 @@ class Transcript(QTextBrowser):
         self._frame.setSingleShot(True)
         self._frame.setInterval(FRAME_MS)
         self._frame.timeout.connect(self.flush)
+        self._rendered_at = float("-inf")  # when the streaming answer was last rendered (time.monotonic)
         self._progress = QLabel(self.viewport())  # what the answer waits for, where it will appear
         self._progress.setObjectName("answerProgress")
         self._progress.setStyleSheet("font-style: italic; color: gray; background: transparent;")
@@ -334,6 +343,7 @@ class Transcript(QTextBrowser):
     # -- streaming -----------------------------------------------------------------------
     def begin_stream(self) -> None:
         self._pending = []
+        self._rendered_at = float("-inf")
         cursor = QTextCursor(self.document())
         self._demote_tail(cursor)
         cursor.movePosition(QTextCursor.MoveOperation.End)
@@ -370,7 +380,13 @@ class Transcript(QTextBrowser):
             return
         pending = merge_runs(self._pending, tokens, coloured=self.show_provenance)
         if pending and not self._frame.isActive():
-            self._frame.start()
+            self._frame.start(self.next_render_ms())
+
+    def next_render_ms(self) -> int:
+        """How long queued tokens wait: a frame, and at least STREAM_INTERVAL_MS after the
+        last render (tokens that arrive meanwhile join them)."""
+        since_ms = min((time.monotonic() - self._rendered_at) * 1000, STREAM_INTERVAL_MS)
+        return max(FRAME_MS, round(STREAM_INTERVAL_MS - since_ms))
 
     def flush(self) -> None:
         """Show the queued runs now: one edit block that renders the answer's open tail again."""
@@ -383,6 +399,7 @@ class Transcript(QTextBrowser):
         if not stream.render():  # all of it held back (a fence being typed): nothing to show yet
             return
         self._progress.hide()  # the answer's own text takes its place
+        self._rendered_at = time.monotonic()
         self.edits += 1
         if self.following:
             self._scroll_to_end()

@@ -14,6 +14,7 @@ from PySide6.QtWidgets import QLabel, QPushButton
 
 from ...history import History, HistoryError, Message
 from ...session import Session
+from ...widgets import code_highlight
 from ...widgets.live_label import LiveLabel
 from ...widgets.live_stats import REFRESH_MS, LiveStats
 from ...widgets.model_bar import ModelBar, draft_model_path
@@ -69,6 +70,7 @@ class AnswerStream(QObject):
         self._stats_timer.timeout.connect(self._show_live_stats)
         session.busyChanged.connect(self.sync_buttons)
         session.pairChanged.connect(self.sync_buttons)
+        session.pairChanged.connect(lambda pair: QTimer.singleShot(0, code_highlight.warm) if pair is not None else None)
 
     @property
     def running(self) -> bool:
@@ -182,7 +184,7 @@ class AnswerStream(QObject):
 
     def _on_steps(self, steps: list) -> None:
         """Cheap on purpose (it runs while llama.cpp computes): append to the charts' series
-        (drawn later, at most 5 times a second), move the slider only when Auto's k changes."""
+        (drawn later, at most twice a second), move the slider only when Auto's k changes."""
         if not steps:
             return
         charts = self._settings.charts
