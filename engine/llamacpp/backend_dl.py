@@ -59,10 +59,14 @@ class BackendLoad:
         return lines
 
     def status_text(self) -> str:
-        """The status bar's few words ("" for a build with its backends linked in)."""
+        """The status bar's few words ("" for a build with its backends linked in): the CPU
+        variant, and each shipped GPU backend left unused with the first words of why (a GPU
+        bundle on a machine without the driver runs on the CPU, and says so)."""
         if not self.dynamic:
             return ""
-        return f"CPU kernels: {self.cpu_variant}" if self.cpu_variant else "no CPU kernels for this CPU"
+        parts = [f"CPU kernels: {self.cpu_variant}" if self.cpu_variant else "no CPU kernels for this CPU"]
+        parts += [f"{name} not used: {why.split(' (')[0]}" for name, why in self.skipped]
+        return " · ".join(parts)
 
 
 def cpu_variants(libdir: Path) -> tuple[str, ...]:

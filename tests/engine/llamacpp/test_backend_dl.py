@@ -92,7 +92,9 @@ def test_a_gpu_backend_without_its_driver_is_skipped_with_one_line(tmp_path):
     load = summarize(["CPU", "RPC"], str(libdir / "libggml-cpu-x64.so"), libdir, opener=no_driver)
     assert load.gpus == ()
     assert load.gpu_lines() == ["CUDA backend not used: libcuda.so.1 not found (no driver for it on this machine)"]
+    assert load.status_text() == "CPU kernels: x64 · CUDA not used: libcuda.so.1 not found"  # the status bar
     loaded = summarize(["CPU", "CUDA"], str(libdir / "libggml-cpu-x64.so"), libdir, opener=no_driver)
+    assert loaded.status_text() == "CPU kernels: x64"
     assert loaded.gpu_lines() == ["CUDA backend loaded"] and loaded.skipped == ()
     assert backend_dl.why_not_loaded(libdir / "libggml-cuda.so", opener=lambda p: None).startswith("no usable device")
 
