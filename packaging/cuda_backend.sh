@@ -1,0 +1,135 @@
+#!/usr/bin/env bash
+# The CUDA backend for the portable bundle, as a loadable library beside the CPU variants.
+#
+#   bash packaging/cuda_backend.sh LIBDIR     # adds libggml-cuda.so and the CUDA runtime to LIBDIR
+#   (`make package-cuda` runs it on build/portable/llama_cpp/lib before PyInstaller)
+#
+# The portable build (portable.sh) loads every backend at start with
+# ggml_backend_load_all_from_path; a libggml-cuda.so in the same folder is loaded when the
+# NVIDIA driver (libcuda.so.1) is there and skipped with one line when not
+# (engine/llamacpp/backend_dl.py). So a GPU bundle is the CPU bundle plus that one library
+# and the CUDA runtime it links (libcudart, libcublas, libcublasLt, found beside it through
+# its RPATH $ORIGIN): a user needs only the driver (>= 580: CUDA 13).
+#
+# The library comes from a second cached wheel of the same llama-cpp-python source, built with
+# GGML_BACKEND_DL and GGML_CUDA by PyPI's CUDA 13 compiler (no system toolkit and no GPU needed),
+# in a toolkit venv of its own (~/.cache/tandem/cuda-toolkit-13.0, about 1.1 GB, once; the dev
+# venv is not touched). Only libggml-cuda.so is taken from it: it links libggml-base, and the
+# CPU build's must define every symbol it takes from there. The CPU backend of that build is one
+# baseline variant (not shipped), so the long part is the CUDA kernels alone.
+#
+# The driver library is not on a build machine: ggml-cuda's memory pool (VMM) links libcuda,
+# so the link gets a stub with the driver API's names and the soname libcuda.so.1 (what
+# NVIDIA's toolkit ships in lib/stubs; PyPI's wheels do not). The stub is never shipped.
+#
+# TANDEM_CUDA_ARCH picks the compute capabilities (default: Turing to Blackwell; each one adds
+# about the time of the first). The build directory is kept ($CACHE/KEY.build): a build that
+# was stopped resumes where it was.
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+LIBDIR="${1:-}"
+[ -n "$LIBDIR" ] && [ -d "$LIBDIR" ] || { echo "usage: cuda_backend.sh LIBDIR (a portable build's llama_cpp/lib)" >&2; exit 2; }
+[ "$(uname -s)-$(uname -m)" = Linux-x86_64 ] || { echo "cuda_backend.sh: the bundle's CUDA backend is built on Linux x86-64 here (Windows: see .github/workflows/release.yml)" >&2; exit 2; }
+
+# shellcheck source=install_llama_cpp.sh
+source "$ROOT/packaging/install_llama_cpp.sh"   # VERSION, CACHE_ROOT, cache_key, fetch_sdist, build_cause, CUDA_PYPI_*
+ARCHS=$(normalize_archs "${TANDEM_CUDA_ARCH:-75;80;86;89;90;120}")
+TKVENV="${TANDEM_CUDA_TOOLKIT_VENV:-$(dirname "$CACHE_ROOT")/cuda-toolkit-13.0}"
+TKPY="$TKVENV/bin/python"
+
+# 1. the compiler, headers and runtime from PyPI, in their own venv
+if [ ! -x "$TKPY" ]; then
+  python3 -m venv "$TKVENV" || { echo "cuda_backend.sh: could not make the toolkit venv at $TKVENV" >&2; exit 1; }
+fi
+if ! "$TKPY" -m pip install -q "$CUDA_PYPI_SPEC" "scikit-build-core>=0.9.2" >"$TKVENV/pip.log" 2>&1; then
+  echo "cuda_backend.sh: pip could not install $CUDA_PYPI_SPEC: $(grep -E 'ERROR' "$TKVENV/pip.log" | tail -1 | cut -c1-200)" >&2
+  exit 1
+fi
+TK="$("$TKPY" -c 'import sysconfig; print(sysconfig.get_paths()["platlib"])')/nvidia/cu13"
+[ -x "$TK/bin/nvcc" ] || { echo "cuda_backend.sh: no nvcc at $TK/bin after installing $CUDA_PYPI_SPEC" >&2; exit 1; }
+[ -e "$TK/lib64" ] || ln -s lib "$TK/lib64"   # nvcc's profile links from lib64; the wheels ship lib/
+
+# 2. what cmake links by unversioned names: the runtime's links and the driver's stub
+LINK="$TKVENV/link"
+rm -rf "$LINK"; mkdir -p "$LINK"
+for l in $CUDA_PYPI_RUNTIME_LIBS; do
+  [ -e "$TK/lib/$l" ] || { echo "cuda_backend.sh: $l not found under $TK/lib" >&2; exit 1; }
+  ln -sf "$TK/lib/$l" "$LINK/${l%.13}"
+done
+# every CUresult function cuda.h declares (after its _v2 renames), as an empty function
+cc -E -P -I"$TK/include" -x c "$TK/include/cuda.h" \
+  | grep -oE '\bCUresult[[:space:]]+cu[A-Za-z0-9_]+[[:space:]]*\(' | sed -E 's/^CUresult[[:space:]]+//; s/[[:space:]]*\($//' \
+  | sort -u | sed 's/.*/void &(void) {}/' > "$LINK/libcuda-stub.c"
+[ "$(wc -l < "$LINK/libcuda-stub.c")" -gt 100 ] || { echo "cuda_backend.sh: could not read the driver API from $TK/include/cuda.h" >&2; exit 1; }
+cc -shared -fPIC -Wl,-soname,libcuda.so.1 -o "$LINK/libcuda.so" "$LINK/libcuda-stub.c"
+
+# 3. the wheel, cached by version, flags and compiler
+PYVER=$("$TKPY" -c 'import sys;print(sys.version_info[:2])')
+CUDA_ARGS="-DGGML_NATIVE=OFF -DGGML_BACKEND_DL=ON -DGGML_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=$ARCHS -DCMAKE_INSTALL_BINDIR=llama_cpp/lib -DLLAVA_BUILD=OFF"
+KEY=$(cache_key "$CUDA_ARGS" "pypi:$CUDA_PYPI_SPEC|bundle")
+WHEELDIR="$CACHE_ROOT/$KEY"
+if ! ls "$WHEELDIR"/llama_cpp_python-"$VERSION"-*.whl >/dev/null 2>&1; then
+  fetch_sdist || { echo "cuda_backend.sh: $CAUSE" >&2; exit 1; }
+  SRC="$CACHE_ROOT/$KEY.src" BUILD="$CACHE_ROOT/$KEY.build" LOG="$CACHE_ROOT/$KEY.log"
+  # an unpacked source at a fixed path: cmake's kept build directory is tied to it
+  if [ ! -f "$SRC/pyproject.toml" ]; then
+    rm -rf "$SRC"; mkdir -p "$SRC"; tar xzf "$SDIST" -C "$SRC" --strip-components=1
+  fi
+  echo "Building llama.cpp's CUDA backend for compute capability $ARCHS (long: about an hour per capability on 2 cores; log: $LOG)..."
+  tmp="$WHEELDIR.partial.$$"; rm -rf "$tmp"; mkdir -p "$tmp"
+  s=$(date +%s)
+  if (PATH="$TK/bin:$PATH" CMAKE_BUILD_PARALLEL_LEVEL="${CMAKE_BUILD_PARALLEL_LEVEL:-$(nproc)}" \
+      CMAKE_ARGS="$CUDA_ARGS -DCMAKE_CUDA_COMPILER=$TK/bin/nvcc -DCUDAToolkit_ROOT=$TK -DCMAKE_LIBRARY_PATH=$LINK" \
+      "$TKPY" -m pip wheel --no-deps --no-build-isolation -C build-dir="$BUILD" -w "$tmp" "$SRC" >"$LOG" 2>&1) \
+      && ls "$tmp"/llama_cpp_python-"$VERSION"-*.whl >/dev/null 2>&1; then
+    rm -rf "$WHEELDIR"; mv "$tmp" "$WHEELDIR"
+    echo "$(( $(date +%s) - s )) s for compute capability $ARCHS" > "$WHEELDIR/build-time.txt"
+  else
+    rm -rf "$tmp"
+    echo "cuda_backend.sh: the CUDA build failed: $(build_cause "$LOG")" >&2
+    exit 1
+  fi
+fi
+WHEEL=$(ls "$WHEELDIR"/llama_cpp_python-"$VERSION"-*.whl | head -1)
+
+# 4. libggml-cuda.so and the runtime into LIBDIR, after checking the CPU build's libggml defines what it takes
+"$TKPY" - "$WHEEL" "$LIBDIR" "$TK/lib" $CUDA_PYPI_RUNTIME_LIBS <<'PYEOF'
+import shutil, subprocess, sys, tempfile, zipfile
+from pathlib import Path
+wheel, libdir, rtdir, runtime = sys.argv[1], Path(sys.argv[2]), Path(sys.argv[3]), sys.argv[4:]
+
+def symbols(path: Path, which: str) -> set[str]:
+    out = subprocess.run(["nm", "-D", which, str(path)], capture_output=True, text=True, check=True).stdout
+    return {line.split()[-1].split("@")[0] for line in out.splitlines() if line.strip()}
+
+with tempfile.TemporaryDirectory() as tmp, zipfile.ZipFile(wheel) as z:
+    names = set(z.namelist())
+    cuda = "llama_cpp/lib/libggml-cuda.so"
+    if cuda not in names:
+        sys.exit(f"cuda_backend.sh: {wheel} holds no {cuda}")
+    z.extract(cuda, tmp)
+    wanted = symbols(Path(tmp) / cuda, "--undefined-only")
+    # what it takes from its own build's libggml libraries, the portable build's must define
+    for lib in ("libggml-base.so", "libggml.so"):
+        if f"llama_cpp/lib/{lib}" not in names:
+            continue
+        z.extract(f"llama_cpp/lib/{lib}", tmp)
+        needed = wanted & symbols(Path(tmp) / "llama_cpp/lib" / lib, "--defined-only")
+        if not (libdir / lib).exists():
+            sys.exit(f"cuda_backend.sh: no {lib} in {libdir}: not a portable llama.cpp lib folder")
+        missing = needed - symbols(libdir / lib, "--defined-only")
+        if missing:
+            sys.exit(f"cuda_backend.sh: {libdir / lib} lacks {len(missing)} symbols libggml-cuda.so takes from it "
+                     f"({', '.join(sorted(missing)[:3])}...): not the same llama-cpp-python version?")
+    shutil.copyfile(Path(tmp) / cuda, libdir / "libggml-cuda.so")
+for lib in runtime:  # the files themselves, not the toolkit venv's links
+    shutil.copyfile(rtdir / lib, libdir / lib)
+print(f"CUDA backend added to {libdir}: libggml-cuda.so + {', '.join(runtime)}")
+PYEOF
+
+# 5. it must find everything beside itself except the driver (and the system's own libraries)
+missing=$(cd "$LIBDIR" && env -u LD_LIBRARY_PATH ldd ./libggml-cuda.so | awk '/not found/ {print $1}' | grep -v '^libcuda\.so\.1$' || true)
+[ -z "$missing" ] || { echo "cuda_backend.sh: libggml-cuda.so does not find $(echo $missing) beside itself" >&2; exit 1; }
+rpath=$(readelf -d "$LIBDIR/libggml-cuda.so" | sed -n 's/.*R\(UN\)\{0,1\}PATH.*\[\(.*\)\]/\2/p')
+[ "$rpath" = '$ORIGIN' ] || echo "cuda_backend.sh: note: libggml-cuda.so's RPATH is '$rpath' (expected \$ORIGIN)" >&2
