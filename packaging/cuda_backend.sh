@@ -11,12 +11,12 @@
 # and the CUDA runtime it links (libcudart, libcublas, libcublasLt, found beside it through
 # its RPATH $ORIGIN): a user needs only the driver (>= 580: CUDA 13).
 #
-# The library comes from a second cached wheel of the same llama-cpp-python source, built with
-# GGML_BACKEND_DL and GGML_CUDA by PyPI's CUDA 13 compiler (no system toolkit and no GPU needed),
-# in a toolkit venv of its own (~/.cache/tandem/cuda-toolkit-13.0, about 1.1 GB, once; the dev
-# venv is not touched). Only libggml-cuda.so is taken from it: it links libggml-base, and the
-# CPU build's must define every symbol it takes from there. The CPU backend of that build is one
-# baseline variant (not shipped), so the long part is the CUDA kernels alone.
+# The library is built from the same llama-cpp-python source as the portable wheel, with
+# GGML_BACKEND_DL and GGML_CUDA, by PyPI's CUDA 13 compiler (no system toolkit and no GPU
+# needed) in a toolkit venv of its own (~/.cache/tandem/cuda-toolkit-13.0, about 1.1 GB, once;
+# the dev venv is not touched), and cached like the wheels (~/.cache/tandem/wheels/KEY/
+# libggml-cuda.so). Only that target is built: the rest of the bundle is the portable wheel's.
+# It links libggml-base, and the portable build's must define every symbol it takes from there.
 #
 # The driver library is not on a build machine: ggml-cuda's memory pool (VMM) links libcuda,
 # so the link gets a stub with the driver API's names and the soname libcuda.so.1 (what
@@ -64,12 +64,14 @@ cc -E -P -I"$TK/include" -x c "$TK/include/cuda.h" \
 [ "$(wc -l < "$LINK/libcuda-stub.c")" -gt 100 ] || { echo "cuda_backend.sh: could not read the driver API from $TK/include/cuda.h" >&2; exit 1; }
 cc -shared -fPIC -Wl,-soname,libcuda.so.1 -o "$LINK/libcuda.so" "$LINK/libcuda-stub.c"
 
-# 3. the wheel, cached by version, flags and compiler
+# 3. the library, cached by version, flags and compiler: only the ggml-cuda target (and the
+# libggml-base it links) is built, not libllama and its common library, which the bundle takes
+# from the portable build: that saves the better part of an hour on 2 cores
 PYVER=$("$TKPY" -c 'import sys;print(sys.version_info[:2])')
 CUDA_ARGS="-DGGML_NATIVE=OFF -DGGML_BACKEND_DL=ON -DGGML_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=$ARCHS -DCMAKE_INSTALL_BINDIR=llama_cpp/lib -DLLAVA_BUILD=OFF"
 KEY=$(cache_key "$CUDA_ARGS" "pypi:$CUDA_PYPI_SPEC|bundle")
-WHEELDIR="$CACHE_ROOT/$KEY"
-if ! ls "$WHEELDIR"/llama_cpp_python-"$VERSION"-*.whl >/dev/null 2>&1; then
+OUTDIR="$CACHE_ROOT/$KEY"
+if [ ! -f "$OUTDIR/libggml-cuda.so" ]; then
   fetch_sdist || { echo "cuda_backend.sh: $CAUSE" >&2; exit 1; }
   SRC="$CACHE_ROOT/$KEY.src" BUILD="$CACHE_ROOT/$KEY.build" LOG="$CACHE_ROOT/$KEY.log"
   # an unpacked source at a fixed path: cmake's kept build directory is tied to it
@@ -77,55 +79,47 @@ if ! ls "$WHEELDIR"/llama_cpp_python-"$VERSION"-*.whl >/dev/null 2>&1; then
     rm -rf "$SRC"; mkdir -p "$SRC"; tar xzf "$SDIST" -C "$SRC" --strip-components=1
   fi
   echo "Building llama.cpp's CUDA backend for compute capability $ARCHS (long: about an hour per capability on 2 cores; log: $LOG)..."
-  tmp="$WHEELDIR.partial.$$"; rm -rf "$tmp"; mkdir -p "$tmp"
   s=$(date +%s)
-  if (PATH="$TK/bin:$PATH" CMAKE_BUILD_PARALLEL_LEVEL="${CMAKE_BUILD_PARALLEL_LEVEL:-$(nproc)}" \
-      CMAKE_ARGS="$CUDA_ARGS -DCMAKE_CUDA_COMPILER=$TK/bin/nvcc -DCUDAToolkit_ROOT=$TK -DCMAKE_LIBRARY_PATH=$LINK" \
-      "$TKPY" -m pip wheel --no-deps --no-build-isolation -C build-dir="$BUILD" -w "$tmp" "$SRC" >"$LOG" 2>&1) \
-      && ls "$tmp"/llama_cpp_python-"$VERSION"-*.whl >/dev/null 2>&1; then
-    rm -rf "$WHEELDIR"; mv "$tmp" "$WHEELDIR"
-    echo "$(( $(date +%s) - s )) s for compute capability $ARCHS" > "$WHEELDIR/build-time.txt"
+  # shellcheck disable=SC2086  # the flags are words
+  if (export PATH="$TK/bin:$PATH"
+      [ -f "$BUILD/CMakeCache.txt" ] || cmake -S "$SRC" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release $CUDA_ARGS \
+        -DCMAKE_CUDA_COMPILER="$TK/bin/nvcc" -DCUDAToolkit_ROOT="$TK" -DCMAKE_LIBRARY_PATH="$LINK"
+      cmake --build "$BUILD" --target ggml-cuda -j "${CMAKE_BUILD_PARALLEL_LEVEL:-$(nproc)}") >>"$LOG" 2>&1 \
+      && [ -f "$BUILD/bin/libggml-cuda.so" ]; then
+    rm -rf "$OUTDIR.partial"; mkdir -p "$OUTDIR.partial"
+    cp -L "$BUILD/bin/libggml-cuda.so" "$BUILD/bin/libggml-base.so" "$OUTDIR.partial/"
+    echo "$(( $(date +%s) - s )) s (this run) for compute capability $ARCHS" > "$OUTDIR.partial/build-time.txt"
+    rm -rf "$OUTDIR"; mv "$OUTDIR.partial" "$OUTDIR"   # only a finished library enters the cache
   else
-    rm -rf "$tmp"
     echo "cuda_backend.sh: the CUDA build failed: $(build_cause "$LOG")" >&2
     exit 1
   fi
 fi
-WHEEL=$(ls "$WHEELDIR"/llama_cpp_python-"$VERSION"-*.whl | head -1)
 
-# 4. libggml-cuda.so and the runtime into LIBDIR, after checking the CPU build's libggml defines what it takes
-"$TKPY" - "$WHEEL" "$LIBDIR" "$TK/lib" $CUDA_PYPI_RUNTIME_LIBS <<'PYEOF'
-import shutil, subprocess, sys, tempfile, zipfile
+# 4. libggml-cuda.so and the runtime into LIBDIR, after checking the CPU build's libggml-base
+# defines every symbol it takes from its own build's
+"$TKPY" - "$OUTDIR" "$LIBDIR" "$TK/lib" $CUDA_PYPI_RUNTIME_LIBS <<'PYEOF'
+import shutil, subprocess, sys
 from pathlib import Path
-wheel, libdir, rtdir, runtime = sys.argv[1], Path(sys.argv[2]), Path(sys.argv[3]), sys.argv[4:]
+built, libdir, rtdir, runtime = Path(sys.argv[1]), Path(sys.argv[2]), Path(sys.argv[3]), sys.argv[4:]
 
 def symbols(path: Path, which: str) -> set[str]:
     out = subprocess.run(["nm", "-D", which, str(path)], capture_output=True, text=True, check=True).stdout
     return {line.split()[-1].split("@")[0] for line in out.splitlines() if line.strip()}
 
-with tempfile.TemporaryDirectory() as tmp, zipfile.ZipFile(wheel) as z:
-    names = set(z.namelist())
-    cuda = "llama_cpp/lib/libggml-cuda.so"
-    if cuda not in names:
-        sys.exit(f"cuda_backend.sh: {wheel} holds no {cuda}")
-    z.extract(cuda, tmp)
-    wanted = symbols(Path(tmp) / cuda, "--undefined-only")
-    # what it takes from its own build's libggml libraries, the portable build's must define
-    for lib in ("libggml-base.so", "libggml.so"):
-        if f"llama_cpp/lib/{lib}" not in names:
-            continue
-        z.extract(f"llama_cpp/lib/{lib}", tmp)
-        needed = wanted & symbols(Path(tmp) / "llama_cpp/lib" / lib, "--defined-only")
-        if not (libdir / lib).exists():
-            sys.exit(f"cuda_backend.sh: no {lib} in {libdir}: not a portable llama.cpp lib folder")
-        missing = needed - symbols(libdir / lib, "--defined-only")
-        if missing:
-            sys.exit(f"cuda_backend.sh: {libdir / lib} lacks {len(missing)} symbols libggml-cuda.so takes from it "
-                     f"({', '.join(sorted(missing)[:3])}...): not the same llama-cpp-python version?")
-    shutil.copyfile(Path(tmp) / cuda, libdir / "libggml-cuda.so")
+mine = libdir / "libggml-base.so"
+if not mine.exists():
+    sys.exit(f"cuda_backend.sh: no libggml-base.so in {libdir}: not a portable llama.cpp lib folder")
+needed = symbols(built / "libggml-cuda.so", "--undefined-only") & symbols(built / "libggml-base.so", "--defined-only")
+missing = needed - symbols(mine, "--defined-only")
+if missing:
+    sys.exit(f"cuda_backend.sh: {mine} lacks {len(missing)} symbols libggml-cuda.so takes from it "
+             f"({', '.join(sorted(missing)[:3])}...): not the same llama-cpp-python version?")
+shutil.copyfile(built / "libggml-cuda.so", libdir / "libggml-cuda.so")
 for lib in runtime:  # the files themselves, not the toolkit venv's links
     shutil.copyfile(rtdir / lib, libdir / lib)
-print(f"CUDA backend added to {libdir}: libggml-cuda.so + {', '.join(runtime)}")
+print(f"CUDA backend added to {libdir}: libggml-cuda.so ({len(needed)} symbols from libggml-base, all defined there) "
+      f"+ {', '.join(runtime)}")
 PYEOF
 
 # 5. it must find everything beside itself except the driver (and the system's own libraries)
