@@ -99,9 +99,26 @@ fi
 # 4. libggml-cuda.so and the runtime into LIBDIR, after checking the CPU build's libggml-base
 # defines every symbol it takes from its own build's
 "$TKPY" - "$OUTDIR" "$LIBDIR" "$TK/lib" $CUDA_PYPI_RUNTIME_LIBS <<'PYEOF'
-import shutil, subprocess, sys
+import re, shutil, subprocess, sys
 from pathlib import Path
 built, libdir, rtdir, runtime = Path(sys.argv[1]), Path(sys.argv[2]), Path(sys.argv[3]), sys.argv[4:]
+
+
+def origin_only(path: Path) -> None:
+    """Cut the library's RUNPATH to $ORIGIN: cmake appends the build's link folder (the
+    toolkit venv's), which means nothing elsewhere. The string is shortened in place, a NUL
+    after $ORIGIN, as patchelf does when a path gets shorter."""
+    dyn = subprocess.run(["readelf", "-d", str(path)], capture_output=True, text=True, check=True).stdout
+    m = re.search(r"Library r(?:un)?path: \[(.*)\]", dyn)
+    if m is None or m.group(1) == "$ORIGIN":
+        return
+    data = bytearray(path.read_bytes())
+    entry = m.group(1).encode() + b"\0"
+    if not entry.startswith(b"$ORIGIN:") or data.count(entry) != 1:
+        sys.exit(f"cuda_backend.sh: cannot trim the RUNPATH {m.group(1)!r} of {path} to $ORIGIN")
+    data[data.index(entry) + len(b"$ORIGIN")] = 0
+    path.write_bytes(bytes(data))
+
 
 def symbols(path: Path, which: str) -> set[str]:
     out = subprocess.run(["nm", "-D", which, str(path)], capture_output=True, text=True, check=True).stdout
@@ -116,6 +133,7 @@ if missing:
     sys.exit(f"cuda_backend.sh: {mine} lacks {len(missing)} symbols libggml-cuda.so takes from it "
              f"({', '.join(sorted(missing)[:3])}...): not the same llama-cpp-python version?")
 shutil.copyfile(built / "libggml-cuda.so", libdir / "libggml-cuda.so")
+origin_only(libdir / "libggml-cuda.so")
 for lib in runtime:  # the files themselves, not the toolkit venv's links
     shutil.copyfile(rtdir / lib, libdir / lib)
 print(f"CUDA backend added to {libdir}: libggml-cuda.so ({len(needed)} symbols from libggml-base, all defined there) "
@@ -126,4 +144,4 @@ PYEOF
 missing=$(cd "$LIBDIR" && env -u LD_LIBRARY_PATH ldd ./libggml-cuda.so | awk '/not found/ {print $1}' | grep -v '^libcuda\.so\.1$' || true)
 [ -z "$missing" ] || { echo "cuda_backend.sh: libggml-cuda.so does not find $(echo $missing) beside itself" >&2; exit 1; }
 rpath=$(readelf -d "$LIBDIR/libggml-cuda.so" | sed -n 's/.*R\(UN\)\{0,1\}PATH.*\[\(.*\)\]/\2/p')
-[ "$rpath" = '$ORIGIN' ] || echo "cuda_backend.sh: note: libggml-cuda.so's RPATH is '$rpath' (expected \$ORIGIN)" >&2
+[ "$rpath" = '$ORIGIN' ] || { echo "cuda_backend.sh: libggml-cuda.so's RPATH is '$rpath', not \$ORIGIN" >&2; exit 1; }
