@@ -108,7 +108,8 @@ def why_not_loaded(path: Path, opener: Callable[[str], Any] = ctypes.CDLL) -> st
     try:
         opener(str(path))
     except OSError as e:
-        msg = str(e).strip()
+        # a frozen app's ctypes (PyInstaller) raises its own "Failed to load dynlib/dll" from the loader's error
+        msg = str(e.__cause__ if isinstance(e.__cause__, OSError) else e).strip()
         missing = re.search(r"([\w.+-]+\.so[\w.]*): cannot open shared object file", msg)
         if missing:
             return f"{missing.group(1)} not found (no driver for it on this machine)"

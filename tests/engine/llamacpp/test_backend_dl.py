@@ -98,6 +98,16 @@ def test_a_gpu_backend_without_its_driver_is_skipped_with_one_line(tmp_path):
     assert load.gpus == ()
     assert load.gpu_lines() == ["CUDA backend not used: libcuda.so.1 not found (no driver for it on this machine)"]
     assert load.status_text() == "CPU kernels: x64 · CUDA not used: libcuda.so.1 not found"  # the status bar
+
+    def frozen_no_driver(path):  # PyInstaller's ctypes hides the loader's message behind its own
+        try:
+            no_driver(path)
+        except OSError as e:
+            raise OSError(f"Failed to load dynlib/dll {path!r}. Most likely this dynlib/dll was not found when "
+                          "the application was frozen.") from e
+
+    frozen = summarize(["CPU"], str(libdir / "libggml-cpu-x64.so"), libdir, opener=frozen_no_driver)
+    assert frozen.gpu_lines() == load.gpu_lines()
     loaded = summarize(["CPU", "CUDA"], str(libdir / "libggml-cpu-x64.so"), libdir, opener=no_driver)
     assert loaded.status_text() == "CPU kernels: x64"
     assert loaded.gpu_lines() == ["CUDA backend loaded"] and loaded.skipped == ()
