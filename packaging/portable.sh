@@ -2,6 +2,7 @@
 # The portable bundle: dist/tandem/ with llama.cpp built to run on any x86-64 CPU.
 #
 #   bash packaging/portable.sh            # `make package`; needs the dev venv (make run / bootstrap.sh)
+#   TANDEM_BUNDLE_CUDA=1 TANDEM_DIST=dist/cuda bash packaging/portable.sh   # `make package-cuda`: + the CUDA backend
 #
 # The developer venv's llama.cpp is built for this machine's SIMD flags (install_llama_cpp.sh):
 # on an older CPU it dies with SIGILL. This builds the same llama-cpp-python source a second
@@ -65,10 +66,20 @@ variants=$(ls "$LIB" | sed -n 's/^libggml-cpu-\(.*\)\.so$/\1/p' | paste -sd' ' -
 n=$(echo "$variants" | wc -w)
 [ "$n" -ge 3 ] || { echo "portable.sh: only $n CPU variants in the build ($variants): is GGML_CPU_ALL_VARIANTS honoured?" >&2; exit 1; }
 echo "portable llama.cpp: $n CPU variants ($variants)"
+# the GPU bundle (make package-cuda): the CUDA backend as one more loadable library, with its runtime
+if [ "${TANDEM_BUNDLE_CUDA:-0}" = 1 ]; then
+  bash "$ROOT/packaging/cuda_backend.sh" "$LIB"
+fi
 
 LLAMA_CPP_LIB_PATH="$LIB" "$PY" -m PyInstaller "$ROOT/packaging/tandem.spec" --noconfirm --distpath "$DIST" \
   --workpath "$ROOT/build/pyinstaller-portable" --log-level WARN
 inside=$(ls "$DIST/tandem/_internal/llama_cpp/lib" | grep -c '^libggml-cpu-.*\.so$' || true)
 [ "$inside" -ge 3 ] || { echo "portable.sh: the bundle holds $inside CPU variants, expected $n" >&2; exit 1; }
 "$DIST/tandem/tandem" --self-test
+if [ "${TANDEM_BUNDLE_CUDA:-0}" = 1 ]; then
+  # loaded where the driver is, else one line saying why not (and the CPU variants serve)
+  line=$("$DIST/tandem/tandem" cli doctor 2>&1 | grep -E "CUDA backend (loaded|not used: )" || true)
+  [ -n "$line" ] || { echo "portable.sh: tandem doctor names no CUDA backend in $DIST/tandem" >&2; exit 1; }
+  echo "${line#"${line%%[![:space:]]*}"}"
+fi
 echo "portable bundle: $DIST/tandem ($inside CPU variants); prove it on an old CPU: bash packaging/release_check.sh"

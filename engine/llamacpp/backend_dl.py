@@ -59,10 +59,14 @@ class BackendLoad:
         return lines
 
     def status_text(self) -> str:
-        """The status bar's few words ("" for a build with its backends linked in)."""
+        """The status bar's few words ("" for a build with its backends linked in): the CPU
+        variant, and each shipped GPU backend left unused with the first words of why (a GPU
+        bundle on a machine without the driver runs on the CPU, and says so)."""
         if not self.dynamic:
             return ""
-        return f"CPU kernels: {self.cpu_variant}" if self.cpu_variant else "no CPU kernels for this CPU"
+        parts = [f"CPU kernels: {self.cpu_variant}" if self.cpu_variant else "no CPU kernels for this CPU"]
+        parts += [f"{name} not used: {why.split(' (')[0]}" for name, why in self.skipped]
+        return " · ".join(parts)
 
 
 def cpu_variants(libdir: Path) -> tuple[str, ...]:
@@ -104,7 +108,8 @@ def why_not_loaded(path: Path, opener: Callable[[str], Any] = ctypes.CDLL) -> st
     try:
         opener(str(path))
     except OSError as e:
-        msg = str(e).strip()
+        # a frozen app's ctypes (PyInstaller) raises its own "Failed to load dynlib/dll" from the loader's error
+        msg = str(e.__cause__ if isinstance(e.__cause__, OSError) else e).strip()
         missing = re.search(r"([\w.+-]+\.so[\w.]*): cannot open shared object file", msg)
         if missing:
             return f"{missing.group(1)} not found (no driver for it on this machine)"
@@ -112,14 +117,19 @@ def why_not_loaded(path: Path, opener: Callable[[str], Any] = ctypes.CDLL) -> st
     return "no usable device (the library loads, but its backend registered nothing)"
 
 
+NO_DEVICE = "no device found (the library and the driver load, but the driver reports no GPU)"
+
+
 def summarize(reg_names: Iterable[str], cpu_module: str | None, libdir: Path,
-              opener: Callable[[str], Any] = ctypes.CDLL) -> BackendLoad:
+              opener: Callable[[str], Any] = ctypes.CDLL, no_device: Iterable[str] = ()) -> BackendLoad:
     """The `BackendLoad` of a backend-DL build after loading: the registered backends'
-    names, the file the CPU backend came from, and the library folder."""
-    names = set(reg_names)
-    gpus = tuple(sorted(n for n in names if n not in NOT_GPU))
+    names, the file the CPU backend came from, the library folder, and the GPU backends that
+    registered without a device (CUDA does where the driver is installed but sees no GPU)."""
+    names, empty = set(reg_names), set(no_device)
+    gpus = tuple(sorted(n for n in names if n not in NOT_GPU and n not in empty))
     skipped = tuple((name, why_not_loaded(path, opener)) for name, path in sorted(gpu_libraries(libdir).items())
                     if name not in names)
+    skipped += tuple((name, NO_DEVICE) for name in sorted(empty & names - NOT_GPU))
     cpu = variant_of(cpu_module) if "CPU" in names else None
     if cpu is None and "CPU" in names:
         cpu = Path(cpu_module).name if cpu_module else "unknown"
@@ -208,6 +218,16 @@ def _bind(lib: Any, libdir: Path) -> Any:
     return lib
 
 
+def _device_counts(lib: Any, regs: list[Any], libdir: Path) -> list[int] | None:
+    """How many devices each registered backend has (None: this libggml cannot say)."""
+    try:
+        fn = borrow(lib, "ggml_backend_reg_dev_count", _siblings(libdir))
+    except AttributeError:
+        return None
+    fn.argtypes, fn.restype = [ctypes.c_void_p], ctypes.c_size_t
+    return [int(fn(r)) for r in regs]
+
+
 def ensure_loaded(lib: Any, libdir: Path) -> BackendLoad:
     """Load a backend-DL build's backends from `libdir` into the libggml that `lib` reaches
     (libggml itself, or libllama, whose symbol look-up reaches the libggml it links), once;
@@ -230,7 +250,9 @@ def ensure_loaded(lib: Any, libdir: Path) -> BackendLoad:
             regs = [lib.ggml_backend_reg_get(i) for i in range(lib.ggml_backend_reg_count())]
             names = [(lib.ggml_backend_reg_name(r) or b"").decode(errors="replace") for r in regs]
             cpu = next((r for r, n in zip(regs, names) if n == "CPU"), None)
-            result = summarize(names, module_of(cpu) if cpu else None, libdir)
+            counts = _device_counts(lib, regs, libdir)
+            empty = [n for n, c in zip(names, counts) if c == 0] if counts is not None else []
+            result = summarize(names, module_of(cpu) if cpu else None, libdir, no_device=empty)
         _done[key] = result
         return result
 

