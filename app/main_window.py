@@ -21,6 +21,7 @@ from engine.units import human_bytes
 
 from . import appearance, help_menu, theme
 from .download_job import DownloadStatus
+from .first_window import first_geometry
 from .history import History, HistoryError
 from .session import Session
 from .views.chat import ChatView
@@ -179,7 +180,7 @@ class MainWindow(QMainWindow):
         from .views.models import ModelsView
         from .views.bench_view import BenchView
 
-        self.views["Race"] = RaceView(self.session)
+        self.views["Race"] = RaceView(self.session, gpu=bool(self.hw.gpus))  # the first race suits the machine
         self.views["Models"] = ModelsView(self.session, self.catalog, self.hw)
         self.views["Bench"] = BenchView(self.session)
         self.views["Bench"].useSetting.connect(self.use_chat_setting)
@@ -326,8 +327,8 @@ class MainWindow(QMainWindow):
         geo = self.settings.value("window/geometry")
         if isinstance(geo, QByteArray):
             self.restoreGeometry(geo)
-        else:
-            self.resize(1360, 860)
+        elif self.screen() is not None:  # a fresh profile: a size that fits this screen, centred
+            self.setGeometry(first_geometry(self.screen().availableGeometry(), self.minimumSize()))
         state = self.settings.value("window/state")
         if isinstance(state, QByteArray):
             self.restoreState(state)

@@ -1,0 +1,135 @@
+"""Small screens and scaled displays: the first window fits the screen it opens on; at 1.5x
+scale (a 1360x860 window lays out 907x573) every page passes tests/layout_checks.py; in a
+narrow window the Models table drops columns rather than its Fit verdict, and the race puts
+its verdict above panes stacked one over the other."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("PySide6")
+
+from PySide6.QtCore import QRect, QSize  # noqa: E402
+
+from app.first_window import first_geometry  # noqa: E402
+
+MIN = QSize(800, 560)
+
+
+@pytest.mark.parametrize("screen, size", [
+    (QRect(0, 0, 1600, 1000), QSize(1360, 850)),  # a 1600x1000 screen at 1x: the preferred width
+    (QRect(0, 0, 1067, 667), QSize(906, 566)),  # the same screen at 1.5x: what fits, not the minimum
+    (QRect(0, 0, 2560, 1400), QSize(1360, 860)),  # a large screen: the preferred size
+    (QRect(0, 0, 853, 480), QSize(800, 480)),  # smaller than the minimum: the screen, not past it
+])
+def test_the_first_window_fits_its_screen_and_is_centred(screen, size):
+    g = first_geometry(screen, MIN)
+    assert g.size() == size
+    assert screen.contains(g) and abs(g.center().x() - screen.center().x()) <= 1 \
+        and abs(g.center().y() - screen.center().y()) <= 1
+
+
+def test_a_fresh_profile_opens_centred_on_the_screen(qtbot, tmp_path):
+    from PySide6.QtCore import QSettings
+
+    from app.history import History
+    from app.main_window import MainWindow
+
+    w = MainWindow(history=History(tmp_path / "h.db"), settings=QSettings(str(tmp_path / "s.ini"), QSettings.Format.IniFormat),
+                   autoload=False)
+    qtbot.addWidget(w)
+    screen = w.screen().availableGeometry()
+    assert w.geometry() == first_geometry(screen, w.minimumSize())
+    w.close()
+
+
+def test_every_page_fits_a_1360x860_window_at_one_and_a_half_scale(tiny_target, tmp_path):
+    """A child process (the scale is fixed when Qt starts) races, then checks every page."""
+    child = Path(__file__).with_name("scaled_window.py")
+    env = {**os.environ, "QT_SCALE_FACTOR": "1.5", "QT_QPA_PLATFORM": "offscreen"}
+    out = subprocess.run([sys.executable, str(child), str(tiny_target), "1360", "860", str(tmp_path)],
+                         capture_output=True, text=True, env=env, timeout=240)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert json.loads(out.stdout.strip().splitlines()[-1]) == []
+    assert (tmp_path / "race-1360x860-light.png").exists()
+
+
+def test_a_narrow_models_table_drops_tags_and_download_but_keeps_fit(qtbot, tmp_path):
+    from PySide6.QtCore import QSettings
+
+    from app.history import History
+    from app.main_window import MainWindow
+    from layout_checks import page_problems
+
+    w = MainWindow(history=History(tmp_path / "h.db"), settings=QSettings(str(tmp_path / "s.ini"), QSettings.Format.IniFormat),
+                   autoload=False)
+    qtbot.addWidget(w)
+    w.show()
+    qtbot.waitExposed(w)
+    w.nav.setCurrentRow(2)
+    table = w.views["Models"].pairs.table
+    cols = table.model().COLUMNS
+    for size, dropped in (((800, 600), ["Tags", "Download"]), ((1360, 860), [])):
+        w.resize(*size)
+        qtbot.waitUntil(lambda: [cols[c] for c in range(len(cols)) if table.isColumnHidden(c)] == dropped)
+        assert page_problems(w, "Models") == [], size
+    assert "tags code" in w.views["Models"].pairs.details.text()  # what a dropped column said is in the details
+    w.close()
+
+
+def test_a_narrow_race_stacks_its_panes_below_the_verdict(qtbot, tmp_path, tiny_target):
+    from PySide6.QtCore import QPoint, QSettings
+
+    from app.history import History
+    from app.main_window import MainWindow
+
+    w = MainWindow(history=History(tmp_path / "h.db"), settings=QSettings(str(tmp_path / "s.ini"), QSettings.Format.IniFormat),
+                   autoload=False)
+    qtbot.addWidget(w)
+    w.show()
+    qtbot.waitExposed(w)
+    w.nav.setCurrentRow(1)
+    race = w.views["Race"]
+    target, spec = race.panes["target"], race.panes["speculative"]
+
+    def y(c):
+        return c.mapTo(race, QPoint(0, 0)).y()
+
+    w.resize(800, 600)
+    qtbot.waitUntil(lambda: y(spec) > y(target) + target.height() - 1)  # one above the other
+    assert y(race.speedup_label) < y(target), "the verdict sits above the panes"
+    w.resize(1360, 860)
+    qtbot.waitUntil(lambda: y(spec) == y(target))  # side by side again
+    w.close()
+
+
+def test_cancel_stays_under_the_pointer_when_the_download_bar_appears(qtbot, tmp_path):
+    from PySide6.QtCore import QSettings
+
+    from app.history import History
+    from app.main_window import MainWindow
+
+    w = MainWindow(history=History(tmp_path / "h.db"), settings=QSettings(str(tmp_path / "s.ini"), QSettings.Format.IniFormat),
+                   autoload=False)
+    qtbot.addWidget(w)
+    w.show()
+    qtbot.waitExposed(w)
+    w.nav.setCurrentRow(2)
+    pairs = w.views["Models"].pairs
+    for size in ((800, 600), (1360, 860)):
+        w.resize(*size)
+        qtbot.wait(20)
+        before = pairs.cancel_btn.geometry()
+        pairs.progress.setVisible(True)  # as when a download starts (app/views/models/pairs.py _download_changed)
+        qtbot.wait(20)
+        assert pairs.cancel_btn.geometry() == before, size
+        pairs.progress.setVisible(False)
+        qtbot.wait(20)
+        assert pairs.cancel_btn.geometry() == before, size
+    w.close()
