@@ -1,4 +1,4 @@
-"""Small screens and scaled displays: the first window fits the screen it opens on; at 1.5x
+"""Small screens and scaled displays: at 1.5x
 scale (a 1360x860 window lays out 907x573) every page passes tests/layout_checks.py; in a
 narrow window the Models table drops columns rather than its Fit verdict, and the race puts
 its verdict above panes stacked one over the other."""
@@ -14,39 +14,6 @@ from pathlib import Path
 import pytest
 
 pytest.importorskip("PySide6")
-
-from PySide6.QtCore import QRect, QSize  # noqa: E402
-
-from app.first_window import first_geometry  # noqa: E402
-
-MIN = QSize(800, 560)
-
-
-@pytest.mark.parametrize("screen, size", [
-    (QRect(0, 0, 1600, 1000), QSize(1360, 850)),  # a 1600x1000 screen at 1x: the preferred width
-    (QRect(0, 0, 1067, 667), QSize(906, 566)),  # the same screen at 1.5x: what fits, not the minimum
-    (QRect(0, 0, 2560, 1400), QSize(1360, 860)),  # a large screen: the preferred size
-    (QRect(0, 0, 853, 480), QSize(800, 480)),  # smaller than the minimum: the screen, not past it
-])
-def test_the_first_window_fits_its_screen_and_is_centred(screen, size):
-    g = first_geometry(screen, MIN)
-    assert g.size() == size
-    assert screen.contains(g) and abs(g.center().x() - screen.center().x()) <= 1 \
-        and abs(g.center().y() - screen.center().y()) <= 1
-
-
-def test_a_fresh_profile_opens_centred_on_the_screen(qtbot, tmp_path):
-    from PySide6.QtCore import QSettings
-
-    from app.history import History
-    from app.main_window import MainWindow
-
-    w = MainWindow(history=History(tmp_path / "h.db"), settings=QSettings(str(tmp_path / "s.ini"), QSettings.Format.IniFormat),
-                   autoload=False)
-    qtbot.addWidget(w)
-    screen = w.screen().availableGeometry()
-    assert w.geometry() == first_geometry(screen, w.minimumSize())
-    w.close()
 
 
 def test_every_page_fits_a_1360x860_window_at_one_and_a_half_scale(tiny_target, tmp_path):
