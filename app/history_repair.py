@@ -1,6 +1,6 @@
 """A damaged chat history: how damage is recognised, the file moved aside (its WAL too,
 nothing deleted), and every conversation that still reads copied into a fresh database,
-answer versions included. `app.history.History` decides when; this module does the work."""
+with its answer and question versions and its own settings. `app.history.History` decides when; this module does the work."""
 
 from __future__ import annotations
 
@@ -82,7 +82,8 @@ def salvage(backup: Path, db: sqlite3.Connection) -> tuple[int, int]:
 
 def copy_conversations(src: sqlite3.Connection, db: sqlite3.Connection) -> tuple[int, int]:
     """Copy every conversation that reads cleanly from `src` (any layout since the first:
-    without answer versions too) into `db`, under new ids; (copied, seen)."""
+    without answer versions, question versions or chat settings too) into `db`, under new
+    ids, with the versions and settings that hang from them; (copied, seen)."""
     saved = 0
     src.row_factory = sqlite3.Row
     try:
@@ -90,6 +91,7 @@ def copy_conversations(src: sqlite3.Connection, db: sqlite3.Connection) -> tuple
     except sqlite3.Error:
         return 0, 0
     has_versions = {str(r[1]) for r in _rows(src.execute("PRAGMA table_info(messages)"))} >= {"version"}
+    tables = {str(r[0]) for r in _rows(src.execute("SELECT name FROM sqlite_master WHERE type='table'"))}
     for c in convs:
         try:
             msgs = src.execute(f"SELECT id, role, content, stats, spans, status, created, "
@@ -104,6 +106,12 @@ def copy_conversations(src: sqlite3.Connection, db: sqlite3.Connection) -> tuple
                     if has_versions:
                         db.executemany("INSERT INTO answer_versions(message_id, n, content, stats, spans, status, created) "
                                        "VALUES (?,?,?,?,?,?,?)", [(new, *tuple(v)) for v in _versions(src, m[0])])
+                    if "question_versions" in tables:
+                        db.executemany("INSERT INTO question_versions(message_id, n, content, spans, tail, created) "
+                                       "VALUES (?,?,?,?,?,?)", [(new, *tuple(v)) for v in _question_versions(src, m[0])])
+                settings = _settings(src, c["id"]) if "chat_settings" in tables else None
+                if settings is not None:
+                    db.execute("INSERT INTO chat_settings(conversation_id, settings) VALUES (?,?)", (cur.lastrowid, settings))
             saved += 1
         except sqlite3.Error:
             continue
@@ -117,3 +125,21 @@ def _versions(src: sqlite3.Connection, message_id: int) -> list[sqlite3.Row]:
                                  "WHERE message_id=? ORDER BY n", (message_id,)))
     except sqlite3.Error:
         return []
+
+
+def _question_versions(src: sqlite3.Connection, message_id: int) -> list[sqlite3.Row]:
+    """The other versions of an edited question, each with the conversation that followed it."""
+    try:
+        return _rows(src.execute("SELECT n, content, spans, tail, created FROM question_versions "
+                                 "WHERE message_id=? ORDER BY n", (message_id,)))
+    except sqlite3.Error:
+        return []
+
+
+def _settings(src: sqlite3.Connection, conversation_id: int) -> str | None:
+    """The chat's own settings as stored (JSON), or None when it has none or they do not read."""
+    try:
+        row = src.execute("SELECT settings FROM chat_settings WHERE conversation_id=?", (conversation_id,)).fetchone()
+    except sqlite3.Error:
+        return None
+    return row[0] if row else None

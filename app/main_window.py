@@ -179,7 +179,7 @@ class MainWindow(QMainWindow):
         from .views.models import ModelsView
         from .views.bench_view import BenchView
 
-        self.views["Race"] = RaceView(self.session)
+        self.views["Race"] = RaceView(self.session, gpu=bool(self.hw.gpus))  # the first race suits the machine
         self.views["Models"] = ModelsView(self.session, self.catalog, self.hw)
         self.views["Bench"] = BenchView(self.session)
         self.views["Bench"].useSetting.connect(self.use_chat_setting)

@@ -8,7 +8,6 @@ bash "$ROOT/packaging/qt_system_libs.sh" || true
 tandem pull   # the default pair, sha256-verified; instant when already present
 if [ "$(uname -s)" = "Linux" ] && [ -z "${DISPLAY:-}" ] && [ -z "${WAYLAND_DISPLAY:-}" ]; then
   echo "No display here: showing the terminal race instead of the window (run this from a desktop session for the app)." >&2
-  exec tandem race "Write a Python function that returns the n-th Fibonacci number, with a docstring." \
-    --pair qwen2.5-coder-1.5b --chat --max-tokens 200 --lookahead auto
+  exec tandem demo --pair qwen2.5-coder-1.5b   # the race for this machine: an edit with prompt lookup on a CPU
 fi
 exec tandem app --pair qwen2.5-coder-1.5b "$@"

@@ -125,3 +125,29 @@ def outside(w: QWidget) -> list[str]:
 
 def problems(w: QWidget) -> list[str]:
     return horizontal_scrollbars(w) + clipped_text(w) + clipped_fields(w) + outside(w)
+
+
+def _in_sight(c: QWidget, w: QWidget) -> bool:
+    """`c` is shown and wholly inside the part of its scroll area (if any) and window on screen."""
+    if not _shown(c, w):
+        return False
+    g = QRect(c.mapTo(w, QPoint(0, 0)), c.size())
+    view = _scroller(c)
+    room = QRect(view.mapTo(w, QPoint(0, 0)), view.size()) if view is not None else w.rect()
+    return room.contains(g)
+
+
+def page_problems(w: QWidget, page: str) -> list[str]:
+    """`problems` plus what each page must keep in sight at any size: a finished race's verdict
+    (without scrolling to it), the models' Fit column (not dropped, not scrolled off)."""
+    out = problems(w)
+    view = w.views[page] if hasattr(w, "views") else None
+    if page == "Race" and view is not None and view.result is not None and not _in_sight(view.speedup_label, w):
+        out.append("the race's verdict is out of sight")
+    if page == "Models" and view is not None:
+        table = view.pairs.table
+        col = table.model().COLUMNS.index("Fits this machine")
+        x = table.columnViewportPosition(col)
+        if table.isColumnHidden(col) or x < 0 or x + table.columnWidth(col) > table.viewport().width() + 1:
+            out.append("the models' Fit column is out of sight")
+    return out

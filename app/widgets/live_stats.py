@@ -3,6 +3,10 @@ already receives, worded like the finished answer's line (engine/measure/report.
 
 Adding steps is a few integer additions (it runs for every batch of steps); the text is
 built only when the view's timer asks, a few times a second.
+
+It carries no tok/s: the status bar shows the running figure, and two different speeds on
+screen at once (this line's since-the-start and the bar's recent one) read as a contradiction.
+While the first answer on a machine waits for its costs to be measured, it says so.
 """
 
 from __future__ import annotations
@@ -21,30 +25,26 @@ class LiveStats:
         self.steps = 0
         self.drafted = 0
         self.accepted = 0
-        self._t0: float | None = None  # the first step's time and the tokens emitted before it ended
-        self._tokens0 = 0
-        self._t_last = 0.0
+        self.calibrating_s: float | None = None  # measuring this machine: its estimate, until the next step
+
+    def calibrating(self, estimate_s: float) -> None:
+        self.calibrating_s = estimate_s
 
     def add_steps(self, steps: list[Any]) -> None:
+        if steps:
+            self.calibrating_s = None
         for s in steps:
             self.steps += 1
             self.tokens += s.emitted
             self.drafted += s.drafted
             self.accepted += s.accepted
-            if self._t0 is None:
-                self._t0, self._tokens0 = s.t, self.tokens
-            self._t_last = s.t
-
-    def rate(self) -> float:
-        """Decode tokens per second since the first step (0 until there are two)."""
-        if self._t0 is None or self._t_last <= self._t0:
-            return 0.0
-        return (self.tokens - self._tokens0) / (self._t_last - self._t0)
 
     def text(self) -> str:
+        if self.calibrating_s is not None:
+            return f"Measuring this machine (first run only, ~{max(1, round(self.calibrating_s))} s)…"
         if not self.steps:
             return "Generating…"
-        parts = [f"Generating… {self.tokens} tokens", f"{self.rate():.1f} tok/s"]
+        parts = [f"Generating… {self.tokens} tokens"]
         if self.drafted:  # an acceptance rate of nothing drafted is no figure
             parts += [f"acceptance {self.accepted / self.drafted:.0%} ({self.accepted}/{self.drafted})",
                       f"{self.tokens / self.steps:.2f} tokens/step"]

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from PySide6.QtCore import QEvent, QObject, QRect, Qt
+from PySide6.QtCore import QEvent, QObject, QRect, Qt, QTimer
 from PySide6.QtWidgets import QAbstractScrollArea, QBoxLayout, QFrame, QLabel, QLayout, QSplitter, QVBoxLayout, QWidget
 
 SLACK = 8  # px of hysteresis: a layout at its exact limit does not flip back and forth
@@ -188,3 +188,29 @@ class WrappingLabel(QLabel):
     def setText(self, text: str) -> None:  # noqa: N802
         super().setText(text)
         self._claim()
+
+
+class HeightClaim(QObject):
+    """A box of wrapped text that claims its height at its current width, as WrappingLabel
+    does for one label: stacked in a narrow page, the race's result box was given the height
+    of its plain minimum, fewer lines than its labels wrap to, and its last rows were drawn
+    over (or cut off by) what follows it."""
+
+    def __init__(self, box: QWidget):
+        super().__init__(box)
+        self.box = box
+        box.installEventFilter(self)
+
+    def claim(self) -> None:
+        lay = self.box.layout()
+        if lay is None or not lay.hasHeightForWidth():
+            return
+        lay.activate()  # after a row flipped to a stack its cached heights are stale
+        h = lay.totalMinimumHeightForWidth(self.box.width())
+        if h > 0 and h != self.box.minimumHeight():
+            self.box.setMinimumHeight(h)
+
+    def eventFilter(self, obj: QObject, event: QEvent) -> bool:  # noqa: N802
+        if obj is self.box and event.type() in (QEvent.Type.Resize, QEvent.Type.LayoutRequest):
+            QTimer.singleShot(0, self, self.claim)  # once the layout pass under way is done
+        return False

@@ -403,6 +403,9 @@ def build_parser() -> argparse.ArgumentParser:
     from . import optimize as cli_optimize
 
     cli_optimize.register(sub)
+    from . import demo as cli_demo
+
+    cli_demo.register(sub, r)
     return parser
 
 

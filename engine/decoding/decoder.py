@@ -17,7 +17,7 @@ from ..errors import Cancelled, NonFiniteLogits, PromptError, TandemError
 from .cancel import CancelToken
 from .drafting.cost_model import CostModel, TextAcceptance
 from .drafting.drafters import DraftContext, Drafter, Proposal
-from .events import DoneEvent, Event, PrefillEvent, RunStats, StepEvent, TokenEvent
+from .events import CalibrationEvent, DoneEvent, Event, PrefillEvent, RunStats, StepEvent, TokenEvent
 from .sampling.finite import model_label
 from ..llamacpp.llama import Model
 from ..llamacpp.context import Context
@@ -36,6 +36,7 @@ if TYPE_CHECKING:
 # State snapshots a hybrid target keeps for taking drafts back (llama.cpp's n_rs_seq): each
 # costs one copy of the recurrent state (~18 MB on Qwen3.5-0.8B, ~150 MB on a 27B).
 RECURRENT_SNAPSHOTS = 8
+CALIBRATION_DECODES = 20  # `_calibrate`'s batches of 1..16 tokens, twice each, in single decodes' time on a CPU
 
 
 class EngineClosedError(TandemError):
@@ -184,6 +185,7 @@ class Decoder:
                     if result.step is not None:
                         yield result.step
                     if run.costs_pending and not run.finish:
+                        yield CalibrationEvent(self._calibration_estimate(run))
                         self._measure_costs(run)
                 flushed, done = self._done(run)
                 yield from flushed
@@ -445,6 +447,13 @@ class Decoder:
                 self._calibrate(run.pending)
         run.costs_pending = False
         run.stats.calibration_s += time.perf_counter() - t
+
+    @staticmethod
+    def _calibration_estimate(run: _Run) -> float:
+        """Seconds `_calibrate` will take: its decodes cost about CALIBRATION_DECODES single
+        ones, timed by the steps so far (each a single-token target pass before measuring)."""
+        per_decode = run.stats.verify_s / run.stats.steps if run.stats.steps else 0.0
+        return CALIBRATION_DECODES * per_decode
 
     def _calibrate(self, probe_token: int) -> None:
         """Measure the target's verify cost for a few batch sizes (when none is known).

@@ -1,7 +1,8 @@
 """What the decoder tells its listeners: plain dataclasses, serialisable to JSON.
 
 Every consumer (CLI, GUI worker, benchmark, tests) reads the same stream:
-`PrefillEvent`* then (`TokenEvent`* `StepEvent`)* then one `DoneEvent` with `RunStats`.
+`PrefillEvent`* then (`TokenEvent`* `StepEvent`)* then one `DoneEvent` with `RunStats`; a
+`CalibrationEvent` after the first step when this machine's costs are being measured.
 """
 
 from __future__ import annotations
@@ -65,6 +66,16 @@ class StepEvent:
 
 
 @dataclass
+class CalibrationEvent:
+    """The target's verify costs are about to be measured (once per machine and model, for
+    Auto): the next token waits about `estimate_s` seconds. Said so that a first answer is
+    not a counter stuck at one token."""
+
+    estimate_s: float
+    kind: str = "calibration"
+
+
+@dataclass
 class RunStats:
     """Totals of one generation. acceptance_rate = accepted / drafted (0 when nothing drafted)."""
 
@@ -112,7 +123,7 @@ class DoneEvent:
     kind: str = "done"
 
 
-Event = Union[PrefillEvent, TokenEvent, StepEvent, DoneEvent]
+Event = Union[PrefillEvent, TokenEvent, StepEvent, CalibrationEvent, DoneEvent]
 
 
 def event_to_json(ev: Event) -> str:

@@ -97,7 +97,10 @@ def verdict(base: RunStats, spec: RunStats, *, noise: float = NOISE) -> tuple[st
     detail = (f"wall-clock {base.wall_s:.2f} s vs {spec.wall_s:.2f} s ({wall:.2f}x); "
               f"decode {base.decode_tokens_per_s:.1f} vs {spec.decode_tokens_per_s:.1f} tok/s ({decode:.2f}x)")
     if spec.drafted == 0:
-        if spec.lookahead.startswith("auto"):
+        if spec.lookahead.startswith("auto") and spec.mode == "lookup":  # its proposals cost nothing to make
+            why = ("Auto checked none of prompt lookup's proposals: it found no copy, or none it expected "
+                   "to hold long enough to pay for the wider target pass; a fixed lookahead tries them anyway")
+        elif spec.lookahead.startswith("auto"):
             why = "Auto judged that drafting does not pay on this machine (the draft costs more than it saves)"
         elif spec.mode == "lookup":
             why = "prompt lookup found nothing in the prompt to copy"

@@ -169,10 +169,15 @@ class Bandwidth:
     basis: str  # words for a tooltip: "measured decode of X" or "memory copy test"
 
 
+MIN_MEASURED_BYTES = 64 << 20  # below this a decode's time is llama.cpp's per-token overhead, not RAM
+
+
 def measured_decode_bandwidth(hw: Hardware | None = None, cal_path: Path | None = None) -> Bandwidth | None:
     """Weight bytes / seconds per target-alone token from Auto's persisted calibration on this
     machine (engine/models/calibration.py): the real decode speed, best over the models measured.
-    On a machine with a GPU only CPU-only runs (ngl0) count: they say what RAM delivers."""
+    On a machine with a GPU only CPU-only runs (ngl0) count: they say what RAM delivers. A
+    model under MIN_MEASURED_BYTES does not count: its pass is overhead, and a test model of a
+    few MB read as 0.7 GB/s predicted ~0.0 tok/s for every real pair (and hours for a bench)."""
     from . import calibration
 
     data = calibration.entries(cal_path)
@@ -190,6 +195,8 @@ def measured_decode_bandwidth(hw: Hardware | None = None, cal_path: Path | None 
         name, _, size = file_id.rpartition(":")
         t1 = (entry.get("verify_s") or {}).get("1") if isinstance(entry.get("verify_s"), dict) else None
         try:
+            if int(size) < MIN_MEASURED_BYTES:
+                continue
             bw = int(size) / float(t1)
         except (TypeError, ValueError, ZeroDivisionError):
             continue
@@ -241,6 +248,8 @@ class Fit:
         """The verdict with the expected speed: "fits in RAM · ~3 tok/s expected"."""
         if self.tok_s is None:
             return self.verdict
+        if self.tok_s < 0.1:  # "~0.0" would read as "does not run"; it runs, very slowly
+            return f"{self.verdict} · under 0.1 tok/s expected"
         rate = f"{self.tok_s:.0f}" if self.tok_s >= 10 else f"{self.tok_s:.1f}"
         return f"{self.verdict} · ~{rate} tok/s expected"
 
@@ -256,7 +265,8 @@ def with_speed(fit: Fit, target_bytes: int, bw: Bandwidth | None) -> Fit:
         return fit
     fit.tok_s = expected_tok_s(target_bytes, bw)
     fit.speed_basis = bw.basis
-    fit.detail += (f"; ~{fit.tok_s:.1f} tok/s expected (estimate: {bw.bytes_per_s / GB:.1f} GB/s from a "
+    rate = "under 0.1" if fit.tok_s < 0.1 else f"~{fit.tok_s:.1f}"
+    fit.detail += (f"; {rate} tok/s expected (estimate: {bw.bytes_per_s / GB:.1f} GB/s from a "
                    f"{bw.basis} ÷ {target_bytes / GB:.2f} GB of target weights per token)")
     return fit
 

@@ -82,7 +82,7 @@ def test_every_page_fits_at(qtbot, window, tmp_path, size):
 
 
 # -- issue 26: the three widths people use, both themes, measured ------------------------------------
-WIDTHS = [(800, 700), (1024, 700), (1360, 860)]
+WIDTHS = [(800, 600), (1024, 700), (1360, 860)]
 PAGES = ["Chat", "Race", "Models", "Bench", "Settings"]
 
 
@@ -114,9 +114,10 @@ def _look(qtbot, w, tmp_path, name: str, size, theme: str, problems) -> list[str
 
 @pytest.mark.parametrize("theme", ["light", "dark"])
 def test_every_page_reflows_at_three_widths(qtbot, raced, tmp_path, theme):
-    """No horizontal scrollbar, no text cut off, every control inside the window, at 800, 1024
-    and 1360 px, light and dark; the chat also with its settings drawer opened (F9)."""
-    from layout_checks import problems
+    """No horizontal scrollbar, no text cut off, every control inside the window, the race's
+    verdict and the models' Fit column in sight, at 800x600, 1024 and 1360 px, light and dark;
+    the chat also with its settings drawer opened (F9)."""
+    from layout_checks import page_problems, problems
 
     w = raced
     w.set_theme(theme)
@@ -125,7 +126,7 @@ def test_every_page_reflows_at_three_widths(qtbot, raced, tmp_path, theme):
         w.resize(*size)
         for page, name in enumerate(PAGES):
             w.nav.setCurrentRow(page)
-            found += _look(qtbot, w, tmp_path, name, size, theme, problems)
+            found += _look(qtbot, w, tmp_path, name, size, theme, lambda w, name=name: page_problems(w, name))
             assert (w.width(), w.height()) == size, f"{name} resized the window"
         w.nav.setCurrentRow(0)
         for opened in (True, False):  # F9 opens the drawer over (or beside) the transcript, then closes it

@@ -18,6 +18,7 @@ from ...widgets import code_highlight
 from ...widgets.live_label import LiveLabel
 from ...widgets.live_stats import REFRESH_MS, LiveStats
 from ...widgets.model_bar import ModelBar, draft_model_path
+from ...widgets.prefill_progress import PrefillProgress
 from ...widgets.token_meter import TokenMeter
 from ...widgets.transcript import Transcript, spans_from_tokens
 from ... import workers
@@ -61,6 +62,7 @@ class AnswerStream(QObject):
         self.message: Message | None = None  # its stored row, until it is saved
         self.tokens: list = []  # what has streamed (a continued answer's stored part first)
         self.live_stats = LiveStats()
+        self.prefill = PrefillProgress()  # how far the prompt is read, between the engine's batches
         self._prefix = ""  # Continue: the stored part of the answer being continued
         self._partial_saved = float("-inf")  # when the answer being written was last kept (time.monotonic)
         self._k_shown: int | None = None  # the lookahead last shown on the slider while streaming
@@ -107,6 +109,7 @@ class AnswerStream(QObject):
         self._settings.charts.reset()
         v.transcript.begin_stream()
         self.live_stats.reset()
+        self.prefill.reset()
         v.stats_label.setText(self.live_stats.text())
         self._stats_timer.start()
         w = workers.GenerationWorker(self._session.engine,
@@ -114,6 +117,7 @@ class AnswerStream(QObject):
         w.tokens.connect(self._on_tokens)
         w.steps.connect(self._on_steps)
         w.prefill.connect(self._on_prefill)
+        w.calibrating.connect(self._on_calibrating)
         w.done.connect(self._on_done)
         w.failed.connect(self._on_failed)
         w.finished.connect(self._on_finished)
@@ -196,13 +200,24 @@ class AnswerStream(QObject):
             self._settings.lookahead.show_in_use(k)
         self._session.liveSpeed.emit(charts.series.live_rate())
 
+    def _on_calibrating(self, estimate_s: float) -> None:
+        """The first answer on this machine pauses after its first token: say why, at once."""
+        self.live_stats.calibrating(estimate_s)
+        self._view.stats_label.setText(self.live_stats.text())
+
     def _on_prefill(self, done: int, total: int) -> None:
-        """Prompt progress, in the transcript where the answer will appear, and under it."""
-        label = self._view.prefill_label
-        label.setText(f"Reading the prompt… {done}/{total} tokens" if done < total else "")
-        label.setVisible(done < total)
-        if done < total:
-            self._view.transcript.set_progress(f"Reading the prompt… {100 * done // max(total, 1)}%")
+        self.prefill.update(done, total, time.monotonic())
+        self._show_prefill()
+
+    def _show_prefill(self) -> None:
+        """Prompt progress, in the transcript where the answer will appear, and under it
+        (between the engine's reports, estimated from their rate, with the time left)."""
+        label, reading = self._view.prefill_label, self.prefill.reading
+        label.setText(self.prefill.text(time.monotonic()) if reading else "")
+        label.setVisible(reading)
+        if reading:
+            at, _left = self.prefill.estimate(time.monotonic())
+            self._view.transcript.set_progress(f"Reading the prompt… {100 * at // max(self.prefill.total, 1)}%")
         else:
             self._view.transcript.set_progress("Writing the first token…")
 
@@ -249,9 +264,12 @@ class AnswerStream(QObject):
         self.sync_buttons()
 
     def _show_live_stats(self) -> None:
-        """The stats line while streaming, a few times a second (not per token)."""
+        """The stats line while streaming, a few times a second (not per token); the prompt's
+        progress while it is read."""
         if self.worker is not None:
             self._view.stats_label.setText(self.live_stats.text())
+            if self.prefill.reading:
+                self._show_prefill()
 
 
 class _StoredToken:

@@ -20,6 +20,7 @@ from engine.units import human_bytes
 
 from ... import theme, workers
 from ...session import Session
+from ...widgets.reflow import WrappingLabel
 from ...widgets.table_model import RowsTableModel
 from .files import confirm, file_buttons, row_menu, show_in_folder, why_not_delete
 
@@ -79,12 +80,12 @@ class ImportsPanel(QGroupBox):
         row = QHBoxLayout()
         self.import_btn = QPushButton("Import GGUF…")
         self.import_btn.clicked.connect(lambda: self.import_file())
-        hint = QLabel("or drop .gguf files anywhere on this page")
-        hint.setObjectName("hint")
-        hint.setWordWrap(True)  # it wraps rather than widening the Models page past a 1024-px window
+        hint = WrappingLabel("or drop .gguf files anywhere on this page")
+        hint.setObjectName("hint")  # it wraps rather than widening the Models page past a 1024-px window
         self.forget_btn, self.folder_btn = file_buttons(
             "Remove the selected file from Tandem's list; the file itself stays where it is",
             "Open the folder holding the selected file", self.forget_selected, self.show_selected_folder)
+        self.hint = hint
         row.addWidget(self.import_btn)
         row.addWidget(hint, 1)
         row.addWidget(self.forget_btn)
@@ -109,6 +110,13 @@ class ImportsPanel(QGroupBox):
         lay.addWidget(self.info)
         lay.addWidget(self.table, 1)
         self.sync_buttons()
+
+    def side_by_side_width(self) -> int:
+        """The width this panel needs beside another: its buttons in one row and the drop hint
+        on at most two lines (its minimum alone would let the hint wrap a word a line)."""
+        buttons = sum(b.sizeHint().width() for b in (self.import_btn, self.forget_btn, self.folder_btn))
+        hint = self.hint.fontMetrics().horizontalAdvance(self.hint.text()) // 2
+        return buttons + hint + 4 * max(self.layout().spacing(), 6) + 24  # spacing, the box's frame and margins
 
     def set_dark(self, dark: bool) -> None:
         self.dark = dark

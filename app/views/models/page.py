@@ -40,7 +40,7 @@ class ModelsView(QWidget):
         bl.setContentsMargins(0, 0, 0, 0)
         bl.addWidget(self.imports, 1)
         bl.addWidget(self.compat, 1)
-        self._reflow = Reflow(self, bl, [self.imports, self.compat])  # stacked in a narrow window
+        self._reflow = Reflow(self, bl, [self.imports.side_by_side_width, self.compat])  # stacked in a narrow window
         split.addWidget(bottom)
         split.setStretchFactor(0, 3)
         split.setStretchFactor(1, 2)

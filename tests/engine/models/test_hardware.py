@@ -105,6 +105,26 @@ def test_measured_decode_bandwidth_comes_from_this_machines_calibration(tmp_path
     assert hardware.measured_decode_bandwidth(_hw(16), tmp_path / "missing.json") is None
 
 
+def test_a_tiny_models_decode_is_not_taken_for_ram_bandwidth(tmp_path):
+    """A few-MB model's pass is llama.cpp's overhead: counted as bandwidth it predicted ~0.0 tok/s
+    for real pairs; with only such a measurement, the copy test (or nothing) is the basis."""
+    from engine.models import calibration
+
+    me = calibration.machine_id()
+    p = _calibration_file(tmp_path, {f"{me}|cpu:ngl0|t2|target.gguf:1500000": {"verify_s": {"1": 0.002}}})  # 0.75 GB/s
+    assert hardware.measured_decode_bandwidth(_hw(16), p) is None
+    p = _calibration_file(tmp_path, {f"{me}|cpu:ngl0|t2|target.gguf:1500000": {"verify_s": {"1": 0.002}},
+                                     f"{me}|cpu:ngl0|t2|real.gguf:1000000000": {"verify_s": {"1": 0.1}}})  # 10 GB/s
+    assert hardware.measured_decode_bandwidth(_hw(16), p).basis == "measured decode of real.gguf"
+
+
+def test_a_very_slow_estimate_is_not_written_as_zero():
+    pair = catalog.load().pair("qwen2.5-coder-32b")
+    fit = pair_fit(pair, _hw(100, cores=2), bandwidth=hardware.Bandwidth(0.5 * GB, "memory copy test"))
+    assert fit.tok_s < 0.1 and fit.label == "fits in RAM · under 0.1 tok/s expected"
+    assert "~0.0" not in fit.detail and "under 0.1 tok/s expected" in fit.detail
+
+
 def test_copy_test_bandwidth_is_a_plausible_figure():
     bw = hardware.copy_test_bandwidth()
     assert 0.1 * GB < bw.bytes_per_s < 10_000 * GB and bw.basis == "memory copy test"

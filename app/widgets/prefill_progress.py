@@ -1,0 +1,54 @@
+"""Prompt reading, told as it goes: the engine reports a long prompt in batches (512 tokens on
+a CPU, several seconds each), so a count of what is done moved in jumps with nothing in
+between. From the rate the batches so far took, this estimates where the reading is now
+(never past the batch under way) and how long the rest will take."""
+
+from __future__ import annotations
+
+
+class PrefillProgress:
+    def __init__(self) -> None:
+        self.reset()
+
+    def reset(self) -> None:
+        self.total = 0
+        self.done = 0
+        self._start: float | None = None  # when reading began (the first report, 0 done)
+        self._last_t = 0.0
+        self._batch = 0  # the size of the last batch: the next one ends at most that far on
+
+    def update(self, done: int, total: int, now: float) -> None:
+        if self._start is None or done < self.done:
+            self._start = now
+        self._batch = max(self._batch, done - self.done)
+        self.done, self.total, self._last_t = done, total, now
+
+    @property
+    def reading(self) -> bool:
+        return self._start is not None and self.done < self.total
+
+    def rate(self) -> float:
+        """Tokens per second over the batches read so far (0 before the first is done)."""
+        if self._start is None or self.done <= 0 or self._last_t <= self._start:
+            return 0.0
+        return self.done / (self._last_t - self._start)
+
+    def estimate(self, now: float) -> tuple[int, float | None]:
+        """(tokens read by now, seconds left), extrapolated from the rate; (done, None) before
+        there is a rate. Never past the end of the batch under way, nor the prompt."""
+        rate = self.rate()
+        if rate <= 0:
+            return self.done, None
+        ahead = int(rate * max(0.0, now - self._last_t))
+        at = min(self.done + min(ahead, max(self._batch - 1, 0)), self.total - 1)
+        return max(at, self.done), max(0.0, (self.total - at) / rate)
+
+    def text(self, now: float) -> str:
+        at, left = self.estimate(now)
+        pct = 100 * at // max(self.total, 1)
+        line = f"Reading the prompt… {pct}% ({at}/{self.total} tokens"
+        return line + (f", about {_seconds(left)} left)" if left is not None else ")")
+
+
+def _seconds(s: float) -> str:
+    return f"{max(1, round(s))} s" if s < 90 else f"{round(s / 60)} min"
