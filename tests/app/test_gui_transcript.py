@@ -278,7 +278,8 @@ def test_the_stats_line_is_live_while_streaming(qtbot, win):
     _wait(qtbot, chat)
     live = [s for s in seen if s.startswith("Generating")]
     assert live and finished not in seen
-    assert "tok/s" in live[-1]
+    assert "tokens ·" in live[-1] and "acceptance" in live[-1]
+    assert "tok/s" not in live[-1]  # one rate on screen while streaming: the status bar's
 
 
 def test_a_stopped_answer_wears_a_badge(qtbot, win):
