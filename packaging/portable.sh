@@ -25,8 +25,8 @@ PY="$VENV/bin/python"
 OUT="$ROOT/build/portable"
 DIST="${TANDEM_DIST:-$ROOT/dist}"
 
-[ -x "$PY" ] || { echo "portable.sh: no dev venv at $VENV (run: bash packaging/bootstrap.sh gui,package)" >&2; exit 2; }
-"$PY" -c 'import PyInstaller' 2>/dev/null || { echo "portable.sh: PyInstaller missing (run: bash packaging/bootstrap.sh gui,package)" >&2; exit 2; }
+[ -x "$PY" ] || { echo "portable.sh: no dev venv at $VENV (run: bash packaging/bootstrap.sh gui,server,package)" >&2; exit 2; }
+"$PY" -c 'import PyInstaller' 2>/dev/null || { echo "portable.sh: PyInstaller missing (run: bash packaging/bootstrap.sh gui,server,package)" >&2; exit 2; }
 
 # The wheel cache and build helpers of the dev set-up (sourcing defines them, runs nothing).
 # shellcheck source=install_llama_cpp.sh
