@@ -451,7 +451,8 @@ def test_worker_errors_become_messages_and_the_view_stays_usable(qtbot, session,
     assert started.args == ["target + draft"] and view.pairs.progress_label.text() == "Loading target + draft…"
     qtbot.waitUntil(lambda: session.engine is not None, timeout=60000)
     assert session.pair.label == "target + draft"
-    assert view.pairs.unload_btn.isEnabled()
+    # the view hears of the load through a queued signal, a moment after the session has it
+    qtbot.waitUntil(view.pairs.unload_btn.isEnabled, timeout=10000)
     view.pairs.unload()
     assert session.engine is None
 
