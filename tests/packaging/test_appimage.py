@@ -14,6 +14,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from bundle_stand_in import stand_in_bundle
 
 ROOT = Path(__file__).resolve().parents[2]
 APPIMAGE_SH = ROOT / "packaging" / "appimage.sh"
@@ -21,16 +22,6 @@ ARCH = os.uname().machine if hasattr(os, "uname") else "x86_64"
 
 pytestmark = pytest.mark.skipif(shutil.which("mksquashfs") is None or shutil.which("unsquashfs") is None,
                                 reason="squashfs-tools not on this machine (apt-get install squashfs-tools)")
-
-
-def _stand_in_bundle(tmp_path: Path) -> Path:
-    bundle = tmp_path / "bundle" / "tandem"
-    (bundle / "_internal").mkdir(parents=True)
-    (bundle / "_internal" / "lib.txt").write_text("a bundled library\n")
-    exe = bundle / "tandem"
-    exe.write_text('#!/bin/sh\necho "bundle args: $*"\n')
-    exe.chmod(0o755)
-    return bundle
 
 
 def _build(tmp: Path, bundle: Path, runtime: Path | None) -> subprocess.CompletedProcess:
@@ -45,7 +36,7 @@ def _build(tmp: Path, bundle: Path, runtime: Path | None) -> subprocess.Complete
 @pytest.fixture(scope="module")
 def without_runtime(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("appimage")
-    r = _build(tmp, _stand_in_bundle(tmp), None)
+    r = _build(tmp, stand_in_bundle(tmp), None)
     root = tmp / "extracted"
     subprocess.run(["unsquashfs", "-q", "-d", str(root), str(tmp / "out" / f"Tandem-{ARCH}.squashfs")],
                    check=True, capture_output=True, timeout=60)
@@ -87,7 +78,7 @@ def test_apprun_gives_the_commands_of_the_debs_tandem(without_runtime, args, rea
 
 
 def test_a_file_that_is_no_appimage_runtime_is_refused(tmp_path):
-    r = _build(tmp_path, _stand_in_bundle(tmp_path), Path(shutil.which("true") or "/bin/true"))
+    r = _build(tmp_path, stand_in_bundle(tmp_path), Path(shutil.which("true") or "/bin/true"))
     assert r.returncode == 2 and "is not an AppImage type-2 runtime" in r.stderr
     assert not (tmp_path / "out").exists()
 
@@ -99,7 +90,7 @@ def test_with_a_runtime_the_image_is_the_runtime_then_the_squashfs(tmp_path):
     elf[8:11] = b"AI\x02"
     runtime = tmp_path / f"runtime-{ARCH}"
     runtime.write_bytes(bytes(elf))
-    r = _build(tmp_path, _stand_in_bundle(tmp_path), runtime)
+    r = _build(tmp_path, stand_in_bundle(tmp_path), runtime)
     assert r.returncode == 0, r.stderr
     image = Path(r.stdout.strip().splitlines()[-1])
     assert image == tmp_path / "out" / f"Tandem-{ARCH}.AppImage" and os.access(image, os.X_OK)

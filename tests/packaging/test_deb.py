@@ -12,22 +12,13 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from bundle_stand_in import stand_in_bundle
 
 ROOT = Path(__file__).resolve().parents[2]
 DEB_SH = ROOT / "packaging" / "deb.sh"
 
 pytestmark = pytest.mark.skipif(shutil.which("dpkg-deb") is None or shutil.which("dpkg") is None,
                                 reason="dpkg-deb/dpkg not on this machine (Debian/Ubuntu only)")
-
-
-def _stand_in_bundle(tmp_path: Path) -> Path:
-    bundle = tmp_path / "bundle" / "tandem"
-    (bundle / "_internal").mkdir(parents=True)
-    (bundle / "_internal" / "lib.txt").write_text("a bundled library\n")
-    exe = bundle / "tandem"
-    exe.write_text('#!/bin/sh\necho "bundle args: $*"\n')
-    exe.chmod(0o755)
-    return bundle
 
 
 def _dpkg_root(tmp_path: Path) -> Path:
@@ -42,7 +33,7 @@ def _dpkg_root(tmp_path: Path) -> Path:
 @pytest.fixture(scope="module")
 def deb(tmp_path_factory) -> Path:
     tmp = tmp_path_factory.mktemp("deb")
-    r = subprocess.run(["bash", str(DEB_SH), str(_stand_in_bundle(tmp)), str(tmp / "out"), "1.2.3"],
+    r = subprocess.run(["bash", str(DEB_SH), str(stand_in_bundle(tmp)), str(tmp / "out"), "1.2.3"],
                        capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
     path = Path(r.stdout.strip().splitlines()[-1])
