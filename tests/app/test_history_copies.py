@@ -13,6 +13,7 @@ import app.history as history
 from app.history_branches import choose_question, edit_question
 from app.history_repair import Damaged
 from app.history_settings import chat_settings, save_chat_settings
+from test_history_readonly import refuse_writes
 
 SETTINGS = {"drafter": "lookup", "lookahead": 8, "temperature": 0.7}
 
@@ -38,22 +39,10 @@ def _check_copy(h: history.History) -> None:
     assert [m.content for m in h.messages(c.id)] == ["first question", "first answer"]
 
 
-def _refuse_writes(monkeypatch) -> None:
-    """SQLite refuses to write the file (as for a file another user owns): a read-only copy."""
-    real = history._connect
-
-    def refusing(p: str) -> sqlite3.Connection:
-        if p != ":memory:":
-            raise sqlite3.OperationalError("attempt to write a readonly database")
-        return real(p)
-
-    monkeypatch.setattr(history, "_connect", refusing)
-
-
 def test_a_read_only_copy_keeps_question_versions_and_chat_settings(tmp_path, monkeypatch):
     path = tmp_path / "history.db"
     _with_branches_and_settings(path)
-    _refuse_writes(monkeypatch)
+    refuse_writes(monkeypatch)
     h = history.History(path)
     assert h.read_only
     _check_copy(h)
@@ -86,7 +75,7 @@ def test_a_copy_of_a_database_from_before_those_tables_still_works(tmp_path, mon
     with sqlite3.connect(path) as db:
         db.execute(f"DROP TABLE {drop}")
     db.close()
-    _refuse_writes(monkeypatch)
+    refuse_writes(monkeypatch)
     h = history.History(path)
     assert h.read_only
     (c,) = h.conversations()

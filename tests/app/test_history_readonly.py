@@ -51,6 +51,20 @@ def _previous_release_database(path: Path) -> None:
     db.close()  # the last connection: the WAL is folded in and removed, as after a clean exit
 
 
+def refuse_writes(monkeypatch) -> None:
+    """SQLite refuses to write the file (as for a file another user owns): a read-only copy."""
+    import app.history as history
+
+    real = history._connect
+
+    def refusing(p: str) -> sqlite3.Connection:
+        if p != ":memory:":
+            raise sqlite3.OperationalError("attempt to write a readonly database")
+        return real(p)
+
+    monkeypatch.setattr(history, "_connect", refusing)
+
+
 def _unprivileged(args: list[str]) -> list[str]:
     """`args` run so that file permissions bind, also when the tests run as root."""
     if os.geteuid() != 0:
@@ -130,14 +144,7 @@ def test_a_refusal_the_checks_did_not_foresee_still_shows_the_chats(tmp_path, mo
 
     path = tmp_path / "history.db"
     _previous_release_database(path)
-    real = history._connect
-
-    def refusing(p: str) -> sqlite3.Connection:
-        if p != ":memory:":
-            raise sqlite3.OperationalError("attempt to write a readonly database")
-        return real(p)
-
-    monkeypatch.setattr(history, "_connect", refusing)
+    refuse_writes(monkeypatch)
     h = history.History(path)
     assert [c.title for c in h.conversations()] == ["chat 3", "chat 2", "chat 1"] and h.read_only
     assert "read-only" in h.notice
