@@ -267,3 +267,36 @@ def test_wider_passes_keep_their_ratio_to_one_token_when_the_load_changes():
     stored.import_costs({"verify_s": {"1": 0.050, "3": 0.120}})
     stored.observe_verify(1, 0.025)
     assert stored.verify_s[3] == pytest.approx(0.060)  # 2.4x of today's one-token pass
+
+
+def test_a_wider_pass_measured_in_a_quiet_moment_does_not_look_cheaper():
+    """On a machine shared with other programs, one 7-token pass timed at 1.05x a one-token
+    pass (while 3 tokens cost 2.7x) made Auto verify 6 lookup tokens a step at half acceptance,
+    three times slower than target alone. No wider pass is priced below a narrower one."""
+    from engine.decoding.drafting.drafters import Proposal
+
+    c = CostModel()
+    for _ in range(9):
+        c.observe_verify(1, 0.30)
+    for _ in range(3):
+        c.observe_verify(3, 0.81)
+    c.observe_verify(7, 0.315)
+    v = c.verify_s
+    assert list(v) == sorted(v) and all(v[a] <= v[b] for a, b in zip(sorted(v), sorted(v)[1:]))
+    assert v[7] >= v[3] * 0.9  # pooled with the better-measured 3-token pass, not 1.05x
+    assert v[1] == pytest.approx(0.30)
+    c.free_drafter = True
+    half = Proposal(list(range(8)), [None] * 8, [0.5] * 8)
+    assert Auto().trim(half, c) < 6
+    for _ in range(9):  # measured cheap again and again: nine samples outweigh the three
+        c.observe_verify(7, 0.33)
+    assert c.verify_s[7] < 0.81 * 0.7
+
+
+def test_non_decreasing_keeps_a_rising_curve_and_pools_by_weight():
+    from engine.decoding.drafting.cost_model import non_decreasing
+
+    assert non_decreasing({1: (1.0, 9), 2: (1.4, 3), 4: (2.2, 1)}) == {1: 1.0, 2: 1.4, 4: 2.2}
+    pooled = non_decreasing({1: (1.0, 9), 3: (2.7, 3), 7: (1.05, 1)})
+    assert pooled[3] == pooled[7] == pytest.approx((2.7 * 3 + 1.05) / 4)
+    assert pooled[1] == 1.0
