@@ -6,8 +6,11 @@
 # xdotool (Ctrl+N, Ctrl+L, type, Ctrl+Enter) and `tandem generate` runs once. The decode
 # tok/s of every run is read from the metrics log (the figure the app's stats line shows),
 # with the load average, into OUTDIR/results.txt; a screenshot of each window after its run.
+# DRAFT=none (or lookup) picks that drafter in each window's Draft box (clicked with xdotool)
+# and passes --draft to `tandem generate`; unset, both use the pair's draft model under Auto.
 # Needs Xvfb, xdotool and ImageMagick's import; run it under the CPU lock.
 OUT=$1; REPS=$2; shift 2; WTS=("$@")
+DRAFT=${DRAFT:-}
 PY=${PYTHON:-python}
 export TANDEM_HOME=${TANDEM_HOME:-$OUT/home} XDG_CONFIG_HOME=${XDG_CONFIG_HOME:-$OUT/config}
 PROMPT="Write a Python function that parses a CSV line with quoted fields, with a docstring."
@@ -25,9 +28,15 @@ for i in "${!WTS[@]}"; do
   while [ $idle -lt 2 ]; do sleep 1; now=$(awk '{print $14+$15}' /proc/${APIDS[$i]}/stat); if [ $((now-prev)) -lt 10 ]; then idle=$((idle+1)); else idle=0; fi; prev=$now; done
   WIDS[$i]=$(DISPLAY=${DISPS[$i]} xdotool search --pid ${APIDS[$i]} --onlyvisible | head -1)
   echo "app $i ${WTS[$i]} pid ${APIDS[$i]} window ${WIDS[$i]}"
+  if [ -n "$DRAFT" ]; then  # the Draft box sits at (628, 48) of the 1360-wide window: open it, pick by name
+    case $DRAFT in none) ITEM="No draft";; lookup) ITEM="Prompt lookup";; *) echo "DRAFT=$DRAFT: none or lookup"; exit 2;; esac
+    DISPLAY=${DISPS[$i]} xdotool mousemove --window ${WIDS[$i]} 628 48 click 1; sleep 0.8
+    DISPLAY=${DISPS[$i]} xdotool type --delay 50 "$ITEM"; DISPLAY=${DISPS[$i]} xdotool key Return; sleep 0.8
+    DISPLAY=${DISPS[$i]} import -window root $OUT/app$i-draft.png 2>/dev/null
+  fi
 done
 line() { tail -1 $LOG | $PY -c "import json,sys; r=json.loads(sys.stdin.read()); s=r['stats']; print('$1', r['task'], round(s['decode_tokens_per_s'],2), s['generated_tokens'], s['lookahead'], 'acc', round(s['acceptance_rate'],2), 'cal', round(s['calibration_s'],2))"; }
-wait_line() { local n=$1; for i in $(seq 1 900); do [ $(wc -l <$LOG) -gt $n ] && return 0; sleep 0.5; done; return 1; }
+wait_line() { local n=$1 i; for i in $(seq 1 900); do [ $(wc -l <$LOG) -gt $n ] && return 0; sleep 0.5; done; return 1; }
 app_run() { # index rep
   local i=$1 D=${DISPS[$1]} W=${WIDS[$1]} n=$(wc -l <$LOG)
   export DISPLAY=$D
@@ -41,7 +50,7 @@ app_run() { # index rep
 }
 cli_run() {
   local n=$(wc -l <$LOG)
-  $PY -m engine.cli generate --pair qwen2.5-coder-1.5b --chat --lookahead auto --max-tokens 512 --tag cli "$PROMPT" >$OUT/cli-rep$1.txt 2>&1
+  $PY -m engine.cli generate --pair qwen2.5-coder-1.5b --chat --lookahead auto --max-tokens 512 ${DRAFT:+--draft $DRAFT} --tag cli "$PROMPT" >$OUT/cli-rep$1.txt 2>&1
   line "CLI rep$1 $(uptime | sed 's/.*average: //')" | tee -a $OUT/results.txt
 }
 N=$((${#WTS[@]}+1))
