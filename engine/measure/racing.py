@@ -9,11 +9,13 @@ the difference is inside run-to-run noise, the headline says so instead of a spe
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable
 
 from ..decoding.events import Event, RunStats
 from ..decoding.quality import Divergence
+from . import cpu_share
+from .cpu_share import busy_words
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..decoding.engine import Engine, GenerationResult
@@ -38,6 +40,7 @@ class RaceResult:
     comparison: Comparison
     headline: str
     detail: str
+    others_cpu: dict[str, float | None] = field(default_factory=dict)  # share of the CPU other programs took, per side
 
     @property
     def identical(self) -> bool:
@@ -64,6 +67,7 @@ class RaceResult:
             "divergence": None if div is None else div.__dict__,
             "headline": self.headline,
             "detail": self.detail,
+            "others_cpu": self.others_cpu,
         }
 
 
@@ -91,8 +95,19 @@ def about_the_same(base: RunStats, spec: RunStats, *, noise: float = NOISE) -> b
     return spec.drafted == 0 or abs(ratios(base, spec)[0] - 1.0) < noise
 
 
-def verdict(base: RunStats, spec: RunStats, *, noise: float = NOISE) -> tuple[str, str]:
-    """(headline, detail) for a race: wall-clock first; 'about the same' when it is."""
+def verdict(base: RunStats, spec: RunStats, *, noise: float = NOISE,
+            others_cpu: dict[str, float | None] | None = None) -> tuple[str, str]:
+    """(headline, detail) for a race: wall-clock first; 'about the same' when it is; and
+    when other programs kept the machine busy, the headline's reason says so."""
+    headline, detail = _verdict(base, spec, noise)
+    busy = busy_words(others_cpu or {})
+    if busy:
+        big, sep, why = headline.partition(": ")
+        headline = f"{big}: {why} — {busy}" if sep else f"{big}: {busy}"
+    return headline, detail
+
+
+def _verdict(base: RunStats, spec: RunStats, noise: float) -> tuple[str, str]:
     wall, decode = ratios(base, spec)
     detail = (f"wall-clock {base.wall_s:.2f} s vs {spec.wall_s:.2f} s ({wall:.2f}x); "
               f"decode {base.decode_tokens_per_s:.1f} vs {spec.decode_tokens_per_s:.1f} tok/s ({decode:.2f}x)")
@@ -135,10 +150,13 @@ def race(
 
         raise TandemError("a race needs a draft: a draft model or 'lookup'")
     results: dict[str, "GenerationResult"] = {}
+    others: dict[str, float | None] = {}
     for side, req in (("target", request.with_(draft=None, lookahead=0)), ("speculative", request)):
         if cancel is not None and cancel.cancelled:
             return None
+        before = cpu_share.sample()
         res = _collect(engine, req, side, on_event, cancel)
+        others[side] = cpu_share.others_share(before, cpu_share.sample())
         results[side] = res
         if res.stats.finish_reason == "cancelled":
             return None
@@ -146,8 +164,9 @@ def race(
     prompt_tokens = engine.tokens_for(request.prompt, chat=request.chat, system=request.system)
     cmp = compare(engine, prompt_tokens, base.tokens, spec.tokens, greedy=request.sampling.greedy)
     wall, decode = ratios(base.stats, spec.stats)
-    headline, detail = verdict(base.stats, spec.stats)
-    return RaceResult(base, spec, wall, decode, cmp, headline, detail)
+    headline, detail = verdict(base.stats, spec.stats, others_cpu={
+        "the target-alone run": others["target"], "the speculative run": others["speculative"]})
+    return RaceResult(base, spec, wall, decode, cmp, headline, detail, others)
 
 
 def _collect(engine: "Engine", req: "GenerationRequest", side: str, on_event: Callable[[str, Event], None] | None,
