@@ -78,7 +78,7 @@ class DownloadStatus:
 
 def pair_models(pair: PairSpec) -> list[ModelSpec]:
     """The models to fetch for a pair: the target, and the draft unless it is the target itself."""
-    return [pair.target] + ([pair.draft] if pair.draft.id != pair.target.id else [])
+    return pair.models
 
 
 def progress_text(p: Progress, done: int | None = None, total: int | None = None) -> str:

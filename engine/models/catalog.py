@@ -109,8 +109,13 @@ class PairSpec:
         return "mtp" if self.drafter == "mtp" else draft_file
 
     @property
+    def models(self) -> list[ModelSpec]:
+        """Its distinct models: the target, and the draft unless it is the target itself."""
+        return [self.target] + ([self.draft] if self.draft.id != self.target.id else [])
+
+    @property
     def bytes(self) -> int:
-        return self.target.bytes + (self.draft.bytes if self.draft.id != self.target.id else 0)
+        return sum(m.bytes for m in self.models)
 
     def preferred_draft(self, backend: str) -> ModelSpec | None:
         """The catalog's faster draft file for `backend` ("cpu", "cuda", ...), if it names one."""

@@ -65,6 +65,19 @@ def _alive(pid: int) -> bool:
     return True
 
 
+def is_stale(p: Path) -> bool:
+    """True for a mirror work file (or folder) left by a run that ended without cleaning up:
+    its process is no longer running, or it has no process id and is older than this process."""
+    m = _STALE.match(p.name)
+    if not m:
+        return False
+    tag = m.group("a") or m.group("b")
+    try:
+        return not _alive(int(tag.rstrip("-."))) if tag else p.stat().st_mtime < _PROCESS_START
+    except OSError:
+        return False
+
+
 def sweep_stale(blobs: Path) -> list[Path]:
     """Remove the mirror's work files left by runs that ended without cleaning up (killed,
     power cut): those of a process no longer running, or without a process id and older
@@ -75,15 +88,7 @@ def sweep_stale(blobs: Path) -> list[Path]:
     except OSError:
         return removed
     for p in entries:
-        m = _STALE.match(p.name)
-        if not m:
-            continue
-        tag = m.group("a") or m.group("b")
-        try:
-            stale = not _alive(int(tag.rstrip("-."))) if tag else p.stat().st_mtime < _PROCESS_START
-        except OSError:
-            continue
-        if not stale:
+        if not is_stale(p):
             continue
         if p.is_dir() and not p.is_symlink():
             shutil.rmtree(p, ignore_errors=True)
