@@ -107,12 +107,15 @@ def test_cancel_leaves_the_row_partial_a_restart_shows_it_and_resume_continues(q
     tip = again.pairs.model.index(0, DISK).data(Qt.ItemDataRole.ToolTipRole)
     assert "target tiny-target: " + human_bytes(kept) in tip and "draft tiny-draft: not downloaded" in tip
 
+    cancel_at = again.pairs.cancel_btn.geometry()
     fakehub.delay = 0
     with qtbot.waitSignal(again.pairs.downloadFinished, timeout=60000) as fin:
         again.pairs.download_btn.click()
     assert fin.args == [True]
     assert fakehub.requests("GET", "tiny-target.gguf")[-1].range == f"bytes={kept}-", "Resume continues, not from 0"
     assert again.pairs.model.index(0, DISK).data() == "ready" and again.pairs.download_btn.text() == "Verify files"
+    qtbot.wait(20)
+    assert again.pairs.cancel_btn.geometry() == cancel_at, "Cancel stays where it was when Resume reads Verify files"
 
 
 def test_delete_frees_the_partial_only_and_updates_the_row(qtbot, session, fakehub, cat, monkeypatch):
@@ -178,3 +181,25 @@ def test_a_failed_or_vanished_delete_is_one_line_and_keeps_the_rest(qtbot, sessi
     assert not pairs.delete_selected()
     assert pairs.progress_label.text() == "Nothing of a partial download of Tiny pair is on disk any more"
     assert pairs.model.index(0, DISK).data() == "not downloaded" and not errors
+
+
+def test_cancel_stays_put_whatever_download_reads(qtbot, session, cat):
+    from PySide6.QtWidgets import QApplication
+
+    from app.views.models.pairs import DOWNLOAD_TEXTS
+
+    app = QApplication.instance()
+    font = app.font()
+    big = app.font()
+    big.setPointSize(20)  # a font in which the three texts differ in width (offscreen's default one does not)
+    app.setFont(big)
+    try:
+        pairs = open_view(qtbot, session, cat).pairs
+        places = set()
+        for text in DOWNLOAD_TEXTS:
+            pairs.download_btn.setText(text)
+            qtbot.wait(10)
+            places.add(pairs.cancel_btn.geometry().getRect())
+        assert len(places) == 1, places
+    finally:
+        app.setFont(font)
