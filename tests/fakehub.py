@@ -282,6 +282,18 @@ def isolate_hf(monkeypatch, tmp_path: Path, endpoint: str) -> None:
     monkeypatch.setattr(_detect_agent, "_registry", _detect_agent._EMPTY_REGISTRY)
 
 
+def refuse_unlink(monkeypatch, path: Path) -> None:
+    """Removing `path` fails as on a folder the user may not write (root ignores the mode bits)."""
+    real_unlink = Path.unlink
+
+    def unlink(self: Path, missing_ok: bool = False) -> None:
+        if self == path:
+            raise PermissionError(13, "Permission denied")
+        real_unlink(self, missing_ok=missing_ok)
+
+    monkeypatch.setattr(Path, "unlink", unlink)
+
+
 @pytest.fixture
 def fakehub(tmp_path, monkeypatch):
     """A running FakeHub; HF_HOME/HF_ENDPOINT point at a temp cache and the server."""

@@ -21,7 +21,7 @@ from engine.models import catalog as catalog_mod  # noqa: E402
 from engine.models import download, store  # noqa: E402
 from engine.models.hardware import Hardware  # noqa: E402
 from engine.units import human_bytes  # noqa: E402
-from fakehub import fakehub  # noqa: E402,F401  (fixture)
+from fakehub import fakehub, refuse_unlink  # noqa: E402,F401  (fixture)
 
 GB = 10**9
 DISK = 4  # the On disk column
@@ -162,13 +162,7 @@ def test_a_failed_or_vanished_delete_is_one_line_and_keeps_the_rest(qtbot, sessi
     view.error.connect(errors.append)  # the error signal opens a dialog: a failure here is a line instead
     monkeypatch.setattr(partial_delete, "confirm", lambda *_: True)
     real_unlink = Path.unlink
-
-    def refuse(self: Path, missing_ok: bool = False) -> None:
-        if self == part:
-            raise PermissionError(13, "Permission denied")
-        real_unlink(self, missing_ok=missing_ok)
-
-    monkeypatch.setattr(Path, "unlink", refuse)
+    refuse_unlink(monkeypatch, part)
     assert not pairs.delete_selected()
     line = pairs.progress_label.text()
     assert line.startswith("Could not delete all of the partial download of Tiny pair: cannot delete ")

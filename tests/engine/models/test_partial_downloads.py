@@ -15,6 +15,7 @@ import pytest
 from engine.errors import StoreError
 from engine.models import partial, store
 from engine.models.catalog import FileSpec, ModelSpec, PairSpec
+from fakehub import refuse_unlink
 
 
 def _model(mid: str, repo: str, data: bytes) -> ModelSpec:
@@ -130,14 +131,7 @@ def test_delete_is_refused_while_a_download_holds_the_files_lock(cache):
 def test_a_partial_that_cannot_be_removed_is_one_clear_error(cache, monkeypatch):
     target, _, _, _ = cache
     hub = _hub_partial(target, 12_000)
-    real_unlink = Path.unlink
-
-    def refuse(self: Path, missing_ok: bool = False) -> None:
-        if self == hub:
-            raise PermissionError(13, "Permission denied")
-        real_unlink(self, missing_ok=missing_ok)
-
-    monkeypatch.setattr(Path, "unlink", refuse)
+    refuse_unlink(monkeypatch, hub)
     with pytest.raises(StoreError, match=r"cannot delete .*\.incomplete: Permission denied"):
         partial.delete_partial(target)
     assert hub.stat().st_size == 12_000
