@@ -8,6 +8,7 @@ TOK_PER_S, a few characters per token, with step events as a model draft makes t
 model computes, so the figures are the window's own work: CPU seconds of the GUI thread
 (psutil) per answer, of the X server when XVFB_PID names it, and the transcript's renders.
 Env: CHARTS=0 hides the live charts; CHART_MS=N changes their redraw interval;
+STREAM_MS=N the streaming answer's render interval;
 CPROFILE=FILE profiles the last answer. On 2 cores every GUI-thread second is taken from
 llama.cpp's compute threads (docs/benchmarks.md, section 7).
 """
@@ -89,6 +90,10 @@ def main(argv: list[str]) -> int:
         chat.set_charts_visible(False)
     if os.environ.get("CHART_MS"):
         chat.charts._timer.setInterval(int(os.environ["CHART_MS"]))
+    if os.environ.get("STREAM_MS"):
+        import app.widgets.transcript as transcript
+
+        transcript.STREAM_INTERVAL_MS = int(os.environ["STREAM_MS"])
     proc, main_id = psutil.Process(), threading.main_thread().native_id
     xserver = psutil.Process(int(os.environ["XVFB_PID"])) if os.environ.get("XVFB_PID") else None
 
