@@ -4,7 +4,7 @@ and the lookahead in use (so Auto's choices are visible).
 The window must not eat the speed it shows: on a 2-core machine every millisecond the GUI
 thread draws is taken from llama.cpp's compute threads. So the data grows incrementally
 (each step costs O(1), derived series are computed once per step), the plots are redrawn
-at most twice a second and only when something changed, and not at all while the
+at most once a second and only when something changed, and not at all while the
 charts are hidden (they catch up when shown again). Lines are one pixel wide and only the
 plots of sloped curves (acceptance, tokens/s) are antialiased: a 2-pixel antialiased stroke
 cost Qt's raster engine about twice the time per redraw (measured under Xvfb: 75 redraws
@@ -22,7 +22,7 @@ from PySide6.QtWidgets import QGraphicsItem, QGridLayout, QWidget
 from .. import theme
 
 ROLLING = 16
-REDRAW_MS = 500  # 2 Hz: live enough for a trend, and each redraw (and its paint) takes CPU from the compute threads
+REDRAW_MS = 1000  # 1 Hz: live enough for a trend, and each redraw (and its paint) takes CPU from the compute threads
 MAX_K = 16
 
 

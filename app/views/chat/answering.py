@@ -188,7 +188,7 @@ class AnswerStream(QObject):
 
     def _on_steps(self, steps: list) -> None:
         """Cheap on purpose (it runs while llama.cpp computes): append to the charts' series
-        (drawn later, at most twice a second), move the slider only when Auto's k changes."""
+        (drawn later, at most once a second), move the slider only when Auto's k changes."""
         if not steps:
             return
         charts = self._settings.charts
