@@ -278,7 +278,7 @@ class LiveCharts(QWidget):
             self._timer.start()
 
     def redraw(self) -> None:
-        """Push the series into the plots now (the timer calls this at most twice a second)."""
+        """Push the series into the plots now (the timer calls this at most once a second)."""
         self._dirty = False
         self.redraws += 1
         s = self.series
