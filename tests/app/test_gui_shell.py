@@ -271,7 +271,7 @@ def test_banner_shows_percent_speed_and_cancel_and_says_what_was_kept(qtbot, mak
     assert "Downloading" in banner.status.text()
     qtbot.mouseClick(banner.cancel, Qt.MouseButton.LeftButton)
     qtbot.waitUntil(lambda: w.session.downloads.status.ended, timeout=20000)
-    assert banner.status.text() == "Download cancelled; the partial file is kept: Download again to resume."
+    assert banner.status.text() == "Download cancelled; the partial file is kept: Resume continues it."
     assert banner.cancel.isHidden() and banner.button.isEnabled()
     assert list((tmp_path / "hf").rglob("*.incomplete")), "the message says a partial is kept: it is"
 
