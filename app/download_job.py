@@ -18,6 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import Enum
 
+from engine.models import partial
 from engine.models.catalog import ModelSpec, PairSpec
 from engine.models.store import Progress
 from engine.units import human_bytes, human_duration
@@ -168,15 +169,29 @@ class DownloadJob:
                                 text=f"{self.pair.title}: every file is on disk and verified.")
         if self.status.ended:
             return self.status
-        return self._update(phase=Phase.CANCELLED, text=f"Download cancelled; {self._what_is_kept()}.")
+        return self._update(phase=Phase.CANCELLED,
+                            text=f"Download cancelled; {self._what_is_kept(_resumable_on_disk(self.pair))}.")
 
-    def _what_is_kept(self) -> str:
-        """True for the source in use: the Hub's partial file resumes, the mirror's does not."""
+    def _what_is_kept(self, resumable: bool = True) -> str:
+        """True for the source in use (the Hub's partial file resumes, the mirror's does not), in
+        the words of the button the user then sees: Resume only when a resumable partial is on disk."""
         n = self.files_done
-        kept = f"{n} complete file{'s' if n != 1 else ''} kept; " if n else ""
+        whole = f"{n} complete file{'s' if n != 1 else ''} kept" if n else ""
+        kept = f"{whole}; " if n else ""
         if self.status.via_mirror:
             return f"{kept}the mirror keeps no partial file: Download again starts that file over"
-        return f"{kept}the partial file is kept: Download again to resume"
+        if not resumable:  # cancelled before the first byte, or between two files
+            return f"{whole}: Download fetches the rest" if n else "no partial file was kept: Download starts over"
+        return f"{kept}the partial file is kept: Resume continues it"
+
+
+def _resumable_on_disk(pair: PairSpec) -> bool:
+    """Whether the pair has a partial download that Resume continues (what the Download buttons read)."""
+    try:
+        found = partial.pair_partial(pair)
+    except OSError:
+        return True  # the cache cannot be read: the Hub's download keeps its partial file
+    return found is not None and found.resumable
 
 
 def _clamp(x: float) -> float:

@@ -11,13 +11,12 @@ from typing import Any
 from PySide6.QtCore import QByteArray, QSettings, Qt, QTimer
 from PySide6.QtGui import QAction, QCloseEvent, QKeySequence, QShortcut
 from PySide6.QtWidgets import (
-    QApplication, QHBoxLayout, QLabel, QListWidget, QListWidgetItem, QMainWindow, QMessageBox, QProgressBar,
-    QPushButton, QStackedWidget, QVBoxLayout, QWidget,
+    QApplication, QHBoxLayout, QLabel, QListWidget, QListWidgetItem, QMainWindow, QMessageBox, QStackedWidget,
+    QVBoxLayout, QWidget,
 )
 
 from engine.llamacpp import ggml_devices
 from engine.models import catalog, hardware, store
-from engine.units import human_bytes
 
 from . import appearance, help_menu, theme
 from .download_job import DownloadStatus
@@ -28,10 +27,10 @@ from .widgets.elided_label import ElidedLabel
 from .widgets.load_bar import LoadBar
 from .widgets.page_scroll import PageScroll
 from .widgets.live_label import pin_size
+from .widgets.welcome_banner import WelcomeBanner
 
 PAGES = ["Chat", "Race", "Models", "Bench", "Settings"]
 NAV_WIDTH = 100
-BANNER_BAR_WIDTH = 280  # room for "100% · 12.3 MB/s"
 MIN_WIDTH, MIN_HEIGHT = 800, 560
 SPEED_REFRESH_MS = 250
 BUSY_MARK = "\u25cf"  # ● (in DejaVu Sans and the other default fonts; ⏳ rendered as a missing-glyph box)
@@ -40,49 +39,6 @@ BUSY_MARK = "\u25cf"  # ● (in DejaVu Sans and the other default fonts; ⏳ ren
 def is_dark(app: QApplication) -> bool:
     """Drawn dark now (the Settings override, else the system): see app/appearance.py."""
     return appearance.is_dark(app)
-
-
-class WelcomeBanner(QWidget):
-    """First run without models: the pair that fits this machine, fetched in one click; while
-    it downloads, a wide bar (percent and speed), the status line and Cancel."""
-
-    def __init__(self, parent: QWidget | None = None):
-        super().__init__(parent)
-        self.setObjectName("welcome")
-        lay = QHBoxLayout(self)
-        left = QVBoxLayout()
-        self.text = QLabel()
-        self.text.setWordWrap(True)
-        self.status = QLabel()  # the download's own line: bytes, speed, ETA; what a cancel kept
-        self.status.setObjectName("welcomeStatus")
-        self.status.setWordWrap(True)
-        self.status.hide()
-        left.addWidget(self.text)
-        left.addWidget(self.status)
-        self.button = QPushButton("Download and load")
-        self.cancel = QPushButton("Cancel")
-        self.cancel.setToolTip("Stop the download (the status line says what is kept)")
-        self.cancel.hide()
-        self.progress = QProgressBar()
-        self.progress.setRange(0, 1000)
-        self.progress.setMinimumWidth(BANNER_BAR_WIDTH)
-        self.progress.hide()
-        lay.addLayout(left, 1)
-        lay.addWidget(self.progress)
-        lay.addWidget(self.cancel)
-        lay.addWidget(self.button)
-
-    def show_download(self, st: DownloadStatus) -> None:
-        """Any download's progress (the session runs one at a time); the button again after a failure."""
-        self.progress.setVisible(st.bar_visible)
-        self.progress.setValue(round(1000 * st.fraction))
-        speed = f" · {human_bytes(st.bytes_per_s)}/s" if st.bytes_per_s > 0 and not st.ended else ""
-        self.progress.setFormat(f"%p%{speed}")
-        self.progress.setToolTip(st.bar_format.replace("%p%", f"{st.fraction:.0%}"))
-        self.status.setText(st.text)
-        self.status.setVisible(bool(st.text))
-        self.cancel.setVisible(st.cancellable)
-        self.button.setEnabled(st.ended and not st.ok)
 
 
 class MainWindow(QMainWindow):
@@ -159,7 +115,7 @@ class MainWindow(QMainWindow):
         self.welcome = WelcomeBanner()
         self.welcome.button.clicked.connect(self.download_recommended)
         self.welcome.cancel.clicked.connect(lambda: self.session.downloads.cancel())
-        self.session.downloads.changed.connect(self.welcome.show_download)
+        self.session.downloads.changed.connect(self._download_changed)
         outer.addWidget(self.welcome)
         self.history_notice = QLabel()
         self.history_notice.setObjectName("historyNotice")
@@ -410,11 +366,14 @@ class MainWindow(QMainWindow):
             fit = hardware.pair_fit(rec, self.hw)
             gpu = (f" Predicted speed-up on a GPU: {rec.gpu_speedup}: a prediction from others' runs, "
                    "not measured on this machine." if self.hw.gpus and rec.gpu_speedup else "")
-            self.welcome.text.setText(
-                f"<b>Welcome to Tandem.</b> Recommended for this machine: <b>{rec.title}</b> "
-                f"({rec.bytes / 1e9:.1f} GB download, {fit.verdict}). {rec.note}{gpu}")
-            self.welcome.button.setProperty("pair", rec.id)
+            self.welcome.offer(rec, fit.verdict, f"{rec.note}{gpu}")
         self.welcome.show()
+
+    def _download_changed(self, st: DownloadStatus) -> None:
+        """The banner shows any download; after a cancel or a failure it offers what is on disk now."""
+        self.welcome.show_download(st)
+        if st.ended and not st.ok and not self.welcome.isHidden():
+            self._update_welcome()
 
     def download_recommended(self) -> None:
         pair = self.catalog.pair(str(self.welcome.button.property("pair")))

@@ -8,10 +8,14 @@ import sys
 import threading
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ..errors import StoreError, TandemError
 from ..units import human_bytes as _human
 from ..units import human_duration as _duration
+
+if TYPE_CHECKING:
+    from ..models.partial import PairPartial
 
 
 class ProgressBar:
@@ -68,7 +72,7 @@ class ProgressBar:
 
 # -- models -----------------------------------------------------------------------------------
 def cmd_models(args: argparse.Namespace) -> int:
-    from ..models import catalog, store
+    from ..models import catalog, partial, store
 
     cat = catalog.load()
     fit_of = None
@@ -84,12 +88,15 @@ def cmd_models(args: argparse.Namespace) -> int:
         print()
     except ImportError:
         pass
-    rows = []
+    rows, partials = [], []
     for pair in cat.pairs.values():
-        state = store.pair_state(pair).word
+        state = store.pair_state(pair)
+        part = None if state.ready else partial.pair_partial(pair)  # as the Models page shows it
+        partials += [part] if part is not None else []
         fit = fit_of(pair).label if fit_of else ""
         mark = "*" if pair.id == cat.default_pair else " "
-        rows.append((mark + pair.id, pair.title, _human(pair.bytes), ",".join(pair.tags), fit, state))
+        rows.append((mark + pair.id, pair.title, _human(pair.bytes), ",".join(pair.tags), fit,
+                     part.word if part is not None else state.word))
     headers = ("pair", "title", "size", "tags", "fit", "local")
     widths = [max(len(str(r[i])) for r in rows + [headers]) for i in range(len(headers))]
     print("  ".join(h.ljust(w) for h, w in zip(headers, widths)).rstrip())
@@ -98,6 +105,7 @@ def cmd_models(args: argparse.Namespace) -> int:
     if fit_of is not None:
         print(f"\nExpected speed: target alone, an estimate from {bw.basis} ({bw.bytes_per_s / 1e9:.1f} GB/s).")
     print(f"\n* default pair. Files live in {store.hub_cache()}. Download one with `tandem pull PAIR`.")
+    _print_partials(partials)
     imported = store.imported_models()
     if imported:
         print("\nImported (tandem import):")
@@ -105,6 +113,22 @@ def cmd_models(args: argparse.Namespace) -> int:
             flag = "" if m.exists else "  [missing]"
             print(f"  {m.name:30s} {m.architecture:10s} {_human(m.size):>9s}  {m.path}{flag}")
     return 0
+
+
+def _print_partials(partials: list[PairPartial]) -> None:
+    """Each partly downloaded model: its bytes on disk of its size, and whether a pull resumes it."""
+    if not partials:
+        return
+    print("\nPartial downloads (the app's Models page can delete them):")
+    for pp in partials:
+        for pm in pp.models:
+            cut = f"{_human(pm.cut)} left by a cut mirror download"
+            if pm.resumable:
+                text = f"{_human(pm.on_disk)} of {_human(pm.model.bytes)} on disk, resumable: `tandem pull {pp.pair.id}`"
+                text += f" continues it (and removes the {cut})" if pm.cut else " continues it"
+            else:
+                text = f"{cut}, not resumable: `tandem pull {pp.pair.id}` removes it and starts over"
+            print(f"  {pp.pair.id} {pm.model.id}: {text}")
 
 
 def _worker_memory(endpoints: list[str] | None) -> list[tuple[str, int]]:

@@ -57,12 +57,16 @@ class PartialModel:
         """What deleting the partial files frees."""
         return sum(f.have for f in self.files)
 
+    @property
+    def cut(self) -> int:
+        """Bytes no download continues: what dead mirror runs left."""
+        return sum(f.have for f in self.files if not f.resumable)
+
     def describe(self) -> str:
         """How much of the model is on disk, in words."""
         if self.resumable:
             text = f"{human_bytes(self.on_disk)} of {human_bytes(self.model.bytes)} downloaded (partial: Resume continues it)"
-            left = self.freeable - sum(f.have for f in self.files if f.resumable)
-            return text + (f", plus {human_bytes(left)} from a cut mirror download" if left else "")
+            return text + (f", plus {human_bytes(self.cut)} from a cut mirror download" if self.cut else "")
         return f"{human_bytes(self.freeable)} left by a cut mirror download (not resumable; Delete frees it)"
 
 

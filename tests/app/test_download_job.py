@@ -10,6 +10,7 @@ from pathlib import Path
 
 from app.download_job import DownloadJob, Phase, pair_models, progress_text
 from engine.models import catalog as catalog_mod
+from engine.models import store
 from engine.models.catalog import FileSpec, ModelSpec, PairSpec
 from engine.models.store import Progress
 
@@ -72,16 +73,39 @@ def test_done_only_when_every_file_arrived():
     assert st.text == "Tiny pair: every file is on disk and verified." and st.headline == "Downloaded Tiny pair"
 
 
-def test_cancel_keeps_the_partial_file_and_says_so():
-    job = DownloadJob(_pair())
+def _hf_cache(tmp_path, monkeypatch) -> None:
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
+    for var in ("HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE"):
+        monkeypatch.delenv(var, raising=False)
+
+
+def test_cancel_keeps_the_partial_file_and_names_the_button_that_resumes_it(tmp_path, monkeypatch):
+    _hf_cache(tmp_path, monkeypatch)
+    pair = _pair()
+    f = pair.target.files[0]
+    blobs = store.repo_dir(f.repo) / "blobs"
+    blobs.mkdir(parents=True)
+    (blobs / f"{f.sha256}.incomplete").write_bytes(b"x" * 1000)  # what the cancelled Hub download kept
+    job = DownloadJob(pair)
     job.progress(Progress("target.gguf", 1000, 3000))
     assert job.cancel() is True
     assert job.status.phase == Phase.CANCELLING and "partial file is kept" in job.status.text
     assert job.cancel() is False, "asking twice tells the worker once"
     st = job.finish()
     assert st.phase == Phase.CANCELLED and not st.ok and not st.bar_visible
-    assert st.text == "Download cancelled; the partial file is kept: Download again to resume."
+    assert st.text == "Download cancelled; the partial file is kept: Resume continues it."
     assert st.headline == "Download cancelled"
+
+
+def test_a_cancel_that_kept_no_partial_file_says_download_starts_over(tmp_path, monkeypatch):
+    _hf_cache(tmp_path, monkeypatch)
+    job = DownloadJob(_pair())  # cancelled before the first byte: nothing on disk, the button reads Download
+    job.cancel()
+    assert job.finish().text == "Download cancelled; no partial file was kept: Download starts over."
+    job = DownloadJob(_pair())
+    job.file_done()  # cancelled between the target and the draft
+    job.cancel()
+    assert job.finish().text == "Download cancelled; 1 complete file kept: Download fetches the rest."
 
 
 def test_a_failure_is_final_and_late_events_change_nothing():

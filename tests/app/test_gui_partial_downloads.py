@@ -104,6 +104,7 @@ def test_cancel_leaves_the_row_partial_a_restart_shows_it_and_resume_continues(q
     row = f"{human_bytes(kept)} of {human_bytes(500_000)} (partial)"
     assert pairs.model.index(0, DISK).data() == row, "the row shows the partial as soon as the cancel ended"
     assert pairs.download_btn.text() == "Resume" and pairs.delete_btn.isEnabled()
+    assert pairs.progress_label.text() == "Download cancelled; the partial file is kept: Resume continues it."
     assert pairs.model.index(0, 2).data() == f"{human_bytes(500_000 - kept)} (rest)"
     qtbot.wait(20)
     assert pairs.cancel_btn.geometry() == cancel_at, "Cancel stays where it was when Download reads Resume"

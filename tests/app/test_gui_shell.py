@@ -271,9 +271,11 @@ def test_banner_shows_percent_speed_and_cancel_and_says_what_was_kept(qtbot, mak
     assert "Downloading" in banner.status.text()
     qtbot.mouseClick(banner.cancel, Qt.MouseButton.LeftButton)
     qtbot.waitUntil(lambda: w.session.downloads.status.ended, timeout=20000)
-    assert banner.status.text() == "Download cancelled; the partial file is kept: Download again to resume."
+    assert banner.status.text() == "Download cancelled; the partial file is kept: Resume continues it."
     assert banner.cancel.isHidden() and banner.button.isEnabled()
     assert list((tmp_path / "hf").rglob("*.incomplete")), "the message says a partial is kept: it is"
+    assert banner.button.text() == "Resume download", "the button the line names"
+    assert "on disk from an earlier download" in banner.text.text()
 
 
 def test_banner_via_the_mirror_says_so_plainly_and_that_it_restarts(qtbot, make_window, fakehub, tmp_path,
