@@ -309,7 +309,10 @@ def test_real_smollm2_with_tools_answers_calls_or_text_identically_with_a_draft(
                                                         temperature=0, stream=True, extra_body={"draft": draft}))
                 deltas = [ch.choices[0].delta for ch in chunks if ch.choices]
                 text = "".join(d.content or "" for d in deltas)
-                assert (text or None) == m.content and chunks[-1].choices[0].finish_reason == answers[draft][2]
+                # said in full when it fails: once in a loaded full run the streamed text stopped
+                # short of the whole answer's (not reproduced alone, nor beside two busy loops)
+                assert ((text or None), chunks[-1].choices[0].finish_reason) == (m.content, answers[draft][2]), (
+                    draft, r.usage, len(deltas), [ch.choices[0].finish_reason for ch in chunks if ch.choices])
             assert answers["none"] == answers["lookup"] == answers["model"]
             forced = {}
             for draft in ("none", "lookup", "model"):
