@@ -7,7 +7,22 @@ from __future__ import annotations
 from typing import Any
 
 from PySide6.QtCore import QEvent
-from PySide6.QtWidgets import QScrollArea, QWidget
+from PySide6.QtWidgets import QScrollArea, QVBoxLayout, QWidget
+
+
+def rows_height(page: QWidget, width: int) -> int:
+    """The height below which `page`'s column of rows is drawn one row over the next (0 when
+    it has none that wrap). Qt's QVBoxLayout gives a row of wrapped text (height-for-width)
+    its height at the width it gets, not its minimum, so a page sized to its minimumSizeHint
+    overlapped its rows: in an 800-px window the race's panes lay 22 px over each other."""
+    lay = page.layout()
+    if not isinstance(lay, QVBoxLayout) or not lay.hasHeightForWidth():
+        return 0
+    m = lay.contentsMargins()
+    inner = width - m.left() - m.right()
+    rows = [lay.itemAt(i) for i in range(lay.count()) if not lay.itemAt(i).isEmpty()]
+    heights = [r.heightForWidth(inner) if r.hasHeightForWidth() else r.minimumSize().height() for r in rows]
+    return sum(heights) + max(lay.spacing(), 0) * max(0, len(rows) - 1) + m.top() + m.bottom()
 
 
 class PageScroll(QScrollArea):
@@ -29,7 +44,8 @@ class PageScroll(QScrollArea):
     def _fit(self) -> None:
         page, view = self.widget(), self.viewport().size()
         need = page.minimumSizeHint().expandedTo(page.minimumSize())
-        page.resize(max(view.width(), need.width()), max(view.height(), need.height()))
+        width = max(view.width(), need.width())
+        page.resize(width, max(view.height(), need.height(), rows_height(page, width)))
 
     def resizeEvent(self, event: Any) -> None:  # noqa: N802
         super().resizeEvent(event)

@@ -1,6 +1,8 @@
-"""Small screens and scaled displays: at 1.5x
-scale (a 1360x860 window lays out 907x573) every page passes tests/layout_checks.py (the race's
-verdict and the Models Fit column in sight); Cancel keeps its place when a download starts."""
+"""Small screens and scaled displays: at 1.5x scale (a 1360x860 window lays out 907x573)
+every page passes tests/layout_checks.py (the race's verdict and the Models Fit column in
+sight); a narrow window drops the Models table's lesser columns (again after being wide) and
+stacks the race's panes, without drawing one over the other, below its verdict; Cancel keeps
+its place when a download starts."""
 
 from __future__ import annotations
 
@@ -18,12 +20,99 @@ pytest.importorskip("PySide6")
 def test_every_page_fits_a_1360x860_window_at_one_and_a_half_scale(tiny_target, tmp_path):
     """A child process (the scale is fixed when Qt starts) races, then checks every page."""
     child = Path(__file__).with_name("scaled_window.py")
-    env = {**os.environ, "QT_SCALE_FACTOR": "1.5", "QT_QPA_PLATFORM": "offscreen"}
+    from offscreen_screen import platform, screen_config
+
+    # a 1920x1080 screen at 1.5x (1280x720 to the app), which holds the 907x573 window
+    env = {**os.environ, "QT_SCALE_FACTOR": "1.5", "QT_QPA_PLATFORM": platform(screen_config(tmp_path, 1920, 1080))}
     out = subprocess.run([sys.executable, str(child), str(tiny_target), "1360", "860", str(tmp_path)],
                          capture_output=True, text=True, env=env, timeout=240)
     assert out.returncode == 0, out.stderr[-2000:]
     assert json.loads(out.stdout.strip().splitlines()[-1]) == []
     assert (tmp_path / "race-1360x860-light.png").exists()
+
+
+def _settle(ready) -> None:
+    """Deliver the resize and the layouts it sets off, as the first paint after it would show
+    them: no waiting for timers, which may lay the page out again and hide what a person saw."""
+    from PySide6.QtCore import QCoreApplication, QDeadlineTimer, QEvent
+    from PySide6.QtWidgets import QApplication
+
+    deadline = QDeadlineTimer(30000)
+    while not ready():
+        assert not deadline.hasExpired(), "the resize never arrived"
+        QApplication.processEvents()
+    for _ in range(4):
+        QCoreApplication.sendPostedEvents(None, QEvent.Type.LayoutRequest)
+        QApplication.processEvents()
+
+
+@pytest.fixture
+def window(qtbot, tmp_path):
+    from PySide6.QtCore import QSettings
+
+    from app.history import History
+    from app.main_window import MainWindow
+
+    w = MainWindow(history=History(tmp_path / "h.db"), settings=QSettings(str(tmp_path / "s.ini"), QSettings.Format.IniFormat),
+                   autoload=False)
+    qtbot.addWidget(w)
+    w.show()
+    qtbot.waitExposed(w)
+    yield w
+    w.close()
+
+
+def test_a_narrow_models_table_drops_lesser_columns_but_keeps_fit(qtbot, window):
+    """Narrowed with the page in view, too: the table once measured the width it had before
+    the resize and kept every column, squeezed."""
+    from layout_checks import page_problems
+
+    w = window
+    w.nav.setCurrentRow(2)
+    pairs = w.views["Models"].pairs
+    table, cols = pairs.table, pairs.table.model().COLUMNS
+
+    def dropped() -> list[str]:
+        return [cols[c] for c in range(len(cols)) if table.isColumnHidden(c)]
+
+    for size in ((800, 600), (1360, 860), (800, 600), (1024, 700)):
+        w.resize(*size)
+        _settle(lambda: table.viewport().width() < 700 if size[0] == 800 else table.viewport().width() > 800)
+        if size == (1360, 860):
+            assert dropped() == [], "a wide window shows every column"
+        elif size == (800, 600):
+            assert "Tags" in dropped() and "Fits this machine" not in dropped(), (size, dropped())
+        shown = [c for c in range(len(cols)) if not table.isColumnHidden(c)]
+        assert sum(table.columnWidth(c) for c in shown) <= table.viewport().width() + 1, f"squeezed at {size}"
+        assert page_problems(w, "Models") == [], size
+    assert "tags code" in pairs.details.text()  # what a dropped column said is in the details line
+
+
+def test_a_narrow_race_stacks_its_panes_below_the_verdict_without_overlap(qtbot, window):
+    """At 800x600 the panes lie one above the other, below the verdict, neither drawn over
+    the other (the page was given less height than its wrapped rows take); wide, side by side."""
+    from PySide6.QtCore import QPoint
+
+    from layout_checks import overlapping
+
+    w = window
+    w.nav.setCurrentRow(1)
+    race = w.views["Race"]
+    target, spec = race.panes["target"], race.panes["speculative"]
+
+    def y(c) -> int:
+        return c.mapTo(race, QPoint(0, 0)).y()
+
+    for _ in range(2):  # narrowed from the wide first window, then again after widening
+        w.resize(800, 600)
+        qtbot.waitUntil(lambda: y(spec) > y(target))  # one above the other
+        qtbot.wait(20)
+        assert y(spec) >= y(target) + target.height(), "the panes overlap"
+        assert y(race.speedup_label) + race.speedup_label.height() <= y(target), "the verdict sits above the panes"
+        assert overlapping(w) == []
+        w.resize(1360, 860)
+        qtbot.waitUntil(lambda: y(spec) == y(target))  # side by side again
+        assert overlapping(w) == []
 
 
 def test_cancel_stays_under_the_pointer_when_the_download_bar_appears(qtbot, tmp_path):
