@@ -165,7 +165,8 @@ def _in_sight(c: QWidget, w: QWidget) -> bool:
 
 def page_problems(w: QWidget, page: str) -> list[str]:
     """`problems` plus what each page must keep in sight at any size: a finished race's verdict
-    (without scrolling to it), the models' Fit column (not dropped, not scrolled off)."""
+    (without scrolling to it), the models' Fit column (not dropped, not scrolled off), room
+    for five rows of bench results (scrolled to, in a short window)."""
     out = problems(w)
     view = w.views[page] if hasattr(w, "views") else None
     if page == "Race" and view is not None and view.result is not None and not _in_sight(view.speedup_label, w):
@@ -176,4 +177,9 @@ def page_problems(w: QWidget, page: str) -> list[str]:
         x = table.columnViewportPosition(col)
         if table.isColumnHidden(col) or x < 0 or x + table.columnWidth(col) > table.viewport().width() + 1:
             out.append("the models' Fit column is out of sight")
+    if page == "Bench" and view is not None:
+        table = view.table
+        rows = table.viewport().height() // table.verticalHeader().defaultSectionSize()
+        if rows < 5:
+            out.append(f"the bench table has room for {rows} rows of results")
     return out

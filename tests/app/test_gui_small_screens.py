@@ -115,6 +115,20 @@ def test_a_narrow_race_stacks_its_panes_below_the_verdict_without_overlap(qtbot,
         assert overlapping(w) == []
 
 
+def test_the_bench_results_keep_their_rows_and_come_back_beside_the_settings(qtbot, window):
+    """Stacked under the settings at 800 px, the table keeps room for its rows (the page
+    scrolls); widened again, results sit beside the settings (they once stayed stacked)."""
+    from layout_checks import page_problems
+
+    w = window
+    w.nav.setCurrentRow(3)
+    bench = w.views["Bench"]
+    for size, stacked in (((800, 600), True), ((1360, 860), False), ((800, 600), True), ((1024, 700), False)):
+        w.resize(*size)
+        _settle(lambda: bench._reflow.stacked is stacked)
+        assert page_problems(w, "Bench") == [], size
+
+
 def test_cancel_stays_under_the_pointer_when_the_download_bar_appears(qtbot, tmp_path):
     from PySide6.QtCore import QSettings
 
