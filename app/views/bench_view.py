@@ -18,6 +18,7 @@ from engine.measure import suites as bench_suites
 
 from .. import theme, workers
 from ..session import Session
+from ..widgets.page_scroll import reveal
 from ..widgets.reflow import Reflow
 from ..widgets.toast import toast
 from .bench_results import COLUMN_TIPS, COLUMNS, ResultsModel, chat_setting  # noqa: F401  (the page's table)
@@ -316,6 +317,8 @@ class BenchView(QWidget):
         if bugs:
             self.error.emit(f"{bugs} speculative output(s) parted from target alone at more than numeric noise")
         self._plot(res)
+        if self._reflow.stacked:  # the table under the settings, below the fold of a short window
+            reveal(self.table)
 
     def _plot(self, res: bench.BenchResult) -> None:
         """Curves of tok/s and acceptance over the fixed-k sweep; a note instead of a plot

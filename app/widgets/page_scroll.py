@@ -6,8 +6,22 @@ from __future__ import annotations
 
 from typing import Any
 
-from PySide6.QtCore import QEvent
+from PySide6.QtCore import QEvent, QTimer
 from PySide6.QtWidgets import QScrollArea, QVBoxLayout, QWidget
+
+
+def reveal(widget: QWidget, margin: int = 8) -> None:
+    """Scroll the page holding `widget` to it, once the layout under way has settled: a
+    result that lands below the fold of a short window (a race's verdict, a bench table)."""
+
+    def scroll() -> None:
+        p = widget.parentWidget()
+        while p is not None and not isinstance(p, QScrollArea):
+            p = p.parentWidget()
+        if p is not None:
+            p.ensureWidgetVisible(widget, 0, margin)
+
+    QTimer.singleShot(0, widget, scroll)  # dropped if the widget is gone by then
 
 
 def rows_height(page: QWidget, width: int) -> int:

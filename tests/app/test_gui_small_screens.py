@@ -129,17 +129,39 @@ def test_the_bench_results_keep_their_rows_and_come_back_beside_the_settings(qtb
         assert page_problems(w, "Bench") == [], size
 
 
-def test_cancel_stays_under_the_pointer_when_the_download_bar_appears(qtbot, tmp_path):
-    from PySide6.QtCore import QSettings
+def _row(mode: str, lookahead):
+    from engine.measure.bench import Row
 
-    from app.history import History
-    from app.main_window import MainWindow
+    return Row(suite="chat", config=f"{mode} {lookahead}", mode=mode, lookahead=lookahead, runs=1, tok_s_median=10.0,
+               tok_s_min=10.0, tok_s_max=10.0, speedup_median=1.0, speedup_min=1.0, speedup_max=1.0,
+               wall_speedup_median=1.0, wall_speedup_min=1.0, wall_speedup_max=1.0, ttft_median=0.1, acceptance_median=0.5,
+               tokens_per_step_median=1.5, alpha=0.5, predicted_speedup=1.0, identical=1, compared=1, bugs=0)
 
-    w = MainWindow(history=History(tmp_path / "h.db"), settings=QSettings(str(tmp_path / "s.ini"), QSettings.Format.IniFormat),
-                   autoload=False)
-    qtbot.addWidget(w)
-    w.show()
-    qtbot.waitExposed(w)
+
+def test_a_short_window_scrolls_to_the_bench_results_when_they_arrive(qtbot, window):
+    from PySide6.QtCore import QPoint, QRect
+
+    from engine.measure.bench import BenchResult
+
+    w = window
+    w.nav.setCurrentRow(3)
+    bench = w.views["Bench"]
+    w.resize(800, 600)
+    _settle(lambda: bench._reflow.stacked)
+    view = w.stack.currentWidget().viewport()
+
+    def table_in_sight() -> bool:
+        top = QRect(bench.table.mapTo(view, QPoint(0, 0)), bench.table.size())
+        return view.rect().contains(QRect(top.topLeft(), QPoint(top.right(), top.top() + 80)))
+
+    assert not table_in_sight(), "below the settings, out of sight before a run"
+    bench.show_result(BenchResult(runs=[], rows=[_row("target", 0), _row("fixed", 1), _row("fixed", 2)],
+                                  meta={"seconds": 1.0}, cost={}))
+    qtbot.waitUntil(table_in_sight)
+
+
+def test_cancel_stays_under_the_pointer_when_the_download_bar_appears(qtbot, window):
+    w = window
     w.nav.setCurrentRow(2)
     pairs = w.views["Models"].pairs
     for size in ((800, 600), (1360, 860)):
@@ -152,4 +174,3 @@ def test_cancel_stays_under_the_pointer_when_the_download_bar_appears(qtbot, tmp
         pairs.progress.setVisible(False)
         qtbot.wait(20)
         assert pairs.cancel_btn.geometry() == before, size
-    w.close()
