@@ -129,6 +129,25 @@ def test_the_bench_results_keep_their_rows_and_come_back_beside_the_settings(qtb
         assert page_problems(w, "Bench") == [], size
 
 
+def test_a_wrapped_label_gives_back_the_height_it_claimed_when_narrow(qtbot):
+    """The race's verdict lines claim the height of their wrapped lines; widened again they
+    kept a narrow width's three lines for one (gaps between the verdict's rows at 1.5x)."""
+    from PySide6.QtWidgets import QVBoxLayout, QWidget
+
+    from app.widgets.reflow import WrappingLabel
+
+    host = QWidget()
+    qtbot.addWidget(host)
+    QVBoxLayout(host).addWidget(label := WrappingLabel("wall-clock 9.86 s vs 9.30 s (1.06x); decode 13.3 vs 14.2 tok/s (1.07x)"))
+    host.layout().addStretch(1)
+    host.show()
+    one_line = label.fontMetrics().lineSpacing() + 4
+    for width, lines in ((700, 1), (200, 3), (700, 1)):
+        host.resize(width, 400)
+        qtbot.waitUntil(lambda: (label.height() <= one_line) == (lines == 1))
+        assert (label.minimumHeight() <= one_line) == (lines == 1), (width, label.minimumHeight())
+
+
 def _row(mode: str, lookahead):
     from engine.measure.bench import Row
 
