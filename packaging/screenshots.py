@@ -199,6 +199,7 @@ def race_shot(shots: Shots, win) -> None:
     race.prompt.setPlainText("Write a Python function that merges two sorted lists into one sorted list.")
     race.max_tokens.setValue(120)
     race.replay_speed.setCurrentIndex(race.replay_speed.count() - 1)  # the fastest replay
+    shots.wait(lambda: not win.session.busy)  # what the chat set off after its answer (a busy machine: later)
     race.start()
     shots.wait(lambda: race.result is not None and race.worker is None, 600)
     shots.wait(lambda: not race._replay_timer.isActive(), 120)  # the replay played to its end
@@ -219,6 +220,7 @@ def bench_shot(shots: Shots, win) -> None:
     bench.repeat.setValue(1)
     bench.limit.setValue(2)
     bench.max_tokens.setValue(48)
+    shots.wait(lambda: not win.session.busy)
     bench.start()
     shots.wait(lambda: bench.result is not None, 900)
     shots.shot("bench")
