@@ -20,6 +20,7 @@ from engine.models import catalog, hardware, store
 
 from . import appearance, help_menu, theme
 from .download_job import DownloadStatus
+from .first_window import first_geometry
 from .history import History, HistoryError
 from .session import Session
 from .views.chat import ChatView
@@ -282,8 +283,8 @@ class MainWindow(QMainWindow):
         geo = self.settings.value("window/geometry")
         if isinstance(geo, QByteArray):
             self.restoreGeometry(geo)
-        else:
-            self.resize(1360, 860)
+        else:  # a fresh profile: a size that fits the screen it opens on, centred there
+            self.setGeometry(first_geometry(self.screen().availableGeometry(), self.minimumSize()))
         state = self.settings.value("window/state")
         if isinstance(state, QByteArray):
             self.restoreState(state)

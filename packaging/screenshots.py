@@ -1,12 +1,17 @@
 """Start the real app with real models, exercise each view, save the README's screenshots.
 
     xvfb-run -a -s "-screen 0 1600x1000x24" .venv/bin/python packaging/screenshots.py [--pair ID] [--out docs/screenshots]
+    xvfb-run -a -s "-screen 0 1600x1000x24" .venv/bin/python packaging/screenshots.py --scale 1.5 --views race --widths 1360x860
 
 Uses the default pair (Qwen2.5-Coder 1.5B + 0.5B: `tandem pull qwen2.5-coder-1.5b --source mirror`)
 when the store has it, else SmolLM2-135M as both target and draft (`tandem pull
 smollm2-135m-instruct-q4_1 --source mirror`), which runs in a minute on a CPU. Saves
-models, chat-1440x900, chat-1024x700, race and bench (.png). The app's own data (history,
-settings) goes to a temporary folder.
+models, chat-1440x900, chat-1024x700, race and bench (.png), then each view with its results
+(chat answer, race, models, bench) at every width of --widths, light and dark, as
+VIEW-WxH-THEME.png, taken from the screen (the real window as drawn), not rendered
+offscreen. --scale runs the app at that scale factor (QT_SCALE_FACTOR; the window then
+has WxH device pixels) and saves only the set, as VIEW-WxH-SCALEx-THEME.png. The app's own
+data (history, settings) goes to a temporary folder.
 """
 
 from __future__ import annotations
@@ -29,7 +34,14 @@ def main() -> int:
     ap.add_argument("--draft")
     ap.add_argument("--out", default=str(ROOT / "docs" / "screenshots"))
     ap.add_argument("--size", default="1440x900")
+    ap.add_argument("--widths", default="800x600,1024x700,1360x860", help="window sizes of the set, device pixels")
+    ap.add_argument("--themes", default="light,dark")
+    ap.add_argument("--views", default="chat,race,models,bench", help="which views the set shows")
+    ap.add_argument("--scale", type=float, default=1.0, help="the display's scale factor (1.5: a 150%% desktop)")
     a = ap.parse_args()
+    if a.scale != 1.0:
+        os.environ["QT_SCALE_FACTOR"] = f"{a.scale:g}"  # read when the QApplication starts
+    views = a.views.split(",")
     tmp = tempfile.mkdtemp(prefix="tandem-shots-")
     os.environ["TANDEM_HOME"] = tmp
     os.environ.setdefault("TANDEM_METRICS_LOG", str(Path(tmp) / "metrics.jsonl"))
@@ -58,9 +70,12 @@ def main() -> int:
     out.mkdir(parents=True, exist_ok=True)
     w, h = (int(x) for x in a.size.split("x"))
     win = MainWindow(history=History(Path(tmp) / "h.db"), settings=QSettings(str(Path(tmp) / "s.ini"), QSettings.Format.IniFormat), autoload=False)
+    first = win.geometry()  # a fresh profile's first window, before this script sizes it
+    print(f"first window: {first.width()}x{first.height()} at {first.x()},{first.y()} on a "
+          f"{win.screen().availableGeometry().width()}x{win.screen().availableGeometry().height()} screen", file=sys.stderr)
     win.resize(w, h)
     win.show()
-    shots = Shots(app, win, out)
+    shots = Shots(app, win, out, classic=a.scale == 1.0)
 
     # Models first (nothing loaded yet): the catalog with fit verdicts
     win.nav.setCurrentRow(2)
@@ -78,11 +93,35 @@ def main() -> int:
     else:
         win.session.load(target, draft, label=f"{target.stem} + {draft.stem}")
     shots.wait(lambda: win.session.engine is not None and not win.session.busy)
-    chat_shots(shots, win, Path(tmp), (w, h))
-    race_shot(shots, win)
-    bench_shot(shots, win)
+    if "chat" in views:
+        chat_shots(shots, win, Path(tmp), (w, h))
+    if "race" in views:
+        race_shot(shots, win)
+    if "bench" in views:
+        bench_shot(shots, win)
+    sizes = [tuple(int(x) for x in size.split("x")) for size in a.widths.split(",")]
+    size_set(shots, win, views, sizes, a.themes.split(","), a.scale)
     win.close()
     return 0
+
+
+def size_set(shots: "Shots", win, views: list[str], sizes: list, themes: list[str], scale: float) -> None:
+    """Each view with its results at each window size, light and dark, from the screen."""
+    from app.main_window import PAGES
+
+    pages = {name.lower(): i for i, name in enumerate(PAGES)}
+    ratio = win.devicePixelRatioF()
+    tag = f"-{scale:g}x" if scale != 1.0 else ""
+    for theme in themes:
+        win.set_theme(theme)
+        for w, h in sizes:
+            win.resize(round(w / ratio), round(h / ratio))
+            for view in views:
+                win.nav.setCurrentRow(pages[view])
+                if view == "chat":
+                    shots.pump(0.3)
+                    win.chat.transcript.jump_to_latest()
+                shots.shot(f"{view}-{w}x{h}{tag}-{theme}", from_screen=True)
 
 
 CODE = """def summarise(rows):
@@ -99,8 +138,9 @@ CODE = """def summarise(rows):
 class Shots:
     """Pumping the event loop, waiting for the app, saving the window."""
 
-    def __init__(self, app, win, out: Path):
+    def __init__(self, app, win, out: Path, classic: bool = True):
         self.app, self.win, self.out = app, win, out
+        self.classic = classic  # the README's fixed shots (models, chat-1440x900, race, bench)
 
     def pump(self, seconds: float = 0.3) -> None:
         end = time.time() + seconds
@@ -116,11 +156,15 @@ class Shots:
         if not cond():
             raise SystemExit("timed out waiting for the app")
 
-    def shot(self, name: str) -> None:
+    def shot(self, name: str, from_screen: bool = False) -> None:
+        """Save the window: rendered by Qt (grab), or as the display shows it (from_screen)."""
+        if not (from_screen or self.classic):
+            return
         self.pump(0.5)
         path = self.out / f"{name}.png"
-        self.win.grab().save(str(path))
-        print(f"saved {path}")
+        image = self.win.screen().grabWindow(self.win.winId()) if from_screen else self.win.grab()
+        image.save(str(path))
+        print(f"saved {path} ({image.width()}x{image.height()})")
 
 
 def chat_shots(shots: Shots, win, tmp: Path, size: tuple[int, int]) -> None:
@@ -155,6 +199,7 @@ def race_shot(shots: Shots, win) -> None:
     race.prompt.setPlainText("Write a Python function that merges two sorted lists into one sorted list.")
     race.max_tokens.setValue(120)
     race.replay_speed.setCurrentIndex(race.replay_speed.count() - 1)  # the fastest replay
+    shots.wait(lambda: not win.session.busy)  # what the chat set off after its answer (a busy machine: later)
     race.start()
     shots.wait(lambda: race.result is not None and race.worker is None, 600)
     shots.wait(lambda: not race._replay_timer.isActive(), 120)  # the replay played to its end
@@ -175,6 +220,7 @@ def bench_shot(shots: Shots, win) -> None:
     bench.repeat.setValue(1)
     bench.limit.setValue(2)
     bench.max_tokens.setValue(48)
+    shots.wait(lambda: not win.session.busy)
     bench.start()
     shots.wait(lambda: bench.result is not None, 900)
     shots.shot("bench")

@@ -1,14 +1,16 @@
 """Geometry a person would see, measured on live widgets: a horizontal scrollbar, text cut
 off (a one-line label or button narrower than its text, a wrapped label shorter than its
-lines, a combo box or progress bar narrower than its text), a control outside the window or sticking out sideways from the area that scrolls it.
+lines, a combo box or progress bar narrower than its text), a control outside the window or sticking
+out sideways from the area that scrolls it,
+rows of a layout drawn over each other.
 Used by the screenshot tests; each check names the widget so a failure says what to fix."""
 
 from __future__ import annotations
 
 from PySide6.QtCore import QPoint, QRect
 from PySide6.QtWidgets import (
-    QAbstractButton, QAbstractScrollArea, QAbstractSlider, QAbstractSpinBox, QComboBox, QLabel, QLineEdit, QProgressBar,
-    QStyle, QStyleOptionComboBox, QWidget,
+    QAbstractButton, QAbstractScrollArea, QAbstractSlider, QAbstractSpinBox, QBoxLayout, QComboBox, QLabel, QLineEdit,
+    QProgressBar, QStyle, QStyleOptionComboBox, QWidget,
 )
 
 CONTROLS = (QAbstractButton, QAbstractSpinBox, QComboBox, QLineEdit, QAbstractSlider)
@@ -123,8 +125,32 @@ def outside(w: QWidget) -> list[str]:
     return out
 
 
+def _item_name(item) -> str:
+    if item.widget() is not None:
+        return _name(item.widget())
+    inner = [item.layout().itemAt(i).widget() for i in range(item.layout().count())] if item.layout() else []
+    first = next((c for c in inner if c is not None), None)
+    return f"the row of {_name(first)}" if first is not None else type(item).__name__
+
+
+def overlapping(w: QWidget) -> list[str]:
+    """Neighbours in a row or column of a box layout drawn over each other (a layout given
+    less room than its rows need, as a page sized below its wrapped rows' heights)."""
+    out = []
+    for lay in w.findChildren(QBoxLayout):
+        host = lay.parentWidget()
+        if host is None or not _shown(host, w):
+            continue
+        items = [lay.itemAt(i) for i in range(lay.count())]
+        items = [it for it in items if not it.isEmpty() and it.geometry().isValid()]
+        for a, b in zip(items, items[1:]):
+            if a.geometry().intersected(b.geometry()).height() > 1 and a.geometry().intersected(b.geometry()).width() > 1:
+                out.append(f"{_item_name(a)} and {_item_name(b)} overlap ({a.geometry()} / {b.geometry()})")
+    return out
+
+
 def problems(w: QWidget) -> list[str]:
-    return horizontal_scrollbars(w) + clipped_text(w) + clipped_fields(w) + outside(w)
+    return horizontal_scrollbars(w) + clipped_text(w) + clipped_fields(w) + outside(w) + overlapping(w)
 
 
 def _in_sight(c: QWidget, w: QWidget) -> bool:
@@ -139,7 +165,8 @@ def _in_sight(c: QWidget, w: QWidget) -> bool:
 
 def page_problems(w: QWidget, page: str) -> list[str]:
     """`problems` plus what each page must keep in sight at any size: a finished race's verdict
-    (without scrolling to it), the models' Fit column (not dropped, not scrolled off)."""
+    (without scrolling to it), the models' Fit column (not dropped, not scrolled off), room
+    for five rows of bench results (scrolled to, in a short window)."""
     out = problems(w)
     view = w.views[page] if hasattr(w, "views") else None
     if page == "Race" and view is not None and view.result is not None and not _in_sight(view.speedup_label, w):
@@ -150,4 +177,9 @@ def page_problems(w: QWidget, page: str) -> list[str]:
         x = table.columnViewportPosition(col)
         if table.isColumnHidden(col) or x < 0 or x + table.columnWidth(col) > table.viewport().width() + 1:
             out.append("the models' Fit column is out of sight")
+    if page == "Bench" and view is not None:
+        table = view.table
+        rows = table.viewport().height() // table.verticalHeader().defaultSectionSize()
+        if rows < 5:
+            out.append(f"the bench table has room for {rows} rows of results")
     return out

@@ -18,9 +18,14 @@ from engine.measure import suites as bench_suites
 
 from .. import theme, workers
 from ..session import Session
+from ..widgets.page_scroll import reveal
 from ..widgets.reflow import Reflow
 from ..widgets.toast import toast
 from .bench_results import COLUMN_TIPS, COLUMNS, ResultsModel, chat_setting  # noqa: F401  (the page's table)
+
+
+SUITE_WIDTH = 160  # px of a suite's name before it is elided (a side-by-side layout's share)
+TABLE_ROWS = 6  # rows of results the table keeps in sight; stacked, the page scrolls to them
 
 
 class BenchView(QWidget):
@@ -55,8 +60,15 @@ class BenchView(QWidget):
         self._reflow = Reflow(self, split, [settings, self._table_width])
 
     def _table_width(self) -> int:
-        """The width the results table needs to show every column."""
-        return self.table.horizontalHeader().length() + 2 * self.table.frameWidth() + 4
+        """The width the results table needs to show every column: the figures' own widths
+        and the suite's name at up to SUITE_WIDTH. Not the header's length, which counts the
+        name column stretched over a stacked page's whole width: stacked once, never again
+        side by side, even at 1360 px, with the table squeezed to one row under the settings."""
+        header = self.table.horizontalHeader()
+        shown = [c for c in range(self.model.columnCount()) if not header.isSectionHidden(c)]
+        name = max(header.sectionSizeHint(0), min(self.table.sizeHintForColumn(0), SUITE_WIDTH))
+        figures = sum(max(header.sectionSizeHint(c), self.table.sizeHintForColumn(c)) for c in shown if c != 0)
+        return name + figures + 2 * self.table.frameWidth() + 4
 
     def _build_suites(self) -> QGroupBox:
         box = QGroupBox("Suites")
@@ -165,6 +177,9 @@ class BenchView(QWidget):
         self.table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
         self.table.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
         self.table.selectionModel().selectionChanged.connect(lambda *_: self._sync())
+        # a table of TABLE_ROWS rows at least: squeezed under the settings it showed one and a half
+        rows = self.table.verticalHeader().defaultSectionSize() * TABLE_ROWS
+        self.table.setMinimumHeight(rows + header.sizeHint().height() + 2 * self.table.frameWidth())
         return self.table
 
     def _build_charts(self) -> QWidget:
@@ -302,6 +317,8 @@ class BenchView(QWidget):
         if bugs:
             self.error.emit(f"{bugs} speculative output(s) parted from target alone at more than numeric noise")
         self._plot(res)
+        if self._reflow.stacked:  # the table under the settings, below the fold of a short window
+            reveal(self.table)
 
     def _plot(self, res: bench.BenchResult) -> None:
         """Curves of tok/s and acceptance over the fixed-k sweep; a note instead of a plot

@@ -37,8 +37,15 @@ class NarrowColumns(QObject):
     def hidden(self) -> list[int]:
         return [c for c in self.droppable if self.table.isColumnHidden(c)]
 
+    def room(self) -> int:
+        """The width the columns have. From the table's own size, not its viewport's: the
+        table hears of a resize before it resizes its viewport, so a window narrowed with the
+        page in view measured the old, wider viewport and kept every column (text cut)."""
+        bar = self.table.verticalScrollBar()
+        return self.table.maximumViewportSize().width() - (bar.sizeHint().width() if bar.isVisible() else 0)
+
     def apply(self, *_: object) -> None:
-        room = self.table.viewport().width()
+        room = self.room()
         if room <= 0:
             return
         columns = range(self.table.model().columnCount())

@@ -6,8 +6,37 @@ from __future__ import annotations
 
 from typing import Any
 
-from PySide6.QtCore import QEvent
-from PySide6.QtWidgets import QScrollArea, QWidget
+from PySide6.QtCore import QEvent, QTimer
+from PySide6.QtWidgets import QScrollArea, QVBoxLayout, QWidget
+
+
+def reveal(widget: QWidget, margin: int = 8) -> None:
+    """Scroll the page holding `widget` to it, once the layout under way has settled: a
+    result that lands below the fold of a short window (a race's verdict, a bench table)."""
+
+    def scroll() -> None:
+        p = widget.parentWidget()
+        while p is not None and not isinstance(p, QScrollArea):
+            p = p.parentWidget()
+        if p is not None:
+            p.ensureWidgetVisible(widget, 0, margin)
+
+    QTimer.singleShot(0, widget, scroll)  # dropped if the widget is gone by then
+
+
+def rows_height(page: QWidget, width: int) -> int:
+    """The height below which `page`'s column of rows is drawn one row over the next (0 when
+    it has none that wrap). Qt's QVBoxLayout gives a row of wrapped text (height-for-width)
+    its height at the width it gets, not its minimum, so a page sized to its minimumSizeHint
+    overlapped its rows: in an 800-px window the race's panes lay 22 px over each other."""
+    lay = page.layout()
+    if not isinstance(lay, QVBoxLayout) or not lay.hasHeightForWidth():
+        return 0
+    m = lay.contentsMargins()
+    inner = width - m.left() - m.right()
+    rows = [lay.itemAt(i) for i in range(lay.count()) if not lay.itemAt(i).isEmpty()]
+    heights = [r.heightForWidth(inner) if r.hasHeightForWidth() else r.minimumSize().height() for r in rows]
+    return sum(heights) + max(lay.spacing(), 0) * max(0, len(rows) - 1) + m.top() + m.bottom()
 
 
 class PageScroll(QScrollArea):
@@ -29,7 +58,8 @@ class PageScroll(QScrollArea):
     def _fit(self) -> None:
         page, view = self.widget(), self.viewport().size()
         need = page.minimumSizeHint().expandedTo(page.minimumSize())
-        page.resize(max(view.width(), need.width()), max(view.height(), need.height()))
+        width = max(view.width(), need.width())
+        page.resize(width, max(view.height(), need.height(), rows_height(page, width)))
 
     def resizeEvent(self, event: Any) -> None:  # noqa: N802
         super().resizeEvent(event)

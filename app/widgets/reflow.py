@@ -174,8 +174,20 @@ class WrappingLabel(QLabel):
         super().__init__(text, parent)
         self.setWordWrap(True)
 
+    def lines_height(self, width: int) -> int:
+        """The height of the text's lines at `width`. QLabel.heightForWidth counts the
+        label's minimum height, so a height claimed at a narrow width was never given back:
+        widened, the race's verdict kept three lines' height for one, gaps between its rows."""
+        low = self.minimumHeight()
+        if low:
+            self.setMinimumHeight(0)
+        h = self.heightForWidth(width)
+        if low:
+            self.setMinimumHeight(low)
+        return h
+
     def _claim(self) -> None:
-        h = self.heightForWidth(self.width()) if self.text() else 0
+        h = self.lines_height(self.width()) if self.text() else 0
         if h > 0 and h != self.minimumHeight():
             self.setMinimumHeight(h)
         elif not self.text() and self.minimumHeight():

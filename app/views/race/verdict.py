@@ -5,10 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from PySide6.QtCore import QTimer
-from PySide6.QtWidgets import QScrollArea
-
 from ... import theme
+from ...widgets.page_scroll import reveal
 
 
 class VerdictMixin:
@@ -57,13 +55,7 @@ class VerdictMixin:
 
     def _show_verdict(self) -> None:
         """Scroll a page taller than the window to the verdict, once the layout has settled."""
-        QTimer.singleShot(0, self, self._scroll_to_verdict)  # dropped if the page is gone by then
-
-    def _scroll_to_verdict(self) -> None:
-        viewport = self.parentWidget()  # the page sits in a PageScroll's viewport
-        scroll = viewport.parentWidget() if viewport is not None else None
-        if isinstance(scroll, QScrollArea):
-            scroll.ensureWidgetVisible(self.speedup_label, 0, 8)
+        reveal(self.speedup_label)
 
     def _hint(self, why: str, race: Any) -> str:
         """The headline's reason, and what to try when drafting lost."""
