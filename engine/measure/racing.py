@@ -139,7 +139,10 @@ def race(
     on_event: Callable[[str, Event], None] | None = None,
     cancel: "CancelToken | None" = None,
 ) -> RaceResult | None:
-    """Run `request` with no draft ("target" side), then as asked ("speculative" side).
+    """Run `request` with no draft ("target" side), then as asked ("speculative" side), each
+    from an empty KV cache: each draft choice keeps its own target context, so a prompt the
+    chat had just answered with the pair's draft was cached on the speculative side only
+    (seen in the app: first token 2.37 s against 0.46 s, "1.23x faster" at 1.01x decode).
 
     `on_event(side, event)` sees every event as it happens (the app streams both panes
     from it). Returns None when cancelled before both sides finished."""
@@ -154,6 +157,7 @@ def race(
     for side, req in (("target", request.with_(draft=None, lookahead=0)), ("speculative", request)):
         if cancel is not None and cancel.cancelled:
             return None
+        engine.forget_prompts()  # both sides read the whole prompt: a prefix cached by an earlier answer must not count for one
         before = cpu_share.sample()
         res = _collect(engine, req, side, on_event, cancel)
         others[side] = cpu_share.others_share(before, cpu_share.sample())
