@@ -184,12 +184,12 @@ def test_cancel_stays_under_the_pointer_when_the_download_bar_appears(qtbot, win
     w.nav.setCurrentRow(2)
     pairs = w.views["Models"].pairs
     for size in ((800, 600), (1360, 860)):
-        w.resize(*size)
-        qtbot.wait(20)
+        w.resize(*size)  # laid out before measuring: 20 ms was not enough on a loaded machine (moved 63 px after)
+        _settle(lambda: (w.width(), w.height()) == size)
         before = pairs.cancel_btn.geometry()
         pairs.progress.setVisible(True)  # as when a download starts (app/views/models/pairs.py _download_changed)
-        qtbot.wait(20)
+        _settle(lambda: True)
         assert pairs.cancel_btn.geometry() == before, size
         pairs.progress.setVisible(False)
-        qtbot.wait(20)
+        _settle(lambda: True)
         assert pairs.cancel_btn.geometry() == before, size
