@@ -3,8 +3,11 @@ it) instead of its whole text: the model still receives the text, the reader see
 
 from __future__ import annotations
 
-from PySide6.QtGui import QColor, QFont, QTextBlockFormat, QTextCharFormat, QTextCursor
-from PySide6.QtWidgets import QDialog, QDialogButtonBox, QPlainTextEdit, QVBoxLayout, QWidget
+from PySide6.QtCore import QUrl
+from PySide6.QtGui import (
+    QColor, QFont, QFontMetrics, QTextBlockFormat, QTextCharFormat, QTextCursor, QTextDocument, QTextImageFormat,
+)
+from PySide6.QtWidgets import QApplication, QDialog, QDialogButtonBox, QPlainTextEdit, QStyle, QVBoxLayout, QWidget
 
 from engine.units import human_bytes
 
@@ -13,15 +16,32 @@ LINK = QColor(56, 132, 244)
 
 
 NO_MODEL = "tokens: no model loaded"
+FILE_ICON = QUrl("tandem:file-icon")  # the style's file icon, a resource of the transcript's document
 
 
 def card_text(name: str, text: str, tokens: tuple[int, bool] | None = None) -> str:
-    """"📄 name · size · N tokens": tokens counted by the loaded model's tokenizer (`tokens` is
+    """"name · size · N tokens": tokens counted by the loaded model's tokenizer (`tokens` is
     (count, exact) from app.widgets.token_meter.TokenCounter); without a model it says so
     instead of guessing."""
     size = human_bytes(len(text.encode("utf-8")))
     count = f"{tokens[0]:,} token{'s' if tokens[0] != 1 else ''}" if tokens is not None and tokens[1] else NO_MODEL
-    return f"\U0001F4C4 {name} · {size} · {count}"
+    return f"{name} · {size} · {count}"
+
+
+def _insert_icon(cursor: QTextCursor, font: QFont) -> None:
+    """The platform style's file icon, one line high. Not the 📄 emoji: without an emoji font
+    (a plain Linux desktop, this machine) it was drawn as an empty box."""
+    doc = cursor.document()
+    side = QFontMetrics(font).height()
+    if doc.resource(QTextDocument.ResourceType.ImageResource, FILE_ICON) is None:
+        icon = QApplication.style().standardIcon(QStyle.StandardPixmap.SP_FileIcon)
+        doc.addResource(QTextDocument.ResourceType.ImageResource, FILE_ICON, icon.pixmap(side * 2, side * 2).toImage())
+    image = QTextImageFormat()
+    image.setName(FILE_ICON.toString())
+    image.setWidth(side)
+    image.setHeight(side)
+    image.setVerticalAlignment(QTextCharFormat.VerticalAlignment.AlignMiddle)
+    cursor.insertImage(image)
 
 
 def line_count(text: str) -> str:
@@ -46,7 +66,8 @@ def file_card(cursor: QTextCursor, name: str, text: str, href: str, *, first: bo
     bold.setToolTip(f"{name}: {line_count(text)}, {len(text):,} characters"
                     + ("; tokens counted with the loaded model's tokenizer" if exact
                        else "; load a model to count its tokens"))
-    cursor.insertText(card_text(name, text, tokens) + "   ", bold)
+    _insert_icon(cursor, cursor.document().defaultFont())
+    cursor.insertText(" " + card_text(name, text, tokens) + "   ", bold)
     link = QTextCharFormat()
     link.setAnchor(True)
     link.setAnchorHref(href)

@@ -18,6 +18,16 @@ from PySide6.QtGui import QAction, QGuiApplication, QPainter, QPaintEvent
 from PySide6.QtWidgets import QLabel, QSizePolicy, QWidget
 
 _FLAGS = int(Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignTop | Qt.TextFlag.TextWordWrap)
+SEPARATOR = " · "  # between the pieces of a stats line (engine.measure.report.stats_parts)
+
+
+def whole_pieces(text: str) -> str:
+    """The text with each " · "-separated piece unbreakable: a stats line wraps between
+    "95 tokens in 11.19 s" and "3.65 tokens/step", never inside one (it broke as
+    "3.65" at a line's end and "tokens/step" on the next). Text without pieces wraps as words."""
+    if SEPARATOR not in text:
+        return text
+    return SEPARATOR.join(piece.replace(" ", "\u00a0") for piece in text.split(SEPARATOR))
 
 
 class LiveLabel(QWidget):
@@ -55,7 +65,7 @@ class LiveLabel(QWidget):
         m = self.contentsMargins()
         inner = max(1, width - m.left() - m.right())
         fm = self.fontMetrics()
-        h = fm.boundingRect(QRect(0, 0, inner, 1 << 20), _FLAGS, self._text).height() if self._text else fm.height()
+        h = fm.boundingRect(QRect(0, 0, inner, 1 << 20), _FLAGS, whole_pieces(self._text)).height() if self._text else fm.height()
         return max(fm.height(), h) + m.top() + m.bottom()
 
     def sizeHint(self) -> QSize:  # noqa: N802
@@ -68,7 +78,7 @@ class LiveLabel(QWidget):
     def paintEvent(self, _event: QPaintEvent) -> None:  # noqa: N802
         p = QPainter(self)
         p.setPen(self.palette().color(self.foregroundRole()))
-        p.drawText(self.contentsRect(), _FLAGS, self._text)
+        p.drawText(self.contentsRect(), _FLAGS, whole_pieces(self._text))
 
 
 def pin_size(label: QLabel, width: int) -> None:

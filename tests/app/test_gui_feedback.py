@@ -484,7 +484,7 @@ def test_a_sent_attachment_shows_as_a_file_card_that_opens(qtbot, window, tmp_pa
     assert split_attachments(user.content) == ("summarise", [("notes.md", body.rstrip("\n"))]), "sent as before"
     shown = chat.transcript.toPlainText()
     n = len(window.session.engine.target.tokenize(body.rstrip("\n"), add_special=False, parse_special=False))
-    assert f"📄 notes.md · 879 B · {n:,} tokens" in shown and "line one of the notes" not in shown
+    assert f"\ufffc notes.md · 879 B · {n:,} tokens" in shown and "line one of the notes" not in shown
     click_anchor(qtbot, chat.transcript, f"msg:file:{user.id}:0")
     viewer = chat.transcript.findChild(FileViewer)
     assert viewer is not None and viewer.isVisible() and viewer.windowTitle() == "notes.md"

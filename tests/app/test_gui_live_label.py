@@ -66,3 +66,23 @@ def test_pinned_label_repaints_alone_and_a_plain_one_relayouts(qtbot):
         qtbot.wait(5)
     assert spy_plain.n > 0, "the comparison: a plain QLabel asks its layout for room on every text"
     assert spy_pinned.n == 0 and pinned.width() == 120
+
+
+def test_a_stats_line_wraps_between_its_pieces_never_inside_one(qtbot):
+    """At 1024 px the chat's stats line broke as '... 3.65' / 'tokens/step'."""
+    from PySide6.QtCore import QRect
+
+    from app.widgets.live_label import _FLAGS, LiveLabel, whole_pieces
+
+    line = "95 tokens in 11.19 s · 11.5 tok/s decode · first token 3.23 s · acceptance 68% (71/104) · 3.65 tokens/step"
+    pieces = whole_pieces(line).split(" · ")
+    assert [p.replace("\u00a0", " ") for p in pieces] == line.split(" · ") and all(" " not in p for p in pieces)
+    label = LiveLabel(line)
+    qtbot.addWidget(label)
+    fm = label.fontMetrics()
+    for width in range(fm.horizontalAdvance("acceptance 68% (71/104)") + 4, fm.horizontalAdvance(line), 7):
+        # every line of the wrapped text is a run of whole pieces
+        shown = whole_pieces(line)
+        height = fm.boundingRect(QRect(0, 0, width, 1 << 20), _FLAGS, shown).height()
+        assert height == label.heightForWidth(width) - label.contentsMargins().top() - label.contentsMargins().bottom()
+        assert height <= fm.lineSpacing() * len(pieces) + fm.leading()

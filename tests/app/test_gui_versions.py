@@ -224,10 +224,10 @@ def test_a_sent_file_card_shows_name_size_and_the_models_token_count(qtbot, tmp_
     chat.refresh_conversations()
     chat.open_conversation(c.id)
     shown = chat.transcript.toPlainText()
-    assert "📄 code.py · 310 B · tokens: no model loaded" in shown, "no model: it says so, no guess"
+    assert "\ufffc code.py · 310 B · tokens: no model loaded" in shown, "no model: it says so, no guess"
     _load(qtbot, w, tiny_target)
     n = len(w.session.engine.target.tokenize(body, add_special=False, parse_special=False))
-    qtbot.waitUntil(lambda: f"📄 code.py · 310 B · {n:,} tokens" in chat.transcript.toPlainText(), timeout=2000)
+    qtbot.waitUntil(lambda: f"\ufffc code.py · 310 B · {n:,} tokens" in chat.transcript.toPlainText(), timeout=2000)
     user = h.messages(c.id)[0]
     click_anchor(qtbot, chat.transcript, f"msg:file:{user.id}:0")
     viewer = chat.transcript.findChild(FileViewer)
