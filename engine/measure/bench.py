@@ -410,17 +410,24 @@ def network_per_token(run: Run, network_ms: dict[int, float]) -> float | None:
     return total / run.generated_tokens
 
 
-def predicted_speedup(cost: dict[str, Any], k: int, alpha: float, kind: str) -> float | None:
-    """The cost model's speedup for drafting k tokens at acceptance alpha, from measured costs."""
+def predicted_speedup(cost: dict[str, Any], k: int | Sequence[int], alpha: float, kind: str) -> float | None:
+    """The cost model's speedup for drafting k tokens at acceptance alpha, from measured costs;
+    for a run whose k changed (Auto), `k` is the tokens verified at each step and the speedup
+    is that mix's (tokens over time, summed over its steps)."""
+    ks = [k] if isinstance(k, int) else list(k)
     cm = CostModel()
     for n, ms in cost["verify_ms"].items():
         cm.observe_verify(int(n), ms / 1000.0)
     per = cost["draft_ms_per_token"].get(kind)
-    if 1 not in cost["verify_ms"] or (k > 0 and per is None):
+    if 1 not in cost["verify_ms"] or (any(ks) and per is None) or not ks:
         return None
     if per is not None:
         cm.observe_draft(1, per / 1000.0)
-    return cm.predict(k, alpha).speedup
+    costs = cm.snapshot()
+    preds = {d: costs.predict(d, alpha) for d in set(ks)}
+    tokens = sum(preds[d].tokens_per_step for d in ks)
+    seconds = sum(preds[d].seconds_per_step for d in ks)
+    return (tokens / seconds) * costs.verify_time(1) if seconds > 0 else None
 
 
 def summarize(runs: Sequence[Run], cost: dict[str, Any] | None = None) -> list[Row]:
@@ -445,10 +452,9 @@ def summarize(runs: Sequence[Run], cost: dict[str, Any] | None = None) -> list[R
             pred: float | None = 1.0
         elif isinstance(first.lookahead, int):
             pred = predicted_speedup(cost, first.lookahead, a, kind)
-        else:  # auto: the model's best k at this alpha
-            ks = [k for r in rs for k in r.step_k]
-            k_typ = int(round(_median(ks))) if ks else 0
-            pred = predicted_speedup(cost, k_typ, a, kind)
+        else:  # auto: the mix of what it verified, step by step (a free drafter's k is only a cap:
+            # lookup's 16 proposed at 0% acceptance read "0.13x" for a run that verified nothing)
+            pred = predicted_speedup(cost, [d for r in rs for d in r.step_drafted], a, kind)
         compared = [r for r in rs if r.identical is not None]
         by_rep: dict[int, list[float]] = {}
         for r in rs:

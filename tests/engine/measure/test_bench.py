@@ -97,6 +97,23 @@ def test_ratios_and_medians_on_synthetic_runs():
     assert rows["k=2"].predicted_speedup == pytest.approx((e / (2 * 5 + 40)) / (1 / 30), rel=1e-6)
 
 
+def test_an_auto_row_is_predicted_from_what_it_verified_step_by_step():
+    """Under Auto a free drafter's k is only a cap (16): lookup that verified nothing in a chat
+    was predicted at 0.13x from k = 16 at 0% acceptance, beside a measured 0.95x."""
+    runs = [_run("target", "target", 0, "a", 0, 10.0, verify=[30.0] * 4, drafted=[0] * 4, acc=[0] * 4, draft_ms=[0] * 4)]
+    lookup = _run("lookup", "lookup", "auto", "a", 0, 9.5, verify=[30.0] * 4, drafted=[0] * 4, acc=[0] * 4,
+                  draft_ms=[0] * 4)
+    lookup.step_k = [16] * 4
+    mixed = _run("auto", "fixed", "auto", "a", 0, 12.0, verify=[30.0, 40.0, 30.0, 40.0], drafted=[0, 2, 0, 2],
+                 acc=[0, 2, 0, 1], draft_ms=[0, 10.0, 0, 10.0])
+    mixed.step_k = [0, 4, 0, 4]  # asked for 4, the gate stopped each draft at 2
+    rows = {r.config: r for r in summarize(runs + [lookup, mixed])}
+    assert rows["lookup"].predicted_speedup == pytest.approx(1.0)
+    a = rows["auto"].alpha
+    e2 = (1 - a ** 3) / (1 - a)
+    assert rows["auto"].predicted_speedup == pytest.approx(((1 + e2) / (30 + 2 * 5 + 40)) * 30, rel=1e-6)
+
+
 def test_bench_end_to_end_on_tiny_models(tiny_target, tiny_draft, tmp_path):
     eng = Engine(tiny_target, n_ctx=512, metrics_log=False)
     suite = bench_suites.Suite("mini", [bench_suites.BenchPrompt("a", "the value of", False), bench_suites.BenchPrompt("b", "def count items", False)])
