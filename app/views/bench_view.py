@@ -335,6 +335,8 @@ class BenchView(QWidget):
             return
         self.plot_note.hide()
         self.charts.show()
+        for p in (self.tps_plot, self.acc_plot):  # the lookaheads run, not 1.5 and 2.5
+            p.getAxis("bottom").setTicks([[(float(k), str(k)) for k in sorted(ks)]])
         for i, suite in enumerate(dict.fromkeys(r.suite for r in res.rows)):
             colour = theme.SERIES[i % len(theme.SERIES)]
             rows = [r for r in res.rows if r.suite == suite]

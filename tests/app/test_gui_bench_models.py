@@ -159,6 +159,8 @@ def test_a_sweep_of_two_values_is_plotted(qtbot, session, tiny_target):
     view = run_small_bench(qtbot, session, tiny_target, "1,3", auto=False)
     assert view.charts.isVisible() and not view.plot_note.isVisible()
     assert len(view.tps_plot.listDataItems()) == 1 and len(view.tps_plot.listDataItems()[0].xData) == 2
+    for p in (view.tps_plot, view.acc_plot):  # ticks at the lookaheads run: no "1.5" or "2.5"
+        assert p.getAxis("bottom")._tickLevels == [[(1.0, "1"), (3.0, "3")]]
 
 
 def _row(config: str, mode: str, reps: list[float], acceptance: float = 0.0) -> Row:
