@@ -15,13 +15,13 @@ from typing import TYPE_CHECKING, Any, Callable
 from ..decoding.events import Event, RunStats
 from ..decoding.quality import Divergence
 from . import cpu_share
-from .cpu_share import busy_words
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..decoding.engine import Engine, GenerationResult
     from ..decoding.settings import GenerationRequest
     from ..decoding.cancel import CancelToken
 
+SIDE_WORDS = {"target": "the target-alone run", "speculative": "the speculative run"}  # in the verdict's words
 NOISE = 0.03  # single runs on a desktop differ by a few percent: closer than this is "the same"
 
 
@@ -98,9 +98,10 @@ def about_the_same(base: RunStats, spec: RunStats, *, noise: float = NOISE) -> b
 def verdict(base: RunStats, spec: RunStats, *, noise: float = NOISE,
             others_cpu: dict[str, float | None] | None = None) -> tuple[str, str]:
     """(headline, detail) for a race: wall-clock first; 'about the same' when it is; and
-    when other programs kept the machine busy, the headline's reason says so."""
+    when other programs kept the machine busy (`others_cpu`: their share by side), the
+    headline's reason says so."""
     headline, detail = _verdict(base, spec, noise)
-    busy = busy_words(others_cpu or {})
+    busy = cpu_share.busy_words({SIDE_WORDS[side]: share for side, share in (others_cpu or {}).items()})
     if busy:
         big, sep, why = headline.partition(": ")
         headline = f"{big}: {why} — {busy}" if sep else f"{big}: {busy}"
@@ -168,8 +169,7 @@ def race(
     prompt_tokens = engine.tokens_for(request.prompt, chat=request.chat, system=request.system)
     cmp = compare(engine, prompt_tokens, base.tokens, spec.tokens, greedy=request.sampling.greedy)
     wall, decode = ratios(base.stats, spec.stats)
-    headline, detail = verdict(base.stats, spec.stats, others_cpu={
-        "the target-alone run": others["target"], "the speculative run": others["speculative"]})
+    headline, detail = verdict(base.stats, spec.stats, others_cpu=others)
     return RaceResult(base, spec, wall, decode, cmp, headline, detail, others)
 
 

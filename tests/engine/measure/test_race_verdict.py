@@ -30,14 +30,14 @@ def test_a_race_on_a_busy_machine_says_so_in_its_reason():
     base = _stats(mode="target", lookahead="0")
     spec = _stats(mode="lookup", lookahead="auto (k=0 x10, 4 x10)", drafted=40, accepted=30)
     spec.wall_s = 1.0
-    quiet, _ = verdict(base, spec, others_cpu={"the target-alone run": 0.05, "the speculative run": 0.10})
-    busy, _ = verdict(base, spec, others_cpu={"the target-alone run": 0.05, "the speculative run": 0.62})
-    unknown, _ = verdict(base, spec, others_cpu={"the target-alone run": None, "the speculative run": None})
+    quiet, _ = verdict(base, spec, others_cpu={"target": 0.05, "speculative": 0.10})
+    busy, _ = verdict(base, spec, others_cpu={"target": 0.05, "speculative": 0.62})
+    unknown, _ = verdict(base, spec, others_cpu={"target": None, "speculative": None})
     assert quiet == unknown == "2.00x faster (wall-clock)"
     assert busy.startswith("2.00x faster (wall-clock): the machine was busy (other programs took 5% of the CPU "
                            "during the target-alone run and 62% during the speculative run)")
     assert busy.endswith("race again when it is quiet")
-    none, _ = verdict(base, _stats(mode="lookup", lookahead="4"), others_cpu={"the speculative run": 0.9})
+    none, _ = verdict(base, _stats(mode="lookup", lookahead="4"), others_cpu={"speculative": 0.9})
     assert none.startswith("About the same: nothing was drafted — prompt lookup found nothing")
     assert "the machine was busy" in none
 
