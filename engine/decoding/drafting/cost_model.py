@@ -151,9 +151,12 @@ class CostModel:
             out: dict[int, tuple[float, int]] = {}
             for n, v in self._verify.items():
                 ratios = self._ratio.get(n)
-                if v:
-                    est = v1 * statistics.median(ratios) if (n > 1 and ratios and v1) else self._estimate(v)
-                    out[n] = (est, len(ratios) if (n > 1 and ratios and v1) else len(v))
+                if not v:
+                    continue
+                if n > 1 and ratios and v1:
+                    out[n] = (v1 * statistics.median(ratios), len(ratios))
+                else:
+                    out[n] = (self._estimate(v), len(v))
             return non_decreasing(out)
 
     @property
