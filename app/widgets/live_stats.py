@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from .live_label import SEPARATOR  # the label keeps the pieces between these whole
+
 REFRESH_MS = 250  # how often the chat view rewrites the line while streaming
 
 
@@ -48,4 +50,4 @@ class LiveStats:
         if self.drafted:  # an acceptance rate of nothing drafted is no figure
             parts += [f"acceptance {self.accepted / self.drafted:.0%} ({self.accepted}/{self.drafted})",
                       f"{self.tokens / self.steps:.2f} tokens/step"]
-        return " · ".join(parts)
+        return SEPARATOR.join(parts)
