@@ -54,6 +54,7 @@ class Session(QObject):
         self._jobs: set[workers.Worker] = set()
         self._loader: workers.LoadWorker | None = None
         self._pending: LoadedPair | None = None
+        self._failures: dict[workers.Worker, str] = {}  # a job's error, said once the session is free
         self.downloads = DownloadController(self)  # one download at a time, whichever view started it
         self.workerLost.connect(self._worker_lost)  # [rpc]
 
@@ -86,6 +87,15 @@ class Session(QObject):
         if worker in self._jobs:
             self._jobs.discard(worker)
             self._set_busy("")
+        failure = self._failures.pop(worker, None)
+        if failure is not None:
+            self.loadFailed.emit(failure)
+
+    @Slot(str)
+    def _load_failed(self, message: str) -> None:
+        """Keep a load's error until its worker has finished: said while the session still
+        counted as busy, a Send made right after reading it was refused ('Busy: loading')."""
+        self._failures[self.sender()] = message
 
     def _set_busy(self, job: str) -> None:
         self._busy = job
@@ -122,7 +132,7 @@ class Session(QObject):
         if self.rpc_endpoints:  # [rpc] the target goes to the workers, in a child process
             w = self._remote_loader(w)
         w.progress.connect(self.loadProgress)
-        w.failed.connect(self.loadFailed)
+        w.failed.connect(self._load_failed)
         self._pending = LoadedPair(Path(target), draft, label or Path(target).name, pair_id)
         w.loaded.connect(self._loaded)
         self._loader = w

@@ -141,6 +141,18 @@ def test_a_bad_model_shows_an_error_and_the_window_lives(qtbot, window, tmp_path
     assert window.history.messages(window.chat.conversation_id)[-1].status == "complete"
 
 
+def test_a_failed_load_is_said_once_the_session_is_free(qtbot, window, tmp_path):
+    """The error arrives when Send works again: said while the session still counted as
+    loading, a Send right after it was refused ('Busy: loading'), flaky on a loaded machine."""
+    bad = tmp_path / "bad.gguf"
+    bad.write_bytes(b"not a model at all")
+    busy_when_said: list[str] = []
+    window.session.loadFailed.connect(lambda message: busy_when_said.append(window.session.busy))
+    window.session.load(bad, None, label="bad")
+    qtbot.waitUntil(lambda: bool(busy_when_said), timeout=10000)
+    assert busy_when_said == [""]
+
+
 def test_auto_switch_and_settings_persist(qtbot, window, tmp_path):
     window.chat.lookahead.auto.setChecked(True)
     window.chat.temperature.setValue(0.7)
