@@ -73,16 +73,26 @@ def _uvicorn_server(app: Any, log_level: str, *, own_logging: bool) -> Any:
     """`own_logging`: let uvicorn configure its log format (the CLI); inside the app or the
     tests its loggers just propagate to whatever the host process set up."""
     import uvicorn
+    from sse_starlette.sse import AppStatus
 
     class Server(uvicorn.Server):
         def handle_exit(self, sig: int, frame: Any) -> None:
             """The first Ctrl+C or SIGTERM cancels the generations too: a stream would
-            otherwise run on through the graceful-shutdown wait and then be cut off."""
+            otherwise run on through the graceful-shutdown wait and then be cut off.
+
+            sse-starlette's own drain flag is left as it was: it is one flag for the whole
+            process that nothing resets, so once one server had stopped on a signal every
+            stream of every later server in the process was cut off 2 s in, without its
+            finish reason. This server's streams end through `_cancel_generations`."""
             if not self.should_exit:
                 n = _cancel_generations(app)
                 if n:
                     log.warning("stopping: %d generation(s) cancelled", n)
-            super().handle_exit(sig, frame)
+            before = AppStatus.should_exit
+            try:
+                super().handle_exit(sig, frame)
+            finally:
+                AppStatus.should_exit = before
 
     config = uvicorn.Config(app, log_level=log_level, timeout_graceful_shutdown=3,
                             access_log=log_level in ("info", "debug"), **({} if own_logging else {"log_config": None}))

@@ -307,6 +307,40 @@ def test_sigterm_during_a_stream_ends_it_with_an_error_chunk_and_a_last_line(tin
     assert last["error"]["code"] == "server_shutdown" and "cut short" in last["error"]["message"]
 
 
+def test_a_stream_runs_to_its_end_after_another_server_in_the_process_stopped_on_a_signal(tiny_target, monkeypatch):
+    """A server stopped by Ctrl+C or SIGTERM (as the test above stops one) must not cut the
+    streams of later servers in the same process: sse-starlette's drain flag is one for the
+    process and never reset, and a stream longer than the 2 s grace ended with no finish
+    reason (seen as a streamed answer cut short in a loaded full run)."""
+    from sse_starlette.sse import AppStatus
+
+    from engine.decoding.queue import GenerationQueue
+    from engine.serving.server import ServedModel, ServerThread, create_app
+    from engine.serving.server.runner import _uvicorn_server
+
+    was = AppStatus.should_exit
+    _uvicorn_server(object(), "warning", own_logging=False).handle_exit(signal.SIGINT, None)
+    real_notify = GenerationQueue._notify
+
+    def slow(self, job, ev):  # an answer that takes longer than the shutdown grace period
+        if ev.kind == "token":
+            time.sleep(0.08)
+        real_notify(self, job, ev)
+
+    monkeypatch.setattr(GenerationQueue, "_notify", slow)
+    eng = Engine(tiny_target, n_ctx=512, metrics_log=False)
+    try:
+        with ServerThread(create_app(ServedModel(eng, "tiny"))) as srv:
+            body = {"messages": MSGS, "stream": True, "max_tokens": 40, "temperature": 0}
+            with httpx.stream("POST", srv.url + "/v1/chat/completions", json=body, timeout=60) as r:
+                lines = [line[6:] for line in r.iter_lines() if line.startswith("data: ")]
+        assert lines[-1] == "[DONE]", lines[-2:]
+        assert json.loads(lines[-2])["choices"][0]["finish_reason"] == "length"
+    finally:
+        AppStatus.should_exit = was
+        eng.close()
+
+
 def _up(url: str) -> bool:
     try:
         return httpx.get(url + "/health", timeout=1).status_code == 200
