@@ -30,6 +30,7 @@ from ..llamacpp.mtp import SHARED_CACHE_DRAFTERS
 from .drafting.suffix_drafter import SuffixDrafter
 from .drafting.mixed_drafter import MixedDrafter
 from .drafting.suffix_stores import AnswerStore
+from .drafting.history_file import damaged_path
 from ..errors import PromptError
 from ..llamacpp.embedding import EmbeddingContext, embedding_refusal
 from .engine_api import BaseEngine
@@ -247,6 +248,7 @@ class Engine(BaseEngine):
             if self._answers is not None:
                 self._answers.clear()
         self.draft_history_path().unlink(missing_ok=True)
+        damaged_path(self.draft_history_path()).unlink(missing_ok=True)  # one set aside holds answers too
 
     def set_history_draft(self, on: bool) -> None:
         """Keep the suffix drafter's past answers in the file (on) or in memory only (off), from now."""
