@@ -20,7 +20,7 @@ from typing import Any, Callable, Iterator, Mapping, Sequence
 from ..models import calibration
 from .. import paths
 from .prompting.chat import Message, chat_tokens
-from ..models.compat import require_compatible
+from ..models.compat import require_compatible, require_target
 from ..models.resolve import model_file
 from .drafting.bridge_drafter import BridgeDrafter
 from .drafting.choice import DraftChoice, DraftKind
@@ -121,6 +121,7 @@ class Engine(BaseEngine):
         data dir, never sent anywhere); False keeps them in memory only."""
         if not isinstance(target, Model):
             target = model_file(target, "target")  # a path, a catalog id or a file name in the store
+            require_target(target)  # not a draft-only file such as Gemma 4's assistant (header only)
         self.runtime = runtime_from(runtime, n_ctx=n_ctx, n_batch=n_batch, n_threads=n_threads, n_gpu_layers=n_gpu_layers)
         self.n_threads = self.runtime.threads
         # [rpc] begin: split the target over RPC workers (engine/llamacpp/rpc_backend.py). Drafts load with
