@@ -123,11 +123,15 @@ def _print_partials(partials: list[PairPartial]) -> None:
     for pp in partials:
         for pm in pp.models:
             cut = f"{_human(pm.cut)} left by a cut mirror download"
+            stale = f"{_human(pm.stale)} of a Hub download whose file is complete now: not needed"
             if pm.resumable:
                 text = f"{_human(pm.on_disk)} of {_human(pm.model.bytes)} on disk, resumable: `tandem pull {pp.pair.id}`"
                 text += f" continues it (and removes the {cut})" if pm.cut else " continues it"
-            else:
+            elif pm.cut:
                 text = f"{cut}, not resumable: `tandem pull {pp.pair.id}` removes it and starts over"
+            else:
+                text = stale
+            text += f"; plus {stale}" if pm.stale and text != stale else ""
             print(f"  {pp.pair.id} {pm.model.id}: {text}")
 
 
