@@ -34,7 +34,7 @@ def read_tail(path: Path, keep: int) -> tuple[np.ndarray, bool]:
     unread. OSError when the file cannot be opened; DamagedHistory when it is not a history."""
     size = path.stat().st_size
     if size > MAX_FILE_BYTES:
-        raise DamagedHistory(f"{human_bytes(size)}, more than a draft history can be ({human_bytes(MAX_FILE_BYTES)})")
+        raise DamagedHistory(f"{human_bytes(size)}: a draft history is at most {human_bytes(MAX_FILE_BYTES)}")
     with open(path, "rb") as f:
         n = _array_length(f)
         start = f.tell()

@@ -57,7 +57,7 @@ def test_a_6_gb_history_is_refused_from_its_size_and_set_aside(tmp_path, caplog,
     d = _load(path, caplog)
     assert d.answers.tokens == 0
     lines = [r.getMessage() for r in caplog.records]
-    assert len(lines) == 1 and lines[0].startswith(f"draft history {path} is damaged (6.4 GB, more than a draft")
+    assert len(lines) == 1 and lines[0].startswith(f"draft history {path} is damaged (6.4 GB: a draft history is at most")
     assert lines[0].endswith("set aside as big.npy.damaged; starting empty")
     assert not path.exists() and (tmp_path / "big.npy.damaged").stat().st_size == SIX_GB  # kept for the user
     d.finish([], [5, 6, 7])  # the next answer starts a new file beside it
