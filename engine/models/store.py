@@ -14,6 +14,7 @@ Local GGUFs that did not come from the catalog are registered with `register_imp
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import os
@@ -329,6 +330,22 @@ def check_free_space(folder: Path, need: int) -> None:
             f"not enough disk space in {folder}: {need / 1e9:.2f} GB needed (plus a "
             f"{SPACE_MARGIN / 1e6:.0f} MB margin), {free / 1e9:.2f} GB free"
         )
+
+
+def cache_error(name: str, e: OSError) -> StoreError:
+    """An OSError from writing the model cache (read-only, no permission, a file where a folder
+    should be, disk full) as one line: the file, the path, the cause, what to do."""
+    where = Path(os.fsdecode(e.filename)) if e.filename else hub_cache()
+    cause = e.strerror or type(e).__name__
+    if e.errno in (errno.ENOSPC, getattr(errno, "EDQUOT", errno.ENOSPC)):
+        return StoreError(f"{name}: no space left to write {where} ({cause}); free some space and retry")
+    if e.errno not in _NOT_WRITABLE:  # an I/O error, a name too long, ...: the cause says it
+        return StoreError(f"{name}: cannot use {where} in the model cache ({cause})")
+    return StoreError(f"{name}: cannot write to {where} ({cause}); make it writable, or point HF_HOME "
+                      "(or HF_HUB_CACHE) at a folder that is")
+
+
+_NOT_WRITABLE = (errno.EROFS, errno.EACCES, errno.EPERM, errno.ENOTDIR, errno.EISDIR, errno.EEXIST)
 
 
 # -- imported local files -------------------------------------------------------------------

