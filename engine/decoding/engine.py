@@ -73,13 +73,14 @@ def prompt_tokens(model: Model, prompt: Prompt, *, chat: bool = False, system: s
 
     `limit` (the context size): raise `PromptTooLong` as soon as the prompt clearly cannot
     fit instead of tokenising all of it (see `prompt_fit`). `parse_special`: control-token
-    text inside chat messages becomes control tokens (unsafe; see `chat.chat_tokens`)."""
+    text inside chat messages, or in a raw text prompt, becomes control tokens (unsafe in
+    messages, see `chat.chat_tokens`; a raw prompt's writer formatted it with its markup)."""
     prompt, system = _encodable(prompt), _encodable(system) if system else system
     if isinstance(prompt, str):
         if not prompt.strip():
             raise PromptError("the prompt is empty")
         if not chat:
-            return tokenize_within(model, prompt, limit, add_special=True, parse_special=False)
+            return tokenize_within(model, prompt, limit, add_special=True, parse_special=parse_special)
         messages: list[Message] = ([{"role": "system", "content": system}] if system else []) + [
             {"role": "user", "content": prompt}
         ]
@@ -344,7 +345,8 @@ class Engine(BaseEngine):
         """Prompt tokens: text (raw or through the chat template), chat messages, or token ids.
 
         `limit`: stop counting with `PromptTooLong` once the prompt cannot fit that many tokens.
-        `parse_special`: control-token text inside chat messages becomes control tokens (unsafe)."""
+        `parse_special`: control-token text inside chat messages (unsafe) or a raw text prompt
+        becomes control tokens."""
         self._check_open()
         with self._lock:
             self._check_open()  # the target is freed under this lock: never tokenise with a freed one
@@ -388,7 +390,8 @@ class Engine(BaseEngine):
         keywords are those of `GenerationRequest.from_options` (draft_model, lookahead,
         max_tokens, temperature, top_k, top_p, min_p, seed, stop, chat, system, tag, logit_bias,
         penalties, logprobs, grammar: GBNF text with a `root` rule, json_schema: a dict,
-        parse_special: read control-token text in chat messages as control tokens, unsafe).
+        parse_special: read control-token text in chat messages (unsafe) or a raw text prompt as
+        control tokens).
         Inputs are checked here, before anything runs."""
         self._check_open()
         req = self.request(prompt, **options)

@@ -60,7 +60,7 @@ class BaseEngine(ABC):
         """Prompt tokens: text (raw or through the chat template), chat messages, or token ids;
         with `limit`, counting stops with `PromptTooLong` once the prompt cannot fit; `tools`
         (OpenAI's list) are offered to the model through its chat template. Control-token
-        text in messages stays text unless `parse_special` (see `content_guard`)."""
+        text in messages or a raw text stays text unless `parse_special` (see `content_guard`)."""
 
     @abstractmethod
     def decoder(self, draft_model: Any = None, on_progress: Callable[[float], bool] | None = None) -> Any:

@@ -258,29 +258,40 @@ class Messages:
         yield event("message_start", message={
             "id": mid, "type": "message", "role": "assistant", "model": model, "content": [], "stop_reason": None,
             "stop_sequence": None, "usage": {"input_tokens": n_prompt, "output_tokens": 0}})
-        n_blocks, text_block, call_blocks = 0, None, {}  # open blocks: the text one, the calls' by call index
+        # One block is open at a time, as Anthropic's spec has it: each ends (content_block_stop)
+        # before the next starts. The chat stream writes a call's pieces before anything after it.
+        n_blocks = 0
+        open_block: tuple[int, Any] | None = None  # (its index, "text" or the call's index)
+
+        def close() -> list[dict[str, str]]:
+            nonlocal open_block
+            done, open_block = open_block, None
+            return [event("content_block_stop", index=done[0])] if done is not None else []
+
+        def start(key: Any, block: dict[str, Any]) -> list[dict[str, str]]:
+            nonlocal open_block, n_blocks
+            out = close()
+            open_block, n_blocks = (n_blocks, key), n_blocks + 1
+            return out + [event("content_block_start", index=open_block[0], content_block=block)]
+
         try:
             async for ev in events:
                 if isinstance(ev, Text):
-                    if text_block is None:
-                        text_block, n_blocks = n_blocks, n_blocks + 1
-                        yield event("content_block_start", index=text_block, content_block={"type": "text", "text": ""})
+                    if open_block is None or open_block[1] != "text":
+                        for e in start("text", {"type": "text", "text": ""}):
+                            yield e
                     extra = {"provenance": ev.provenance} if ev.provenance is not None else {}
-                    yield event("content_block_delta", index=text_block, delta={"type": "text_delta", "text": ev.text},
-                                **extra)
+                    yield event("content_block_delta", index=open_block[0],
+                                delta={"type": "text_delta", "text": ev.text}, **extra)
                 elif isinstance(ev, CallStart):
-                    if text_block is not None:
-                        yield event("content_block_stop", index=text_block)
-                        text_block = None
-                    call_blocks[ev.index], n_blocks = n_blocks, n_blocks + 1
-                    yield event("content_block_start", index=call_blocks[ev.index],
-                                content_block={"type": "tool_use", "id": ev.id, "name": ev.name, "input": {}})
-                elif isinstance(ev, CallArgs) and ev.index in call_blocks:
-                    yield event("content_block_delta", index=call_blocks[ev.index],
+                    for e in start(ev.index, {"type": "tool_use", "id": ev.id, "name": ev.name, "input": {}}):
+                        yield e
+                elif isinstance(ev, CallArgs) and open_block is not None and open_block[1] == ev.index:
+                    yield event("content_block_delta", index=open_block[0],
                                 delta={"type": "input_json_delta", "partial_json": ev.text})
                 elif isinstance(ev, End):
-                    for block in sorted(([text_block] if text_block is not None else []) + list(call_blocks.values())):
-                        yield event("content_block_stop", index=block)
+                    for e in close():
+                        yield e
                     reason = stop_reason(ev.finish, str(ev.timings.get("stopped_by", "")))
                     yield event("message_delta", delta={"stop_reason": reason, "stop_sequence": matched_stop(reason, stops)},
                                 usage=anthropic_usage(ev.usage), timings=ev.timings)

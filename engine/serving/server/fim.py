@@ -46,9 +46,14 @@ class ExtraChunk:
     filename: str = "tmp"
 
 
+def fim_tokens_of(target: Any) -> FimTokens | None:
+    """The target's FIM tokens (None: it has none)."""
+    return target.fim_tokens() if hasattr(target, "fim_tokens") else None
+
+
 def fim_tokens_or_400(target: Any, param: str | None = None) -> Any:
     """The target's FIM tokens, or the one-line 400 for a model without them."""
-    fim = target.fim_tokens() if hasattr(target, "fim_tokens") else None
+    fim = fim_tokens_of(target)
     if fim is None:
         raise ApiError(400, NO_FIM, param=param, code="fim_not_supported")
     return fim

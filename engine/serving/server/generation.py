@@ -123,7 +123,7 @@ class Completions:
         tools = ToolUse(req, eng.target.chat_template, grammar_vocab(eng.target)) \
             if isinstance(req, ChatCompletionRequest) else None
         draft = self.draft_spec(req.draft)
-        parse_special = bool(getattr(req, "parse_special_in_content", False))
+        parse_special = req.parse_special_in_content if isinstance(req, ChatCompletionRequest) else req.prompt_is_markup
         bias, penalties = self.logit_controls(req)
         constraint = self.constraint(req)
         request_id = uuid.uuid4().hex[:24]

@@ -192,12 +192,16 @@ class Ollama:
         if not body.prompt and not body.suffix:
             done = {**self.loaded(shown), "response": ""}
             return ndjson_one(done) if body.stream else done
+        if body.system and (body.raw or body.suffix):
+            why = "raw: true (the prompt goes as it is: put the system text in it)" if body.raw \
+                else "suffix (a fill-in-the-middle prompt has no system text)"
+            raise ApiError(400, f"system: not used with {why}")
         opts = settings(body, raw)
-        if body.raw or body.suffix:  # the prompt as it is (fill-in-the-middle builds its own)
-            fields = {"model": name, "prompt": body.prompt, **opts}
-            if body.suffix:
-                fields["suffix"] = body.suffix
-            req: Any = validate(CompletionRequest, fields)
+        if body.suffix:  # fill-in-the-middle: the prompt is the prefix, laid out with the model's FIM tokens
+            req: Any = validate(CompletionRequest,
+                                {"model": name, "prompt": body.prompt, "suffix": body.suffix, **opts})
+        elif body.raw:  # the client formatted the prompt: its control-token text is markup
+            req = validate(CompletionRequest, {"model": name, "prompt": body.prompt, **opts}).with_markup()
         else:
             system = [{"role": "system", "content": body.system}] if body.system else []
             req = validate(ChatCompletionRequest, {"model": name, **opts,

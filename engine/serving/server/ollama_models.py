@@ -17,6 +17,7 @@ from starlette.concurrency import run_in_threadpool
 from ...models.gguf_header import describe, read_header
 from .adapter import Via, read_body
 from .errors import ApiError
+from .fim import fim_tokens_of
 
 OLLAMA_API_VERSION = "0.9.0"  # the Ollama API level these endpoints follow (tools, format as a schema)
 KEEP_ALIVE_S = 10 * 365 * 24 * 3600  # a served model stays loaded for the server's life
@@ -94,6 +95,8 @@ class OllamaModels:
                                 "tandem.n_ctx": eng.n_ctx, "tandem.draft": self.served.default_draft,
                                 "tandem.lookahead": self.served.lookahead}
         capabilities = ["completion", "tools"]
+        if fim_tokens_of(eng.target) is not None:  # Ollama's word for fill-in-the-middle (`suffix`)
+            capabilities.append("insert")
         refusal = getattr(eng, "embeddings_refusal", lambda: "")()
         if refusal is None:
             capabilities.append("embedding")

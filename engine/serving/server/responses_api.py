@@ -229,57 +229,63 @@ class Responses:
         yield event("response.created", response=shape.body("in_progress", []))
         yield event("response.in_progress", response=shape.body("in_progress", []))
         output: list[dict[str, Any]] = []
-        message: dict[str, Any] | None = None  # the message item being written
-        calls: dict[int, dict[str, Any]] = {}  # the function_call items being written, by call index
+        # One item is written at a time (the message, or a function call), as OpenAI's stream
+        # has it: each ends (its .done events, then output_item.done) before the next is added.
+        # The chat stream writes a call's pieces before anything after it.
+        current: dict[str, Any] | None = None
+        call_index: int | None = None  # the chat stream's index of the call being written
 
-        def close_message(status: str = "completed"):
-            nonlocal message
-            if message is None:
-                return
-            at, part = output.index(message), message["content"][0]
-            ids = {"item_id": message["id"], "output_index": at, "content_index": 0}
-            yield event("response.output_text.done", **ids, text=part["text"], logprobs=[])
-            yield event("response.content_part.done", **ids, part=part)
-            message["status"] = status
-            yield event("response.output_item.done", output_index=at, item=message)
-            message = None
+        def close(status: str = "completed") -> list[dict[str, str]]:
+            nonlocal current, call_index
+            item, current, call_index = current, None, None
+            if item is None:
+                return []
+            at = output.index(item)
+            if item["type"] == "message":
+                part = item["content"][0]
+                ids = {"item_id": item["id"], "output_index": at, "content_index": 0}
+                out = [event("response.output_text.done", **ids, text=part["text"], logprobs=[]),
+                       event("response.content_part.done", **ids, part=part)]
+            else:
+                status = "completed"  # a call's arguments are what was written; the response says it was cut
+                out = [event("response.function_call_arguments.done", item_id=item["id"], output_index=at,
+                             name=item["name"], arguments=item["arguments"])]
+            item["status"] = status
+            return out + [event("response.output_item.done", output_index=at, item=item)]
 
         try:
             async for ev in events:
                 if isinstance(ev, Text):
-                    if message is None:
-                        message = shape.message_item("", "in_progress")
-                        output.append(message)
-                        yield event("response.output_item.added", output_index=len(output) - 1,
-                                    item={**message, "content": []})
-                        yield event("response.content_part.added", item_id=message["id"], output_index=len(output) - 1,
-                                    content_index=0, part={**message["content"][0]})
-                    message["content"][0]["text"] += ev.text
+                    if current is None or current["type"] != "message":
+                        closed = close()
+                        current = shape.message_item("", "in_progress")
+                        output.append(current)
+                        for e in closed + [
+                                event("response.output_item.added", output_index=len(output) - 1,
+                                      item={**current, "content": []}),
+                                event("response.content_part.added", item_id=current["id"],
+                                      output_index=len(output) - 1, content_index=0,
+                                      part={**current["content"][0]})]:
+                            yield e
+                    current["content"][0]["text"] += ev.text
                     extra = {"provenance": ev.provenance} if ev.provenance is not None else {}
-                    yield event("response.output_text.delta", item_id=message["id"], output_index=output.index(message),
+                    yield event("response.output_text.delta", item_id=current["id"], output_index=output.index(current),
                                 content_index=0, delta=ev.text, logprobs=[], **extra)
                 elif isinstance(ev, CallStart):
-                    for e in close_message():
+                    closed = close()
+                    current, call_index = shape.call_item(ev.id, ev.name, "", "in_progress"), ev.index
+                    output.append(current)
+                    for e in closed + [event("response.output_item.added", output_index=len(output) - 1,
+                                             item=current)]:
                         yield e
-                    item = shape.call_item(ev.id, ev.name, "", "in_progress")
-                    calls[ev.index] = item
-                    output.append(item)
-                    yield event("response.output_item.added", output_index=len(output) - 1, item=item)
-                elif isinstance(ev, CallArgs) and ev.index in calls:
-                    item = calls[ev.index]
-                    item["arguments"] += ev.text
-                    yield event("response.function_call_arguments.delta", item_id=item["id"],
-                                output_index=output.index(item), delta=ev.text)
+                elif isinstance(ev, CallArgs) and current is not None and call_index == ev.index:
+                    current["arguments"] += ev.text
+                    yield event("response.function_call_arguments.delta", item_id=current["id"],
+                                output_index=output.index(current), delta=ev.text)
                 elif isinstance(ev, End):
                     status = "incomplete" if ev.finish == "length" else "completed"
-                    for e in close_message(status):
+                    for e in close(status):
                         yield e
-                    for item in calls.values():
-                        at = output.index(item)
-                        yield event("response.function_call_arguments.done", item_id=item["id"], output_index=at,
-                                    name=item["name"], arguments=item["arguments"])
-                        item["status"] = "completed"
-                        yield event("response.output_item.done", output_index=at, item=item)
                     body = shape.finished(output, ev.finish, ev.usage, ev.timings)
                     if store:
                         self.store.put(body, conversation + assistant_turn(output))

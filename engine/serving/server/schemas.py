@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any, Literal, Union
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
 
 from ...decoding.sampling.logit_controls import Penalties
 from ...decoding.drafting.lookahead import parse_lookahead
@@ -312,10 +312,23 @@ class CompletionRequest(_Generation):
     suffix: str | None = None
     best_of: int | None = None
     logprobs: int | None = Field(None, ge=0, le=5)  # the text API's: alternatives per token
+    # Never read from a body: Ollama's `raw: true` sets it (the client formatted the prompt
+    # itself). Otherwise control-token text in a prompt is text, as in chat messages.
+    _markup: bool = PrivateAttr(False)
 
     @property
     def logprobs_top(self) -> int | None:
         return self.logprobs
+
+    @property
+    def prompt_is_markup(self) -> bool:
+        """Control-token text in the prompt (`<|fim_prefix|>`) is the token it names."""
+        return self._markup
+
+    def with_markup(self) -> "CompletionRequest":
+        """This request, its prompt's control-token text read as control tokens."""
+        self._markup = True
+        return self
 
     @field_validator("prompt", mode="before")
     @classmethod

@@ -21,6 +21,8 @@ KEY = "test-key"
 MSGS = [{"role": "user", "content": "the value of the item"}]
 CALL = '{"name": "get_weather", "arguments": {"city": "Paris"}}'
 SCRIPT = ["Sure.", "<tool_call>", "\n" + CALL + "\n", "</tool_call>"]
+LONDON = '{"name": "get_weather", "arguments": {"city": "London"}}'
+TWO_CALLS = SCRIPT[:3] + ["</tool_call>\n<tool_call>", "\n" + LONDON + "\n", "</tool_call>"]  # each piece once
 TOOL = {"name": "get_weather", "description": "The weather in a city",
         "input_schema": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}
 GREEDY = {"temperature": 0}  # the newest anthropic clients take sampling settings only as extra_body
@@ -55,6 +57,15 @@ def served(tiny_target, tiny_draft):
 def caller(tmp_path_factory):
     """A target that answers "Sure." and a <tool_call> block, then ends its turn."""
     target, draft = write_scripted_pair(tmp_path_factory.mktemp("anthropic_tools"), SCRIPT)
+    s = start(target, draft)
+    yield s
+    stop(s)
+
+
+@pytest.fixture(scope="module")
+def two_calls(tmp_path_factory):
+    """A target that answers "Sure." and two <tool_call> blocks (Paris, then London)."""
+    target, draft = write_scripted_pair(tmp_path_factory.mktemp("anthropic_two_calls"), TWO_CALLS)
     s = start(target, draft)
     yield s
     stop(s)
@@ -178,6 +189,25 @@ def test_a_streamed_tool_use_and_a_forced_one(caller):
         forced = create(caller, tools=[TOOL], tool_choice=choice, messages=ask)
         uses = [b for b in forced.content if b.type == "tool_use"]
         assert forced.stop_reason == "tool_use" and [u.input for u in uses] == [{"city": "Paris"}]
+
+
+def test_two_streamed_tool_uses_each_end_before_the_next_starts(two_calls):
+    """Anthropic's stream has one content block open at a time: content_block_stop ends each
+    before the next content_block_start (the second tool_use used to start inside the first)."""
+    ask = [{"role": "user", "content": "The weather in Paris and London?"}]
+    events = list(two_calls.client.messages.create(model="tiny-pair", max_tokens=48, messages=ask, tools=[TOOL],
+                                                   stream=True, extra_body=GREEDY))
+    blocks = [(e.type.removeprefix("content_block_"), e.index) for e in events if e.type.startswith("content_block")]
+    order = [b for i, b in enumerate(blocks) if i == 0 or b != blocks[i - 1]]  # a run of deltas as one
+    assert order == [(kind, i) for i in range(3) for kind in ("start", "delta", "stop")]
+    assert [e.type for e in events][-2:] == ["message_delta", "message_stop"]
+    starts = [e.content_block for e in events if e.type == "content_block_start"]
+    assert [b.type for b in starts] == ["text", "tool_use", "tool_use"]
+    with two_calls.client.messages.stream(model="tiny-pair", max_tokens=48, messages=ask, tools=[TOOL],
+                                          extra_body=GREEDY) as s:
+        final = s.get_final_message()  # the SDK's accumulator reads the same stream
+    assert final.stop_reason == "tool_use"
+    assert [b.input for b in final.content if b.type == "tool_use"] == [{"city": "Paris"}, {"city": "London"}]
 
 
 def test_count_tokens_is_the_prompt_the_answer_reads(served):

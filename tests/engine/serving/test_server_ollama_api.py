@@ -17,6 +17,7 @@ httpx = pytest.importorskip("httpx")
 pytest.importorskip("fastapi")
 
 from engine import Engine  # noqa: E402
+from engine.models.tinymodel import FIM_TOKENS, chain_through, make_vocab, write_model  # noqa: E402
 from scripted_models import write_scripted_pair  # noqa: E402
 
 KEY = "test-key"
@@ -28,6 +29,8 @@ TOOLS = [{"type": "function", "function": {
     "name": "get_weather", "description": "The weather in a city",
     "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}]
 GREEDY = {"temperature": 0, "num_predict": 24}
+FILLED = "abcdefghijklm"  # distinct characters: what the FIM model writes after <|fim_middle|>
+FIM_MARKUP = "<|fim_prefix|>def add(a, b):\n    <|fim_suffix|>\n\nprint(add(1, 2))\n<|fim_middle|>"
 
 
 def start(target, draft):
@@ -58,6 +61,18 @@ def caller(tmp_path_factory):
     """A target that answers "Sure." and a <tool_call> block, then ends its turn."""
     target, draft = write_scripted_pair(tmp_path_factory.mktemp("ollama_tools"), SCRIPT)
     s = start(target, draft)
+    yield s
+    stop(s)
+
+
+@pytest.fixture(scope="module")
+def filler(tmp_path_factory):
+    """A FIM model that writes FILLED after <|fim_middle|> (and anything else after other text)."""
+    v = make_vocab(fim=True)
+    ids = [v.id(FIM_TOKENS["fim_mid"])] + [v.id(c) for c in FILLED] + [2]
+    target = write_model(tmp_path_factory.mktemp("ollama_fim") / "fim.gguf", vocab=v, chain=chain_through(ids),
+                         name="fim")
+    s = start(target, target)
     yield s
     stop(s)
 
@@ -105,6 +120,52 @@ def test_generate_templated_and_raw(served):
     streamed = served.client.generate(model="tiny-pair", prompt="def count(items):", raw=True, stream=True,
                                       options={"temperature": 0, "num_predict": 8})
     assert "".join(p.response for p in streamed) == raw.response
+
+
+def generate(s, **body):
+    r = httpx.post(s.url + "/api/generate", headers=AUTH, timeout=60,
+                   json={"model": "tiny-pair", "stream": False, "options": {"temperature": 0, "num_predict": 16},
+                         **body})
+    return r.status_code, r.json()
+
+
+def test_raw_fim_markup_reaches_the_model_as_its_tokens(filler):
+    """raw: true means the client formatted the prompt: <|fim_prefix|> is that one control token
+    (as Ollama tokenises a raw prompt), not 14 characters of text."""
+    tok = filler.eng.target.tokenize
+    status, g = generate(filler, prompt=FIM_MARKUP, raw=True)
+    assert status == 200, g
+    assert g["prompt_eval_count"] == len(tok(FIM_MARKUP, add_special=True, parse_special=True))
+    assert g["prompt_eval_count"] < len(tok(FIM_MARKUP, add_special=True, parse_special=False)) - 20
+    assert g["response"] == FILLED  # the model saw <|fim_middle|> last
+    streamed = [json.loads(x) for x in httpx.post(filler.url + "/api/generate", headers=AUTH, timeout=60, json={
+        "model": "tiny-pair", "prompt": FIM_MARKUP, "raw": True, "options": {"temperature": 0}}).text.splitlines()]
+    assert "".join(p["response"] for p in streamed) == FILLED and streamed[-1]["prompt_eval_count"] == g[
+        "prompt_eval_count"]
+    # everywhere else control-token text stays text: /v1/completions' prompt
+    text = filler.openai.completions.create(model="tiny-pair", prompt=FIM_MARKUP, max_tokens=4, temperature=0)
+    assert text.usage.prompt_tokens == len(tok(FIM_MARKUP, add_special=True, parse_special=False))
+
+
+def test_suffix_fills_in_the_middle_as_completions_suffix(filler, served):
+    status, g = generate(filler, prompt="def add(a, b):\n    ", suffix="\n\nprint(add(1, 2))\n")
+    assert status == 200, g
+    want = filler.openai.completions.create(model="tiny-pair", prompt="def add(a, b):\n    ", max_tokens=16,
+                                            temperature=0, suffix="\n\nprint(add(1, 2))\n")
+    assert g["response"] == want.choices[0].text == FILLED
+    assert g["prompt_eval_count"] == want.usage.prompt_tokens
+    assert filler.client.generate(model="tiny-pair", prompt="def add(a, b):\n    ", suffix="\n",
+                                  options={"temperature": 0}).response == FILLED  # the official client's field
+    status, err = generate(served, prompt="def add(a, b):", suffix="\n")  # a model without FIM tokens
+    assert status == 400 and set(err) == {"error"} and "no fill-in-the-middle tokens" in err["error"]
+    for body in ({"raw": True, "system": "Be brief."}, {"suffix": "x", "system": "Be brief."}):
+        status, err = generate(filler, prompt="x", **body)
+        assert status == 400 and err["error"].startswith("system: not used with"), err
+
+
+def test_show_names_insert_for_a_fim_model(filler, served):
+    assert "insert" in filler.client.show("tiny-pair").capabilities
+    assert "insert" not in served.client.show("tiny-pair").capabilities
 
 
 def test_options_and_format_reach_the_request(served):

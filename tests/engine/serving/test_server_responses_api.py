@@ -20,6 +20,8 @@ KEY = "test-key"
 ASK = "the value of the item"
 CALL = '{"name": "get_weather", "arguments": {"city": "Paris"}}'
 SCRIPT = ["Sure.", "<tool_call>", "\n" + CALL + "\n", "</tool_call>"]
+LONDON = '{"name": "get_weather", "arguments": {"city": "London"}}'
+TWO_CALLS = SCRIPT[:3] + ["</tool_call>\n<tool_call>", "\n" + LONDON + "\n", "</tool_call>"]  # each piece once
 TOOL = {"type": "function", "name": "get_weather", "description": "The weather in a city",
         "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}
 
@@ -51,6 +53,15 @@ def served(tiny_target, tiny_draft):
 def caller(tmp_path_factory):
     """A target that answers "Sure." and a <tool_call> block, then ends its turn."""
     target, draft = write_scripted_pair(tmp_path_factory.mktemp("responses_tools"), SCRIPT)
+    s = start(target, draft)
+    yield s
+    stop(s)
+
+
+@pytest.fixture(scope="module")
+def two_calls(tmp_path_factory):
+    """A target that answers "Sure." and two <tool_call> blocks (Paris, then London)."""
+    target, draft = write_scripted_pair(tmp_path_factory.mktemp("responses_two_calls"), TWO_CALLS)
     s = start(target, draft)
     yield s
     stop(s)
@@ -173,6 +184,25 @@ def test_a_streamed_function_call(caller):
     assert json.loads(args) == json.loads(done.arguments) == {"city": "Paris"}
     final = events[-1].response
     assert [it.type for it in final.output] == ["message", "function_call"] and final.output_text == "Sure."
+
+
+def test_two_streamed_calls_each_end_before_the_next_is_added(two_calls):
+    """OpenAI's stream writes one output item at a time: its .done events and output_item.done
+    before the next output_item.added (the second call used to be added inside the first)."""
+    events = list(respond(two_calls, input="The weather in Paris and London?", tools=[TOOL], stream=True,
+                          max_output_tokens=48))
+    kinds = [e.type.removeprefix("response.") for e in events]
+    order = [k for i, k in enumerate(kinds) if i == 0 or k != kinds[i - 1] or not k.endswith(".delta")]
+    call = ["output_item.added", "function_call_arguments.delta", "function_call_arguments.done", "output_item.done"]
+    assert order == ["created", "in_progress", "output_item.added", "content_part.added", "output_text.delta",
+                     "output_text.done", "content_part.done", "output_item.done"] + call + call + ["completed"]
+    assert [e.sequence_number for e in events] == list(range(len(events)))
+    items = [(e.output_index, e.item.type) for e in events if e.type == "response.output_item.done"]
+    assert items == [(0, "message"), (1, "function_call"), (2, "function_call")]
+    done = [json.loads(e.arguments) for e in events if e.type == "response.function_call_arguments.done"]
+    assert done == [{"city": "Paris"}, {"city": "London"}]
+    final = events[-1].response
+    assert [json.loads(it.arguments) for it in final.output if it.type == "function_call"] == done
 
 
 def test_a_forced_call_with_tool_choice(caller):
