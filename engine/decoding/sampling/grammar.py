@@ -51,28 +51,29 @@ class GrammarError(TandemError):
     """A grammar or JSON schema that cannot be used (the message names the field and the fault)."""
 
 
-def json_schema_grammar(schema: Any) -> str:
+def json_schema_grammar(schema: Any, field: str = "json_schema") -> str:
     """GBNF for a JSON schema (a dict or its JSON text), by llama-cpp-python's converter with
-    every keyword enforced or refused (`schema_grammar`)."""
+    every keyword enforced or refused (`schema_grammar`); errors name the schema `field`
+    (the request field that gave it, in the words of the API that was called)."""
     if isinstance(schema, (str, bytes)):
         try:
             schema = json.loads(schema)
         except ValueError as e:
-            raise GrammarError(f"json_schema is not valid JSON: {e}") from None
+            raise GrammarError(f"{field} is not valid JSON: {e}") from None
     if isinstance(schema, bool) or not isinstance(schema, dict):
-        raise GrammarError(f"json_schema must be a JSON object (a schema), got {type(schema).__name__}")
+        raise GrammarError(f"{field} must be a JSON object (a schema), got {type(schema).__name__}")
     from ...llamacpp.schema_grammar import SchemaUnsupported, schema_to_gbnf
 
     try:
         text = schema_to_gbnf(schema)
     except SchemaUnsupported as e:
-        raise GrammarError(f"json_schema: {e}"[:400]) from None
+        raise GrammarError(f"{field}: {e}"[:400]) from None
     except RecursionError:
-        raise GrammarError("json_schema is nested too deeply to be turned into a grammar") from None
+        raise GrammarError(f"{field} is nested too deeply to be turned into a grammar") from None
     except Exception as e:  # the converter raises assorted types for unsupported schemas
         detail = str(e) or type(e).__name__
-        raise GrammarError(f"json_schema cannot be turned into a grammar: {detail}"[:300]) from None
-    check_grammar(text, field="json_schema")
+        raise GrammarError(f"{field} cannot be turned into a grammar: {detail}"[:300]) from None
+    check_grammar(text, field=field)
     return text
 
 

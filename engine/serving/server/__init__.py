@@ -9,7 +9,9 @@
 
 Modules: `schemas` (request validation), `wire` (OpenAI response shapes, usage and
 timings), `bridge` (worker thread -> event loop), `prom` (/metrics), `app` (builds the app from
-`config`, `errors`, `generation`, `listing`, `middleware`),
+`config`, `errors`, `generation`, `listing`, `middleware`), `error_shapes` (each API's error
+body, by path), `json_body` (the body reader and its depth limit), `hosts` and `origins`
+(the Host and Origin checks),
 `runner` (uvicorn, foreground or on a thread). Qt-free. May import engine.serving.tools,
 engine.decoding, engine.llamacpp, engine.models and the top-level helpers.
 """

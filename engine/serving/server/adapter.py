@@ -20,6 +20,7 @@ from typing import Any, AsyncIterator, Union
 from fastapi import Request
 from pydantic import BaseModel, ValidationError
 
+from . import json_body
 from .errors import ApiError, validation_message
 from .generation import Completions
 from .schemas import ChatCompletionRequest, CompletionRequest, StreamOptions
@@ -77,18 +78,13 @@ class Failed:
 Event = Union[Text, CallStart, CallArgs, End, Failed]
 
 
-async def read_body(request: Request) -> Any:
-    """The request's JSON body, or a 400 saying what is wrong with it."""
-    raw = await request.body()
-    if not raw.strip():
-        raise ApiError(400, "the request body is empty; send a JSON object (with 'Content-Type: application/json')")
+async def read_body(request: Request) -> dict[str, Any]:
+    """The request's JSON object (read by `json_body`, the depth limit included), or a 400 saying
+    what is wrong with it."""
     try:
-        body = json.loads(raw)
-    except (ValueError, UnicodeDecodeError) as e:
-        raise ApiError(400, f"the request body is not valid JSON ({e})")
-    if not isinstance(body, dict):
-        raise ApiError(400, "the request body must be a JSON object")
-    return body
+        return json_body.parse_object(await request.body())
+    except json_body.BodyError as e:
+        raise ApiError(400, str(e))
 
 
 def validate(model: type[BaseModel], data: Any) -> Any:

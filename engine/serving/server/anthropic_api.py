@@ -24,22 +24,14 @@ from sse_starlette import EventSourceResponse
 
 from . import wire
 from .adapter import CallArgs, CallStart, End, Failed, Text, Via, extensions, read_body, validate
+from .error_shapes import anthropic_error
 from .errors import ApiError
 from .generation import SHUTDOWN_GRACE_S
-from .schemas import ChatCompletionRequest
+from .schemas import ChatCompletionRequest, schema_type
 
-ERROR_TYPES = {400: "invalid_request_error", 401: "authentication_error", 403: "permission_error",
-               404: "not_found_error", 413: "request_too_large", 429: "rate_limit_error", 503: "overloaded_error"}
-
-
-def error_body(status: int, message: str) -> dict[str, Any]:
-    return {"type": "error", "error": {"type": ERROR_TYPES.get(status, "api_error"), "message": message}}
-
-
-def reshaped(e: ApiError) -> ApiError:
-    """The same error with Anthropic's body."""
-    e.body = error_body(e.status, e.body["error"]["message"])
-    return e
+CHAT_NAMES = {  # the chat request's fields as this API names them, for errors met after translation
+    "response_format": "output_config.format.schema", "stop": "stop_sequences",
+    "tools[i].function.parameters": "tools[i].input_schema", "tools[i].function": "tools[i]"}
 
 
 class AnthropicRequest(BaseModel):
@@ -83,10 +75,19 @@ def _blocks_text(content: Any, where: str) -> str:
     out = []
     for j, block in enumerate(content):
         kind = block.get("type") if isinstance(block, dict) else type(block).__name__
-        if kind != "text" or not isinstance(block.get("text"), str):
+        if kind != "text":
             raise _bad(f"{where}[{j}]", f"only text blocks are supported here, got a {kind!r} block")
-        out.append(block["text"])
+        out.append(_text(block, f"{where}[{j}]"))
     return "\n".join(out)
+
+
+def _text(block: dict[str, Any], where: str) -> str:
+    """A text block's text (one without a 'text' string is malformed, not unsupported)."""
+    text = block.get("text")
+    if not isinstance(text, str):
+        got = "none" if text is None else type(text).__name__
+        raise _bad(f"{where}.text", f"a text block needs a 'text' string, got {got}")
+    return text
 
 
 def to_messages(req: AnthropicRequest) -> list[dict[str, Any]]:
@@ -111,8 +112,8 @@ def to_messages(req: AnthropicRequest) -> list[dict[str, Any]]:
         for j, block in enumerate(content):
             at = f"{where}.content[{j}]"
             kind = block.get("type") if isinstance(block, dict) else type(block).__name__
-            if kind == "text" and isinstance(block.get("text"), str):
-                texts.append(block["text"])
+            if kind == "text":
+                texts.append(_text(block, at))
             elif kind == "tool_use" and role == "assistant":
                 if not isinstance(block.get("id"), str) or not isinstance(block.get("name"), str):
                     raise _bad(at, "a tool_use block needs 'id' and 'name'")
@@ -153,6 +154,10 @@ def chat_tools(req: AnthropicRequest) -> dict[str, Any]:
             if t.get("type") not in (None, "custom") or "input_schema" not in t:
                 raise _bad(f"tools[{i}]", f"only custom tools (name, input_schema) are served here, got "
                                           f"{t.get('type') or 'a tool without input_schema'!r}")
+            kind = schema_type(t["input_schema"])
+            if kind != "object":
+                raise _bad(f"tools[{i}].input_schema", "must be a JSON schema of type 'object' (a tool's input is an "
+                                                       f"object), got {kind!r}")
             fn = {"name": t.get("name"), "parameters": t["input_schema"]}
             if t.get("description"):
                 fn["description"] = t["description"]
@@ -205,28 +210,29 @@ class Messages:
         self.via = via
 
     def chat_request(self, req: AnthropicRequest, raw: dict[str, Any]) -> ChatCompletionRequest:
+        tools, output = chat_tools(req), req.response_format()
+        if output is not None and tools.get("tool_choice") not in (None, "auto", "none"):
+            raise _bad("tool_choice", "a forced tool call (type 'any' or 'tool') cannot be combined with "
+                                      "output_config.format: give one")
         fields = {"model": req.model, "messages": to_messages(req), "max_tokens": req.max_tokens,
                   "temperature": req.temperature, "top_p": req.top_p, "top_k": req.top_k,
-                  "stop": req.stop_sequences, "response_format": req.response_format(), **chat_tools(req),
+                  "stop": req.stop_sequences, "response_format": output, **tools,
                   **{k: raw[k] for k in ("min_p", "seed") if k in raw}, **extensions(raw)}
         return validate(ChatCompletionRequest, {k: v for k, v in fields.items() if v is not None})
 
     async def create(self, request: Request) -> Any:
-        try:
-            raw = await read_body(request)
-            req = validate(AnthropicRequest, raw)
-            self.via.check_model(req.model)
-            chat = self.chat_request(req, raw)
-            mid = "msg_" + uuid.uuid4().hex[:24]
-            model = req.model or self.via.served.id
-            if req.stream:  # message_start tells the prompt's size, as Anthropic's does: counted first
-                n_prompt = await self.via.count(chat)
-                events = await self.via.stream(request, chat)
-                return EventSourceResponse(self.sse(events, mid, model, req.stop_sequences, n_prompt), sep="\n",
-                                           shutdown_grace_period=SHUTDOWN_GRACE_S)
-            a = await self.via.answer(request, chat)
-        except ApiError as e:
-            raise reshaped(e)
+        raw = await read_body(request)
+        req = validate(AnthropicRequest, raw)
+        self.via.check_model(req.model)
+        chat = self.chat_request(req, raw)
+        mid = "msg_" + uuid.uuid4().hex[:24]
+        model = req.model or self.via.served.id
+        if req.stream:  # message_start tells the prompt's size, as Anthropic's does: counted first
+            n_prompt = await self.via.count(chat)
+            events = await self.via.stream(request, chat)
+            return EventSourceResponse(self.sse(events, mid, model, req.stop_sequences, n_prompt), sep="\n",
+                                       shutdown_grace_period=SHUTDOWN_GRACE_S)
+        a = await self.via.answer(request, chat)
         reason = stop_reason(a.finish, a.stopped_by)
         content: list[dict[str, Any]] = [{"type": "text", "text": a.text}] if a.text or not a.calls else []
         content += [{"type": "tool_use", "id": c["id"], "name": c["name"], "input": tool_input(c["arguments"])}
@@ -240,13 +246,10 @@ class Messages:
 
     async def count_tokens(self, request: Request) -> dict[str, Any]:
         """`/v1/messages/count_tokens`: the prompt's tokens as the request would be rendered."""
-        try:
-            raw = await read_body(request)
-            req = validate(AnthropicRequest, {"max_tokens": 1, **raw})  # no answer: no limit needed
-            self.via.check_model(req.model)
-            return {"input_tokens": await self.via.count(self.chat_request(req, raw))}
-        except ApiError as e:
-            raise reshaped(e)
+        raw = await read_body(request)
+        req = validate(AnthropicRequest, {"max_tokens": 1, **raw})  # no answer: no limit needed
+        self.via.check_model(req.model)
+        return {"input_tokens": await self.via.count(self.chat_request(req, raw))}
 
     async def sse(self, events: Any, mid: str, model: str, stops: list[str] | None, n_prompt: int = 0):
         """Anthropic's events; `message_start` counts the whole prompt as input, and
@@ -297,7 +300,7 @@ class Messages:
                                 usage=anthropic_usage(ev.usage), timings=ev.timings)
                     yield event("message_stop")
                 elif isinstance(ev, Failed):
-                    yield event("error", error=error_body(failed_status(ev), ev.message)["error"])
+                    yield event("error", error=anthropic_error(failed_status(ev), ev.message)["error"])
         finally:
             await events.aclose()  # a client gone: its generation stops
 
@@ -311,7 +314,8 @@ def failed_status(ev: Failed) -> int:
 
 
 def key_check(config: Any) -> Callable[[Request], Any]:
-    """The API key as `x-api-key` (Anthropic's header) or a Bearer token; 401 in Anthropic's shape."""
+    """The API key as `x-api-key` (Anthropic's header) or a Bearer token; 401 (in Anthropic's
+    shape, as every error on these paths: `error_shapes`)."""
 
     async def check(request: Request) -> None:
         key = config.api_key
@@ -320,21 +324,28 @@ def key_check(config: Any) -> Callable[[Request], Any]:
         scheme, _, token = request.headers.get("authorization", "").partition(" ")
         given = request.headers.get("x-api-key") or (token.strip() if scheme.lower() == "bearer" else "")
         if not hmac.compare_digest(given.encode(), key.encode()):
-            raise reshaped(ApiError(401, "missing or incorrect API key: send the header 'x-api-key: KEY' "
-                                         "(or 'Authorization: Bearer KEY')", code="invalid_api_key"))
+            raise ApiError(401, "missing or incorrect API key: send the header 'x-api-key: KEY' "
+                                "(or 'Authorization: Bearer KEY')", code="invalid_api_key")
 
     return check
 
 
 def anthropic_router(messages: Messages, config: Any) -> APIRouter:
+    """The Messages endpoints; errors name this API's fields (`CHAT_NAMES`) in its shape (`error_shapes`)."""
     router = APIRouter(dependencies=[Depends(key_check(config))])
 
     @router.post("/v1/messages")
     async def create_message(request: Request) -> Any:
-        return await messages.create(request)
+        try:
+            return await messages.create(request)
+        except ApiError as e:
+            raise e.renamed(CHAT_NAMES)
 
     @router.post("/v1/messages/count_tokens")
     async def count_tokens(request: Request) -> Any:
-        return await messages.count_tokens(request)
+        try:
+            return await messages.count_tokens(request)
+        except ApiError as e:
+            raise e.renamed(CHAT_NAMES)
 
     return router

@@ -3,7 +3,8 @@
 `create_app(served, config)` builds it from its parts; `engine.serving.server.runner` serves
 it with uvicorn. Every request goes through the engine's `GenerationQueue` (one generation
 at a time, in order, bounded: 503 with Retry-After beyond it), so the desktop app's chat and
-the server share one engine safely. Errors are OpenAI-shaped bodies, never a dead server.
+the server share one engine safely. Errors are bodies in the shape of the API called
+(`error_shapes`), never a dead server.
 
 Parts: `config` (ServedModel, ServerConfig), `errors` (ApiError, handlers, the key check),
 `generation` (the completion endpoints), `infill` (/infill), `embeddings` (/v1/embeddings), `listing` (models,

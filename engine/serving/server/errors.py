@@ -1,10 +1,12 @@
-"""OpenAI-shaped errors: the `ApiError` routes raise, the handlers that answer every failure
-(validation, unknown endpoint, a bug) in the same shape, and the API-key check."""
+"""Errors: the `ApiError` routes raise, the handlers that answer every failure (validation,
+unknown endpoint, a bug) in the error shape of the API called (`error_shapes`), and the
+API-key check."""
 
 from __future__ import annotations
 
 import hmac
 import logging
+import re
 from typing import Any, Awaitable, Callable
 
 from fastapi import FastAPI, Request
@@ -15,18 +17,49 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from . import wire
 from ...errors import TandemError
 from .bridge import GenerationFailed
+from .error_shapes import error_body
 from .redact import scrub, server_side
 
 log = logging.getLogger("tandem.server")
 
 
 class ApiError(Exception):
-    """An error answered with an OpenAI-shaped body."""
+    """An error a route raises: answered in the called API's shape (`body_for`); `body` is
+    OpenAI's, for the errors an OpenAI stream carries."""
 
     def __init__(self, status: int, message: str, *, type: str = "invalid_request_error", param: str | None = None,
                  code: str | None = None, headers: dict[str, str] | None = None):
         super().__init__(message)
-        self.status, self.body, self.headers = status, wire.error_body(message, type=type, param=param, code=code), headers
+        self.status, self.message, self.type, self.param, self.code = status, message, type, param, code
+        self.body, self.headers = wire.error_body(message, type=type, param=param, code=code), headers
+
+    def body_for(self, path: str) -> dict[str, Any]:
+        """The body in the shape of the API `path` belongs to."""
+        return error_body(path, self.status, self.message, type=self.type, param=self.param, code=self.code)
+
+    def renamed(self, names: dict[str, str]) -> "ApiError":
+        """The same error naming its field as another API does (an API translated onto the chat
+        request): `param`, and the message that begins with it, renamed by `names` (see `rename`)."""
+        new = rename(self.param, names) if self.param else None
+        if new is None:
+            return self
+        message = new + self.message[len(self.param):] if self.message.startswith(self.param) else self.message
+        return ApiError(self.status, message, type=self.type, param=new, code=self.code, headers=self.headers)
+
+
+def rename(path: str, names: dict[str, str]) -> str | None:
+    """`path` ("tools[2].function.parameters") with its leading field path renamed by `names`
+    (chat request path -> another API's; "[i]" stands for any index and keeps it), the longest
+    match first; None when no name matches."""
+    for old in sorted(names, key=len, reverse=True):
+        pattern = re.escape(old).replace(r"\[i\]", r"\[(\d+)\]")
+        m = re.match(pattern + r"(?=$|[.\[])", path)
+        if m:
+            new = names[old]
+            for index in m.groups():
+                new = new.replace("[i]", f"[{index}]", 1)
+            return new + path[m.end():]
+    return None
 
 
 def failure(e: GenerationFailed, served: Any = None) -> ApiError:
@@ -47,10 +80,11 @@ def engine_error(e: TandemError, served: Any, *, param: str | None = None) -> Ap
     return ApiError(400, scrub(str(e), served), param=param, code="invalid_value")
 
 
-def bug_body(e: Exception, app: Any) -> dict[str, Any]:
-    """The 500 body for an exception nothing handled (paths scrubbed: it may quote a file)."""
+def bug_body(e: Exception, app: Any, path: str = "") -> dict[str, Any]:
+    """The 500 body for an exception nothing handled (paths scrubbed: it may quote a file), in
+    the shape of the API `path` belongs to."""
     served = getattr(getattr(app, "state", None), "served", None)
-    return wire.error_body(scrub(f"internal error: {type(e).__name__}: {e}", served), type="server_error")
+    return error_body(path, 500, scrub(f"internal error: {type(e).__name__}: {e}", served), type="server_error")
 
 
 def validation_message(err: dict[str, Any]) -> tuple[str, str | None]:
@@ -73,28 +107,31 @@ def validation_message(err: dict[str, Any]) -> tuple[str, str | None]:
 
 
 def install_error_handlers(app: FastAPI) -> None:
-    """Every error the app can meet is answered with OpenAI's error body, never a dead server."""
+    """Every error the app can meet is answered in the called API's error shape, never a dead server."""
 
     @app.exception_handler(ApiError)
     async def _api_error(request: Request, e: ApiError) -> JSONResponse:
-        return JSONResponse(e.body, status_code=e.status, headers=e.headers)
+        return JSONResponse(e.body_for(request.url.path), status_code=e.status, headers=e.headers)
 
     @app.exception_handler(RequestValidationError)
     async def _invalid(request: Request, e: RequestValidationError) -> JSONResponse:
         errors = e.errors()
         message, param = validation_message(errors[0]) if errors else ("invalid request", None)
-        return JSONResponse(wire.error_body(message, param=param, code="invalid_value"), status_code=400)
+        return JSONResponse(error_body(request.url.path, 400, message, param=param, code="invalid_value"),
+                            status_code=400)
 
     @app.exception_handler(StarletteHTTPException)
     async def _http(request: Request, e: StarletteHTTPException) -> JSONResponse:
-        message = {404: f"no such endpoint: {request.method} {request.url.path}",
-                   405: f"method {request.method} is not allowed on {request.url.path}"}.get(e.status_code, str(e.detail))
-        return JSONResponse(wire.error_body(message, code=str(e.status_code)), status_code=e.status_code)
+        path = request.url.path
+        message = {404: f"no such endpoint: {request.method} {path}",
+                   405: f"method {request.method} is not allowed on {path}"}.get(e.status_code, str(e.detail))
+        return JSONResponse(error_body(path, e.status_code, message, code=str(e.status_code)),
+                            status_code=e.status_code)
 
     @app.exception_handler(Exception)
     async def _bug(request: Request, e: Exception) -> JSONResponse:
         log.exception("request failed")
-        return JSONResponse(bug_body(e, request.app), status_code=500)
+        return JSONResponse(bug_body(e, request.app, request.url.path), status_code=500)
 
 
 def key_check(config: Any) -> Callable[[Request], Awaitable[None]]:

@@ -217,10 +217,9 @@ class Completions:
             if field == "grammar":
                 check_grammar(value)
             else:
-                value = json_schema_grammar(value)  # compiled once here; the request gets the GBNF
-        except GrammarError as e:
-            raise ApiError(400, f"{param}: {e}" if param == "response_format" else str(e), param=param,
-                           code="invalid_value")
+                value = json_schema_grammar(value, param)  # compiled once here; the request gets the GBNF
+        except GrammarError as e:  # the message begins with `param`: renamed by the APIs that call it otherwise
+            raise ApiError(400, str(e), param=param, code="invalid_value")
         return {"grammar": value}
 
     def piece(self, token: int) -> bytes:

@@ -13,8 +13,10 @@ to be its own:
   listening name and, on a network address, this machine's own names (`machine_names`);
   `*` there turns the check off (a reverse proxy that checks names itself).
 
-A request without a Host header (not a browser) is answered. A refused one gets 403 with
-OpenAI's error body naming the Host and the flag that would allow it.
+A request without a Host header (not a browser) is answered. A refused one gets 403 in the
+called API's error shape naming the Host and the flag that would allow it; a Host that is
+no name and port at all ("127.0.0.1:8080@evil.com": its port part is not digits) is never
+ours, whatever name it starts with.
 """
 
 from __future__ import annotations
@@ -23,22 +25,41 @@ import ipaddress
 import socket
 from typing import Any, Iterable
 
-from . import wire
+from .error_shapes import send_error
 from .prom import ServerMetrics
 
 ANY_HOST = "*"
 
 
-def host_name(header: str) -> str:
-    """The name in a Host header value, lowercase, without the port or a trailing dot
-    ("[::1]:8080" -> "::1", "Example.COM.:80" -> "example.com")."""
+def host_port(header: str) -> tuple[str, int | None] | None:
+    """The name and port of a Host header value (name lowercase, without brackets or a trailing
+    dot; port None when the value gives none), or None when it is not a host and port at all:
+    "[::1]:8080" -> ("::1", 8080), "Example.COM." -> ("example.com", None), and
+    "127.0.0.1:8080@evil.com" -> None (a port part that is not digits: not a name of ours)."""
     value = header.strip().lower()
     if value.startswith("["):
         end = value.find("]")
-        return value[1:end] if end > 0 else value
-    if value.count(":") == 1:  # name:port (a bare IPv6 address has several colons)
-        value = value.split(":", 1)[0]
-    return value.rstrip(".")
+        if end < 0:
+            return None
+        name, rest = value[1:end], value[end + 1:]
+        if rest and not rest.startswith(":"):
+            return None
+        port = rest[1:]
+    elif value.count(":") == 1:  # name:port (a bare IPv6 address has several colons)
+        name, port = value.split(":", 1)
+    else:
+        name, port = value, ""
+    if port and not (port.isascii() and port.isdigit()):
+        return None
+    return name.rstrip("."), int(port) if port else None
+
+
+def host_name(header: str) -> str:
+    """The name in a Host header value, lowercase, without the port or a trailing dot
+    ("[::1]:8080" -> "::1", "Example.COM.:80" -> "example.com"); a value that is no host and
+    port ("127.0.0.1:8080@evil.com") is returned whole, which no allowed name matches."""
+    parts = host_port(header)
+    return parts[0] if parts is not None else header.strip().lower()
 
 
 def _ip(name: str) -> Any:
@@ -110,9 +131,9 @@ class HostCheck:
             return
         if self.metrics is not None:
             self.metrics.requests.labels("rejected", "403").inc()
-        shown = name if name.isprintable() and name else text
-        body = wire.dumps(wire.error_body(f"Host '{shown}' is not allowed; add --allow-host {shown}",
-                                          code="host_not_allowed")).encode()
-        await send({"type": "http.response.start", "status": 403,
-                    "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]})
-        await send({"type": "http.response.body", "body": body})
+        if host_port(text) is None:
+            message = f"Host {text!r} is not a host name with an optional port, so not a name of this server"
+        else:
+            shown = name if name.isprintable() and name else text
+            message = f"Host '{shown}' is not allowed; add --allow-host {shown}"
+        await send_error(scope, send, 403, message, code="host_not_allowed")

@@ -1,7 +1,8 @@
-"""ASGI middleware around the whole app: the request-body limit, request counting for /metrics,
-a bug answered as an OpenAI-shaped 500 inside the CORS layer (Starlette answers unhandled
-errors outside every middleware, so that 500 would lack the CORS headers a browser needs to
-read it), and CORS."""
+"""ASGI middleware around the whole app: the request-body limits (size and JSON depth), the
+Origin check, request counting for /metrics, a bug answered as a 500 inside the CORS layer
+(Starlette answers unhandled errors outside every middleware, so that 500 would lack the
+CORS headers a browser needs to read it), and CORS. Every refusal is written in the called
+API's error shape (`error_shapes`)."""
 
 from __future__ import annotations
 
@@ -11,9 +12,11 @@ from typing import Any
 from fastapi import FastAPI
 from starlette.middleware.cors import CORSMiddleware
 
-from . import wire
+from . import json_body
 from .config import with_loopback_twins
+from .error_shapes import send_error
 from .hosts import HostCheck
+from .origins import OriginCheck
 from .prom import ServerMetrics
 
 log = logging.getLogger("tandem.server")
@@ -21,7 +24,8 @@ REJECTED = frozenset({401, 403, 413})  # refused before the route ran: one label
 
 
 class BodyLimit:
-    """Refuse a request body larger than `max_bytes` with 413 before the app reads any of it.
+    """Refuse a request body larger than `max_bytes` with 413 before the app reads any of it,
+    and one nested deeper than `json_body.MAX_DEPTH` with 400 before anything parses it.
 
     A declared `Content-Length` over the limit is answered at once, without receiving the
     body (uvicorn then discards what the client still sends, so the client reads the 413
@@ -29,18 +33,20 @@ class BodyLimit:
     received here, counted, and refused as soon as it passes the limit; a body within the
     limit is handed to the app as received, and later `receive()` calls (disconnects) pass
     through. Why here and not in a route: FastAPI parses the JSON before any handler runs,
-    and a 50 MB body took minutes and gigabytes to be refused that way."""
+    and a 50 MB body took minutes and gigabytes to be refused that way; a body of 100,000
+    `[` was a RecursionError (500) in every parser but FastAPI's. Every route reads JSON, so
+    every body's depth is checked (`max_bytes` 0: no size limit, the depth still checked)."""
 
     def __init__(self, app: Any, max_bytes: int):
         self.app, self.max_bytes = app, max_bytes
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
-        if scope["type"] != "http" or self.max_bytes <= 0:
+        if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
         declared = _content_length(scope)
-        if declared is not None and declared > self.max_bytes:
-            await self._refuse(send, declared)
+        if self.max_bytes > 0 and declared is not None and declared > self.max_bytes:
+            await self._refuse(scope, send, declared)
             return
         chunks: list[bytes] = []
         size = 0
@@ -50,31 +56,31 @@ class BodyLimit:
                 return
             chunks.append(message.get("body", b""))
             size += len(chunks[-1])
-            if size > self.max_bytes:
-                await self._refuse(send, None)
+            if 0 < self.max_bytes < size:
+                await self._refuse(scope, send, None)
                 return
             if not message.get("more_body", False):
                 break
+        body = b"".join(chunks)
+        if json_body.too_deep(body):
+            await send_error(scope, send, 400, json_body.too_deep_message(), code="body_too_deep")
+            return
         replayed = False
 
         async def replay() -> Any:
             nonlocal replayed
             if not replayed:
                 replayed = True
-                return {"type": "http.request", "body": b"".join(chunks), "more_body": False}
+                return {"type": "http.request", "body": body, "more_body": False}
             return await receive()
 
         await self.app(scope, replay, send)
 
-    async def _refuse(self, send: Any, declared: int | None) -> None:
+    async def _refuse(self, scope: Any, send: Any, declared: int | None) -> None:
         size = f"{declared:,} bytes" if declared is not None else "more than that"
-        body = wire.dumps(wire.error_body(
-            f"the request body is {size} but this server accepts at most {self.max_bytes:,} bytes "
-            "(start it with a larger --max-body)", code="request_too_large")).encode()
-        await send({"type": "http.response.start", "status": 413,
-                    "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
-                                (b"connection", b"close")]})
-        await send({"type": "http.response.body", "body": body})
+        await send_error(scope, send, 413, f"the request body is {size} but this server accepts at most "
+                         f"{self.max_bytes:,} bytes (start it with a larger --max-body)", code="request_too_large",
+                         close=True)
 
 
 def _content_length(scope: Any) -> int | None:
@@ -92,7 +98,7 @@ class CountRequests:
 
     The endpoint label is the matched route's path template (`/v1/models/{model_id:path}`,
     not each id), "other" for unknown paths and "rejected" for a request refused before its
-    route ran (401, 413), so no client can add labels: the codes tell those apart."""
+    route ran (401, 403, 413), so no client can add labels: the codes tell those apart."""
 
     def __init__(self, app: Any, metrics: ServerMetrics, known: frozenset[str] = frozenset()):
         self.app, self.metrics, self.known = app, metrics, known
@@ -118,8 +124,9 @@ class CountRequests:
 
 
 class AnswerBugs:
-    """ASGI middleware: an exception a route did not handle becomes OpenAI's 500 body (when the
-    response has not started), so the middlewares outside it (CORS, counting) still see an answer."""
+    """ASGI middleware: an exception a route did not handle becomes a 500 in the called API's
+    shape (when the response has not started), so the middlewares outside it (CORS, counting)
+    still see an answer."""
 
     def __init__(self, app: Any):
         self.app = app
@@ -145,16 +152,19 @@ class AnswerBugs:
 
             from .errors import bug_body
 
-            await JSONResponse(bug_body(e, scope.get("app")), status_code=500)(scope, receive, send)
+            await JSONResponse(bug_body(e, scope.get("app"), scope.get("path", "")), status_code=500)(scope, receive,
+                                                                                                      send)
 
 
 def install_middleware(app: FastAPI, metrics: ServerMetrics, *, cors_origins: tuple[str, ...], max_body: int,
                        known: frozenset[str], allowed_hosts: tuple[str, ...] = ()) -> None:
-    """Innermost first: bugs answered, the body limit, counting (every answer, the 413 too),
-    CORS headers on every answer (a loopback origin under each loopback name), then
-    (outermost) the Host check, before anything else runs."""
+    """Innermost first: bugs answered, the body limits, the Origin check (a web page that may
+    not call the server makes nothing run), counting (every answer, the refusals too), CORS
+    headers on every answer (a loopback origin under each loopback name), then (outermost)
+    the Host check, before anything else runs."""
     app.add_middleware(AnswerBugs)
     app.add_middleware(BodyLimit, max_bytes=max_body)
+    app.add_middleware(OriginCheck, allowed=cors_origins)
     app.add_middleware(CountRequests, metrics=metrics, known=known)
     if cors_origins:
         app.add_middleware(CORSMiddleware, allow_origins=list(with_loopback_twins(cors_origins)),

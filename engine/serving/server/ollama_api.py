@@ -29,12 +29,8 @@ from .schemas import ChatCompletionRequest, CompletionRequest, EmbeddingRequest
 
 OPTIONS = ("temperature", "top_p", "top_k", "min_p", "seed", "stop", "repeat_penalty", "presence_penalty",
            "frequency_penalty")
-
-
-def reshaped(e: ApiError) -> ApiError:
-    """The same error with Ollama's body."""
-    e.body = {"error": e.body["error"]["message"]}
-    return e
+CHAT_NAMES = {"response_format": "format", "max_tokens": "options.num_predict",  # for errors after translation
+              "repeat_last_n": "options.repeat_last_n", **{k: f"options.{k}" for k in OPTIONS}}
 
 
 class _Request(BaseModel):
@@ -274,22 +270,16 @@ def ndjson_one(obj: dict[str, Any]) -> StreamingResponse:
 
 
 def ollama_router(ollama: Ollama, check_key: Callable[..., Any]) -> APIRouter:
-    """Ollama's endpoints, behind the server's key check (a Bearer token), errors in its shape."""
-
-    async def check(request: Request) -> None:
-        try:
-            await check_key(request)
-        except ApiError as e:
-            raise reshaped(e)
-
-    router = APIRouter(dependencies=[Depends(check)])
+    """Ollama's endpoints, behind the server's key check (a Bearer token); their errors name
+    Ollama's fields (`CHAT_NAMES`) in Ollama's shape, as every error under /api/ (`error_shapes`)."""
+    router = APIRouter(dependencies=[Depends(check_key)])
 
     def route(method: str, path: str, handler: Callable[[Request], Any]) -> None:
-        async def endpoint(request: Request) -> Any:
+        async def endpoint(request: Request) -> Any:  # FastAPI reads parameters from the signature: the Request only
             try:
                 return await handler(request)
             except ApiError as e:
-                raise reshaped(e)
+                raise e.renamed(CHAT_NAMES)
 
         router.add_api_route(path, endpoint, methods=[method])
 

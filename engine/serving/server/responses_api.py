@@ -28,6 +28,7 @@ from .generation import SHUTDOWN_GRACE_S
 from .schemas import ChatCompletionRequest
 
 MAX_STORED = 256  # responses kept for previous_response_id (and GET), oldest forgotten first
+CHAT_NAMES = {"response_format": "text.format.schema", "max_tokens": "max_output_tokens"}  # errors after translation
 
 
 class ResponsesRequest(BaseModel):
@@ -88,10 +89,12 @@ def _text_of(content: Any, where: str) -> str:
     out = []
     for j, part in enumerate(content):
         kind = part.get("type") if isinstance(part, dict) else type(part).__name__
-        if kind in ("input_text", "output_text", "text") and isinstance(part.get("text"), str):
-            out.append(part["text"])
-        elif kind == "refusal" and isinstance(part.get("refusal"), str):
-            out.append(part["refusal"])
+        key = "refusal" if kind == "refusal" else "text"
+        if kind in ("input_text", "output_text", "text", "refusal"):
+            if not isinstance(part.get(key), str):
+                raise ApiError(400, f"{where}[{j}].{key}: a {kind} part needs a {key!r} string",
+                               param=f"{where}[{j}].{key}", code="invalid_value")
+            out.append(part[key])
         else:
             raise ApiError(400, f"{where}[{j}]: only text parts are supported, got a {kind!r} part",
                            param=f"{where}[{j}]", code="invalid_value")
@@ -192,10 +195,14 @@ class Responses:
         if not conversation:
             raise ApiError(400, "input: holds no message", param="input", code="invalid_value")
         system = [{"role": "system", "content": req.instructions}] if req.instructions else []
+        tools, output = chat_tools(req), response_format(req.text)
+        if output is not None and tools.get("tool_choice") not in (None, "auto", "none"):
+            raise ApiError(400, "tool_choice: a forced function call ('required' or a named function) cannot be "
+                                "combined with text.format: give one", param="tool_choice", code="invalid_value")
         fields: dict[str, Any] = {"model": req.model, "messages": system + conversation,
                                   "max_tokens": req.max_output_tokens, "temperature": req.temperature,
                                   "top_p": req.top_p, "parallel_tool_calls": req.parallel_tool_calls,
-                                  "response_format": response_format(req.text), **chat_tools(req),
+                                  "response_format": output, **tools,
                                   **{k: raw[k] for k in ("top_k", "min_p", "seed", "stop") if k in raw},
                                   **extensions(raw)}
         return validate(ChatCompletionRequest, {k: v for k, v in fields.items() if v is not None}), conversation
@@ -367,7 +374,10 @@ def responses_router(responses: Responses, check_key: Callable[..., Any]) -> API
     @router.post("/v1/responses")
     @router.post("/responses", include_in_schema=False)
     async def create_response(request: Request) -> Any:
-        return await responses.create(request)
+        try:
+            return await responses.create(request)
+        except ApiError as e:
+            raise e.renamed(CHAT_NAMES)
 
     @router.get("/v1/responses/{response_id}")
     async def get_response(response_id: str) -> Any:

@@ -149,6 +149,17 @@ class MessageToolCall(BaseModel):
     function: FunctionCall
 
 
+def schema_type(schema: Any) -> Any:
+    """The JSON type a tool's schema describes: its `type`, "object" when it only lists
+    `properties` or `required`, "object" for an empty schema (no parameters); what is not a
+    schema object is named by its Python type."""
+    if not isinstance(schema, dict):
+        return type(schema).__name__
+    if not schema:
+        return "object"
+    return schema.get("type", "object" if ("properties" in schema or "required" in schema) else None)
+
+
 class FunctionDef(BaseModel):
     model_config = ConfigDict(extra="allow")
     name: str = Field(min_length=1, max_length=64)
@@ -163,7 +174,7 @@ class FunctionDef(BaseModel):
         p = self.parameters
         if not p:  # omitted or {}: no parameters
             return self
-        kind = p.get("type", "object" if ("properties" in p or "required" in p) else None)
+        kind = schema_type(p)
         if kind != "object":
             raise ValueError(f"the parameters of tool {self.name!r} must be a JSON schema of type 'object' "
                              f"(a call's arguments are an object), got type {kind!r}")

@@ -105,7 +105,7 @@ BAD = [
     ({"response_format": {"type": "sound"}}, "response_format", "'json_object' or 'json_schema'"),
     ({"response_format": {"type": "json_schema", "json_schema": {"schema": 5}}}, "response_format", "schema"),
     ({"response_format": {"type": "json_object", "schema": {"type": "hiccup"}}}, "response_format",
-     "json_schema cannot be turned into a grammar"),
+     "response_format cannot be turned into a grammar"),
     ({"grammar": 'root ::= "a'}, "grammar", "not a valid GBNF grammar"),
     ({"json_schema": {"type": 123}}, "json_schema", "json_schema"),
     ({"grammar": 'root ::= "a"', "response_format": {"type": "json_object"}}, "response_format", "not grammar and"),
