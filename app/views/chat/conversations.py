@@ -123,10 +123,12 @@ class ConversationsMixin:
         self.prompt.setFocus()
 
     def _clear_notes(self) -> None:
-        """Notes about the last answer belong to it: another conversation starts without them."""
+        """Notes about the last answer belong to it: another conversation starts without them
+        (the lookahead Auto last used too)."""
         for label in (self.auto_note, self.context_note):
             label.clear()
             label.hide()
+        self.lookahead.clear_in_use()
         self.meter.schedule()
 
     def rename_conversation(self) -> None:
