@@ -76,15 +76,22 @@ class ConversationsMixin:
         self.context_menu.popup(self.conv_list.viewport().mapToGlobal(pos))
 
     def _switch_draft(self, to: int | None) -> None:
-        """Keep the unsent prompt with the conversation it was typed in; bring back `to`'s."""
+        """Keep the unsent prompt and attached files with the conversation they were added in
+        (they would be sent there, never in another chat); bring back `to`'s."""
         if to == self.conversation_id:
             return
-        text = self.prompt.toPlainText()
-        if text.strip() and self.asking.editing is None:  # an edit in progress is dropped, not kept
+        text, files = self.prompt.toPlainText(), self.attachments.items()
+        keep = self.asking.editing is None  # an edit in progress (its files as chips too) is dropped, not kept
+        if text.strip() and keep:
             self._drafts[self.conversation_id] = text
         else:
             self._drafts.pop(self.conversation_id, None)
+        if files and keep:
+            self._pending_files[self.conversation_id] = files
+        else:
+            self._pending_files.pop(self.conversation_id, None)
         self.prompt.setPlainText(self._drafts.pop(to, ""))
+        self.attachments.set_items(self._pending_files.pop(to, []))
 
     def open_conversation(self, conversation_id: int) -> None:
         self._switch_draft(conversation_id)
@@ -147,6 +154,7 @@ class ConversationsMixin:
         if QMessageBox.question(self, "Delete conversation", f"Delete “{conv.title if conv else ''}”?") != QMessageBox.StandardButton.Yes:
             return
         self.history.delete(self.conversation_id)
+        self.asking.cancel_edit()  # nothing unsent of a deleted chat is kept
         self.new_conversation()
         self.refresh_conversations()
 

@@ -21,7 +21,7 @@ from PySide6.QtWidgets import QHBoxLayout, QSplitter, QWidget
 
 from ...history import History, message_markdown
 from ...session import Session
-from ...widgets.attachments import compose
+from ...widgets.attachments import Attachment, compose
 from ...widgets.escape import close_topmost
 from ...widgets.token_meter import TokenCounter
 from ... import workers
@@ -45,6 +45,7 @@ class ChatView(LayoutMixin, DrawerMixin, ConversationsMixin, ComposerMixin, QWid
         history.on_write_error = self.error.emit  # a failed save is shown in this window, not only on stderr
         self.conversation_id: int | None = None  # the open conversation (None: a new chat)
         self._drafts: dict[int | None, str] = {}  # unsent prompts of the other conversations (None: a new chat)
+        self._pending_files: dict[int | None, list[Attachment]] = {}  # and their attached files, not yet sent
         self.counter = TokenCounter(lambda: self.session.engine)
         self._readers: list = []  # batches of attached files being read on worker threads (composer.py)
         self._attaching = False  # composer.py is attaching what was read (a section picker may be open)
