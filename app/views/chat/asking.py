@@ -21,7 +21,7 @@ from ...widgets.live_label import LiveLabel
 from ...widgets.token_meter import TokenCounter
 from ...widgets.transcript import Transcript
 from .answering import AnswerStream
-from .format import stats_text
+from .format import last_answer_stats
 from .settings_panel import SettingsPanel
 
 TITLE_CHARS = 120  # a new chat's title: its first line, elided in the list, whole in an export's name
@@ -214,14 +214,14 @@ class Asking(QObject):
         except (HistoryError, KeyError) as e:
             self._notify(str(e))
             return
+        msgs = self._history.messages(chosen.conversation_id)
         if m.role == "user":
-            transcript.set_messages(self._history.messages(chosen.conversation_id))
-            self._notify(f"Version {chosen.version} of {chosen.versions} of your message")
-            return
-        transcript.show_in_place(self._history.messages(chosen.conversation_id))
-        if chosen.stats and chosen.id == transcript.last_answer_id():
-            self._view.stats_label.setText(stats_text(chosen.stats))
-        self._notify(f"Answer {chosen.version} of {chosen.versions}")
+            transcript.set_messages(msgs)
+        else:
+            transcript.show_in_place(msgs)
+        self._view.stats_label.setText(last_answer_stats(msgs))  # the version shown's figures, or none
+        self._notify(f"Version {chosen.version} of {chosen.versions} of your message" if m.role == "user"
+                     else f"Answer {chosen.version} of {chosen.versions}")
 
     def continue_answer(self, message_id: int) -> None:
         """Generate more of a stopped answer and append it: the prompt is the conversation with

@@ -10,7 +10,7 @@ from PySide6.QtWidgets import QInputDialog, QListWidgetItem, QMenu, QMessageBox,
 from ...history import HistoryError
 from ...history_settings import chat_settings
 from ...relative_time import absolute_date, relative_date
-from .format import stats_text
+from .format import last_answer_stats
 
 
 class ConversationsMixin:
@@ -110,8 +110,7 @@ class ConversationsMixin:
             self.stats_label.clear()
             return
         self.transcript.set_messages(msgs)
-        last = next((m for m in reversed(msgs) if m.role == "assistant" and m.stats), None)
-        self.stats_label.setText(stats_text(last.stats) if last and last.stats else "")
+        self.stats_label.setText(last_answer_stats(msgs))
         self._clear_notes()
 
     def new_conversation(self) -> None:
