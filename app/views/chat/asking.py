@@ -13,7 +13,8 @@ from PySide6.QtWidgets import QLabel
 
 from ...history import History, HistoryError, Message
 from ...history_branches import choose_question, edit_question
-from ...history_settings import save_chat_settings
+from ...chat_model import model_record
+from ...history_settings import chat_settings, save_chat_settings
 from ...session import Session
 from ...widgets.export import whole_words
 from ...widgets.attachments import Attachment, AttachmentChips, PromptEdit, compose, split_attachments
@@ -87,12 +88,18 @@ class Asking(QObject):
         v.attachments.clear()
         self._show_context_note(fit.note)
         v.auto_note.hide()
-        self._remember_settings(answer.conversation_id)
+        self.remember_settings(answer.conversation_id)
         self._stream.start(chat, answer)
 
-    def _remember_settings(self, cid: int) -> None:
-        """The settings this answer is written with become the chat's own (reopened with it)."""
+    def remember_settings(self, cid: int, *, answering: bool = True) -> None:
+        """The settings as they are become the chat's own (reopened with it): at each answer,
+        with the model it is written with (a relaunch reopens the chat on it), and when one is
+        changed in the open chat (`answering` False: the chat's model stays the one it used)."""
         values = {k: v for k, v in self._settings.values().items() if k != "system"}  # the conversation's own
+        model = model_record(self._session.pair, self._session.n_ctx) if answering else \
+            (chat_settings(self._history, cid) or {}).get("model")
+        if model is not None:
+            values["model"] = model
         try:
             save_chat_settings(self._history, cid, values)
         except HistoryError:  # the window has said so; the answer goes on
@@ -195,7 +202,7 @@ class Asking(QObject):
         self._view.transcript.set_messages([m for m in self._history.messages(cid) if m.id != message_id])
         self._show_context_note(fit.note)
         self._view.auto_note.hide()
-        self._remember_settings(cid)
+        self.remember_settings(cid)
         self._stream.start(chat, answer)
 
     def show_version(self, message_id: int, step: int) -> None:
@@ -245,7 +252,7 @@ class Asking(QObject):
             self._fail(str(e))
             return
         self._view.transcript.set_messages(msgs[:-1])
-        self._remember_settings(last.conversation_id)
+        self.remember_settings(last.conversation_id)
         self._stream.start(tokens, last, chat=False, continuing=True)
 
     # -- Edit ---------------------------------------------------------------------------------

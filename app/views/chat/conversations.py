@@ -99,7 +99,11 @@ class ConversationsMixin:
         conv = self.history.get(conversation_id)
         saved = chat_settings(self.history, conversation_id)
         if saved is not None:  # the chat's own settings (a chat from before has none: the controls stay)
-            self.apply_settings({**saved, "system": conv.system_prompt if conv else ""})
+            self._opening = True
+            try:
+                self.apply_settings({**saved, "system": conv.system_prompt if conv else ""})
+            finally:
+                self._opening = False
         elif conv is not None:
             self.system.setPlainText(conv.system_prompt)
         try:
