@@ -163,7 +163,9 @@ def test_race_that_drafted_nothing_says_about_the_same(qtbot, session, tiny_targ
     assert race.speculative.stats.drafted == 0
     assert view.speedup_label.text() == "About the same"
     assert view.speedup_label.styleSheet() == "", "no green or orange for a tie"
-    assert view.speedup_hint.text() == "Nothing was drafted — the lookahead was 0."
+    hint = view.speedup_hint.text()  # on a machine other programs keep busy, the reason adds that
+    assert hint == "Nothing was drafted — the lookahead was 0." or \
+        hint.startswith("Nothing was drafted — the lookahead was 0 — the machine was busy (")
     assert "faster" not in view.speedup_label.text() + view.speedup_hint.text()
     qtbot.waitUntil(lambda: not view.running and not session.busy, timeout=30000)
 
