@@ -21,7 +21,9 @@ from engine.models import catalog, hardware, store
 from . import appearance, help_menu, theme
 from .download_job import DownloadStatus
 from .first_window import first_geometry
+from .chat_model import load_chat_model
 from .history import History, HistoryError
+from .history_settings import chat_settings
 from .session import Session
 from .views.chat import ChatView
 from .widgets.elided_label import ElidedLabel
@@ -51,6 +53,7 @@ class MainWindow(QMainWindow):
         self.settings = settings or QSettings("Tandem", "Tandem")
         self.history = history or History(paths.history_db())
         self.session = Session(self)
+        self._fallback_note = ""  # why autoload did not load the reopened chat's own model
         self.catalog = catalog.load()
         self.hw = ggml_devices.probe()
         # A GPU this build leaves idle (a CPU-only llama.cpp on a GPU machine): asked once, and
@@ -336,13 +339,22 @@ class MainWindow(QMainWindow):
         self.settings.sync()
 
     def autoload(self) -> None:
-        """Load the last used pair (or the default) if it is already downloaded."""
+        """Load the reopened chat's own model; else (none recorded, or gone: said in one line)
+        the last used pair or the default, if it is already downloaded."""
         if self.session.engine is not None or self.session.busy:
+            return
+        cid = self.chat.conversation_id
+        own = (chat_settings(self.history, cid) or {}).get("model") if cid is not None else None
+        why = load_chat_model(self.session, self.catalog, own) if own is not None else ""
+        if own is not None and not why:
             return
         pid = str(self.settings.value("pair/last") or self.catalog.default_pair)
         if pid not in self.catalog.pairs:
             pid = self.catalog.default_pair
-        self.load_pair(pid, quiet=True)
+        loading = self.load_pair(pid, quiet=True)
+        if why:  # said now, and again with "Loaded …" (which would replace it in the status bar)
+            self._fallback_note = why[:1].lower() + why[1:] if loading else ""
+            self.notify(f"{why}: {'loading ' + self.catalog.pair(pid).title + ' instead' if loading else 'no model loaded'}")
 
     def load_pair(self, pair_id: str, quiet: bool = False) -> bool:
         pair = self.catalog.pair(pair_id)
@@ -407,7 +419,8 @@ class MainWindow(QMainWindow):
         self._show_pair()
         if pair is not None:
             self.welcome.hide()
-            self.notify(f"Loaded {pair.label}")
+            note, self._fallback_note = self._fallback_note, ""
+            self.notify(f"Loaded {pair.label}" + (f" ({note})" if note else ""))
 
     def _load_progress(self, label: str, x: float) -> None:
         self.load_bar.show_progress(label, x)

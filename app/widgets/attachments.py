@@ -195,6 +195,18 @@ class FileDropFilter(QObject):
         return False
 
 
+def recount(items: list[Attachment], count: Callable[[str], tuple[int, bool]], n_ctx: int = 0) -> None:
+    """Count `items` again, in place, with another tokenizer and context."""
+    for a in items:
+        a.tokens, a.exact = count(a.text)
+        a.n_ctx = n_ctx or a.n_ctx
+
+
+def with_file(items: list[Attachment], a: Attachment) -> list[Attachment]:
+    """`items` with `a` attached: attaching the same name again replaces the earlier one."""
+    return [x for x in items if x.name != a.name] + [a]
+
+
 class _Chip(QFrame):
     def __init__(self, a: Attachment, on_remove: Callable[[], None]):
         super().__init__()
@@ -248,7 +260,7 @@ class AttachmentChips(QWidget):
 
     def add(self, a: Attachment) -> None:
         """Attach a file; attaching the same name again replaces the earlier one."""
-        self._items = [x for x in self._items if x.name != a.name] + [a]
+        self._items = with_file(self._items, a)
         self._rebuild()
 
     def remove(self, name: str) -> None:
@@ -259,11 +271,14 @@ class AttachmentChips(QWidget):
         self._items = []
         self._rebuild()
 
+    def set_items(self, items: list[Attachment]) -> None:
+        """Show these files instead (another chat's unsent files)."""
+        self._items = list(items)
+        self._rebuild()
+
     def recount(self, count: Callable[[str], tuple[int, bool]], n_ctx: int = 0) -> None:
         """Count again with another tokenizer (a model was loaded or unloaded) and context."""
-        for a in self._items:
-            a.tokens, a.exact = count(a.text)
-            a.n_ctx = n_ctx or a.n_ctx
+        recount(self._items, count, n_ctx)
         self._rebuild()
 
     def _rebuild(self) -> None:

@@ -307,5 +307,5 @@ class LiveCharts(QWidget):
         self.tps_curve.setData(t, rate, skipFiniteCheck=True)
         self._set_range(self.tps_plot, "x", 0, nice_ceiling(float(t[-1]), 1))
         self._set_range(self.tps_plot, "y", 0, nice_ceiling(float(rate.max()) * 1.05, 10))
-        self.k_curve.setData(idx, s.k.astype(float), skipFiniteCheck=True)
+        self.k_curve.setData(idx, np.minimum(s.k, MAX_K).astype(float), skipFiniteCheck=True)  # the slider's scale
         self._set_range(self.k_plot, "x", 0, steps_hi)

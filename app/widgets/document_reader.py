@@ -71,3 +71,4 @@ class Reading:
     results: list[FileRead] = field(default_factory=list)
     refused: list[str] = field(default_factory=list)
     done: bool = False
+    conversation: int | None = None  # the chat the files were added in (None: a new chat): they go there

@@ -31,6 +31,7 @@ class LookaheadControl(QWidget):
         lay.addWidget(self.slider, 1)
         lay.addWidget(self.value_label)
         lay.addWidget(self.auto)
+        self._chosen = 0  # the slider's own value, under Auto's readout (show_in_use moves the slider)
         self.slider.valueChanged.connect(self._emit)
         self.auto.toggled.connect(self._emit)
         self.set_value(value)
@@ -45,21 +46,33 @@ class LookaheadControl(QWidget):
         else:
             self.auto.setChecked(False)
             self.slider.setValue(int(value))
+            self._chosen = int(value)
         self.blockSignals(False)
         self._sync()
 
     def show_in_use(self, k: int) -> None:
-        """With Auto on, move the slider to the k Auto chose (visible, not editable)."""
+        """With Auto on, move the slider to the k Auto chose (visible, not editable). A free
+        draft Auto verified past the slider's end reads "16+", never a number off the scale."""
         if self.auto.isChecked():
+            shown = max(0, min(int(k), MAX_LOOKAHEAD))
             self.slider.blockSignals(True)
-            self.slider.setValue(k)
+            self.slider.setValue(shown)
             self.slider.blockSignals(False)
-            self.value_label.setText(f"{k}")
+            self.value_label.setText(f"{shown}+" if k > MAX_LOOKAHEAD else f"{shown}")
+
+    def clear_in_use(self) -> None:
+        """Another chat: the k the last answer used is not this one's; the readout says the setting."""
+        self.slider.blockSignals(True)
+        self.slider.setValue(self._chosen)
+        self.slider.blockSignals(False)
+        self._sync()
 
     def _sync(self) -> None:
         self.slider.setEnabled(not self.auto.isChecked())
         self.value_label.setText("auto" if self.auto.isChecked() else str(self.slider.value()))
 
     def _emit(self, *_: object) -> None:
+        if not self.auto.isChecked():
+            self._chosen = int(self.slider.value())
         self._sync()
         self.changed.emit(self.value())

@@ -18,7 +18,7 @@ class SpeedBars(QWidget):
         super().__init__(parent)
         self.titles = dict(titles)
         self.values: dict[str, float] = {}
-        self.neutral = False  # no winner's colour: nothing was drafted, or the gap is inside the noise
+        self.neutral = False  # no winner's colour: the headline is no measured speedup (nothing drafted, noise, busy, a replay)
         self.setMinimumHeight(64)
         self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Fixed)
 

@@ -373,8 +373,12 @@ class Decoder:
             prop = drafter.propose(run.context, k_req, verifier.sampler, rules)
         except NonFiniteLogits as e:  # say which model: the draft's file is the damaged one
             raise NonFiniteLogits.found(e.kind, model_label(drafter.model, "draft model")) from None
-        k_req = room if prop.model_free else k_req  # a free companion was asked for all it had
-        return prop.cut(policy.verify_count(prop, k_req, self.cost, run.acceptance)), prop, k_req
+        if not prop.model_free:
+            return prop.cut(policy.verify_count(prop, k_req, self.cost, run.acceptance)), prop, k_req
+        # A free companion was asked for all it had (up to `room`, hundreds of tokens): the
+        # step's k is what Auto chose of it to verify, not that room (a 0..16 readout showed 498).
+        verified = prop.cut(policy.verify_count(prop, room, self.cost, run.acceptance))
+        return verified, prop, len(verified.tokens)
 
     def _emit(self, run: _Run, new_tokens: list[int], result, drafted: bool, rows=None) -> list[TokenEvent]:
         """Append accepted tokens to the output, with provenance, stop and EOS handling

@@ -27,7 +27,7 @@ from .drafting.choice import DraftChoice, DraftKind
 from .drafting.drafters import Drafter, ModelDrafter, PromptLookupDrafter
 from .drafting.mtp_drafter import MTPDrafter
 from ..llamacpp.mtp import SHARED_CACHE_DRAFTERS
-from .drafting.suffix_drafter import SuffixDrafter
+from .drafting.suffix_drafter import LEAD_IN, SuffixDrafter
 from .drafting.mixed_drafter import MixedDrafter
 from .drafting.suffix_stores import AnswerStore
 from .drafting.history_file import damaged_path
@@ -266,6 +266,19 @@ class Engine(BaseEngine):
                           n_vocab=self.target.n_vocab, with_lookup=with_lookup, answers=self._answers)
         self._answers = d.answers
         return d
+
+    def remembers_prompt(self, prompt: Sequence[int]) -> bool:
+        """Whether the suffix drafter's memory holds an answer learnt after a prompt that ends
+        as `prompt` does (it keeps each answer after the prompt's last LEAD_IN tokens): a race
+        asks before its speculative run, which would then replay that answer."""
+        tail = [int(t) for t in prompt[-LEAD_IN:]]
+        with self._lock:
+            self._check_open()
+            if self._answers is None and self.history_draft and self.draft_history_path().exists():
+                self._history_drafter(with_lookup=False)  # reads the file once; every suffix drafter shares it
+            answers = self._answers.answers() if self._answers is not None else []
+        n = len(tail)
+        return n > 0 and any(len(a) > n and a[:n].tolist() == tail for a in answers)
 
     def _suffix_drafters(self) -> list[SuffixDrafter]:
         found = [dec.drafter.suffix if isinstance(dec.drafter, MixedDrafter) else dec.drafter

@@ -55,7 +55,7 @@ class StepEvent:
     """One draft -> verify -> accept step."""
 
     step: int
-    k: int  # lookahead asked for this step
+    k: int  # lookahead asked for this step (a free proposal Auto took beside a model draft: the tokens it verified)
     drafted: int  # tokens the drafter actually proposed (<= k)
     accepted: int  # of those, accepted by the target
     emitted: int  # tokens produced this step (accepted + 1, fewer if a stop hit)

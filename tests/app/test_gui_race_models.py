@@ -80,7 +80,8 @@ def test_race_runs_both_sides_and_reports_the_result(qtbot, session, tiny_target
     # the result: engine.race's headline, per-side metrics, the identical check
     race = r["race"]
     assert race.headline.startswith(view.speedup_label.text())
-    assert re.fullmatch(r"\d+\.\d\dx (faster|slower) \(wall-clock\)|About the same", view.speedup_label.text())
+    assert re.fullmatch(r"\d+\.\d\dx (faster|slower) \(wall-clock\)|About the same|The machine was busy|Replayed from memory",
+                        view.speedup_label.text())
     assert view.speedup_detail.text() == race.detail and f"{spec.stats.decode_tokens_per_s:.1f}" in race.detail
     assert r["identical"] is True
     assert "Identical output" in view.identical_label.text()
@@ -162,7 +163,9 @@ def test_race_that_drafted_nothing_says_about_the_same(qtbot, session, tiny_targ
     assert race.speculative.stats.drafted == 0
     assert view.speedup_label.text() == "About the same"
     assert view.speedup_label.styleSheet() == "", "no green or orange for a tie"
-    assert view.speedup_hint.text() == "Nothing was drafted — the lookahead was 0."
+    hint = view.speedup_hint.text()  # on a machine other programs keep busy, the reason adds that
+    assert hint == "Nothing was drafted — the lookahead was 0." or \
+        hint.startswith("Nothing was drafted — the lookahead was 0 — the machine was busy (")
     assert "faster" not in view.speedup_label.text() + view.speedup_hint.text()
     qtbot.waitUntil(lambda: not view.running and not session.busy, timeout=30000)
 

@@ -13,7 +13,8 @@ from PySide6.QtWidgets import QLabel
 
 from ...history import History, HistoryError, Message
 from ...history_branches import choose_question, edit_question
-from ...history_settings import save_chat_settings
+from ...chat_model import model_record
+from ...history_settings import chat_settings, save_chat_settings
 from ...session import Session
 from ...widgets.export import whole_words
 from ...widgets.attachments import Attachment, AttachmentChips, PromptEdit, compose, split_attachments
@@ -21,7 +22,7 @@ from ...widgets.live_label import LiveLabel
 from ...widgets.token_meter import TokenCounter
 from ...widgets.transcript import Transcript
 from .answering import AnswerStream
-from .format import stats_text
+from .format import last_answer_stats
 from .settings_panel import SettingsPanel
 
 TITLE_CHARS = 120  # a new chat's title: its first line, elided in the list, whole in an export's name
@@ -87,12 +88,18 @@ class Asking(QObject):
         v.attachments.clear()
         self._show_context_note(fit.note)
         v.auto_note.hide()
-        self._remember_settings(answer.conversation_id)
+        self.remember_settings(answer.conversation_id)
         self._stream.start(chat, answer)
 
-    def _remember_settings(self, cid: int) -> None:
-        """The settings this answer is written with become the chat's own (reopened with it)."""
+    def remember_settings(self, cid: int, *, answering: bool = True) -> None:
+        """The settings as they are become the chat's own (reopened with it): at each answer,
+        with the model it is written with (a relaunch reopens the chat on it), and when one is
+        changed in the open chat (`answering` False: the chat's model stays the one it used)."""
         values = {k: v for k, v in self._settings.values().items() if k != "system"}  # the conversation's own
+        model = model_record(self._session.pair, self._session.n_ctx) if answering else \
+            (chat_settings(self._history, cid) or {}).get("model")
+        if model is not None:
+            values["model"] = model
         try:
             save_chat_settings(self._history, cid, values)
         except HistoryError:  # the window has said so; the answer goes on
@@ -195,7 +202,7 @@ class Asking(QObject):
         self._view.transcript.set_messages([m for m in self._history.messages(cid) if m.id != message_id])
         self._show_context_note(fit.note)
         self._view.auto_note.hide()
-        self._remember_settings(cid)
+        self.remember_settings(cid)
         self._stream.start(chat, answer)
 
     def show_version(self, message_id: int, step: int) -> None:
@@ -214,14 +221,14 @@ class Asking(QObject):
         except (HistoryError, KeyError) as e:
             self._notify(str(e))
             return
+        msgs = self._history.messages(chosen.conversation_id)
         if m.role == "user":
-            transcript.set_messages(self._history.messages(chosen.conversation_id))
-            self._notify(f"Version {chosen.version} of {chosen.versions} of your message")
-            return
-        transcript.show_in_place(self._history.messages(chosen.conversation_id))
-        if chosen.stats and chosen.id == transcript.last_answer_id():
-            self._view.stats_label.setText(stats_text(chosen.stats))
-        self._notify(f"Answer {chosen.version} of {chosen.versions}")
+            transcript.set_messages(msgs)
+        else:
+            transcript.show_in_place(msgs)
+        self._view.stats_label.setText(last_answer_stats(msgs))  # the version shown's figures, or none
+        self._notify(f"Version {chosen.version} of {chosen.versions} of your message" if m.role == "user"
+                     else f"Answer {chosen.version} of {chosen.versions}")
 
     def continue_answer(self, message_id: int) -> None:
         """Generate more of a stopped answer and append it: the prompt is the conversation with
@@ -245,7 +252,7 @@ class Asking(QObject):
             self._fail(str(e))
             return
         self._view.transcript.set_messages(msgs[:-1])
-        self._remember_settings(last.conversation_id)
+        self.remember_settings(last.conversation_id)
         self._stream.start(tokens, last, chat=False, continuing=True)
 
     # -- Edit ---------------------------------------------------------------------------------

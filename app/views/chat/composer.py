@@ -13,7 +13,7 @@ from engine.documents import Document
 
 from ...history import HistoryError
 from ... import workers
-from ...widgets.attachments import FILE_FILTER, Attachment
+from ...widgets.attachments import FILE_FILTER, Attachment, recount, with_file
 from ...widgets.document_reader import FileRead, ReadFiles, Reading
 from ...widgets.export import FILTERS, ExportError, answer_markdown, conversation_markdown, file_name, rich_mime, \
     with_suffix, write_report
@@ -37,7 +37,8 @@ class ComposerMixin:
         paths = [p for p in paths if p]
         if not paths:
             return
-        batch = Reading(ReadFiles(paths, self._count_off_thread, self._context_size()), [Path(p).name for p in paths])
+        batch = Reading(ReadFiles(paths, self._count_off_thread, self._context_size()), [Path(p).name for p in paths],
+                        conversation=self.conversation_id)
         self._readers.append(batch)
         batch.worker.read.connect(lambda r: (batch.results.append(r), self._attach_ready()))
         batch.worker.finished.connect(lambda: (setattr(batch, "done", True), self._attach_ready()))
@@ -77,7 +78,9 @@ class ComposerMixin:
                     r = batch.results.pop(0)
                     batch.pending.remove(Path(r.path).name)
                     self._show_reading()
-                    self._attach_read(r, batch.refused)
+                    a = self._attach_read(r, batch.refused)
+                    if a is not None:
+                        self._attach_to(batch.conversation, a)
                 if not batch.done:
                     return
                 self._readers.pop(0)
@@ -97,12 +100,20 @@ class ComposerMixin:
         for batch in self._readers:
             batch.worker.cancel()
 
-    def _attach_read(self, r: FileRead, refused: list[str]) -> bool:
-        """Attach a file read by ReadFiles as a chip. A file without text, or unreadable, is
+    def _attach_to(self, conversation: int | None, a: Attachment) -> None:
+        """A file belongs to the chat it was added in: a chip there, or kept with that chat's
+        unsent prompt when another chat is open by the time it is read."""
+        if conversation == self.conversation_id:
+            self.attachments.add(a)
+        else:
+            self._pending_files[conversation] = with_file(self._pending_files.get(conversation, []), a)
+
+    def _attach_read(self, r: FileRead, refused: list[str]) -> Attachment | None:
+        """The attachment a file read by ReadFiles makes. A file without text, or unreadable, is
         refused in one line; one larger than the context offers its pages or sections."""
         if r.doc is None:
             refused.append(r.error)
-            return False
+            return None
         doc, tokens, exact = r.doc, r.tokens, r.exact
         n_ctx = self._context_size()
         if tokens >= n_ctx and len(doc.sections) > 1:
@@ -110,15 +121,14 @@ class ComposerMixin:
             chosen = self.choose_sections(doc, counts, n_ctx)
             if not chosen:
                 self.message.emit(f"{doc.name}: not attached")
-                return False
+                return None
             doc = doc.excerpt(chosen)
             tokens, exact = self.counter.count(doc.text)
         if tokens >= n_ctx:
             refused.append(f"{doc.name} is {'' if exact else '≈'}{tokens:,} tokens but the context holds {n_ctx:,}: "
                            "not attached (load the model with a longer context in the bar above the chat)")
-            return False
-        self.attachments.add(Attachment(doc.name, doc.text, tokens, exact, n_ctx))
-        return True
+            return None
+        return Attachment(doc.name, doc.text, tokens, exact, n_ctx)
 
     def choose_sections(self, doc: Document, counts: list[int], n_ctx: int) -> list[int] | None:
         """Ask which pages or sections of `doc` to attach (None: cancelled)."""
@@ -154,6 +164,8 @@ class ComposerMixin:
         """Another model counts other tokens: recount the chips and the meter."""
         self._closing_engine = None  # closed by now: the new one counts
         self.attachments.recount(self.counter.count, self._context_size())
+        for files in self._pending_files.values():  # the other chats' unsent files, as they will be sent
+            recount(files, self.counter.count, self._context_size())
         self.meter.update_now()
         if self.conversation_id is not None and self.worker is None:  # the file cards' token counts
             self.transcript.show_in_place(self.history.messages(self.conversation_id))

@@ -10,7 +10,7 @@ from PySide6.QtWidgets import QInputDialog, QListWidgetItem, QMenu, QMessageBox,
 from ...history import HistoryError
 from ...history_settings import chat_settings
 from ...relative_time import absolute_date, relative_date
-from .format import stats_text
+from .format import last_answer_stats
 
 
 class ConversationsMixin:
@@ -76,15 +76,22 @@ class ConversationsMixin:
         self.context_menu.popup(self.conv_list.viewport().mapToGlobal(pos))
 
     def _switch_draft(self, to: int | None) -> None:
-        """Keep the unsent prompt with the conversation it was typed in; bring back `to`'s."""
+        """Keep the unsent prompt and attached files with the conversation they were added in
+        (they would be sent there, never in another chat); bring back `to`'s."""
         if to == self.conversation_id:
             return
-        text = self.prompt.toPlainText()
-        if text.strip() and self.asking.editing is None:  # an edit in progress is dropped, not kept
+        text, files = self.prompt.toPlainText(), self.attachments.items()
+        keep = self.asking.editing is None  # an edit in progress (its files as chips too) is dropped, not kept
+        if text.strip() and keep:
             self._drafts[self.conversation_id] = text
         else:
             self._drafts.pop(self.conversation_id, None)
+        if files and keep:
+            self._pending_files[self.conversation_id] = files
+        else:
+            self._pending_files.pop(self.conversation_id, None)
         self.prompt.setPlainText(self._drafts.pop(to, ""))
+        self.attachments.set_items(self._pending_files.pop(to, []))
 
     def open_conversation(self, conversation_id: int) -> None:
         self._switch_draft(conversation_id)
@@ -92,7 +99,11 @@ class ConversationsMixin:
         conv = self.history.get(conversation_id)
         saved = chat_settings(self.history, conversation_id)
         if saved is not None:  # the chat's own settings (a chat from before has none: the controls stay)
-            self.apply_settings({**saved, "system": conv.system_prompt if conv else ""})
+            self._opening = True
+            try:
+                self.apply_settings({**saved, "system": conv.system_prompt if conv else ""})
+            finally:
+                self._opening = False
         elif conv is not None:
             self.system.setPlainText(conv.system_prompt)
         try:
@@ -103,8 +114,7 @@ class ConversationsMixin:
             self.stats_label.clear()
             return
         self.transcript.set_messages(msgs)
-        last = next((m for m in reversed(msgs) if m.role == "assistant" and m.stats), None)
-        self.stats_label.setText(stats_text(last.stats) if last and last.stats else "")
+        self.stats_label.setText(last_answer_stats(msgs))
         self._clear_notes()
 
     def new_conversation(self) -> None:
@@ -123,10 +133,12 @@ class ConversationsMixin:
         self.prompt.setFocus()
 
     def _clear_notes(self) -> None:
-        """Notes about the last answer belong to it: another conversation starts without them."""
+        """Notes about the last answer belong to it: another conversation starts without them
+        (the lookahead Auto last used too)."""
         for label in (self.auto_note, self.context_note):
             label.clear()
             label.hide()
+        self.lookahead.clear_in_use()
         self.meter.schedule()
 
     def rename_conversation(self) -> None:
@@ -145,6 +157,7 @@ class ConversationsMixin:
         if QMessageBox.question(self, "Delete conversation", f"Delete “{conv.title if conv else ''}”?") != QMessageBox.StandardButton.Yes:
             return
         self.history.delete(self.conversation_id)
+        self.asking.cancel_edit()  # nothing unsent of a deleted chat is kept
         self.new_conversation()
         self.refresh_conversations()
 

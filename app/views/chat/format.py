@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Sequence
 
 from ...widgets.live_label import SEPARATOR  # the label keeps the pieces between these whole
 
@@ -12,3 +12,10 @@ def stats_text(s: dict[str, Any]) -> str:
     from engine.measure.report import stats_line
 
     return stats_line(s, SEPARATOR, finish=False)
+
+
+def last_answer_stats(messages: Sequence[Any]) -> str:
+    """The stats line of the conversation's last answer, the version shown ("" when that one has
+    none: failed, or no answer yet), never an earlier answer's or another version's figures."""
+    last = next((m for m in reversed(messages) if m.role == "assistant"), None)
+    return stats_text(last.stats) if last is not None and last.stats else ""

@@ -21,7 +21,7 @@ from PySide6.QtWidgets import QHBoxLayout, QSplitter, QWidget
 
 from ...history import History, message_markdown
 from ...session import Session
-from ...widgets.attachments import compose
+from ...widgets.attachments import Attachment, compose
 from ...widgets.escape import close_topmost
 from ...widgets.token_meter import TokenCounter
 from ... import workers
@@ -45,6 +45,8 @@ class ChatView(LayoutMixin, DrawerMixin, ConversationsMixin, ComposerMixin, QWid
         history.on_write_error = self.error.emit  # a failed save is shown in this window, not only on stderr
         self.conversation_id: int | None = None  # the open conversation (None: a new chat)
         self._drafts: dict[int | None, str] = {}  # unsent prompts of the other conversations (None: a new chat)
+        self._pending_files: dict[int | None, list[Attachment]] = {}  # and their attached files, not yet sent
+        self._opening = False  # a chat's stored settings are going into the controls (not an edit)
         self.counter = TokenCounter(lambda: self.session.engine)
         self._readers: list = []  # batches of attached files being read on worker threads (composer.py)
         self._attaching = False  # composer.py is attaching what was read (a section picker may be open)
@@ -72,6 +74,7 @@ class ChatView(LayoutMixin, DrawerMixin, ConversationsMixin, ComposerMixin, QWid
         self.stream.saved.connect(self.refresh_conversations)
         self.conv_list.currentItemChanged.connect(lambda *_: self.asking.conversation_changed())
         panel.lookahead.changed.connect(self.stream.set_lookahead)
+        panel.edited.connect(self._settings_edited)
         panel.notice.connect(self.message)
         panel.max_tokens.valueChanged.connect(self._schedule_meter)
         panel.system.textChanged.connect(self._schedule_meter)
@@ -167,6 +170,12 @@ class ChatView(LayoutMixin, DrawerMixin, ConversationsMixin, ComposerMixin, QWid
 
     def apply_settings(self, s: dict[str, Any]) -> None:
         self.settings_panel.apply(s)
+
+    def _settings_edited(self) -> None:
+        """A setting changed in an open chat: it is the chat's own at once, not only at its next
+        Send (a lookahead set and not yet used was lost on switching chats)."""
+        if self.conversation_id is not None and not self._opening:
+            self.asking.remember_settings(self.conversation_id, answering=False)
 
     def _conversation_started(self, conversation_id: int) -> None:
         """Send created a conversation for its question: it is the open one, in the list."""

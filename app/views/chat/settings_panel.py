@@ -25,6 +25,7 @@ class SettingsPanel(QWidget):
     token meter) to whoever follows them."""
 
     notice = Signal(str)  # "Preset saved", or why not
+    edited = Signal()  # a generation setting changed (the lookahead, sampling, limits): the open chat keeps it
 
     def __init__(self, drafter: QComboBox, parent: QWidget | None = None):
         super().__init__(parent)
@@ -57,6 +58,9 @@ class SettingsPanel(QWidget):
                          ("Max tokens", self.max_tokens), ("System", self.system)):
             form.addRow(label, w)
         rl.addWidget(box)
+        self.lookahead.changed.connect(lambda _v: self.edited.emit())
+        for spin in (self.temperature, self.top_p, self.seed, self.max_tokens):
+            spin.valueChanged.connect(lambda _v: self.edited.emit())
         self.charts_toggle = QCheckBox("Live charts")
         self.charts_toggle.setChecked(True)
         self.charts_toggle.setToolTip("Hidden charts cost no drawing time while an answer streams")

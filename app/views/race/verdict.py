@@ -46,7 +46,7 @@ class VerdictMixin:
         self.speedup_detail.setText(race.detail)
         self.speedup_hint.setText(self._hint(why, race))
         self._colour_speedup()
-        self.bars.set_values(neutral=race.about_the_same, target=base.decode_tokens_per_s,
+        self.bars.set_values(neutral=not race.measured, target=base.decode_tokens_per_s,
                              speculative=spec.decode_tokens_per_s)
         self.identical_label.setText(self._identical_text(r))
         self.status.setText("Done. Replaying both runs side by side…")
@@ -61,7 +61,7 @@ class VerdictMixin:
         """The headline's reason, and what to try when drafting lost."""
         spec = race.speculative.stats
         hint = why[:1].upper() + why[1:] + "." if why else ""
-        if spec.drafted and race.wall_speedup < 1.0 and not race.about_the_same:
+        if spec.drafted and race.wall_speedup < 1.0 and race.measured:
             tip = "Try another drafter." if self._race_lookahead == "auto" else "Try Auto lookahead or another drafter."
             hint = (hint + " " if hint else "") + (
                 f"Each target pass yielded {spec.mean_tokens_per_step:.2f} tokens on average. {tip}")
@@ -96,10 +96,11 @@ class VerdictMixin:
         return near_tie_words(div.index, div.margin, pal.near_tie)
 
     def _colour_speedup(self) -> None:
-        """Green for a real gain, orange for a loss, no colour when it is about the same."""
+        """Green for a measured gain, orange for a loss; no colour when the headline is not a
+        measure of speculation (about the same, a busy machine, a replay from memory)."""
         race = (self.result or {}).get("race")
         colour = ""
-        if race is not None and not race.about_the_same and race.wall_speedup > 0:
+        if race is not None and race.measured and race.wall_speedup > 0:
             pal = theme.palette(self.dark)
             colour = pal.good if race.wall_speedup > 1.0 else pal.warn
         self.speedup_label.setStyleSheet(f"color: {colour};" if colour else "")
