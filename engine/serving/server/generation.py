@@ -44,6 +44,15 @@ def shutdown_error() -> ApiError:
     return ApiError(503, "the server is stopping: this answer was cut short", type="server_error", code="server_shutdown")
 
 
+def cancelled_error(stopping: threading.Event) -> ApiError:
+    """The answer to a generation that ended cancelled while its client still waited: never a
+    quiet end or a 'stop' (a client would take a cut answer for a whole one)."""
+    if stopping.is_set():
+        return shutdown_error()
+    return ApiError(503, "the generation was cancelled before it finished; nothing more will come: send the "
+                         "request again", type="server_error", code="cancelled")
+
+
 class Completions:
     """One served engine's generation endpoints: the checks before a request queues, and its answer."""
 
@@ -52,10 +61,6 @@ class Completions:
         self.served, self.config, self.queue, self.metrics = served, config, queue, metrics
         self.eng = served.engine
         self.stopping = stopping or threading.Event()
-
-    def cut_by_shutdown(self, done: DoneEvent) -> bool:
-        """The generation was cancelled because the server is stopping (not by its client)."""
-        return self.stopping.is_set() and done.stats.finish_reason == "cancelled"
 
     def check_model(self, name: str | None) -> None:
         if not name or name in self.served.names() or self.config.any_model_name:
@@ -248,11 +253,8 @@ class Completions:
             raise failure(e, self.served)
         finally:
             gen.cancel()
-        if not done:
-            raise ApiError(503, "the generation was cancelled before it started (the server is stopping)",
-                           type="server_error", code="cancelled")
-        if self.cut_by_shutdown(done[0]):
-            raise shutdown_error()
+        if not done or done[0].stats.finish_reason == "cancelled":
+            raise cancelled_error(self.stopping)
         return done[0], tokens
 
     async def stream(self, first: Generation, start: Callable[[int], Generation], shape: wire.Shape, req: Any,
@@ -267,9 +269,8 @@ class Completions:
                 split = tools.stream() if tools else None
                 async for data in self.stream_choice(gen, i, shape, req, outcomes, split):
                     yield {"data": data}
-                if len(outcomes) <= i:  # cut by a shutdown (or cancelled while it waited its turn)
-                    if self.stopping.is_set():
-                        yield {"data": wire.dumps(shutdown_error().body)}
+                if len(outcomes) <= i:  # cancelled: by a shutdown, or before its turn or its end
+                    yield {"data": wire.dumps(cancelled_error(self.stopping).body)}
                     return
             if req.include_usage and outcomes:
                 yield {"data": wire.dumps(shape.usage_chunk(outcomes, per_prompt=req.n or 1))}
@@ -313,7 +314,7 @@ class Completions:
                     if bodies:
                         offset += len(text)
                         pending, fed = [], 0
-            elif not self.cut_by_shutdown(ev):
+            elif ev.stats.finish_reason != "cancelled":  # a cancelled one ends with `cancelled_error`
                 outcome = wire.Outcome(ev.stats, gen.prompt_evaluated)
                 outcomes.append(outcome)
                 calls: tuple = ()

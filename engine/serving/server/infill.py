@@ -24,7 +24,7 @@ from .bridge import Generation, GenerationFailed
 from .editor_limits import EditorLimits
 from .errors import ApiError, engine_error, failure
 from .fim import ExtraChunk, fim_tokens_or_400, infill_tokens
-from .generation import SHUTDOWN_GRACE_S, Completions, shutdown_error
+from .generation import SHUTDOWN_GRACE_S, Completions, cancelled_error
 from .infill_schema import InfillRequest
 
 STOP_TYPES = {"eos": "eos", "stop_string": "word", "max_tokens": "limit", "context_full": "limit"}
@@ -50,6 +50,11 @@ class Answer:
     @property
     def text(self) -> str:
         return "" if self.prompt_only else self.limits.text
+
+    @property
+    def whole(self) -> bool:
+        """The answer ended by itself or by the editor's cut, not cancelled before that."""
+        return self.done is not None and (self.cut or self.done.stats.finish_reason != "cancelled")
 
     def stop_type(self) -> str:
         if self.cut or self.prompt_only:
@@ -129,9 +134,7 @@ class Infill:
                     gen.cancel()
                 yield text
             elif isinstance(ev, DoneEvent):
-                if self.c.cut_by_shutdown(ev) and not answer.cut:
-                    raise shutdown_error()
-                answer.done = ev
+                answer.done = ev  # cancelled before its end: `whole` is False, said by `cancelled_error`
 
     async def complete(self, request: Request, gen: Generation, answer: Answer) -> None:
         """The whole answer; a client that goes away cancels the generation."""
@@ -150,9 +153,8 @@ class Infill:
             raise failure(e, self.c.served)
         finally:
             gen.cancel()
-        if answer.done is None:
-            raise ApiError(503, "the generation was cancelled before it started (the server is stopping)",
-                           type="server_error", code="cancelled")
+        if not answer.whole:
+            raise cancelled_error(self.c.stopping)
 
     async def stream(self, gen: Generation, answer: Answer, body: "Body"):
         """llama-server's infill stream: a chunk per piece of text, then the final body
@@ -161,15 +163,12 @@ class Infill:
             async for text in self.events(gen, answer):
                 if text:
                     yield {"data": wire.dumps(body.partial(text))}
-            if answer.done is None:
-                if self.c.stopping.is_set():
-                    yield {"data": wire.dumps(shutdown_error().body)}
+            if not answer.whole:
+                yield {"data": wire.dumps(cancelled_error(self.c.stopping).body)}
                 return
             yield {"data": wire.dumps(body.final(gen.prompt_evaluated, streamed=True))}
         except GenerationFailed as e:
             yield {"data": wire.dumps(failure(e, self.c.served).body)}
-        except ApiError as e:
-            yield {"data": wire.dumps(e.body)}
         finally:
             gen.cancel()
 

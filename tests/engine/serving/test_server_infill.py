@@ -49,6 +49,25 @@ def infill(url: str, **body):
     return r.status_code, r.json()
 
 
+def test_an_infill_cancelled_midway_is_an_error_not_an_empty_200(fim_model):
+    """Whatever cancels a generation whose client still waits (not its editor's cut), the
+    client is told: an empty 200 with stop_type 'none' read as 'nothing to suggest'."""
+    from engine.serving.server import ServedModel, ServerConfig, ServerThread, create_app
+
+    eng = Engine(fim_model, n_ctx=1024, metrics_log=False, calibration=False)
+    eng.queue.add_listener(lambda job, ev: job.cancel.cancel() if ev.kind == "token" else None)
+    try:
+        with ServerThread(create_app(ServedModel(eng, "fim"), ServerConfig())) as srv:
+            code, body = infill(srv.url, input_prefix="x", input_suffix="y", n_predict=8)
+            assert code == 503 and body["error"]["code"] == "cancelled", body
+            with httpx.stream("POST", srv.url + "/infill", timeout=60, json={
+                    "input_prefix": "x", "input_suffix": "y", "n_predict": 8, "temperature": 0, "stream": True}) as r:
+                lines = [line[6:] for line in r.iter_lines() if line.startswith("data: ")]
+            assert json.loads(lines[-1])["error"]["code"] == "cancelled", lines[-1]
+    finally:
+        eng.close()
+
+
 # -- the prompt ----------------------------------------------------------------------------
 class FakeVocab:
     """Each character one token (its code point); BOS 1."""

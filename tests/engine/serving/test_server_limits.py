@@ -341,6 +341,42 @@ def test_a_stream_runs_to_its_end_after_another_server_in_the_process_stopped_on
         eng.close()
 
 
+@pytest.fixture
+def cancelled_after_first_token(tiny_target):
+    """A server whose next generation is cancelled at its first token by something that is
+    neither its client nor a shutdown: whatever cancels, the client must be told."""
+    from engine.serving.server import ServedModel, ServerThread, create_app
+
+    eng = Engine(tiny_target, n_ctx=512, metrics_log=False)
+
+    def cancel_at_first_token(job, ev):
+        if ev.kind == "token":
+            job.cancel.cancel()
+
+    eng.queue.add_listener(cancel_at_first_token)
+    try:
+        with ServerThread(create_app(ServedModel(eng, "tiny"))) as srv:
+            yield srv.url
+    finally:
+        eng.close()
+
+
+def test_a_stream_cancelled_midway_ends_with_an_error_not_a_finish(cancelled_after_first_token):
+    body = {"messages": MSGS, "stream": True, "max_tokens": 40, "temperature": 0}
+    with httpx.stream("POST", cancelled_after_first_token + "/v1/chat/completions", json=body, timeout=60) as r:
+        lines = [line[6:] for line in r.iter_lines() if line.startswith("data: ")]
+    assert lines[-1] != "[DONE]", "a cut answer must not end as a whole one"
+    assert json.loads(lines[-1])["error"]["code"] == "cancelled", lines[-1]
+    finishes = [c["finish_reason"] for line in lines[:-1] for c in json.loads(line).get("choices", ())]
+    assert not any(finishes), finishes
+
+
+def test_a_whole_answer_cancelled_midway_is_an_error_not_a_200(cancelled_after_first_token):
+    r = httpx.post(cancelled_after_first_token + "/v1/chat/completions",
+                   json={"messages": MSGS, "max_tokens": 40, "temperature": 0}, timeout=60)
+    assert r.status_code == 503 and r.json()["error"]["code"] == "cancelled", r.text
+
+
 def _up(url: str) -> bool:
     try:
         return httpx.get(url + "/health", timeout=1).status_code == 200
