@@ -64,6 +64,11 @@ class RecordedModel(Drafter):
                 break
         return out
 
+    def measure(self, cost: CostModel, proposal: Proposal, accepted: int, seconds: float) -> None:
+        """As a model draft is measured, its time spread over the tokens it computed (`examined`)."""
+        cost.observe_draft(self.examined, seconds)
+        cost.observe_acceptance(len(proposal.tokens), accepted, proposal.confidence)
+
 
 @dataclass
 class RequestResult:
@@ -151,28 +156,26 @@ def _request(rec: Recording, drafter: Drafter | None, model: RecordedModel, cost
     while i < len(truth):
         room = len(truth) - i - 1
         k_req = auto.choose(room, cost) if drafter is not None else 0
-        chooser = auto.source_chooser(cost, room) if drafter is not None and drafter.mixes_sources and room > 0 else None
         prop = offered = Proposal()
         model.examined = 0
-        if drafter is not None and (k_req > 0 or chooser is not None):
-            rules = DraftContext(auto.gate(cost) if drafter.cost_class == "model" else None, True, None, None, chooser)
+        if drafter is not None and drafter.wants_proposal(k_req, room, auto):
+            rules = DraftContext(auto.gate(cost) if drafter.cost_class == "model" else None, True, None, None,
+                                 auto, cost, room)
             offered = drafter.propose([*rec.prompt, *truth[:i]], k_req, sampler, rules)
-            prop = offered.cut(auto.verify_count(offered, room if offered.model_free else k_req, cost, text))
+            asked = offered.asked if offered.asked is not None else k_req
+            prop = offered.cut(auto.verify_count(offered, asked, cost, text))
         drafts = prop.tokens
         acc = 0
         for d, t in zip(drafts, truth[i:]):
             if d != t:
                 break
             acc += 1
-        paid = 0 if prop.model_free else model.examined
+        paid = model.examined  # only a model draft computes (and pays for) tokens
         seconds = price.step(len(drafts), paid)
         cost.observe_verify(1 + len(drafts), seconds - paid * price.draft_token_s)
         if drafts:
             assert drafter is not None
-            if not prop.model_free:
-                if drafter.cost_class == "model":
-                    cost.observe_draft(paid, paid * price.draft_token_s)
-                cost.observe_acceptance(len(drafts), acc, prop.confidence)
+            drafter.measure(cost, prop, acc, paid * price.draft_token_s)
             drafter.feedback(len(drafts), acc)
             src = prop.source or drafter.kind
             res.accepted_by[src] = res.accepted_by.get(src, 0) + acc

@@ -302,21 +302,20 @@ class Decoder:
             return StepResult([], None, True)
         k_req = room = 0
         prop = offered = Proposal()
-        chooser = None  # a model drafter with free drafters beside it: Auto picks one per step
+        asks = False  # this step asks the drafter for a proposal
         if drafter is not None and not run.costs_pending:
             room = min(room_ctx, remaining - 1)
             k_req = run.lookahead.choose(room, self.cost)
             if k_req > 0 and drafter.cost_class == "model" and not run.drafter_synced:
                 self._sync_drafter(run)
-            if drafter.mixes_sources and room > 0:
-                chooser = run.lookahead.current.source_chooser(self.cost, room)
+            asks = drafter.wants_proposal(k_req, room, run.lookahead.current)
         with self._step_lock:
             if self._closed:
                 run.end("cancelled", "cancel")
                 return StepResult([], None, True)
             t_d0 = time.perf_counter()
-            if k_req > 0 or chooser is not None:
-                prop, offered, k_req = self._propose(run, k_req, room, chooser)
+            if asks:
+                prop, offered, k_req = self._propose(run, k_req, room)
             drafts, dists = prop.tokens, prop.dists
             run.lookahead.record(len(drafts))
             t_d1 = time.perf_counter()
@@ -331,10 +330,7 @@ class Decoder:
         self.cost.observe_verify(n_in, t_v1 - t_d1)
         if drafts:
             assert drafter is not None
-            if not prop.model_free:  # a free companion's cost and acceptance are not the model's
-                if drafter.cost_class == "model":
-                    self.cost.observe_draft(len(drafts), t_d1 - t_d0)
-                self.cost.observe_acceptance(len(drafts), result.accepted, prop.confidence)
+            drafter.measure(self.cost, prop, result.accepted, t_d1 - t_d0)
             drafter.feedback(len(drafts), result.accepted)
         if run.acceptance is not None:
             run.acceptance.observe_step(offered, len(drafts), result.accepted, result.token)
@@ -361,23 +357,23 @@ class Decoder:
         run.step += 1
         return StepResult(tokens, ev, bool(run.finish))
 
-    def _propose(self, run: _Run, k_req: int, room: int, chooser) -> tuple[Proposal, Proposal, int]:
+    def _propose(self, run: _Run, k_req: int, room: int) -> tuple[Proposal, Proposal, int]:
         """The drafter's proposal under the step's rules: (what is verified, what was offered,
         the k asked). A free drafter's offer may be longer than what is verified."""
         drafter = self.drafter
         assert drafter is not None
         policy, verifier = run.lookahead.current, run.verifier
         rules = DraftContext(policy.draft_gate(self.cost) if drafter.cost_class == "model" else None,
-                             policy.trims_proposals, verifier.row_processor, verifier.grammar, chooser)
+                             policy.trims_proposals, verifier.row_processor, verifier.grammar, policy, self.cost, room)
         try:
             prop = drafter.propose(run.context, k_req, verifier.sampler, rules)
         except NonFiniteLogits as e:  # say which model: the draft's file is the damaged one
             raise NonFiniteLogits.found(e.kind, model_label(drafter.model, "draft model")) from None
-        if not prop.model_free:
+        if prop.asked is None:
             return prop.cut(policy.verify_count(prop, k_req, self.cost, run.acceptance)), prop, k_req
-        # A free companion was asked for all it had (up to `room`, hundreds of tokens): the
-        # step's k is what Auto chose of it to verify, not that room (a 0..16 readout showed 498).
-        verified = prop.cut(policy.verify_count(prop, room, self.cost, run.acceptance))
+        # Its source was asked for more (a free companion for all it had, up to `room`, hundreds of
+        # tokens): the step's k is what Auto chose of it to verify (a 0..16 readout showed 498).
+        verified = prop.cut(policy.verify_count(prop, prop.asked, self.cost, run.acceptance))
         return verified, prop, len(verified.tokens)
 
     def _emit(self, run: _Run, new_tokens: list[int], result, drafted: bool, rows=None) -> list[TokenEvent]:

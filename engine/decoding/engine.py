@@ -22,13 +22,11 @@ from .. import paths
 from .prompting.chat import Message, chat_tokens
 from ..models.compat import require_compatible, require_target
 from ..models.resolve import model_file
-from .drafting.bridge_drafter import BridgeDrafter
-from .drafting.choice import DraftChoice, DraftKind
-from .drafting.drafters import Drafter, ModelDrafter, PromptLookupDrafter
-from .drafting.mtp_drafter import MTPDrafter
+from .drafting.choice import DraftChoice
+from .drafting.drafters import Drafter
+from .drafting.factory import make_drafter
 from ..llamacpp.mtp import SHARED_CACHE_DRAFTERS
 from .drafting.suffix_drafter import LEAD_IN, SuffixDrafter
-from .drafting.mixed_drafter import MixedDrafter
 from .drafting.suffix_stores import AnswerStore
 from .drafting.history_file import damaged_path
 from ..errors import PromptError
@@ -195,33 +193,12 @@ class Engine(BaseEngine):
             if dec is not None:
                 return dec
             rt = self._runtime_here()  # the drafter's context and the target's read the same settings
-            drafter: Drafter | None
-            if choice.kind is DraftKind.NONE:
-                drafter = None
-            elif choice.kind is DraftKind.LOOKUP:
-                drafter = PromptLookupDrafter()
-            elif choice.kind is DraftKind.MTP:
-                drafter = MTPDrafter(self.target)
-            elif choice.kind is DraftKind.SUFFIX:
-                drafter = self._history_drafter(with_lookup=True)
-            elif choice.kind is DraftKind.DRAFTER:
-                drafter = choice.source
-            else:
-                if choice.kind is DraftKind.MODEL:
-                    assistant = choice.source.architecture in SHARED_CACHE_DRAFTERS
-                    bridged = not assistant and require_compatible(self.target.header, choice.source.header).bridged
-                    dm = choice.source
-                else:
-                    dm = self.load_draft(choice.source, on_progress)
-                    bridged = str(dm.path.resolve()) in self._bridged
-                if dm.architecture in SHARED_CACHE_DRAFTERS:  # Gemma 4's assistant: an MTP head of its own
-                    drafter = MTPDrafter(self.target, dm)
-                elif bridged:  # another vocabulary: the draft's text is tokenised for the target
-                    drafter = BridgeDrafter(dm, self.target, rt)
-                else:
-                    drafter = ModelDrafter(dm, rt, target_vocab=self.target.n_vocab)
-            if choice.kind in (DraftKind.MTP, DraftKind.PATH, DraftKind.MODEL):  # Auto may take a free draft instead
-                drafter = MixedDrafter(drafter, self._history_drafter(with_lookup=False))
+
+            def load_draft(path: Any) -> tuple[Model, bool]:
+                dm = self.load_draft(path, on_progress)
+                return dm, str(dm.path.resolve()) in self._bridged
+
+            drafter = make_drafter(choice, self.target, rt, load_draft=load_draft, history=self._history_drafter)
             cost = self._costs.setdefault(key, CostModel())
             self._load_calibration(cost, drafter)
             dec = Decoder(self.target, drafter, runtime=rt, cost=cost, queue=self.queue)
@@ -259,7 +236,7 @@ class Engine(BaseEngine):
             for drafter in self._suffix_drafters():
                 drafter.history_path = self.draft_history_path() if on else None
 
-    def _history_drafter(self, *, with_lookup: bool) -> SuffixDrafter:
+    def _history_drafter(self, with_lookup: bool) -> SuffixDrafter:
         """A suffix drafter over this engine's one store of past answers (read once, shared by
         the suffix choice and every model draft's free companion)."""
         d = SuffixDrafter(history_path=self.draft_history_path() if self.history_draft else None,
@@ -281,8 +258,8 @@ class Engine(BaseEngine):
         return n > 0 and any(len(a) > n and a[:n].tolist() == tail for a in answers)
 
     def _suffix_drafters(self) -> list[SuffixDrafter]:
-        found = [dec.drafter.suffix if isinstance(dec.drafter, MixedDrafter) else dec.drafter
-                 for dec in self._decoders.values()]
+        """The drafters that keep past answers, in every decoder of this engine."""
+        found = [dec.drafter.history_drafter for dec in self._decoders.values() if dec.drafter is not None]
         return [d for d in found if isinstance(d, SuffixDrafter)]
 
     def _runtime_here(self) -> RuntimeParams:

@@ -45,7 +45,7 @@ class BenchHistories:
         that one learns into this configuration's memory, not the user's (given back by `close`),
         so no repetition drafts from the answers of the one before."""
         decoder = getattr(self.engine, "decoder", None)  # a child-process engine keeps its own
-        suffix = getattr(decoder(draft).drafter, "suffix", None) if decoder is not None else None
+        suffix = getattr(decoder(draft).drafter, "history_drafter", None) if decoder is not None else None
         if not isinstance(suffix, SuffixDrafter):
             return
         self._lent.setdefault(id(suffix), (suffix, suffix.answers, suffix.history_path))

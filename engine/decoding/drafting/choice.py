@@ -22,7 +22,7 @@ from ...errors import TandemError
 
 if TYPE_CHECKING:  # pragma: no cover
     from ...llamacpp.llama import Model
-    from .drafters import Drafter
+    from .drafter_api import Drafter
 
 # What callers may hand over as a draft (the public API's `draft_model`).
 DraftSpec = Union[str, "os.PathLike[str]", "Model", "Drafter", None]
@@ -62,7 +62,7 @@ class DraftChoice:
             return cls(KEYWORDS[spec.lower()])
         if _instance(spec, "engine.llamacpp.llama", "Model"):
             return cls(DraftKind.MODEL, spec)
-        if _instance(spec, "engine.decoding.drafting.drafters", "Drafter"):
+        if _instance(spec, "engine.decoding.drafting.drafter_api", "Drafter"):
             return cls(DraftKind.DRAFTER, spec)
         if isinstance(spec, (str, os.PathLike)):
             return cls(DraftKind.PATH, spec)

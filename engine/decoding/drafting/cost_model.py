@@ -15,13 +15,18 @@ import threading
 import time
 from collections import deque
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Iterator, Sequence
-
-if TYPE_CHECKING:
-    from .drafters import Proposal
+from typing import Iterator, Protocol, Sequence
 
 MAX_LOOKAHEAD = 16
 CONF_BUCKETS = 20  # a drafter's stated confidence, in buckets of 0.05
+
+
+class Offered(Protocol):
+    """What a step's offered proposal tells the acceptance measure (drafter_api.Proposal; this
+    module, below the drafters, does not import them)."""
+
+    tokens: list[int]
+    confidence: list[float] | None
 
 
 def conf_bucket(c: float) -> int:
@@ -350,7 +355,7 @@ class TextAcceptance:
         for c, held in tried(confidence, drafted, accepted):
             self.observe_one(c, held)
 
-    def observe_step(self, offered: "Proposal | None", verified: int, accepted: int, token: int | None) -> None:
+    def observe_step(self, offered: "Offered | None", verified: int, accepted: int, token: int | None) -> None:
         """One step: the first `verified` tokens of the proposal `offered` were verified; when
         every one of them held, the target's own `token` says for free whether the first
         unverified one was right."""

@@ -2,33 +2,28 @@
 
 The decoder builds one per drafting step from the lookahead policy and the run's verifier;
 a drafter reads what it can use and ignores the rest (prompt lookup needs only
-`trimmed_by_caller`; a model draft uses the rest; a model drafter with free drafters beside it, `chooser`). Correctness never depends on it: the
-target's verification decides every token, so these only make proposals more likely to hold.
+`trimmed_by_caller`; a model draft the gate, processors and grammar; a model drafter with free
+drafters beside it, the policy, costs and room it chooses among them by). Correctness never
+depends on it: the target's verification decides every token, so these only make proposals
+more likely to hold.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, Protocol, Sequence
+from typing import TYPE_CHECKING, Callable, Sequence
 
 import numpy as np
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..sampling.grammar import GrammarState
+    from .cost_model import CostModel
+    from .lookahead import Lookahead
 
 # (k-th token index from 1, its confidence) -> (keep this token, draft another)
 ConfidenceGate = Callable[[int, float], "tuple[bool, bool]"]
 # (row, the context it follows) -> a processed copy of the row
 RowProcessor = Callable[[np.ndarray, Sequence[int]], np.ndarray]
-
-
-class SourcePicker(Protocol):
-    """Picks a drafter's source for one step (source_choice.SourceChooser is the real one)."""
-
-    room: int  # the most tokens a free proposal may have
-
-    def pick(self, model_k: int, free: Sequence[Sequence[float]]) -> Any:  # pragma: no cover - interface
-        ...
 
 
 @dataclass(frozen=True)
@@ -42,15 +37,18 @@ class DraftContext:
         draft from what the target will verify against.
     grammar: the constraint's committed state, for a model drafter of the target's vocabulary
         to draft within it (a drafter clones it: the committed state is the verifier's).
-    chooser: Auto's choice among a drafter's sources (a model draft and the free drafters beside
-        it) by expected accepted tokens per second; None: the model drafts alone.
+    policy, cost: the step's lookahead policy and the decoder's cost model, for a drafter that
+        chooses among its sources (`Lookahead.source_chooser`); None: its model drafts alone.
+    room: the most tokens a proposal may have this step (what a free source is asked for).
     """
 
     confidence_gate: ConfidenceGate | None = None
     trimmed_by_caller: bool = False
     row_processor: RowProcessor | None = None
     grammar: "GrammarState | None" = None
-    chooser: SourcePicker | None = None
+    policy: "Lookahead | None" = None
+    cost: "CostModel | None" = None
+    room: int = 0
 
 
 NO_RULES = DraftContext()  # a proposal with nothing to follow (direct calls, tools)

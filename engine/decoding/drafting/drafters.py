@@ -10,8 +10,7 @@ to what was accepted.
 
 from __future__ import annotations
 
-from abc import ABC, abstractmethod
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Callable, Sequence
 
 import numpy as np
@@ -21,84 +20,11 @@ from ..sampling.grammar import GrammarError, GrammarState
 from ...llamacpp.llama import Model
 from ...llamacpp.context import Context
 from ...llamacpp.runtime import RuntimeParams
-from ..sampling.sampler import Dist, Sampler
+from ..sampling.sampler import Sampler
 from .draft_context import NO_RULES, ConfidenceGate, DraftContext
-
-
-@dataclass
-class Proposal:
-    tokens: list[int] = field(default_factory=list)
-    dists: list[Dist | None] = field(default_factory=list)  # q per token (sampling); None = one-hot
-    # Per token: the drafter's estimate that it is accepted given the ones before it were
-    # (Auto trims a proposal to the k with the best expected tokens per second). None: unknown.
-    confidence: list[float] | None = None
-    # Which drafter (or part of one) proposed it, when a drafter has several ("" : the drafter's kind)
-    source: str = ""
-    # A model drafter's free companion (lookup, the suffix draft) proposed it: no draft-model
-    # time was spent, and its acceptance says nothing about the model's
-    model_free: bool = False
-
-    def cut(self, k: int) -> "Proposal":
-        conf = self.confidence[:k] if self.confidence is not None else None
-        return Proposal(self.tokens[:k], self.dists[:k], conf, self.source, self.model_free)
-
+from .drafter_api import Drafter, Proposal  # the interface (drafter_api.py), re-exported
 
 __all__ = ["ConfidenceGate", "DraftContext", "Drafter", "ModelDrafter", "NO_RULES", "PromptLookupDrafter", "Proposal"]
-
-
-class Drafter(ABC):
-    """Proposes up to k tokens that might follow `context` (all tokens so far).
-
-    Explicit members the decoder relies on: `kind` (for stats), `cost_class` ("free": a
-    proposal costs next to nothing, like prompt lookup; "model": every drafted token costs a
-    draft-model step), `model` (the draft model, if any), `contexts` (KV caches a cancel
-    must interrupt) and `relative_cost()` (prior cost of a drafted token vs a target step).
-    What one step asks of a proposal (Auto's confidence gate, the request's logits
-    processors, the grammar) comes with it, in a `DraftContext`.
-    """
-
-    kind: str = "drafter"
-    # What the stored calibration of a model-free drafter's confidences is filed under; a
-    # new name when their meaning changes, so old measurements cannot mislead new buckets.
-    calibration_name: str = "drafter"
-    cost_class: str = "free"
-    model: Model | None = None
-    mixes_sources = False  # True: a model drafter with free ones beside it (Auto picks per step)
-
-    @property
-    def contexts(self) -> list[Context]:
-        return []
-
-    def relative_cost(self, target: Model) -> float:
-        """Cost of one drafted token relative to one target step, before measuring."""
-        if self.model is not None and target.size_bytes:
-            return max(0.02, self.model.size_bytes / target.size_bytes)
-        return 0.01
-
-    def begin(self, prompt: Sequence[int]) -> None:
-        """A new generation starts with this prompt."""
-
-    def bind(self, target: Context) -> None:
-        """The decoder's target context, once, before any run (a drafter reading the target's
-        hidden states, like a model's own MTP head, links to it here)."""
-
-    def prefill(self, prompt: Sequence[int], cancelled: "Callable[[], bool]" = lambda: False) -> None:
-        """Evaluate the prompt ahead of decoding (a model drafter fills its KV cache), so the
-        first drafting step does not pay for the whole prompt. Counted in time to first token."""
-
-    @abstractmethod
-    def propose(self, context: Sequence[int], k: int, sampler: Sampler, rules: DraftContext = NO_RULES) -> Proposal:
-        """Up to k tokens that might follow `context` (all tokens so far), following `rules`."""
-
-    def feedback(self, drafted: int, accepted: int) -> None:
-        """How the last proposal fared (after verification)."""
-
-    def finish(self, prompt: Sequence[int], generated: Sequence[int]) -> None:
-        """A generation from `prompt` ended having written `generated` (a drafter that
-        learns from past answers keeps it)."""
-
-    def close(self) -> None:
-        """Release resources (model contexts)."""
 
 
 class ModelDrafter(Drafter):

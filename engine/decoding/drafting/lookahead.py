@@ -21,6 +21,7 @@ class Lookahead:
     label: str = ""
     trims_proposals = False  # True: the drafter may propose more than `choose` and this policy cuts
     needs_costs = False  # True: a model draft needs the verify curve measured before step one
+    chooses_sources = False  # True: a drafter with several sources picks one per step (`source_chooser`)
 
     def choose(self, room: int, cost: CostModel) -> int:  # pragma: no cover - interface
         raise NotImplementedError
@@ -92,6 +93,7 @@ class Auto(Lookahead):
     label = "auto"
     trims_proposals = True
     needs_costs = True
+    chooses_sources = True
     REFRESH_EVERY = 64  # while speculating, one plain step at least this often (steps)...
     REFRESH_S = 5.0  # ...or seconds, re-measures plain decoding under the current load
     FIRST_PROBE = 8  # steps of plain decoding before the first probe

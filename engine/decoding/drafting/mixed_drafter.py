@@ -1,11 +1,12 @@
-"""A draft model with the free drafters beside it: each step under Auto, the suffix draft,
-prompt lookup or the model drafts, whichever promises the most accepted tokens per second
-(source_choice.py). With a fixed lookahead the model drafts alone, as asked.
+"""A draft model with the free drafters beside it, behind the one Drafter interface: each step
+under Auto, the suffix draft, prompt lookup or the model drafts, whichever promises the most
+accepted tokens per second (a `SourceChooser` this drafter makes from the step's policy and
+costs, source_choice.py). With a fixed lookahead the model drafts alone, as asked.
 
 Prompt lookup and the suffix draft read every step's context (cheap), so their proposals
 are ready whether or not they are chosen; the suffix draft learns every answer. A free
-proposal is marked `model_free`: the decoder then keeps its cost and acceptance out of the
-model's measurements, and this drafter keeps them per source (`SourceTrust`).
+source's cost and acceptance stay out of the decoder's cost model (the model's: `measure`);
+this drafter keeps them per source (`SourceTrust`).
 """
 
 from __future__ import annotations
@@ -15,9 +16,11 @@ from typing import Callable, Sequence
 from ...llamacpp.context import Context
 from ...llamacpp.llama import Model
 from ..sampling.sampler import Sampler
+from .cost_model import CostModel
 from .draft_context import NO_RULES, DraftContext
 from .drafters import Drafter, PromptLookupDrafter, Proposal
-from .source_choice import MODEL, SourceTrust
+from .lookahead import Lookahead
+from .source_choice import MODEL, SourceChooser, SourceTrust
 from .suffix_drafter import SuffixDrafter
 
 __all__ = ["MixedDrafter"]
@@ -28,7 +31,6 @@ class MixedDrafter(Drafter):
     Stands in for the model drafter everywhere: its kind, model, contexts and costs."""
 
     cost_class = "model"
-    mixes_sources = True
 
     def __init__(self, model_drafter: Drafter, suffix: SuffixDrafter | None = None,
                  lookup: PromptLookupDrafter | None = None):
@@ -39,6 +41,7 @@ class MixedDrafter(Drafter):
         self.kind = model_drafter.kind
         self.calibration_name = model_drafter.calibration_name
         self.last: Proposal = Proposal()  # what the last step proposed ("" source: the model)
+        self.last_free = False  # the last proposal came from a free source, not the model
 
     @property
     def model(self) -> Model | None:  # type: ignore[override]
@@ -47,6 +50,10 @@ class MixedDrafter(Drafter):
     @property
     def contexts(self) -> list[Context]:
         return self.model_drafter.contexts
+
+    @property
+    def history_drafter(self) -> SuffixDrafter:
+        return self.suffix
 
     def relative_cost(self, target: Model) -> float:
         return self.model_drafter.relative_cost(target)
@@ -59,15 +66,20 @@ class MixedDrafter(Drafter):
         self.suffix.begin(prompt)
         self.lookup.begin(prompt)
         self.trust.begin()
-        self.last = Proposal()
+        self.last, self.last_free = Proposal(), False
 
     def prefill(self, prompt: Sequence[int], cancelled: "Callable[[], bool]" = lambda: False) -> None:
         self.model_drafter.prefill(prompt, cancelled)
 
+    def wants_proposal(self, k: int, room: int, policy: Lookahead) -> bool:
+        """Under a policy that chooses sources a free proposal may draft where the model would not."""
+        return k > 0 or (room > 0 and policy.chooses_sources)
+
     def propose(self, context: Sequence[int], k: int, sampler: Sampler, rules: DraftContext = NO_RULES) -> Proposal:
-        """`k` is the model's (0: Auto would not draft with it now); `rules.chooser` weighs the
-        free proposals against it. Without a chooser the model drafts alone."""
-        chooser = rules.chooser
+        """`k` is the model's (0: Auto would not draft with it now). Under a policy that chooses
+        sources the free proposals are weighed against it; otherwise the model drafts alone."""
+        chooser = self._chooser(rules)
+        self.last_free = False
         if chooser is None:
             self.last = self.model_drafter.propose(context, k, sampler, rules) if k > 0 else Proposal()
             return self.last
@@ -81,17 +93,28 @@ class MixedDrafter(Drafter):
             self.last = self.model_drafter.propose(context, pick.k, sampler, rules)
         elif pick.index >= 0:
             chosen = free[pick.index].cut(pick.k)
-            chosen.model_free = True
-            self.last = chosen
+            chosen.asked = chooser.room  # a free source was asked for all the step has room for
+            self.last, self.last_free = chosen, True
         else:
             self.last = Proposal()
         return self.last
+
+    @staticmethod
+    def _chooser(rules: DraftContext) -> SourceChooser | None:
+        """The step's choice among the sources, from its policy and costs (None: the model alone)."""
+        if rules.policy is None or rules.cost is None or rules.room <= 0:
+            return None
+        return rules.policy.source_chooser(rules.cost, rules.room)
+
+    def measure(self, cost: CostModel, proposal: Proposal, accepted: int, seconds: float) -> None:
+        if not self.last_free:  # a free source's cost and acceptance say nothing of the model's
+            self.model_drafter.measure(cost, proposal, accepted, seconds)
 
     def feedback(self, drafted: int, accepted: int) -> None:
         last = self.last
         if drafted == 0:
             return
-        if not last.model_free:
+        if not self.last_free:
             self.model_drafter.feedback(drafted, accepted)
             return
         self.trust.observe(last.source, last.confidence or [], drafted, accepted)

@@ -106,6 +106,10 @@ class SuffixDrafter(Drafter):
         self.answers.clear()
 
     # -- Drafter API ------------------------------------------------------------------------
+    @property
+    def history_drafter(self) -> "SuffixDrafter":
+        return self
+
     def begin(self, prompt: Sequence[int]) -> None:
         self.request = RequestStore(prompt)
         self.run = self.start_run

@@ -1,4 +1,4 @@
-/* One-pass kernels over a logits row, for lazy_dist.py's exact sampling.
+/* One-pass kernels over a logits row, for LazyDist's exact sampling (distribution.py).
  *
  * Why C: on a GPU a target step takes a few milliseconds, and numpy needs about six passes
  * over a 152k-token row per sampled token (exp, block sums, and a comparison, a cast and a
@@ -9,7 +9,7 @@
  * exp is Cephes' expf (range reduction by ln 2 in two parts, a degree-6 polynomial, 2^n by
  * its bits): about 1 ulp, and the same function for every token, so the draw, the explicit
  * distribution and the top-p test all see one set of values. Inputs below -87.33654 (where
- * float32 turns subnormal) give 0; inputs over 88 overflow (lazy_dist shifts any row whose top
+ * float32 turns subnormal) give 0; inputs over 88 overflow (LazyDist shifts any row whose top
  * is over 80).
  *
  * Module functions (buffers: C-contiguous; float32 rows, float64 block sums), and LANES:
@@ -67,7 +67,7 @@ static inline float row_expf(float x)
 
 /* ln(x) for a positive normal float (Cephes' logf: x = 2^k * m, m in [sqrt(1/2), sqrt(2)),
  * ln(m) by a degree-9 polynomial in m - 1): about 1 ulp; 0 and subnormals give -88 (their
- * tempered weight is 0 below), and lazy_dist never passes anything else */
+ * tempered weight is 0 below), and LazyDist never passes anything else */
 static inline float row_logf(float x)
 {
     int32_t ix;
@@ -399,7 +399,7 @@ static PyMethodDef methods[] = {
 
 static struct PyModuleDef module = {
     PyModuleDef_HEAD_INIT, "_row_kernels",
-    "One-pass kernels over a logits row for lazy_dist.py (exp with block sums, the proposal's pick, "
+    "One-pass kernels over a logits row for distribution.py's LazyDist (exp with block sums, the proposal's pick, "
     "the top-p mass test, the tempered weights).",
     -1, methods, NULL, NULL, NULL, NULL,
 };

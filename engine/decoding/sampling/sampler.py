@@ -1,5 +1,6 @@
-"""The sampler and the exact acceptance rule (parameters and the distribution: distribution.py,
-lazy_dist.py; re-exported here, the one place callers import them from).
+"""The sampler and the exact acceptance rule (the parameters: params.py; the distribution of a
+row under them, its filters, probabilities and draws: distribution.py; both re-exported here,
+the one place callers import them from).
 
 Greedy: a draft token is accepted while it equals the target's argmax; the first mismatch
 is replaced by the target's own argmax. Sampling: the rule of Leviathan et al. (2023) and
@@ -19,9 +20,9 @@ from typing import Sequence
 
 import numpy as np
 
-from .distribution import GREEDY, SEED_MAX, Dist, SamplingParamError, SamplingParams, choose, distribution
+from .distribution import Dist, LazyDist, distribution, residual_sample
 from .finite import check_top
-from .lazy_dist import LazyDist
+from .params import GREEDY, SEED_MAX, SamplingParamError, SamplingParams
 
 __all__ = ["GREEDY", "SEED_MAX", "Dist", "LazyDist", "SamplingParamError", "SamplingParams", "Sampler",
            "Verification", "distribution", "verify"]
@@ -39,13 +40,11 @@ class Sampler:
         return self.params.greedy
 
     def dist(self, logits: np.ndarray) -> Dist:
-        """The distribution to draw from: lazy, so a plain draw sorts nothing (see lazy_dist.py)."""
+        """The distribution to draw from: lazy, so a plain draw sorts nothing (see distribution.py)."""
         return LazyDist(logits, self.params)
 
     def draw(self, d: Dist) -> int:
-        if isinstance(d, LazyDist):
-            return d.sample(self.rng)
-        return int(d.ids[choose(d.probs, self.rng)])
+        return d.sample(self.rng)
 
     def pick(self, logits: np.ndarray) -> int:
         """Next token from logits: argmax when greedy, else a draw."""
@@ -57,20 +56,7 @@ class Sampler:
 
     def residual_draw(self, p: Dist, q: Dist) -> int:
         """Draw from norm(max(0, p - q)): the correction after a rejection."""
-        if isinstance(p, LazyDist) and q.ids.shape[0] == 1 and q.probs[0] == 1.0:
-            t = p.sample_without(int(q.ids[0]), self.rng)  # a one-hot draft: p without that token
-            if t is not None:
-                return t
-        n = int(max(p.ids.max(initial=0), q.ids.max(initial=0))) + 1
-        r = np.zeros(n)
-        r[p.ids] += p.probs
-        r[q.ids] -= q.probs
-        np.maximum(r, 0.0, out=r)
-        total = r.sum()
-        if total <= 0.0:  # p == q exactly: rejection had probability 0; fall back to p
-            return self.draw(p)
-        support = np.nonzero(r)[0]
-        return int(support[choose(r[support] / total, self.rng)])
+        return residual_sample(p, q, self.rng)
 
 
 @dataclass

@@ -1,6 +1,7 @@
 """What a drafter is told each step comes as one DraftContext handed to `propose`: the
-lookahead policy's gate and trimming, the request's logits processors and the grammar's
-committed state. Nothing is set on the drafter itself."""
+lookahead policy's gate and trimming, the request's logits processors, the grammar's
+committed state, and the policy, costs and room a drafter with several sources chooses by.
+Nothing is set on the drafter itself."""
 
 from __future__ import annotations
 
@@ -45,7 +46,10 @@ def _run(eng, drafter, **options):
 
 def test_a_free_drafter_gets_the_policy_processors_and_grammar(eng):
     seen = _run(eng, _Recording(), lookahead=Fixed(3))
-    assert all(r == DraftContext() for r in seen), seen  # nothing asked: the defaults
+    # nothing asked: the defaults, but for the step's policy, costs and room (a drafter that
+    # chooses among sources of its own reads them; this one ignores them)
+    assert all(dataclasses.replace(r, policy=None, cost=None, room=0) == DraftContext() for r in seen), seen
+    assert all(isinstance(r.policy, Fixed) and r.cost is not None and r.room > 0 for r in seen)
 
     seen = _run(eng, _Recording(), lookahead=3, logit_bias={5: -100.0}, grammar='root ::= [a-z ]+')
     for r in seen:
@@ -93,3 +97,36 @@ def test_the_context_is_a_frozen_value():
     rules = DraftContext(trimmed_by_caller=True)
     with pytest.raises(dataclasses.FrozenInstanceError):
         rules.trimmed_by_caller = False  # type: ignore[misc]
+
+
+def test_the_decoder_drafts_through_the_drafter_interface_alone(eng):
+    """Whether a step asks for a proposal and what the cost model learns from one are the
+    drafter's to say (`wants_proposal`, `measure`), as a mix of sources says them: the decoder
+    knows no kind of drafter. Here a drafter with sources of its own drafts at k = 0."""
+
+    class OwnSources(Drafter):
+        kind = "own"
+
+        def __init__(self):
+            self.asked: list[tuple[int, int]] = []
+            self.measured = 0
+
+        def wants_proposal(self, k, room, policy):
+            return room > 0
+
+        def propose(self, context, k, sampler, rules):
+            self.asked.append((k, rules.room))
+            return Proposal([9, 9], [None, None], [0.5, 0.5], "own:source", asked=rules.room)
+
+        def measure(self, cost, proposal, accepted, seconds):
+            self.measured += 1
+
+    d = OwnSources()
+    base = eng.generate("the value of", max_tokens=6)
+    out = eng.generate("the value of", draft_model=d, lookahead=0, max_tokens=6)
+    assert d.asked and all(k == 0 and room > 0 for k, room in d.asked)  # asked with k = 0
+    assert out.stats.drafted >= len(d.asked) and d.measured == len(d.asked)  # verified up to the room it was asked for
+    assert out.tokens == base.tokens  # verified like any draft
+    cost = eng.decoder(d).cost
+    fresh = type(cost)()  # its `measure` taught the decoder's cost model nothing
+    assert cost.draft_token_s is None and cost.alpha == fresh.alpha and cost.export_confidence() == fresh.export_confidence()

@@ -9,10 +9,10 @@ import pytest
 
 from engine import Engine
 from engine.decoding.decoder import Decoder
-from engine.decoding.drafting.cost_model import Costs
+from engine.decoding.drafting.cost_model import CostModel, Costs
 from engine.decoding.drafting.draft_context import DraftContext
 from engine.decoding.drafting.drafters import Drafter, ModelDrafter, PromptLookupDrafter, Proposal
-from engine.decoding.drafting.lookahead import Auto
+from engine.decoding.drafting.lookahead import Auto, Fixed
 from engine.decoding.drafting.mixed_drafter import MixedDrafter
 from engine.decoding.drafting.source_choice import MODEL, PLAIN, Pick, SourceChooser, SourceTrust
 from engine.decoding.drafting.suffix_drafter import SuffixDrafter
@@ -78,6 +78,13 @@ def test_the_chooser_weighs_acceptance_against_cost():
     assert cpu.pick(0, [[0.5] * 4]).index == PLAIN  # where a wider pass is dear, a guess does not pay
 
 
+class OnGpu(Auto):
+    """Auto, choosing among sources by the GPU-like curve whatever the cost model measured."""
+
+    def source_chooser(self, cost, room):
+        return SourceChooser(GPU, room)
+
+
 def test_a_source_that_is_never_accepted_stops_being_chosen():
     """If the choice ignored measured acceptance, the liar's stated 0.95 would win every step."""
     model = FixedModel([1, 2, 3, 4])
@@ -88,10 +95,10 @@ def test_a_source_that_is_never_accepted_stops_being_chosen():
         mix.begin(prompt)
         picks = []
         for step in range(12):
-            rules = DraftContext(trimmed_by_caller=True, chooser=SourceChooser(GPU, room=4))
+            rules = DraftContext(trimmed_by_caller=True, policy=OnGpu(), cost=CostModel(), room=4)
             p = mix.propose([*prompt, *range(100, 100 + step)], 4, GREEDY, rules)
             picks.append(p.source or "model")
-            mix.feedback(len(p.tokens), 0 if p.model_free else len(p.tokens))
+            mix.feedback(len(p.tokens), 0 if mix.last_free else len(p.tokens))
         return picks
 
     first = request([50, 51, 52])
@@ -107,9 +114,27 @@ def test_a_fixed_lookahead_drafts_with_the_model_alone():
     model = FixedModel([1, 2, 3, 4])
     mix = MixedDrafter(model, Liar(with_lookup=False), PromptLookupDrafter())
     mix.begin([5])
-    p = mix.propose([5, 6], 3, GREEDY, DraftContext())
-    assert p.tokens == [1, 2, 3] and not p.model_free and model.calls == 1
-    assert mix.propose([5, 6], 0, GREEDY, DraftContext()).tokens == []
+    fixed = DraftContext(policy=Fixed(3), cost=CostModel(), room=4)
+    assert not mix.wants_proposal(0, 4, Fixed(0)) and mix.wants_proposal(0, 4, Auto())  # only Auto weighs free drafts
+    p = mix.propose([5, 6], 3, GREEDY, fixed)
+    assert p.tokens == [1, 2, 3] and not mix.last_free and p.asked is None and model.calls == 1
+    assert mix.propose([5, 6], 0, GREEDY, fixed).tokens == []
+
+
+def test_the_mix_keeps_a_free_drafts_cost_and_acceptance_out_of_the_models():
+    """The decoder measures every proposal through `measure`: a free one must not teach the cost
+    model (the model's) a draft time or an acceptance, and says it was asked for the whole room."""
+    model = FixedModel([1, 2, 3, 4])
+    mix = MixedDrafter(model, SuffixDrafter(with_lookup=False), PromptLookupDrafter())
+    mix.begin([5, 6, 7, 8, 5, 6, 7])
+    cost = CostModel()
+    p = mix.propose([5, 6, 7, 8, 5, 6, 7], 0, GREEDY, DraftContext(policy=OnGpu(), cost=cost, room=6))
+    assert p.tokens and p.source in ("lookup", "suffix:request") and mix.last_free and p.asked == 6
+    mix.measure(cost, p, 0, 1.0)
+    assert cost.draft_token_s is None and cost.alpha == CostModel().alpha
+    p = mix.propose([5, 6], 2, GREEDY, DraftContext(policy=Fixed(2), cost=cost, room=6))
+    mix.measure(cost, p, 2, 0.5)
+    assert cost.draft_token_s == pytest.approx(0.25) and cost.alpha > CostModel().alpha
 
 
 # -- through the decoder: exact whichever drafts ------------------------------------------------
@@ -215,7 +240,7 @@ def test_one_store_of_past_answers_for_every_drafter_of_an_engine(eng, tiny_targ
     and clearing the history clears it for both."""
     mixed = eng.decoder(str(tiny_target)).drafter
     suffix = eng.decoder("suffix").drafter
-    assert isinstance(mixed, MixedDrafter) and mixed.suffix.answers is suffix.answers
+    assert isinstance(mixed, MixedDrafter) and mixed.history_drafter.answers is suffix.answers
     eng.generate("the value of", draft_model=str(tiny_target), lookahead="auto", max_tokens=12)
     assert suffix.answers.tokens > 0  # learnt by the model draft's run, there for the suffix choice
     eng.clear_draft_history()

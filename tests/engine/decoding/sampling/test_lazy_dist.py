@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from engine.decoding.sampling.lazy_dist import LazyDist
+from engine.decoding.sampling.distribution import LazyDist
 from engine.decoding.sampling.sampler import Dist, Sampler, SamplingParams, distribution
 
 CHI2_DF19_P001 = 43.82  # chi-square critical value, 19 degrees of freedom, p = 0.001

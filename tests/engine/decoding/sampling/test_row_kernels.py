@@ -1,6 +1,6 @@
 """The C row kernels (engine/decoding/sampling/_row_kernels.c) compute what their numpy definitions say.
 
-lazy_dist.py's exactness rests on three facts checked here against plain numpy in float64:
+LazyDist's exactness (distribution.py) rests on three facts checked here against plain numpy in float64:
 the exp is accurate everywhere a float32 logit can be (and 0 below the normal range), the
 block sums are the row's sums, `pick` is numpy's searchsorted over the cumulative sums (with
 a token taken out), and `mass_above` is the top-p test's mass. Bad buffers raise, never crash.
@@ -26,7 +26,7 @@ def _prepare(x: np.ndarray, shift: float = 0.0, block: int = BLOCK) -> tuple[np.
 
 
 def test_exp_is_within_two_ulp_of_float64_over_the_whole_normal_range():
-    x = np.linspace(-87.3, 88.0, 3_000_001).astype(np.float32)  # lazy_dist shifts a row whose top is over 80
+    x = np.linspace(-87.3, 88.0, 3_000_001).astype(np.float32)  # LazyDist shifts a row whose top is over 80
     e, _ = _prepare(x)
     ref = np.exp(x.astype(np.float64))
     ulp = np.spacing(ref.astype(np.float32)).astype(np.float64)
@@ -54,7 +54,7 @@ def test_block_sums_are_the_rows_sums_and_the_shift_divides(n):
 
 
 def _numpy_pick(e: np.ndarray, cum: np.ndarray, u: float, exclude: int) -> int:
-    """lazy_dist's proposal as numpy wrote it: searchsorted over the block sums, then over the
+    """LazyDist's proposal as numpy wrote it: searchsorted over the block sums, then over the
     block's float64 cumulative sum (the excluded token counted as 0)."""
     blk = min(int(np.searchsorted(cum, u, side="right")), cum.shape[0] - 1)
     lo = float(cum[blk - 1]) if blk else 0.0
@@ -102,7 +102,7 @@ def test_mass_above_is_the_masked_sum_and_the_ties_before(n, seed, q, ties):
     t = float(e[token])
     above, count = K.mass_above(e, t, token, BLOCK)
     e64 = e.astype(np.float64)
-    assert abs(above - e64[e64 > t].sum()) <= (BLOCK / K.LANES) * 2.0**-24 * e64.sum()  # lazy_dist's slack, halved
+    assert abs(above - e64[e64 > t].sum()) <= (BLOCK / K.LANES) * 2.0**-24 * e64.sum()  # LazyDist's slack, halved
     assert count == int(np.count_nonzero(e[:token] == e[token]))
 
 

@@ -1,0 +1,112 @@
+"""The one interface the decoder drafts through: a `Drafter` proposes (`propose`) and is told
+how its proposal held (`measure`, `feedback`), as llama.cpp's `common_speculative` does.
+
+Whatever a drafter is inside (a model, prompt lookup, a model with free drafters beside it
+that it chooses among), the decoder sees only these members and the `Proposal` they return.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Callable, Sequence
+
+from ...llamacpp.context import Context
+from ...llamacpp.llama import Model
+from ..sampling.sampler import Dist, Sampler
+from .draft_context import NO_RULES, DraftContext
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .cost_model import CostModel
+    from .lookahead import Lookahead
+
+__all__ = ["Drafter", "Proposal"]
+
+
+@dataclass
+class Proposal:
+    tokens: list[int] = field(default_factory=list)
+    dists: list[Dist | None] = field(default_factory=list)  # q per token (sampling); None = one-hot
+    # Per token: the drafter's estimate that it is accepted given the ones before it were
+    # (Auto trims a proposal to the k with the best expected tokens per second). None: unknown.
+    confidence: list[float] | None = None
+    # Which drafter (or part of one) proposed it, when a drafter has several ("" : the drafter's kind)
+    source: str = ""
+    # How many tokens its source was asked for, where not the step's k (None): a free drafter
+    # beside a model draft is asked for all the step has room for
+    asked: int | None = None
+
+    def cut(self, k: int) -> "Proposal":
+        conf = self.confidence[:k] if self.confidence is not None else None
+        return Proposal(self.tokens[:k], self.dists[:k], conf, self.source, self.asked)
+
+
+class Drafter(ABC):
+    """Proposes up to k tokens that might follow `context` (all tokens so far).
+
+    Explicit members the decoder relies on: `kind` (for stats), `cost_class` ("free": a
+    proposal costs next to nothing, like prompt lookup; "model": every drafted token costs a
+    draft-model step), `model` (the draft model, if any), `contexts` (KV caches a cancel
+    must interrupt) and `relative_cost()` (prior cost of a drafted token vs a target step).
+    What one step asks of a proposal (Auto's confidence gate, the request's logits
+    processors, the grammar, the policy and costs) comes with it, in a `DraftContext`.
+    """
+
+    kind: str = "drafter"
+    # What the stored calibration of a model-free drafter's confidences is filed under; a
+    # new name when their meaning changes, so old measurements cannot mislead new buckets.
+    calibration_name: str = "drafter"
+    cost_class: str = "free"
+    model: Model | None = None
+
+    @property
+    def contexts(self) -> list[Context]:
+        return []
+
+    @property
+    def history_drafter(self) -> "Drafter | None":
+        """The drafter (this one or one inside it) that keeps past answers; None: none does."""
+        return None
+
+    def relative_cost(self, target: Model) -> float:
+        """Cost of one drafted token relative to one target step, before measuring."""
+        if self.model is not None and target.size_bytes:
+            return max(0.02, self.model.size_bytes / target.size_bytes)
+        return 0.01
+
+    def begin(self, prompt: Sequence[int]) -> None:
+        """A new generation starts with this prompt."""
+
+    def bind(self, target: Context) -> None:
+        """The decoder's target context, once, before any run (a drafter reading the target's
+        hidden states, like a model's own MTP head, links to it here)."""
+
+    def prefill(self, prompt: Sequence[int], cancelled: "Callable[[], bool]" = lambda: False) -> None:
+        """Evaluate the prompt ahead of decoding (a model drafter fills its KV cache), so the
+        first drafting step does not pay for the whole prompt. Counted in time to first token."""
+
+    def wants_proposal(self, k: int, room: int, policy: "Lookahead") -> bool:
+        """Whether the step asks for a proposal: the policy chose k > 0 tokens (a drafter with
+        sources of its own may still offer one when k is 0)."""
+        return k > 0
+
+    @abstractmethod
+    def propose(self, context: Sequence[int], k: int, sampler: Sampler, rules: DraftContext = NO_RULES) -> Proposal:
+        """Up to k tokens that might follow `context` (all tokens so far), following `rules`."""
+
+    def measure(self, cost: "CostModel", proposal: Proposal, accepted: int, seconds: float) -> None:
+        """Teach the decoder's cost model what the last proposal (as verified) cost and how it
+        held: a model draft's time per token, and the acceptance of its confidences."""
+        if self.cost_class == "model":
+            cost.observe_draft(len(proposal.tokens), seconds)
+        cost.observe_acceptance(len(proposal.tokens), accepted, proposal.confidence)
+
+    def feedback(self, drafted: int, accepted: int) -> None:
+        """How the last proposal fared (after verification)."""
+
+    def finish(self, prompt: Sequence[int], generated: Sequence[int]) -> None:
+        """A generation from `prompt` ended having written `generated` (a drafter that
+        learns from past answers keeps it)."""
+
+    def close(self) -> None:
+        """Release resources (model contexts)."""
