@@ -7,6 +7,18 @@ import re
 from dataclasses import dataclass
 
 PART_LINES = 120  # a plain text file without headings is offered in parts of this many lines
+MAX_TEXT_CHARS = 4_000_000  # what a document may hold once read (a 1,000-page book)
+
+
+class Refused(Exception):
+    """Why a reader stopped reading a file (a limit it passed), said after the file's name."""
+
+
+def check_length(chars: int) -> None:
+    """Refused once a document's text passes MAX_TEXT_CHARS; readers call it as they go, so
+    that a huge file stops early instead of being read whole first."""
+    if chars > MAX_TEXT_CHARS:
+        raise Refused(f"its text passes {MAX_TEXT_CHARS:,} characters, too much to attach")
 
 
 @dataclass(frozen=True)
