@@ -179,12 +179,29 @@ def raw_zip(path: Path, members: list[tuple[str, list[tuple[bytes, int]], int | 
 def bomb_docx(path: Path, inflated: int, declared: int | None = None) -> Path:
     """A DOCX (the parts python-docx writes) whose word/document.xml inflates to about
     `inflated` bytes of empty paragraphs; `declared`: the size its headers claim instead."""
+    return _docx_of(path, PARAGRAPH * (1024 * 1024 // len(PARAGRAPH)), inflated, declared)
+
+
+def long_docx(path: Path, inflated: int, markup: bool = False) -> Path:
+    """A DOCX inside the zip limits (its XML compresses ~15x, as text does) whose
+    word/document.xml is about `inflated` bytes of short paragraphs of words; with `markup`,
+    of empty paragraphs carrying random revision ids (~4x: tags without text)."""
+    import random
+
+    r = random.Random(1)
+    words = ["alpha", "beta", "gamma", "delta", "report", "budget", "project", "teal"]
+    para = ((lambda: f'<w:p w:rsidR="{r.getrandbits(32):08X}"/>') if markup else
+            (lambda: "<w:p><w:r><w:t>" + " ".join(r.choice(words) for _ in range(3)) + "</w:t></w:r></w:p>"))
+    chunk = "".join(para() for _ in range(1024 * 1024 // (26 if markup else 40)))
+    return _docx_of(path, chunk.encode(), inflated, None)
+
+
+def _docx_of(path: Path, chunk: bytes, inflated: int, declared: int | None) -> Path:
     import zipfile
 
     memo = memo_docx(path.with_name(path.stem + "-memo.docx"))
     with zipfile.ZipFile(memo) as z:
         parts = [(n, [(z.read(n), 1)], None) for n in z.namelist() if n != "word/document.xml"]
-    chunk = PARAGRAPH * (1024 * 1024 // len(PARAGRAPH))
     body = [(b'<?xml version="1.0" encoding="UTF-8" standalone="yes"?>\n<w:document xmlns:w="http://schemas.'
              b'openxmlformats.org/wordprocessingml/2006/main"><w:body>', 1),
             (chunk, max(1, inflated // len(chunk))), (b"</w:body></w:document>", 1)]

@@ -33,7 +33,7 @@ _ZIP_KINDS = {"docx": "DOCX", "xlsx": "XLSX", "xlsm": "XLSX", "pptx": "PPTX", "o
 _SIGNED = {**_ZIP_KINDS, "pdf": "PDF", "rtf": "RTF"}
 _SIGNATURE = {"PDF": "it does not start as every PDF does, with %PDF-",
               "RTF": "it does not start as every RTF file does, with {\\rtf"}
-_NEEDS = {"PDF": "pypdf", "DOCX": "python-docx", "XLSX": "openpyxl", "ODS": "odfpy", "PPTX": "python-pptx",
+_NEEDS = {"PDF": "pypdf", "XLSX": "openpyxl", "ODS": "odfpy", "PPTX": "python-pptx",
           "RTF": "striprtf"}
 
 

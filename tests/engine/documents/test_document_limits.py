@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from document_files import FACT, WRITERS, bomb_docx, many_parts_zip, memo_docx, text_pdf
+from document_files import FACT, WRITERS, bomb_docx, long_docx, many_parts_zip, memo_docx, text_pdf
 from engine.cli.main import main as cli
 from engine.documents import archive, attachment_block, model, pdf, read_document
 from engine.documents.blocks import visible_name
@@ -106,6 +106,20 @@ def test_a_docx_of_many_paragraphs_reads_in_seconds(tmp_path):
     started = time.monotonic()
     assert read_document(doc).text.count("a") >= 29_000
     assert time.monotonic() - started < 20
+
+
+@pytest.mark.parametrize("inflated, markup, says", [
+    (190 * MB, False, "its text passes 4,000,000 characters, too much to attach"),
+    (64 * MB, True, "its word/document.xml holds more than 2,000,000 XML tags, more markup than Tandem reads"),
+], ids=["text", "markup"])
+def test_a_long_docx_inside_the_zip_limits_is_one_line_within_seconds(tmp_path, inflated, markup, says):
+    """python-docx built an object per element: 16 MB of short paragraphs (1 MB on disk) took over
+    five minutes and 190 MB gigabytes. Read as a stream it stops at the text or the markup bound."""
+    long = long_docx(tmp_path / "long.docx", inflated, markup)
+    assert long.stat().st_size * archive.MAX_RATIO > inflated  # no zip bomb: the parser is what is tried
+    got, err = _tandem("generate", "summarise", "--attach", str(long), "--target", "no-such-model.gguf")
+    assert got["rc"] == 2 and err.count("\n") == 1 and err.startswith(f"tandem: error: long.docx: {says}"), err
+    assert got["seconds"] < 20 and got["rss_mb"] < 400, got
 
 
 def test_pdfs_are_bounded_in_pages_time_and_text(tmp_path, monkeypatch):
