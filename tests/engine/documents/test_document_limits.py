@@ -122,6 +122,14 @@ def test_a_long_docx_inside_the_zip_limits_is_one_line_within_seconds(tmp_path, 
     assert got["seconds"] < 20 and got["rss_mb"] < 400, got
 
 
+def test_many_blocks_join_in_a_moment():
+    """Each block was added to the text so far: 200,000 paragraphs (an EPUB chapter of 15 MB,
+    a DOCX under the text limit) took over two minutes to join."""
+    started = time.monotonic()
+    text = model.join_blocks([f"- item {i}" if i % 3 else f"paragraph {i}" for i in range(200_000)])
+    assert time.monotonic() - started < 2 and text.startswith("paragraph 0\n\n- item 1\n- item 2\n\nparagraph 3")
+
+
 def test_pdfs_are_bounded_in_pages_time_and_text(tmp_path, monkeypatch):
     three = text_pdf(tmp_path / "three.pdf", ["one", "two", "three"])
     monkeypatch.setattr(pdf, "MAX_PDF_PAGES", 2)
