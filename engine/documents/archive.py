@@ -24,6 +24,13 @@ MAX_DIRECTORY_BYTES = 4 * MB  # the central directory zipfile reads whole: ~40,0
 MAX_UNPACKED_BYTES = 200 * MB  # all members inflated: a long book is a few tens of MB of XML
 MAX_RATIO = 100  # a member inflating more than this is no document's text...
 RATIO_FLOOR = 8 * MB  # ...once it is this large (small repetitive parts are harmless)
+# The markup (XML, XHTML) a reader that builds objects per element is given, by kind. Measured on
+# a loaded 2-core machine (docs/benchmarks.md, "Document limits"): python-pptx 16 MB of slide XML
+# 6.6 s and 340 MB (150 MB: 44 s, 2.6 GB); odfpy's DOM 16 MB of content.xml 13 s and 450 MB;
+# openpyxl a 16 MB row 14 s and 450 MB (150 MB: over 90 s); html.parser 8 MB of EPUB markup
+# 3.4 s (100 MB: 41 s; 100 MB of paragraphs over 90 s). DOCX streams (wordml.py: its own bounds).
+MAX_MARKUP_BYTES = {"PPTX": 16 * MB, "ODS": 8 * MB, "XLSX": 16 * MB, "EPUB": 16 * MB}
+MARKUP = (".xml", ".rels", ".xhtml", ".html", ".htm", ".opf", ".ncx", ".vml")
 
 _END = b"PK\x05\x06"  # end of central directory record
 _END64_LOCATOR = b"PK\x06\x07"
@@ -77,7 +84,8 @@ def check_directory(path: str | Path, name: str, kind: str) -> None:
 
 def check_members(infos: list[zipfile.ZipInfo], name: str, kind: str) -> None:
     """Refuse a zip whose members are too many, inflate too far together, or one of them
-    (large) inflates far more than any document's XML compresses."""
+    (large) inflates far more than any document's XML compresses; then one whose XML is more
+    than its kind's reader gets through in seconds (MAX_MARKUP_BYTES)."""
     if len(infos) > MAX_MEMBERS:
         raise DocumentError(f"{name}: the {kind} file holds {len(infos):,} parts, more than a document does "
                             f"(at most {MAX_MEMBERS:,}): {_BOMB}")
@@ -90,6 +98,15 @@ def check_members(infos: list[zipfile.ZipInfo], name: str, kind: str) -> None:
         if i.file_size > RATIO_FLOOR and ratio > MAX_RATIO:
             raise DocumentError(f"{name}: a part of the {kind} file inflates {ratio:,} times, to "
                                 f"{i.file_size // MB:,} MB (at most {MAX_RATIO} times): {_BOMB}")
+    markup = sum(i.file_size for i in infos if i.filename.lower().endswith(MARKUP))
+    cap = MAX_MARKUP_BYTES.get(kind)
+    if cap is not None and markup > cap:  # no bomb, but more than its reader gets through in seconds
+        raise DocumentError(f"{name}: the {kind} file holds {_mb(markup)} MB of XML, more than Tandem reads "
+                            f"(at most {cap // MB} MB for {kind}): split it or save a smaller copy")
+
+
+def _mb(size: int) -> str:
+    return f"{size / MB:,.1f}" if size < 10 * MB else f"{size // MB:,}"
 
 
 def check_inflated(path: str | Path, infos: list[zipfile.ZipInfo], name: str, kind: str) -> None:

@@ -91,6 +91,19 @@ def test_every_zip_format_is_held_to_the_limits_before_it_is_parsed(tmp_path, mo
         read_document(dense)
 
 
+@pytest.mark.parametrize("kind, says", [("xlsx", "XLSX"), ("pptx", "PPTX"), ("ods", "ODS"), ("epub", "EPUB")])
+def test_xml_past_what_its_reader_gets_through_in_seconds_is_refused_before_it(tmp_path, monkeypatch, kind, says):
+    """python-pptx 150 MB of slide XML: 44 s and 2.6 GB; odfpy 16 MB: 13 s; openpyxl a 150 MB row
+    and html.parser a 100 MB chapter: over 90 s (docs/benchmarks.md, "Document limits")."""
+    monkeypatch.setitem(archive.MAX_MARKUP_BYTES, says, 1 * MB)
+    path = WRITERS[kind](tmp_path / f"big.{kind}")
+    with zipfile.ZipFile(path, "a", zipfile.ZIP_DEFLATED) as z:
+        z.writestr("extra/more.xml", os.urandom(MB).hex())  # 2 MB that deflate cannot shrink 100x
+    with pytest.raises(DocumentError, match=rf"^big\.{kind}: the {says} file holds 2\.\d MB of XML, more than "
+                                            rf"Tandem reads \(at most 1 MB for {says}\): split it or save a smaller copy$"):
+        read_document(path)
+
+
 def test_a_zip_of_too_many_parts_is_refused_before_zipfile_lists_them(tmp_path):
     many = many_parts_zip(tmp_path / "many.epub", archive.MAX_MEMBERS + 1)
     with pytest.raises(DocumentError, match=r"^many\.epub: the EPUB file holds 10,001 parts, more than a document "
