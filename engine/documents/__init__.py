@@ -6,8 +6,9 @@ A document is a list of sections (pages, sheets, slides, chapters, headings or p
 text file), so that one larger than the context can be attached in part. A file without
 text (an image, a scanned PDF) is refused in one line that names it and says why.
 
-The readers (pypdf, python-docx, openpyxl, python-pptx, odfpy, striprtf) are the optional
-extra `docs`, imported only when a file of their kind is read. This room may import only
+The readers (pypdf, openpyxl, python-pptx, odfpy, striprtf) are the optional extra `docs`,
+imported only when a file of their kind is read; DOCX is read with the standard library's expat
+(wordml.py; python-docx stays in the extra for the app's Word export). This room may import only
 engine's helpers (errors, paths, units); engine.decoding reads prompt files through its
 text decoder.
 """

@@ -9,7 +9,7 @@ import zipfile
 from html.parser import HTMLParser
 from xml.etree import ElementTree
 
-from .model import Section, join_blocks, markdown_table
+from .model import Section, check_length, join_blocks, markdown_table
 
 _SKIP = {"script", "style", "head", "noscript", "template", "svg", "nav", "iframe", "object"}
 _BLOCK = {"p", "div", "section", "article", "main", "header", "footer", "aside", "blockquote", "figure",
@@ -138,16 +138,22 @@ def epub_chapters(path: str) -> list[Section]:
         manifest = {e.get("id"): e.get("href") for e in opf.iter() if e.tag.endswith("}item") or e.tag == "item"}
         spine = [e.get("idref") for e in opf.iter() if e.tag.endswith("itemref")]
         chapters: list[Section] = []
-        for n, idref in enumerate(spine, 1):
+        chars, seen = 0, set[str]()
+        for idref in spine:
             href = manifest.get(idref)
             if not href:
                 continue
             name = posixpath.normpath(posixpath.join(base, href.split("#")[0]))
+            if name in seen:  # a spine naming one file many times would read it as often
+                continue
+            seen.add(name)
             try:
                 raw = z.read(name)
             except KeyError:
                 continue
             title, md = html_to_markdown(raw.decode("utf-8", "replace"))
+            chars += len(md)
+            check_length(chars)
             if md.strip():
                 head = next((ln.lstrip("#").strip() for ln in md.split("\n") if ln.startswith("#")), "")
                 chapters.append(Section(head or title or f"Chapter {len(chapters) + 1}", md))

@@ -7,6 +7,18 @@ import re
 from dataclasses import dataclass
 
 PART_LINES = 120  # a plain text file without headings is offered in parts of this many lines
+MAX_TEXT_CHARS = 4_000_000  # what a document may hold once read (a 1,000-page book)
+
+
+class Refused(Exception):
+    """Why a reader stopped reading a file (a limit it passed), said after the file's name."""
+
+
+def check_length(chars: int) -> None:
+    """Refused once a document's text passes MAX_TEXT_CHARS; readers call it as they go, so
+    that a huge file stops early instead of being read whole first."""
+    if chars > MAX_TEXT_CHARS:
+        raise Refused(f"its text passes {MAX_TEXT_CHARS:,} characters, too much to attach")
 
 
 @dataclass(frozen=True)
@@ -56,14 +68,21 @@ def _ranges(numbers: list[int]) -> str:
     return ", ".join(out)
 
 
+_ITEM = re.compile(r"\s*(-|\d+\.) ")
+
+
 def join_blocks(blocks: list[str]) -> str:
-    """Blocks joined by blank lines, except that items of one list stay together."""
-    out = ""
+    """Blocks joined by blank lines, except that items of one list stay together. Joined once
+    at the end: adding each block to the text so far took minutes for 200,000 blocks."""
+    parts: list[str] = []
+    last_line = ""  # the text's last line so far
     for b in blocks:
-        item = re.match(r"\s*(-|\d+\.) ", b) is not None
-        sep = "\n" if item and out and re.match(r"\s*(-|\d+\.) ", out.rsplit("\n", 1)[-1]) else "\n\n"
-        out = out + sep + b if out else b
-    return out
+        if parts:  # some text so far (an empty block before it adds nothing)
+            parts.append("\n" if _ITEM.match(b) and _ITEM.match(last_line) else "\n\n")
+        if parts or b:
+            parts.append(b)
+        last_line = b.rsplit("\n", 1)[-1]
+    return "".join(parts)
 
 
 def _cell(value: object) -> str:

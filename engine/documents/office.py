@@ -1,58 +1,20 @@
-"""Office documents: PDF pages (pypdf), DOCX paragraphs and tables in order (python-docx),
+"""Office documents: DOCX paragraphs and tables in order (wordml.py, a stream of its XML),
 XLSX and ODS sheets as Markdown tables (openpyxl, odfpy), PPTX slides (python-pptx)."""
 
 from __future__ import annotations
 
-from .model import Section, join_blocks, markdown_sections, markdown_table
+from .model import Section, markdown_sections, markdown_table
 
 MAX_SHEET_ROWS = 5000  # a sheet longer than this is cut (and says so): a prompt, not a database
 
 
-def pdf_pages(path: str) -> tuple[list[Section], bool]:
-    """(pages, encrypted-and-locked). A page without a text layer has empty text."""
-    from pypdf import PdfReader
-
-    reader = PdfReader(path)
-    if reader.is_encrypted:
-        try:
-            if not reader.decrypt(""):
-                return [], True
-        except Exception:  # noqa: BLE001 - an unsupported cipher is locked to us too
-            return [], True
-    pages = []
-    for n, page in enumerate(reader.pages, 1):
-        pages.append(Section(f"Page {n}", (page.extract_text() or "").strip()))
-    return pages, False
-
-
 def docx_sections(path: str) -> list[Section]:
     """Headings become Markdown headings, list paragraphs items, tables Markdown tables; the
-    document is split before each of its top-level headings."""
-    import docx
-    from docx.table import Table
+    document is split before each of its top-level headings (read as a stream: wordml.py)."""
+    from .wordml import docx_blocks
 
-    doc = docx.Document(path)
-    blocks: list[str] = []
-    for item in doc.iter_inner_content():
-        if isinstance(item, Table):
-            rows = [[cell.text for cell in row.cells] for row in item.rows]
-            table = markdown_table(rows)
-            if table:
-                blocks.append(table)
-            continue
-        text = item.text.strip()
-        if not text:
-            continue
-        style = (item.style.name if item.style is not None else "") or ""
-        if style == "Title":
-            blocks.append(f"# {text}")
-        elif style.startswith("Heading") and style[7:].strip().isdigit():
-            blocks.append("#" * min(6, int(style[7:])) + " " + text)
-        elif style.startswith("List"):
-            blocks.append(("1. " if "Number" in style else "- ") + text)
-        else:
-            blocks.append(text)
-    return markdown_sections(join_blocks(blocks)) if blocks else []
+    text = docx_blocks(path)
+    return markdown_sections(text) if text else []
 
 
 def xlsx_sheets(path: str) -> list[Section]:

@@ -1,6 +1,7 @@
 """Which reader a file needs (by its first bytes, then its name), the limits, and the one-line
 refusals: an image, a scanned PDF, an old binary Office file, a locked PDF, a reader that is
-not installed, a file that is no text at all."""
+not installed, a file that is no text at all, a file whose name claims a document format its
+content is not, a zip bomb (archive.py, checked before any parser sees the file)."""
 
 from __future__ import annotations
 
@@ -10,13 +11,14 @@ from pathlib import Path
 from typing import Callable
 
 from ..errors import DocumentError, DocumentErrors
+from .archive import check_directory, check_inflated, check_members
+from .blocks import visible_name
 from .markup import epub_chapters, html_to_markdown, rtf_to_text
-from .model import Document, Section, line_parts, markdown_sections
+from .model import Document, Refused, Section, check_length, line_parts, markdown_sections
 from .text import decode
 
 MAX_TEXT_BYTES = 512 * 1024  # a text file: more is not a prompt, and would freeze the tokenizer call
 MAX_DOCUMENT_BYTES = 64 * 1024 * 1024  # a PDF or Office file (its text is far smaller)
-MAX_TEXT_CHARS = 4_000_000  # what a document may hold once read (a 1,000-page book)
 SUPPORTED = "PDF, DOCX, XLSX, ODS, PPTX, HTML, EPUB, RTF or a text file"
 EXTENSIONS = ("pdf", "docx", "xlsx", "xlsm", "ods", "pptx", "html", "htm", "xhtml", "epub", "rtf",
               "txt", "md", "markdown", "csv", "tsv", "json", "py", "rst", "log", "xml", "yaml", "yml", "toml")
@@ -25,33 +27,22 @@ _IMAGES = ((b"\x89PNG", "PNG"), (b"\xff\xd8\xff", "JPEG"), (b"GIF8", "GIF"), (b"
            (b"II*\x00", "TIFF"), (b"MM\x00*", "TIFF"))
 _IMAGE_NAMES = {"png": "PNG", "jpg": "JPEG", "jpeg": "JPEG", "gif": "GIF", "bmp": "BMP", "tif": "TIFF",
                 "tiff": "TIFF", "webp": "WebP", "heic": "HEIC", "svg": "SVG"}
-_NEEDS = {"PDF": "pypdf", "DOCX": "python-docx", "XLSX": "openpyxl", "ODS": "odfpy", "PPTX": "python-pptx",
+_ZIP_KINDS = {"docx": "DOCX", "xlsx": "XLSX", "xlsm": "XLSX", "pptx": "PPTX", "ods": "ODS", "epub": "EPUB"}
+# A name claiming one of these promises its signature: without it the file is refused as that
+# kind (a text file named .pptx is no slides), never read as text under a document's name.
+_SIGNED = {**_ZIP_KINDS, "pdf": "PDF", "rtf": "RTF"}
+_SIGNATURE = {"PDF": "it does not start as every PDF does, with %PDF-",
+              "RTF": "it does not start as every RTF file does, with {\\rtf"}
+_NEEDS = {"PDF": "pypdf", "XLSX": "openpyxl", "ODS": "odfpy", "PPTX": "python-pptx",
           "RTF": "striprtf"}
 
 
 def _kind(name: str, head: bytes, path: Path) -> str:
     ext = name.rsplit(".", 1)[-1].lower() if "." in name else ""
-    if head.startswith(b"%PDF-"):
+    if head.startswith(b"%PDF-") or (ext == "pdf" and b"%PDF-" in head):  # PDF allows bytes before its header
         return "PDF"
     if head.startswith(b"PK\x03\x04"):
-        try:
-            with zipfile.ZipFile(path) as z:
-                names = set(z.namelist())
-                mimetype = z.read("mimetype").decode("ascii", "replace").strip() if "mimetype" in names else ""
-        except (zipfile.BadZipFile, OSError, KeyError):  # a damaged document says which kind it claims to be
-            return {"docx": "DOCX", "xlsx": "XLSX", "xlsm": "XLSX", "pptx": "PPTX", "ods": "ODS",
-                    "epub": "EPUB"}.get(ext, "zip")
-        if "word/document.xml" in names:
-            return "DOCX"
-        if "xl/workbook.xml" in names:
-            return "XLSX"
-        if "ppt/presentation.xml" in names:
-            return "PPTX"
-        if mimetype == "application/epub+zip":
-            return "EPUB"
-        if mimetype == "application/vnd.oasis.opendocument.spreadsheet":
-            return "ODS"
-        return "zip"
+        return _zip_kind(name, ext, path)
     if head.startswith(b"\xd0\xcf\x11\xe0"):
         return "OLE"
     if head.startswith(b"{\\rtf"):
@@ -63,16 +54,46 @@ def _kind(name: str, head: bytes, path: Path) -> str:
         return "image WebP"
     if ext in _IMAGE_NAMES and ext != "svg":
         return "image " + _IMAGE_NAMES[ext]
+    if ext in _SIGNED:
+        kind = _SIGNED[ext]
+        raise DocumentError(f"{name}: not a readable {kind} file ("
+                            f"{_SIGNATURE.get(kind, f'it is not a zip archive, as every {kind} file is')})")
     if ext in ("html", "htm", "xhtml") or head.lstrip()[:15].lower() in (b"<!doctype html>",) \
             or head.lstrip()[:5].lower() == b"<html":
         return "HTML"
     return "text"
 
 
+def _zip_kind(name: str, ext: str, path: Path) -> str:
+    """The document kind a zip holds, by its parts; a bomb refused before any of it is read.
+    A damaged zip says which kind its name claims (its reader then says what is wrong)."""
+    claimed = _ZIP_KINDS.get(ext, "zip")
+    try:
+        check_directory(path, name, claimed)
+        with zipfile.ZipFile(path) as z:
+            infos = z.infolist()
+            names = {i.filename for i in infos}
+            mimetype = ""
+            if "mimetype" in names:
+                with z.open("mimetype") as f:
+                    mimetype = f.read(100).decode("ascii", "replace").strip()
+    except DocumentError:
+        raise
+    except Exception:  # noqa: BLE001 - BadZipFile, an unsupported compression, a truncated file
+        return claimed
+    kind = ("DOCX" if "word/document.xml" in names else "XLSX" if "xl/workbook.xml" in names
+            else "PPTX" if "ppt/presentation.xml" in names else "EPUB" if mimetype == "application/epub+zip"
+            else "ODS" if mimetype == "application/vnd.oasis.opendocument.spreadsheet" else "zip")
+    if kind != "zip":
+        check_members(infos, name, kind)
+        check_inflated(path, infos, name, kind)
+    return kind
+
+
 def read_document(path: str | Path, name: str | None = None) -> Document:
     """The text of the file at `path`, or DocumentError in one line that starts with its name."""
     p = Path(path)
-    name = name or p.name
+    name = visible_name(name or p.name)  # it starts every line below, and goes into prompts
     try:
         st = p.stat()
         if stat.S_ISDIR(st.st_mode):
@@ -80,7 +101,7 @@ def read_document(path: str | Path, name: str | None = None) -> Document:
         if not stat.S_ISREG(st.st_mode):  # a pipe or a device would block or never end
             raise DocumentError(f"{name}: not a regular file")
         with p.open("rb") as f:
-            head = f.read(64)
+            head = f.read(1024)
     except OSError as e:
         raise DocumentError(f"{name}: cannot read ({e.strerror})") from None
     kind = _kind(name, head, p)
@@ -97,19 +118,19 @@ def read_document(path: str | Path, name: str | None = None) -> Document:
         raise DocumentError(f"{name}: a zip archive, not a document (supported: {SUPPORTED})")
     try:
         doc = _read(kind, p, name)
+        check_length(len(doc.text))
     except DocumentError:
         raise
+    except Refused as e:
+        raise DocumentError(f"{name}: {e}") from None
     except ImportError:
         raise DocumentError(f"{name}: reading {kind} needs {_NEEDS.get(kind, 'the docs extra')} "
                             "(pip install 'tandem-studio[docs]')") from None
     except OSError as e:
         raise DocumentError(f"{name}: cannot read ({e.strerror or e})") from None
     except Exception as e:  # noqa: BLE001 - a damaged file is the user's input, said in one line
-        detail = " ".join(str(e).split())[:120] or type(e).__name__
+        detail = visible_name(" ".join(str(e).split())[:120]) or type(e).__name__
         raise DocumentError(f"{name}: not a readable {kind} file ({detail})") from None
-    if len(doc.text) > MAX_TEXT_CHARS:
-        raise DocumentError(f"{name}: {len(doc.text):,} characters of text is too much to attach "
-                            f"(at most {MAX_TEXT_CHARS:,})")
     return doc
 
 
@@ -123,7 +144,7 @@ def _read(kind: str, p: Path, name: str) -> Document:
         sections = markdown_sections(text) if markdown else line_parts(text)
         return Document(name, "text", tuple(sections), "section" if markdown else "part", whole=text)
     if kind == "PDF":
-        from .office import pdf_pages
+        from .pdf import pdf_pages
 
         pages, locked = pdf_pages(str(p))
         if locked:
