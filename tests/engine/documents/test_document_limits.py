@@ -29,44 +29,46 @@ MB = 1024 * 1024
 _CHILD = """
 import json, resource, sys, time
 from engine.cli.main import main
-start = time.monotonic()
+start, cpu = time.monotonic(), time.process_time()
 rc = main(sys.argv[1:])
-print(json.dumps({"rc": rc, "seconds": time.monotonic() - start,
+print(json.dumps({"rc": rc, "seconds": time.monotonic() - start, "cpu_seconds": time.process_time() - cpu,
                   "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
 """
+# The time bounds below are CPU seconds (the work done), not wall-clock: the suite must pass
+# on a machine other programs keep busy, where the same work can take several times as long.
 
 
 def _tandem(*args: str) -> tuple[dict, str]:
     """`tandem ARGS` in a child process (its own stderr, its own peak memory), capped at 3 GB
-    of address space and a minute, so that a bomb the reader failed to stop cannot take the machine."""
+    of address space and two minutes, so that a bomb the reader failed to stop cannot take the machine."""
     import resource
 
     def cap() -> None:
         resource.setrlimit(resource.RLIMIT_AS, (3 << 30, 3 << 30))
 
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
-    done = subprocess.run([sys.executable, "-c", _CHILD, *args], capture_output=True, text=True, timeout=60,
+    done = subprocess.run([sys.executable, "-c", _CHILD, *args], capture_output=True, text=True, timeout=120,
                           cwd=ROOT, env=env, preexec_fn=cap)
     return json.loads(done.stdout.strip().splitlines()[-1]), done.stderr
 
 
 def test_the_3_gb_docx_bomb_is_one_line_and_exit_2_within_seconds_and_bounded_memory(tmp_path):
-    started = time.monotonic()
+    started = time.thread_time()
     bomb = bomb_docx(tmp_path / "bomb.docx", 3 << 30)  # ~10 MB on disk, 3 GB of XML inflated
-    assert bomb.stat().st_size < 20 * MB and time.monotonic() - started < 20
+    assert bomb.stat().st_size < 20 * MB and time.thread_time() - started < 20
     got, err = _tandem("generate", "summarise", "--attach", str(bomb), "--target", "no-such-model.gguf")
     assert got["rc"] == 2 and err.count("\n") == 1, err
     assert err.startswith("tandem: error: bomb.docx: the DOCX file inflates to 3,07") and "zip bomb" in err, err
-    assert got["seconds"] < 5 and got["rss_mb"] < 300, got
+    assert got["cpu_seconds"] < 5 and got["rss_mb"] < 300, got
 
 
 def test_a_header_that_understates_a_member_is_refused_before_it_inflates(tmp_path):
     liar = bomb_docx(tmp_path / "liar.docx", 300 * MB, declared=1000)  # zipfile's read() would inflate all 300 MB
-    started = time.monotonic()
+    started = time.thread_time()
     with pytest.raises(DocumentError, match=r"^liar\.docx: a part of the DOCX file inflates past the size its "
                                             r"header declares \(1,000 bytes\): refused as a possible zip bomb$"):
         read_document(liar)
-    assert time.monotonic() - started < 1
+    assert time.thread_time() - started < 1
 
 
 def _with_member(path: Path, name: str, size: int) -> Path:
@@ -116,9 +118,9 @@ def test_a_docx_of_many_paragraphs_reads_in_seconds(tmp_path):
     """python-docx looks a paragraph's style up in ~2 ms: 30,000 paragraphs (1 MB of XML) took
     a minute; once per style it is a few seconds (its own per-paragraph XPath is the rest)."""
     doc = bomb_docx(tmp_path / "long.docx", 1 * MB)
-    started = time.monotonic()
+    started = time.thread_time()
     assert read_document(doc).text.count("a") >= 29_000
-    assert time.monotonic() - started < 20
+    assert time.thread_time() - started < 20
 
 
 @pytest.mark.parametrize("inflated, markup, says", [
@@ -132,15 +134,15 @@ def test_a_long_docx_inside_the_zip_limits_is_one_line_within_seconds(tmp_path, 
     assert long.stat().st_size * archive.MAX_RATIO > inflated  # no zip bomb: the parser is what is tried
     got, err = _tandem("generate", "summarise", "--attach", str(long), "--target", "no-such-model.gguf")
     assert got["rc"] == 2 and err.count("\n") == 1 and err.startswith(f"tandem: error: long.docx: {says}"), err
-    assert got["seconds"] < 20 and got["rss_mb"] < 400, got
+    assert got["cpu_seconds"] < 20 and got["rss_mb"] < 400, got
 
 
 def test_many_blocks_join_in_a_moment():
     """Each block was added to the text so far: 200,000 paragraphs (an EPUB chapter of 15 MB,
     a DOCX under the text limit) took over two minutes to join."""
-    started = time.monotonic()
+    started = time.thread_time()
     text = model.join_blocks([f"- item {i}" if i % 3 else f"paragraph {i}" for i in range(200_000)])
-    assert time.monotonic() - started < 2 and text.startswith("paragraph 0\n\n- item 1\n- item 2\n\nparagraph 3")
+    assert time.thread_time() - started < 2 and text.startswith("paragraph 0\n\n- item 1\n- item 2\n\nparagraph 3")
 
 
 def test_pdfs_are_bounded_in_pages_time_and_text(tmp_path, monkeypatch):
