@@ -87,15 +87,9 @@ class Session(QObject):
         if worker in self._jobs:
             self._jobs.discard(worker)
             self._set_busy("")
-        failure = self._failures.pop(worker, None)
-        if failure is not None:
+        failure = self._failures.pop(worker, None)  # a load's error, kept until the session is free:
+        if failure is not None:  # said while it still counted as busy, a Send right after was refused
             self.loadFailed.emit(failure)
-
-    @Slot(str)
-    def _load_failed(self, message: str) -> None:
-        """Keep a load's error until its worker has finished: said while the session still
-        counted as busy, a Send made right after reading it was refused ('Busy: loading')."""
-        self._failures[self.sender()] = message
 
     def _set_busy(self, job: str) -> None:
         self._busy = job
@@ -132,7 +126,7 @@ class Session(QObject):
         if self.rpc_endpoints:  # [rpc] the target goes to the workers, in a child process
             w = self._remote_loader(w)
         w.progress.connect(self.loadProgress)
-        w.failed.connect(self._load_failed)
+        w.failed.connect(lambda message, w=w: self._failures.__setitem__(w, message))  # said once free
         self._pending = LoadedPair(Path(target), draft, label or Path(target).name, pair_id)
         w.loaded.connect(self._loaded)
         self._loader = w
