@@ -53,22 +53,24 @@ def served(tiny_target, tiny_draft):
     stop(s)
 
 
-@pytest.fixture(scope="module")
-def caller(tmp_path_factory):
-    """A target that answers "Sure." and a <tool_call> block, then ends its turn."""
-    target, draft = write_scripted_pair(tmp_path_factory.mktemp("anthropic_tools"), SCRIPT)
+def scripted(tmp_path_factory, folder, script):
+    """A server over a target whose greedy answer is `script`, then the end of its turn."""
+    target, draft = write_scripted_pair(tmp_path_factory.mktemp(folder), script)
     s = start(target, draft)
     yield s
     stop(s)
+
+
+@pytest.fixture(scope="module")
+def caller(tmp_path_factory):
+    """A target that answers "Sure." and a <tool_call> block, then ends its turn."""
+    yield from scripted(tmp_path_factory, "anthropic_tools", SCRIPT)
 
 
 @pytest.fixture(scope="module")
 def two_calls(tmp_path_factory):
     """A target that answers "Sure." and two <tool_call> blocks (Paris, then London)."""
-    target, draft = write_scripted_pair(tmp_path_factory.mktemp("anthropic_two_calls"), TWO_CALLS)
-    s = start(target, draft)
-    yield s
-    stop(s)
+    yield from scripted(tmp_path_factory, "anthropic_two_calls", TWO_CALLS)
 
 
 def chat(s, messages, **kw):
