@@ -246,7 +246,7 @@ def test_the_checks_catch_a_cycle_an_upward_import_and_llama_cpp_outside(tmp_pat
                      ("engine.llamacpp.llama", "engine.decoding.events"),  # the seam above decoding
                      ("engine.decoding.sampling.sampler", "engine.decoding.drafting.drafters"),  # wing order
                      ("engine.decoding.drafting.drafters", "engine.decoding.prompting.chat"),  # side by side
-                     ("engine.decoding.prompting.chat", "engine.decoding.settings"),  # a wing to the top
+                     ("engine.decoding.prompting.chat", "engine.decoding.request"),  # a wing to the top
                      ("engine.serving.tools.tool_calls", "engine.serving.server.app"),
                      ("engine.measure.bench", "engine.serving.tools.tool_calls")):
         monkeypatch.setattr(__import__(__name__), "_graph", lambda mod=mod, dep=dep: {mod: {dep}, dep: set()})

@@ -40,7 +40,7 @@ from .prompting.prompt_fit import tokenize_within
 from .metrics import append_metrics
 from ..llamacpp.rpc_backend import Cluster, connect as rpc_connect
 from ..llamacpp.runtime import RuntimeParams, runtime_from
-from .settings import DraftSpec, GenerationRequest, Prompt
+from .request import DraftSpec, GenerationRequest, Prompt
 from .cancel import CancelToken
 from .decoder import Decoder, EngineClosedError
 from .quality import Divergence, first_divergence

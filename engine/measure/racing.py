@@ -20,7 +20,7 @@ from . import cpu_share
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..decoding.engine import Engine, GenerationResult
-    from ..decoding.settings import GenerationRequest
+    from ..decoding.request import GenerationRequest
     from ..decoding.cancel import CancelToken
 
 SIDE_WORDS = {"target": "the target-alone run", "speculative": "the speculative run"}  # in the verdict's words

@@ -10,5 +10,5 @@ handle a slider moves) and Auto's measured cost model (cost_model.py).
 
 May import: the sampling wing, engine.llamacpp, engine.models, the top-level helpers
 (engine.errors, paths, units, resources), and its own modules. Never the prompting wing,
-decoding's top (decoder, engine, settings, ...) or anything above decoding.
+decoding's top (decoder, engine, request, ...) or anything above decoding.
 """

@@ -67,7 +67,7 @@ def test_the_cli_and_the_server_read_the_same_keywords(tiny_draft):
 def test_the_bench_and_the_race_parse_it_too():
     from engine.measure.bench import _draft_name, plan_configs
     from engine.measure.racing import race
-    from engine.decoding.settings import GenerationRequest
+    from engine.decoding.request import GenerationRequest
 
     names = [c.name for c in plan_configs("Lookup", modes=("target", "auto", "lookup"))]
     assert names == ["target", "lookup auto"]  # a lookup draft: no second lookup row
