@@ -9,7 +9,7 @@ from types import SimpleNamespace
 import pytest
 
 from engine.decoding.drafting.choice import NO_DRAFT, DraftChoice, DraftKind
-from engine.decoding.drafting.drafters import PromptLookupDrafter
+from engine.decoding.drafting.lookup_drafter import PromptLookupDrafter
 from engine.errors import TandemError
 
 

@@ -11,7 +11,8 @@ from engine import Engine
 from engine.decoding.decoder import Decoder
 from engine.decoding.drafting.cost_model import CostModel, Costs
 from engine.decoding.drafting.draft_context import DraftContext
-from engine.decoding.drafting.drafters import Drafter, ModelDrafter, PromptLookupDrafter, Proposal
+from engine.decoding.drafting.drafters import Drafter, ModelDrafter, Proposal
+from engine.decoding.drafting.lookup_drafter import PromptLookupDrafter
 from engine.decoding.drafting.lookahead import Auto, Fixed
 from engine.decoding.drafting.mixed_drafter import MixedDrafter
 from engine.decoding.drafting.source_choice import MODEL, PLAIN, Pick, SourceChooser, SourceTrust
