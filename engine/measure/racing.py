@@ -187,8 +187,8 @@ def race(
 ) -> RaceResult | None:
     """Run `request` with no draft ("target" side), then as asked ("speculative" side), each
     from an empty KV cache: each draft choice keeps its own target context, so a prompt the
-    chat had just answered with the pair's draft was cached on the speculative side only
-    (seen in the app: first token 2.37 s against 0.46 s, "1.23x faster" at 1.01x decode).
+    chat had just answered with the draft would be cached on one side only (a race once read
+    "1.23x faster" at 1.01x decode: docs/benchmarks.md, section 9).
 
     `on_event(side, event)` sees every event as it happens (the app streams both panes
     from it). Returns None when cancelled before both sides finished."""
