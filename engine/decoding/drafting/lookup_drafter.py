@@ -24,9 +24,10 @@ PROMPT_COPY_MID = 0.87  # s 4-7
 PROMPT_COPY_LONG = 0.93  # s 8-31
 PROMPT_COPY_SURE = 0.98  # s >= 32: an edit copying its source
 # A copy of the model's own output, below the prompt's: after 1-3 copied tokens the next one
-# held 53% of the time against the prompt's 81% (these two groups were set by
-# tools/lookup_replay.py on the tuning suites, commit d95f43e: docs/benchmarks.md, "Prompt
-# lookup that does not lose on unseen text").
+# held 53% of the time against the prompt's 81%. The output levels and the prompt's SHORT and
+# MID were set with tools/lookup_replay.py on the tuning suites, LONG and SURE kept and
+# replayed with them (commit d95f43e; docs/benchmarks.md, "Prompt lookup that does not lose
+# on unseen text").
 OUTPUT_COPY_SHORT = 0.60  # s 1-3
 OUTPUT_COPY_MID = 0.67  # s 4-7
 OUTPUT_COPY_LONG = 0.77  # s >= 8
