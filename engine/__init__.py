@@ -57,7 +57,7 @@ _LAZY: dict[str, str] = {
     "CalibrationEvent": ".decoding.events",
     "DoneEvent": ".decoding.events",
     "RunStats": ".decoding.events",
-    "GenerationRequest": ".decoding.settings",
+    "GenerationRequest": ".decoding.request",
     "RuntimeParams": ".llamacpp.runtime",
     "race": ".measure.racing",
     "RaceResult": ".measure.racing",

@@ -150,7 +150,7 @@ PYEOF
       >> "$OUT/log.txt" 2>&1; say "CPU curve: exit $?"
   # 5. exactness on the GPU build
   (cd "$ROOT" && timeout "$(( $(left) - 60 ))" "$PY" -m pytest -q -p no:cacheprovider --continue-on-collection-errors "${XDIST[@]}" --timeout 120 \
-      tests/engine/decoding/test_decoder.py tests/engine/decoding/drafting/test_drafters.py tests/engine/decoding/sampling/test_sampling.py tests/engine/decoding/sampling/test_lazy_dist.py \
+      tests/engine/decoding/test_decoder.py tests/engine/decoding/drafting/test_lookup_drafter.py tests/engine/decoding/sampling/test_sampling.py tests/engine/decoding/sampling/test_lazy_dist.py \
       tests/engine/decoding/sampling/test_grammar.py tests/engine/decoding/drafting/test_lookahead.py tests/engine/serving/tools/test_forced_calls.py > /tmp/pytest.txt 2>&1)
   say "exactness tests: exit $? ($(tail -1 /tmp/pytest.txt))"; { echo "== pytest"; cat /tmp/pytest.txt; } >> "$OUT/log.txt"
   # 6. what the set-up itself does here, and how long its build takes (as long as time lasts)

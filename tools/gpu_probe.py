@@ -83,7 +83,7 @@ def measure(target: Path, draft: Path, tokens: int = 128, reps: int = 3, gpu_lay
     from engine.decoding.drafting.lookahead import Fixed
     from engine.llamacpp.runtime import RuntimeParams
     from engine.decoding.sampling.sampler import SamplingParams
-    from engine.decoding.settings import GenerationRequest
+    from engine.decoding.request import GenerationRequest
 
     eng = Engine(target, n_ctx=4096, metrics_log=False, n_gpu_layers=gpu_layers)
     t = eng.target

@@ -34,7 +34,7 @@ MODES = ("greedy", "sampled", "sampled top-p", "self-draft k=4", "self-draft k=4
 
 def per_token_ms(dec, model, mode: str, grammar: str | None, tokens: int, seed: int) -> float:
     from engine.decoding.sampling.sampler import GREEDY, SamplingParams
-    from engine.decoding.settings import GenerationRequest
+    from engine.decoding.request import GenerationRequest
 
     sampling = (SamplingParams(0.7, top_p=0.9, seed=seed) if mode.endswith("top-p")
                 else SamplingParams(0.7, seed=seed) if mode.endswith("sampled") else GREEDY)

@@ -254,7 +254,7 @@ class TandemModes:
         """Generate until `tokens` tokens were written (a sampled run that draws an
         end-of-generation token is continued by another run; only decode time counts)."""
         from engine.decoding.sampling.sampler import GREEDY, SamplingParams
-        from engine.decoding.settings import GenerationRequest
+        from engine.decoding.request import GenerationRequest
 
         dec = {"selfdraft": self.selfdraft, "oracle": self.oracle, "suffix": self.suffix}.get(mode, self.alone)
         if mode in ("oracle", "suffix") and len(self.known) < tokens:  # greedy from [bos] is deterministic

@@ -26,7 +26,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Sequence
 
-from engine.decoding.drafting.drafters import DraftContext, PromptLookupDrafter
+from engine.decoding.drafting.drafters import DraftContext
+from engine.decoding.drafting.lookup_drafter import PromptLookupDrafter
 from engine.errors import TandemError
 from engine.decoding.drafting.cost_model import CostModel, TextAcceptance
 from engine.decoding.drafting.lookahead import MAX_LOOKAHEAD, Auto

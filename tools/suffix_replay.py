@@ -26,7 +26,8 @@ from typing import Callable, Sequence
 
 from engine.decoding.drafting.cost_model import MAX_LOOKAHEAD, CostModel, TextAcceptance
 from engine.decoding.drafting.draft_context import DraftContext
-from engine.decoding.drafting.drafters import Drafter, PromptLookupDrafter, Proposal
+from engine.decoding.drafting.drafters import Drafter, Proposal
+from engine.decoding.drafting.lookup_drafter import PromptLookupDrafter
 from engine.decoding.drafting.lookahead import Auto
 from engine.decoding.drafting.mixed_drafter import MixedDrafter
 from engine.decoding.drafting.suffix_drafter import SuffixDrafter

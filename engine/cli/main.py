@@ -40,7 +40,7 @@ def _engine(target: Path, args: argparse.Namespace):
 
 def _request(args: argparse.Namespace, prompt: str, draft: object):
     """The one GenerationRequest a generate/race command line describes."""
-    from ..decoding.settings import GenerationRequest
+    from ..decoding.request import GenerationRequest
 
     return GenerationRequest.from_options(
         prompt,

@@ -30,7 +30,7 @@ from .text_assembly import TextAssembler
 from .queue import GenerationQueue
 
 if TYPE_CHECKING:
-    from .settings import GenerationRequest
+    from .request import GenerationRequest
 
 
 # State snapshots a hybrid target keeps for taking drafts back (llama.cpp's n_rs_seq): each
@@ -169,7 +169,7 @@ class Decoder:
     ) -> Iterator[Event]:
         """Generate from `prompt_tokens` as `request` asks (its prompt was turned into these
         tokens by the caller; None: the defaults), yielding events; the last is a `DoneEvent`."""
-        from .settings import GenerationRequest
+        from .request import GenerationRequest
 
         if self._closed:
             raise EngineClosedError("this engine was closed: load the model again")

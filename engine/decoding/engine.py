@@ -22,7 +22,7 @@ from .. import paths
 from .prompting.chat import Message, chat_tokens
 from ..models.compat import require_compatible, require_target
 from ..models.resolve import model_file
-from .drafting.choice import DraftChoice
+from .drafting.choice import DraftChoice, DraftSpec
 from .drafting.drafters import Drafter
 from .drafting.factory import make_drafter
 from ..llamacpp.mtp import SHARED_CACHE_DRAFTERS
@@ -40,7 +40,7 @@ from .prompting.prompt_fit import tokenize_within
 from .metrics import append_metrics
 from ..llamacpp.rpc_backend import Cluster, connect as rpc_connect
 from ..llamacpp.runtime import RuntimeParams, runtime_from
-from .settings import DraftSpec, GenerationRequest, Prompt
+from .request import GenerationRequest, Prompt
 from .cancel import CancelToken
 from .decoder import Decoder, EngineClosedError
 from .quality import Divergence, first_divergence

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping, Sequence
 
 from ..errors import EmbeddingsUnsupported, TandemError
 from .events import DoneEvent, Event, RunStats, StepEvent, TokenEvent
-from .settings import GenerationRequest, Prompt
+from .request import GenerationRequest, Prompt
 
 if TYPE_CHECKING:
     from .cancel import CancelToken

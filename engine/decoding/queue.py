@@ -223,10 +223,8 @@ class GenerationQueue:
     def run_on_worker(self, fn: Callable[[], None]) -> None:
         """Run `fn` on this engine's one long-lived generation thread, in submission order.
 
-        Why not a new thread per request: with one, each served request decoded slower
-        than the last (measured: 23 tok/s direct, 16 -> 10 tok/s over three served
-        requests on a 2-core CPU); likely llama.cpp's OpenMP backend, which keeps a
-        thread team per calling thread. See docs/benchmarks.md, section 5.
+        Not a new thread per request: then each served request decoded slower than the last
+        (likely llama.cpp's OpenMP, a thread team per calling thread; docs/benchmarks.md, 5).
         """
         with self._cond:
             if self._tasks is None:

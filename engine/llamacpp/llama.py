@@ -86,16 +86,10 @@ def supports_gpu_offload() -> bool:
 def default_threads() -> int:
     """llama.cpp's thread count: the physical cores this process can use.
 
-    Compute threads and their waiting, as chosen for the desktop app (measured on 2 cores,
-    docs/benchmarks.md): all physical cores compute (one fewer halves the speed on 2 cores;
-    the GUI's few percent of a core cost less than that), and waiting threads keep spinning.
-    Our Linux build uses OpenMP, where the threadpool `poll` setting of llama_context_params
-    is not used: OpenMP's wait policy decides, and its default spin-wait is right
-    (OMP_WAIT_POLICY=PASSIVE, sleeping between graph computations, cost 30% of decode
-    speed). libgomp keeps a pool per thread that ever computed and cuts every spin-wait to
-    100 iterations once it manages more threads than there are cores, which costs the same
-    30%: compute on one thread at a time, on short-lived or dedicated workers, never on the
-    GUI thread or a thread that then idles while another computes.
+    Every core computes and waiting threads spin (OpenMP's default; our build ignores
+    llama.cpp's `poll`): a core fewer, sleeping, or libgomp's throttling once more threads
+    than cores have computed each cost 30-50% of decode speed (docs/benchmarks.md, section
+    7). So compute on one thread at a time, on workers, never on the GUI thread.
     """
     return physical_cores()
 

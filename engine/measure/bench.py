@@ -182,7 +182,7 @@ class _Plan:
     def generate(self, prompt: BenchPrompt, cfg: Config, seed: int) -> tuple[Any, list[Any]]:
         """One generation: its DoneEvent and its StepEvents."""
         from ..decoding.events import DoneEvent, StepEvent
-        from ..decoding.settings import GenerationRequest
+        from ..decoding.request import GenerationRequest
 
         # Every run reads its whole prompt: configurations that share a decoder (fixed k and
         # Auto with one draft) would otherwise reuse the prompt the one before them read,

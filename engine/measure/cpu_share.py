@@ -1,11 +1,11 @@
 """How much of the machine's CPU other programs took while a run went on.
 
 A race is two single runs, one after the other; on a machine that other programs keep busy
-it measures the scheduler as much as speculation. Measured here (2 cores, two busy
-programs beside a race of the default pair): the same target-alone run took 35 s once and
-91 s the next. So the race says when the machine was busy instead of presenting such a
-figure as the speed-up. Own CPU counts this process and its live children (an RPC target's
-child process); everything else busy on the machine is "other programs".
+it measures the scheduler as much as speculation (docs/benchmarks.md, section 9: the same
+target-alone run took 35 s, then 91 s, beside two busy programs). So the race says when the
+machine was busy instead of presenting such a figure as the speed-up. Own CPU counts this
+process and its live children (an RPC target's child process); everything else busy on the
+machine is "other programs".
 """
 
 from __future__ import annotations

@@ -20,7 +20,7 @@ from . import cpu_share
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..decoding.engine import Engine, GenerationResult
-    from ..decoding.settings import GenerationRequest
+    from ..decoding.request import GenerationRequest
     from ..decoding.cancel import CancelToken
 
 SIDE_WORDS = {"target": "the target-alone run", "speculative": "the speculative run"}  # in the verdict's words
@@ -110,7 +110,7 @@ def about_the_same(base: RunStats, spec: RunStats, *, noise: float = NOISE) -> b
 
 
 @dataclass(frozen=True)
-class Verdict:
+class RaceVerdict:
     kind: str  # one of KINDS
     headline: str  # what it says first, then ": " and why
     detail: str  # the figures behind it
@@ -124,7 +124,7 @@ def verdict(base: RunStats, spec: RunStats, *, noise: float = NOISE,
 
 
 def judge(base: RunStats, spec: RunStats, *, noise: float = NOISE,
-          others_cpu: dict[str, float | None] | None = None, remembered: bool = False) -> Verdict:
+          others_cpu: dict[str, float | None] | None = None, remembered: bool = False) -> RaceVerdict:
     """The race's verdict, wall-clock first. What makes the figure no measure of speculation
     is said before it: nothing drafted, a stop, a busy machine (`others_cpu`: the share of the
     CPU other programs took, by side), a replay (`remembered`: the answer memory held an answer
@@ -135,23 +135,23 @@ def judge(base: RunStats, spec: RunStats, *, noise: float = NOISE,
     load = cpu_share.others_took({SIDE_WORDS[side]: share for side, share in (others_cpu or {}).items()})
     if spec.drafted == 0:
         busy = f" — the machine was busy ({load})" if load else ""
-        return Verdict("same", f"About the same: nothing was drafted — {_why_nothing(spec)}{busy}", detail)
+        return RaceVerdict("same", f"About the same: nothing was drafted — {_why_nothing(spec)}{busy}", detail)
     if spec.finish_reason == "cancelled" or base.finish_reason == "cancelled":
-        return Verdict("stopped", "Stopped before the end: no speed comparison", detail)
+        return RaceVerdict("stopped", "Stopped before the end: no speed comparison", detail)
     detail += f"; acceptance {spec.acceptance_rate:.0%} ({spec.accepted}/{spec.drafted})"
     replay = _replay_words(spec) if remembered else ""
     if load:
-        return Verdict("busy", f"The machine was busy: {_ratio_words(wall)} by the clock, but other programs took "
+        return RaceVerdict("busy", f"The machine was busy: {_ratio_words(wall)} by the clock, but other programs took "
                        f"{load}, so these single runs say more about the load than about speculation: race again "
                        "when it is quiet" + (f" ({replay})" if replay else ""), detail)
     if replay:
-        return Verdict("replayed", f"Replayed from memory: {_ratio_words(wall)} because {replay}; "
+        return RaceVerdict("replayed", f"Replayed from memory: {_ratio_words(wall)} because {replay}; "
                        "--no-history-draft (in the app: Settings → Suffix draft memory → Clear) races without it", detail)
     if abs(wall - 1.0) < noise:
-        return Verdict("same", f"About the same: {wall:.2f}x is within run-to-run noise", detail)
+        return RaceVerdict("same", f"About the same: {wall:.2f}x is within run-to-run noise", detail)
     if wall > 1.0:
-        return Verdict("faster", f"{wall:.2f}x faster (wall-clock)", detail)
-    return Verdict("slower", f"{1.0 / wall:.2f}x slower (wall-clock): speculation does not pay here", detail)
+        return RaceVerdict("faster", f"{wall:.2f}x faster (wall-clock)", detail)
+    return RaceVerdict("slower", f"{1.0 / wall:.2f}x slower (wall-clock): speculation does not pay here", detail)
 
 
 def _ratio_words(wall: float) -> str:
@@ -187,8 +187,8 @@ def race(
 ) -> RaceResult | None:
     """Run `request` with no draft ("target" side), then as asked ("speculative" side), each
     from an empty KV cache: each draft choice keeps its own target context, so a prompt the
-    chat had just answered with the pair's draft was cached on the speculative side only
-    (seen in the app: first token 2.37 s against 0.46 s, "1.23x faster" at 1.01x decode).
+    chat had just answered with the draft would be cached on one side only (a race once read
+    "1.23x faster" at 1.01x decode: docs/benchmarks.md, section 9).
 
     `on_event(side, event)` sees every event as it happens (the app streams both panes
     from it). Returns None when cancelled before both sides finished."""

@@ -21,7 +21,7 @@ Message = dict  # {"role": ..., "content": ...}
 
 
 @dataclass(frozen=True)
-class Fit:
+class FittedChat:
     """The messages to send and what was left out to make them fit."""
 
     messages: list[Message]  # system first (if any), then the kept turns, oldest first
@@ -54,7 +54,7 @@ def _turn_starts(chat: Sequence[Message]) -> list[int]:
 
 
 def fit_chat(system: Sequence[Message], chat: Sequence[Message], count: Callable[[list[Message]], int],
-             n_ctx: int, headroom: int) -> Fit:
+             n_ctx: int, headroom: int) -> FittedChat:
     """Keep `system` and the latest turns of `chat` so that count(prompt) + headroom <= n_ctx.
 
     `count` gives the prompt tokens of a message list (the chat template included), so the
@@ -72,13 +72,13 @@ def fit_chat(system: Sequence[Message], chat: Sequence[Message], count: Callable
 
     whole = tokens_from(0)
     if whole <= budget:
-        return Fit(system + chat, whole, 0, n_ctx)
+        return FittedChat(system + chat, whole, 0, n_ctx)
     last = len(starts) - 1
     alone = tokens_from(last)
     if alone >= n_ctx:
         raise TooLarge(alone, n_ctx)
     if alone > budget:  # no headroom even alone: send it; the answer stops at a full context
-        return Fit(system + chat[starts[last]:], alone, starts[last], n_ctx)
+        return FittedChat(system + chat[starts[last]:], alone, starts[last], n_ctx)
     lo, hi, best = 1, last, alone  # the smallest first turn whose suffix fits
     first = last
     while lo <= hi:
@@ -88,7 +88,7 @@ def fit_chat(system: Sequence[Message], chat: Sequence[Message], count: Callable
             first, best, hi = mid, n, mid - 1
         else:
             lo = mid + 1
-    return Fit(system + chat[starts[first]:], best, starts[first], n_ctx)
+    return FittedChat(system + chat[starts[first]:], best, starts[first], n_ctx)
 
 
 # -- the model's side: trained length and memory ------------------------------------------------

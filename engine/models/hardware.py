@@ -229,7 +229,7 @@ def ram_bandwidth(hw: Hardware | None = None) -> Bandwidth:
 
 
 @dataclass
-class Fit:
+class MemoryFit:
     verdict: str  # "fits on GPU" | "fits in RAM" | "partial offload" | "does not fit"
     need: int  # bytes
     weights: int
@@ -259,7 +259,7 @@ def expected_tok_s(weight_bytes: int, bw: Bandwidth) -> float:
     return bw.bytes_per_s / max(weight_bytes, 1)
 
 
-def with_speed(fit: Fit, target_bytes: int, bw: Bandwidth | None) -> Fit:
+def with_speed(fit: MemoryFit, target_bytes: int, bw: Bandwidth | None) -> MemoryFit:
     """Add the expected speed to a verdict that runs from RAM (GPU bandwidth is not known here)."""
     if bw is None or fit.verdict != "fits in RAM":
         return fit
@@ -280,7 +280,7 @@ def model_need(m: ModelSpec, n_ctx: int) -> tuple[int, int, int]:
 
 
 def pair_fit(pair: PairSpec, hw: Hardware, n_ctx: int = 4096, workers: Sequence[tuple[str, int]] = (),
-             bandwidth: Bandwidth | None = None) -> Fit:
+             bandwidth: Bandwidth | None = None) -> MemoryFit:
     """Memory a pair needs (weights + KV cache + overhead) against what this machine has,
     and, when it does not fit here, against this machine plus RPC `workers`
     ((endpoint, free bytes) each): the target can be split, the draft stays local.
@@ -302,23 +302,23 @@ def pair_fit(pair: PairSpec, hw: Hardware, n_ctx: int = 4096, workers: Sequence[
     hosts = 1 + len({ep.partition(":")[0] if not ep.startswith("127.") else ep for ep, _ in workers})
     if here + remote >= need and here >= draft_need:
         parts = ", ".join(f"{ep} {free / GB:.1f} GB" for ep, free in workers)
-        return Fit(f"fits across {hosts} hosts", need, w, kv, ov,
+        return MemoryFit(f"fits across {hosts} hosts", need, w, kv, ov,
                    f"{detail}; this machine {here / GB:.1f} GB free + workers {parts}")
-    return Fit("does not fit", need, w, kv, ov,
+    return MemoryFit("does not fit", need, w, kv, ov,
                f"{detail}; only {here / GB:.1f} GB here + {remote / GB:.1f} GB on {len(workers)} worker(s) free")
 
 
-def _local_fit(need: int, w: int, kv: int, ov: int, detail: str, hw: Hardware) -> Fit:
+def _local_fit(need: int, w: int, kv: int, ov: int, detail: str, hw: Hardware) -> MemoryFit:
     gpu_free = hw.vram_free
     if hw.gpus and gpu_free >= need:
-        return Fit("fits on GPU", need, w, kv, ov, f"{detail}; GPU has {gpu_free / GB:.1f} GB free")
+        return MemoryFit("fits on GPU", need, w, kv, ov, f"{detail}; GPU has {gpu_free / GB:.1f} GB free")
     if hw.gpus and gpu_free + hw.ram_available >= need and gpu_free > 0:
         share = gpu_free / need
-        return Fit("partial offload", need, w, kv, ov,
+        return MemoryFit("partial offload", need, w, kv, ov,
                    f"{detail}; about {share:.0%} on the GPU ({gpu_free / GB:.1f} GB free), the rest in RAM")
     if hw.ram_available >= need:
-        return Fit("fits in RAM", need, w, kv, ov, f"{detail}; {hw.ram_available / GB:.1f} GB RAM free")
-    return Fit("does not fit", need, w, kv, ov,
+        return MemoryFit("fits in RAM", need, w, kv, ov, f"{detail}; {hw.ram_available / GB:.1f} GB RAM free")
+    return MemoryFit("does not fit", need, w, kv, ov,
                f"{detail}; only {hw.ram_available / GB:.1f} GB RAM" + (f" + {gpu_free / GB:.1f} GB GPU" if hw.gpus else "") + " free")
 
 

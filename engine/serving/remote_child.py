@@ -16,7 +16,7 @@ from typing import Any, Callable
 
 from ..llamacpp import rpc_backend as rpc
 from ..decoding.engine import Engine
-from ..decoding.settings import GenerationRequest
+from ..decoding.request import GenerationRequest
 from ..errors import Cancelled, TandemError
 
 _POLL_S = 0.05

@@ -30,7 +30,7 @@ from ..decoding.queue import GenerationQueue
 from ..errors import TandemError
 from ..decoding.events import Event
 from ..llamacpp.runtime import RuntimeParams, runtime_from
-from ..decoding.settings import GenerationRequest
+from ..decoding.request import GenerationRequest
 from ..decoding.engine import prompt_tokens
 from ..llamacpp.llama import Model
 

@@ -16,7 +16,7 @@ from app import workers  # noqa: E402
 from app.session import Session  # noqa: E402
 from app.widgets.charts import LiveCharts  # noqa: E402
 from app.widgets.server_switch import ServerSwitch  # noqa: E402
-from engine.decoding.settings import GenerationRequest  # noqa: E402
+from engine.decoding.request import GenerationRequest  # noqa: E402
 
 pytestmark = pytest.mark.gui
 MSGS = [{"role": "user", "content": "the value of"}]

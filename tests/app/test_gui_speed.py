@@ -22,7 +22,7 @@ from app.widgets.markdown_render import render_markdown  # noqa: E402
 from app.widgets.provenance import COLOURS  # noqa: E402
 from app.widgets.transcript import Transcript, spans_from_tokens  # noqa: E402
 from engine.decoding.events import StepEvent  # noqa: E402
-from engine.decoding.settings import GenerationRequest  # noqa: E402
+from engine.decoding.request import GenerationRequest  # noqa: E402
 
 
 def tok(text: str, prov: str) -> SimpleNamespace:

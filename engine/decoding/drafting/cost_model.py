@@ -21,7 +21,7 @@ MAX_LOOKAHEAD = 16
 CONF_BUCKETS = 20  # a drafter's stated confidence, in buckets of 0.05
 
 
-class Offered(Protocol):
+class OfferedProposal(Protocol):
     """What a step's offered proposal tells the acceptance measure (drafter_api.Proposal; this
     module, below the drafters, does not import them)."""
 
@@ -355,7 +355,7 @@ class TextAcceptance:
         for c, held in tried(confidence, drafted, accepted):
             self.observe_one(c, held)
 
-    def observe_step(self, offered: "Offered | None", verified: int, accepted: int, token: int | None) -> None:
+    def observe_step(self, offered: "OfferedProposal | None", verified: int, accepted: int, token: int | None) -> None:
         """One step: the first `verified` tokens of the proposal `offered` were verified; when
         every one of them held, the target's own `token` says for free whether the first
         unverified one was right."""

@@ -14,7 +14,8 @@ from ...llamacpp.runtime import RuntimeParams
 from ...models.compat import require_compatible
 from .bridge_drafter import BridgeDrafter
 from .choice import DraftChoice, DraftKind
-from .drafters import Drafter, ModelDrafter, PromptLookupDrafter
+from .drafters import Drafter, ModelDrafter
+from .lookup_drafter import PromptLookupDrafter
 from .mixed_drafter import MixedDrafter
 from .mtp_drafter import MTPDrafter
 from .suffix_drafter import SuffixDrafter

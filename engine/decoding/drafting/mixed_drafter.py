@@ -18,7 +18,8 @@ from ...llamacpp.llama import Model
 from ..sampling.sampler import Sampler
 from .cost_model import CostModel
 from .draft_context import NO_RULES, DraftContext
-from .drafters import Drafter, PromptLookupDrafter, Proposal
+from .drafters import Drafter, Proposal
+from .lookup_drafter import PromptLookupDrafter
 from .lookahead import Lookahead
 from .source_choice import MODEL, SourceChooser, SourceTrust
 from .suffix_drafter import SuffixDrafter

@@ -23,7 +23,8 @@ from typing import Sequence
 
 from ..sampling.sampler import Sampler
 from .draft_context import NO_RULES, DraftContext
-from .drafters import Drafter, PromptLookupDrafter, Proposal
+from .drafters import Drafter, Proposal
+from .lookup_drafter import PromptLookupDrafter
 from .suffix_index import MATCH_LENGTHS, Draft, suffix_hashes, walk
 from .history_file import DamagedHistory, damaged_path, set_aside
 from .suffix_stores import DEFAULT_HISTORY_TOKENS, AnswerStore, RequestStore

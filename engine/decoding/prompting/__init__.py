@@ -7,5 +7,5 @@ message text kept out of the model's control tokens (content_guard.py).
 
 May import: engine.llamacpp, engine.models, the top-level helpers (engine.errors, paths, units,
 resources), and its own modules. Never the sampling or drafting wing, decoding's top (decoder,
-engine, settings, ...) or anything above decoding.
+engine, request, ...) or anything above decoding.
 """

@@ -11,10 +11,10 @@ Here, in the calling thread (the CLI's main thread, the app's generation worker)
   checked before and after, so no value grows past `max_chars`, and the output is
   streamed and cut at `max_chars`.
 
-Why not a subprocess: spawning one costs 0.12-0.19 s per render on this 2-core machine
-(measured), a PyInstaller build has no Python to spawn, and the checks above leave no
-unbounded step that a template can reach (what remains are single C calls on bounded
-values: microseconds to milliseconds).
+Why not a subprocess: spawning one costs a tenth of a second or more per render
+(docs/benchmarks.md, section 13), a PyInstaller build has no Python to spawn, and the checks
+above leave no unbounded step that a template can reach (what remains are single C calls on
+bounded values).
 """
 
 from __future__ import annotations

@@ -11,5 +11,5 @@ verifier that owns them for the decoder (verifier.py).
 
 May import: engine.llamacpp, engine.models, the top-level helpers (engine.errors, paths, units,
 resources), and its own modules. Never the drafting or prompting wing, decoding's top (decoder,
-engine, settings, ...) or anything above decoding.
+engine, request, ...) or anything above decoding.
 """

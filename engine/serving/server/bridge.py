@@ -17,7 +17,7 @@ from ...errors import Cancelled, NonFiniteLogits, TandemError
 from ...llamacpp.rpc_backend import RpcError
 from ...decoding.events import DoneEvent, PrefillEvent, RunStats, TokenEvent
 from ...decoding.queue import GenerationQueue, Job
-from ...decoding.settings import GenerationRequest
+from ...decoding.request import GenerationRequest
 from .redact import server_side
 
 log = logging.getLogger("tandem.server")

@@ -22,7 +22,7 @@ from ...llamacpp.rpc_backend import RpcError
 from ...decoding.drafting.choice import DraftChoice
 from ...decoding.events import DoneEvent, PrefillEvent, TokenEvent
 from ...decoding.queue import GenerationQueue, Job, QueueFull
-from ...decoding.settings import GenerationRequest
+from ...decoding.request import GenerationRequest
 from . import wire
 from .bridge import Generation, GenerationFailed
 from .config import ServedModel, ServerConfig

@@ -17,7 +17,7 @@ from sse_starlette import EventSourceResponse
 from starlette.concurrency import run_in_threadpool
 
 from ...decoding.events import DoneEvent, TokenEvent
-from ...decoding.settings import GenerationRequest
+from ...decoding.request import GenerationRequest
 from ...errors import TandemError
 from . import wire
 from .bridge import Generation, GenerationFailed

@@ -20,7 +20,7 @@ from typing import Any, Sequence
 
 from ..tools.auto_calls import AutoCallStream, LazyGrammar, read_auto
 from ..tools.forced_calls import ForcedCallStream, read_forced
-from ...decoding.settings import GenerationRequest
+from ...decoding.request import GenerationRequest
 from ..tools.tool_calls import ParsedAnswer, ToolCallStream, parse
 from ..tools.tool_grammar import auto_call_grammar, tool_call_grammar
 from ...decoding.prompting.tool_prompt import call_format

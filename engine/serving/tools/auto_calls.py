@@ -24,7 +24,7 @@ from typing import Any, Sequence
 
 from ...decoding.sampling.lazy_grammar import LazyGrammarState
 from .forced_calls import ForcedCallStream, read_forced
-from .tool_calls import Offered, ParsedAnswer, ToolCall, ToolCallStream, parse
+from .tool_calls import OfferedTools, ParsedAnswer, ToolCall, ToolCallStream, parse
 
 
 class LazyGrammar:
@@ -67,7 +67,7 @@ class Follower:
             self.state = None
 
 
-def read_auto(text: str, at: int | None, offered: Offered) -> ParsedAnswer:
+def read_auto(text: str, at: int | None, offered: OfferedTools) -> ParsedAnswer:
     """A whole auto answer: free before `at`, a grammar-made call from it (see the module doc)."""
     if at is None or at > len(text):
         return parse(text, offered)
@@ -80,7 +80,7 @@ class AutoCallStream:
     out, `deltas()` the `delta.tool_calls` items (a call's header, then its argument pieces, as
     they are written once the grammar holds it); `finish()` returns what the whole answer holds."""
 
-    def __init__(self, offered: Offered, lazy: LazyGrammar):
+    def __init__(self, offered: OfferedTools, lazy: LazyGrammar):
         self.offered = offered
         self.free: ToolCallStream | None = ToolCallStream(offered)
         self.follower = Follower(lazy)

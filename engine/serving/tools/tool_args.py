@@ -5,17 +5,17 @@ from __future__ import annotations
 
 from typing import Any, Callable, Mapping, Sequence
 
-from .tool_calls import Offered
+from .tool_calls import OfferedTools
 
 
-def offered_tools(tools: Sequence[Mapping[str, Any]]) -> Offered:
+def offered_tools(tools: Sequence[Mapping[str, Any]]) -> OfferedTools:
     """The offered functions (OpenAI's tool dicts), each with its arguments' check."""
     checks: dict[str, Callable[[Any], bool]] = {}
     for t in tools:
         fn = t.get("function") or {}
         if isinstance(fn.get("name"), str):
             checks[fn["name"]] = schema_check(fn.get("parameters"))
-    return Offered(checks)
+    return OfferedTools(checks)
 
 
 def schema_check(schema: Any) -> Callable[[Any], bool]:

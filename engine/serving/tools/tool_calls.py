@@ -99,7 +99,7 @@ class ParsedAnswer:
     cut_short: bool = False
 
 
-class Offered:
+class OfferedTools:
     """The functions a request offers: for each name, a check of its arguments (the server's
     checks them against the `parameters` schema: `tool_args`). None: any name."""
 
@@ -116,13 +116,13 @@ class Offered:
         return self.checks is None or name in self.checks
 
 
-OfferedLike = Union[Offered, Iterable[str], None]
+OfferedLike = Union[OfferedTools, Iterable[str], None]
 
 
-def _offered(offered: OfferedLike) -> Offered:
-    if isinstance(offered, Offered):
+def _offered(offered: OfferedLike) -> OfferedTools:
+    if isinstance(offered, OfferedTools):
         return offered
-    return Offered(None if offered is None else {n: (lambda args: True) for n in offered})
+    return OfferedTools(None if offered is None else {n: (lambda args: True) for n in offered})
 
 
 # -- reading one candidate ------------------------------------------------------------------------
@@ -202,7 +202,7 @@ def _head_prefix(text: str, i: int) -> bool:
     return key in _CALL_KEYS if closed else any(k.startswith(key) for k in _CALL_KEYS)
 
 
-def _call(obj: Any, offered: Offered) -> ToolCall | None:
+def _call(obj: Any, offered: OfferedTools) -> ToolCall | None:
     """One call object -> ToolCall, or None: not a call of an offered function with valid arguments."""
     if isinstance(obj, dict) and isinstance(obj.get("function"), dict) and "name" not in obj:
         obj = obj["function"]  # OpenAI's own shape
@@ -404,7 +404,7 @@ class _Reading:
     how far each JSON value held so far has been read (a stream reads a held call again as
     each piece arrives: it goes on from where it stopped, so a long call costs linear time)."""
 
-    def __init__(self, offered: Offered):
+    def __init__(self, offered: OfferedTools):
         self.offered = offered
         self.final = False
         self._ends: dict[int, tuple[int, int, bool]] = {}  # value start -> where its reading stopped
@@ -443,7 +443,7 @@ def _scan(text: str, pos: int, cx: _Reading) -> tuple[list[_Segment], int]:
 
 def parse(text: str, offered: OfferedLike = None) -> ParsedAnswer:
     """The answer's tool calls and the text outside them (the whole text when there is none).
-    `offered`: the functions offered (`Offered`, or their names: then arguments are not
+    `offered`: the functions offered (`OfferedTools`, or their names: then arguments are not
     checked; None: any name)."""
     cx = _Reading(_offered(offered))
     cx.final = True

@@ -19,7 +19,7 @@ from engine.decoding.sampling.sampler import SamplingParams, distribution
 from engine.decoding.cancel import CancelToken
 from engine.decoding.decoder import Decoder
 from engine.llamacpp.runtime import RuntimeParams
-from engine.decoding.settings import GenerationRequest
+from engine.decoding.request import GenerationRequest
 from engine.models.tinymodel import chain_through, write_model
 
 PROMPTS = ["the value of", "def count items", "return total and", "import data for the class", "while item is not"]

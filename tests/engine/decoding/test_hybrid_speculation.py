@@ -16,7 +16,7 @@ from engine.decoding.drafting.lookahead import Fixed
 from engine.decoding.drafting.mtp_drafter import MTPDrafter
 from engine.decoding.events import DoneEvent
 from engine.decoding.sampling.sampler import SamplingParams
-from engine.decoding.settings import GenerationRequest
+from engine.decoding.request import GenerationRequest
 from engine.errors import UnsupportedModelError
 from engine.llamacpp.context import Context
 from engine.llamacpp.llama import Model

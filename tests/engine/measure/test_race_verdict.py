@@ -106,7 +106,7 @@ def test_the_race_measures_the_load_beside_each_side(monkeypatch):
             asked.append(len(calls))  # before the speculative run
             return False
 
-    from engine.decoding.settings import GenerationRequest
+    from engine.decoding.request import GenerationRequest
 
     r = racing.race(FakeEngine(), GenerationRequest("p", draft="lookup", lookahead=4))
     assert r.others_cpu == {"target": 0.0, "speculative": 0.75}
@@ -122,7 +122,7 @@ def test_both_sides_of_a_race_read_the_whole_prompt(tiny_target):
     counted that against target alone (first token 2.37 s against 0.46 s in the app)."""
     from engine import Engine
     from engine.decoding.events import PrefillEvent
-    from engine.decoding.settings import GenerationRequest
+    from engine.decoding.request import GenerationRequest
     from engine.measure.racing import race
 
     eng = Engine(tiny_target, n_ctx=512, metrics_log=False)
@@ -141,7 +141,7 @@ def test_the_engine_says_whether_its_answer_memory_holds_an_answer_to_a_prompt(t
     """What the race asks before its speculative run: in memory, in the file a later process
     reads, and not with the file left out (--no-history-draft)."""
     from engine import Engine
-    from engine.decoding.settings import GenerationRequest
+    from engine.decoding.request import GenerationRequest
     from engine.measure.racing import race
 
     prompt = "the value of the data in the class "

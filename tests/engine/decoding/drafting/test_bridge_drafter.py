@@ -15,7 +15,7 @@ from engine.llamacpp.llama import Model
 from engine.decoding.drafting.lookahead import Fixed
 from engine.llamacpp.runtime import RuntimeParams
 from engine.decoding.sampling.sampler import Dist, SamplingParams
-from engine.decoding.settings import GenerationRequest
+from engine.decoding.request import GenerationRequest
 from engine.errors import IncompatiblePairError
 from engine.models.compat import VocabInfo, check_pair, check_vocabs
 from engine.models.tinymodel import NORMAL, respelled_vocab, write_model

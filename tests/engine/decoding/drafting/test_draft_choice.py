@@ -9,7 +9,7 @@ from types import SimpleNamespace
 import pytest
 
 from engine.decoding.drafting.choice import NO_DRAFT, DraftChoice, DraftKind
-from engine.decoding.drafting.drafters import PromptLookupDrafter
+from engine.decoding.drafting.lookup_drafter import PromptLookupDrafter
 from engine.errors import TandemError
 
 
@@ -67,7 +67,7 @@ def test_the_cli_and_the_server_read_the_same_keywords(tiny_draft):
 def test_the_bench_and_the_race_parse_it_too():
     from engine.measure.bench import _draft_name, plan_configs
     from engine.measure.racing import race
-    from engine.decoding.settings import GenerationRequest
+    from engine.decoding.request import GenerationRequest
 
     names = [c.name for c in plan_configs("Lookup", modes=("target", "auto", "lookup"))]
     assert names == ["target", "lookup auto"]  # a lookup draft: no second lookup row

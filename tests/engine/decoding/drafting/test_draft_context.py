@@ -10,7 +10,8 @@ import dataclasses
 import pytest
 
 from engine import Engine
-from engine.decoding.drafting.drafters import DraftContext, Drafter, ModelDrafter, PromptLookupDrafter, Proposal
+from engine.decoding.drafting.drafters import DraftContext, Drafter, ModelDrafter, Proposal
+from engine.decoding.drafting.lookup_drafter import PromptLookupDrafter
 from engine.decoding.drafting.lookahead import Auto, Fixed
 
 

@@ -11,7 +11,8 @@ from engine import Engine
 from engine.decoding.decoder import Decoder
 from engine.decoding.drafting.cost_model import CostModel, Costs
 from engine.decoding.drafting.draft_context import DraftContext
-from engine.decoding.drafting.drafters import Drafter, ModelDrafter, PromptLookupDrafter, Proposal
+from engine.decoding.drafting.drafters import Drafter, ModelDrafter, Proposal
+from engine.decoding.drafting.lookup_drafter import PromptLookupDrafter
 from engine.decoding.drafting.lookahead import Auto, Fixed
 from engine.decoding.drafting.mixed_drafter import MixedDrafter
 from engine.decoding.drafting.source_choice import MODEL, PLAIN, Pick, SourceChooser, SourceTrust
@@ -19,7 +20,7 @@ from engine.decoding.drafting.suffix_drafter import SuffixDrafter
 from engine.decoding.events import DoneEvent
 from engine.decoding.quality import first_divergence
 from engine.decoding.sampling.sampler import Sampler, SamplingParams
-from engine.decoding.settings import GenerationRequest
+from engine.decoding.request import GenerationRequest
 from engine.llamacpp.llama import Model
 from engine.llamacpp.runtime import RuntimeParams
 

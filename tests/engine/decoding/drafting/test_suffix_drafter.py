@@ -17,7 +17,7 @@ from engine.decoding.drafting.suffix_stores import AnswerStore
 from engine.decoding.events import DoneEvent
 from engine.decoding.quality import first_divergence
 from engine.decoding.sampling.sampler import Sampler, SamplingParams
-from engine.decoding.settings import GenerationRequest
+from engine.decoding.request import GenerationRequest
 from engine.llamacpp.llama import Model
 from engine.llamacpp.runtime import RuntimeParams
 

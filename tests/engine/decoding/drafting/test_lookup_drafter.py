@@ -6,7 +6,7 @@ behaviour is measured in isolation from any model.
 
 from __future__ import annotations
 
-from engine.decoding.drafting.drafters import PromptLookupDrafter
+from engine.decoding.drafting.lookup_drafter import PromptLookupDrafter
 from engine.llamacpp.context import common_prefix
 from engine.decoding.sampling.sampler import Sampler
 

@@ -9,21 +9,18 @@ stays the public convenience: it builds a request with `GenerationRequest.from_o
 
 from __future__ import annotations
 
-import os
 from dataclasses import InitVar, dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Mapping, Sequence, Union
 
 from ..errors import PromptError, TandemError
 from .sampling.logit_controls import Penalties, RowProcessors, check_logit_bias
+from .drafting.choice import DraftSpec
 from .drafting.lookahead import MAX_LOOKAHEAD, LiveLookahead, Lookahead, parse_lookahead
 from .sampling.sampler import GREEDY, SamplingParams
 
 if TYPE_CHECKING:  # pragma: no cover
     from .prompting.chat import Message
-    from .drafting.drafters import Drafter
-    from ..llamacpp.llama import Model
 
-DraftSpec = Union[str, "os.PathLike[str]", "Model", "Drafter", None]
 Prompt = Union[str, Sequence["Message"], Sequence[int]]
 
 

@@ -1,7 +1,7 @@
 """Start the real app with real models, exercise each view, save the README's screenshots.
 
-    xvfb-run -a -s "-screen 0 1600x1000x24" .venv/bin/python packaging/screenshots.py [--pair ID] [--out docs/screenshots]
-    xvfb-run -a -s "-screen 0 1600x1000x24" .venv/bin/python packaging/screenshots.py --scale 1.5 --views race --widths 1360x860
+    xvfb-run -a -s "-screen 0 1600x1000x24" .venv/bin/python -m tools.screenshots [--pair ID] [--out docs/screenshots]
+    xvfb-run -a -s "-screen 0 1600x1000x24" .venv/bin/python -m tools.screenshots --scale 1.5 --views race --widths 1360x860
 
 Uses the default pair (Qwen2.5-Coder 1.5B + 0.5B: `tandem pull qwen2.5-coder-1.5b --source mirror`)
 when the store has it, else SmolLM2-135M as both target and draft (`tandem pull
