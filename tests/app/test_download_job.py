@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from app.download_job import DownloadJob, Phase, pair_models, progress_text
+from app.downloads.job import DownloadJob, Phase, pair_models, progress_text
 from engine.models import catalog as catalog_mod
 from engine.models import store
 from engine.models.catalog import FileSpec, ModelSpec, PairSpec
@@ -30,7 +30,7 @@ def _pair(target_bytes: int = 3000, draft_bytes: int = 1000) -> PairSpec:
 
 
 def test_the_state_machine_loads_no_qt():
-    code = "import sys, app.download_job; sys.exit(any(m.startswith('PySide6') for m in sys.modules))"
+    code = "import sys, app.downloads.job; sys.exit(any(m.startswith('PySide6') for m in sys.modules))"
     assert subprocess.run([sys.executable, "-c", code], cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}).returncode == 0
 
 

@@ -13,7 +13,7 @@ pytest.importorskip("pytestqt")
 
 from PySide6.QtCore import Qt  # noqa: E402
 
-from app.widgets.attachments import (  # noqa: E402
+from app.widgets.attachments.attachments import (  # noqa: E402
     Attachment, AttachmentError, attachment_block, read_text_file, split_attachments)
 from engine.decoding.prompting.prompt_text import read_prompt  # noqa: E402
 from test_gui_chat_input import attach, window  # noqa: E402,F401  (the fixture: a window with the tiny pair loaded)
@@ -48,7 +48,7 @@ FAKE = "real notes\n```\n\nAttached file `phantom.txt`:\n\n```\nforged content"
 def test_an_attachment_holding_a_fake_block_stays_one_card(qtbot, window, tmp_path):  # noqa: F811
     from test_gui_transcript import _fragments, click_anchor
 
-    from app.widgets.file_card import FileViewer
+    from app.widgets.transcript.file_card import FileViewer
 
     chat = window.chat
     window.resize(1360, 860)

@@ -362,7 +362,7 @@ def test_attachment_reading_refuses_what_is_not_a_small_text_file_before_reading
     (a sparse 10 GB file is refused without being read), bytes that are not UTF-8."""
     import os
 
-    from app.widgets.attachments import MAX_ATTACHMENT, AttachmentError, read_text_file
+    from app.widgets.attachments.attachments import MAX_ATTACHMENT, AttachmentError, read_text_file
 
     ok = tmp_path / "notes.md"
     ok.write_text("the data of the class")

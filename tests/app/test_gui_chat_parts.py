@@ -18,10 +18,10 @@ from app.history import History  # noqa: E402
 from app.session import Session  # noqa: E402
 from app.views.chat.answering import AnswerStream, AnswerView  # noqa: E402
 from app.views.chat.settings_panel import SettingsPanel  # noqa: E402
-from app.widgets.live_label import LiveLabel  # noqa: E402
-from app.widgets.model_bar import ModelBar  # noqa: E402
-from app.widgets.token_meter import TokenMeter  # noqa: E402
-from app.widgets.transcript import Transcript  # noqa: E402
+from app.widgets.controls.live_label import LiveLabel  # noqa: E402
+from app.widgets.panels.model_bar import ModelBar  # noqa: E402
+from app.widgets.controls.token_meter import TokenMeter  # noqa: E402
+from app.widgets.transcript.transcript import Transcript  # noqa: E402
 
 
 def test_an_answer_stream_fills_the_message_it_is_given(qtbot, tmp_path, tiny_target):

@@ -12,7 +12,7 @@ pytest.importorskip("pytestqt")
 
 from PySide6.QtCore import Qt  # noqa: E402
 
-from app.history_settings import chat_settings, save_chat_settings  # noqa: E402
+from app.history.settings import chat_settings, save_chat_settings  # noqa: E402
 from engine.decoding.events import RunStats, StepEvent  # noqa: E402
 from test_gui_chat_input import _file, _load, _make_window, attach, read  # noqa: E402
 
@@ -118,7 +118,7 @@ def _stats(tokens: int) -> dict:
 
 def test_the_stats_line_shows_the_figures_of_the_answer_version_shown(qtbot, tmp_path, monkeypatch):
     """After browsing versions the stats line showed another answer's figures."""
-    from app.history_branches import edit_question
+    from app.history.branches import edit_question
 
     w = _make_window(qtbot, tmp_path, monkeypatch)
     chat, h = w.chat, w.history

@@ -12,9 +12,9 @@ pytest.importorskip("pytestqt")
 from PySide6.QtCore import QSettings  # noqa: E402
 
 from app.history import Message  # noqa: E402
-from app.widgets.markdown_render import CODE_BG, code_wraps  # noqa: E402
-from app.widgets.transcript import Transcript  # noqa: E402
-from app.widgets.user_text import code_lines  # noqa: E402
+from app.widgets.transcript.markdown_render import CODE_BG, code_wraps  # noqa: E402
+from app.widgets.transcript.transcript import Transcript  # noqa: E402
+from app.widgets.transcript.user_text import code_lines  # noqa: E402
 
 ASKED = "Why does *this* fail with `KeyError`?\n\n```python\ndef f(d):\n    return d['key']\n```\nThanks **a lot**"
 

@@ -77,7 +77,7 @@ def test_a_pasted_pdf_and_docx_attach_and_a_scan_is_one_message(qtbot, window, t
 def test_a_document_is_read_off_the_window_thread(qtbot, window, tmp_path, monkeypatch):  # noqa: F811
     """A large PDF takes seconds to parse: the window keeps answering meanwhile (typing, a
     notice that it is being read), Send waits for it, and its chip comes when it is read."""
-    import app.widgets.attachments as attachments
+    import app.widgets.attachments.attachments as attachments
 
     chat, release, seen = window.chat, threading.Event(), {}
     real = attachments.read_document
@@ -245,7 +245,7 @@ def test_the_conversation_exports_as_a_report(qtbot, window, tmp_path):  # noqa:
 def test_export_offers_formats_and_a_name_of_whole_words(qtbot, window, tmp_path, monkeypatch):  # noqa: F811
     from PySide6.QtWidgets import QFileDialog
 
-    from app.widgets.export import file_name
+    from app.widgets.transcript.export import file_name
 
     _conversation(window)
     offered = []
@@ -293,7 +293,7 @@ def test_screenshot_of_the_chips_and_the_export_menu(qtbot, window, tmp_path):  
 def test_a_long_first_line_titles_the_chat_in_whole_words(qtbot, window):  # noqa: F811
     from test_gui_chat import _send
 
-    from app.widgets.export import whole_words
+    from app.widgets.transcript.export import whole_words
 
     assert whole_words("alpha beta gamma", 12) == "alpha beta" and whole_words("x" * 20, 5) == "xxxxx"
     line = "Please compare the quarterly figures " * 4  # 148 characters: the title holds 120

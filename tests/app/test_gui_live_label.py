@@ -10,7 +10,7 @@ pytest.importorskip("pytestqt")
 from PySide6.QtCore import QEvent, QObject  # noqa: E402
 from PySide6.QtWidgets import QLabel, QVBoxLayout, QWidget  # noqa: E402
 
-from app.widgets.live_label import LiveLabel, pin_size  # noqa: E402
+from app.widgets.controls.live_label import LiveLabel, pin_size  # noqa: E402
 
 
 class LayoutRequests(QObject):
@@ -72,7 +72,7 @@ def test_a_stats_line_wraps_between_its_pieces_never_inside_one(qtbot):
     """At 1024 px the chat's stats line broke as '... 3.65' / 'tokens/step'."""
     from PySide6.QtCore import QRect
 
-    from app.widgets.live_label import _FLAGS, LiveLabel, whole_pieces
+    from app.widgets.controls.live_label import _FLAGS, LiveLabel, whole_pieces
 
     line = "95 tokens in 11.19 s · 11.5 tok/s decode · first token 3.23 s · acceptance 68% (71/104) · 3.65 tokens/step"
     pieces = whole_pieces(line).split(" · ")

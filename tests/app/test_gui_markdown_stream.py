@@ -15,11 +15,11 @@ from PySide6.QtCore import Qt  # noqa: E402
 from PySide6.QtWidgets import QMessageBox  # noqa: E402
 
 from app.history import Message  # noqa: E402
-from app.widgets import markdown_stream  # noqa: E402
-from app.widgets.markdown_render import render_markdown  # noqa: E402
-from app.widgets.markdown_stream import commit_point, slice_spans, visible_end  # noqa: E402
-from app.widgets.race_pane import RacePane  # noqa: E402
-from app.widgets.transcript import Transcript  # noqa: E402
+from app.widgets.transcript import markdown_stream  # noqa: E402
+from app.widgets.transcript.markdown_render import render_markdown  # noqa: E402
+from app.widgets.transcript.markdown_stream import commit_point, slice_spans, visible_end  # noqa: E402
+from app.widgets.panels.race_pane import RacePane  # noqa: E402
+from app.widgets.transcript.transcript import Transcript  # noqa: E402
 from engine.decoding.events import DoneEvent, RunStats, TokenEvent  # noqa: E402
 from test_gui_chat import window  # noqa: E402,F401  (the chat tests' window: tiny self-draft pair loaded)
 from test_gui_transcript import click_anchor  # noqa: E402
@@ -280,8 +280,8 @@ def _signature(doc):
 def _stream_in_pieces(qtbot, monkeypatch, answer: str, step: int = 4, stop_at: int | None = None):
     from PySide6.QtGui import QTextDocument
 
-    from app.widgets import open_fence
-    from app.widgets.race_pane import COLOURS
+    from app.widgets.transcript import open_fence
+    from app.widgets.panels.race_pane import COLOURS
 
     rendered: list[str] = []
     for module in (markdown_stream, open_fence):

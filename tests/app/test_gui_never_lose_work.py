@@ -23,7 +23,7 @@ def _show_active(qtbot, window) -> None:
 
 
 def test_esc_closes_the_file_viewer_and_not_the_answer(qtbot, window, monkeypatch):  # noqa: F811
-    from app.widgets.file_card import FileViewer
+    from app.widgets.transcript.file_card import FileViewer
 
     chat = window.chat
     stops: list[int] = []
@@ -42,7 +42,7 @@ def test_esc_closes_the_file_viewer_and_not_the_answer(qtbot, window, monkeypatc
 
 def test_esc_in_the_window_closes_an_open_viewer_first(qtbot, window, monkeypatch):  # noqa: F811
     """The viewer is open but the key lands in the main window (the focus went back to it)."""
-    from app.widgets.file_card import FileViewer
+    from app.widgets.transcript.file_card import FileViewer
 
     chat = window.chat
     stops: list[int] = []
@@ -100,7 +100,7 @@ def test_an_edit_keeps_the_earlier_question_and_its_answers_as_a_version(qtbot, 
 def test_branches_nest_and_switching_loses_nothing(tmp_path):
     """An edit inside a branch, answer versions in a tail: every switch restores them all."""
     from app.history import History
-    from app.history_branches import choose_question, edit_question
+    from app.history.branches import choose_question, edit_question
 
     h = History(tmp_path / "h.db")
     cid = h.create("c").id

@@ -8,7 +8,7 @@ import threading
 
 import pytest
 
-from app.widgets.prefill_progress import PrefillProgress
+from app.widgets.charts.prefill_progress import PrefillProgress
 
 
 def test_prompt_reading_moves_between_batches_and_never_past_the_one_under_way():

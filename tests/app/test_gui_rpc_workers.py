@@ -10,7 +10,7 @@ import pytest
 
 pytest.importorskip("PySide6")
 
-from app.widgets.rpc_workers import RpcWorkersWidget  # noqa: E402
+from app.widgets.panels.rpc_workers import RpcWorkersWidget  # noqa: E402
 from engine.llamacpp import rpc_backend as rpc  # noqa: E402
 
 pytestmark = pytest.mark.gui
@@ -90,7 +90,7 @@ def window(qtbot, tmp_path, monkeypatch):
 def test_status_button_opens_the_dialog_that_chooses_the_workers(qtbot, window):
     from PySide6.QtCore import Qt
 
-    from app.widgets.rpc_dialog import WorkersDialog
+    from app.widgets.panels.rpc_dialog import WorkersDialog
 
     status = window.rpc_status
     assert status.button.text() == "RPC: off" and not status.reload_button.isVisibleTo(window)
@@ -109,7 +109,7 @@ def test_status_button_opens_the_dialog_that_chooses_the_workers(qtbot, window):
     qtbot.mouseClick(dlg.local_button, Qt.MouseButton.LeftButton)
     assert window.session.rpc_endpoints == () and status.button.text() == "RPC: off"
     # the list is remembered for the next start, the choice to use it is not
-    from app.widgets.rpc_dialog import RpcStatus
+    from app.widgets.panels.rpc_dialog import RpcStatus
 
     again = RpcStatus(window)
     again.open_dialog().workers.wait_idle()

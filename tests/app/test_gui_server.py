@@ -14,8 +14,8 @@ httpx = pytest.importorskip("httpx")
 
 from app import workers  # noqa: E402
 from app.session import Session  # noqa: E402
-from app.widgets.charts import LiveCharts  # noqa: E402
-from app.widgets.server_switch import ServerSwitch  # noqa: E402
+from app.widgets.charts.charts import LiveCharts  # noqa: E402
+from app.widgets.panels.server_switch import ServerSwitch  # noqa: E402
 from engine.decoding.settings import GenerationRequest  # noqa: E402
 
 pytestmark = pytest.mark.gui

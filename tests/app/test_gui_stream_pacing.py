@@ -8,9 +8,9 @@ import pytest
 
 pytest.importorskip("PySide6")
 
-from app.widgets import code_highlight, transcript  # noqa: E402
-from app.widgets.code_highlight import PALETTE, token_colours  # noqa: E402
-from app.widgets.transcript import FRAME_MS, STREAM_INTERVAL_MS, Transcript  # noqa: E402
+from app.widgets.transcript import code_highlight, transcript  # noqa: E402
+from app.widgets.transcript.code_highlight import PALETTE, token_colours  # noqa: E402
+from app.widgets.transcript.transcript import FRAME_MS, STREAM_INTERVAL_MS, Transcript  # noqa: E402
 
 
 class Tok:
@@ -102,7 +102,7 @@ def test_the_live_charts_redraw_at_most_once_a_second(qtbot):
     """Their redraw and its paint were the largest GUI cost of a streaming answer (py-spy,
     docs/benchmarks.md section 7: still 48% of the GUI thread's busy time at twice a second):
     trends, not figures, so once a second is live enough."""
-    from app.widgets.charts import REDRAW_MS, LiveCharts
+    from app.widgets.charts.charts import REDRAW_MS, LiveCharts
 
     charts = LiveCharts()
     qtbot.addWidget(charts)

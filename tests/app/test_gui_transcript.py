@@ -14,9 +14,9 @@ from PySide6.QtGui import QGuiApplication, QTextCursor  # noqa: E402
 from PySide6.QtWidgets import QAbstractSlider  # noqa: E402
 
 from app.history import Message, close_open_fence, message_markdown  # noqa: E402
-from app.widgets.markdown_render import align  # noqa: E402
-from app.widgets.provenance import COLOURS  # noqa: E402
-from app.widgets.transcript import Transcript, message_text  # noqa: E402
+from app.widgets.transcript.markdown_render import align  # noqa: E402
+from app.widgets.transcript.provenance import COLOURS  # noqa: E402
+from app.widgets.transcript.transcript import Transcript, message_text  # noqa: E402
 from test_gui_chat import _send, window  # noqa: E402,F401  (the chat tests' send helper and window fixture)
 
 ANSWER = "Here is **the** code:\n\n```python\ndef f(x):\n    return x  # *not emphasis*\n```\n\nDone."
@@ -316,7 +316,7 @@ def test_continuation_tokens_open_the_assistant_turn_without_closing_it(tiny_tar
 def test_live_stats_words_running_totals_and_no_rate_of_nothing():
     from engine.decoding.events import StepEvent
 
-    from app.widgets.live_stats import LiveStats
+    from app.widgets.charts.live_stats import LiveStats
 
     live = LiveStats()
     assert live.text() == "Generating…"

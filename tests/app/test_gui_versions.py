@@ -80,7 +80,7 @@ def test_a_damaged_database_salvages_the_versions_too(tmp_path):
     h.new_version(a.id)
     h.update_message(a.id, "second", status="complete")
     h.close()
-    from app.history_repair import salvage
+    from app.history.repair import salvage
 
     fresh = History(tmp_path / "fresh.db")
     assert salvage(path, fresh._db) == (1, 1)
@@ -206,7 +206,7 @@ def test_edit_and_continue_still_work_with_versions(qtbot, window):
 
 
 def test_a_sent_file_card_shows_name_size_and_the_models_token_count(qtbot, tmp_path, monkeypatch, tiny_target):
-    from app.widgets.file_card import FileViewer
+    from app.widgets.transcript.file_card import FileViewer
 
     w = _make_window(qtbot, tmp_path, monkeypatch)
     w.resize(1360, 860)
@@ -217,7 +217,7 @@ def test_a_sent_file_card_shows_name_size_and_the_models_token_count(qtbot, tmp_
     f.write_text(body, encoding="utf-8")
     h = w.history  # a conversation with the file sent, shown before any model is loaded
     c = h.create("with a file")
-    from app.widgets.attachments import Attachment, attachment_block
+    from app.widgets.attachments.attachments import Attachment, attachment_block
 
     h.add_message(c.id, "user", "\n\n".join(["look", attachment_block(Attachment("code.py", body, 0, False))]))
     h.add_message(c.id, "assistant", "ok")

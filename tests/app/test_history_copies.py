@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-import app.history as history
-from app.history_branches import choose_question, edit_question
-from app.history_repair import Damaged
-from app.history_settings import chat_settings, save_chat_settings
+import app.history.store as history
+from app.history.branches import choose_question, edit_question
+from app.history.repair import Damaged
+from app.history.settings import chat_settings, save_chat_settings
 from test_history_readonly import refuse_writes
 
 SETTINGS = {"drafter": "lookup", "lookahead": 8, "temperature": 0.7}

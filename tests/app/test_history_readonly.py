@@ -53,7 +53,7 @@ def _previous_release_database(path: Path) -> None:
 
 def refuse_writes(monkeypatch) -> None:
     """SQLite refuses to write the file (as for a file another user owns): a read-only copy."""
-    import app.history as history
+    import app.history.store as history
 
     real = history._connect
 
@@ -140,7 +140,7 @@ def test_side_files_an_earlier_version_left_read_only_do_not_block_saving(tmp_pa
 def test_a_refusal_the_checks_did_not_foresee_still_shows_the_chats(tmp_path, monkeypatch):
     """SQLite says read-only although the file looked writable (a security policy, a file
     another user owns): the chats are still shown from a read-only copy."""
-    import app.history as history
+    import app.history.store as history
 
     path = tmp_path / "history.db"
     _previous_release_database(path)
@@ -157,7 +157,7 @@ def test_the_window_says_why_nothing_new_is_saved_and_shows_the_chats(qtbot, tmp
     for the test: the real refusal is exercised in the child processes above)."""
     pytest.importorskip("PySide6")
     pytest.importorskip("pytestqt")
-    import app.history as history
+    import app.history.store as history
     from test_gui_chat_input import _make_window
 
     _previous_release_database(tmp_path / "h.db")

@@ -13,13 +13,13 @@ from engine.documents import Document
 
 from ...history import HistoryError
 from ... import workers
-from ...widgets.attachments import FILE_FILTER, Attachment, recount, with_file
-from ...widgets.document_reader import FileRead, ReadFiles, Reading
-from ...widgets.export import FILTERS, ExportError, answer_markdown, conversation_markdown, file_name, rich_mime, \
+from ...widgets.attachments.attachments import FILE_FILTER, Attachment, recount, with_file
+from ...widgets.attachments.document_reader import FileRead, ReadFiles, Reading
+from ...widgets.transcript.export import FILTERS, ExportError, answer_markdown, conversation_markdown, file_name, rich_mime, \
     with_suffix, write_report
-from ...widgets.section_picker import SectionPicker
-from ...widgets.toast import toast
-from ...widgets.transcript import message_text
+from ...widgets.attachments.section_picker import SectionPicker
+from ...widgets.controls.toast import toast
+from ...widgets.transcript.transcript import message_text
 
 
 class ComposerMixin:

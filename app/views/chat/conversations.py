@@ -8,7 +8,7 @@ from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QInputDialog, QListWidgetItem, QMenu, QMessageBox, QWidget
 
 from ...history import HistoryError
-from ...history_settings import chat_settings
+from ...history.settings import chat_settings
 from ...relative_time import absolute_date, relative_date
 from .format import last_answer_stats
 

@@ -2,7 +2,7 @@
 settings and live charts, at the right; F9) and the conversation list (at the left).
 
 Each docks in the page's splitter while it fits beside the transcript, and floats over the
-transcript's edge when it does not (app/widgets/reflow.py), so the page never scrolls
+transcript's edge when it does not (app/widgets/controls/reflow.py), so the page never scrolls
 sideways: the drawer first (an open drawer docks in place of the conversation list, which
 then opens from a "Chats" button), both floating in the narrowest window.
 """
@@ -14,7 +14,7 @@ from typing import Any
 from PySide6.QtGui import QKeySequence, QShortcut
 from PySide6.QtWidgets import QHBoxLayout, QScrollArea, QSplitter, QToolButton, QVBoxLayout, QWidget
 
-from ...widgets.reflow import SLACK, SideOverlay, overflow
+from ...widgets.controls.reflow import SLACK, SideOverlay, overflow
 
 DRAWER_OPEN_WIDTH = 1100  # the settings drawer starts closed in a narrower window
 DRAWER_MIN_WIDTH = 240  # the drawer scrolls rather than widening the window

@@ -6,12 +6,12 @@ from __future__ import annotations
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QLineEdit, QListWidget, QMenu, QPushButton, QVBoxLayout, QWidget
 
-from ...widgets.attachments import AttachmentChips, FileDropFilter, PromptEdit
-from ...widgets.live_label import LiveLabel
-from ...widgets.model_bar import ModelBar
-from ...widgets.provenance import Legend
-from ...widgets.token_meter import TokenMeter
-from ...widgets.transcript import Transcript
+from ...widgets.attachments.attachments import AttachmentChips, FileDropFilter, PromptEdit
+from ...widgets.controls.live_label import LiveLabel
+from ...widgets.panels.model_bar import ModelBar
+from ...widgets.transcript.provenance import Legend
+from ...widgets.controls.token_meter import TokenMeter
+from ...widgets.transcript.transcript import Transcript
 
 
 class LayoutMixin:

@@ -21,9 +21,9 @@ from PySide6.QtWidgets import QHBoxLayout, QSplitter, QWidget
 
 from ...history import History, message_markdown
 from ...session import Session
-from ...widgets.attachments import Attachment, compose
-from ...widgets.escape import close_topmost
-from ...widgets.token_meter import TokenCounter
+from ...widgets.attachments.attachments import Attachment, compose
+from ...widgets.controls.escape import close_topmost
+from ...widgets.controls.token_meter import TokenCounter
 from ... import workers
 from .answering import AnswerStream, AnswerView
 from .asking import Asking, AskView

@@ -10,10 +10,10 @@ from PySide6.QtWidgets import (
     QPushButton, QSpinBox, QVBoxLayout, QWidget,
 )
 
-from ...widgets.lookahead_control import LookaheadControl
-from ...widgets.race_pane import RacePane
-from ...widgets.reflow import WrappingLabel
-from ...widgets.speed_bars import SpeedBars
+from ...widgets.controls.lookahead_control import LookaheadControl
+from ...widgets.panels.race_pane import RacePane
+from ...widgets.controls.reflow import WrappingLabel
+from ...widgets.charts.speed_bars import SpeedBars
 
 SIDES = ("target", "speculative")
 TITLES = {"target": "Target alone", "speculative": "Target + draft"}

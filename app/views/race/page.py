@@ -17,9 +17,9 @@ from engine.measure.demo import first_demo
 from ... import workers
 from ...replay import ReplayClock, live_rate
 from ...session import Session
-from ...widgets.live_stats import REFRESH_MS
-from ...widgets.provenance import Legend
-from ...widgets.reflow import HeightClaim, Reflow
+from ...widgets.charts.live_stats import REFRESH_MS
+from ...widgets.transcript.provenance import Legend
+from ...widgets.controls.reflow import HeightClaim, Reflow
 from .layout import PANE_MIN_WIDTH, SIDES, SPEEDUP_DEFINITION, LayoutMixin
 from .replaying import ReplayMixin
 from .verdict import VerdictMixin

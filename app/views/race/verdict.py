@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from ... import theme
-from ...widgets.page_scroll import reveal
+from ...widgets.controls.page_scroll import reveal
 
 
 class VerdictMixin:

@@ -16,7 +16,7 @@ from typing import Any
 from PySide6.QtCore import Qt, Signal, Slot
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QPushButton, QSpinBox, QWidget
 
-from ..workers import _Coalescer
+from ...workers import _Coalescer
 
 DEFAULT_PORT = 8080
 

@@ -11,7 +11,7 @@ from engine.models import partial
 from engine.models.catalog import PairSpec
 from engine.units import human_bytes
 
-from ..download_job import DownloadStatus
+from ...downloads.job import DownloadStatus
 
 BANNER_BAR_WIDTH = 280  # room for "100% · 12.3 MB/s"
 DOWNLOAD_TEXT, RESUME_TEXT = "Download and load", "Resume download"

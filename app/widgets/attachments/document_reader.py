@@ -4,7 +4,7 @@ window (no repaint, no Stop, no typing). A ReadFiles worker reads and counts eac
 its own thread and hands each result to the GUI thread as it is ready.
 
 Counting uses the loaded target's tokenizer, which is read-only and safe beside a running
-generation (app/widgets/token_meter.py)."""
+generation (app/widgets/controls/token_meter.py)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from PySide6.QtCore import Signal
 
 from engine.documents import Document
 
-from ..workers import Worker
+from ...workers import Worker
 from .attachments import AttachmentError, read_attachment
 
 Count = Callable[[str], "tuple[int, bool]"]

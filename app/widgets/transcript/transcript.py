@@ -30,13 +30,13 @@ from PySide6.QtGui import (
 )
 from PySide6.QtWidgets import QLabel, QPushButton, QTextBrowser, QWidget
 
-from ..history import Message, stop_reason
-from .attachments import split_attachments
+from ...history import Message, stop_reason
+from ..attachments.attachments import split_attachments
 from .file_card import FileViewer, file_card
 from .markdown_render import COPY_SCHEME, append_rendered, code_wraps, render_markdown, plain_text, set_code_wrap
 from .markdown_stream import MarkdownStream
 from .provenance import COLOURS, merge_runs
-from .toast import toast
+from ..controls.toast import toast
 from .user_text import insert_user_text
 
 ROLE_TITLES = {"user": "You", "assistant": "Assistant", "system": "System"}

@@ -7,11 +7,11 @@ from PySide6.QtCore import Qt, QTimer
 from PySide6.QtGui import QFontMetrics
 from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QTextBrowser, QVBoxLayout, QWidget
 
-from .elided_label import ElidedLabel
-from .live_label import pin_size
-from .reflow import Reflow
-from .markdown_stream import MarkdownStream
-from .provenance import COLOURS, merge_runs
+from ..controls.elided_label import ElidedLabel
+from ..controls.live_label import pin_size
+from ..controls.reflow import Reflow
+from ..transcript.markdown_stream import MarkdownStream
+from ..transcript.provenance import COLOURS, merge_runs
 
 WIDEST_SPEED = "\u2713 000.00 s \u00b7 0000.0 tok/s"  # the longest speed text (app/replay.py speed_text)
 FRAME_MS = 33  # the text is rendered at most ~30 times a second, whatever the token rate

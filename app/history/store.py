@@ -24,10 +24,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
-from .history_branches import SCHEMA as BRANCHES_SCHEMA
-from .history_settings import SCHEMA as SETTINGS_SCHEMA
-from .history_readonly import copy_read_only, existing_side_files, is_read_only_error, read_only_reason, remove_created
-from .history_repair import Damaged, is_damage, looks_like_sqlite, move_aside, salvage
+from .branches import SCHEMA as BRANCHES_SCHEMA
+from .settings import SCHEMA as SETTINGS_SCHEMA
+from .readonly import copy_read_only, existing_side_files, is_read_only_error, read_only_reason, remove_created
+from .repair import Damaged, is_damage, looks_like_sqlite, move_aside, salvage
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS conversations (

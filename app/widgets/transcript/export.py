@@ -18,8 +18,8 @@ from PySide6.QtCore import QMimeData
 from PySide6.QtGui import QColor, QFont, QPageSize, QPdfWriter, QTextBlock, QTextBlockFormat, QTextCursor, \
     QTextDocument, QTextFormat, QTextListFormat, QTextTable
 
-from ..history import Message, close_open_fence
-from .attachments import split_attachments
+from ...history import Message, close_open_fence
+from ..attachments.attachments import split_attachments
 
 FORMATS = {".md": "Markdown", ".docx": "Word", ".pdf": "PDF", ".html": "HTML"}
 FILTERS = "Markdown (*.md);;Word document (*.docx);;PDF (*.pdf);;Web page (*.html)"

@@ -17,7 +17,7 @@ import sqlite3
 from contextlib import closing
 from pathlib import Path
 
-from .history_repair import copy_conversations
+from .repair import copy_conversations
 
 SIDE_FILES = ("-wal", "-shm")
 SQLITE_READONLY = 8

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .live_label import SEPARATOR  # the label keeps the pieces between these whole
+from ..controls.live_label import SEPARATOR  # the label keeps the pieces between these whole
 
 REFRESH_MS = 250  # how often the chat view rewrites the line while streaming
 

@@ -19,7 +19,7 @@ from PySide6.QtCore import QTimer
 from PySide6.QtGui import QResizeEvent, QShowEvent
 from PySide6.QtWidgets import QGraphicsItem, QGridLayout, QWidget
 
-from .. import theme
+from ... import theme
 
 ROLLING = 16
 REDRAW_MS = 1000  # 1 Hz: live enough for a trend, and each redraw (and its paint) takes CPU from the compute threads

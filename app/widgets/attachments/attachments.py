@@ -20,8 +20,8 @@ from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QPlainTextEdit, QSize
 from engine.documents import MAX_TEXT_BYTES, Document, attachment_block as _block, read_document
 from engine.errors import DocumentError
 
-from .elided_label import ElidedLabel
-from .flow_layout import FlowLayout
+from ..controls.elided_label import ElidedLabel
+from ..controls.flow_layout import FlowLayout
 
 MAX_ATTACHMENT = MAX_TEXT_BYTES  # a text file's bytes: more is not a prompt, and would freeze the tokenizer call
 FILE_FILTER = ("Documents and text (*.pdf *.docx *.xlsx *.xlsm *.ods *.pptx *.html *.htm *.epub *.rtf *.txt *.md "

@@ -14,8 +14,8 @@ from PySide6.QtCore import QObject, Signal, SignalInstance, Slot
 
 from engine.models.catalog import PairSpec
 
-from . import workers
-from .download_job import DownloadJob, DownloadStatus
+from .. import workers
+from .job import DownloadJob, DownloadStatus
 
 
 class DownloadHost(Protocol):

@@ -21,7 +21,7 @@ FILE_ICON = QUrl("tandem:file-icon")  # the style's file icon, a resource of the
 
 def card_text(name: str, text: str, tokens: tuple[int, bool] | None = None) -> str:
     """"name · size · N tokens": tokens counted by the loaded model's tokenizer (`tokens` is
-    (count, exact) from app.widgets.token_meter.TokenCounter); without a model it says so
+    (count, exact) from app.widgets.controls.token_meter.TokenCounter); without a model it says so
     instead of guessing."""
     size = human_bytes(len(text.encode("utf-8")))
     count = f"{tokens[0]:,} token{'s' if tokens[0] != 1 else ''}" if tokens is not None and tokens[1] else NO_MODEL

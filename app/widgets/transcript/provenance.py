@@ -8,7 +8,7 @@ from PySide6.QtCore import Signal
 from PySide6.QtGui import QColor
 from PySide6.QtWidgets import QCheckBox, QHBoxLayout, QLabel, QWidget
 
-from .. import theme
+from ... import theme
 
 COLOURS: dict[str, QColor] = {prov: QColor(*rgba) for prov, rgba in theme.PROVENANCE.items()}
 LABELS = {

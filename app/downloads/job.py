@@ -4,7 +4,7 @@ The download worker reports bytes per file; people want one bar for the whole pa
 line of text (percent, bytes, speed, ETA), and an honest ending (every file verified,
 cancelled with the partial file kept — or, from the PyPI mirror, which keeps no partial
 file, saying that it starts over — or failed and why). `DownloadJob` turns the worker's
-events into `DownloadStatus` snapshots; the Qt adapter (`app.download_controller`) only
+events into `DownloadStatus` snapshots; the Qt adapter (`app.downloads.controller`) only
 forwards them, so every listener (the Models page, the first-run banner) shows the same.
 
     running ──cancel()──> cancelling

@@ -17,7 +17,7 @@ from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QPushButton, QWidg
 
 from engine.models.catalog import ModelSpec
 
-from .elided_combo import ElidedCombo
+from ..controls.elided_combo import ElidedCombo
 
 CONTEXT_PRESETS = (2048, 4096, 8192, 16384, 32768, 65536, 131072)
 DRAFTS = [("Draft model", "model"), ("MTP head", "mtp"), ("Prompt lookup", "lookup"), ("Suffix (past answers)", "suffix"),

@@ -1,5 +1,5 @@
 """The scroll area each page sits in: it fills the window and scrolls only below the page's
-minimum size, so a page's minimum never raises the window's (app/widgets/reflow.py makes
+minimum size, so a page's minimum never raises the window's (app/widgets/controls/reflow.py makes
 pages narrow enough that it scrolls up and down only)."""
 
 from __future__ import annotations
