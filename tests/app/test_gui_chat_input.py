@@ -104,7 +104,7 @@ def test_attach_button_opens_the_dialog_and_adds_removable_chips(qtbot, window, 
     assert [x.name for x in chat.attachments.items()] == ["notes.md", "log.txt"]
     assert not chat.attachments.isHidden() and len(chat.attachments.chips) == 2
     n = _tokens(window, a.read_text())
-    share = round(100 * n / chat._context_size())
+    share = round(100 * n / chat.composer.context_size())
     assert chat.attachments.chips[0].text() == f"notes.md · {n:,} tokens · {share}%"  # no ≈
     assert not window.errors
     old = chat.attachments.chips[1]
@@ -174,7 +174,7 @@ def test_without_a_model_sizes_are_estimates(qtbot, tmp_path, monkeypatch):
     w = _make_window(qtbot, tmp_path, monkeypatch)
     a = _file(tmp_path, "a.txt", "x" * 400)
     attach(qtbot, w.chat, a)
-    share = round(100 * 100 / w.chat._context_size())
+    share = round(100 * 100 / w.chat.composer.context_size())
     assert w.chat.attachments.chips[0].text() == f"a.txt · ≈100 tokens · {share}%"
     w.chat.meter.update_now()
     assert w.chat.meter.text().startswith("≈")
@@ -188,7 +188,7 @@ def test_meter_counts_system_history_prompt_and_attachments_debounced(qtbot, win
     empty = chat.meter.used
     assert chat.meter.text() == f"{empty:,} / 2,048 tokens"  # the tiny model's trained length caps 4096
     recounts = []
-    orig = chat._measure_prompt
+    orig = chat.composer.measure_prompt
     chat.meter._measure = lambda: recounts.append(1) or orig()
     qtbot.keyClicks(chat.prompt, "the value of the data")
     qtbot.waitUntil(lambda: bool(recounts), timeout=3000)

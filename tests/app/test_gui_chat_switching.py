@@ -74,13 +74,13 @@ def test_attached_files_stay_with_the_chat_they_were_added_in(qtbot, tmp_path, m
     chat.prompt.setPlainText("summarise these")
     chat.open_conversation(b)
     assert _chip_names(chat) == [] and chat.attachments.isHidden() and chat.prompt.toPlainText() == ""
-    assert "notes.txt" not in chat._compose("hello"), "never sent in another chat"
+    assert "notes.txt" not in chat.composer.compose("hello"), "never sent in another chat"
     attach(qtbot, chat, _file(tmp_path, "diff.txt", "the data of"))
     chat.new_conversation()
     assert _chip_names(chat) == []
     chat.open_conversation(a)
     assert _chip_names(chat) == ["notes.txt"] and chat.prompt.toPlainText() == "summarise these"
-    assert "notes.txt" in chat._compose("summarise these")
+    assert "notes.txt" in chat.composer.compose("summarise these")
     chat.open_conversation(b)
     assert _chip_names(chat) == ["diff.txt"]
 

@@ -53,10 +53,10 @@ def test_each_kind_attaches_as_a_chip_with_its_share_of_the_context(qtbot, windo
     [a] = chat.attachments.items()
     assert not window.errors
     doc = read_document(f)
-    assert a.name == f"file.{kind}" and a.text == doc.text and a.n_ctx == chat._context_size()
+    assert a.name == f"file.{kind}" and a.text == doc.text and a.n_ctx == chat.composer.context_size()
     label = chat.attachments.chips[0].text()
     assert label.startswith(f"file.{kind} · {a.tokens:,} tokens · ") and label.endswith("%")
-    assert chat._compose("q") == "q\n\n" + attachment_block(f"file.{kind}", doc.text), "the CLI's block"
+    assert chat.composer.compose("q") == "q\n\n" + attachment_block(f"file.{kind}", doc.text), "the CLI's block"
 
 
 def test_a_pasted_pdf_and_docx_attach_and_a_scan_is_one_message(qtbot, window, tmp_path):  # noqa: F811
@@ -280,7 +280,7 @@ def test_screenshot_of_the_chips_and_the_export_menu(qtbot, window, tmp_path):  
     qtbot.wait(50)  # the posted layout requests run: the picture shows the settled row
     row = chat.attachments.chips
     assert all(chat.attachments.rect().contains(c.geometry()) for c in row), "every chip whole, wrapped"
-    assert chat._answer_column.grab().save(str(out / "attach_chips.png"))
+    assert chat.answer_column.grab().save(str(out / "attach_chips.png"))
     menu = chat.export_btn.menu()
     menu.popup(chat.export_btn.mapToGlobal(chat.export_btn.rect().bottomLeft()))
     qtbot.waitUntil(menu.isVisible, timeout=5000)

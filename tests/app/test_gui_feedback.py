@@ -187,7 +187,7 @@ def test_dark_theme_checkboxes_and_the_slider_handle_stand_out(qtbot, window):
 
         window.nav.setCurrentRow(0)
         chat = window.chat
-        chat._drawer_clicked(True)
+        chat.sides.drawer_clicked(True)
         chat.lookahead.set_value(0)
         slider = chat.lookahead.slider
         qtbot.wait(20)
