@@ -211,7 +211,7 @@ def test_regenerate_answers_again_as_a_new_version_of_the_last_answer(qtbot, win
     after = win.history.messages(chat.conversation_id)
     assert [m.role for m in after] == ["user", "assistant"]
     assert after[0].id == before[0].id and after[1].id == before[1].id
-    assert (after[1].version, after[1].versions) == (2, 2)  # the first answer is kept (tests/app/test_gui_versions.py)
+    assert (after[1].version, after[1].versions) == (2, 2)  # the first answer is kept (tests/app/views/chat/test_gui_versions.py)
     assert after[1].content == before[1].content and after[1].status == "complete"  # greedy: the same answer
 
 

@@ -22,7 +22,7 @@ import pytest
 
 from history_schemas import OLD_SCHEMA
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 CHILD = """
 import json, sys

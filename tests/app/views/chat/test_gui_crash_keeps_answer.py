@@ -21,7 +21,7 @@ pytest.importorskip("pytestqt")
 
 from app.history import History, stop_reason  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[4]
 
 CHILD = r"""
 import os, signal, sys, time

@@ -14,7 +14,7 @@ from engine.models import store
 from engine.models.catalog import FileSpec, ModelSpec, PairSpec
 from engine.models.store import Progress
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def _model(mid: str, nbytes: int) -> ModelSpec:
