@@ -34,12 +34,14 @@ _ANSWER_VERSION = ("n", "content", "stats", "spans", "status", "created")
 _QUESTION_VERSION = ("n", "content", "spans", "tail", "created")
 
 
-class _History(Protocol):
+class _VersionedMessages(Protocol):
+    """What branching needs of the History: a write and a message by id."""
+
     def _write(self, what: str) -> AbstractContextManager[sqlite3.Connection]: ...
     def message(self, message_id: int) -> Any: ...
 
 
-def edit_question(history: _History, message_id: int, content: str, spans: list[tuple[int, str]]) -> Any:
+def edit_question(history: _VersionedMessages, message_id: int, content: str, spans: list[tuple[int, str]]) -> Any:
     """Make `content` a new version of question `message_id` and choose it: the version shown
     until now keeps its text and what followed it; the conversation after the question is
     cleared for the new answer. Returns the question (a Message)."""
@@ -57,7 +59,7 @@ def edit_question(history: _History, message_id: int, content: str, spans: list[
     return history.message(message_id)
 
 
-def choose_question(history: _History, message_id: int, n: int) -> Any:
+def choose_question(history: _VersionedMessages, message_id: int, n: int) -> Any:
     """Show version `n` of question `message_id` and the conversation that followed it; the
     version shown until now is kept with its own. KeyError when there is no such version."""
     with history._write("the chosen version of the message") as db:

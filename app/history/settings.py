@@ -19,14 +19,16 @@ CREATE TABLE IF NOT EXISTS chat_settings (
 """
 
 
-class _History(Protocol):
+class _SettingsDatabase(Protocol):
+    """What the chat settings need of the History: its database, lock and writes."""
+
     _db: sqlite3.Connection
     _lock: threading.Lock
 
     def _write(self, what: str) -> AbstractContextManager[sqlite3.Connection]: ...
 
 
-def save_chat_settings(history: _History, conversation_id: int, settings: dict[str, Any]) -> None:
+def save_chat_settings(history: _SettingsDatabase, conversation_id: int, settings: dict[str, Any]) -> None:
     """Keep `settings` as the chat's own (HistoryError when the write fails)."""
     with history._write("the chat's settings") as db:
         db.execute("INSERT INTO chat_settings(conversation_id, settings) VALUES (?, ?) "
@@ -34,7 +36,7 @@ def save_chat_settings(history: _History, conversation_id: int, settings: dict[s
                    (conversation_id, json.dumps(settings)))
 
 
-def chat_settings(history: _History, conversation_id: int) -> dict[str, Any] | None:
+def chat_settings(history: _SettingsDatabase, conversation_id: int) -> dict[str, Any] | None:
     """The chat's settings, or None: never saved (a chat from before), or unreadable."""
     try:
         with history._lock:
