@@ -1,5 +1,5 @@
 """The model a chat's answers were written with, kept with the chat's settings
-(app/history_settings.py), so that a relaunch opens the last chat on its own model rather than
+(app/history/settings.py), so that a relaunch opens the last chat on its own model rather than
 on the default pair; when that model is no longer on this computer, one line says so."""
 
 from __future__ import annotations

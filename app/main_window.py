@@ -19,18 +19,18 @@ from engine.llamacpp import ggml_devices
 from engine.models import catalog, hardware, store
 
 from . import appearance, help_menu, theme
-from .download_job import DownloadStatus
+from .downloads.job import DownloadStatus
 from .first_window import first_geometry
 from .chat_model import load_chat_model
 from .history import History, HistoryError
-from .history_settings import chat_settings
+from .history.settings import chat_settings
 from .session import Session
 from .views.chat import ChatView
-from .widgets.elided_label import ElidedLabel
-from .widgets.load_bar import LoadBar
-from .widgets.page_scroll import PageScroll
-from .widgets.live_label import pin_size
-from .widgets.welcome_banner import WelcomeBanner
+from .widgets.controls.elided_label import ElidedLabel
+from .widgets.controls.load_bar import LoadBar
+from .widgets.controls.page_scroll import PageScroll
+from .widgets.controls.live_label import pin_size
+from .widgets.panels.welcome_banner import WelcomeBanner
 
 PAGES = ["Chat", "Race", "Models", "Bench", "Settings"]
 NAV_WIDTH = 100
@@ -76,7 +76,7 @@ class MainWindow(QMainWindow):
             app.styleHints().colorSchemeChanged.connect(self._scheme_changed)  # follow the system live
         if autoload:
             QTimer.singleShot(0, self.autoload)
-        from .widgets.rpc_dialog import install_rpc_ui  # [rpc] status-bar RPC button + "Reload locally"
+        from .widgets.panels.rpc_dialog import install_rpc_ui  # [rpc] status-bar RPC button + "Reload locally"
 
         install_rpc_ui(self)
 
@@ -176,7 +176,7 @@ class MainWindow(QMainWindow):
         self.speed_label.setObjectName("liveSpeed")
         self.speed_label.setToolTip("Decode speed of the running generation, over its last 16 steps")
         # Wide enough for any figure, and pinned: a new value repaints the label alone instead of
-        # re-laying out the status bar and the window (app/widgets/live_label.py).
+        # re-laying out the status bar and the window (app/widgets/controls/live_label.py).
         pin_size(self.speed_label, self.speed_label.fontMetrics().horizontalAdvance("0000.0 tok/s") + 6)
         self.speed_label.setAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
         self._speed_value = 0.0
@@ -190,7 +190,7 @@ class MainWindow(QMainWindow):
         sb.addPermanentWidget(self.busy_label)
         sb.addPermanentWidget(self.speed_label)
         sb.addPermanentWidget(self.hw_label)
-        from .widgets.server_switch import ServerSwitch
+        from .widgets.panels.server_switch import ServerSwitch
 
         self.server_switch = ServerSwitch(self.session, charts=self.chat.charts)  # the local OpenAI-compatible server
         self.server_switch.message.connect(self.notify)

@@ -19,7 +19,7 @@ from engine.llamacpp.runtime import RuntimeParams
 from engine.models.catalog import PairSpec
 
 from . import workers
-from .download_controller import DownloadController
+from .downloads.controller import DownloadController
 
 log = logging.getLogger("tandem.app")
 

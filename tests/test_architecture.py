@@ -4,8 +4,10 @@ Floors (low to high): engine's helpers (errors, paths, units, resources) < engin
 engine.documents (side by side) <
 engine.llamacpp (the only room that imports llama_cpp) < decoding's wings < decoding's top <
 engine.serving.tools < engine.measure | engine.serving (side by side, neither imports the other) <
-engine (the public API) < engine.cli < app/, where the core modules < widgets < views <
-main_window < main. Decoding's wings: sampling < drafting; prompting stands alone (it and the
+engine (the public API) < engine.cli < app/, where history < the core modules (workers, theme,
+replay, ...) < downloads < session < widgets < views < main_window < main. The widgets' families:
+controls < charts | attachments (side by side) < transcript < panels; the pages (views.chat,
+views.race, views.models) stand side by side. Decoding's wings: sampling < drafting; prompting stands alone (it and the
 other two never import each other); no wing imports decoding's top. engine/ never imports app/
 or tools/; app/ never imports tools/. Imports inside functions count too: a lazy import is
 still a dependency.
@@ -67,14 +69,29 @@ ROOMS = {  # room -> floor; a module lives in the longest room its name starts w
     "engine.measure": 50,
     "engine.serving": 50,
     "engine.cli": 70,
-    "app.widgets": 120,  # above all of engine/
+    "app.history": 100,  # above all of engine/; plain sqlite3, no other room of app/
+    "app.downloads": 112,  # above the core modules (workers), below the session that owns it
+    "app.session": 114,
+    "app.widgets": 120,
+    "app.widgets.controls": 120,
+    "app.widgets.charts": 122,
+    "app.widgets.attachments": 122,
+    "app.widgets.transcript": 124,
+    "app.widgets.panels": 126,
     "app.views": 130,
+    "app.views.chat": 132,
+    "app.views.race": 132,
+    "app.views.models": 132,
     "app.main_window": 140,
     "app.main": 150,
     "app.__main__": 160,
 }
 # Rooms side by side: neither imports the other, whatever their floors.
-SIDE_BY_SIDE = [("engine.measure", "engine.serving"), ("engine.models", "engine.documents"), ("engine.decoding.drafting", "engine.decoding.prompting")]
+SIDE_BY_SIDE = [("engine.measure", "engine.serving"), ("engine.models", "engine.documents"), ("engine.decoding.drafting", "engine.decoding.prompting"),
+                ("app.widgets.charts", "app.widgets.attachments"), ("app.views.chat", "app.views.race"),
+                ("app.views.chat", "app.views.models"), ("app.views.race", "app.views.models")]
+APP_WIDGET_FAMILIES = ("app.widgets.controls", "app.widgets.charts", "app.widgets.attachments", "app.widgets.transcript",
+                       "app.widgets.panels")
 WINGS = ("engine.decoding.sampling", "engine.decoding.drafting", "engine.decoding.prompting")
 
 
@@ -159,7 +176,8 @@ def test_no_import_cycles():
 
 def test_each_room_says_what_it_holds_and_may_import():
     for room in ("engine.models", "engine.llamacpp", "engine.decoding", *WINGS, "engine.measure",
-                 "engine.serving", "engine.serving.tools", "engine.cli", "app", "app.widgets", "app.views", "tools"):
+                 "engine.serving", "engine.serving.tools", "engine.cli", "app", "app.history", "app.downloads",
+                 "app.widgets", *APP_WIDGET_FAMILIES, "app.views", "app.views.chat", "app.views.race", "tools"):
         init = ROOT / room.replace(".", "/") / "__init__.py"
         doc = ast.get_docstring(ast.parse(init.read_text(encoding="utf-8"))) or ""
         assert "import" in doc.lower() and len(doc) > 80, f"{init}: the docstring must say what the room holds and may import"
@@ -168,6 +186,31 @@ def test_each_room_says_what_it_holds_and_may_import():
 def test_engine_top_level_holds_at_most_six_modules():
     top = sorted(p.name for p in (ROOT / "engine").glob("*.py"))
     assert len(top) <= 6, top
+
+
+def test_app_widgets_top_holds_at_most_twenty_modules_and_its_families():
+    """A new widget goes into a family (controls/ when any page could use it), so the top stays
+    a lobby: a package counts as one module."""
+    base = ROOT / "app" / "widgets"
+    top = sorted(p.name for p in base.iterdir() if p.suffix == ".py" or (p / "__init__.py").exists())
+    assert len(top) <= 20, top
+    families = sorted(p.name for p in base.iterdir() if (p / "__init__.py").exists())
+    assert families == sorted(f.rpartition(".")[2] for f in APP_WIDGET_FAMILIES), families
+
+
+def test_app_has_no_mixins_and_no_file_over_500_lines():
+    """A page holds the components it creates and talks to them through methods: a mixin uses
+    attributes it never defines, and no import shows that coupling."""
+    mixins, long = [], []
+    for p in sorted((ROOT / "app").rglob("*.py")):
+        rel = p.relative_to(ROOT).as_posix()
+        text = p.read_text(encoding="utf-8")
+        mixins += [f"{rel}: {n.name}" for n in ast.walk(ast.parse(text))
+                   if isinstance(n, ast.ClassDef) and n.name.endswith("Mixin")]
+        if text.count("\n") > 500:
+            long.append(f"{rel}: {text.count(chr(10))} lines")
+    assert not mixins, mixins
+    assert not long, long
 
 
 def test_decoding_top_level_holds_at_most_twelve_modules_beside_its_wings():
@@ -229,6 +272,8 @@ def test_tests_mirror_the_tree_and_are_named_by_subject():
         if rel and rel[0] == "engine" and len(rel) > 1:
             room = "engine." + ".".join(rel[1:])
             assert (ROOT / room.replace(".", "/")).is_dir(), f"{p}: tests/{'/'.join(rel)} mirrors no folder of engine/"
+        if rel and rel[0] == "app" and len(rel) > 1:
+            assert (ROOT / Path(*rel)).is_dir(), f"{p}: tests/{'/'.join(rel)} mirrors no folder of app/"
 
 
 def test_the_checks_catch_a_cycle_an_upward_import_and_llama_cpp_outside(tmp_path, monkeypatch):
@@ -239,6 +284,9 @@ def test_the_checks_catch_a_cycle_an_upward_import_and_llama_cpp_outside(tmp_pat
     assert _room("engine.decoding.drafting.drafters")[1] < _room("engine.decoding.decoder")[1]
     assert _room("engine.decoding.decoder")[1] < _room("engine.serving.tools.tool_calls")[1]
     assert _room("engine.serving.tools.tool_calls")[1] < _room("engine.serving.server.app")[1]
+    assert _room("app.history.store")[1] < _room("app.workers")[1] < _room("app.downloads.job")[1] \
+        < _room("app.session")[1] < _room("app.widgets.controls.toast")[1] < _room("app.widgets.transcript.transcript")[1] \
+        < _room("app.widgets.panels.race_pane")[1] < _room("app.views.chat.page")[1] < _room("app.main_window")[1]
     with pytest.raises(AssertionError):
         monkeypatch.setattr(__import__(__name__), "_graph", lambda: {"a": {"b"}, "b": {"a"}})
         test_no_import_cycles()
@@ -248,7 +296,12 @@ def test_the_checks_catch_a_cycle_an_upward_import_and_llama_cpp_outside(tmp_pat
                      ("engine.decoding.drafting.drafters", "engine.decoding.prompting.chat"),  # side by side
                      ("engine.decoding.prompting.chat", "engine.decoding.request"),  # a wing to the top
                      ("engine.serving.tools.tool_calls", "engine.serving.server.app"),
-                     ("engine.measure.bench", "engine.serving.tools.tool_calls")):
+                     ("engine.measure.bench", "engine.serving.tools.tool_calls"),
+                     ("app.history.store", "app.workers"),  # history stands below app's core
+                     ("app.widgets.controls.toast", "app.widgets.transcript.transcript"),  # a family upward
+                     ("app.widgets.charts.charts", "app.widgets.attachments.attachments"),  # families side by side
+                     ("app.widgets.panels.model_bar", "app.views.chat.page"),  # widgets never import views
+                     ("app.views.race.page", "app.views.chat.page")):  # pages side by side
         monkeypatch.setattr(__import__(__name__), "_graph", lambda mod=mod, dep=dep: {mod: {dep}, dep: set()})
         with pytest.raises(AssertionError):
             test_every_import_goes_down_a_floor_or_stays_in_its_room()

@@ -40,7 +40,7 @@ def code_answer(lines: int) -> str:
 
 def run_once(answer: str, chars: int) -> tuple[float, float, int]:
     from app.history import Message
-    from app.widgets.transcript import Transcript
+    from app.widgets.transcript.transcript import Transcript
 
     tr = Transcript()
     tr.resize(800, 600)

@@ -91,7 +91,7 @@ def main(argv: list[str]) -> int:
     if os.environ.get("CHART_MS"):
         chat.charts._timer.setInterval(int(os.environ["CHART_MS"]))
     if os.environ.get("STREAM_MS"):
-        import app.widgets.transcript as transcript
+        import app.widgets.transcript.transcript as transcript
 
         transcript.STREAM_INTERVAL_MS = int(os.environ["STREAM_MS"])
     proc, main_id = psutil.Process(), threading.main_thread().native_id

@@ -202,7 +202,7 @@ def race_shot(shots: Shots, win) -> None:
     shots.wait(lambda: not win.session.busy)  # what the chat set off after its answer (a busy machine: later)
     race.start()
     shots.wait(lambda: race.result is not None and race.worker is None, 600)
-    shots.wait(lambda: not race._replay_timer.isActive(), 120)  # the replay played to its end
+    shots.wait(lambda: not race.replaying, 120)  # the replay played to its end
     shots.shot("race")
 
 

@@ -11,7 +11,7 @@ from PySide6.QtGui import QColor
 from engine.measure import bench
 
 from .. import theme
-from ..widgets.table_model import RowsTableModel
+from ..widgets.controls.table_model import RowsTableModel
 
 COLUMNS = [
     # short titles (each explained on hover) so that the table fits beside the settings at 1024 px

@@ -18,9 +18,9 @@ from engine.measure import suites as bench_suites
 
 from .. import theme, workers
 from ..session import Session
-from ..widgets.page_scroll import reveal
-from ..widgets.reflow import Reflow
-from ..widgets.toast import toast
+from ..widgets.controls.page_scroll import reveal
+from ..widgets.controls.reflow import Reflow
+from ..widgets.controls.toast import toast
 from .bench_results import COLUMN_TIPS, COLUMNS, ResultsModel, chat_setting  # noqa: F401  (the page's table)
 
 

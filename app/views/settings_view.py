@@ -20,7 +20,7 @@ from PySide6.QtWidgets import (
 
 from engine.models.context_window import DEFAULT_N_CTX
 
-from ..widgets.elided_label import ElidedLabel
+from ..widgets.controls.elided_label import ElidedLabel
 
 THEME_KEY = "appearance/theme"
 THREADS_KEY = "performance/threads"  # 0: llama.cpp's choice (the physical cores)

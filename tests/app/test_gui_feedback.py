@@ -187,7 +187,7 @@ def test_dark_theme_checkboxes_and_the_slider_handle_stand_out(qtbot, window):
 
         window.nav.setCurrentRow(0)
         chat = window.chat
-        chat._drawer_clicked(True)
+        chat.sides.drawer_clicked(True)
         chat.lookahead.set_value(0)
         slider = chat.lookahead.slider
         qtbot.wait(20)
@@ -205,7 +205,7 @@ def test_dark_theme_checkboxes_and_the_slider_handle_stand_out(qtbot, window):
 
 # -- toasts: Copy, Export, Use this setting in Chat -----------------------------------------------
 def _toast(w):
-    from app.widgets.toast import Toast
+    from app.widgets.controls.toast import Toast
 
     return w.findChild(Toast, "toast")
 
@@ -393,7 +393,7 @@ def _char_format_at(transcript, needle: str, offset: int = 0):
 
 
 def test_code_blocks_are_highlighted_and_the_tint_skips_indentation(qtbot, window):
-    from app.widgets.code_highlight import PALETTE
+    from app.widgets.transcript.code_highlight import PALETTE
 
     chat = window.chat
     conv = window.history.create(title="code")
@@ -419,7 +419,7 @@ def test_code_blocks_are_highlighted_and_the_tint_skips_indentation(qtbot, windo
 def test_syntax_colours_read_on_light_and_dark(qtbot):
     from PySide6.QtGui import QColor
 
-    from app.widgets.code_highlight import PALETTE
+    from app.widgets.transcript.code_highlight import PALETTE
 
     for name, colour in PALETTE:
         for bg in (QColor(255, 255, 255), QColor(30, 31, 34)):
@@ -464,8 +464,8 @@ def test_unreachable_hub_offers_the_mirror_and_downloads_from_it(qtbot, tmp_path
 def test_a_sent_attachment_shows_as_a_file_card_that_opens(qtbot, window, tmp_path):
     from test_gui_transcript import click_anchor
 
-    from app.widgets.attachments import split_attachments
-    from app.widgets.file_card import FileViewer
+    from app.widgets.attachments.attachments import split_attachments
+    from app.widgets.transcript.file_card import FileViewer
 
     chat = window.chat
     window.resize(1360, 860)
@@ -490,7 +490,7 @@ def test_a_sent_attachment_shows_as_a_file_card_that_opens(qtbot, window, tmp_pa
 
 
 def test_split_attachments_leaves_other_messages_alone():
-    from app.widgets.attachments import Attachment, attachment_block, split_attachments
+    from app.widgets.attachments.attachments import Attachment, attachment_block, split_attachments
 
     a, b = Attachment("a.txt", "x\n```\ny", 3, True), Attachment("b.md", "", 0, True)
     assert split_attachments("\n\n".join(["hi", attachment_block(a), attachment_block(b)])) == \
@@ -504,7 +504,7 @@ def test_a_pair_loaded_after_a_start_with_no_models_drafts_with_its_draft_model(
     """A fresh install lists no model, so the Draft box falls back to prompt lookup; that was
     not the user's choice, so loading a pair with a draft model drafts with it. A user's own
     pick of lookup is kept."""
-    import app.widgets.model_bar as model_bar
+    import app.widgets.panels.model_bar as model_bar
 
     monkeypatch.setattr(model_bar, "available_models", lambda catalog=None: [])
     w = _make_window(qtbot, tmp_path, monkeypatch)

@@ -151,7 +151,7 @@ def test_a_narrow_window_floats_the_conversation_list_and_the_drawer(qtbot, race
     qtbot.mouseClick(chat.chats_btn, Qt.MouseButton.LeftButton)
     qtbot.wait(20)
     assert chat.conv_list.isVisibleTo(w) and chat.conv_list.count() == 1
-    sheet = chat._chats_overlay.sheet
+    sheet = chat.sides.chats_overlay.sheet
     assert w.rect().contains(QRect(sheet.mapTo(w, QPoint(0, 0)), sheet.size())), "the list floats inside the window"
     item = chat.conv_list.item(0)
     chat.new_conversation()

@@ -351,8 +351,8 @@ def test_chat_list_context_menu_renames_exports_and_deletes(qtbot, make_window, 
     w.history.add_message(c.id, "user", "question")
     chat.refresh_conversations()
     pos = chat.conv_list.visualItemRect(chat.conv_list.item(0)).center()
-    chat._conversation_menu(pos)  # what customContextMenuRequested calls on a right-click
-    menu = chat.context_menu
+    chat.conversations.show_menu(pos)  # what customContextMenuRequested calls on a right-click
+    menu = chat.conversations.context_menu
     assert [a.text() for a in menu.actions() if a.text()] == ["Rename…", "Export (Markdown, Word, PDF, HTML)…", "Delete…"]
     assert chat.conversation_id == c.id, "the right-clicked chat is the one acted on"
     monkeypatch.setattr(QInputDialog, "exec", lambda d: d.setTextValue("new title") or 1)  # typed and OK
@@ -364,8 +364,8 @@ def test_chat_list_context_menu_renames_exports_and_deletes(qtbot, make_window, 
     assert "question" in out.read_text()
     monkeypatch.setattr(QMessageBox, "question", lambda *a, **k: QMessageBox.StandardButton.Yes)
     menu.close()
-    chat._conversation_menu(pos)
-    chat.context_menu.actions()[-1].trigger()
+    chat.conversations.show_menu(pos)
+    chat.conversations.context_menu.actions()[-1].trigger()
     assert w.history.get(c.id) is None and chat.conv_list.count() == 0
 
 

@@ -134,7 +134,7 @@ def test_a_wrapped_label_gives_back_the_height_it_claimed_when_narrow(qtbot):
     kept a narrow width's three lines for one (gaps between the verdict's rows at 1.5x)."""
     from PySide6.QtWidgets import QVBoxLayout, QWidget
 
-    from app.widgets.reflow import WrappingLabel
+    from app.widgets.controls.reflow import WrappingLabel
 
     host = QWidget()
     qtbot.addWidget(host)

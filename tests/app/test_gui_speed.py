@@ -16,11 +16,11 @@ from PySide6.QtCore import QSettings, Qt  # noqa: E402
 from PySide6.QtGui import QColor, QFontMetrics  # noqa: E402
 
 from app.history import History  # noqa: E402
-from app.widgets.live_stats import REFRESH_MS  # noqa: E402
-from app.widgets.charts import MAX_K, REDRAW_MS, ROLLING, LiveCharts, StepSeries, nice_ceiling  # noqa: E402
-from app.widgets.markdown_render import render_markdown  # noqa: E402
-from app.widgets.provenance import COLOURS  # noqa: E402
-from app.widgets.transcript import Transcript, spans_from_tokens  # noqa: E402
+from app.widgets.charts.live_stats import REFRESH_MS  # noqa: E402
+from app.widgets.charts.charts import MAX_K, REDRAW_MS, ROLLING, LiveCharts, StepSeries, nice_ceiling  # noqa: E402
+from app.widgets.transcript.markdown_render import render_markdown  # noqa: E402
+from app.widgets.transcript.provenance import COLOURS  # noqa: E402
+from app.widgets.transcript.transcript import Transcript, spans_from_tokens  # noqa: E402
 from engine.decoding.events import StepEvent  # noqa: E402
 from engine.decoding.request import GenerationRequest  # noqa: E402
 

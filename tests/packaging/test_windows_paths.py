@@ -103,7 +103,7 @@ def test_a_stale_download_check_never_signals_a_process_on_windows(monkeypatch):
 
 
 def test_a_read_only_history_side_file_is_restored_without_uids(tmp_path, monkeypatch):
-    from app.history_readonly import _restore_side_mode
+    from app.history.readonly import _restore_side_mode
 
     side = tmp_path / "history.sqlite3-wal"
     side.write_bytes(b"")

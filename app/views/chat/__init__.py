@@ -1,7 +1,13 @@
-"""The Chat page in parts: page.py builds the widgets (layout.py, drawer.py) and owns the
-objects that act on them: asking.py (Send, Edit, Regenerate, Continue), answering.py (the
-answer being written and saved) and settings_panel.py (generation settings, live charts);
-conversations.py and composer.py hold the page's conversation list and composer."""
+"""The Chat page in parts. page.py builds the columns (layout.py) and the settings panel
+(settings_panel.py) and owns the components that act on them, each made with what it needs:
+SidePanels (drawer.py: the drawer and the list's dock), ConversationList (conversations.py),
+Composer (composer.py: attachments, meter, drafts, export, copy), Asking (asking.py: Send,
+Edit, Regenerate, Continue) and AnswerStream (answering.py: the answer being written).
+
+May import widgets/, history, app's core modules and engine/; never another page,
+main_window or main. A new control of the chat goes in the column it shows in (layout.py),
+its behaviour in the component it belongs to (a new one of its own beside them when it is a
+new job), connected by page.py; a control other pages could use goes in widgets/controls/."""
 
 from .format import stats_text
 from .page import ChatView

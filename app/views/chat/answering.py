@@ -14,13 +14,13 @@ from PySide6.QtWidgets import QLabel, QPushButton
 
 from ...history import History, HistoryError, Message
 from ...session import Session
-from ...widgets import code_highlight
-from ...widgets.live_label import LiveLabel
-from ...widgets.live_stats import REFRESH_MS, LiveStats
-from ...widgets.model_bar import ModelBar, draft_model_path
-from ...widgets.prefill_progress import PrefillProgress
-from ...widgets.token_meter import TokenMeter
-from ...widgets.transcript import Transcript, spans_from_tokens
+from ...widgets.transcript import code_highlight
+from ...widgets.controls.live_label import LiveLabel
+from ...widgets.charts.live_stats import REFRESH_MS, LiveStats
+from ...widgets.panels.model_bar import ModelBar, draft_model_path
+from ...widgets.charts.prefill_progress import PrefillProgress
+from ...widgets.controls.token_meter import TokenMeter
+from ...widgets.transcript.transcript import Transcript, spans_from_tokens
 from ... import workers
 from .format import stats_text
 from .settings_panel import SettingsPanel
@@ -154,7 +154,7 @@ class AnswerStream(QObject):
         running = self.worker is not None
         self._view.send_btn.setEnabled(not running and self._session.engine is not None)
         self._view.stop_btn.setEnabled(running)
-        # the Draft box's items follow the model bar's selection (app/widgets/model_bar.py)
+        # the Draft box's items follow the model bar's selection (app/widgets/panels/model_bar.py)
 
     def show_auto_note(self, stats: dict[str, Any]) -> None:
         """Auto drafted nothing: say so under the answer, the cost model's numbers on hover."""

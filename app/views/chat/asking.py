@@ -12,15 +12,15 @@ from PySide6.QtCore import QObject, Signal
 from PySide6.QtWidgets import QLabel
 
 from ...history import History, HistoryError, Message
-from ...history_branches import choose_question, edit_question
+from ...history.branches import choose_question, edit_question
 from ...chat_model import model_record
-from ...history_settings import chat_settings, save_chat_settings
+from ...history.settings import chat_settings, save_chat_settings
 from ...session import Session
-from ...widgets.export import whole_words
-from ...widgets.attachments import Attachment, AttachmentChips, PromptEdit, compose, split_attachments
-from ...widgets.live_label import LiveLabel
-from ...widgets.token_meter import TokenCounter
-from ...widgets.transcript import Transcript
+from ...widgets.transcript.export import whole_words
+from ...widgets.attachments.attachments import Attachment, AttachmentChips, PromptEdit, compose, split_attachments
+from ...widgets.controls.live_label import LiveLabel
+from ...widgets.controls.token_meter import TokenCounter
+from ...widgets.transcript.transcript import Transcript
 from .answering import AnswerStream
 from .format import last_answer_stats
 from .settings_panel import SettingsPanel

@@ -1,33 +1,96 @@
 """What goes with the prompt and what comes out of the chat: attachments (documents too, or
 the pages of one larger than the context), the token meter, export (Markdown, Word, PDF,
-HTML) and Copy (rich text and plain)."""
+HTML) and Copy (rich text and plain).
+
+`Composer` is the page's: it is given the widgets it fills and reads (the answer column's
+prompt, chips, reading note, meter and transcript; the settings' system prompt and max
+tokens) and asks the page only for the open conversation and whether an answer is running.
+It keeps each chat's unsent prompt and files until that chat is open again."""
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
+from typing import Any, Callable
 
+from PySide6.QtCore import QObject
 from PySide6.QtGui import QGuiApplication
-from PySide6.QtWidgets import QDialog, QFileDialog
+from PySide6.QtWidgets import QDialog, QFileDialog, QWidget
 
 from engine.documents import Document
 
-from ...history import HistoryError
+from ...history import History, HistoryError
+from ...session import Session
 from ... import workers
-from ...widgets.attachments import FILE_FILTER, Attachment, recount, with_file
-from ...widgets.document_reader import FileRead, ReadFiles, Reading
-from ...widgets.export import FILTERS, ExportError, answer_markdown, conversation_markdown, file_name, rich_mime, \
+from ...widgets.attachments.attachments import FILE_FILTER, Attachment, compose, recount, with_file
+from ...widgets.attachments.document_reader import FileRead, ReadFiles, Reading
+from ...widgets.transcript.export import FILTERS, ExportError, answer_markdown, conversation_markdown, file_name, rich_mime, \
     with_suffix, write_report
-from ...widgets.section_picker import SectionPicker
-from ...widgets.toast import toast
-from ...widgets.transcript import message_text
+from ...widgets.attachments.section_picker import SectionPicker
+from ...widgets.controls.toast import toast
+from ...widgets.controls.token_meter import TokenCounter
+from ...widgets.transcript.transcript import message_text
+from .layout import AnswerColumn
+from .settings_panel import SettingsPanel
 
 
-class ComposerMixin:
-    """ChatView's attachments, token meter, export and copy."""
+class Composer(QObject):
+    """The chat's attachments, token meter, unsent drafts, export and copy."""
+
+    def __init__(self, session: Session, history: History, counter: TokenCounter, column: AnswerColumn,
+                 settings: SettingsPanel, page: QWidget, *, conversation: Callable[[], int | None],
+                 answering: Callable[[], bool], notify: Callable[[str], None], fail: Callable[[str], None]) -> None:
+        super().__init__(page)
+        self.session, self.history, self.counter, self._page = session, history, counter, page
+        self._conversation, self._answering, self._notify, self._fail = conversation, answering, notify, fail
+        self.prompt, self.attachments, self.reading_label, self.meter, self.transcript, self.model_bar = (
+            column.prompt, column.attachments, column.reading_label, column.meter, column.transcript,
+            column.model_bar)
+        self.system, self.max_tokens = settings.system, settings.max_tokens
+        self._drafts: dict[int | None, str] = {}  # unsent prompts of the other conversations (None: a new chat)
+        self._pending_files: dict[int | None, list[Attachment]] = {}  # and their attached files, not yet sent
+        self._readers: list[Reading] = []  # batches of attached files being read on worker threads
+        self._attaching = False  # attaching what was read (a section picker may be open)
+        self._count_lock = threading.Lock()  # a reading worker's token count vs the model being closed
+        self._closing_engine: object = None
+        self.section_picker: SectionPicker | None = None  # open while a document's pages are chosen
+        column.filesDropped.connect(self.attach_files)
+        column.attachments.changed.connect(self.schedule_meter)
+        column.prompt.textChanged.connect(self.schedule_meter)
+        settings.max_tokens.valueChanged.connect(self.schedule_meter)
+        settings.system.textChanged.connect(self.schedule_meter)
+        session.engineClosing.connect(self.engine_closing)
+        session.pairChanged.connect(self.model_changed)
+
+    @property
+    def conversation_id(self) -> int | None:
+        return self._conversation()
+
+    def compose(self, text: str) -> str:
+        """The user's message as stored and sent: the typed text, then each attachment."""
+        return compose(text, self.attachments.items())[0]
+
+    def switch_draft(self, frm: int | None, to: int | None, *, keep: bool) -> None:
+        """Keep the unsent prompt and attached files with the conversation they were added in
+        (they would be sent there, never in another chat); bring back `to`'s. `keep` False:
+        what is in the prompt is an edit in progress (its files as chips too), dropped."""
+        if to == frm:
+            return
+        text, files = self.prompt.toPlainText(), self.attachments.items()
+        if text.strip() and keep:
+            self._drafts[frm] = text
+        else:
+            self._drafts.pop(frm, None)
+        if files and keep:
+            self._pending_files[frm] = files
+        else:
+            self._pending_files.pop(frm, None)
+        self.prompt.setPlainText(self._drafts.pop(to, ""))
+        self.attachments.set_items(self._pending_files.pop(to, []))
 
     def choose_attachments(self) -> None:
         """The Attach button: pick one or more documents or text files."""
-        paths, _ = QFileDialog.getOpenFileNames(self, "Attach documents or text files", "", FILE_FILTER)
+        paths, _ = QFileDialog.getOpenFileNames(self._page, "Attach documents or text files", "", FILE_FILTER)
         self.attach_files(paths)
 
     def attach_files(self, paths: list[str]) -> None:
@@ -37,7 +100,7 @@ class ComposerMixin:
         paths = [p for p in paths if p]
         if not paths:
             return
-        batch = Reading(ReadFiles(paths, self._count_off_thread, self._context_size()), [Path(p).name for p in paths],
+        batch = Reading(ReadFiles(paths, self._count_off_thread, self.context_size()), [Path(p).name for p in paths],
                         conversation=self.conversation_id)
         self._readers.append(batch)
         batch.worker.read.connect(lambda r: (batch.results.append(r), self._attach_ready()))
@@ -54,7 +117,7 @@ class ComposerMixin:
                 return (len(text) + 3) // 4, False
             return self.counter.count(text)
 
-    def _engine_closing(self, engine: object) -> None:
+    def engine_closing(self, engine: object) -> None:
         """The session closes `engine` when this returns: a count in flight with it ends first."""
         self._closing_engine = engine
         with self._count_lock:
@@ -86,7 +149,7 @@ class ComposerMixin:
                 self._readers.pop(0)
                 self._show_reading()
                 if batch.refused:
-                    self.error.emit("\n".join(batch.refused))
+                    self._fail("\n".join(batch.refused))
         finally:
             self._attaching = False
 
@@ -115,12 +178,12 @@ class ComposerMixin:
             refused.append(r.error)
             return None
         doc, tokens, exact = r.doc, r.tokens, r.exact
-        n_ctx = self._context_size()
+        n_ctx = self.context_size()
         if tokens >= n_ctx and len(doc.sections) > 1:
             counts = r.section_counts or [self.counter.count(s.text)[0] for s in doc.sections]
             chosen = self.choose_sections(doc, counts, n_ctx)
             if not chosen:
-                self.message.emit(f"{doc.name}: not attached")
+                self._notify(f"{doc.name}: not attached")
                 return None
             doc = doc.excerpt(chosen)
             tokens, exact = self.counter.count(doc.text)
@@ -132,7 +195,7 @@ class ComposerMixin:
 
     def choose_sections(self, doc: Document, counts: list[int], n_ctx: int) -> list[int] | None:
         """Ask which pages or sections of `doc` to attach (None: cancelled)."""
-        picker = self.section_picker = SectionPicker(doc, counts, n_ctx, self)
+        picker = self.section_picker = SectionPicker(doc, counts, n_ctx, self._page)
         try:
             return picker.chosen() if picker.exec() == QDialog.DialogCode.Accepted else None
         finally:
@@ -140,14 +203,14 @@ class ComposerMixin:
             picker.deleteLater()
 
     # -- the token meter -----------------------------------------------------------------
-    def _context_size(self) -> int:
+    def context_size(self) -> int:
         eng = self.session.engine
         return int(eng.n_ctx) if eng is not None else self.model_bar.n_ctx()
 
-    def _schedule_meter(self, *_: object) -> None:
+    def schedule_meter(self, *_: object) -> None:
         self.meter.schedule()
 
-    def _measure_prompt(self) -> tuple[int, bool, int]:
+    def measure_prompt(self) -> tuple[int, bool, int]:
         """Tokens of what the next Send would put in the context: system, history, prompt, attachments."""
         contents = [self.system.toPlainText()] if self.system.toPlainText() else []
         if self.conversation_id is not None:
@@ -156,25 +219,25 @@ class ComposerMixin:
                              if m.role in ("user", "assistant") and m.content]
             except HistoryError:
                 pass
-        contents.append(self._compose(self.prompt.toPlainText().strip()))
+        contents.append(self.compose(self.prompt.toPlainText().strip()))
         used, exact = self.counter.count_messages(contents)
-        return used + self.max_tokens.value(), exact, self._context_size()  # and room for the answer
+        return used + self.max_tokens.value(), exact, self.context_size()  # and room for the answer
 
-    def _model_changed(self, *_: object) -> None:
+    def model_changed(self, *_: object) -> None:
         """Another model counts other tokens: recount the chips and the meter."""
         self._closing_engine = None  # closed by now: the new one counts
-        self.attachments.recount(self.counter.count, self._context_size())
+        self.attachments.recount(self.counter.count, self.context_size())
         for files in self._pending_files.values():  # the other chats' unsent files, as they will be sent
-            recount(files, self.counter.count, self._context_size())
+            recount(files, self.counter.count, self.context_size())
         self.meter.update_now()
-        if self.conversation_id is not None and self.worker is None:  # the file cards' token counts
+        if self.conversation_id is not None and not self._answering():  # the file cards' token counts
             self.transcript.show_in_place(self.history.messages(self.conversation_id))
 
     def _chat_title(self) -> str:
         conv = self.history.get(self.conversation_id) if self.conversation_id is not None else None
         return conv.title if conv else "conversation"
 
-    def _answer_to_export(self):
+    def _answer_to_export(self) -> Any:
         if self.conversation_id is None:
             return None
         return next((m for m in reversed(self.history.messages(self.conversation_id)) if m.role == "assistant"), None)
@@ -182,7 +245,7 @@ class ComposerMixin:
     def export_conversation(self, path: str | None = None) -> None:
         """The whole chat as a report (Markdown, Word, PDF or HTML, by the file's suffix)."""
         if self.conversation_id is None:
-            self.message.emit("Nothing to export yet")
+            self._notify("Nothing to export yet")
             return
         conv = self.history.get(self.conversation_id)
         title = conv.title if conv else "conversation"
@@ -194,27 +257,27 @@ class ComposerMixin:
         """The last answer alone, as written: its own headings, tables and code, nothing around it."""
         last = self._answer_to_export()
         if last is None or not last.content.strip():
-            self.message.emit("No answer to export yet")
+            self._notify("No answer to export yet")
             return
         title = self._chat_title()
         self._export(answer_markdown(last), title, path, "Export the answer", file_name(title, "") + " - answer")
 
     def _export(self, markdown: str, title: str, path: str | None, caption: str, default: str) -> None:
         if path is None:
-            path, chosen = QFileDialog.getSaveFileName(self, caption, default + ".md", FILTERS)
+            path, chosen = QFileDialog.getSaveFileName(self._page, caption, default + ".md", FILTERS)
             if not path:
                 return
             path = with_suffix(path, chosen)
         try:
             kind = write_report(markdown, path, title)
         except OSError as e:
-            self.error.emit(f"{path}: cannot write ({e.strerror or e})")
+            self._fail(f"{path}: cannot write ({e.strerror or e})")
             return
         except ExportError as e:
-            self.error.emit(str(e))
+            self._fail(str(e))
             return
-        self.message.emit(f"Exported to {path} ({kind})")
-        toast(self, f"Exported to {Path(path).name}")
+        self._notify(f"Exported to {path} ({kind})")
+        toast(self._page, f"Exported to {Path(path).name}")
 
     def copy_last_answer(self) -> None:
         """The answer as rich text (Word and mail keep its headings, tables and code) and as
@@ -222,5 +285,5 @@ class ComposerMixin:
         last = self._answer_to_export()
         if last is not None:
             QGuiApplication.clipboard().setMimeData(rich_mime(answer_markdown(last), message_text(last)))
-            self.message.emit("Answer copied as rich text and plain text (Copy as Markdown is under the answer)")
-            toast(self, "Answer copied")
+            self._notify("Answer copied as rich text and plain text (Copy as Markdown is under the answer)")
+            toast(self._page, "Answer copied")

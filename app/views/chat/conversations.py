@@ -1,31 +1,56 @@
-"""The chat's conversation list: search, open, rename, delete, and starting a new chat."""
+"""The chat's conversation list: search, pick, right-click, rename and delete.
+
+`ConversationList` acts on the list's widgets (layout.py's ConversationColumn) and the
+history; what opening or starting a chat does to the rest of the page is the page's, told
+by the `chosen` and `deleted` signals."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
-from PySide6.QtCore import Qt
+from PySide6.QtCore import QObject, Qt, Signal
 from PySide6.QtWidgets import QInputDialog, QListWidgetItem, QMenu, QMessageBox, QWidget
 
-from ...history import HistoryError
-from ...history_settings import chat_settings
+from ...history import History, HistoryError
 from ...relative_time import absolute_date, relative_date
-from .format import last_answer_stats
+from .layout import ConversationColumn
 
 
-class ConversationsMixin:
-    """ChatView's conversation list behaviour (the list itself is built in layout.py)."""
+class ConversationList(QObject):
+    """The list of chats, newest first, and what its rows and menus do.
 
-    def refresh_conversations(self) -> None:
+    `current` is the open conversation (the page's), `busy` whether an answer is being
+    written (no switching or deleting then), `export` exports the open chat, `notify` says a
+    line in the status bar."""
+
+    chosen = Signal(int)  # a conversation picked in the list: the page opens it
+    deleted = Signal(int)  # the open conversation was deleted: the page starts a new chat
+
+    def __init__(self, history: History, column: ConversationColumn, page: QWidget, *,
+                 current: Callable[[], int | None], busy: Callable[[], bool], export: Callable[[], None],
+                 notify: Callable[[str], None]) -> None:
+        super().__init__(page)
+        self._history, self._page, self._current, self._busy, self._export, self._notify = (
+            history, page, current, busy, export, notify)
+        self.search, self.conv_list = column.search, column.conv_list
+        self.context_menu: QMenu | None = None  # the last right-click menu (tests trigger its actions)
+        self.rename_dialog: QInputDialog | None = None
+        self.search.textChanged.connect(self.refresh)
+        self.conv_list.currentItemChanged.connect(self._selected)
+        self.conv_list.itemClicked.connect(self._clicked)
+        self.conv_list.customContextMenuRequested.connect(self.show_menu)
+        self.actions(column.more_btn.menu())
+
+    def refresh(self) -> None:
         """The chat list, newest first: each row its title and when it was last used."""
-        current = self.conversation_id
+        current = self._current()
         self.conv_list.blockSignals(True)
         self.conv_list.clear()
         try:
-            convs = self.history.conversations(self.search.text())
+            convs = self._history.conversations(self.search.text())
         except HistoryError as e:
             convs = []
-            self.message.emit(str(e))
+            self._notify(str(e))
         for c in convs:
             item = QListWidgetItem(f"{c.title}\n{relative_date(c.updated)}")
             item.setData(Qt.ItemDataRole.UserRole, c.id)
@@ -39,127 +64,68 @@ class ConversationsMixin:
             self.conv_list.addItem(note)
         self.conv_list.blockSignals(False)
 
-    def _conversation_selected(self, item: QListWidgetItem | None, _prev: Any = None) -> None:
+    def clear_selection(self) -> None:
+        """No row current (a new chat), so a click on the previous chat is a change again."""
+        self.conv_list.blockSignals(True)
+        self.conv_list.setCurrentRow(-1)
+        self.conv_list.blockSignals(False)
+
+    def _selected(self, item: QListWidgetItem | None, _prev: Any = None) -> None:
         if item is None or item.data(Qt.ItemDataRole.UserRole) is None:  # none, or the "no match" line
             return
-        if self.worker is not None:
-            self.message.emit("Stop the running answer before switching conversations")
+        if self._busy():
+            self._notify("Stop the running answer before switching conversations")
             return
-        self.charts.reset()  # step data is not stored: the charts show only a live answer
-        self.open_conversation(int(item.data(Qt.ItemDataRole.UserRole)))
-        self._close_floating_chats()
+        self.chosen.emit(int(item.data(Qt.ItemDataRole.UserRole)))
 
-    def _conversation_clicked(self, item: QListWidgetItem) -> None:
+    def _clicked(self, item: QListWidgetItem) -> None:
         """A click on the row that is already current (currentItemChanged stays silent)."""
         if item.data(Qt.ItemDataRole.UserRole) is not None and \
-                int(item.data(Qt.ItemDataRole.UserRole)) != self.conversation_id:
-            self._conversation_selected(item)
+                int(item.data(Qt.ItemDataRole.UserRole)) != self._current():
+            self._selected(item)
 
-    def _conversation_actions(self, menu: QMenu) -> QMenu:
+    def actions(self, menu: QMenu) -> QMenu:
         """Rename, Delete and Export of the open chat, for the context menu and the More button."""
-        menu.addAction("Rename…", self.rename_conversation)
-        menu.addAction("Export (Markdown, Word, PDF, HTML)…", lambda: self.export_conversation())
+        menu.addAction("Rename…", self.rename)
+        menu.addAction("Export (Markdown, Word, PDF, HTML)…", lambda: self._export())
         menu.addSeparator()
-        menu.addAction("Delete…", self.delete_conversation)
+        menu.addAction("Delete…", self.delete)
         return menu
 
-    def _conversation_menu(self, pos: Any) -> None:
+    def show_menu(self, pos: Any) -> None:
+        """The right-click menu of a row: the row is opened first, then acted on."""
         item = self.conv_list.itemAt(pos)
         if item is None or item.data(Qt.ItemDataRole.UserRole) is None:
             return
-        if int(item.data(Qt.ItemDataRole.UserRole)) != self.conversation_id:
-            self._conversation_selected(item)
-            if int(item.data(Qt.ItemDataRole.UserRole)) != self.conversation_id:
+        if int(item.data(Qt.ItemDataRole.UserRole)) != self._current():
+            self._selected(item)
+            if int(item.data(Qt.ItemDataRole.UserRole)) != self._current():
                 return  # not opened (an answer is streaming): act on nothing
             self.conv_list.setCurrentItem(item)
-        self.context_menu = self._conversation_actions(QMenu(self))
+        self.context_menu = self.actions(QMenu(self._page))
         self.context_menu.popup(self.conv_list.viewport().mapToGlobal(pos))
 
-    def _switch_draft(self, to: int | None) -> None:
-        """Keep the unsent prompt and attached files with the conversation they were added in
-        (they would be sent there, never in another chat); bring back `to`'s."""
-        if to == self.conversation_id:
+    def rename(self) -> None:
+        cid = self._current()
+        if cid is None:
             return
-        text, files = self.prompt.toPlainText(), self.attachments.items()
-        keep = self.asking.editing is None  # an edit in progress (its files as chips too) is dropped, not kept
-        if text.strip() and keep:
-            self._drafts[self.conversation_id] = text
-        else:
-            self._drafts.pop(self.conversation_id, None)
-        if files and keep:
-            self._pending_files[self.conversation_id] = files
-        else:
-            self._pending_files.pop(self.conversation_id, None)
-        self.prompt.setPlainText(self._drafts.pop(to, ""))
-        self.attachments.set_items(self._pending_files.pop(to, []))
-
-    def open_conversation(self, conversation_id: int) -> None:
-        self._switch_draft(conversation_id)
-        self.conversation_id = conversation_id
-        conv = self.history.get(conversation_id)
-        saved = chat_settings(self.history, conversation_id)
-        if saved is not None:  # the chat's own settings (a chat from before has none: the controls stay)
-            self._opening = True
-            try:
-                self.apply_settings({**saved, "system": conv.system_prompt if conv else ""})
-            finally:
-                self._opening = False
-        elif conv is not None:
-            self.system.setPlainText(conv.system_prompt)
-        try:
-            msgs = self.history.messages(conversation_id)
-        except HistoryError as e:  # a damaged page: say so where the conversation would be
-            self.transcript.set_messages([])
-            self.transcript.setPlainText(f"⚠ This conversation could not be read.\n\n{e}")
-            self.stats_label.clear()
-            return
-        self.transcript.set_messages(msgs)
-        self.stats_label.setText(last_answer_stats(msgs))
-        self._clear_notes()
-
-    def new_conversation(self) -> None:
-        if self.worker is not None:
-            return
-        self._switch_draft(None)
-        self.conversation_id = None
-        self.transcript.set_messages([])
-        self.stats_label.clear()
-        self._clear_notes()
-        self.charts.reset()
-        self.conv_list.blockSignals(True)
-        self.conv_list.setCurrentRow(-1)  # so a click on the previous chat is a change again
-        self.conv_list.blockSignals(False)
-        self._close_floating_chats()
-        self.prompt.setFocus()
-
-    def _clear_notes(self) -> None:
-        """Notes about the last answer belong to it: another conversation starts without them
-        (the lookahead Auto last used too)."""
-        for label in (self.auto_note, self.context_note):
-            label.clear()
-            label.hide()
-        self.lookahead.clear_in_use()
-        self.meter.schedule()
-
-    def rename_conversation(self) -> None:
-        if self.conversation_id is None:
-            return
-        conv = self.history.get(self.conversation_id)
-        self.rename_dialog = dialog = rename_dialog(self, conv.title if conv else "")
+        conv = self._history.get(cid)
+        self.rename_dialog = dialog = rename_dialog(self._page, conv.title if conv else "")
         if dialog.exec() and dialog.textValue().strip():
-            self.history.rename(self.conversation_id, dialog.textValue())
-            self.refresh_conversations()
+            self._history.rename(cid, dialog.textValue())
+            self.refresh()
 
-    def delete_conversation(self) -> None:
-        if self.conversation_id is None or self.worker is not None:
+    def delete(self) -> None:
+        cid = self._current()
+        if cid is None or self._busy():
             return
-        conv = self.history.get(self.conversation_id)
-        if QMessageBox.question(self, "Delete conversation", f"Delete “{conv.title if conv else ''}”?") != QMessageBox.StandardButton.Yes:
+        conv = self._history.get(cid)
+        if QMessageBox.question(self._page, "Delete conversation",
+                                f"Delete “{conv.title if conv else ''}”?") != QMessageBox.StandardButton.Yes:
             return
-        self.history.delete(self.conversation_id)
-        self.asking.cancel_edit()  # nothing unsent of a deleted chat is kept
-        self.new_conversation()
-        self.refresh_conversations()
+        self._history.delete(cid)
+        self.deleted.emit(cid)
+        self.refresh()
 
 
 RENAME_MIN_WIDTH = 420  # px: a title of a few words shows whole in the field

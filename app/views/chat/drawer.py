@@ -2,19 +2,23 @@
 settings and live charts, at the right; F9) and the conversation list (at the left).
 
 Each docks in the page's splitter while it fits beside the transcript, and floats over the
-transcript's edge when it does not (app/widgets/reflow.py), so the page never scrolls
+transcript's edge when it does not (app/widgets/controls/reflow.py), so the page never scrolls
 sideways: the drawer first (an open drawer docks in place of the conversation list, which
 then opens from a "Chats" button), both floating in the narrowest window.
+
+`SidePanels` is the page's: it is given the page (whose width it follows and where its F9
+shortcut lives), the conversation list, the answer column and the settings panel, and the
+page tells it when it was resized.
 """
 
 from __future__ import annotations
 
-from typing import Any
 
+from PySide6.QtCore import QObject
 from PySide6.QtGui import QKeySequence, QShortcut
 from PySide6.QtWidgets import QHBoxLayout, QScrollArea, QSplitter, QToolButton, QVBoxLayout, QWidget
 
-from ...widgets.reflow import SLACK, SideOverlay, overflow
+from ...widgets.controls.reflow import SLACK, SideOverlay, overflow
 
 DRAWER_OPEN_WIDTH = 1100  # the settings drawer starts closed in a narrower window
 DRAWER_MIN_WIDTH = 240  # the drawer scrolls rather than widening the window
@@ -23,16 +27,34 @@ CHATS_OVERLAY_WIDTH = 260  # the conversation list floating over the transcript
 CHATS_DOCK_SIZE = 200  # its width docked
 
 
-class DrawerMixin:
-    """ChatView's side panels (the panels' contents are built in layout.py)."""
+class SidePanels(QObject):
+    """The chat page's two side panels: the settings drawer and the conversation list's dock.
 
-    def _drawer(self, panel: QWidget) -> QWidget:
+    Built in the splitter's order: `dock_conversations` first (its "Chats" button goes in
+    the answer column's bar), then `add_drawer` beside the answer column."""
+
+    def __init__(self, page: QWidget) -> None:
+        super().__init__(page)
+        self._page = page
+        self._middle: QWidget | None = None  # the answer column, once the drawer is beside it
+        self._chats_overlay: SideOverlay | None = None
+        self._drawer_overlay: SideOverlay | None = None
+
+    @property
+    def chats_overlay(self) -> SideOverlay | None:
+        """The conversation list's overlay (floating over the transcript in a narrow window)."""
+        return self._chats_overlay
+
+    def add_drawer(self, panel: QWidget, beside: QWidget) -> QWidget:
         """The settings and charts in a drawer that a narrow window keeps closed.
 
         The panel scrolls inside it, so it never sets the window's minimum width; the
         toggle stays visible when it is closed. Until the user opens or closes it, it
-        follows the window: open from DRAWER_OPEN_WIDTH px, closed below.
+        follows the window: open from DRAWER_OPEN_WIDTH px, closed below. `beside`: the
+        answer column, whose minimum decides what still docks.
         """
+        self._middle = beside
+        page = self._page
         drawer = self._drawer_widget = QWidget()
         drawer.setObjectName("settingsDrawer")
         lay = QHBoxLayout(drawer)
@@ -43,7 +65,7 @@ class DrawerMixin:
         self.drawer_btn.setChecked(True)
         self.drawer_btn.setToolTip("Show or hide the generation settings and live charts (F9)")
         self.drawer_btn.setAutoRaise(True)
-        self.drawer_btn.clicked.connect(self._drawer_clicked)
+        self.drawer_btn.clicked.connect(self.drawer_clicked)
         col = QVBoxLayout()
         col.addWidget(self.drawer_btn)
         col.addStretch(1)
@@ -54,14 +76,14 @@ class DrawerMixin:
         self.drawer_scroll.setWidget(panel)
         self.drawer_scroll.setMinimumWidth(DRAWER_MIN_WIDTH)
         lay.addWidget(self.drawer_scroll, 1)
-        self._drawer_overlay = SideOverlay(self.drawer_scroll, lay, self, self.drawer_btn, side="right",
+        self._drawer_overlay = SideOverlay(self.drawer_scroll, lay, page, self.drawer_btn, side="right",
                                            width=DRAWER_OPEN_SIZE)
         self._drawer_auto = True  # follows the window's width until the user chooses
-        QShortcut(QKeySequence("F9"), self, activated=self.drawer_btn.click).setWhatsThis("Show or hide the settings drawer")
+        QShortcut(QKeySequence("F9"), page, activated=self.drawer_btn.click).setWhatsThis("Show or hide the settings drawer")
         self._show_drawer(True)
         return drawer
 
-    def _conversations_dock(self, panel: QWidget) -> QWidget:
+    def dock_conversations(self, panel: QWidget) -> QWidget:
         """The conversation list's place in the splitter; a narrow window floats it instead."""
         dock = self._chats_dock = QWidget()
         lay = QVBoxLayout(dock)
@@ -74,10 +96,12 @@ class DrawerMixin:
         self.chats_btn.setToolTip("Show or hide the conversation list")
         self.chats_btn.clicked.connect(lambda on: self._chats_overlay.set_shown(on))
         self.chats_btn.hide()  # shown while the list floats
-        self._chats_overlay = SideOverlay(panel, lay, self, self.chats_btn, side="left", width=CHATS_OVERLAY_WIDTH)
+        self._chats_overlay = SideOverlay(panel, lay, self._page, self.chats_btn, side="left",
+                                          width=CHATS_OVERLAY_WIDTH)
         return dock
 
-    def _drawer_clicked(self, on: bool) -> None:
+    def drawer_clicked(self, on: bool) -> None:
+        """The user opened or closed the drawer: it no longer follows the window's width."""
         self._drawer_auto = False
         self._show_drawer(on)
 
@@ -107,11 +131,12 @@ class DrawerMixin:
 
     def _fit_side_panels(self) -> None:
         """Dock what fits beside the transcript's minimum, float the rest (see the module's docstring)."""
-        if not hasattr(self, "_chats_overlay"):
+        if self._chats_overlay is None or self._middle is None:
             return  # still building
-        avail = self.width() - overflow(self) - SLACK
+        page = self._page
+        avail = page.width() - overflow(page) - SLACK
         chats = self._chats_overlay.panel.minimumSizeHint().width()
-        middle = self._answer_column.minimumSizeHint().width()
+        middle = self._middle.minimumSizeHint().width()
         toggle = self.drawer_btn.sizeHint().width() + 4
         drawer = DRAWER_MIN_WIDTH + toggle if self.drawer_open else toggle
         handles = 3 * 6 + 24  # splitter handles and the page's margins
@@ -144,16 +169,17 @@ class DrawerMixin:
                 sizes[0] = want
                 split.setSizes(sizes)
 
-    def _close_floating_chats(self) -> None:
+    def close_floating_chats(self) -> None:
         """A conversation picked from the floating list: the list makes way for it."""
         if self._chats_overlay.floating and self.chats_btn.isChecked():
             self.chats_btn.setChecked(False)
             self._chats_overlay.set_shown(False)
 
-    def resizeEvent(self, event: Any) -> None:  # noqa: N802
-        super().resizeEvent(event)
+    def resized(self) -> None:
+        """The page was resized: open or close a drawer that follows the window, then dock
+        or float each panel."""
         if self._drawer_auto:
-            wide = self.window().width() >= DRAWER_OPEN_WIDTH
+            wide = self._page.window().width() >= DRAWER_OPEN_WIDTH
             if wide != self.drawer_open:
                 self._show_drawer(wide)
                 return

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-from ...widgets.live_label import SEPARATOR  # the label keeps the pieces between these whole
+from ...widgets.controls.live_label import SEPARATOR  # the label keeps the pieces between these whole
 
 
 def stats_text(s: dict[str, Any]) -> str:

@@ -2,39 +2,42 @@
 slider and Auto switch, sampling settings, live charts, per-answer stats, attachments and
 Markdown export.
 
-The page builds its widgets (layout.py, drawer.py) and owns the objects that act on them:
-`asking` (asking.py: Send, Edit, Regenerate, Continue, answer versions), `stream`
-(answering.py: the answer being written, from the worker to the saved message) and
-`settings_panel` (settings_panel.py: the generation settings and live charts). The
-conversation list (conversations.py) and the composer (composer.py) are the page's own
-behaviour; they read the page's attributes and properties below, never another part's state.
+The page builds its two columns (layout.py) and the settings panel, and owns the objects
+that act on them, each told what it needs when it is made: `sides` (drawer.py: the settings
+drawer and the conversation list's dock, floating in a narrow window), `conversations`
+(conversations.py: the chat list), `composer` (composer.py: attachments, token meter,
+unsent drafts, export, copy), `asking` (asking.py: Send, Edit, Regenerate, Continue, answer
+versions), `stream` (answering.py: the answer being written, from the worker to the saved
+message) and `settings_panel` (settings_panel.py: the generation settings and live charts).
+Opening a chat, which touches most of them, is the page's own. The columns' widgets are
+the page's attributes too (the main window and the tests reach them there).
 """
 
 from __future__ import annotations
 
-import threading
 from typing import Any
 
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QKeySequence, QShortcut
 from PySide6.QtWidgets import QHBoxLayout, QSplitter, QWidget
 
-from ...history import History, message_markdown
+from ...history import HistoryError, History, message_markdown
+from ...history.settings import chat_settings
 from ...session import Session
-from ...widgets.attachments import Attachment, compose
-from ...widgets.escape import close_topmost
-from ...widgets.token_meter import TokenCounter
+from ...widgets.controls.escape import close_topmost
+from ...widgets.controls.token_meter import TokenCounter
 from ... import workers
 from .answering import AnswerStream, AnswerView
 from .asking import Asking, AskView
-from .composer import ComposerMixin
-from .conversations import ConversationsMixin
-from .drawer import DrawerMixin
-from .layout import LayoutMixin
+from .composer import Composer
+from .conversations import ConversationList
+from .drawer import SidePanels
+from .format import last_answer_stats
+from .layout import AnswerColumn, ConversationColumn
 from .settings_panel import SettingsPanel
 
 
-class ChatView(LayoutMixin, DrawerMixin, ConversationsMixin, ComposerMixin, QWidget):
+class ChatView(QWidget):
     message = Signal(str)  # a one-line notice for the status bar
     error = Signal(str)
 
@@ -44,15 +47,8 @@ class ChatView(LayoutMixin, DrawerMixin, ConversationsMixin, ComposerMixin, QWid
         self.history = history
         history.on_write_error = self.error.emit  # a failed save is shown in this window, not only on stderr
         self.conversation_id: int | None = None  # the open conversation (None: a new chat)
-        self._drafts: dict[int | None, str] = {}  # unsent prompts of the other conversations (None: a new chat)
-        self._pending_files: dict[int | None, list[Attachment]] = {}  # and their attached files, not yet sent
         self._opening = False  # a chat's stored settings are going into the controls (not an edit)
         self.counter = TokenCounter(lambda: self.session.engine)
-        self._readers: list = []  # batches of attached files being read on worker threads (composer.py)
-        self._attaching = False  # composer.py is attaching what was read (a section picker may be open)
-        self._count_lock = threading.Lock()  # a reading worker's token count vs the model being closed
-        self._closing_engine: object = None
-        session.engineClosing.connect(self._engine_closing)
         self._build()
         panel = self.settings_panel
         # the settings' controls, as the page's own (the main window and the tests reach them here)
@@ -60,6 +56,9 @@ class ChatView(LayoutMixin, DrawerMixin, ConversationsMixin, ComposerMixin, QWid
             panel.drafter, panel.lookahead, panel.charts_toggle, panel.charts)
         self.temperature, self.top_p, self.seed, self.max_tokens, self.system = (
             panel.temperature, panel.top_p, panel.seed, panel.max_tokens, panel.system)
+        self.composer = Composer(session, history, self.counter, self.answer_column, panel, self,
+                                 conversation=lambda: self.conversation_id, answering=lambda: self.worker is not None,
+                                 notify=self.message.emit, fail=self.error.emit)
         self.stream = AnswerStream(
             session, history, panel, self.model_bar,
             AnswerView(self.transcript, self.stats_label, self.prefill_label, self.auto_note, self.meter,
@@ -70,16 +69,19 @@ class ChatView(LayoutMixin, DrawerMixin, ConversationsMixin, ComposerMixin, QWid
             AskView(self.prompt, self.attachments, self.transcript, self.stats_label, self.auto_note,
                     self.context_note, self.edit_label, self.counter),
             lambda: self.conversation_id, self.message.emit, self.error.emit, parent=self)
+        self.conversations = ConversationList(
+            history, self.conversation_column, self, current=lambda: self.conversation_id,
+            busy=lambda: self.worker is not None, export=self.export_conversation, notify=self.message.emit)
+        self.conversations.chosen.connect(self._conversation_chosen)
+        self.conversations.deleted.connect(self._conversation_deleted)
         self.asking.conversationStarted.connect(self._conversation_started)
         self.stream.saved.connect(self.refresh_conversations)
         self.conv_list.currentItemChanged.connect(lambda *_: self.asking.conversation_changed())
         panel.lookahead.changed.connect(self.stream.set_lookahead)
         panel.edited.connect(self._settings_edited)
         panel.notice.connect(self.message)
-        panel.max_tokens.valueChanged.connect(self._schedule_meter)
-        panel.system.textChanged.connect(self._schedule_meter)
+        self._connect_buttons()
         self.refresh_conversations()
-        session.pairChanged.connect(self._model_changed)
         self.stream.sync_buttons()
         self.meter.update_now()
 
@@ -88,10 +90,25 @@ class ChatView(LayoutMixin, DrawerMixin, ConversationsMixin, ComposerMixin, QWid
         root = QHBoxLayout(self)
         split = QSplitter(Qt.Orientation.Horizontal)
         root.addWidget(split)
-        split.addWidget(self._conversations_dock(self._build_conversations()))
-        split.addWidget(self._build_answer_column())
+        self.sides = SidePanels(self)
+        self.conversation_column = ConversationColumn()
+        split.addWidget(self.sides.dock_conversations(self.conversation_column))
+        self.answer_column = AnswerColumn(self.session, self.counter, self.sides.chats_btn,
+                                          lambda: self.composer.measure_prompt())
+        split.addWidget(self.answer_column)
+        c = self.conversation_column
+        self.search, self.conv_list, self.new_btn, self.more_btn = c.search, c.conv_list, c.new_btn, c.more_btn
+        a = self.answer_column
+        self.model_bar, self.legend, self.transcript, self.stats_label, self.prefill_label = (
+            a.model_bar, a.legend, a.transcript, a.stats_label, a.prefill_label)
+        self.edit_label, self.auto_note, self.context_note, self.reading_label = (
+            a.edit_label, a.auto_note, a.context_note, a.reading_label)
+        self.prompt, self.attachments, self.meter = a.prompt, a.attachments, a.meter
+        self.attach_btn, self.export_btn, self.export_menu, self.copy_btn, self.stop_btn, self.send_btn = (
+            a.attach_btn, a.export_btn, a.export_menu, a.copy_btn, a.stop_btn, a.send_btn)
         self.settings_panel = SettingsPanel(self.model_bar.draft)  # one drafter control: the model bar's Draft box
-        split.addWidget(self._drawer(self.settings_panel))
+        split.addWidget(self.sides.add_drawer(self.settings_panel, beside=self.answer_column))
+        self.chats_btn, self.drawer_btn = self.sides.chats_btn, self.sides.drawer_btn
         split.setSizes([200, 640, 420])
         split.setStretchFactor(1, 1)
         split.setCollapsible(1, False)
@@ -107,6 +124,24 @@ class ChatView(LayoutMixin, DrawerMixin, ConversationsMixin, ComposerMixin, QWid
                 ("Ctrl+E", self.show_export_menu, "Export the conversation or the last answer"),
                 ("Ctrl+F", self.focus_search, "Search the conversations")):
             QShortcut(QKeySequence(keys), self, activated=slot).setWhatsThis(what)
+
+    def _connect_buttons(self) -> None:
+        """The columns' buttons and the transcript's notices, to the parts that act on them."""
+        self.transcript.notice.connect(self.message)
+        self.new_btn.clicked.connect(self.new_conversation)
+        self.attach_btn.clicked.connect(self.choose_attachments)  # no-argument slot: clicked(bool) is not a path
+        menu = self.export_menu
+        menu.addAction("Whole conversation (Markdown, Word, PDF, HTML)…", lambda: self.export_conversation())
+        menu.addAction("Last answer (Markdown, Word, PDF, HTML)…", lambda: self.export_answer())
+        menu.addSeparator()
+        menu.addAction("Copy the answer for Word or mail", lambda: self.copy_last_answer())
+        self.copy_btn.clicked.connect(self.copy_last_answer)
+        self.stop_btn.clicked.connect(self.stop)
+        self.send_btn.clicked.connect(self.send)
+
+    def resizeEvent(self, event: Any) -> None:  # noqa: N802
+        super().resizeEvent(event)
+        self.sides.resized()
 
     # -- what the main window and the tests ask of the page ---------------------------------
     def send(self) -> None:
@@ -182,9 +217,6 @@ class ChatView(LayoutMixin, DrawerMixin, ConversationsMixin, ComposerMixin, QWid
         self.conversation_id = conversation_id
         self.refresh_conversations()
 
-    def _compose(self, text: str) -> str:
-        """The user's message as stored and sent: the typed text, then each attachment."""
-        return compose(text, self.attachments.items())[0]
 
     def answer_markdown(self) -> str:
         """The open conversation's last answer as Markdown ("" when there is none)."""
@@ -192,3 +224,107 @@ class ChatView(LayoutMixin, DrawerMixin, ConversationsMixin, ComposerMixin, QWid
             return ""
         last = next((m for m in reversed(self.history.messages(self.conversation_id)) if m.role == "assistant"), None)
         return message_markdown(last) if last else ""
+
+    # -- the open conversation -------------------------------------------------------------
+    def refresh_conversations(self) -> None:
+        self.conversations.refresh()
+
+    def _conversation_chosen(self, conversation_id: int) -> None:
+        """A chat picked in the list (conversations.py): opened, the floating list out of the way."""
+        self.charts.reset()  # step data is not stored: the charts show only a live answer
+        self.open_conversation(conversation_id)
+        self.sides.close_floating_chats()
+
+    def _conversation_deleted(self, _conversation_id: int) -> None:
+        self.asking.cancel_edit()  # nothing unsent of a deleted chat is kept
+        self.new_conversation()
+
+    def _switch_draft(self, to: int | None) -> None:
+        """The unsent prompt stays with its chat; an edit in progress is dropped, not kept."""
+        self.composer.switch_draft(self.conversation_id, to, keep=self.asking.editing is None)
+
+    def open_conversation(self, conversation_id: int) -> None:
+        self._switch_draft(conversation_id)
+        self.conversation_id = conversation_id
+        conv = self.history.get(conversation_id)
+        saved = chat_settings(self.history, conversation_id)
+        if saved is not None:  # the chat's own settings (a chat from before has none: the controls stay)
+            self._opening = True
+            try:
+                self.apply_settings({**saved, "system": conv.system_prompt if conv else ""})
+            finally:
+                self._opening = False
+        elif conv is not None:
+            self.system.setPlainText(conv.system_prompt)
+        try:
+            msgs = self.history.messages(conversation_id)
+        except HistoryError as e:  # a damaged page: say so where the conversation would be
+            self.transcript.set_messages([])
+            self.transcript.setPlainText(f"⚠ This conversation could not be read.\n\n{e}")
+            self.stats_label.clear()
+            return
+        self.transcript.set_messages(msgs)
+        self.stats_label.setText(last_answer_stats(msgs))
+        self._clear_notes()
+
+    def new_conversation(self) -> None:
+        if self.worker is not None:
+            return
+        self._switch_draft(None)
+        self.conversation_id = None
+        self.transcript.set_messages([])
+        self.stats_label.clear()
+        self._clear_notes()
+        self.charts.reset()
+        self.conversations.clear_selection()
+        self.sides.close_floating_chats()
+        self.prompt.setFocus()
+
+    def _clear_notes(self) -> None:
+        """Notes about the last answer belong to it: another conversation starts without them
+        (the lookahead Auto last used too)."""
+        for label in (self.auto_note, self.context_note):
+            label.clear()
+            label.hide()
+        self.lookahead.clear_in_use()
+        self.meter.schedule()
+
+    def rename_conversation(self) -> None:
+        self.conversations.rename()
+
+    def delete_conversation(self) -> None:
+        self.conversations.delete()
+
+    # -- attachments, the meter, export and copy (composer.py) ------------------------------
+    def choose_attachments(self) -> None:
+        self.composer.choose_attachments()
+
+    def attach_files(self, paths: list[str]) -> None:
+        self.composer.attach_files(paths)
+
+    @property
+    def reading(self) -> bool:
+        """Attached files are still being read (Send waits for them)."""
+        return self.composer.reading
+
+    @property
+    def section_picker(self) -> Any:
+        """The open page picker of a document larger than the context, if any."""
+        return self.composer.section_picker
+
+    def stop_reading(self) -> None:
+        self.composer.stop_reading()
+
+    def export_conversation(self, path: str | None = None) -> None:
+        self.composer.export_conversation(path)
+
+    def export_answer(self, path: str | None = None) -> None:
+        self.composer.export_answer(path)
+
+    def copy_last_answer(self) -> None:
+        self.composer.copy_last_answer()
+
+    # -- the side panels (drawer.py) --------------------------------------------------------
+    @property
+    def drawer_open(self) -> bool:
+        return self.sides.drawer_open

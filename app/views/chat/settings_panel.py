@@ -13,8 +13,8 @@ from PySide6.QtWidgets import (
 )
 
 from ...presets import load_presets, save_preset
-from ...widgets.charts import LiveCharts
-from ...widgets.lookahead_control import LookaheadControl
+from ...widgets.charts.charts import LiveCharts
+from ...widgets.controls.lookahead_control import LookaheadControl
 
 
 class SettingsPanel(QWidget):

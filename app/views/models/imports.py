@@ -20,8 +20,8 @@ from engine.units import human_bytes
 
 from ... import theme, workers
 from ...session import Session
-from ...widgets.reflow import WrappingLabel
-from ...widgets.table_model import RowsTableModel
+from ...widgets.controls.reflow import WrappingLabel
+from ...widgets.controls.table_model import RowsTableModel
 from .files import confirm, file_buttons, row_menu, show_in_folder, why_not_delete
 
 GGUF_FILTER = "GGUF models (*.gguf);;All files (*)"

@@ -14,7 +14,7 @@ from engine.models.catalog import Catalog
 from engine.models.hardware import Hardware
 
 from ...session import Session
-from ...widgets.reflow import Reflow
+from ...widgets.controls.reflow import Reflow
 from .compat import CompatPanel
 from .imports import ImportsPanel
 from .pairs import PairsPanel

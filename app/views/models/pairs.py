@@ -18,11 +18,11 @@ from engine.errors import StoreError
 from engine.models.hardware import Hardware
 from engine.units import human_bytes
 
-from ...download_job import DownloadStatus
+from ...downloads.job import DownloadStatus
 from ...session import Session
-from ...widgets.narrow_columns import NarrowColumns
-from ...widgets.reflow import WrappingLabel
-from ...widgets.steady import fit_texts, keep_place
+from ...widgets.controls.narrow_columns import NarrowColumns
+from ...widgets.controls.reflow import WrappingLabel
+from ...widgets.controls.steady import fit_texts, keep_place
 from .files import confirm, file_buttons, row_menu, show_in_folder, why_not_delete
 from .mirror_offer import has_mirror, hub_unreachable, offer_mirror
 from .pairs_model import PairsModel

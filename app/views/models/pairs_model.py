@@ -15,7 +15,7 @@ from engine.models.hardware import Bandwidth, Hardware, pair_fit, ram_bandwidth
 from engine.units import human_bytes
 
 from ... import theme
-from ...widgets.table_model import RowsTableModel
+from ...widgets.controls.table_model import RowsTableModel
 
 Index = QModelIndex | QPersistentModelIndex
 

@@ -13,7 +13,7 @@ from engine.models import partial, store
 from engine.models.catalog import PairSpec
 from engine.units import human_bytes
 
-from ...download_controller import DownloadController
+from ...downloads.controller import DownloadController
 from .files import confirm
 
 

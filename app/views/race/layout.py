@@ -1,6 +1,7 @@
 """The race page's parts, built once: the prompt with its buttons and settings (top), the
 result box, the two panes (side by side, or one above the other in a narrow window), and the
-replay row."""
+replay row. `RaceParts` only builds them; the page connects them and its components
+(verdict.py, replaying.py) fill them."""
 
 from __future__ import annotations
 
@@ -10,10 +11,10 @@ from PySide6.QtWidgets import (
     QPushButton, QSpinBox, QVBoxLayout, QWidget,
 )
 
-from ...widgets.lookahead_control import LookaheadControl
-from ...widgets.race_pane import RacePane
-from ...widgets.reflow import WrappingLabel
-from ...widgets.speed_bars import SpeedBars
+from ...widgets.controls.lookahead_control import LookaheadControl
+from ...widgets.panels.race_pane import RacePane
+from ...widgets.controls.reflow import WrappingLabel
+from ...widgets.charts.speed_bars import SpeedBars
 
 SIDES = ("target", "speculative")
 TITLES = {"target": "Target alone", "speculative": "Target + draft"}
@@ -29,8 +30,17 @@ METRIC_ROWS = [
 ]
 
 
-class LayoutMixin:
-    """Builds RaceView's widgets; the behaviour lives in page.py and the other mixins."""
+class RaceParts:
+    """RaceView's widgets and the layouts that hold them, built once: `prompt_column` and
+    `settings` (top), `result` (its row `result_row` reflows `result_parts`), `panes_row`
+    and `replay_row`."""
+
+    def __init__(self) -> None:
+        self.prompt_column = self._build_prompt_column()
+        self.settings = self._build_settings()
+        self.result = self._build_result()
+        self.panes_row = self._build_panes()
+        self.replay_row = self._build_replay_row()
 
     def _build_prompt_column(self) -> QVBoxLayout:
         """What a race is, the prompt for both runs, Start and Stop, and the status line."""
@@ -47,9 +57,7 @@ class LayoutMixin:
         buttons = QHBoxLayout()
         self.start_btn = QPushButton("Start race")
         self.start_btn.setDefault(True)
-        self.start_btn.clicked.connect(self.start)
         self.stop_btn = QPushButton("Stop")
-        self.stop_btn.clicked.connect(self.stop)
         self.status = QLabel("")
         self.status.setObjectName("raceStatus")
         buttons.addWidget(self.start_btn)
@@ -100,12 +108,10 @@ class LayoutMixin:
         replay_row = QHBoxLayout()
         self.replay_btn = QPushButton("▶ Replay side by side")
         self.replay_btn.setToolTip("Play both runs again at the same time, from their recorded token timestamps")
-        self.replay_btn.clicked.connect(self.replay)
         self.replay_speed = QComboBox()
         for label, v in REPLAY_SPEEDS:
             self.replay_speed.addItem(label, v)
         self.replay_speed.setCurrentIndex(1)
-        self.replay_speed.currentIndexChanged.connect(self._replay_speed_changed)
         self.replay_label = QLabel("")
         replay_row.addWidget(self.replay_btn)
         replay_row.addWidget(QLabel("Speed"))
@@ -158,7 +164,7 @@ class LayoutMixin:
 
     def _build_result(self) -> QGroupBox:
         res = QGroupBox("Result")
-        rl = self._result_row = QHBoxLayout(res)
+        rl = self.result_row = QHBoxLayout(res)
         rl.setSpacing(18)
         # Each part in a widget of its own: stacked, nested layouts under-counted the wrapped
         # lines of the headline's labels and the metrics were drawn over the speed bars.
@@ -175,5 +181,5 @@ class LayoutMixin:
         self.identical_label.setAlignment(Qt.AlignmentFlag.AlignTop | Qt.AlignmentFlag.AlignLeft)
         rl.addWidget(self.identical_label, 3)
         # Stacked in a narrow window; the headline needs room for "1.38× slower" on one line.
-        self._result_parts = [lambda: HEADLINE_MIN_WIDTH, metrics, self.identical_label]
+        self.result_parts = [lambda: HEADLINE_MIN_WIDTH, metrics, self.identical_label]
         return res

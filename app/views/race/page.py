@@ -3,7 +3,9 @@ after the other on the same device, streamed side by side; then a synchronised r
 both from their recorded token timestamps, and the honest result from engine.race (the
 speedup, or "about the same" when nothing was drafted or the gap is noise; acceptance,
 tokens per step, first-token latency, and whether the outputs are identical). The page
-assembles its parts: layout, verdict and replaying in this package."""
+runs the race; its widgets are built by layout.py (RaceParts) and it owns the components
+that fill them: `verdict` (verdict.py: the result box) and `replayer` (replaying.py: the
+synchronised replay). The widgets are the page's attributes too (the tests reach them)."""
 
 from __future__ import annotations
 
@@ -15,19 +17,17 @@ from PySide6.QtWidgets import QHBoxLayout, QVBoxLayout, QWidget
 from engine.measure.demo import first_demo
 
 from ... import workers
-from ...replay import ReplayClock, live_rate
+from ...replay import live_rate
 from ...session import Session
-from ...widgets.live_stats import REFRESH_MS
-from ...widgets.provenance import Legend
-from ...widgets.reflow import HeightClaim, Reflow
-from .layout import PANE_MIN_WIDTH, SIDES, SPEEDUP_DEFINITION, LayoutMixin
-from .replaying import ReplayMixin
-from .verdict import VerdictMixin
-
-FRAME_MS = 33  # replay at ~30 fps
+from ...widgets.charts.live_stats import REFRESH_MS
+from ...widgets.transcript.provenance import Legend
+from ...widgets.controls.reflow import HeightClaim, Reflow
+from .layout import PANE_MIN_WIDTH, SIDES, RaceParts
+from .replaying import Replay
+from .verdict import Verdict, side_summary
 
 
-class RaceView(LayoutMixin, VerdictMixin, ReplayMixin, QWidget):
+class RaceView(QWidget):
     message = Signal(str)
     error = Signal(str)
     raceFinished = Signal(object)  # the RaceWorker's result dict
@@ -43,13 +43,6 @@ class RaceView(LayoutMixin, VerdictMixin, ReplayMixin, QWidget):
         self.result: dict[str, Any] | None = None
         self.tokens: dict[str, list] = {s: [] for s in SIDES}
         self.done: dict[str, Any] = {}
-        self.dark = False
-        # replay state
-        self._replay_timer = QTimer(self)
-        self._replay_timer.setInterval(FRAME_MS)
-        self._replay_timer.timeout.connect(self._replay_tick)
-        self._replay: ReplayClock | None = None
-        self.replay_frames = 0
         # The live tok/s of the running side, rewritten a few times a second rather than per
         # token: a label's new text re-lays out the window, which would take CPU from the
         # compute threads the figure measures.
@@ -60,6 +53,14 @@ class RaceView(LayoutMixin, VerdictMixin, ReplayMixin, QWidget):
         self._race_lookahead: Any = "auto"
         self._race_temperature = 0.0
         self._build()
+        self.verdict = Verdict(self.parts, session)
+        self.replayer = Replay(self.panes, self.replay_btn, self.replay_speed, self.replay_label,
+                               lambda: (self.tokens, self.done), self)
+        self.replayer.changed.connect(self._sync_buttons)
+        self.replayer.finished.connect(self._replay_finished)
+        self.start_btn.clicked.connect(self.start)
+        self.stop_btn.clicked.connect(self.stop)
+        self.replay_btn.clicked.connect(self.replay)
         if gpu is not None:
             demo = first_demo(gpu)
             self.prompt.setPlainText(demo.prompt)
@@ -72,33 +73,37 @@ class RaceView(LayoutMixin, VerdictMixin, ReplayMixin, QWidget):
 
     # -- layout --------------------------------------------------------------------------
     def _build(self) -> None:
-        """Prompt and settings, the legend, the two panes, the replay row, the result."""
+        """Prompt and settings, the result, the legend, the two panes, the replay row."""
+        parts = self.parts = RaceParts()
+        self.prompt, self.start_btn, self.stop_btn, self.status = parts.prompt, parts.start_btn, parts.stop_btn, parts.status
+        self.drafter, self.lookahead, self.temperature, self.max_tokens, self.chat = (
+            parts.drafter, parts.lookahead, parts.temperature, parts.max_tokens, parts.chat)
+        self.speedup_label, self.speedup_detail, self.speedup_hint, self.bars = (
+            parts.speedup_label, parts.speedup_detail, parts.speedup_hint, parts.bars)
+        self.metric_labels, self.identical_label, self.panes = parts.metric_labels, parts.identical_label, parts.panes
+        self.replay_btn, self.replay_speed, self.replay_label = parts.replay_btn, parts.replay_speed, parts.replay_label
         root = QVBoxLayout(self)
         root.setSpacing(8)
         top = QHBoxLayout()
-        prompt, settings = self._build_prompt_column(), self._build_settings()
+        prompt, settings = parts.prompt_column, parts.settings
         top.addLayout(prompt, 1)
         top.addWidget(settings)
         root.addLayout(top)
         self._reflow = [Reflow(self, top, [prompt, settings])]  # stacked in a narrow window
         # The verdict above the panes: after a race it is what a person looks for, and in a
         # small window it would otherwise sit below two answers, out of sight.
-        result = self._build_result()
-        root.addWidget(result)
-        self._claim = HeightClaim(result)
-        self._reflow.append(Reflow(self, self._result_row, self._result_parts))
+        root.addWidget(parts.result)
+        self._claim = HeightClaim(parts.result)
+        self._reflow.append(Reflow(self, parts.result_row, parts.result_parts))
         legend_row = QHBoxLayout()
         legend_row.addWidget(Legend(show_toggle=False))
         root.addLayout(legend_row)
-        panes = self._build_panes()
-        root.addLayout(panes, 1)
-        self._reflow.append(Reflow(self, panes, [lambda: PANE_MIN_WIDTH] * len(SIDES)))  # one above the other when narrow
-        root.addLayout(self._build_replay_row())
+        root.addLayout(parts.panes_row, 1)
+        self._reflow.append(Reflow(self, parts.panes_row, [lambda: PANE_MIN_WIDTH] * len(SIDES)))  # one above the other when narrow
+        root.addLayout(parts.replay_row)
 
     def set_dark(self, dark: bool) -> None:
-        self.dark = dark
-        self.bars.update()
-        self._colour_speedup()
+        self.verdict.set_dark(dark)
 
     # -- state ---------------------------------------------------------------------------
     @property
@@ -107,7 +112,30 @@ class RaceView(LayoutMixin, VerdictMixin, ReplayMixin, QWidget):
 
     @property
     def replaying(self) -> bool:
-        return self._replay_timer.isActive()
+        return self.replayer.active
+
+    @property
+    def replay_frames(self) -> int:
+        """Frames the last replay drew (the tests check that it played)."""
+        return self.replayer.frames
+
+    def replay_time(self) -> float:
+        """Seconds of recorded time the replay has reached."""
+        return self.replayer.time()
+
+    def replay(self) -> None:
+        """Play both recorded runs at once (not while a race runs)."""
+        if not self.running:
+            self.replayer.play()
+
+    def stop_replay(self) -> None:
+        self.replayer.stop()
+
+    def _replay_finished(self) -> None:
+        if self.result is not None:
+            self.status.setText("Done.")
+        self._sync_buttons()
+        self.replayFinished.emit()
 
     def _has_draft_model(self) -> bool:
         pair = self.session.pair
@@ -211,15 +239,8 @@ class RaceView(LayoutMixin, VerdictMixin, ReplayMixin, QWidget):
         self.tokens = {s: [] for s in SIDES}
         for p in self.panes.values():
             p.clear()
-        for lab in self.metric_labels.values():
-            lab.setText("–")
-        self.speedup_label.setText("–")
-        self.speedup_detail.setText(SPEEDUP_DEFINITION)
-        self.speedup_hint.setText("")
-        self._colour_speedup()
-        self.identical_label.setText("")
+        self.verdict.clear()
         self.replay_label.setText("")
-        self.bars.clear()
 
     def _on_started_side(self, side: str) -> None:
         self.status.setText("Running target alone…" if side == "target" else "Running target + draft…")
@@ -245,10 +266,17 @@ class RaceView(LayoutMixin, VerdictMixin, ReplayMixin, QWidget):
         pane = self.panes[side]
         pane.finish()  # the side's last tokens shown now, not a frame later
         pane.speed.setText(f"{st.decode_tokens_per_s:.1f} tok/s")
-        pane.status.setText(self._side_summary(st))
-        self._fill_metrics(side, st)
+        pane.status.setText(side_summary(st))
+        self.verdict.fill_metrics(side, st)
         if side == "target":
             self.bars.set_values(target=st.decode_tokens_per_s)
+
+    def _on_result(self, r: dict) -> None:
+        """The race's verdict (the RaceWorker's result dict) in the result box."""
+        self.result = r
+        self.verdict.show(r, lookahead=self._race_lookahead, temperature=self._race_temperature)
+        self.status.setText("Done. Replaying both runs side by side…")
+        self.raceFinished.emit(r)
 
     def _on_failed(self, msg: str) -> None:
         self.status.setText("The race failed.")

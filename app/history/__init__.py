@@ -1,0 +1,13 @@
+"""Conversations on disk: store.py (the SQLite history: conversations, messages, answer
+versions, search, Markdown of a message), branches.py (edited questions kept as versions),
+settings.py (each chat's own generation settings), readonly.py (a read-only file: a copy to
+work in) and repair.py (a damaged file moved aside and salvaged).
+
+Plain sqlite3, no Qt. May import engine/ and the standard library; never app's other rooms
+(workers, widgets, views, main_window). Its public names are importable from `app.history`.
+"""
+
+from .store import Conversation, History, HistoryError, Message, close_open_fence, message_markdown, stop_reason
+
+__all__ = ["Conversation", "History", "HistoryError", "Message", "close_open_fence", "message_markdown",
+           "stop_reason"]

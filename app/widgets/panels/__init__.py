@@ -1,0 +1,6 @@
+"""Feature panels, each one part of a page or of the status bar: the model bar, a race pane,
+the RPC workers list and dialog, the local-server switch and the first-run welcome banner.
+
+The highest widget family: may import the other families (controls/, charts/, attachments/,
+transcript/), history, downloads, app's core modules and engine/; never views or main_window.
+"""
