@@ -334,7 +334,9 @@ class Decoder:
             drafter.feedback(len(drafts), result.accepted)
         if run.acceptance is not None:
             run.acceptance.observe_step(offered, len(drafts), result.accepted, result.token)
-        run.lookahead.feedback(len(drafts), result.accepted)
+        if drafts:  # who drafted: a free proposal beside a model draft (asked for the room) by its name
+            beside = prop.asked is not None
+            run.lookahead.feedback(len(drafts), result.accepted, prop.source if beside else drafter.kind, beside)  # type: ignore[union-attr]
         with self._step_lock:  # pieces and end-of-generation come from the target's vocabulary
             if self._closed:
                 run.end("cancelled", "cancel")
@@ -435,6 +437,7 @@ class Decoder:
         st.provenance_counts = run.counts
         st.lookahead = run.lookahead.summary() if self.drafter is not None else "0"  # nothing to draft with
         st.k_counts = {str(k): n for k, n in sorted(run.lookahead.k_counts.items())}
+        st.set_aside = run.lookahead.set_aside()
         if self.drafter is not None and run.generated:
             self.drafter.finish(run.prompt, run.generated)  # after t_end: learning is not decoding
         return tokens, DoneEvent(run.text.text, run.generated, st.finalize())

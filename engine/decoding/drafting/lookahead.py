@@ -9,6 +9,7 @@ import threading
 from typing import Callable
 
 from .cost_model import MAX_LOOKAHEAD, CostModel, Prediction, TextAcceptance
+from .set_aside import MAIN, SetAside
 from .source_choice import SourceChooser
 
 class Lookahead:
@@ -26,8 +27,14 @@ class Lookahead:
     def choose(self, room: int, cost: CostModel) -> int:  # pragma: no cover - interface
         raise NotImplementedError
 
-    def feedback(self, drafted: int, accepted: int) -> None:
-        """Told after each step (Auto uses it for probe scheduling)."""
+    def feedback(self, drafted: int, accepted: int, source: str = "", beside: bool = False) -> None:
+        """Told after each step how the verified proposal held: `source` names what drafted it,
+        `beside` says it was a free proposal chosen by `source_chooser`, not the step's own draft
+        (Auto sets aside what is not accepted)."""
+
+    def set_aside(self) -> dict[str, str]:
+        """The sources this policy stopped drafting with, by name: why, in words."""
+        return {}
 
     @property
     def drafts_from_start(self) -> bool:
@@ -83,6 +90,10 @@ class Fixed(Lookahead):
 class Auto(Lookahead):
     """Pick the k with the best predicted tokens/s from measured costs, k = 0 included.
 
+    A source whose proposals are not accepted is set aside within a few steps and retried
+    rarely (set_aside.py): the measured alpha keeps a prior that, on a nearly flat verify
+    curve, would keep predicting a gain from a draft that never holds.
+
     When k = 0 wins only because alpha is low (not because drafting can never pay on this
     hardware), probe now and then with a small k so alpha can recover when the text
     changes. A probe costs a draft catch-up and a wider verify, so it is only worth it when
@@ -108,10 +119,12 @@ class Auto(Lookahead):
         self._since_probe = 0
         self._since_plain = 0
         self.last_prediction: Prediction | None = None
+        self.standing = SetAside()
 
     def choose(self, room: int, cost: CostModel) -> int:
+        self.standing.tick()  # one call per step: the clock of retries
         cap = max(0, min(self.max_k, room))
-        if cap == 0:
+        if cap == 0 or not self.standing.allows(MAIN):
             return 0
         if cost.free_drafter:
             return cap  # a proposal costs nothing: `trim` keeps what its confidence pays for
@@ -140,6 +153,12 @@ class Auto(Lookahead):
             return min(cap, max(1, min(hopeful.k, 2)))
         return 0
 
+    def feedback(self, drafted: int, accepted: int, source: str = "", beside: bool = False) -> None:
+        self.standing.observe(source if beside else MAIN, source or "draft", drafted, accepted)
+
+    def set_aside(self) -> dict[str, str]:
+        return self.standing.reasons()
+
     def fresh(self) -> "Auto":
         return Auto(self.max_k, self.min_gain)
 
@@ -148,8 +167,9 @@ class Auto(Lookahead):
 
     def source_chooser(self, cost: CostModel, room: int) -> SourceChooser:
         """Each step, the model draft (at the k `choose` gave), a free proposal or none, by
-        expected accepted tokens per second from measured acceptance and costs."""
-        return SourceChooser(cost.snapshot(), room, self.min_gain)
+        expected accepted tokens per second from measured acceptance and costs; a free source
+        set aside is not offered (unless its retry is due)."""
+        return SourceChooser(cost.snapshot(), room, self.min_gain, self.standing.allows)
 
     def verify_count(self, proposal: "object", k: int, cost: CostModel, text: "TextAcceptance | None") -> int:
         return self.trim(proposal, cost, text)
@@ -231,8 +251,11 @@ class LiveLookahead:
     def choose(self, room: int, cost: "CostModel") -> int:
         return self._current.choose(room, cost)
 
-    def feedback(self, drafted: int, accepted: int) -> None:
-        self._current.feedback(drafted, accepted)
+    def feedback(self, drafted: int, accepted: int, source: str = "", beside: bool = False) -> None:
+        self._current.feedback(drafted, accepted, source, beside)
+
+    def set_aside(self) -> dict[str, str]:
+        return self._current.set_aside()
 
     def record(self, k: int) -> None:
         self.k_counts[k] = self.k_counts.get(k, 0) + 1
