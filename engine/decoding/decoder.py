@@ -284,7 +284,10 @@ class Decoder:
         except Cancelled:
             pass  # the step loop sees the cancel and finishes cleanly
         run.drafter_synced = True
-        run.stats.draft_sync_s += time.perf_counter() - t
+        spent = time.perf_counter() - t
+        run.stats.draft_sync_s += spent
+        if not run.cancel.cancelled:  # what reading costs this draft, for Auto's next long prompt
+            self.cost.observe_draft_read(len(run.context), spent)
 
     def step(self, run: _Run) -> StepResult:
         """One step: choose k, draft, verify in one target pass, accept, roll back."""
@@ -305,7 +308,8 @@ class Decoder:
         asks = False  # this step asks the drafter for a proposal
         if drafter is not None and not run.costs_pending:
             room = min(room_ctx, remaining - 1)
-            k_req = run.lookahead.choose(room, self.cost)
+            unread = len(run.context) if drafter.cost_class == "model" and not run.drafter_synced else 0
+            k_req = run.lookahead.choose(room, self.cost, unread)  # Auto weighs the draft's reading of it
             if k_req > 0 and drafter.cost_class == "model" and not run.drafter_synced:
                 self._sync_drafter(run)
             asks = drafter.wants_proposal(k_req, room, run.lookahead.current)
@@ -334,7 +338,9 @@ class Decoder:
             drafter.feedback(len(drafts), result.accepted)
         if run.acceptance is not None:
             run.acceptance.observe_step(offered, len(drafts), result.accepted, result.token)
-        run.lookahead.feedback(len(drafts), result.accepted)
+        if drafts:  # who drafted: a free proposal beside a model draft (asked for the room) by its name
+            beside = prop.asked is not None
+            run.lookahead.feedback(len(drafts), result.accepted, prop.source if beside else drafter.kind, beside)  # type: ignore[union-attr]
         with self._step_lock:  # pieces and end-of-generation come from the target's vocabulary
             if self._closed:
                 run.end("cancelled", "cancel")
@@ -435,6 +441,7 @@ class Decoder:
         st.provenance_counts = run.counts
         st.lookahead = run.lookahead.summary() if self.drafter is not None else "0"  # nothing to draft with
         st.k_counts = {str(k): n for k, n in sorted(run.lookahead.k_counts.items())}
+        st.set_aside = run.lookahead.set_aside()
         if self.drafter is not None and run.generated:
             self.drafter.finish(run.prompt, run.generated)  # after t_end: learning is not decoding
         return tokens, DoneEvent(run.text.text, run.generated, st.finalize())

@@ -103,6 +103,9 @@ class RunStats:
     k_counts: dict[str, int] = field(default_factory=dict)  # steps per drafted k
     provenance_counts: dict[str, int] = field(default_factory=dict)
     accepted_by: dict[str, int] = field(default_factory=dict)  # accepted draft tokens per drafter that proposed them
+    # Draft sources Auto stopped using because their proposals were not accepted, with why and since
+    # when: {"mtp": "0 of 14 drafted tokens accepted (since step 4)"} (engine/decoding/drafting/set_aside.py)
+    set_aside: dict[str, str] = field(default_factory=dict)
 
     def finalize(self) -> "RunStats":
         self.acceptance_rate = self.accepted / self.drafted if self.drafted else 0.0

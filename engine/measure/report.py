@@ -14,7 +14,8 @@ def _get(stats: Any, name: str, default: Any = 0) -> Any:
 def stats_parts(stats: Any, *, finish: bool = True) -> list[str]:
     """The pieces of a stats line, from a `RunStats` or its dict: tokens, wall-clock and
     decode speed, first token, calibration when it happened, acceptance only when something
-    was drafted (an acceptance rate of nothing is no figure), and why it stopped."""
+    was drafted (an acceptance rate of nothing is no figure), a draft Auto set aside and why,
+    and why it stopped."""
     parts = [
         f"{_get(stats, 'generated_tokens')} tokens in {_get(stats, 'wall_s', 0.0):.2f} s",
         f"{_get(stats, 'decode_tokens_per_s', 0.0):.1f} tok/s decode",
@@ -29,6 +30,8 @@ def stats_parts(stats: Any, *, finish: bool = True) -> list[str]:
                   f"{_get(stats, 'mean_tokens_per_step', 0.0):.2f} tokens/step"]
     elif _get(stats, "mode", "") not in ("", "target"):
         parts.append("no tokens drafted")
+    for source, why in (_get(stats, "set_aside", None) or {}).items():  # Auto stopped drafting with it
+        parts.append(f"{source} set aside: {why}")
     if finish:
         parts.append(f"finish: {_get(stats, 'finish_reason', '')} ({_get(stats, 'stopped_by', '')})")
     return parts

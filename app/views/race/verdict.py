@@ -21,6 +21,8 @@ def side_summary(st: Any) -> str:
     by = getattr(st, "accepted_by", None) or {}
     if len(by) > 1:  # several drafters took turns (Auto's choice per step): who supplied what
         parts.append("drafted by " + ", ".join(f"{src} {n}" for src, n in sorted(by.items(), key=lambda kv: -kv[1])))
+    for src, why in (getattr(st, "set_aside", None) or {}).items():  # Auto stopped drafting with it: why
+        parts.append(f"{src} set aside: {why}")
     if st.finish_reason == "cancelled":
         parts.append("stopped")
     return " · ".join(parts)

@@ -7,7 +7,8 @@ suffix_drafter.py; mixed_drafter.py: a model draft with the free drafters beside
 among them per step),
 the draft choice parsed once (choice.py: none, lookup, a file, a Model, a Drafter) and the
 drafter it names (factory.py), the lookahead policies (lookahead.py: Fixed, Auto, the live
-handle a slider moves) and Auto's measured cost model (cost_model.py).
+handle a slider moves), the sources Auto set aside for not being accepted (set_aside.py) and
+Auto's measured cost model (cost_model.py).
 
 May import: the sampling wing, engine.llamacpp, engine.models, the top-level helpers
 (engine.errors, paths, units, resources), and its own modules. Never the prompting wing,

@@ -101,6 +101,7 @@ class CostModel:
         # pass over 2 tokens at 3.9x one token, which costs 1.7x measured back to back).
         self._ratio: dict[int, deque[float]] = {}
         self._draft: deque[tuple[float, float]] = deque(maxlen=window)
+        self._read: deque[tuple[float, float]] = deque(maxlen=window)  # a model draft reading context: s per token
         self._window = window
         self.draft_ratio_prior: float = 0.3  # draft step / target step before measuring
         self._acc_s = alpha_prior * prior_weight
@@ -140,6 +141,13 @@ class CostModel:
         with self._lock:
             self._draft.append((time.monotonic(), seconds / drafted))
 
+    def observe_draft_read(self, tokens: int, seconds: float) -> None:
+        """A model draft read `tokens` of context it had not seen (its prompt), in `seconds`."""
+        if tokens <= 0:
+            return
+        with self._lock:
+            self._read.append((time.monotonic(), seconds / tokens))
+
     def _estimate(self, samples: deque[tuple[float, float]]) -> float:
         now = time.monotonic()
         recent = [v for t, v in samples if now - t <= self.RECENT_S]
@@ -168,6 +176,11 @@ class CostModel:
     def draft_token_s(self) -> float | None:
         with self._lock:
             return self._estimate(self._draft) if self._draft else None
+
+    @property
+    def draft_read_token_s(self) -> float | None:
+        with self._lock:
+            return self._estimate(self._read) if self._read else None
 
     def age_of_plain(self) -> float:
         """Seconds since target-alone decoding (n = 1) was last measured."""
@@ -254,7 +267,8 @@ class CostModel:
     def snapshot(self) -> "Costs":
         """The current estimates, computed once; predictions then are plain arithmetic
         (Auto asks 2 x 17 of them every step)."""
-        return Costs(sorted(self.verify_s.items()), self.draft_token_s, self.draft_ratio_prior, self.alpha)
+        return Costs(sorted(self.verify_s.items()), self.draft_token_s, self.draft_ratio_prior, self.alpha,
+                     self.draft_read_token_s)
 
     def verify_time(self, n: int) -> float:
         """Seconds for a target pass over n tokens, interpolated between measured sizes."""
@@ -278,6 +292,7 @@ class Costs:
     draft_token_s: float | None
     draft_ratio_prior: float
     alpha: float
+    draft_read_token_s: float | None = None  # a model draft reading context, per token (None: not measured)
 
     def verify_time(self, n: int) -> float:
         pts = self.verify_pts
@@ -312,6 +327,17 @@ class Costs:
         if per is None:
             per = self.draft_ratio_prior * self.verify_time(1)
         return k * per
+
+    def draft_read_time(self, n: int) -> float:
+        """Seconds for a model draft to read n tokens it has not seen. Before measuring: the
+        target's per-token cost in a 16-token pass (a prompt is read in batches) times the draft's
+        relative cost."""
+        if n <= 0:
+            return 0.0
+        per = self.draft_read_token_s
+        if per is None:
+            per = self.draft_ratio_prior * self.verify_time(16) / 16
+        return n * per
 
     def predict(self, k: int, alpha: float | None = None) -> Prediction:
         a = self.alpha if alpha is None else alpha

@@ -8,7 +8,8 @@ from __future__ import annotations
 import threading
 from typing import Callable
 
-from .cost_model import MAX_LOOKAHEAD, CostModel, Prediction, TextAcceptance
+from .cost_model import MAX_LOOKAHEAD, CostModel, Costs, Prediction, TextAcceptance
+from .set_aside import MAIN, SetAside
 from .source_choice import SourceChooser
 
 class Lookahead:
@@ -23,11 +24,19 @@ class Lookahead:
     needs_costs = False  # True: a model draft needs the verify curve measured before step one
     chooses_sources = False  # True: a drafter with several sources picks one per step (`source_chooser`)
 
-    def choose(self, room: int, cost: CostModel) -> int:  # pragma: no cover - interface
+    def choose(self, room: int, cost: CostModel, unread: int = 0) -> int:  # pragma: no cover - interface
+        """Tokens to draft this step, at most `room`; `unread`: tokens a model draft must read
+        before it can draft (its prompt, deferred until the first draft)."""
         raise NotImplementedError
 
-    def feedback(self, drafted: int, accepted: int) -> None:
-        """Told after each step (Auto uses it for probe scheduling)."""
+    def feedback(self, drafted: int, accepted: int, source: str = "", beside: bool = False) -> None:
+        """Told after each step how the verified proposal held: `source` names what drafted it,
+        `beside` says it was a free proposal chosen by `source_chooser`, not the step's own draft
+        (Auto sets aside what is not accepted)."""
+
+    def set_aside(self) -> dict[str, str]:
+        """The sources this policy stopped drafting with, by name: why, in words."""
+        return {}
 
     @property
     def drafts_from_start(self) -> bool:
@@ -69,7 +78,7 @@ class Fixed(Lookahead):
     def label(self) -> str:  # type: ignore[override]
         return str(self._k)
 
-    def choose(self, room: int, cost: CostModel) -> int:
+    def choose(self, room: int, cost: CostModel, unread: int = 0) -> int:
         return max(0, min(self._k, room))
 
     @property
@@ -82,6 +91,10 @@ class Fixed(Lookahead):
 
 class Auto(Lookahead):
     """Pick the k with the best predicted tokens/s from measured costs, k = 0 included.
+
+    A source whose proposals are not accepted is set aside within a few steps and retried
+    rarely (set_aside.py): the measured alpha keeps a prior that, on a nearly flat verify
+    curve, would keep predicting a gain from a draft that never holds.
 
     When k = 0 wins only because alpha is low (not because drafting can never pay on this
     hardware), probe now and then with a small k so alpha can recover when the text
@@ -100,6 +113,7 @@ class Auto(Lookahead):
     MAX_PROBE_INTERVAL = 128
     PROBE_GAIN = 1.10
     HOPEFUL_ALPHA = 0.9  # the acceptance a probe hopes for, whatever the last probes found
+    ANSWER_TOKENS = 256  # what a draft's reading of the prompt is paid back over, at most (a chat answer)
 
     def __init__(self, max_k: int = MAX_LOOKAHEAD, min_gain: float = 1.02):
         self.max_k = _clamp(max_k)
@@ -108,10 +122,12 @@ class Auto(Lookahead):
         self._since_probe = 0
         self._since_plain = 0
         self.last_prediction: Prediction | None = None
+        self.standing = SetAside()
 
-    def choose(self, room: int, cost: CostModel) -> int:
+    def choose(self, room: int, cost: CostModel, unread: int = 0) -> int:
+        self.standing.tick()  # one call per step: the clock of retries
         cap = max(0, min(self.max_k, room))
-        if cap == 0:
+        if cap == 0 or not self.standing.allows(MAIN):
             return 0
         if cost.free_drafter:
             return cap  # a proposal costs nothing: `trim` keeps what its confidence pays for
@@ -119,6 +135,8 @@ class Auto(Lookahead):
         best = costs.best(cap)
         self.last_prediction = best
         if best.k > 0 and best.speedup >= self.min_gain:
+            if not self._reading_pays(costs, best, unread, room):
+                return 0  # the free drafters (which read nothing) may still draft: `source_chooser`
             self._since_probe = 0
             self._probe_interval = self.FIRST_PROBE  # if it stops paying, look again soon
             self._since_plain += 1
@@ -131,7 +149,7 @@ class Auto(Lookahead):
         # no lower than HOPEFUL_ALPHA: a few failed probes (a chat reply's first words) must
         # not rule drafting out for good, since alpha only moves when a probe drafts.
         hopeful = costs.best(cap, alpha=max(self.HOPEFUL_ALPHA, min(0.95, costs.alpha + 0.3)))
-        if hopeful.k == 0 or hopeful.speedup < self.PROBE_GAIN:
+        if hopeful.k == 0 or hopeful.speedup < self.PROBE_GAIN or not self._reading_pays(costs, hopeful, unread, room):
             return 0  # timing alone rules speculation out: do not waste probes
         self._since_probe += 1
         if self._since_probe >= self._probe_interval:
@@ -139,6 +157,21 @@ class Auto(Lookahead):
             self._probe_interval = min(self._probe_interval * 2, self.MAX_PROBE_INTERVAL)
             return min(cap, max(1, min(hopeful.k, 2)))
         return 0
+
+    def _reading_pays(self, costs: "Costs", p: Prediction, unread: int, room: int) -> bool:
+        """Would drafting as `p` predicts save more, over the rest of the answer (at most
+        ANSWER_TOKENS), than the draft's reading of `unread` tokens first costs? On a long
+        prompt (a document) a model draft's prefill can cost more than all it would save."""
+        if unread <= 0:
+            return True
+        saved_per_token = costs.verify_time(1) - p.seconds_per_step / p.tokens_per_step
+        return min(room, self.ANSWER_TOKENS) * saved_per_token > costs.draft_read_time(unread)
+
+    def feedback(self, drafted: int, accepted: int, source: str = "", beside: bool = False) -> None:
+        self.standing.observe(source if beside else MAIN, source or "draft", drafted, accepted)
+
+    def set_aside(self) -> dict[str, str]:
+        return self.standing.reasons()
 
     def fresh(self) -> "Auto":
         return Auto(self.max_k, self.min_gain)
@@ -148,8 +181,9 @@ class Auto(Lookahead):
 
     def source_chooser(self, cost: CostModel, room: int) -> SourceChooser:
         """Each step, the model draft (at the k `choose` gave), a free proposal or none, by
-        expected accepted tokens per second from measured acceptance and costs."""
-        return SourceChooser(cost.snapshot(), room, self.min_gain)
+        expected accepted tokens per second from measured acceptance and costs; a free source
+        set aside is not offered (unless its retry is due)."""
+        return SourceChooser(cost.snapshot(), room, self.min_gain, self.standing.allows)
 
     def verify_count(self, proposal: "object", k: int, cost: CostModel, text: "TextAcceptance | None") -> int:
         return self.trim(proposal, cost, text)
@@ -228,11 +262,14 @@ class LiveLookahead:
             else:
                 self._current = new
 
-    def choose(self, room: int, cost: "CostModel") -> int:
-        return self._current.choose(room, cost)
+    def choose(self, room: int, cost: "CostModel", unread: int = 0) -> int:
+        return self._current.choose(room, cost, unread)
 
-    def feedback(self, drafted: int, accepted: int) -> None:
-        self._current.feedback(drafted, accepted)
+    def feedback(self, drafted: int, accepted: int, source: str = "", beside: bool = False) -> None:
+        self._current.feedback(drafted, accepted, source, beside)
+
+    def set_aside(self) -> dict[str, str]:
+        return self._current.set_aside()
 
     def record(self, k: int) -> None:
         self.k_counts[k] = self.k_counts.get(k, 0) + 1

@@ -88,6 +88,7 @@ class MixedDrafter(Drafter):
                             self.lookup.propose(context, chooser.room, sampler, rules)) if p.tokens]
         for p in free:
             p.source = p.source or "lookup"
+        free = [p for p in free if chooser.allows(p.source)]  # both still read the step: they stay in sync
         chances = [self.trust.chances(p.source, p.confidence or [0.5] * len(p.tokens)) for p in free]
         pick = chooser.pick(k, chances)
         if pick.index == MODEL:

@@ -11,7 +11,7 @@ steps measured, so a sampled draft's tokens stay drawn from the draft's own q: e
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Callable, Sequence
 
 from .cost_model import Costs, expected_tokens
 
@@ -74,12 +74,15 @@ class Pick:
 
 class SourceChooser:
     """Auto's choice among a model draft of `model_k` tokens (0: Auto would not draft with the
-    model now) and free proposals, each given as its tokens' chances (`SourceTrust.chances`)."""
+    model now) and free proposals, each given as its tokens' chances (`SourceTrust.chances`).
+    `allows(source)`: whether a free source may be offered this step (Auto's set-aside)."""
 
-    def __init__(self, costs: Costs, room: int, min_gain: float = 1.02):
+    def __init__(self, costs: Costs, room: int, min_gain: float = 1.02,
+                 allows: Callable[[str], bool] = lambda source: True):
         self.costs = costs
         self.room = room  # the most tokens a proposal may have this step
         self.min_gain = min_gain  # a free draft must beat plain decoding by this much
+        self.allows = allows
 
     def model_rate(self, k: int) -> float:
         c = self.costs

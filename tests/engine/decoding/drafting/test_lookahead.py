@@ -300,3 +300,22 @@ def test_non_decreasing_keeps_a_rising_curve_and_pools_by_weight():
     pooled = non_decreasing({1: (1.0, 9), 3: (2.7, 3), 7: (1.05, 1)})
     assert pooled[3] == pooled[7] == pytest.approx((2.7 * 3 + 1.05) / 4)
     assert pooled[1] == 1.0
+
+
+def test_auto_counts_the_drafts_reading_of_a_long_prompt():
+    """Issue #47: a model draft reads the prompt the first time Auto drafts with it. On a long
+    prompt (a document) that reading can cost more than drafting would save over the answer:
+    then Auto does not draft with the model (the free drafters, which read nothing, still may)."""
+    ROOM = 1000  # tokens the answer may still have: the reading is paid back over at most 256 of them
+    c = _model(CPU_CURVE, 0.1, 0.8)
+    c.draft_ratio_prior = 0.1  # a draft a tenth of the target: reads a token at a tenth of its batched cost
+    assert Auto().choose(16, c) > 0  # drafting pays, once the draft has read the prompt
+    assert Auto().choose(ROOM, c, unread=500) > 0  # a chat turn's prompt: worth reading
+    assert Auto().choose(ROOM, c, unread=8000) == 0  # a document: reading costs more than 256 tokens save
+    auto = Auto()
+    assert [auto.choose(ROOM, c, unread=8000) for _ in range(50)] == [0] * 50  # nor, later, a probe
+    c.observe_draft_read(8000, 0.8)  # measured: this draft reads fast (a GPU)
+    assert Auto().choose(ROOM, c, unread=8000) > 0
+    short = _model(CPU_CURVE, 0.1, 0.8)
+    short.draft_ratio_prior = 0.1
+    assert Auto().choose(20, short, unread=500) == 0  # 20 tokens left to write: not worth reading 500

@@ -147,7 +147,7 @@ class Alternate(Auto):
         super().__init__()
         self.counter = counter if counter is not None else [0]
 
-    def choose(self, room, cost):
+    def choose(self, room, cost, unread=0):
         return min(2, room)
 
     def draft_gate(self, cost):
