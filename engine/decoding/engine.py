@@ -333,7 +333,8 @@ class Engine(BaseEngine):
             calibration.save(entries)
 
     def forget_prompts(self) -> None:
-        """Empty every loaded decoder's KV caches (no cached prompt prefix is reused next)."""
+        """Empty every loaded decoder's KV caches. The prompt cache stays: a run that must read
+        its whole prompt also asks for none (`prompt_cache=False`, as the race and the bench do)."""
         with self._lock:
             decoders = list(self._decoders.values())
         for d in decoders:
