@@ -63,7 +63,7 @@ class CacheLimits:
 class _Entry:
     identity: str
     tokens: np.ndarray  # int32: what the state holds, position by position
-    data: Any  # the state bytes (ctypes array or bytearray); None when only on disk
+    data: Any  # the state bytes (a numpy uint8 array or a bytearray); None when only on disk
     path: Path | None = None  # its file, once written
     used: int = 0  # a clock tick: larger is more recent
     writing: bool = False  # its file is queued for the writer
