@@ -101,10 +101,12 @@ class PromptCache:
     def restore(self, ctx: Context, prompt: Sequence[int]) -> int:
         """Make `ctx` hold the longest prefix of `prompt` (all but its last token) that it or
         this cache has; how many positions it holds. Falls back to `ctx.reuse_prefix`."""
-        own = ctx.reuse_prefix(prompt)
         if ctx.after_decode is not None:  # an MTP head needs the hidden state of every position read
-            return own
+            return ctx.reuse_prefix(prompt)
         want = np.asarray(prompt[: len(prompt) - 1], dtype=np.int32)
+        own = shared_prefix(np.asarray(ctx.tokens, dtype=np.int32), want)
+        if ctx.recurrent and own < ctx.n_past:
+            own = 0  # cutting a recurrent state back re-reads what it keeps: any saved state is cheaper
         for entry, n in self._candidates(ctx, want):
             if n < max(own + MIN_GAIN, 1):
                 break
@@ -115,8 +117,7 @@ class PromptCache:
                 log.warning("prompt cache: llama.cpp refused a saved state%s; it is dropped",
                             f" ({entry.path.name})" if entry.path else "")
                 self._drop(entry)
-                own = 0  # the context was emptied
-                continue
+                continue  # the context was emptied: `reuse_prefix` below keeps nothing
             try:
                 ctx.truncate(n)
             except DecodeError:  # a memory that cannot be cut back here: read it all
@@ -130,7 +131,7 @@ class PromptCache:
             if entry.path is not None:
                 files.touch(entry.path)
             return n
-        return own
+        return ctx.reuse_prefix(prompt)
 
     def store(self, ctx: Context) -> None:
         """Keep what `ctx` holds now (a prompt read, or a prompt and its answer), unless it is
