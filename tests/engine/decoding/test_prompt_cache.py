@@ -11,6 +11,7 @@ import pytest
 from engine import Engine
 from engine.decoding.events import DoneEvent, PrefillEvent
 from engine.decoding.prompt_cache import CacheLimits
+from engine.decoding.prompt_cache_files import read_header
 from engine.measure import bench
 from engine.measure import suites as bench_suites
 from engine.measure.bench import plan_configs
@@ -111,7 +112,9 @@ def test_a_file_made_for_another_context_size_is_refused_and_removed(tiny_target
     try:
         cached, _, answer = _run(eng, DOC + ASK1)
         assert cached == 0 and answer == cold_answers(DOC + ASK1)
-        assert not made[0].exists()
+        eng.prompt_cache.flush()
+        identities = [read_header(p).identity for p in _files(eng)]  # the old file, or this answer's under its name
+        assert identities and all("|n_ctx1024|" in i for i in identities), identities
     finally:
         eng.close()
 
