@@ -235,3 +235,17 @@ def test_the_bench_reads_every_prompt_whole(tiny_target, tiny_draft):
         assert totals and set(totals) == {len(prompt) - 1}, totals
     finally:
         eng.close()
+
+
+def test_clear_prompt_cache_forgets_memory_and_files(tiny_target):
+    eng = _engine(tiny_target)
+    try:
+        _run(eng, DOC + ASK1)
+        eng.prompt_cache.flush()
+        assert eng.prompt_cache.memory_used > 0 and _files(eng)
+        eng.clear_prompt_cache()
+        assert eng.prompt_cache.memory_used == 0 and not _files(eng)
+        eng.forget_prompts()
+        assert _run(eng, DOC + ASK2)[0] == 0
+    finally:
+        eng.close()
