@@ -32,5 +32,14 @@ def draft_history_dir() -> Path:
 
 def draft_history(model_id: str) -> Path:
     """The suffix drafter's past answers for one target (`model_id`: its name and size)."""
-    safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in model_id)
-    return draft_history_dir() / f"{safe}.npy"
+    return draft_history_dir() / f"{safe_name(model_id)}.npy"
+
+
+def prompt_cache_dir() -> Path:
+    """Where read prompts' KV states are kept across restarts, one folder per target file."""
+    return data_dir() / "prompt-cache"
+
+
+def safe_name(name: str) -> str:
+    """`name` as one file or folder name on any system (a model id holds ':')."""
+    return "".join(c if c.isalnum() or c in "-_." else "_" for c in name)

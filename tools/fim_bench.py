@@ -161,7 +161,7 @@ def run(args: argparse.Namespace) -> int:
                         eng.forget_prompts()  # every run reads the whole prompt: no cached prefix
                         t0 = time.perf_counter()
                         done = eng.generate(prompt, draft_model=draft, lookahead="auto" if draft else 0,
-                                            max_tokens=args.max_tokens, temperature=0)
+                                            max_tokens=args.max_tokens, temperature=0, prompt_cache=False)
                         wall = time.perf_counter() - t0
                         if mode == "target" and ref is None:
                             ref = list(done.tokens)

@@ -23,6 +23,7 @@ from ..llamacpp.llama import Model
 from ..llamacpp.context import Context
 from .sampling.logit_controls import check_logit_bias
 from .drafting.lookahead import LiveLookahead
+from .prompt_cache import PromptCache
 from ..llamacpp.runtime import RuntimeParams
 from .sampling.verifier import Verifier
 from .text_assembly import TextAssembler
@@ -106,8 +107,11 @@ class Decoder:
         runtime: RuntimeParams | None = None,
         cost: CostModel | None = None,
         queue: GenerationQueue | None = None,
+        prompt_cache: PromptCache | None = None,
     ):
+        """`prompt_cache`: prompts read before (the engine's, shared by its decoders)."""
         self.target = target
+        self.prompt_cache = prompt_cache
         self.drafter = drafter
         # A hybrid target (Qwen3.5, LFM2) takes rejected drafts back through llama.cpp's state
         # snapshots: one per token it may have to rewind (a longer draft falls back to a checkpoint).
@@ -188,6 +192,7 @@ class Decoder:
                         yield CalibrationEvent(self._calibration_estimate(run))
                         self._measure_costs(run)
                 flushed, done = self._done(run)
+                self._remember(run)  # after the answer's clock stopped; before its end is announced
                 yield from flushed
                 yield done
             finally:
@@ -239,10 +244,11 @@ class Decoder:
                 run.end("cancelled", "cancel")
                 run.t_prefill = time.perf_counter()
                 return
-            keep = ctx.reuse_prefix(run.prompt)
+            cache = self.prompt_cache if run.request.prompt_cache else None
+            keep = cache.restore(ctx, run.prompt) if cache is not None else ctx.reuse_prefix(run.prompt)
         todo = run.prompt[keep:-1]
         total, done = len(todo), 0
-        yield PrefillEvent(0, total)
+        yield PrefillEvent(0, total, cached=keep)
         try:
             if cancel.cancelled:
                 raise Cancelled("cancelled")
@@ -252,7 +258,7 @@ class Decoder:
                     if self._closed:
                         raise Cancelled("closed")
                     done, _ = next(chunks)
-                yield PrefillEvent(done, total)
+                yield PrefillEvent(done, total, cached=keep)
                 if cancel.cancelled and done < total:
                     raise Cancelled("cancelled")
         except Cancelled:
@@ -261,6 +267,8 @@ class Decoder:
             run.end("cancelled", "cancel")
             run.t_prefill = time.perf_counter()
             return
+        if ctx.recurrent:  # its state cannot be cut back to the prompt later: keep it now
+            self._remember(run)
         drafter = self.drafter
         if drafter is not None:
             drafter.begin(run.prompt)
@@ -272,6 +280,15 @@ class Decoder:
             run.costs_pending = policy.needs_costs and drafter.cost_class == "model" and not self.cost.calibrated
         run.t_prefill = time.perf_counter()
         run.stats.prefill_s = run.t_prefill - run.t0
+
+    def _remember(self, run: _Run) -> None:
+        """Keep what the target's context holds in the prompt cache (the next request that
+        starts the same way, with any draft choice or after a restart, reads only the rest)."""
+        if self.prompt_cache is None or not run.request.prompt_cache:
+            return
+        with self._step_lock:
+            if not self._closed:
+                self.prompt_cache.store(self.ctx)
 
     def _sync_drafter(self, run: _Run) -> None:
         """Let a model drafter read the context it has not seen (timed apart from drafting)."""

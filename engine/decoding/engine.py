@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator, Mapping, Sequence
 
 from ..models import calibration
+from ..models.calibration import file_id
 from .. import paths
 from .prompting.chat import Message, chat_tokens
 from ..models.compat import require_compatible, require_target
@@ -29,7 +30,7 @@ from ..llamacpp.mtp import SHARED_CACHE_DRAFTERS
 from .drafting.suffix_drafter import LEAD_IN, SuffixDrafter
 from .drafting.suffix_stores import AnswerStore
 from .drafting.history_file import damaged_path
-from ..errors import PromptError
+from ..errors import PromptError, TandemError
 from ..llamacpp.embedding import EmbeddingContext, embedding_refusal
 from .engine_api import BaseEngine
 from .events import DoneEvent, Event, RunStats
@@ -43,6 +44,7 @@ from ..llamacpp.runtime import RuntimeParams, runtime_from
 from .request import GenerationRequest, Prompt
 from .cancel import CancelToken
 from .decoder import Decoder, EngineClosedError
+from .prompt_cache import CacheLimits, PromptCache
 from .quality import Divergence, first_divergence
 from .queue import GenerationQueue
 
@@ -113,11 +115,14 @@ class Engine(BaseEngine):
         on_progress: Callable[[float], bool] | None = None,
         rpc: Sequence[str] | str | Cluster | None = None,
         history_draft: bool = True,
+        prompt_cache: bool | CacheLimits = True,
     ):
         """`rpc`: llama.cpp RPC workers ("HOST:PORT" strings or an `engine.llamacpp.rpc_backend.Cluster`)
         that hold part of the target, split by free memory; drafts always stay local.
         `history_draft`: the suffix drafter keeps past answers in a file per target (in the
-        data dir, never sent anywhere); False keeps them in memory only."""
+        data dir, never sent anywhere); False keeps them in memory only.
+        `prompt_cache`: keep read prompts' states (memory and disk, shared by every draft
+        choice; `CacheLimits` sets their budgets); False: each decoder keeps only its last prompt."""
         if not isinstance(target, Model):
             target = model_file(target, "target")  # a path, a catalog id or a file name in the store
             require_target(target)  # not a draft-only file such as Gemma 4's assistant (header only)
@@ -149,6 +154,12 @@ class Engine(BaseEngine):
         self._closed = False
         self.calibration = calibration
         self.history_draft = history_draft
+        self.prompt_cache: PromptCache | None = None
+        if not isinstance(prompt_cache, (bool, CacheLimits)) and prompt_cache is not None:
+            raise TandemError(f"prompt_cache must be True, False or a CacheLimits, not {type(prompt_cache).__name__}")
+        if prompt_cache not in (False, None):
+            limits = prompt_cache if isinstance(prompt_cache, CacheLimits) else None
+            self.prompt_cache = PromptCache(file_id(self.target.path), limits)
         if metrics_log is True:
             self.metrics_log: Path | None = paths.metrics_log()
         elif metrics_log in (False, None):
@@ -201,7 +212,7 @@ class Engine(BaseEngine):
             drafter = make_drafter(choice, self.target, rt, load_draft=load_draft, history=self._history_drafter)
             cost = self._costs.setdefault(key, CostModel())
             self._load_calibration(cost, drafter)
-            dec = Decoder(self.target, drafter, runtime=rt, cost=cost, queue=self.queue)
+            dec = Decoder(self.target, drafter, runtime=rt, cost=cost, queue=self.queue, prompt_cache=self.prompt_cache)
             self._decoders[key] = dec
             return dec
 
@@ -322,11 +333,17 @@ class Engine(BaseEngine):
             calibration.save(entries)
 
     def forget_prompts(self) -> None:
-        """Empty every loaded decoder's KV caches (no cached prompt prefix is reused next)."""
+        """Empty every loaded decoder's KV caches. The prompt cache stays: a run that must read
+        its whole prompt also asks for none (`prompt_cache=False`, as the race and the bench do)."""
         with self._lock:
             decoders = list(self._decoders.values())
         for d in decoders:
             d.forget_prompts()
+
+    def clear_prompt_cache(self) -> None:
+        """Forget every read prompt this target's prompt cache keeps, in memory and on disk."""
+        if self.prompt_cache is not None:
+            self.prompt_cache.clear()
 
     # -- prompts -------------------------------------------------------------------------
     def tokens_for(self, prompt: Prompt, *, chat: bool = False, system: str | None = None,
@@ -433,6 +450,8 @@ class Engine(BaseEngine):
             if self._embedder is not None:
                 self._embedder.close()
                 self._embedder = None
+        if self.prompt_cache is not None:  # its files being written are finished, then its memory freed
+            self.prompt_cache.close()
         with self._lock:
             self._decoders.clear()
             for m in self._drafts.values():

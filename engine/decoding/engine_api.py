@@ -73,7 +73,7 @@ class BaseEngine(ABC):
 
     @abstractmethod
     def forget_prompts(self) -> None:
-        """Empty the KV caches: the next run reads its whole prompt."""
+        """Empty the decoders' KV caches (not the prompt cache: see `GenerationRequest.prompt_cache`)."""
 
     @abstractmethod
     def calibration_key(self) -> str:

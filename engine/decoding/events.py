@@ -23,6 +23,7 @@ class PrefillEvent:
     done: int
     total: int
     kind: str = "prefill"
+    cached: int = 0  # prompt tokens not read at all: kept in the KV cache or restored from the prompt cache
 
 
 @dataclass

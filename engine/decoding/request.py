@@ -80,6 +80,9 @@ class GenerationRequest:
     # With `grammar`: regular expressions over the answer's bytes; the grammar applies only from
     # the first one written on (its first group's start), the answer is free before (lazy_grammar.py)
     grammar_triggers: tuple[str, ...] = ()
+    # False: neither restore from nor add to the engine's prompt cache (prompt_cache.py): the race
+    # and the bench time whole prompt reads, as a new conversation's first request pays them
+    prompt_cache: bool = True
     # True when the policy was parsed here from an int or "auto": each run then gets a
     # fresh copy (Auto keeps per-run probe state); a policy object given is used as is.
     _parsed: bool = field(default=False, init=False, repr=False, compare=False)
@@ -153,12 +156,14 @@ class GenerationRequest:
         json_schema: Any = None,
         parse_special: bool = False,
         grammar_triggers: Sequence[str] = (),
+        prompt_cache: bool = True,
     ) -> "GenerationRequest":
         """The keyword form of `engine.generate` / `Engine.stream`."""
         sampling = SamplingParams(temperature=temperature, top_k=top_k, top_p=top_p, min_p=min_p, seed=seed)
         return cls(prompt, draft_model, lookahead, max_tokens, sampling, stop, chat, system, tag,  # type: ignore[arg-type]
                    logit_bias=logit_bias, penalties=penalties, logprobs=logprobs, grammar=grammar,
-                   json_schema=json_schema, parse_special=parse_special, grammar_triggers=tuple(grammar_triggers))
+                   json_schema=json_schema, parse_special=parse_special, grammar_triggers=tuple(grammar_triggers),
+                   prompt_cache=bool(prompt_cache))
 
     def live_lookahead(self) -> LiveLookahead:
         """The handle the decoder reads each step: the one given, or a new one around this

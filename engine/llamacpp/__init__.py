@@ -7,7 +7,8 @@
 - ggml_devices.py: ggml's device registry and RPC backend, bound with ctypes;
 - rpc_backend.py: RPC endpoints and the split plan by free memory;
 - quantize.py: the quantiser;
-- build.py: whether Tandem's set-up built the installed llama_cpp (for `tandem doctor`);
+- build.py: whether Tandem's set-up built the installed llama_cpp (for `tandem doctor`), and
+  which build it is (a saved KV state is loaded only by the build that made it);
 - runtime.py: RuntimeParams, what everything that loads a model takes;
 - schema_grammar.py (with int_range.py and gbnf_check.py): llama-cpp-python's JSON-schema
   converter with every keyword enforced or refused.

@@ -6,6 +6,7 @@ it came from elsewhere (a plain pip wheel can crash on AMX CPUs), which `tandem 
 
 from __future__ import annotations
 
+from functools import lru_cache
 from pathlib import Path
 
 
@@ -15,3 +16,18 @@ def built_by_tandem() -> bool:
     import llama_cpp
 
     return (Path(llama_cpp.__file__).parent / ".tandem_build_key").exists()
+
+
+@lru_cache(maxsize=1)
+def build_id() -> str:
+    """The installed llama.cpp build, in a few characters: a KV state saved by one build is
+    not loaded by another (its layout may differ). The package version, Tandem's build key
+    when it made it, and libllama's size (a rebuild of the same version changes it)."""
+    import llama_cpp
+
+    pkg = Path(llama_cpp.__file__).parent
+    key = pkg / ".tandem_build_key"
+    lib = next(iter(sorted((pkg / "lib").glob("libllama.*"))), None)
+    parts = [llama_cpp.__version__, key.read_text().strip() if key.exists() else "",
+             str(lib.stat().st_size) if lib is not None else ""]
+    return ":".join(parts)

@@ -186,12 +186,13 @@ class _Plan:
 
         # Every run reads its whole prompt: configurations that share a decoder (fixed k and
         # Auto with one draft) would otherwise reuse the prompt the one before them read,
-        # and their wall-clock would beat target alone by a prefill they never paid.
+        # and their wall-clock would beat target alone by a prefill they never paid; the
+        # engine's prompt cache likewise (prompt_cache=False).
         self.engine.forget_prompts()
         draft = self.histories.draft_for(cfg.name, cfg.draft)
         req = GenerationRequest.from_options(prompt.prompt, draft_model=draft, lookahead=cfg.lookahead,
                                              max_tokens=self.max_tokens, temperature=self.temperature, seed=seed,
-                                             chat=prompt.chat, tag="bench")
+                                             chat=prompt.chat, tag="bench", prompt_cache=False)
         steps: list[StepEvent] = []
         result = None
         for ev in self.engine.stream(req):

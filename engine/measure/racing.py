@@ -231,4 +231,6 @@ def _remembers(engine: "Engine", prompt_tokens: list[int]) -> bool:
 def _collect(engine: "Engine", req: "GenerationRequest", side: str, on_event: Callable[[str, Event], None] | None,
              cancel: "CancelToken | None") -> "GenerationResult":
     forward = (lambda ev: on_event(side, ev)) if on_event is not None else None
-    return engine.generate(req.with_(tag=req.tag or "race"), cancel=cancel, on_event=forward)
+    # prompt_cache=False: the engine's prompt cache, shared by every draft choice, would serve
+    # the second side the prompt the first side read
+    return engine.generate(req.with_(tag=req.tag or "race", prompt_cache=False), cancel=cancel, on_event=forward)
