@@ -70,7 +70,7 @@ def allowed_hosts(args: argparse.Namespace) -> tuple[str, ...]:
     the listening name itself, and on a network address this machine's own names (what a
     user types to reach it from another machine; see serving/server/hosts.py)."""
     from ..serving.server import is_loopback
-    from ..serving.server.hosts import ANY_HOST, machine_names
+    from ..serving.server.doors.hosts import ANY_HOST, machine_names
 
     names = []
     for name in args.allow_host or ():

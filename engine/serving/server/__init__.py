@@ -7,13 +7,13 @@
     with ServerThread(app, port=8080) as srv:
         print(srv.url)                          # http://127.0.0.1:8080, API under /v1
 
-Modules: `schemas` (request validation), `wire` (OpenAI response shapes, usage and
-timings), `bridge` (worker thread -> event loop), `prom` (/metrics), `app` (builds the app from
-`config`, `errors`, `generation`, `listing`, `middleware`), `error_shapes` (each API's error
-body, by path), `json_body` (the body reader and its depth limit), `hosts` and `origins`
-(the Host and Origin checks),
-`runner` (uvicorn, foreground or on a thread). Qt-free. May import engine.serving.tools,
-engine.decoding, engine.llamacpp, engine.models and the top-level helpers.
+Rooms: `doors/` (where requests enter: Host, Origin, body checks), `answer` (the core every
+generating API runs through: checks, one tokenisation, the queue, neutral events), `apis/`
+(one module per API, writing those events in its own form), and beside the core `schemas`
+(request validation), `wire` (usage, timings, provenance), `bridge` (worker thread -> event
+loop), `tool_use`, `fim`, `errors` and `error_shapes`, `config`, `prom` (/metrics), `app`
+(builds the app) and `runner` (uvicorn, foreground or on a thread). Qt-free. May import
+engine.serving.tools, engine.decoding, engine.llamacpp, engine.models and the top-level helpers.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The FastAPI application: OpenAI-compatible endpoints over one loaded `Engine`.
+"""The FastAPI application: the APIs over one loaded `Engine`.
 
 `create_app(served, config)` builds it from its parts; `engine.serving.server.runner` serves
 it with uvicorn. Every request goes through the engine's `GenerationQueue` (one generation
@@ -6,10 +6,9 @@ at a time, in order, bounded: 503 with Retry-After beyond it), so the desktop ap
 the server share one engine safely. Errors are bodies in the shape of the API called
 (`error_shapes`), never a dead server.
 
-Parts: `config` (ServedModel, ServerConfig), `errors` (ApiError, handlers, the key check),
-`generation` (the completion endpoints), `infill` (/infill), `embeddings` (/v1/embeddings), `listing` (models,
-health, metrics), `llama_extras` (llama-server's /tokenize, /detokenize, /props), `middleware` (the body limit, request counting, bugs as 500s, CORS, the Host check of `hosts`),
-`other_apis` (the Responses, Ollama and Anthropic APIs, answered through `generation`).
+Parts: `doors` (where requests enter: Host and Origin checks, body limits, CORS), `answer`
+(the core every generating API runs through), `apis` (one module per API, each writing the
+core's events in its own form), `config`, `errors`, `prom`.
 """
 
 from __future__ import annotations
@@ -19,15 +18,19 @@ import threading
 from fastapi import FastAPI
 
 from ...decoding.queue import GenerationQueue
+from .answer import AnswerCore
+from .apis.anthropic import Messages, anthropic_router
+from .apis.embeddings import Embeddings, embeddings_router
+from .apis.infill import Infill, infill_router
+from .apis.listing import listing_router
+from .apis.llama_extras import llama_extras_router
+from .apis.ollama import Ollama, ollama_router
+from .apis.ollama_models import OllamaModels
+from .apis.openai import Completions, completions_router
+from .apis.responses import Responses, responses_router
 from .config import ServedModel, ServerConfig
+from .doors.middleware import install_middleware
 from .errors import install_error_handlers, key_check
-from .embeddings import Embeddings, embeddings_router
-from .generation import Completions, completions_router
-from .infill import Infill, infill_router
-from .listing import listing_router
-from .llama_extras import llama_extras_router
-from .middleware import install_middleware
-from .other_apis import other_api_routers
 from .prom import ServerMetrics
 
 __all__ = ["ServedModel", "ServerConfig", "create_app"]
@@ -45,11 +48,14 @@ def create_app(served: ServedModel, config: ServerConfig | None = None) -> FastA
     app.state.stopping = threading.Event()  # set by the runner on shutdown: cut answers say so
     install_error_handlers(app)
     check_key = key_check(config)
-    completions = Completions(served, config, queue, metrics, app.state.stopping)
-    routers = [completions_router(completions, check_key), infill_router(Infill(completions), check_key),
-               embeddings_router(Embeddings(served, config, queue, metrics, app.state.stopping), check_key),
-               listing_router(served, config, queue, metrics, check_key), llama_extras_router(served, config, check_key)]
-    routers += other_api_routers(served, config, queue, metrics, app.state.stopping, check_key)
+    core = AnswerCore(served, config, queue, metrics, app.state.stopping)
+    embeddings = Embeddings(core)
+    ollama = Ollama(core, embeddings, OllamaModels(core))
+    routers = [completions_router(Completions(core), check_key), infill_router(Infill(core), check_key),
+               embeddings_router(embeddings, check_key),
+               listing_router(served, config, queue, metrics, check_key), llama_extras_router(served, config, check_key),
+               responses_router(Responses(core), check_key), anthropic_router(Messages(core), config),
+               ollama_router(ollama, check_key)]
     for router in routers:
         app.include_router(router)
     install_middleware(app, metrics, cors_origins=tuple(config.cors_origins), max_body=config.max_body,

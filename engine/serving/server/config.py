@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -10,6 +11,9 @@ from urllib.parse import urlsplit
 
 from ...decoding.drafting.choice import DraftChoice
 from ...llamacpp.llama import Model
+from .errors import ApiError
+
+log = logging.getLogger("tandem.server")
 
 DEFAULT_MAX_BODY = 4 * 1024 * 1024  # 4 MiB: a full 128K-token conversation is well under 1 MiB of JSON
 
@@ -92,3 +96,31 @@ def check_cors(origins: tuple[str, ...], *, api_key: str | None, allow_any_origi
         return ("--cors-origin '*' without --api-key lets any web page read this server's answers: "
                 "add --api-key KEY, name the origins instead, or pass --allow-any-origin-without-key")
     return None
+
+
+def downloaded_pairs(exclude: set[str]) -> list[dict[str, Any]]:
+    """Catalog pairs whose two files are in the store (listed, not loaded)."""
+    try:
+        from ...models import catalog, store
+
+        cat = catalog.load()
+        out = []
+        for p in cat.pairs.values():
+            if p.id in exclude:
+                continue
+            if store.find_model(p.target.id, cat) and store.find_model(p.draft.id, cat):
+                out.append({"id": p.id, "object": "model", "created": 0, "owned_by": "tandem", "loaded": False,
+                            "title": p.title, "target": p.target.id, "draft": p.draft.id})
+        return out
+    except Exception:  # the listing is a courtesy: a broken store must not break /v1/models
+        log.debug("catalog listing failed", exc_info=True)
+        return []
+
+
+def model_not_found(name: str, served: ServedModel, config: ServerConfig) -> ApiError:
+    """OpenAI's 404 for a model this server does not serve, saying what it does serve."""
+    listed = {p["id"] for p in downloaded_pairs(set())} if config.list_catalog else set()
+    hint = (f"'{name}' is downloaded but not loaded: this server runs '{served.id}' (restart it with --pair {name})"
+            if name in listed else f"The model '{name}' does not exist: this server runs '{served.id}' "
+                                   "(start it with --alias NAME or --any-model-name to accept other names)")
+    return ApiError(404, hint, param="model", code="model_not_found")

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from . import wire
+from .wire import dumps
 
 ANTHROPIC, OLLAMA, OPENAI = "anthropic", "ollama", "openai"
 ANTHROPIC_TYPES = {400: "invalid_request_error", 401: "authentication_error", 403: "permission_error",
@@ -33,6 +33,11 @@ def anthropic_error(status: int, message: str) -> dict[str, Any]:
     return {"type": "error", "error": {"type": ANTHROPIC_TYPES.get(status, "api_error"), "message": message}}
 
 
+def openai_error(message: str, *, type: str = "invalid_request_error", param: str | None = None,
+                 code: str | None = None) -> dict[str, Any]:
+    return {"error": {"message": message, "type": type, "param": param, "code": code}}
+
+
 def error_body(path: str, status: int, message: str, *, type: str = "invalid_request_error",
                param: str | None = None, code: str | None = None) -> dict[str, Any]:
     """The error body the API of `path` writes (OpenAI's fields `type`, `param` and `code`
@@ -42,13 +47,13 @@ def error_body(path: str, status: int, message: str, *, type: str = "invalid_req
         return anthropic_error(status, message)
     if api == OLLAMA:
         return {"error": message}
-    return wire.error_body(message, type=type, param=param, code=code)
+    return openai_error(message, type=type, param=param, code=code)
 
 
 async def send_error(scope: Any, send: Any, status: int, message: str, *, type: str = "invalid_request_error",
                      code: str | None = None, close: bool = False) -> None:
     """Answer an ASGI request with an error in its API's shape (for middlewares, before any route)."""
-    body = wire.dumps(error_body(scope.get("path", ""), status, message, type=type, code=code)).encode()
+    body = dumps(error_body(scope.get("path", ""), status, message, type=type, code=code)).encode()
     headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
     if close:  # the client may still be sending a body nobody will read
         headers.append((b"connection", b"close"))

@@ -14,10 +14,9 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from . import wire
 from ...errors import TandemError
 from .bridge import GenerationFailed
-from .error_shapes import error_body
+from .error_shapes import error_body, openai_error
 from .redact import scrub, server_side
 
 log = logging.getLogger("tandem.server")
@@ -31,7 +30,7 @@ class ApiError(Exception):
                  code: str | None = None, headers: dict[str, str] | None = None):
         super().__init__(message)
         self.status, self.message, self.type, self.param, self.code = status, message, type, param, code
-        self.body, self.headers = wire.error_body(message, type=type, param=param, code=code), headers
+        self.body, self.headers = openai_error(message, type=type, param=param, code=code), headers
 
     def body_for(self, path: str) -> dict[str, Any]:
         """The body in the shape of the API `path` belongs to."""

@@ -529,7 +529,7 @@ ORIGIN = "http://app.example:3000"
 def test_cors_preflight_errors_and_streams_carry_the_headers(tiny_target, monkeypatch):
     from fastapi.testclient import TestClient
     from engine.serving.server import ServedModel, ServerConfig, create_app
-    from engine.serving.server.generation import Completions
+    from engine.serving.server.apis.openai import Completions
 
     eng = Engine(tiny_target, n_ctx=256, metrics_log=False)
     try:

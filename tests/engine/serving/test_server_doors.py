@@ -136,7 +136,7 @@ def test_an_allowed_origin_and_its_preflight_still_work(tiny_target):
 
 
 def test_own_origin_rules():
-    from engine.serving.server.origins import is_own_origin
+    from engine.serving.server.doors.origins import is_own_origin
 
     assert is_own_origin("http://127.0.0.1:8080", "127.0.0.1:8080", "http")
     assert is_own_origin("http://[::1]:8080", "[0:0:0:0:0:0:0:1]:8080", "http")
@@ -167,7 +167,7 @@ def test_json_nested_100000_levels_is_a_quick_400_on_every_route(server, path, s
 
 
 def test_the_depth_limit_counts_brackets_outside_strings_only(server):
-    from engine.serving.server.json_body import MAX_DEPTH, depth
+    from engine.serving.server.doors.json_body import MAX_DEPTH, depth
 
     assert depth(b'{"a": "[[[[", "b": [["\\"]]", "\\\\"]]}') == 3
     assert depth(b"[1, {}, [[]]]") == 3 and depth(b'"[["') == 0 and depth(b"{}") == 1
@@ -251,7 +251,7 @@ def test_a_host_whose_port_is_not_a_port_is_refused(server, host):
 
 
 def test_host_port_reads_name_and_port_or_nothing():
-    from engine.serving.server.hosts import host_name, host_port
+    from engine.serving.server.doors.hosts import host_name, host_port
 
     assert host_port("127.0.0.1:8080") == ("127.0.0.1", 8080) and host_port("[::1]") == ("::1", None)
     assert host_port("Example.COM.") == ("example.com", None) and host_port("localhost:") == ("localhost", None)

@@ -115,7 +115,7 @@ def test_loopback_names_the_bound_address_and_allowed_names_are_answered(server,
 
 
 def test_host_rules():
-    from engine.serving.server.hosts import allows, host_name, normalise
+    from engine.serving.server.doors.hosts import allows, host_name, normalise
 
     assert host_name("[::1]:8080") == "::1" and host_name("Example.COM.:80") == "example.com"
     assert normalise("[0:0:0:0:0:0:0:1]") == "::1"
@@ -128,7 +128,7 @@ def test_host_rules():
 
 def test_serve_allows_the_machines_names_only_on_a_network_address(monkeypatch):
     from engine.cli import serve
-    from engine.serving.server import hosts
+    from engine.serving.server.doors import hosts
 
     monkeypatch.setattr(hosts, "machine_names", lambda: ["box", "box.local"])
 
@@ -158,7 +158,7 @@ def test_an_embedding_context_that_cannot_be_made_is_a_5xx_naming_the_model_not_
 
 
 def test_a_bug_quoting_a_file_is_answered_without_the_folder(server, monkeypatch):
-    from engine.serving.server.generation import Completions
+    from engine.serving.server.apis.openai import Completions
 
     async def broken(self, *a, **k):
         raise RuntimeError(f"cannot read {server.target.parent / 'weights' / 'x.bin'}")

@@ -121,49 +121,38 @@ def _drain(agen):
     return asyncio.run(run())
 
 
-def _chunks(*objs):
-    import json
+def test_the_core_puts_a_pieces_tokens_on_its_first_event_and_names_tool_call_pieces():
+    from engine.serving.server import answer
 
-    async def gen():
-        for o in objs:
-            yield {"data": o if isinstance(o, str) else json.dumps(o)}
-
-    return gen()
-
-
-def test_the_openai_stream_is_read_as_events_and_a_failure_is_said():
-    from engine.serving.server import adapter
-
-    chunk = {"choices": [{"index": 0, "delta": {"content": "Hi"}, "finish_reason": None, "provenance": [1]}]}
-    head = {"choices": [{"index": 0, "delta": {"tool_calls": [{"index": 0, "id": "call_1", "type": "function",
-                                                               "function": {"name": "f", "arguments": ""}}]}}]}
-    args = {"choices": [{"index": 0, "delta": {"tool_calls": [{"index": 0, "function": {"arguments": "{}"}}]}}]}
-    final = {"choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}], "timings": {"draft": "model"}}
-    usage = {"choices": [], "usage": {"prompt_tokens": 3}, "timings": {"draft": "model"}}
-    evs = _drain(adapter._events(_chunks(chunk, head, args, final, usage, "[DONE]")))
-    assert evs == [adapter.Text("Hi", [1]), adapter.CallStart(0, "call_1", "f"), adapter.CallArgs(0, "{}"),
-                   adapter.End("tool_calls", {"prompt_tokens": 3}, {"draft": "model"}, None)]
-    err = {"error": {"message": "the server is stopping", "type": "server_error", "code": "server_shutdown"}}
-    evs = _drain(adapter._events(_chunks(chunk, err)))
-    assert evs[-1] == adapter.Failed("the server is stopping", "server_error", "server_shutdown")
-    assert isinstance(_drain(adapter._events(_chunks(chunk)))[-1], adapter.Failed)  # ended without finishing
+    tokens = [SimpleNamespace(token_id=1, text="")]
+    head = {"index": 0, "id": "call_1", "type": "function", "function": {"name": "f", "arguments": ""}}
+    args = {"index": 0, "function": {"arguments": "{}"}}
+    evs = answer._group("Hi", [head, args], tokens, 5)
+    assert evs == [answer.Text("Hi", tokens, 5), answer.CallStart(0, "call_1", "f", [], 5),
+                   answer.CallArgs(0, "{}", [], 5)]
+    evs = answer._group("", [args], tokens, 7)  # no text: the tokens ride on the call's piece
+    assert evs == [answer.CallArgs(0, "{}", tokens, 7)]
+    assert answer._group("", [], tokens, 0) == []  # nothing to send yet: the tokens wait
 
 
 def test_a_failure_mid_stream_in_each_apis_shape():
     import json
 
-    from engine.serving.server import adapter, anthropic_api, ollama_api, responses_api
+    from engine.serving.server import answer
+    from engine.serving.server.apis import anthropic, ollama, responses
+    from engine.serving.server.errors import ApiError
 
     async def failing():
-        yield adapter.Text("Hi")
-        yield adapter.Failed("the server is stopping", "server_error", "server_shutdown")
+        yield answer.Text("Hi")
+        yield answer.Failed(ApiError(503, "the server is stopping", type="server_error", code="server_shutdown"))
 
-    msgs = _drain(anthropic_api.Messages(None).sse(failing(), "msg_1", "m", None))
+    chat = SimpleNamespace(provenance=False)
+    msgs = _drain(anthropic.Messages(None).sse(failing(), chat, "msg_1", "m", None))
     last = json.loads(msgs[-1]["data"])
     assert msgs[-1]["event"] == "error" and last["error"]["type"] == "overloaded_error"
-    lines = _drain(ollama_api.Ollama(None, None, None).lines(failing(), "m", chat=True))
+    lines = _drain(ollama.Ollama(None, None, None).lines(failing(), chat, "m", chat=True))
     assert json.loads(lines[-1]) == {"error": "the server is stopping"}
-    req = responses_api.ResponsesRequest(input="x")
-    events = _drain(responses_api.Responses(None).sse(failing(), responses_api.Shape(req, "m"), [], True))
+    req = responses.ResponsesRequest(input="x")
+    events = _drain(responses.Responses(None).sse(failing(), chat, responses.ResponseShape(req, "m"), [], True))
     body = json.loads(events[-1]["data"])
     assert body["type"] == "response.failed" and body["response"]["error"]["code"] == "server_shutdown"

@@ -132,7 +132,7 @@ def test_previous_response_id_continues_the_conversation(served):
 
 
 def test_the_store_forgets_the_oldest_first():
-    from engine.serving.server.responses_api import ResponseStore
+    from engine.serving.server.apis.responses import ResponseStore
 
     store = ResponseStore(limit=2)
     for i in range(3):

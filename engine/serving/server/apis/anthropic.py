@@ -22,12 +22,12 @@ from fastapi import APIRouter, Depends, Request
 from pydantic import BaseModel, ConfigDict, Field
 from sse_starlette import EventSourceResponse
 
-from . import wire
-from .adapter import CallArgs, CallStart, End, Failed, Text, Via, extensions, read_body, validate
-from .error_shapes import anthropic_error
-from .errors import ApiError
-from .generation import SHUTDOWN_GRACE_S
-from .schemas import ChatCompletionRequest, schema_type
+from ..answer import SHUTDOWN_GRACE_S, AnswerCore, CallArgs, CallStart, End, Failed, Text
+from ..error_shapes import anthropic_error
+from ..errors import ApiError
+from ..schemas import ChatCompletionRequest, schema_type
+from ..wire import dumps, provenance_items, timings, usage
+from .translate import extensions, provenance, read_body, validate
 
 CHAT_NAMES = {  # the chat request's fields as this API names them, for errors met after translation
     "response_format": "output_config.format.schema", "stop": "stop_sequences",
@@ -206,8 +206,8 @@ def tool_input(arguments: str) -> Any:
 class Messages:
     """The Messages endpoint of one served engine."""
 
-    def __init__(self, via: Via):
-        self.via = via
+    def __init__(self, core: AnswerCore):
+        self.core = core
 
     def chat_request(self, req: AnthropicRequest, raw: dict[str, Any]) -> ChatCompletionRequest:
         tools, output = chat_tools(req), req.response_format()
@@ -223,40 +223,43 @@ class Messages:
     async def create(self, request: Request) -> Any:
         raw = await read_body(request)
         req = validate(AnthropicRequest, raw)
-        self.via.check_model(req.model)
+        self.core.check_model(req.model)
         chat = self.chat_request(req, raw)
         mid = "msg_" + uuid.uuid4().hex[:24]
-        model = req.model or self.via.served.id
-        if req.stream:  # message_start tells the prompt's size, as Anthropic's does: counted first
-            n_prompt = await self.via.count(chat)
-            events = await self.via.stream(request, chat)
-            return EventSourceResponse(self.sse(events, mid, model, req.stop_sequences, n_prompt), sep="\n",
+        model = req.model or self.core.served.id
+        answering = await self.core.begin(chat)
+        if req.stream:  # message_start tells the prompt's size, as Anthropic's does
+            events = answering.choice(0).events()
+            return EventSourceResponse(self.sse(events, chat, mid, model, req.stop_sequences,
+                                                answering.prompt_sizes[0]), sep="\n",
                                        shutdown_grace_period=SHUTDOWN_GRACE_S)
-        a = await self.via.answer(request, chat)
-        reason = stop_reason(a.finish, a.stopped_by)
-        content: list[dict[str, Any]] = [{"type": "text", "text": a.text}] if a.text or not a.calls else []
-        content += [{"type": "tool_use", "id": c["id"], "name": c["name"], "input": tool_input(c["arguments"])}
+        a = await answering.choice(0).whole(request)
+        text = a.content or ""
+        reason = stop_reason(a.finish, a.outcome.stats.stopped_by)
+        content: list[dict[str, Any]] = [{"type": "text", "text": text}] if text or not a.calls else []
+        content += [{"type": "tool_use", "id": c.id, "name": c.name, "input": tool_input(c.arguments)}
                     for c in a.calls]
         body = {"id": mid, "type": "message", "role": "assistant", "model": model, "content": content,
                 "stop_reason": reason, "stop_sequence": matched_stop(reason, req.stop_sequences),
-                "usage": anthropic_usage(a.usage), "timings": a.timings}
-        if a.provenance is not None:
-            body["provenance"] = a.provenance
+                "usage": anthropic_usage(usage(a.outcome)), "timings": timings(a.outcome)}
+        if chat.provenance:
+            body["provenance"] = provenance_items(a.tokens)
         return body
 
     async def count_tokens(self, request: Request) -> dict[str, Any]:
         """`/v1/messages/count_tokens`: the prompt's tokens as the request would be rendered."""
         raw = await read_body(request)
         req = validate(AnthropicRequest, {"max_tokens": 1, **raw})  # no answer: no limit needed
-        self.via.check_model(req.model)
-        return {"input_tokens": await self.via.count(self.chat_request(req, raw))}
+        self.core.check_model(req.model)
+        return {"input_tokens": await self.core.count(self.chat_request(req, raw))}
 
-    async def sse(self, events: Any, mid: str, model: str, stops: list[str] | None, n_prompt: int = 0):
+    async def sse(self, events: Any, chat: ChatCompletionRequest, mid: str, model: str, stops: list[str] | None,
+                  n_prompt: int = 0):
         """Anthropic's events; `message_start` counts the whole prompt as input, and
         `message_delta` splits it into what was read and what came from the cache."""
 
         def event(kind: str, **fields: Any) -> dict[str, str]:
-            return {"event": kind, "data": wire.dumps({"type": kind, **fields})}
+            return {"event": kind, "data": dumps({"type": kind, **fields})}
 
         yield event("message_start", message={
             "id": mid, "type": "message", "role": "assistant", "model": model, "content": [], "stop_reason": None,
@@ -283,7 +286,8 @@ class Messages:
                     if open_block is None or open_block[1] != "text":
                         for e in start("text", {"type": "text", "text": ""}):
                             yield e
-                    extra = {"provenance": ev.provenance} if ev.provenance is not None else {}
+                    prov = provenance(chat, ev.tokens)
+                    extra = {"provenance": prov} if prov is not None else {}
                     yield event("content_block_delta", index=open_block[0],
                                 delta={"type": "text_delta", "text": ev.text}, **extra)
                 elif isinstance(ev, CallStart):
@@ -295,9 +299,9 @@ class Messages:
                 elif isinstance(ev, End):
                     for e in close():
                         yield e
-                    reason = stop_reason(ev.finish, str(ev.timings.get("stopped_by", "")))
+                    reason = stop_reason(ev.finish, ev.outcome.stats.stopped_by)
                     yield event("message_delta", delta={"stop_reason": reason, "stop_sequence": matched_stop(reason, stops)},
-                                usage=anthropic_usage(ev.usage), timings=ev.timings)
+                                usage=anthropic_usage(usage(ev.outcome)), timings=timings(ev.outcome))
                     yield event("message_stop")
                 elif isinstance(ev, Failed):
                     yield event("error", error=anthropic_error(failed_status(ev), ev.message)["error"])

@@ -25,8 +25,8 @@ from __future__ import annotations
 from typing import Any, Iterable
 from urllib.parse import urlsplit
 
-from .config import with_loopback_twins
-from .error_shapes import send_error
+from ..config import with_loopback_twins
+from ..error_shapes import send_error
 from .hosts import host_port, normalise
 
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})

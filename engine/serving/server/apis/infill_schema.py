@@ -15,7 +15,7 @@ from typing import Union
 
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr, field_validator
 
-from .schemas import _Generation
+from ..schemas import _Generation
 
 MixedPrompt = Union[StrictStr, list[Union[StrictStr, StrictInt]]]
 

@@ -14,10 +14,11 @@ from typing import Any, Callable
 
 from starlette.concurrency import run_in_threadpool
 
-from ...models.gguf_header import describe, read_header
-from .adapter import Via, read_body
-from .errors import ApiError
-from .fim import fim_tokens_of
+from ....models.gguf_header import describe, read_header
+from ..answer import AnswerCore
+from .translate import read_body
+from ..errors import ApiError
+from ..fim import fim_tokens_of
 
 OLLAMA_API_VERSION = "0.9.0"  # the Ollama API level these endpoints follow (tools, format as a schema)
 KEEP_ALIVE_S = 10 * 365 * 24 * 3600  # a served model stays loaded for the server's life
@@ -30,19 +31,19 @@ def _iso(t: float) -> str:
 class OllamaModels:
     """What the server lists in Ollama's shape, read from the served target."""
 
-    def __init__(self, via: Via):
-        self.via = via
+    def __init__(self, core: AnswerCore):
+        self.core = core
         self._details: dict[str, Any] | None = None
 
     @property
     def served(self) -> Any:
-        return self.via.served
+        return self.core.served
 
     def check(self, name: str | None) -> str:
         """The served name this request's model means (404 for one this server does not serve)."""
         if name and name.endswith(":latest") and name.removesuffix(":latest") in self.served.names():
             name = name.removesuffix(":latest")
-        self.via.check_model(name)
+        self.core.check_model(name)
         return name or self.served.id
 
     def _path(self) -> Path:

@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import base64
 import logging
-import threading
 import uuid
 from typing import Any, Callable, Sequence
 
@@ -20,16 +19,14 @@ import numpy as np
 from fastapi import APIRouter, Depends, Request
 from starlette.concurrency import run_in_threadpool
 
-from ...decoding.queue import GenerationQueue, Job, QueueFull
-from ...llamacpp.rpc_backend import RpcError
-from ...errors import Cancelled, EmbeddingsUnsupported, PromptTooLong, TandemError
-from .bridge import GenerationFailed
-from .config import ServedModel, ServerConfig
-from .errors import ApiError, engine_error, failure
-from .listing import model_not_found
-from .prom import ServerMetrics
-from .redact import scrub
-from .schemas import EmbeddingRequest
+from ....decoding.queue import Job
+from ....llamacpp.rpc_backend import RpcError
+from ....errors import Cancelled, EmbeddingsUnsupported, PromptTooLong, TandemError
+from ..answer import AnswerCore
+from ..bridge import GenerationFailed
+from ..errors import ApiError, engine_error, failure
+from ..redact import scrub
+from ..schemas import EmbeddingRequest
 
 log = logging.getLogger("tandem.server")
 
@@ -58,16 +55,16 @@ def _settle(fut: asyncio.Future, result: Any = None, error: BaseException | None
 class Embeddings:
     """The embeddings endpoint of one served engine."""
 
-    def __init__(self, served: ServedModel, config: ServerConfig, queue: GenerationQueue, metrics: ServerMetrics,
-                 stopping: threading.Event | None = None):
-        self.served, self.config, self.queue, self.metrics = served, config, queue, metrics
-        self.eng = served.engine
-        self.stopping = stopping or threading.Event()
+    def __init__(self, core: AnswerCore):
+        """Over the answer core's checks and queue (embeddings are no answer: they run in a turn
+        of their own, not as a generation)."""
+        self.core = core
+        self.served, self.queue, self.metrics, self.stopping = core.served, core.queue, core.metrics, core.stopping
+        self.eng = core.eng
 
     def check(self, req: EmbeddingRequest) -> None:
         """The model name, whether this model embeds at all, and `dimensions`."""
-        if req.model and req.model not in self.served.names() and not self.config.any_model_name:
-            raise model_not_found(req.model, self.served, self.config)
+        self.core.check_model(req.model)
         why = self.eng.embeddings_refusal()
         if why is not None:
             raise ApiError(400, scrub(why, self.served), param="model", code="embeddings_unsupported")
@@ -100,17 +97,9 @@ class Embeddings:
             out.append(toks)
         return out
 
-    def admit(self, request_id: str) -> Job:
-        try:
-            return self.queue.submit("server", ready=False, endpoint="embeddings", request_id=request_id,
-                                     model=self.served.id)
-        except QueueFull as e:
-            raise ApiError(503, str(e), type="server_error", code="queue_full",
-                           headers={"Retry-After": str(e.retry_after_s)})
-
     async def create(self, request: Request, req: EmbeddingRequest) -> dict[str, Any]:
         self.check(req)
-        job = self.admit(uuid.uuid4().hex[:24])
+        job = self.core.admit("embeddings", uuid.uuid4().hex[:24])
         try:
             token_lists = await run_in_threadpool(self.tokens, req.input)
         except RpcError as e:

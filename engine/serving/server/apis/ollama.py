@@ -20,12 +20,13 @@ from fastapi import APIRouter, Depends, Request
 from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field
 
-from . import wire
-from .adapter import CallArgs, CallStart, End, Failed, Text, Via, extensions, now_iso, read_body, validate
+from ..answer import AnswerCore, CallArgs, CallStart, End, Failed, Text
+from ..wire import dumps, provenance_items, timings, usage
+from .translate import calls_as_dicts, extensions, now_iso, provenance, read_body, validate
 from .embeddings import Embeddings
-from .errors import ApiError
+from ..errors import ApiError
 from .ollama_models import OllamaModels, models_routes
-from .schemas import ChatCompletionRequest, CompletionRequest, EmbeddingRequest
+from ..schemas import ChatCompletionRequest, CompletionRequest, EmbeddingRequest
 
 OPTIONS = ("temperature", "top_p", "top_k", "min_p", "seed", "stop", "repeat_penalty", "presence_penalty",
            "frequency_penalty")
@@ -154,8 +155,8 @@ def ollama_calls(calls: list[dict[str, Any]]) -> list[dict[str, Any]]:
 class Ollama:
     """The generating endpoints of Ollama's API for one served engine."""
 
-    def __init__(self, via: Via, embeddings: Embeddings, models: OllamaModels):
-        self.via, self.embeddings, self.models = via, embeddings, models
+    def __init__(self, core: AnswerCore, embeddings: Embeddings, models: OllamaModels):
+        self.core, self.embeddings, self.models = core, embeddings, models
 
     def loaded(self, name: str) -> dict[str, Any]:
         """Ollama's answer to an empty request: the model is loaded (clients use it to preload)."""
@@ -205,45 +206,49 @@ class Ollama:
         return await self.run(request, req, body.stream, shown, chat=False)
 
     async def run(self, request: Request, req: Any, stream: bool, name: str, chat: bool) -> Any:
+        answering = await self.core.begin(req)
         if stream:
-            events = await self.via.stream(request, req)
-            return StreamingResponse(self.lines(events, name, chat), media_type="application/x-ndjson")
-        a = await self.via.answer(request, req)
+            events = answering.choice(0).events()
+            return StreamingResponse(self.lines(events, req, name, chat), media_type="application/x-ndjson")
+        a = await answering.choice(0).whole(request)
+        text = a.content or ""
         out: dict[str, Any] = {"model": name, "created_at": now_iso()}
         if chat:
-            out["message"] = {"role": "assistant", "content": a.text}
+            out["message"] = {"role": "assistant", "content": text}
             if a.calls:
-                out["message"]["tool_calls"] = ollama_calls(a.calls)
+                out["message"]["tool_calls"] = ollama_calls(calls_as_dicts(a.calls))
         else:
-            out["response"] = a.text
-        out.update(done=True, done_reason="length" if a.finish == "length" else "stop", **durations(a.usage, a.timings))
-        if a.provenance is not None:
-            out["provenance"] = a.provenance
+            out["response"] = text
+        out.update(done=True, done_reason="length" if a.finish == "length" else "stop",
+                   **durations(usage(a.outcome), timings(a.outcome)))
+        if req.provenance:
+            out["provenance"] = provenance_items(a.tokens)
         return out
 
-    async def lines(self, events: Any, name: str, chat: bool):
-        def line(text: str, **more: Any) -> str:
-            piece = {"message": {"role": "assistant", "content": text}} if chat else {"response": text}
-            return wire.dumps({"model": name, "created_at": now_iso(), **piece, **more}) + "\n"
+    async def lines(self, events: Any, req: Any, name: str, chat: bool):
+        def line(text: str, calls: list[dict[str, Any]] | None = None, **more: Any) -> str:
+            piece: dict[str, Any] = {"message": {"role": "assistant", "content": text}} if chat else {"response": text}
+            if calls:
+                piece["message"]["tool_calls"] = calls
+            return dumps({"model": name, "created_at": now_iso(), **piece, **more}) + "\n"
 
         calls: dict[int, dict[str, Any]] = {}
         try:
             async for ev in events:
                 if isinstance(ev, Text):
-                    yield line(ev.text, done=False, **({"provenance": ev.provenance} if ev.provenance else {}))
+                    prov = provenance(req, ev.tokens)
+                    yield line(ev.text, done=False, **({"provenance": prov} if prov else {}))
                 elif isinstance(ev, CallStart):
                     calls[ev.index] = {"id": ev.id, "name": ev.name, "arguments": ""}
                 elif isinstance(ev, CallArgs) and ev.index in calls:
                     calls[ev.index]["arguments"] += ev.text
                 elif isinstance(ev, End):
                     if calls and chat:  # Ollama sends a call whole, in a message of its own
-                        obj = json.loads(line("", done=False))
-                        obj["message"]["tool_calls"] = ollama_calls([calls[i] for i in sorted(calls)])
-                        yield wire.dumps(obj) + "\n"
+                        yield line("", ollama_calls([calls[i] for i in sorted(calls)]), done=False)
                     yield line("", done=True, done_reason="length" if ev.finish == "length" else "stop",
-                               **durations(ev.usage, ev.timings))
+                               **durations(usage(ev.outcome), timings(ev.outcome)))
                 elif isinstance(ev, Failed):
-                    yield wire.dumps({"error": ev.message}) + "\n"
+                    yield dumps({"error": ev.message}) + "\n"
         finally:
             await events.aclose()
 
@@ -264,7 +269,7 @@ class Ollama:
 
 def ndjson_one(obj: dict[str, Any]) -> StreamingResponse:
     async def one():
-        yield wire.dumps(obj) + "\n"
+        yield dumps(obj) + "\n"
 
     return StreamingResponse(one(), media_type="application/x-ndjson")
 

@@ -13,11 +13,11 @@ from fastapi import FastAPI
 from starlette.middleware.cors import CORSMiddleware
 
 from . import json_body
-from .config import with_loopback_twins
-from .error_shapes import send_error
+from ..config import with_loopback_twins
+from ..error_shapes import send_error
 from .hosts import HostCheck
 from .origins import OriginCheck
-from .prom import ServerMetrics
+from ..prom import ServerMetrics
 
 log = logging.getLogger("tandem.server")
 REJECTED = frozenset({401, 403, 413})  # refused before the route ran: one label whatever the path
@@ -150,7 +150,7 @@ class AnswerBugs:
             log.exception("request failed")
             from fastapi.responses import JSONResponse
 
-            from .errors import bug_body
+            from ..errors import bug_body
 
             await JSONResponse(bug_body(e, scope.get("app"), scope.get("path", "")), status_code=500)(scope, receive,
                                                                                                       send)

@@ -7,7 +7,6 @@ llama-server's non-OpenAI one (`content`, `tokens_predicted`, `timings`, `stop_t
 
 from __future__ import annotations
 
-import asyncio
 import uuid
 from typing import Any, AsyncIterator, Callable
 
@@ -16,21 +15,18 @@ from fastapi.responses import JSONResponse, Response
 from sse_starlette import EventSourceResponse
 from starlette.concurrency import run_in_threadpool
 
-from ...decoding.events import DoneEvent, TokenEvent
-from ...decoding.request import GenerationRequest
-from ...errors import TandemError
-from . import wire
-from .bridge import Generation, GenerationFailed
+from ....decoding.events import DoneEvent, TokenEvent
+from ..answer import SHUTDOWN_GRACE_S, AnswerCore, Choice, End, Failed, Text
+from ..errors import ApiError
+from ..fim import ExtraChunk, fim_tokens_or_400, infill_tokens
+from ..wire import Outcome, dumps, timings
 from .editor_limits import EditorLimits
-from .errors import ApiError, engine_error, failure
-from .fim import ExtraChunk, fim_tokens_or_400, infill_tokens
-from .generation import SHUTDOWN_GRACE_S, Completions, cancelled_error
 from .infill_schema import InfillRequest
 
 STOP_TYPES = {"eos": "eos", "stop_string": "word", "max_tokens": "limit", "context_full": "limit"}
 
 
-class Answer:
+class InfillAnswer:
     """One infill answer as it is written: its text (after the editor's cuts), tokens and stop."""
 
     def __init__(self, limits: EditorLimits, prompt_only: bool):
@@ -39,12 +35,12 @@ class Answer:
         self.cut = False  # ended by n_indent or t_max_predict_ms
         self.done: DoneEvent | None = None
 
-    def add(self, ev: TokenEvent) -> str:
-        """The text of this token to send (empty once the answer has ended)."""
+    def add(self, text: str, tokens: list[TokenEvent]) -> str:
+        """The part of this text to send (empty once the answer has ended)."""
         if self.cut or self.prompt_only:
             return ""
-        self.tokens.append(ev.token_id)
-        text, self.cut = self.limits.feed(ev.text)
+        self.tokens += [t.token_id for t in tokens]
+        text, self.cut = self.limits.feed(text)
         return text
 
     @property
@@ -63,10 +59,10 @@ class Answer:
 
 
 class Infill:
-    """The /infill endpoint over one served engine, sharing the completions' checks."""
+    """The /infill endpoint over one served engine's answer core."""
 
-    def __init__(self, completions: Completions):
-        self.c = completions
+    def __init__(self, core: AnswerCore):
+        self.c = core
 
     async def prompt(self, req: InfillRequest, limit: int | None) -> list[int]:
         eng = self.c.eng
@@ -93,90 +89,72 @@ class Infill:
         c = self.c
         c.check_model(req.model)
         fim_tokens_or_400(c.eng.target)  # before queueing: a model without FIM tokens never will
-        draft = c.draft_spec(req.draft)
-        bias, penalties = c.logit_controls(req)
-        constraint = c.constraint(req)
+        controls = c.controls(req)
         limit = req.answer_limit()
         request_id = uuid.uuid4().hex[:24]
         job = c.admit("infill", request_id)
         try:
             tokens = await self.prompt(req, limit)
             room = c.eng.n_ctx - len(tokens)
-            lookahead = req.lookahead if req.lookahead is not None else c.served.lookahead
-            gen_req = GenerationRequest.from_options(
-                tokens, draft_model=draft, lookahead=lookahead if draft is not None else 0,
-                max_tokens=max(1, min(room, limit)) if limit is not None else room,
-                temperature=c.config.temperature if req.temperature is None else req.temperature,
-                top_p=1.0 if req.top_p is None else req.top_p, top_k=req.top_k or 0, min_p=req.min_p or 0.0,
-                seed=req.seed, stop=req.stop_list, tag="server", logit_bias=bias, penalties=penalties, **constraint)
-        except TandemError as e:
-            c.queue.finish(job)
-            raise engine_error(e, c.served)
+            gen_req = c.generation_request(req, controls, tokens,
+                                           max(1, min(room, limit)) if limit is not None else room)
         except BaseException:
             c.queue.finish(job)
             raise
-        c.queue.ready(job)
-        gen = Generation(c.queue, job, c.eng, gen_req, observe=c.metrics.observe,
-                         cancelled=c.metrics.cancelled.inc).start()
-        answer = Answer(EditorLimits(req.n_indent, max(0, req.t_max_predict_ms)), prompt_only=limit == 0)
+        choice = c.answering(job, "infill", request_id, gen_req).choice(0)
+        answer = InfillAnswer(EditorLimits(req.n_indent, max(0, req.t_max_predict_ms)), prompt_only=limit == 0)
         body = Body(self, req, tokens, answer)
         if req.stream:
-            return EventSourceResponse(self.stream(gen, answer, body), sep="\n", shutdown_grace_period=SHUTDOWN_GRACE_S)
-        await self.complete(request, gen, answer)
-        return JSONResponse(body.final(gen.prompt_evaluated))
+            return EventSourceResponse(self.stream(choice, answer, body), sep="\n",
+                                       shutdown_grace_period=SHUTDOWN_GRACE_S)
+        await self.complete(request, choice, answer)
+        return JSONResponse(body.final(choice.prompt_evaluated))
 
-    async def events(self, gen: Generation, answer: Answer) -> AsyncIterator[str]:
-        """The text of each token as it may be sent; stops the generation at an editor's cut."""
-        async for ev in gen:
-            if isinstance(ev, TokenEvent):
-                text = answer.add(ev)
-                if answer.cut:
-                    gen.cancel()
-                yield text
-            elif isinstance(ev, DoneEvent):
-                answer.done = ev  # cancelled before its end: `whole` is False, said by `cancelled_error`
+    async def texts(self, choice: Choice, answer: InfillAnswer) -> AsyncIterator[str]:
+        """The text as it may be sent; ends the generation at an editor's cut. Raises the
+        failure's ApiError."""
+        events = choice.events()
+        try:
+            async for ev in events:
+                if isinstance(ev, Text):
+                    text = answer.add(ev.text, ev.tokens)
+                    if answer.cut:
+                        choice.end_here()
+                    yield text
+                elif isinstance(ev, End):
+                    answer.add("", ev.tokens)
+                    answer.done = ev.done
+                elif isinstance(ev, Failed):
+                    raise ev.error
+        finally:
+            await events.aclose()
 
-    async def complete(self, request: Request, gen: Generation, answer: Answer) -> None:
+    async def complete(self, request: Request, choice: Choice, answer: InfillAnswer) -> None:
         """The whole answer; a client that goes away cancels the generation."""
         async def drain() -> None:
-            async for _ in self.events(gen, answer):
+            async for _ in self.texts(choice, answer):
                 pass
 
-        task = asyncio.ensure_future(drain())
-        try:
-            while not task.done():
-                await asyncio.wait({task}, timeout=0.25)
-                if not task.done() and await request.is_disconnected():
-                    gen.cancel()
-            task.result()
-        except GenerationFailed as e:
-            raise failure(e, self.c.served)
-        finally:
-            gen.cancel()
-        if not answer.whole:
-            raise cancelled_error(self.c.stopping)
+        await choice.watched(request, drain())
 
-    async def stream(self, gen: Generation, answer: Answer, body: "Body"):
+    async def stream(self, choice: Choice, answer: InfillAnswer, body: "Body"):
         """llama-server's infill stream: a chunk per piece of text, then the final body
         (`stop: true`, empty `content`); no [DONE] line, as llama-server."""
         try:
-            async for text in self.events(gen, answer):
+            async for text in self.texts(choice, answer):
                 if text:
-                    yield {"data": wire.dumps(body.partial(text))}
-            if not answer.whole:
-                yield {"data": wire.dumps(cancelled_error(self.c.stopping).body)}
-                return
-            yield {"data": wire.dumps(body.final(gen.prompt_evaluated, streamed=True))}
-        except GenerationFailed as e:
-            yield {"data": wire.dumps(failure(e, self.c.served).body)}
+                    yield {"data": dumps(body.partial(text))}
+            yield {"data": dumps(body.final(choice.prompt_evaluated, streamed=True))}
+        except ApiError as e:
+            yield {"data": dumps(e.body)}
         finally:
-            gen.cancel()
+            choice.cancel()
 
 
 class Body:
     """llama-server's infill response bodies (`to_json_non_oaicompat`)."""
 
-    def __init__(self, infill: Infill, req: InfillRequest, prompt: list[int], answer: Answer):
+    def __init__(self, infill: Infill, req: InfillRequest, prompt: list[int], answer: InfillAnswer):
         self.infill, self.req, self.prompt, self.answer = infill, req, prompt, answer
         self.sent_tokens = 0
 
@@ -200,7 +178,7 @@ class Body:
             "prompt": b"".join(target.piece(t, special=True) for t in self.prompt).decode("utf-8", errors="replace"),
             "has_new_line": "\n" in a.text, "truncated": False, "stop_type": a.stop_type(),
             "stopping_word": self.stopping_word(), "tokens_cached": len(self.prompt) + n,
-            "timings": wire.timings(wire.Outcome(done.stats, evaluated)),
+            "timings": timings(Outcome(done.stats, evaluated)),
         }
         return _pick(res, req.response_fields) if req.response_fields else res
 

@@ -25,8 +25,8 @@ import ipaddress
 import socket
 from typing import Any, Iterable
 
-from .error_shapes import send_error
-from .prom import ServerMetrics
+from ..error_shapes import send_error
+from ..prom import ServerMetrics
 
 ANY_HOST = "*"
 

@@ -14,9 +14,9 @@ from fastapi import APIRouter, Depends
 from pydantic import BaseModel, ConfigDict, StrictBool, StrictInt, StrictStr
 from starlette.concurrency import run_in_threadpool
 
-from ...decoding.prompting.prompt_text import clean
-from .config import ServedModel, ServerConfig
-from .errors import ApiError
+from ....decoding.prompting.prompt_text import clean
+from ..config import ServedModel, ServerConfig
+from ..errors import ApiError
 
 RANDOM_SEED = 0xFFFFFFFF  # llama.cpp's LLAMA_DEFAULT_SEED: each request draws its own
 

@@ -21,11 +21,11 @@ from fastapi import APIRouter, Depends, Request
 from pydantic import BaseModel, ConfigDict, Field
 from sse_starlette import EventSourceResponse
 
-from . import wire
-from .adapter import Answer, CallArgs, CallStart, End, Failed, Text, Via, extensions, read_body, validate
-from .errors import ApiError
-from .generation import SHUTDOWN_GRACE_S
-from .schemas import ChatCompletionRequest
+from ..answer import SHUTDOWN_GRACE_S, AnswerCore, CallArgs, CallStart, End, Failed, Text, Whole
+from ..errors import ApiError
+from ..schemas import ChatCompletionRequest
+from ..wire import dumps, provenance_items, timings, usage
+from .translate import extensions, provenance, read_body, validate
 
 MAX_STORED = 256  # responses kept for previous_response_id (and GET), oldest forgotten first
 CHAT_NAMES = {"response_format": "text.format.schema", "max_tokens": "max_output_tokens"}  # errors after translation
@@ -180,8 +180,8 @@ def response_format(text: dict[str, Any] | None) -> dict[str, Any] | None:
 class Responses:
     """The Responses endpoint of one served engine, with its store."""
 
-    def __init__(self, via: Via, store: ResponseStore | None = None):
-        self.via, self.store = via, store or ResponseStore()
+    def __init__(self, core: AnswerCore, store: ResponseStore | None = None):
+        self.core, self.store = core, store or ResponseStore()
 
     def chat_request(self, req: ResponsesRequest, raw: dict[str, Any]) -> tuple[ChatCompletionRequest, list]:
         """The chat request, and the conversation so far (without the instructions) to store."""
@@ -210,28 +210,31 @@ class Responses:
     async def create(self, request: Request) -> Any:
         raw = await read_body(request)
         req = validate(ResponsesRequest, raw)
-        self.via.check_model(req.model)
+        self.core.check_model(req.model)
         chat, conversation = self.chat_request(req, raw)
-        shape = Shape(req, self.via.served.id)
+        shape = ResponseShape(req, self.core.served.id)
+        answering = await self.core.begin(chat)
         if req.stream:
-            events = await self.via.stream(request, chat)
-            return EventSourceResponse(self.sse(events, shape, conversation, req.store), sep="\n",
+            events = answering.choice(0).events()
+            return EventSourceResponse(self.sse(events, chat, shape, conversation, req.store), sep="\n",
                                        shutdown_grace_period=SHUTDOWN_GRACE_S)
-        answer = await self.via.answer(request, chat)
-        body = shape.finished(answer_items(shape, answer), answer.finish, answer.usage, answer.timings)
-        if answer.provenance is not None:
-            body["provenance"] = answer.provenance
+        answer = await answering.choice(0).whole(request)
+        body = shape.finished(answer_items(shape, answer), answer.finish, usage(answer.outcome),
+                              timings(answer.outcome))
+        if chat.provenance:
+            body["provenance"] = provenance_items(answer.tokens)
         if req.store:
             self.store.put(body, conversation + assistant_turn(body["output"]))
         return body
 
-    async def sse(self, events: Any, shape: "Shape", conversation: list[dict[str, Any]], store: bool):
+    async def sse(self, events: Any, chat: ChatCompletionRequest, shape: "ResponseShape",
+                  conversation: list[dict[str, Any]], store: bool):
         seq = 0
 
         def event(kind: str, **fields: Any) -> dict[str, str]:
             nonlocal seq
             seq += 1
-            return {"event": kind, "data": wire.dumps({"type": kind, "sequence_number": seq - 1, **fields})}
+            return {"event": kind, "data": dumps({"type": kind, "sequence_number": seq - 1, **fields})}
 
         yield event("response.created", response=shape.body("in_progress", []))
         yield event("response.in_progress", response=shape.body("in_progress", []))
@@ -275,7 +278,8 @@ class Responses:
                                       part={**current["content"][0]})]:
                             yield e
                     current["content"][0]["text"] += ev.text
-                    extra = {"provenance": ev.provenance} if ev.provenance is not None else {}
+                    prov = provenance(chat, ev.tokens)
+                    extra = {"provenance": prov} if prov is not None else {}
                     yield event("response.output_text.delta", item_id=current["id"], output_index=output.index(current),
                                 content_index=0, delta=ev.text, logprobs=[], **extra)
                 elif isinstance(ev, CallStart):
@@ -293,7 +297,7 @@ class Responses:
                     status = "incomplete" if ev.finish == "length" else "completed"
                     for e in close(status):
                         yield e
-                    body = shape.finished(output, ev.finish, ev.usage, ev.timings)
+                    body = shape.finished(output, ev.finish, usage(ev.outcome), timings(ev.outcome))
                     if store:
                         self.store.put(body, conversation + assistant_turn(output))
                     yield event("response.incomplete" if status == "incomplete" else "response.completed", response=body)
@@ -305,7 +309,7 @@ class Responses:
             await events.aclose()  # a client gone: its generation stops
 
 
-class Shape:
+class ResponseShape:
     """The bodies of one response: its id, the request's settings echoed, its items."""
 
     def __init__(self, req: ResponsesRequest, model: str):
@@ -353,11 +357,12 @@ class Shape:
         return body
 
 
-def answer_items(shape: Shape, answer: Answer) -> list[dict[str, Any]]:
+def answer_items(shape: ResponseShape, answer: Whole) -> list[dict[str, Any]]:
     """A whole answer's output items: its text as a message (when it wrote any), then its calls."""
-    items = [shape.message_item(answer.text, "incomplete" if answer.finish == "length" else "completed")] \
-        if answer.text or not answer.calls else []
-    return items + [shape.call_item(c["id"], c["name"], c["arguments"]) for c in answer.calls]
+    text = answer.content or ""
+    items = [shape.message_item(text, "incomplete" if answer.finish == "length" else "completed")] \
+        if text or not answer.calls else []
+    return items + [shape.call_item(c.id, c.name, c.arguments) for c in answer.calls]
 
 
 def assistant_turn(output: list[dict[str, Any]]) -> list[dict[str, Any]]:

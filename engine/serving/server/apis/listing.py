@@ -3,7 +3,6 @@ aliases), `/health` and `/metrics`."""
 
 from __future__ import annotations
 
-import logging
 from pathlib import Path
 from typing import Any, Callable
 
@@ -11,32 +10,9 @@ from fastapi import APIRouter, Depends
 from fastapi.responses import JSONResponse, Response
 from starlette.concurrency import run_in_threadpool
 
-from ...decoding.queue import GenerationQueue
-from .config import ServedModel, ServerConfig
-from .errors import ApiError
-from .prom import ServerMetrics
-
-log = logging.getLogger("tandem.server")
-
-
-def downloaded_pairs(exclude: set[str]) -> list[dict[str, Any]]:
-    """Catalog pairs whose two files are in the store (listed, not loaded)."""
-    try:
-        from ...models import catalog, store
-
-        cat = catalog.load()
-        out = []
-        for p in cat.pairs.values():
-            if p.id in exclude:
-                continue
-            if store.find_model(p.target.id, cat) and store.find_model(p.draft.id, cat):
-                out.append({"id": p.id, "object": "model", "created": 0, "owned_by": "tandem", "loaded": False,
-                            "title": p.title, "target": p.target.id, "draft": p.draft.id})
-        return out
-    except Exception:  # the listing is a courtesy: a broken store must not break /v1/models
-        log.debug("catalog listing failed", exc_info=True)
-        return []
-
+from ....decoding.queue import GenerationQueue
+from ..config import ServedModel, ServerConfig, model_not_found
+from ..prom import ServerMetrics
 
 def model_entries(served: ServedModel) -> list[dict[str, Any]]:
     """The loaded model (with its context and defaults), then one entry per alias: only names a
@@ -51,15 +27,6 @@ def model_entries(served: ServedModel) -> list[dict[str, Any]]:
             "target": target.name, "draft": served.default_draft, "n_ctx": eng.n_ctx, "lookahead": served.lookahead}
     return [{"id": name, **base, **({} if name == served.id else {"alias_of": served.id})}
             for name in served.listed_ids()]
-
-
-def model_not_found(name: str, served: ServedModel, config: ServerConfig) -> ApiError:
-    """OpenAI's 404 for a model this server does not serve, saying what it does serve."""
-    listed = {p["id"] for p in downloaded_pairs(set())} if config.list_catalog else set()
-    hint = (f"'{name}' is downloaded but not loaded: this server runs '{served.id}' (restart it with --pair {name})"
-            if name in listed else f"The model '{name}' does not exist: this server runs '{served.id}' "
-                                   "(start it with --alias NAME or --any-model-name to accept other names)")
-    return ApiError(404, hint, param="model", code="model_not_found")
 
 
 def listing_router(served: ServedModel, config: ServerConfig, queue: GenerationQueue, metrics: ServerMetrics,
