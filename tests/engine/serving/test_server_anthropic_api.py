@@ -5,7 +5,6 @@ Anthropic-shaped errors."""
 
 from __future__ import annotations
 
-from types import SimpleNamespace
 
 import pytest
 
@@ -14,10 +13,8 @@ openai = pytest.importorskip("openai")
 httpx = pytest.importorskip("httpx")
 pytest.importorskip("fastapi")
 
-from engine import Engine  # noqa: E402
-from scripted_models import write_scripted_pair  # noqa: E402
+from api_servers import KEY, api_server, scripted_server  # noqa: E402
 
-KEY = "test-key"
 MSGS = [{"role": "user", "content": "the value of the item"}]
 CALL = '{"name": "get_weather", "arguments": {"city": "Paris"}}'
 SCRIPT = ["Sure.", "<tool_call>", "\n" + CALL + "\n", "</tool_call>"]
@@ -28,49 +25,26 @@ TOOL = {"name": "get_weather", "description": "The weather in a city",
 GREEDY = {"temperature": 0}  # the newest anthropic clients take sampling settings only as extra_body
 
 
-def start(target, draft):
-    from engine.serving.server import ServedModel, ServerConfig, ServerThread, create_app
-
-    eng = Engine(target, n_ctx=1024, metrics_log=False)
-    srv = ServerThread(create_app(ServedModel(eng, "tiny-pair", draft=draft, lookahead=4),
-                                  ServerConfig(api_key=KEY))).start()
-    return SimpleNamespace(eng=eng, srv=srv, url=srv.url,
-                           client=anthropic.Anthropic(base_url=srv.url, api_key=KEY, max_retries=0, timeout=60),
-                           openai=openai.OpenAI(base_url=srv.url + "/v1", api_key=KEY, max_retries=0, timeout=60))
-
-
-def stop(s):
-    s.client.close()
-    s.openai.close()
-    s.srv.stop()
-    s.eng.close()
+CLIENTS = {"client": lambda url: anthropic.Anthropic(base_url=url, api_key=KEY, max_retries=0, timeout=60),
+           "openai": lambda url: openai.OpenAI(base_url=url + "/v1", api_key=KEY, max_retries=0, timeout=60)}
 
 
 @pytest.fixture(scope="module")
 def served(tiny_target, tiny_draft):
-    s = start(tiny_target, tiny_draft)
-    yield s
-    stop(s)
-
-
-def scripted(tmp_path_factory, folder, script):
-    """A server over a target whose greedy answer is `script`, then the end of its turn."""
-    target, draft = write_scripted_pair(tmp_path_factory.mktemp(folder), script)
-    s = start(target, draft)
-    yield s
-    stop(s)
+    with api_server(tiny_target, tiny_draft, CLIENTS) as s:
+        yield s
 
 
 @pytest.fixture(scope="module")
 def caller(tmp_path_factory):
     """A target that answers "Sure." and a <tool_call> block, then ends its turn."""
-    yield from scripted(tmp_path_factory, "anthropic_tools", SCRIPT)
+    yield from scripted_server(tmp_path_factory, "anthropic_tools", SCRIPT, CLIENTS)
 
 
 @pytest.fixture(scope="module")
 def two_calls(tmp_path_factory):
     """A target that answers "Sure." and two <tool_call> blocks (Paris, then London)."""
-    yield from scripted(tmp_path_factory, "anthropic_two_calls", TWO_CALLS)
+    yield from scripted_server(tmp_path_factory, "anthropic_two_calls", TWO_CALLS, CLIENTS)
 
 
 def chat(s, messages, **kw):

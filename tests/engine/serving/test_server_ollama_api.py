@@ -6,7 +6,6 @@ model, and Ollama-shaped errors."""
 from __future__ import annotations
 
 import json
-from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -16,11 +15,9 @@ openai = pytest.importorskip("openai")
 httpx = pytest.importorskip("httpx")
 pytest.importorskip("fastapi")
 
-from engine import Engine  # noqa: E402
 from engine.models.tinymodel import FIM_TOKENS, chain_through, make_vocab, write_model  # noqa: E402
-from scripted_models import write_scripted_pair  # noqa: E402
+from api_servers import KEY, api_server, scripted_server  # noqa: E402
 
-KEY = "test-key"
 AUTH = {"Authorization": f"Bearer {KEY}"}
 MSGS = [{"role": "user", "content": "the value of the item"}]
 CALL = '{"name": "get_weather", "arguments": {"city": "Paris"}}'
@@ -33,36 +30,20 @@ FILLED = "abcdefghijklm"  # distinct characters: what the FIM model writes after
 FIM_MARKUP = "<|fim_prefix|>def add(a, b):\n    <|fim_suffix|>\n\nprint(add(1, 2))\n<|fim_middle|>"
 
 
-def start(target, draft):
-    from engine.serving.server import ServedModel, ServerConfig, ServerThread, create_app
-
-    eng = Engine(target, n_ctx=1024, metrics_log=False)
-    srv = ServerThread(create_app(ServedModel(eng, "tiny-pair", draft=draft, lookahead=4, aliases=("llama3",)),
-                                  ServerConfig(api_key=KEY))).start()
-    return SimpleNamespace(eng=eng, srv=srv, url=srv.url, client=ollama.Client(host=srv.url, headers=AUTH, timeout=60),
-                           openai=openai.OpenAI(base_url=srv.url + "/v1", api_key=KEY, max_retries=0, timeout=60))
-
-
-def stop(s):
-    s.openai.close()
-    s.srv.stop()
-    s.eng.close()
+CLIENTS = {"client": lambda url: ollama.Client(host=url, headers=AUTH, timeout=60),
+           "openai": lambda url: openai.OpenAI(base_url=url + "/v1", api_key=KEY, max_retries=0, timeout=60)}
 
 
 @pytest.fixture(scope="module")
 def served(tiny_target, tiny_draft):
-    s = start(tiny_target, tiny_draft)
-    yield s
-    stop(s)
+    with api_server(tiny_target, tiny_draft, CLIENTS, aliases=("llama3",)) as s:
+        yield s
 
 
 @pytest.fixture(scope="module")
 def caller(tmp_path_factory):
     """A target that answers "Sure." and a <tool_call> block, then ends its turn."""
-    target, draft = write_scripted_pair(tmp_path_factory.mktemp("ollama_tools"), SCRIPT)
-    s = start(target, draft)
-    yield s
-    stop(s)
+    yield from scripted_server(tmp_path_factory, "ollama_tools", SCRIPT, CLIENTS, aliases=("llama3",))
 
 
 @pytest.fixture(scope="module")
@@ -72,9 +53,8 @@ def filler(tmp_path_factory):
     ids = [v.id(FIM_TOKENS["fim_mid"])] + [v.id(c) for c in FILLED] + [2]
     target = write_model(tmp_path_factory.mktemp("ollama_fim") / "fim.gguf", vocab=v, chain=chain_through(ids),
                          name="fim")
-    s = start(target, target)
-    yield s
-    stop(s)
+    with api_server(target, target, CLIENTS, aliases=("llama3",)) as s:
+        yield s
 
 
 def chat(s, messages=MSGS, **kw):
