@@ -242,9 +242,11 @@ def test_speculative_with_local_draft_equals_local_target_alone(workers, split_t
 
 
 @needs_rpc
-def test_delay_proxy_speculation_needs_fewer_passes_and_less_time(workers, split_target):
+def test_delay_proxy_speculation_needs_fewer_passes_and_round_trips(workers, split_target):
     """5 ms added per round trip in front of one worker: an always-accepting self-draft at
-    k=4 pays it once per 5 tokens, target alone once per token."""
+    k=4 pays it once per 5 tokens, target alone once per token. Counted in passes and in the
+    proxy's traffic, not in seconds (a busy machine's clock says nothing here; the time it
+    saves is measured in docs/benchmarks.md section 6)."""
     from delayproxy import DelayProxy
     from engine import Engine
 
@@ -256,14 +258,17 @@ def test_delay_proxy_speculation_needs_fewer_passes_and_less_time(workers, split
             prompt = "the count of items"
             eng.generate(prompt, max_tokens=4)  # warm-up
             eng.generate(prompt, draft_model=split_target, lookahead=4, max_tokens=4)
+            before = proxy.chunks
             base = eng.generate(prompt, max_tokens=48)
+            between = proxy.chunks
             spec = eng.generate(prompt, draft_model=split_target, lookahead=4, max_tokens=48)
+            after = proxy.chunks
         finally:
             eng.close()
-        assert proxy.chunks > 0
     assert spec.tokens == base.tokens
     assert base.stats.steps == 48 and spec.stats.steps <= 48 // 4
-    assert spec.stats.decode_s < 0.8 * base.stats.decode_s, (spec.stats.decode_s, base.stats.decode_s)
+    base_trips, spec_trips = between - before, after - between
+    assert base_trips > 0 and spec_trips < 0.6 * base_trips, (spec_trips, base_trips)
 
 
 @needs_rpc
