@@ -269,7 +269,7 @@ class GenerationWorker(EngineWorker):
 
     tokens = Signal(list)  # [TokenEvent, ...] coalesced per frame
     steps = Signal(list)  # [StepEvent, ...]
-    prefill = Signal(int, int)
+    prefill = Signal(int, int, int)  # done, total to read, and the prompt tokens that needed no reading
     calibrating = Signal(float)  # measuring this machine's costs: about this many seconds
     done = Signal(object)  # DoneEvent
 
@@ -310,7 +310,7 @@ class GenerationWorker(EngineWorker):
             elif isinstance(ev, StepEvent):
                 steps.add(ev)
             elif isinstance(ev, PrefillEvent):
-                self.prefill.emit(ev.done, ev.total)
+                self.prefill.emit(ev.done, ev.total, ev.cached)
             elif isinstance(ev, CalibrationEvent):
                 steps.flush()  # the first token on screen, then the wait is explained
                 self.calibrating.emit(ev.estimate_s)

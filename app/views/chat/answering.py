@@ -205,8 +205,8 @@ class AnswerStream(QObject):
         self.live_stats.calibrating(estimate_s)
         self._view.stats_label.setText(self.live_stats.text())
 
-    def _on_prefill(self, done: int, total: int) -> None:
-        self.prefill.update(done, total, time.monotonic())
+    def _on_prefill(self, done: int, total: int, cached: int = 0) -> None:
+        self.prefill.update(done, total, time.monotonic(), cached)
         self._show_prefill()
 
     def _show_prefill(self) -> None:

@@ -1,7 +1,8 @@
 """Prompt reading, told as it goes: the engine reports a long prompt in batches (512 tokens on
 a CPU, several seconds each), so a count of what is done moved in jumps with nothing in
 between. From the rate the batches so far took, this estimates where the reading is now
-(never past the batch under way) and how long the rest will take."""
+(never past the batch under way) and how long the rest will take; and it says how much of the
+prompt needed no reading (kept from an earlier answer, or the prompt cache)."""
 
 from __future__ import annotations
 
@@ -13,15 +14,17 @@ class PrefillProgress:
     def reset(self) -> None:
         self.total = 0
         self.done = 0
+        self.cached = 0  # prompt tokens not read: the context kept them, or the prompt cache held them
         self._start: float | None = None  # when reading began (the first report, 0 done)
         self._last_t = 0.0
         self._batch = 0  # the size of the last batch: the next one ends at most that far on
 
-    def update(self, done: int, total: int, now: float) -> None:
+    def update(self, done: int, total: int, now: float, cached: int = 0) -> None:
+        """`done` of `total` tokens to read are read; `cached` more needed no reading."""
         if self._start is None or done < self.done:
             self._start = now
         self._batch = max(self._batch, done - self.done)
-        self.done, self.total, self._last_t = done, total, now
+        self.done, self.total, self._last_t, self.cached = done, total, now, cached
 
     @property
     def reading(self) -> bool:
@@ -47,6 +50,8 @@ class PrefillProgress:
         at, left = self.estimate(now)
         pct = 100 * at // max(self.total, 1)
         line = f"Reading the prompt… {pct}% ({at}/{self.total} tokens"
+        if self.cached:  # the prompt is the tokens to read, those that were not, and its last (read with the answer)
+            line += f"; {self.cached:,} of {self.cached + self.total + 1:,} from cache"
         return line + (f", about {_seconds(left)} left)" if left is not None else ")")
 
 

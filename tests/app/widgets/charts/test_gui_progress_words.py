@@ -24,6 +24,18 @@ def test_prompt_reading_moves_between_batches_and_never_past_the_one_under_way()
     assert not p.reading
 
 
+def test_reading_says_how_much_of_the_prompt_came_from_the_cache():
+    """Issue #47 item 5: a prompt the prompt cache (or the context) mostly held says so."""
+    p = PrefillProgress()
+    p.update(0, 219, now=0.0, cached=2980)
+    assert p.text(0.0) == "Reading the prompt… 0% (0/219 tokens; 2,980 of 3,200 from cache)"
+    p.update(100, 219, now=2.0, cached=2980)
+    assert p.text(2.0) == "Reading the prompt… 45% (100/219 tokens; 2,980 of 3,200 from cache, about 2 s left)"
+    p.reset()
+    p.update(0, 40, now=0.0)
+    assert "cache" not in p.text(0.0)  # nothing held: nothing said
+
+
 def test_a_long_wait_is_told_in_minutes():
     p = PrefillProgress()
     p.update(0, 60000, now=0.0)
