@@ -192,9 +192,9 @@ class Decoder:
                         yield CalibrationEvent(self._calibration_estimate(run))
                         self._measure_costs(run)
                 flushed, done = self._done(run)
-                self._remember(run)  # after the answer's clock stopped; before its end is announced
                 yield from flushed
                 yield done
+                self._remember(run)  # after its end is announced: no answer waits for the copy
             finally:
                 self._active = None
                 run.verifier.close()
