@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -20,6 +23,14 @@ if os.environ["QT_QPA_PLATFORM"] == "offscreen":
 # at load 10 on 2 cores). Tests check results, never speed: their threads sleep instead.
 # Set before llama.cpp (and its libgomp) loads; subprocesses (CLI, server) inherit it.
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+# A home of this test process's own, for what runs before a test's own home is set below:
+# module- and session-scoped fixtures are made first, and with no TANDEM_HOME they wrote the
+# user's real folders (draft history, prompt cache), shared with every other worker and run:
+# a bench test read another process's answers there. Subprocesses inherit it.
+_PROCESS_HOME = tempfile.mkdtemp(prefix="tandem-tests-")
+os.environ["TANDEM_HOME"] = _PROCESS_HOME
+os.environ["TANDEM_METRICS_LOG"] = os.path.join(_PROCESS_HOME, "metrics.jsonl")
+atexit.register(shutil.rmtree, _PROCESS_HOME, ignore_errors=True)
 
 
 @pytest.fixture(autouse=True)
