@@ -16,7 +16,7 @@ from ..errors import Cancelled, DecodeError, ModelLoadError
 from .llama import Model, default_threads, log_tail, recent_log_errors
 from .build import build_id
 from .runtime import RuntimeParams
-from ..models.calibration import file_id
+from ..models.calibration import content_id
 
 import llama_cpp  # noqa: E402
 
@@ -73,7 +73,7 @@ class Context:
         self.n_vocab = model.n_vocab
         # What a saved state fits (`save_state`): another file, context size, llama.cpp build or KV
         # layout (types, flash attention's V order, a full or windowed SWA cache) must not load it.
-        self.state_identity = f"{file_id(model.path)}|n_ctx{self.n_ctx}|{build_id()}|{kv_layout}"
+        self.state_identity = f"{content_id(model.path)}|n_ctx{self.n_ctx}|{build_id()}|{kv_layout}"
         self._mem = llama_cpp.llama_get_memory(self._ctx)
         self._batch = llama_cpp.llama_batch_init(n_batch, 0, 1)
         self._b_token = np.ctypeslib.as_array(self._batch.token, shape=(n_batch,))

@@ -10,6 +10,7 @@ medians of real steps after every generation. A corrupt or unreadable file is ig
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import platform
@@ -50,6 +51,33 @@ def file_id(path: str | os.PathLike[str] | None) -> str:
     p = Path(path)
     try:
         return f"{p.name}:{p.stat().st_size}"
+    except OSError:
+        return p.name
+
+
+_SAMPLE = 1 << 20  # bytes read from each end of a model file for `content_id`
+
+
+@lru_cache(maxsize=64)
+def _sampled_digest(path: str, size: int, mtime_ns: int) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        h.update(f.read(_SAMPLE))  # the header: metadata, vocabulary, tensor layout
+        f.seek(max(0, size - _SAMPLE))
+        h.update(f.read(_SAMPLE))  # the last weights
+    return h.hexdigest()[:16]
+
+
+def content_id(path: str | os.PathLike[str] | None) -> str:
+    """A model file by name, size and a digest of its first and last MiB: for what must never be
+    mixed up between two files that share a name and a size (a saved KV state restored into a
+    context), where `file_id` is enough for what only measures (calibration)."""
+    if path is None:
+        return "none"
+    p = Path(path)
+    try:
+        st = p.stat()
+        return f"{p.name}:{st.st_size}:{_sampled_digest(str(p), st.st_size, st.st_mtime_ns)}"
     except OSError:
         return p.name
 

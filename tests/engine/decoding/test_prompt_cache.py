@@ -249,3 +249,27 @@ def test_clear_prompt_cache_forgets_memory_and_files(tiny_target):
         assert _run(eng, DOC + ASK2)[0] == 0
     finally:
         eng.close()
+
+
+def test_another_file_of_the_same_name_and_size_never_gets_its_states(tmp_path, vocab):
+    """Two models that share a file name and a size (another fine-tune saved over the same name,
+    a test's scripted model) are told apart by their content: a state saved for one is never
+    restored into the other (its KV would be another model's: a wrong answer)."""
+    from engine.models.tinymodel import write_model
+
+    a = write_model(tmp_path / "a" / "model.gguf", seed=11, n_layer=2, name="same", vocab=vocab)
+    b = write_model(tmp_path / "b" / "model.gguf", seed=12, n_layer=2, name="same", vocab=vocab)
+    assert a.stat().st_size == b.stat().st_size and a.read_bytes() != b.read_bytes()
+    prompt = DOC + ASK1
+    eng = _engine(a)
+    _run(eng, prompt)
+    eng.close()  # its state is on disk now
+    cold = Engine(b, n_ctx=512, metrics_log=False, calibration=False, prompt_cache=False)
+    want = _run(cold, prompt)[2]
+    cold.close()
+    other = _engine(b)
+    try:
+        cached, _, answer = _run(other, prompt)
+        assert cached == 0 and answer == want
+    finally:
+        other.close()
