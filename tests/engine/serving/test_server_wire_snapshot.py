@@ -17,6 +17,7 @@ httpx = pytest.importorskip("httpx")
 pytest.importorskip("fastapi")
 
 from engine import Engine  # noqa: E402
+from engine.decoding.prompt_cache import CacheLimits  # noqa: E402
 from engine.models.tinymodel import FIM_TOKENS, chain_through, make_vocab, write_model  # noqa: E402
 from scripted_models import write_scripted_pair  # noqa: E402
 
@@ -173,7 +174,9 @@ def servers(tiny_target, tiny_draft, tmp_path_factory):
     made = {}
     for name, target, draft in (("plain", tiny_target, tiny_draft), ("tools", caller, caller_draft),
                                 ("fim", fim, fim)):
-        eng = Engine(target, n_ctx=1024, metrics_log=False, calibration=False)
+        # The prompt cache in memory only: states another test process left on disk would
+        # make this module's first answers cached ones (cache_n), by the order tests ran in.
+        eng = Engine(target, n_ctx=1024, metrics_log=False, calibration=False, prompt_cache=CacheLimits(disk_bytes=0))
         srv = ServerThread(create_app(ServedModel(eng, "m", draft=draft, lookahead=3), ServerConfig())).start()
         made[name] = (eng, srv)
     yield {name: srv.url for name, (_, srv) in made.items()}
