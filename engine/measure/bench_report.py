@@ -118,7 +118,8 @@ def summary_markdown(result: BenchResult) -> str:
     lines += requests_markdown(result.by_request)
     lines += sources_markdown(result)
     if m.get("skipped"):
-        lines += ["", "## Skipped prompts", "", "These prompts do not fit the context and were not run:", ""]
+        lines += ["", "## Skipped prompts", "", "These prompts were not run (a prompt longer than the context, or a FIM "
+                  "prompt for a target without FIM tokens):", ""]
         lines += [f"- {x['suite']}/{x['prompt']}: {x['reason']}" for x in m["skipped"]]
     bugs = [r for r in result.runs if r.divergence_bug]
     lines += ["", "## Output quality", ""]

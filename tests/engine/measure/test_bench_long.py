@@ -220,6 +220,7 @@ def test_a_target_without_fim_tokens_skips_the_fim_prompts_by_name(tiny_target, 
     captured = capsys.readouterr()
     assert "tandem: skipped long_tiny/edit: the target has no fill-in-the-middle tokens" in captured.err
     assert "| long_tiny | summary | lookup k=2 | 1 |" in captured.out
+    assert "- long_tiny/edit: the target has no fill-in-the-middle tokens" in captured.out  # the report's skipped list
     only_fim = tmp_path / "long_fim_only.jsonl"
     only_fim.write_text(suite.read_text().splitlines()[-1] + "\n")
     assert cli(["bench", "--target", str(tiny_target), "--suite", str(only_fim), "--no-warmup"]) == 2
