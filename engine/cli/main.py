@@ -243,6 +243,9 @@ def cmd_bench(args: argparse.Namespace) -> int:
     from ..measure import bench, bench_report
     from ..measure import suites as bench_suites
 
+    if args.list:
+        print("\n".join(bench_suites.listing()))
+        return 0
     sweep = _sweep(args.sweep) if args.sweep else [1, 2, 4, 8]
     for name in ("repeat", "limit"):
         value = getattr(args, name)
@@ -364,9 +367,13 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--target", help="target GGUF path or model id")
     b.add_argument("--draft", help="draft GGUF path or model id, 'lookup' or 'mtp'")
     b.add_argument("--pair", help="a catalog pair id")
-    b.add_argument("--suite", action="append", help="built-in suite name (chat, heldout/chat, ...) or a file (repeatable)")
-    b.add_argument("--set", choices=("tuning", "heldout", "all"), default="all",
-                   help="without --suite: the tuning suites, the held-out ones (never tuned on), or both (default)")
+    b.add_argument("--suite", action="append", help="built-in suite name (chat, heldout/chat, long_documents, ...) or a file "
+                                                    "(repeatable); --list shows them")
+    b.add_argument("--set", choices=("tuning", "heldout", "all", "long"), default="all",
+                   help="without --suite: the tuning suites, the held-out ones (never tuned on), both (default), or the "
+                        "long-prompt suites (long_*, tuning and held-out: ~1,500-2,500-token documents, repositories and "
+                        "agent histories; slow on a CPU, so not in the default set)")
+    b.add_argument("--list", action="store_true", help="list the built-in suites and exit")
     b.add_argument("--modes", help="comma list of target,fixed,auto,lookup (default: all)")
     b.add_argument("--lookahead", dest="sweep", help="k sweep for fixed mode, e.g. 1,2,4,8")
     b.add_argument("--repeat", type=int, default=3)

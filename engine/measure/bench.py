@@ -18,9 +18,10 @@ from typing import Any, Callable, Sequence
 from ..errors import Cancelled
 from ..decoding.drafting.cost_model import CostModel
 from .bench_history import BenchHistories, run_groups
+from .bench_long import by_kind
 from .bench_requests import by_request
 from .bench_pace import Estimate, estimate, record_pace, target_token_seconds  # noqa: F401 (the bench's API)
-from .suites import BenchError, BenchPrompt, Suite, fitting_prompts
+from .suites import BenchError, BenchPrompt, Suite, fitting_prompts, with_fim_tokens
 
 # -- configurations -------------------------------------------------------------------------
 @dataclass(frozen=True)
@@ -93,6 +94,9 @@ class Run:
     run_id: str | None = None  # the run of several requests this one belongs to
     request: int = 1  # its place in that run, from 1
     accepted_by: dict[str, int] = field(default_factory=dict)  # accepted draft tokens per drafter that proposed them
+    kind: str | None = None  # quote | extract | summary: a question about a document (the long-prompt suites)
+    prompt_tokens: int = 0
+    draft_sync_s: float = 0.0  # a model draft reading the prompt (inside the wall-clock)
 
 
 @dataclass
@@ -149,6 +153,7 @@ class BenchResult:
     meta: dict[str, Any]
     cost: dict[str, Any]
     by_request: list[Any] = field(default_factory=list)  # runs of several requests: bench_requests.RequestRow
+    by_kind: list[Any] = field(default_factory=list)  # the long-prompt suites: bench_long.LongRow
 
 
 ProgressCb = Callable[[int, int, str], None]
@@ -213,7 +218,8 @@ class _Plan:
             [x.k for x in steps], [x.drafted for x in steps], [x.accepted for x in steps],
             [round(x.draft_ms, 3) for x in steps], [round(x.verify_ms, 3) for x in steps],
             wall_s=st.wall_s, calibration_s=st.calibration_s, run_id=prompt.run, request=prompt.request,
-            accepted_by=dict(st.accepted_by),
+            accepted_by=dict(st.accepted_by), kind=prompt.kind, prompt_tokens=st.prompt_tokens,
+            draft_sync_s=st.draft_sync_s,
         )
 
     def compare(self, prompt: BenchPrompt, reference: Run, run: Run) -> None:
@@ -267,7 +273,11 @@ def run_bench(
         raise BenchError("the first configuration must be target alone (the reference)")
     if repeat < 1:
         raise BenchError("repeat must be >= 1")
-    work, skipped = fitting_prompts(engine, [(s, p) for s in suites for group in s.runs(limit) for p in group])
+    work, no_fim = with_fim_tokens(engine, [(s, p) for s in suites for group in s.runs(limit) for p in group], max_tokens)
+    if no_fim and not work:
+        raise BenchError(f"no prompt of these suites can run: {no_fim[0]['reason']}")
+    work, skipped = fitting_prompts(engine, work)
+    skipped = no_fim + skipped
     total = len(work) * len(configs) * repeat + (len(configs) if warmup else 0)
     histories = BenchHistories(engine)
     plan = _Plan(engine, configs, max_tokens, temperature, check_quality, total, repeat, progress, cancel, histories)
@@ -295,7 +305,7 @@ def run_bench(
     meta = _meta(engine, suites, configs, repeat=repeat, max_tokens=max_tokens, temperature=temperature,
                  t_start=t_start, seconds=seconds)
     meta["skipped"] = skipped
-    return BenchResult(runs, summarize(runs, cost), meta, cost, by_request(runs))
+    return BenchResult(runs, summarize(runs, cost), meta, cost, by_request(runs), by_kind(runs))
 
 
 def _meta(engine: Any, suites: Sequence[Suite], configs: Sequence[Config], *, repeat: int, max_tokens: int,

@@ -11,6 +11,7 @@ from pathlib import Path
 from ..decoding.drafting.cost_model import expected_tokens
 from ..decoding.drafting.lookahead import MAX_LOOKAHEAD
 from .bench import BenchResult, draft_kind, predicted_speedup
+from .bench_long import long_markdown
 from .bench_requests import requests_markdown, sources_text
 from .suites import HELDOUT, suite_set
 
@@ -66,7 +67,8 @@ def write_reports(result: BenchResult, out: str | Path) -> list[Path]:
     files.append(p)
     p = out / "results.json"
     p.write_text(json.dumps({"meta": result.meta, "cost": result.cost, "rows": [asdict(r) for r in result.rows],
-                             "by_request": [asdict(r) for r in result.by_request]}, indent=1))
+                             "by_request": [asdict(r) for r in result.by_request],
+                             "by_kind": [asdict(r) for r in result.by_kind]}, indent=1))
     files.append(p)
     p = out / "summary.md"
     p.write_text(summary_markdown(result), encoding="utf-8")
@@ -112,10 +114,12 @@ def summary_markdown(result: BenchResult) -> str:
                 f"| {r.speedup_median:.2f}x ({r.speedup_min:.2f}–{r.speedup_max:.2f}) | {r.tok_s_median:.1f} "
                 f"| {pred} | {r.acceptance_median:.0%} | {r.tokens_per_step_median:.2f} | {r.ttft_median:.2f} | {ident} |"
             )
+    lines += long_markdown(result.by_kind)
     lines += requests_markdown(result.by_request)
     lines += sources_markdown(result)
     if m.get("skipped"):
-        lines += ["", "## Skipped prompts", "", "These prompts do not fit the context and were not run:", ""]
+        lines += ["", "## Skipped prompts", "", "These prompts were not run (a prompt longer than the context, or a FIM "
+                  "prompt for a target without FIM tokens):", ""]
         lines += [f"- {x['suite']}/{x['prompt']}: {x['reason']}" for x in m["skipped"]]
     bugs = [r for r in result.runs if r.divergence_bug]
     lines += ["", "## Output quality", ""]

@@ -4,15 +4,23 @@ ones in assets/suites/heldout/ (never used to tune anything; reported apart), or
 A suite line is one request, or a *run* of several requests sent in order on one engine
 (`{"id", "requests": [...]}`): an agent's tool-call loop, one extraction after another, this
 week's report after last week's. A drafter that learns from earlier answers (suffix) carries
-what it learnt from one request of a run to the next."""
+what it learnt from one request of a run to the next.
+
+The long-prompt suites (`long_*`: documents asked about, FIM with repository context, agent
+sessions) are what users send most and where reading the prompt is most of the wait; their
+prompts run to 2,000 tokens and more, so they are slow on a CPU and stay out of the default set
+(`builtin_suites("long")` names them). A document question says its `kind` (quote, extract,
+summary) so the report can give each apart; a FIM line's `fim` parts are laid out as `/infill`
+lays them, for the engine's own target, when the benchmark starts (`with_fim_tokens`)."""
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from ..decoding.prompting.fim_layout import ExtraChunk, infill_tokens
 from ..errors import TandemError
 from ..resources import suites_dir
 
@@ -23,13 +31,27 @@ class BenchError(TandemError):
     """A benchmark that cannot run as asked (a bad suite, configuration or setting)."""
 
 
+KINDS = ("quote", "extract", "summary")  # what a question about a document asks for
+
+
+@dataclass(frozen=True)
+class FimParts:
+    """The text around an editor's cursor and the other files it sends with it."""
+
+    prefix: str
+    suffix: str
+    extra: tuple[ExtraChunk, ...] = ()
+
+
 @dataclass
 class BenchPrompt:
     id: str
-    prompt: Any  # str, or a list of chat messages
+    prompt: Any  # str, a list of chat messages, or token ids (a FIM prompt laid out for the engine)
     chat: bool = True
     run: str | None = None  # the run of several requests this one belongs to; None: a run of its own
     request: int = 1  # its place in that run, from 1
+    kind: str | None = None  # quote | extract | summary: what a question about a document asks for
+    fim: FimParts | None = None  # a fill-in-the-middle request: laid out by with_fim_tokens
 
 
 @dataclass
@@ -54,19 +76,45 @@ class Suite:
 
 
 HELDOUT = "heldout"  # assets/suites/heldout/: never used to tune anything; reported apart
+LONG = "long_"  # the long-prompt suites' names start so: not in the default set (slow on a CPU)
+SETS = ("tuning", HELDOUT, "all", "long")
+
+
+def is_long(name: str) -> bool:
+    """True for a long-prompt suite, tuning ("long_documents") or held-out ("heldout/long_fim")."""
+    return name.rsplit("/", 1)[-1].startswith(LONG)
 
 
 def builtin_suites(which: str = "all") -> list[str]:
-    """Tuning suites by name ("chat"), held-out ones as "heldout/chat"; which: tuning|heldout|all."""
+    """Tuning suites by name ("chat"), held-out ones as "heldout/chat"; which: tuning|heldout|all
+    (the default set, without the long-prompt suites) or long (those alone, tuning then held-out)."""
     tuning = sorted(p.stem for p in SUITES_DIR.glob("*.jsonl"))
     heldout = sorted(f"{HELDOUT}/{p.stem}" for p in (SUITES_DIR / HELDOUT).glob("*.jsonl"))
-    if which == "tuning":
-        return tuning
-    if which == HELDOUT:
-        return heldout
-    if which != "all":
-        raise BenchError(f"unknown suite set {which!r}: tuning, heldout or all")
-    return tuning + heldout
+    if which not in SETS:
+        raise BenchError(f"unknown suite set {which!r}: {', '.join(SETS)}")
+    if which == "long":
+        return [n for n in tuning + heldout if is_long(n)]
+    tuning, heldout = [n for n in tuning if not is_long(n)], [n for n in heldout if not is_long(n)]
+    return tuning if which == "tuning" else heldout if which == HELDOUT else tuning + heldout
+
+
+def every_builtin_suite() -> list[str]:
+    """Every built-in suite: the default set, then the long-prompt suites."""
+    return builtin_suites("all") + builtin_suites("long")
+
+
+def listing() -> list[str]:
+    """One line per built-in suite for `tandem bench --list`: name, set, prompts, and which are
+    long (not run unless asked: --set long or --suite NAME)."""
+    lines = []
+    for name in every_builtin_suite():
+        suite = load_suite(name)
+        runs = len(suite.runs())
+        size = f"{len(suite.prompts)} prompts" + (f" in {runs} runs" if suite.multi_request else "")
+        kinds = sorted({p.kind for p in suite.prompts if p.kind}, key=KINDS.index)
+        note = "long prompts, not in the default set" + (f"; kinds: {', '.join(kinds)}" if kinds else "") if is_long(name) else ""
+        lines.append(f"{name:28s} {suite_set(name):8s} {size:22s} {note}".rstrip())
+    return lines
 
 
 def suite_set(name: str) -> str:
@@ -85,7 +133,7 @@ def load_suite(name_or_path: str) -> Suite:
         p = builtin
         name = name_or_path  # "chat" or "heldout/chat"
     elif not p.exists():
-        raise BenchError(f"unknown suite {name_or_path!r}: not a file, and not one of {', '.join(builtin_suites())}")
+        raise BenchError(f"unknown suite {name_or_path!r}: not a file, and not one of {', '.join(every_builtin_suite())}")
     elif p.parent.name == HELDOUT:
         name = f"{HELDOUT}/{p.stem}"
     try:
@@ -114,23 +162,43 @@ def load_suite(name_or_path: str) -> Suite:
             prompts += run
         else:
             prompts.append(_request(obj, where, f"p{i + 1}"))
+            if any(q.id == prompts[-1].id for q in prompts[:-1]):  # the report pairs runs by id
+                raise BenchError(f"{where}: a second prompt with the id {prompts[-1].id!r}")
     if not prompts:
         raise BenchError(f"{p}: the suite has no prompts")
     return Suite(name, prompts)
 
 
 def _request(obj: Any, where: str, default_id: str) -> BenchPrompt:
-    """One request: {"prompt": text, "chat"?} or {"messages": [{role, content}, ...]}, optional "id"."""
+    """One request: {"prompt": text, "chat"?}, {"messages": [{role, content}, ...]} or
+    {"fim": {prefix, suffix, extra?}}, optional "id" and "kind" (quote, extract or summary)."""
     if not isinstance(obj, dict):
-        raise BenchError(f"{where}: a request must be an object with 'prompt' or 'messages'")
+        raise BenchError(f"{where}: a request must be an object with 'prompt', 'messages' or 'fim'")
+    kind = obj.get("kind")
+    if kind is not None and kind not in KINDS:
+        raise BenchError(f"{where}: 'kind' must be one of {', '.join(KINDS)}, got {kind!r}")
+    pid = str(obj.get("id", default_id))
     if "messages" in obj:
         msgs = obj["messages"]
         if not isinstance(msgs, list) or not all(isinstance(m, dict) and "role" in m and "content" in m for m in msgs):
             raise BenchError(f"{where}: 'messages' must be a list of {{role, content}}")
-        return BenchPrompt(str(obj.get("id", default_id)), msgs, True)
+        return BenchPrompt(pid, msgs, True, kind=kind)
     if "prompt" in obj:
-        return BenchPrompt(str(obj.get("id", default_id)), str(obj["prompt"]), bool(obj.get("chat", True)))
-    raise BenchError(f"{where}: needs 'prompt' or 'messages'")
+        return BenchPrompt(pid, str(obj["prompt"]), bool(obj.get("chat", True)), kind=kind)
+    if "fim" in obj:
+        return BenchPrompt(pid, None, False, kind=kind, fim=_fim_parts(obj["fim"], where))
+    raise BenchError(f"{where}: needs 'prompt', 'messages' or 'fim'")
+
+
+def _fim_parts(obj: Any, where: str) -> FimParts:
+    """A line's "fim" object: {"prefix", "suffix", "extra"?: [{"filename", "text"}, ...]}."""
+    if not isinstance(obj, dict) or not isinstance(obj.get("prefix"), str) or not isinstance(obj.get("suffix"), str):
+        raise BenchError(f"{where}: 'fim' must be an object with text 'prefix' and 'suffix' (and optional 'extra')")
+    extra = obj.get("extra", [])
+    if not isinstance(extra, list) or not all(
+            isinstance(e, dict) and isinstance(e.get("text"), str) and isinstance(e.get("filename", ""), str) for e in extra):
+        raise BenchError(f"{where}: 'fim.extra' must be a list of {{\"filename\", \"text\"}}")
+    return FimParts(obj["prefix"], obj["suffix"], tuple(ExtraChunk(e["text"], e.get("filename") or "tmp") for e in extra))
 
 
 def _run_of_requests(obj: dict, where: str, default_id: str) -> list[BenchPrompt]:
@@ -144,6 +212,28 @@ def _run_of_requests(obj: dict, where: str, default_id: str) -> list[BenchPrompt
         out.append(_request(r, f"{where}: request {j + 1}", ""))
         out[-1].id, out[-1].run, out[-1].request = f"{run}/{j + 1}", run, j + 1
     return out
+
+
+def with_fim_tokens(engine: Any, work: list[tuple[Suite, BenchPrompt]], max_tokens: int
+                    ) -> tuple[list[tuple[Suite, BenchPrompt]], list[dict]]:
+    """The (suite, prompt) pairs with each FIM prompt laid out as the token ids `/infill` would
+    send this engine's target for the same parts (others as they were), and the FIM prompts a
+    target without FIM tokens cannot take, as {suite, prompt, reason}."""
+    fim_tokens = getattr(engine.target, "fim_tokens", None)
+    fim = fim_tokens() if fim_tokens is not None else None
+    keep, skipped = [], []
+    for suite, prompt in work:
+        if prompt.fim is None:
+            keep.append((suite, prompt))
+        elif fim is None:
+            skipped.append({"suite": suite.name, "prompt": prompt.id,
+                            "reason": "the target has no fill-in-the-middle tokens (use a FIM model such as Qwen2.5-Coder)"})
+        else:
+            parts = prompt.fim
+            ids = infill_tokens(engine.target, fim, parts.prefix, parts.suffix, parts.extra,
+                                n_ctx=engine.n_ctx, n_predict=max_tokens)
+            keep.append((suite, replace(prompt, prompt=ids, chat=False)))
+    return keep, skipped
 
 
 def fitting_prompts(engine: Any, work: list[tuple[Suite, BenchPrompt]]) -> tuple[list[tuple[Suite, BenchPrompt]], list[dict]]:

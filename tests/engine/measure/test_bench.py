@@ -50,7 +50,7 @@ def test_user_suite_files(tmp_path):
     assert s.prompts[0].id == "a" and s.prompts[0].prompt[0]["content"] == "hi" and s.prompts[1].prompt == "x"
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"nope": 1}\n')
-    with pytest.raises(bench.BenchError, match="needs 'prompt' or 'messages'"):
+    with pytest.raises(bench.BenchError, match="needs 'prompt', 'messages' or 'fim'"):
         load_suite(str(bad))
     with pytest.raises(bench.BenchError, match="unknown suite"):
         load_suite("no_such_suite")

@@ -31,7 +31,7 @@ def test_a_suite_of_runs_loads_in_order(tmp_path):
     with pytest.raises(BenchError, match=":2: a second run with the id 'x'"):
         load_suite(str(f))
     for bad, why in (({"requests": []}, "'requests' must be a non-empty list"),
-                     ({"requests": [{"nope": 1}]}, "request 1: needs 'prompt' or 'messages'"),
+                     ({"requests": [{"nope": 1}]}, "request 1: needs 'prompt', 'messages' or 'fim'"),
                      ({"requests": ["text"]}, "request 1: a request must be an object"),
                      ([1, 2], "needs 'prompt', 'messages' or 'requests'")):
         f.write_text(json.dumps(bad) + "\n")
