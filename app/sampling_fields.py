@@ -43,11 +43,12 @@ def parse_seed(text: str) -> int | None:
     if t == "-1":
         raise FieldError("Seed -1: leave the seed empty for a random one")
     if not t.isdigit() or not t.isascii():
-        raise FieldError(f"Seed “{t[:20]}” is not a whole number: write one from 0 to {SEED_MAX}, "
+        raise FieldError(f"Seed “{t[:20]}” is not a whole number: use 0 to {SEED_MAX}, "
                          "or leave it empty for a random one")
     value = int(t)
     if value > SEED_MAX:
-        raise FieldError(f"Seed {t[:24]}… is too large: the largest is {SEED_MAX}")
+        shown = t if len(t) <= 24 else t[:24] + "…"
+        raise FieldError(f"Seed {shown} is too large: the largest is {SEED_MAX}")
     return value
 
 

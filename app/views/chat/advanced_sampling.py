@@ -52,6 +52,8 @@ class AdvancedSampling(QWidget):
         lay.addWidget(self.body)
         self.body.hide()
         self._greedy = False
+        app = QApplication.instance()
+        self._dark = bool(app) and is_dark(app)  # type: ignore[arg-type]
         for spin in (self.top_k, self.top_p, self.min_p, self.repeat_penalty):
             spin.valueChanged.connect(self._changed)
         self.seed.textChanged.connect(self._changed)
@@ -73,7 +75,8 @@ class AdvancedSampling(QWidget):
         self.reset_btn.setToolTip("Temperature, max tokens and every advanced setting back to their defaults "
                                   "(drafting and the system prompt stay)")
         self.reset_btn.clicked.connect(lambda _=False: self.reset.emit())
-        row.addWidget(self.toggle, 1)
+        row.addWidget(self.toggle)
+        row.addStretch(1)
         row.addWidget(self.reset_btn)
         return row
 
@@ -129,6 +132,11 @@ class AdvancedSampling(QWidget):
         for w in (self.top_k, self.top_p, self.min_p, self.seed):
             w.setEnabled(not greedy)
         self.greedy_note.setVisible(greedy)
+        self._show_problem()
+
+    def set_dark(self, dark: bool) -> None:
+        """The scheme changed: the problem line in its red."""
+        self._dark = dark
         self._show_problem()
 
     def values(self) -> dict[str, Any]:
@@ -199,9 +207,7 @@ class AdvancedSampling(QWidget):
         problem = self.problem()
         self.problem_label.setVisible(problem is not None)
         if problem is not None:
-            app = QApplication.instance()
-            bad = theme.palette(bool(app) and is_dark(app)).bad  # type: ignore[arg-type]
-            self.problem_label.setStyleSheet(f"color: {bad}")
+            self.problem_label.setStyleSheet(f"color: {theme.palette(self._dark).bad}")
             self.problem_label.setText(problem)
         self._summarise()
 

@@ -202,6 +202,10 @@ class ChatView(QWidget):
     def set_charts_visible(self, on: bool) -> None:
         self.settings_panel.set_charts_visible(on)
 
+    def set_dark(self, dark: bool) -> None:
+        """The main window's scheme change, for what the page colours itself."""
+        self.settings_panel.advanced.set_dark(dark)
+
     def settings(self) -> dict[str, Any]:
         """The generation settings (the main window stores them in QSettings)."""
         return self.settings_panel.values()

@@ -141,3 +141,28 @@ def test_a_bad_seed_or_stop_string_stops_send_with_one_line_and_loses_nothing(qt
     again.chat.stop_strings.setPlainText("fine")
     assert again.chat.settings_panel.problem() is None and again.chat.settings_panel.advanced.problem_label.isHidden()
     again.close()
+
+
+@pytest.mark.parametrize("theme", ["light", "dark"])
+def test_the_unfolded_section_fits_the_drawer_at_800_and_1024_px(qtbot, loaded, theme):
+    """Unfolded, greedy (its note), then sampling with a problem line: nothing cut off, no sideways scrolling."""
+    from layout_checks import problems
+
+    w = loaded
+    w.show()
+    qtbot.waitExposed(w)
+    w.set_theme(theme)
+    chat = w.chat
+    found: list[str] = []
+    for size in ((800, 600), (1024, 700)):
+        w.resize(*size)
+        if not chat.drawer_open:
+            qtbot.keyClick(chat, Qt.Key.Key_F9)
+        chat.settings_panel.advanced.set_open(True)
+        for temperature, seed in ((0.0, "7"), (0.8, "seven")):
+            chat.temperature.setValue(temperature)
+            chat.seed.setText(seed)
+            chat.sides.drawer_scroll.ensureWidgetVisible(chat.settings_panel.advanced.problem_label)
+            qtbot.wait(50)
+            found += [f"{size} t={temperature}: {p}" for p in problems(w)]
+    assert found == []
