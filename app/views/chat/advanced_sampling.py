@@ -10,13 +10,14 @@ from typing import Any
 
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (
-    QApplication, QDoubleSpinBox, QFormLayout, QHBoxLayout, QLabel, QLineEdit, QPlainTextEdit, QSpinBox, QToolButton,
+    QApplication, QDoubleSpinBox, QFormLayout, QHBoxLayout, QLineEdit, QPlainTextEdit, QSpinBox, QToolButton,
     QVBoxLayout, QWidget,
 )
 
 from ... import theme
 from ...appearance import is_dark
 from ...sampling_fields import DEFAULTS, FieldError, number, parse_seed, parse_stop, stop_text
+from ...widgets.controls.reflow import WrappingLabel
 
 GREEDY_NOTE = "Temperature 0 is greedy: it takes the likeliest token, so top-k, top-p, min-p and the seed do not apply."
 
@@ -38,13 +39,11 @@ class AdvancedSampling(QWidget):
         self.body = QWidget()
         form = QFormLayout(self.body)
         form.setContentsMargins(0, 0, 0, 0)
-        self.greedy_note = QLabel(GREEDY_NOTE)
-        self.greedy_note.setWordWrap(True)
+        self.greedy_note = WrappingLabel(GREEDY_NOTE)
         self.greedy_note.setObjectName("greedyNote")
         form.addRow(self.greedy_note)
         self._build_fields(form)
-        self.problem_label = QLabel()
-        self.problem_label.setWordWrap(True)
+        self.problem_label = WrappingLabel()
         self.problem_label.setObjectName("samplingProblem")
         self.problem_label.setTextFormat(Qt.TextFormat.PlainText)
         self.problem_label.hide()
