@@ -104,6 +104,7 @@ class AdvancedSampling(QWidget):
                                        "1.1 is mild); applies at temperature 0 too")
         self.seed = QLineEdit()
         self.seed.setPlaceholderText("random")
+        self.seed.setMinimumHeight(self.seed.sizeHint().height())  # a red frame (a problem) must not shrink it
         self.seed.setToolTip("The same seed and settings give the same answer again (empty = a new random one "
                              "each answer)")
         self.stop = QPlainTextEdit()
@@ -203,11 +204,16 @@ class AdvancedSampling(QWidget):
         self.edited.emit()
 
     def _show_problem(self) -> None:
+        """The line under the fields, and a red frame around the field it is about."""
         problem = self.problem()
+        bad = theme.palette(self._dark).bad
         self.problem_label.setVisible(problem is not None)
         if problem is not None:
-            self.problem_label.setStyleSheet(f"color: {theme.palette(self._dark).bad}")
+            self.problem_label.setStyleSheet(f"color: {bad}")
             self.problem_label.setText(problem)
+        wrong = None if problem is None else self.stop if problem.startswith("Stop") else self.seed
+        for field, kind in ((self.seed, "QLineEdit"), (self.stop, "QPlainTextEdit")):
+            field.setStyleSheet(f"{kind} {{ border: 1px solid {bad}; border-radius: 2px; }}" if field is wrong else "")
         self._summarise()
 
     def _summarise(self) -> None:
