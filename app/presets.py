@@ -1,5 +1,5 @@
-"""Named presets of the chat's generation settings and system prompt ("Report writer",
-"Code reviewer", and the user's own): one choice instead of five controls for the kinds of
+"""Named presets of the chat's sampling settings, max tokens and system prompt ("Report writer",
+"Code reviewer", and the user's own): one choice instead of a dozen controls for the kinds of
 work people come back to. Built-in ones ship here; a person's own are kept in presets.json
 in Tandem's data folder (a preset saved under a built-in's name replaces it for them)."""
 
@@ -11,7 +11,12 @@ from typing import Any
 
 from engine.paths import data_dir
 
-KEYS = ("temperature", "top_p", "max_tokens", "system")  # what a preset sets; drafting stays as it is
+from .sampling_fields import DEFAULTS
+
+# What a preset sets: the sampling (temperature, top-k, top-p, min-p, repeat penalty, stop strings,
+# seed), max tokens and the system prompt; drafting stays as it is. A setting a preset lacks (a
+# built-in's, or one saved before the setting existed) takes its default when it is chosen.
+KEYS = (*DEFAULTS, "system")
 
 BUILT_IN: dict[str, dict[str, Any]] = {
     "Report writer": {

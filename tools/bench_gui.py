@@ -199,7 +199,7 @@ class _Harness:
         chat.new_conversation()
         drafter = "none" if self.draft is None else ("lookup" if self.draft == "lookup" else "model")
         chat.apply_settings({"drafter": drafter, "lookahead": self.lookahead, "temperature": 0.0, "top_p": 1.0,
-                             "seed": -1, "max_tokens": self.max_tokens, "system": ""})
+                             "seed": None, "max_tokens": self.max_tokens, "system": ""})
         chat.prompt.setPlainText(self.prompt)
         redraws0, edits0 = getattr(chat.charts, "redraws", 0), getattr(chat.transcript, "edits", 0)
         chat.send()

@@ -1,5 +1,5 @@
 """The Chat page in parts. page.py builds the columns (layout.py) and the settings panel
-(settings_panel.py) and owns the components that act on them, each made with what it needs:
+(settings_panel.py, its folded advanced sampling in advanced_sampling.py) and owns the components that act on them, each made with what it needs:
 SidePanels (drawer.py: the drawer and the list's dock), ConversationList (conversations.py),
 Composer (composer.py: attachments, meter, drafts, export, copy), Asking (asking.py: Send,
 Edit, Regenerate, Continue) and AnswerStream (answering.py: the answer being written).

@@ -75,6 +75,8 @@ class Asking(QObject):
         if self._session.busy:
             self._notify(f"Busy: {self._session.busy}")
             return
+        if not self._settings_usable():
+            return
         content, parts = compose(text, v.attachments.items())
         fit = self._fit_to_context(self._conversation_chat() + [{"role": "user", "content": content}])
         if fit is None:  # refused before anything is stored: the typed text and the chips stay
@@ -173,7 +175,17 @@ class Asking(QObject):
         if self._session.busy:
             self._notify(f"Busy: {self._session.busy}")
             return False
-        return not self._stream.running and self._conversation() is not None
+        return not self._stream.running and self._conversation() is not None and self._settings_usable()
+
+    def _settings_usable(self) -> bool:
+        """A seed or stop string that cannot be used stops the answer before anything is stored:
+        the line saying why shows under it (unfolded) and in the status bar; the typed text stays."""
+        problem = self._settings.problem()
+        if problem is None:
+            return True
+        self._settings.show_problem()
+        self._notify(f"{problem} (generation settings, F9)")
+        return False
 
     def _last_answer(self, message_id: int) -> Message | None:
         """The conversation's last message when it is the answer `message_id`."""

@@ -56,6 +56,8 @@ class ChatView(QWidget):
             panel.drafter, panel.lookahead, panel.charts_toggle, panel.charts)
         self.temperature, self.top_p, self.seed, self.max_tokens, self.system = (
             panel.temperature, panel.top_p, panel.seed, panel.max_tokens, panel.system)
+        self.top_k, self.min_p, self.repeat_penalty, self.stop_strings = (
+            panel.top_k, panel.min_p, panel.repeat_penalty, panel.stop)
         self.composer = Composer(session, history, self.counter, self.answer_column, panel, self,
                                  conversation=lambda: self.conversation_id, answering=lambda: self.worker is not None,
                                  notify=self.message.emit, fail=self.error.emit)
@@ -80,6 +82,7 @@ class ChatView(QWidget):
         panel.lookahead.changed.connect(self.stream.set_lookahead)
         panel.edited.connect(self._settings_edited)
         panel.notice.connect(self.message)
+        panel.attention.connect(self._show_setting)
         self._connect_buttons()
         self.refresh_conversations()
         self.stream.sync_buttons()
@@ -199,6 +202,10 @@ class ChatView(QWidget):
     def set_charts_visible(self, on: bool) -> None:
         self.settings_panel.set_charts_visible(on)
 
+    def set_dark(self, dark: bool) -> None:
+        """The main window's scheme change, for what the page colours itself."""
+        self.settings_panel.advanced.set_dark(dark)
+
     def settings(self) -> dict[str, Any]:
         """The generation settings (the main window stores them in QSettings)."""
         return self.settings_panel.values()
@@ -211,6 +218,12 @@ class ChatView(QWidget):
         Send (a lookahead set and not yet used was lost on switching chats)."""
         if self.conversation_id is not None and not self._opening:
             self.asking.remember_settings(self.conversation_id, answering=False)
+
+    def _show_setting(self, widget: QWidget) -> None:
+        """A setting must be seen (why it cannot be used): the drawer opened, scrolled to it."""
+        if not self.sides.drawer_open:
+            self.sides.drawer_clicked(True)
+        self.sides.drawer_scroll.ensureWidgetVisible(widget)
 
     def _conversation_started(self, conversation_id: int) -> None:
         """Send created a conversation for its question: it is the open one, in the list."""

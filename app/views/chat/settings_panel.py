@@ -1,6 +1,7 @@
-"""The settings drawer's contents: the generation settings (lookahead, sampling, limits, the
-system prompt) above the live charts; the request they make for the next answer, and the
-dict the main window keeps between sessions."""
+"""The settings drawer's contents: the generation settings (lookahead, temperature, max tokens,
+the system prompt, and folded under them the advanced sampling: advanced_sampling.py) above
+the live charts; the request they make for the next answer, and the dict each chat, the
+presets and the main window keep."""
 
 from __future__ import annotations
 
@@ -13,8 +14,10 @@ from PySide6.QtWidgets import (
 )
 
 from ...presets import load_presets, save_preset
+from ...sampling_fields import DEFAULTS, number
 from ...widgets.charts.charts import LiveCharts
 from ...widgets.controls.lookahead_control import LookaheadControl
+from .advanced_sampling import AdvancedSampling
 
 
 class SettingsPanel(QWidget):
@@ -26,6 +29,7 @@ class SettingsPanel(QWidget):
 
     notice = Signal(str)  # "Preset saved", or why not
     edited = Signal()  # a generation setting changed (the lookahead, sampling, limits): the open chat keeps it
+    attention = Signal(QWidget)  # this must be seen (the line saying why a setting cannot be used): open the drawer
 
     def __init__(self, drafter: QComboBox, parent: QWidget | None = None):
         super().__init__(parent)
@@ -37,30 +41,32 @@ class SettingsPanel(QWidget):
         self.temperature = QDoubleSpinBox()
         self.temperature.setRange(0.0, 2.0)
         self.temperature.setSingleStep(0.1)
-        self.temperature.setToolTip("0 = greedy: speculative output is then identical to the target's own")
-        self.top_p = QDoubleSpinBox()
-        self.top_p.setRange(0.05, 1.0)
-        self.top_p.setSingleStep(0.05)
-        self.top_p.setValue(1.0)
-        self.seed = QSpinBox()
-        self.seed.setRange(-1, 2**31 - 1)
-        self.seed.setValue(-1)
-        self.seed.setSpecialValueText("random")
+        self.temperature.setToolTip("How freely the answer is sampled; 0 = greedy, and speculative output is then "
+                                    "identical to the target's own")
         self.max_tokens = QSpinBox()
         self.max_tokens.setRange(1, 32768)
-        self.max_tokens.setValue(512)
+        self.max_tokens.setValue(DEFAULTS["max_tokens"])
+        self.max_tokens.setToolTip("The answer stops after this many tokens at most")
         self.system = QPlainTextEdit()
         self.system.setPlaceholderText("System prompt (optional)")
         self.system.setMaximumHeight(70)
+        self.advanced = AdvancedSampling()
+        a = self.advanced
+        self.top_k, self.top_p, self.min_p, self.repeat_penalty, self.seed, self.stop = (
+            a.top_k, a.top_p, a.min_p, a.repeat_penalty, a.seed, a.stop)
         form.addRow(self._build_presets())  # the whole row: a label column would widen the drawer
         form.addRow(self.lookahead)
-        for label, w in (("Temperature", self.temperature), ("Top-p", self.top_p), ("Seed", self.seed),
-                         ("Max tokens", self.max_tokens), ("System", self.system)):
+        for label, w in (("Temperature", self.temperature), ("Max tokens", self.max_tokens), ("System", self.system)):
             form.addRow(label, w)
+        form.addRow(self.advanced)
         rl.addWidget(box)
         self.lookahead.changed.connect(lambda _v: self.edited.emit())
-        for spin in (self.temperature, self.top_p, self.seed, self.max_tokens):
+        for spin in (self.temperature, self.max_tokens):
             spin.valueChanged.connect(lambda _v: self.edited.emit())
+        self.temperature.valueChanged.connect(lambda t: self.advanced.set_greedy(t <= 0.0))
+        self.advanced.set_greedy(self.temperature.value() <= 0.0)
+        self.advanced.edited.connect(self.edited)
+        self.advanced.reset.connect(self.reset_sampling)
         self.charts_toggle = QCheckBox("Live charts")
         self.charts_toggle.setChecked(True)
         self.charts_toggle.setToolTip("Hidden charts cost no drawing time while an answer streams")
@@ -70,8 +76,8 @@ class SettingsPanel(QWidget):
         rl.addWidget(self.charts, 1)
 
     def _build_presets(self) -> QWidget:
-        """A preset box (choosing one sets temperature, top-p, max tokens and the system prompt)
-        and Save… (the current ones under a name)."""
+        """A preset box (choosing one sets the sampling, max tokens and the system prompt) and
+        Save… (the current ones under a name)."""
         row = QWidget()
         lay = QHBoxLayout(row)
         lay.setContentsMargins(0, 0, 0, 0)
@@ -79,7 +85,7 @@ class SettingsPanel(QWidget):
         # narrow: the drawer's width is the lookahead row's, a long preset name shows whole in the popup
         self.preset.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
         self.preset.setMinimumContentsLength(8)
-        self.preset.setToolTip("Sets temperature, top-p, max tokens and the system prompt; drafting stays as it is")
+        self.preset.setToolTip("Sets the sampling, max tokens and the system prompt; drafting stays as it is")
         self.preset.activated.connect(lambda i: self.use_preset(self.preset.itemText(i)) if i > 0 else None)
         self.save_preset_btn = QToolButton()
         self.save_preset_btn.setText("Save…")
@@ -99,7 +105,7 @@ class SettingsPanel(QWidget):
         chosen = load_presets().get(name)
         if chosen is None:
             return
-        self.apply({**self.values(), **chosen})
+        self.apply({**self.values(), **DEFAULTS, **chosen})  # a preset from before a setting existed: its default
         self.preset.setCurrentIndex(0)  # a choice, not a mode: the controls are what counts from here
         self.notice.emit(f"Preset “{name}” applied")
 
@@ -110,6 +116,11 @@ class SettingsPanel(QWidget):
                 return
         name = name.strip()
         if not name:
+            return
+        problem = self.problem()
+        if problem is not None:
+            self.notice.emit(f"Preset not saved: {problem}")
+            self.show_problem()
             return
         try:
             save_preset(name, self.values())
@@ -122,38 +133,54 @@ class SettingsPanel(QWidget):
     def system_prompt(self) -> str:
         return self.system.toPlainText()
 
+    def problem(self) -> str | None:
+        """Why no request can be made from these settings (a seed or stop string that cannot be
+        used), in one line; None when one can."""
+        return self.advanced.problem()
+
+    def show_problem(self) -> None:
+        """Unfold the advanced settings, where the line saying what is wrong shows, and ask for
+        the drawer to show it."""
+        self.advanced.show_problem()
+        self.attention.emit(self.advanced.problem_label)
+
     def request(self, prompt: Any, *, chat: bool, draft: Any) -> Any:
-        """The one engine.GenerationRequest for an answer, from these settings; its lookahead is
-        a live handle the slider and the Auto switch change mid-answer."""
+        """The one engine.GenerationRequest for an answer, from these settings (`problem()`
+        first: a TandemError otherwise); its lookahead is a live handle the slider and the Auto
+        switch change mid-answer."""
         from engine import GenerationRequest, LiveLookahead
 
-        seed = self.seed.value()
         return GenerationRequest.from_options(
             prompt, draft_model=draft, lookahead=LiveLookahead(self.lookahead.value()),
-            max_tokens=self.max_tokens.value(), temperature=self.temperature.value(), top_p=self.top_p.value(),
-            seed=None if seed < 0 else seed, chat=chat, system=self.system_prompt() or None, tag="chat",
+            max_tokens=self.max_tokens.value(), temperature=self.temperature.value(),
+            chat=chat, system=self.system_prompt() or None, tag="chat", **self.advanced.request_options(),
         )
 
     def values(self) -> dict[str, Any]:
-        """The settings as the main window stores them (QSettings, as JSON)."""
+        """The settings as each chat, a preset and the main window keep them (as JSON)."""
         return {
             "drafter": self.drafter.currentData(), "lookahead": self.lookahead.value(),
-            "temperature": self.temperature.value(), "top_p": self.top_p.value(), "seed": self.seed.value(),
+            "temperature": round(self.temperature.value(), 2), **self.advanced.values(),
             "max_tokens": self.max_tokens.value(), "system": self.system.toPlainText(),
         }
 
     def apply(self, s: dict[str, Any]) -> None:
-        """Stored settings back in the controls; what is missing takes its default."""
+        """Stored settings back in the controls; what is missing or unreadable takes its default."""
         i = self.drafter.findData(s.get("drafter", "model"))
         if i >= 0:
             self.drafter.setCurrentIndex(i)
         la = s.get("lookahead", "auto")
         self.lookahead.set_value(la if la == "auto" else int(la))
-        self.temperature.setValue(float(s.get("temperature", 0.0)))
-        self.top_p.setValue(float(s.get("top_p", 1.0)))
-        self.seed.setValue(int(s.get("seed", -1)))
-        self.max_tokens.setValue(int(s.get("max_tokens", 512)))
+        self.temperature.setValue(number(s, "temperature"))
+        self.advanced.apply(s)
+        self.max_tokens.setValue(number(s, "max_tokens", int))
         self.system.setPlainText(str(s.get("system", "")))
+
+    def reset_sampling(self) -> None:
+        """Reset: temperature, max tokens and the advanced settings to their defaults (each
+        "off"); drafting and the system prompt stay."""
+        self.apply({**self.values(), **DEFAULTS})
+        self.notice.emit("Sampling settings back to their defaults")
 
     def set_charts_visible(self, on: bool) -> None:
         """Show or hide the live charts (the checkbox, or the GUI benchmark)."""

@@ -88,9 +88,16 @@ class RaceParts:
         self.chat.setChecked(True)
         form.addRow("Drafter", self.drafter)
         form.addRow(self.lookahead)
+        # The race keeps to temperature: a fixed measurement, comparable between pairs and machines;
+        # the chat's stats line and charts show the speed under its own advanced sampling.
+        self.sampling_note = WrappingLabel("Temperature only: the chat's top-k, top-p, min-p, repeat penalty, seed and "
+                                    "stop strings are not used here, so races stay comparable.")
+        self.sampling_note.setObjectName("raceSamplingNote")
+        self.sampling_note.setToolTip("A chat's own stats line and live charts show its speed under its settings")
         form.addRow("Temperature", self.temperature)
         form.addRow("Max tokens", self.max_tokens)
         form.addRow(self.chat)
+        form.addRow(self.sampling_note)
         return box
 
     def _build_panes(self) -> QHBoxLayout:

@@ -63,14 +63,19 @@ def test_the_settings_panel_makes_the_request_and_the_stored_dict(qtbot):
     drafter.addItem("None", "none")
     panel = SettingsPanel(drafter)
     qtbot.addWidget(panel)
-    stored = {"drafter": "none", "lookahead": 3, "temperature": 0.7, "top_p": 0.9, "seed": 7, "max_tokens": 64,
-              "system": "Be brief."}
+    stored = {"drafter": "none", "lookahead": 3, "temperature": 0.7, "top_k": 40, "top_p": 0.9, "min_p": 0.05,
+              "repeat_penalty": 1.1, "stop": ["\n\n", "User:"], "seed": 7, "max_tokens": 64, "system": "Be brief."}
     panel.apply(stored)
     assert panel.values() == stored
     req = panel.request([{"role": "user", "content": "hi"}], chat=True, draft=None)
     assert (req.max_tokens, req.sampling.seed, req.sampling.temperature, req.system) == (64, 7, 0.7, "Be brief.")
+    assert (req.sampling.top_k, req.sampling.top_p, req.sampling.min_p) == (40, 0.9, 0.05)
+    assert req.stop == ("\n\n", "User:") and req.penalties.repeat == 1.1
     panel.apply({})  # what is missing takes its default
-    assert panel.values()["seed"] == -1 and panel.values()["system"] == "" and panel.values()["lookahead"] == "auto"
-    assert panel.request("x", chat=False, draft="lookup").sampling.seed is None  # -1: a random seed
+    assert panel.values()["seed"] is None and panel.values()["system"] == "" and panel.values()["lookahead"] == "auto"
+    req = panel.request("x", chat=False, draft="lookup")
+    assert req.sampling.seed is None and req.penalties is None and req.stop == ()  # each default is "off"
+    panel.apply({"seed": -1})
+    assert panel.seed.text() == "" and panel.values()["seed"] is None, "-1: how a random seed was stored before"
     panel.set_charts_visible(False)
     assert not panel.charts_toggle.isChecked() and panel.charts.isHidden()

@@ -24,27 +24,31 @@ def _chat_with(qtbot, w, text: str, **settings) -> int:
 
 
 def _controls(chat) -> tuple:
-    return (chat.temperature.value(), chat.top_p.value(), chat.max_tokens.value(), chat.system.toPlainText(),
-            chat.lookahead.value())
+    v = chat.settings()
+    return (v["temperature"], v["top_p"], v["max_tokens"], v["system"], v["lookahead"], v["top_k"], v["min_p"],
+            v["repeat_penalty"], v["stop"], v["seed"])
 
 
 def test_each_chat_keeps_its_settings_across_switches_and_a_restart(qtbot, tmp_path, monkeypatch, tiny_target):
     w = _make_window(qtbot, tmp_path, monkeypatch)
     _load(qtbot, w, tiny_target, None)
-    report = _chat_with(qtbot, w, "the value of", temperature=0.7, top_p=0.9, max_tokens=5, system="Report writer")
+    report = _chat_with(qtbot, w, "the value of", temperature=0.7, top_p=0.9, max_tokens=5, system="Report writer",
+                        top_k=40, min_p=0.05, repeat_penalty=1.15, stop=["\n\n", "Q:"], seed=2**63)
     review = _chat_with(qtbot, w, "the data of", temperature=0.0, top_p=1.0, max_tokens=3, system="Code reviewer",
                         lookahead="auto")
     chat = w.chat
-    assert _controls(chat) == (0.0, 1.0, 3, "Code reviewer", "auto")
+    reviewed = (0.0, 1.0, 3, "Code reviewer", "auto", 0, 0.0, 1.0, [], None)
+    reported = (0.7, 0.9, 5, "Report writer", 3, 40, 0.05, 1.15, ["\n\n", "Q:"], 2**63)
+    assert _controls(chat) == reviewed
     chat.open_conversation(report)
-    assert _controls(chat) == (0.7, 0.9, 5, "Report writer", 3)
+    assert _controls(chat) == reported
     chat.open_conversation(review)
-    assert _controls(chat) == (0.0, 1.0, 3, "Code reviewer", "auto")
+    assert _controls(chat) == reviewed
     w.history.close()
     w.close()
     again = _make_window(qtbot, tmp_path, monkeypatch)
     again.chat.open_conversation(report)
-    assert _controls(again.chat) == (0.7, 0.9, 5, "Report writer", 3), "kept in the history database"
+    assert _controls(again.chat) == reported, "kept in the history database"
     again.close()
 
 
@@ -57,24 +61,28 @@ def test_presets_set_the_content_settings_and_the_users_own_are_kept(qtbot, tmp_
     chat, panel = w.chat, w.chat.settings_panel
     names = [panel.preset.itemText(i) for i in range(panel.preset.count())]
     assert "Report writer" in names and "Code reviewer" in names
-    chat.apply_settings({"drafter": "lookup", "lookahead": 5, "temperature": 1.2, "max_tokens": 9, "system": ""})
+    chat.apply_settings({"drafter": "lookup", "lookahead": 5, "temperature": 1.2, "max_tokens": 9, "system": "",
+                         "top_k": 7, "stop": ["END"], "seed": 3})
     panel.preset.activated.emit(names.index("Code reviewer"))  # what choosing it in the box does
     reviewer = BUILT_IN["Code reviewer"]
     assert (chat.temperature.value(), chat.max_tokens.value(), chat.system.toPlainText()) == \
         (reviewer["temperature"], reviewer["max_tokens"], reviewer["system"])
     assert chat.lookahead.value() == 5, "a preset leaves drafting as it is"
-    chat.apply_settings({**chat.settings(), "temperature": 0.4, "max_tokens": 77, "system": "Terse memos"})
+    assert (chat.settings()["top_k"], chat.settings()["stop"], chat.settings()["seed"]) == (0, [], None), \
+        "what a preset does not name takes its default, not the chat's last value"
+    memo = {"temperature": 0.4, "max_tokens": 77, "system": "Terse memos", "top_k": 50, "top_p": 0.85,
+            "min_p": 0.1, "repeat_penalty": 1.2, "stop": ["\nUser:"], "seed": 11}
+    chat.apply_settings({**chat.settings(), **memo})
     monkeypatch.setattr(QInputDialog, "getText", lambda *a, **k: ("Memo", True))
     qtbot.mouseClick(panel.save_preset_btn, Qt.MouseButton.LeftButton)
     assert presets_file().is_file()
-    chat.apply_settings({**chat.settings(), "temperature": 0.0, "max_tokens": 5, "system": ""})
+    chat.settings_panel.reset_sampling()
+    chat.apply_settings({**chat.settings(), "system": ""})
     w.close()
     again = _make_window(qtbot, tmp_path, monkeypatch)
     box = again.chat.settings_panel.preset
-    memo = [box.itemText(i) for i in range(box.count())].index("Memo")
-    box.activated.emit(memo)
-    assert (again.chat.temperature.value(), again.chat.max_tokens.value(), again.chat.system.toPlainText()) == \
-        (0.4, 77, "Terse memos")
+    box.activated.emit([box.itemText(i) for i in range(box.count())].index("Memo"))
+    assert {k: again.chat.settings()[k] for k in memo} == memo
     again.close()
     presets_file().write_text("not json")
     assert "Report writer" in load_presets(), "a damaged file keeps the built-in ones"

@@ -114,7 +114,7 @@ def _version_label(chat) -> str:
 
 
 def _regenerate(qtbot, chat, seed: int) -> None:
-    chat.seed.setValue(seed)
+    chat.seed.setText(str(seed))
     click_anchor(qtbot, chat.transcript, f"msg:regenerate:{_answer(chat).id}")
     qtbot.waitUntil(lambda: chat.worker is None and _answer(chat).status != "generating", timeout=30000)
 

@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 from engine.decoding.sampling.grammar import GrammarState, verify_constrained
-from engine.decoding.sampling.logit_controls import RowProcessors
-from engine.decoding.sampling.sampler import Sampler, SamplingParams, verify
+from engine.decoding.sampling.logit_controls import Penalties, RowProcessors
+from engine.decoding.sampling.sampler import Dist, Sampler, SamplingParams, distribution, verify
 from engine.decoding.sampling.verifier import Verifier
 from engine.errors import NonFiniteLogits
 from engine.llamacpp.llama import Model
@@ -85,3 +85,33 @@ def test_logits_that_are_not_numbers_name_the_target():
     logits[0, 3] = np.nan
     with pytest.raises(NonFiniteLogits, match="Tiny"):
         Verifier(NAMED).verify([], [], logits, [])
+
+
+@pytest.mark.parametrize("params", [SamplingParams(temperature=0.8, top_k=5, top_p=0.9, min_p=0.05, seed=21),
+                                    SamplingParams(temperature=1.2, top_k=0, top_p=0.8, min_p=0.1, seed=22)])
+def test_the_chats_whole_sampling_set_keeps_the_targets_distribution_for_any_draft(params):
+    """What the app's chat can now ask at once (top-k, top-p, min-p and llama.cpp's repeat
+    penalty): the first token emitted, whatever the draft proposed, follows the target's
+    distribution over its penalised row; a token the filters drop never appears."""
+    from scipy import stats as sps
+
+    logits = np.log(np.array([0.22, 0.2, 0.16, 0.12, 0.1, 0.08, 0.06, 0.04, 0.02])).astype(np.float32)
+    context = [1, 1, 4]  # seen tokens: the penalty lowers 1 and 4
+    penalties = Penalties(repeat=1.3)
+    row = logits.astype(np.float64).copy()
+    penalties(row, context)
+    p = distribution(row, params)
+    support = [t for t in range(row.shape[0]) if p.prob(t) > 0]
+    assert 1 < len(support) < row.shape[0], "the filters drop some tokens and keep several"
+    n = 5000
+    for qv in (np.full(9, 1 / 9), np.array([0, 0, 0, 0, 0, 0, 0, 0.5, 0.5]), np.array([0.05, 0.6, 0, 0, 0.35, 0, 0, 0, 0])):
+        q = Dist(np.arange(9), qv)
+        v = Verifier(NAMED, params, RowProcessors.for_request(None, penalties))
+        counts = np.zeros(9)
+        for _ in range(n):
+            d = v.sampler.draw(q)
+            r, _rows_read = v.verify([d], [q], np.vstack([logits, logits]), context)
+            counts[d if r.accepted else r.token] += 1
+        assert counts[[t for t in range(9) if t not in support]].sum() == 0, (qv, counts)
+        expected = np.array([p.prob(t) for t in support]) * n
+        assert sps.chisquare(counts[support], expected).pvalue > 0.001, (qv, counts)
