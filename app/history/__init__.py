@@ -3,7 +3,7 @@ folders, messages, answer versions), markdown.py (a message as Markdown, why an 
 stopped), search.py (the full-text index and search with snippets), branches.py (edited
 questions kept as versions), settings.py (each chat's own generation settings), archive.py
 with archive_check.py (every chat out to one JSON file and back in, checked before it is
-written), readonly.py (a read-only file: a copy to work in) and repair.py (a damaged file
+written), editing.py (delete a message as shown, fork a chat at an answer), readonly.py (a read-only file: a copy to work in) and repair.py (a damaged file
 moved aside and salvaged).
 
 Plain sqlite3, no Qt. May import engine/ and the standard library; never app's other rooms

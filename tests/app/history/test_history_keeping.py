@@ -15,6 +15,7 @@ from app.history import History
 from app.history.archive import export_chats, import_chats, read_archive, write_archive
 from app.history.archive_check import ArchiveError
 from app.history.branches import choose_question, edit_question
+from app.history.editing import delete_shown, fork_at
 from app.history.settings import chat_settings, save_chat_settings
 from history_schemas import V2_SCHEMA
 
@@ -177,3 +178,48 @@ def test_search_finds_every_word_with_a_snippet_and_follows_edits_and_deletes(tm
     assert {x.title for x, _ in h.find("lovely")} == {"Budgets"}
     h.delete(d.id)
     assert h.find("lovely") == [] and h.find('"*)(') == [], "a deleted chat is gone; odd characters find nothing"
+
+
+def test_delete_removes_what_is_shown_and_renumbers_the_versions_left(tmp_path):
+    h = History(tmp_path / "h.db")
+    c = h.create("chat")
+    q1 = h.add_message(c.id, "user", "q1")
+    a1 = h.add_message(c.id, "assistant", "a1 v1")
+    for text in ("a1 v2", "a1 v3"):
+        h.new_version(a1.id)
+        h.update_message(a1.id, text, status="complete")
+    q2 = h.add_message(c.id, "user", "q2")
+    h.add_message(c.id, "assistant", "a2")
+    h.choose_version(a1.id, 2)
+    assert delete_shown(h, a1.id) == "the answer's version 2"
+    a = h.message(a1.id)
+    assert (a.content, a.version, a.versions) == ("a1 v1", 1, 2)
+    assert h.choose_version(a1.id, 2).content == "a1 v3", "the later version numbered down"
+    assert delete_shown(h, q2.id) == "the message and its answer"
+    assert [m.content for m in h.messages(c.id)] == ["q1", "a1 v3"]
+    edit_question(h, q1.id, "q1 edited", [])
+    h.add_message(c.id, "assistant", "edited answer")
+    assert delete_shown(h, q1.id) == "version 2 of the message and what followed it"
+    assert [(m.content, m.versions) for m in h.messages(c.id)] == [("q1", 1), ("a1 v3", 2)], "the branch before"
+    assert delete_shown(h, q1.id) == "the message and its answer" and h.messages(c.id) == []
+
+
+def test_fork_from_an_answer_holds_the_conversation_up_to_it_and_leaves_the_original(tmp_path):
+    h = History(tmp_path / "h.db")
+    c = h.create("Plan", system_prompt="sys")
+    h.set_folder(c.id, "Work")
+    save_chat_settings(h, c.id, SETTINGS)
+    h.add_message(c.id, "user", "q1")
+    a1 = h.add_message(c.id, "assistant", "a1 v1")
+    h.new_version(a1.id)
+    h.update_message(a1.id, "a1 v2", status="complete")
+    h.add_message(c.id, "user", "q2")
+    h.add_message(c.id, "assistant", "a2")
+    fork = fork_at(h, a1.id)
+    assert (fork.title, fork.system_prompt, fork.folder, fork.pinned) == ("Plan (fork)", "sys", "Work", False)
+    q, a = h.messages(fork.id)
+    assert (q.content, a.content, a.version, a.versions) == ("q1", "a1 v2", 2, 2)
+    assert h.choose_version(a.id, 1).content == "a1 v1" and chat_settings(h, fork.id) == SETTINGS
+    assert [m.content for m in h.messages(c.id)] == ["q1", "a1 v2", "q2", "a2"], "the original as it was"
+    with pytest.raises(KeyError):
+        fork_at(h, q.id)
