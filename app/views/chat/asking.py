@@ -159,12 +159,15 @@ class Asking(QObject):
     # -- the links under each message -------------------------------------------------------
     def act(self, action: str, message_id: int) -> None:
         """A message's link: regenerate, edit, continue, or an older or newer version."""
+        handler = {"regenerate": self.regenerate, "edit": self.edit_message, "continue": self.continue_answer,
+                   "older": lambda mid: self.show_version(mid, -1), "newer": lambda mid: self.show_version(mid, +1),
+                   }.get(action)
+        if handler is None:  # Delete and Fork: keeping.py's
+            return
         if self._stream.running or self._conversation() is None:
             self._notify("Stop the running answer first")
             return
-        {"regenerate": self.regenerate, "edit": self.edit_message, "continue": self.continue_answer,
-         "older": lambda mid: self.show_version(mid, -1), "newer": lambda mid: self.show_version(mid, +1),
-         }[action](message_id)
+        handler(message_id)
 
     def _can_generate(self) -> bool:
         if self._session.engine is None:
