@@ -147,3 +147,17 @@ def test_the_chat_export_writes_json_that_imports_again(qtbot, window, tmp_path,
     chat.import_chats(str(out))
     qtbot.waitUntil(lambda: chat.keeping.job is None, timeout=20000)
     assert "0 chats imported; 1 already here, skipped" in window.statusBar().currentMessage()
+
+
+@pytest.mark.parametrize("question, files, title", [
+    ("## Compare  the quarterly figures\n\nmore detail", "", "Compare the quarterly figures"),
+    ("```python\nprint(1)\n```\nWhy does this print 1?", "", "Why does this print 1?"),
+    ("```\nprint(1)\n```", "", "print(1)"),
+    ("> quoted line\nnext", "", "quoted line"),
+    ("", "plan.pdf", "plan.pdf"),
+    ("???", "", "???"),
+])
+def test_a_new_chat_is_titled_from_its_question_at_once(question, files, title):
+    from app.views.chat.format import chat_title
+
+    assert chat_title(question, files) == title
