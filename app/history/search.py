@@ -28,7 +28,7 @@ CREATE TRIGGER IF NOT EXISTS message_search_update AFTER UPDATE OF content ON me
     INSERT INTO message_search(rowid, content) VALUES (new.id, new.content);
 END;
 """
-SNIPPET_WORDS = 12  # words around the match in a snippet
+SNIPPET_WORDS = 8  # words around the match in a snippet (the list shows its first 30 characters or so)
 MAX_HITS = 5000  # matching messages looked at per search (a very common word in a huge history)
 
 

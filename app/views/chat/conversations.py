@@ -90,7 +90,8 @@ class ConversationList(QObject):
     def _heading(self, text: str, bold: bool = True) -> None:
         """A line in the list that is not a chat (nothing to open)."""
         item = QListWidgetItem(text)
-        item.setFlags(Qt.ItemFlag.NoItemFlags)
+        # a heading is drawn in the text's colour (enabled) but cannot be selected; a note is greyed
+        item.setFlags(Qt.ItemFlag.ItemIsEnabled if bold else Qt.ItemFlag.NoItemFlags)
         if bold:
             font = QFont(self.conv_list.font())
             font.setBold(True)
