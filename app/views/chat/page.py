@@ -244,10 +244,16 @@ class ChatView(QWidget):
         self.sides.close_floating_chats()
 
     def _reopen(self, conversation_id: int) -> None:
-        """A chat changed under the transcript (a message deleted) or was made (a fork): shown."""
+        """A chat changed under the transcript (a message deleted) or was made (a fork): shown.
+        An edit in progress of a message that is gone (or of the chat left for a fork) ends."""
         self.charts.reset()
         self.open_conversation(conversation_id)
         self.refresh_conversations()
+        editing = self.asking.editing
+        if editing is not None and editing[0] == conversation_id and \
+                all(m.id != editing[1] for m in self.history.messages(conversation_id)):
+            self.asking.cancel_edit()
+        self.asking.conversation_changed()
 
     def _conversation_deleted(self, _conversation_id: int) -> None:
         self.asking.cancel_edit()  # nothing unsent of a deleted chat is kept

@@ -132,6 +132,12 @@ def test_delete_and_fork_links_under_the_messages(qtbot, window, monkeypatch):
     assert [m.content for m in h.messages(cid)] == ["first question", "first answer", "second question"]
     assert "second answer" not in chat.transcript.toPlainText() and "Deleted the message" in \
         window.statusBar().currentMessage()
+    q2 = h.messages(cid)[2]
+    click_anchor(qtbot, chat.transcript, f"msg:edit:{q2.id}")
+    assert chat.asking.editing == (cid, q2.id)
+    click_anchor(qtbot, chat.transcript, f"msg:delete:{q2.id}")
+    assert chat.asking.editing is None, "an edit of a deleted message ends with it"
+    assert [m.content for m in h.messages(cid)] == ["first question", "first answer"]
 
 
 def test_the_chat_export_writes_json_that_imports_again(qtbot, window, tmp_path, monkeypatch):
