@@ -223,3 +223,12 @@ def test_fork_from_an_answer_holds_the_conversation_up_to_it_and_leaves_the_orig
     assert [m.content for m in h.messages(c.id)] == ["q1", "a1 v2", "q2", "a2"], "the original as it was"
     with pytest.raises(KeyError):
         fork_at(h, q.id)
+
+
+def test_the_export_lists_a_questions_attached_files(tmp_path):
+    h = History(tmp_path / "h.db")
+    c = h.create("files")
+    h.add_message(c.id, "user", "Sum it\n\nAttached file `plan.txt`:\n\n```\n10k\n```",
+                  spans=[(6, "text"), (2, "text"), (36, "file:plan.txt")])
+    (q,) = export_chats(h)["conversations"][0]["messages"]
+    assert q["attachments"] == [{"name": "plan.txt", "characters": 36}] and q["content"].endswith("```")
