@@ -198,8 +198,13 @@ class MainWindow(QMainWindow):
         sb.addPermanentWidget(self.server_switch)
 
     def _build_menus(self) -> None:
-        """File (Quit) and Help (every shortcut, collected from the window; About)."""
+        """File (export and import chats, Quit) and Help (every shortcut, collected from the window; About)."""
         file_menu = self.menuBar().addMenu("&File")
+        for label, act in (("Export this chat…", lambda: self.chat.export_conversation()),
+                           ("Export all chats…", lambda: self.chat.export_all()),
+                           ("Import chats…", lambda: self.chat.import_chats())):
+            file_menu.addAction(label, act)
+        file_menu.addSeparator()
         quit_action = QAction("Quit", self)
         # The platform's Quit keys; Ctrl+Q where the platform theme names none (a bare X server).
         typed = [k for k in QKeySequence.keyBindings(QKeySequence.StandardKey.Quit) if k[0].keyboardModifiers()]

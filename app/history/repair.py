@@ -82,12 +82,14 @@ def salvage(backup: Path, db: sqlite3.Connection) -> tuple[int, int]:
 
 def copy_conversations(src: sqlite3.Connection, db: sqlite3.Connection) -> tuple[int, int]:
     """Copy every conversation that reads cleanly from `src` (any layout since the first:
-    without answer versions, question versions or chat settings too) into `db`, under new
-    ids, with the versions and settings that hang from them; (copied, seen)."""
+    without answer versions, question versions, chat settings, pins or folders too) into `db`,
+    under new ids, with the versions, settings, pin and folder that go with them; (copied, seen)."""
     saved = 0
     src.row_factory = sqlite3.Row
     try:
-        convs = _rows(src.execute("SELECT id, title, system_prompt, created, updated FROM conversations ORDER BY id"))
+        chat_columns = {str(r[1]) for r in _rows(src.execute("PRAGMA table_info(conversations)"))}
+        filed = ", pinned, folder" if {"pinned", "folder"} <= chat_columns else ", 0, ''"
+        convs = _rows(src.execute(f"SELECT id, title, system_prompt, created, updated{filed} FROM conversations ORDER BY id"))
     except sqlite3.Error:
         return 0, 0
     has_versions = {str(r[1]) for r in _rows(src.execute("PRAGMA table_info(messages)"))} >= {"version"}
@@ -98,8 +100,8 @@ def copy_conversations(src: sqlite3.Connection, db: sqlite3.Connection) -> tuple
                                f"{'version' if has_versions else '1'} FROM messages "
                                "WHERE conversation_id=? ORDER BY id", (c["id"],)).fetchall()
             with db:
-                cur = db.execute("INSERT INTO conversations(title, system_prompt, created, updated) VALUES (?,?,?,?)",
-                                 (c["title"], c["system_prompt"], c["created"], c["updated"]))
+                cur = db.execute("INSERT INTO conversations(title, system_prompt, created, updated, pinned, folder) "
+                                 "VALUES (?,?,?,?,?,?)", tuple(c)[1:])
                 for m in msgs:
                     new = db.execute("INSERT INTO messages(conversation_id, role, content, stats, spans, status, created, "
                                      "version) VALUES (?,?,?,?,?,?,?,?)", (cur.lastrowid, *tuple(m)[1:])).lastrowid

@@ -26,8 +26,13 @@ from typing import Any, Callable, Iterator
 
 from .branches import SCHEMA as BRANCHES_SCHEMA
 from .settings import SCHEMA as SETTINGS_SCHEMA
+from .markdown import close_open_fence, message_markdown, stop_reason
 from .readonly import copy_read_only, existing_side_files, is_read_only_error, read_only_reason, remove_created
 from .repair import Damaged, is_damage, looks_like_sqlite, move_aside, salvage
+from .search import Found, add_search_index, find
+
+__all__ = ["COLUMNS", "Conversation", "Found", "History", "HistoryError", "Message", "close_open_fence",
+           "message_markdown", "stop_reason"]
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS conversations (
@@ -67,7 +72,9 @@ COLUMNS = {
     "messages": {"id", "conversation_id", "role", "content", "stats", "spans", "status", "created"},
     "answer_versions": {"message_id", "n", "content", "stats", "spans", "status", "created"},
 }
-SCHEMA_VERSION = 2  # PRAGMA user_version: 2 = answers keep their versions (answer_versions, messages.version)
+# PRAGMA user_version: 2 = answers keep their versions (answer_versions, messages.version); 3 = chats can be
+# pinned and put in a folder (conversations.pinned, .folder) and are searched through an index (search.py)
+SCHEMA_VERSION = 3
 
 
 @dataclass
@@ -90,6 +97,13 @@ class Conversation:
     system_prompt: str
     created: float
     updated: float
+    pinned: bool = False  # listed above the others
+    folder: str = ""  # the folder it is filed in ("": none)
+
+
+def _conversation(r: sqlite3.Row) -> Conversation:
+    return Conversation(r["id"], r["title"], r["system_prompt"], r["created"], r["updated"], bool(r["pinned"]),
+                        str(r["folder"] or ""))
 
 
 class HistoryError(Exception):
@@ -115,11 +129,18 @@ def _check_schema(db: sqlite3.Connection, *, created: bool = True) -> None:
 def _migrate(db: sqlite3.Connection) -> None:
     """Bring a database from an earlier version up to this one, in one transaction: a
     database from before answer versions gains `messages.version` (every answer is its own
-    version 1); nothing is dropped or rewritten, so an older Tandem still reads it."""
+    version 1), one from before pins and folders `conversations.pinned` and `.folder` (none
+    pinned, none filed); nothing is dropped or rewritten, so an older Tandem still reads it.
+    The search index (search.py) is added after, and filled once."""
     have = {str(r[1]) for r in db.execute("PRAGMA table_info(messages)")}
+    chats = {str(r[1]) for r in db.execute("PRAGMA table_info(conversations)")}
     with db:
         if "version" not in have:
             db.execute("ALTER TABLE messages ADD COLUMN version INTEGER NOT NULL DEFAULT 1")
+        if "pinned" not in chats:
+            db.execute("ALTER TABLE conversations ADD COLUMN pinned INTEGER NOT NULL DEFAULT 0")
+        if "folder" not in chats:
+            db.execute("ALTER TABLE conversations ADD COLUMN folder TEXT NOT NULL DEFAULT ''")
         if int(db.execute("PRAGMA user_version").fetchone()[0]) < SCHEMA_VERSION:
             db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
 
@@ -151,6 +172,7 @@ def _connect(path: str) -> sqlite3.Connection:
         db.commit()
         _check_schema(db)
         _migrate(db)
+        add_search_index(db)
     except BaseException:
         db.close()
         raise
@@ -168,6 +190,7 @@ class History:
         self.on_write_error: Callable[[str], None] | None = None  # the window's error display
         self.read_only = False  # the file could not be written: its chats were copied into memory
         self._db = self._open()
+        self._indexed = self._db.execute("SELECT 1 FROM sqlite_master WHERE name='message_search'").fetchone() is not None
 
     def _open(self) -> sqlite3.Connection:
         before = existing_side_files(self.path)
@@ -258,21 +281,46 @@ class History:
         return Conversation(int(cur.lastrowid), title, system_prompt, now, now)
 
     def conversations(self, search: str = "") -> list[Conversation]:
-        q = "SELECT * FROM conversations"
-        args: tuple = ()
+        """Every chat, pinned ones first, each group newest first; with `search`, the chats it
+        finds, best first (`find`)."""
         if search.strip():
-            like = f"%{search.strip()}%"
-            q += " WHERE title LIKE ? OR id IN (SELECT conversation_id FROM messages WHERE content LIKE ?)"
-            args = (like, like)
-        q += " ORDER BY updated DESC, id DESC"
+            return [c for c, _snippet in self.find(search)]
         with self._lock:
-            rows = self._read(q, args, "the conversation list")
-        return [Conversation(r["id"], r["title"], r["system_prompt"], r["created"], r["updated"]) for r in rows]
+            rows = self._read("SELECT * FROM conversations ORDER BY pinned DESC, updated DESC, id DESC", (),
+                              "the conversation list")
+        return [_conversation(r) for r in rows]
+
+    def find(self, text: str) -> list[tuple[Conversation, str]]:
+        """The chats whose title or messages hold `text`, best first, each with a snippet of
+        its best matching message ("" when its title matched)."""
+        with self._lock:
+            try:
+                found = find(self._db, text, self._indexed)
+            except sqlite3.Error as e:
+                raise HistoryError(f"cannot search the conversations in {self.path}: {e}") from e
+            rows = {r["id"]: r for r in self._read("SELECT * FROM conversations", (), "the conversation list")}
+        return [(_conversation(rows[f.conversation_id]), f.snippet) for f in found if f.conversation_id in rows]
 
     def get(self, conversation_id: int) -> Conversation | None:
         with self._lock:
             r = self._db.execute("SELECT * FROM conversations WHERE id=?", (conversation_id,)).fetchone()
-        return Conversation(r["id"], r["title"], r["system_prompt"], r["created"], r["updated"]) if r else None
+        return _conversation(r) if r else None
+
+    def set_pinned(self, conversation_id: int, pinned: bool) -> None:
+        with self._write("the pin of the conversation") as db:
+            db.execute("UPDATE conversations SET pinned=? WHERE id=?", (int(pinned), conversation_id))
+
+    def set_folder(self, conversation_id: int, folder: str) -> None:
+        """File the chat in `folder` ("" or spaces: in none)."""
+        with self._write("the conversation's folder") as db:
+            db.execute("UPDATE conversations SET folder=? WHERE id=?", (" ".join(folder.split()), conversation_id))
+
+    def folders(self) -> list[str]:
+        """The folders chats are filed in, by name."""
+        with self._lock:
+            rows = self._read("SELECT DISTINCT folder FROM conversations WHERE folder != '' ORDER BY folder COLLATE NOCASE",
+                              (), "the folders")
+        return [str(r[0]) for r in rows]
 
     def rename(self, conversation_id: int, title: str) -> None:
         with self._write("the conversation's new title") as db:
@@ -436,60 +484,3 @@ def _message(r: sqlite3.Row) -> Message:
     version = int(r["version"] or 1)
     return Message(r["id"], r["conversation_id"], r["role"], r["content"], stats if isinstance(stats, dict) else None,
                    spans, r["status"], version, max(version, int(r["n_versions"] or 0), 1))
-
-
-def stop_reason(m: Message) -> str | None:
-    """Why an answer ended early, in the words its badge and its export use (None: it ended
-    by itself). Stopping wins over the token limit: the user's act is what they remember."""
-    if m.role != "assistant":
-        return None
-    if m.status in ("stopped", "cancelled"):
-        return "stopped: the app was closed" if (m.stats or {}).get("stopped_by") == "close" else "stopped by you"
-    if m.status == "failed":
-        return "failed"
-    if m.status == "generating":
-        return "interrupted"
-    if (m.stats or {}).get("finish_reason") == "length":
-        return "stopped: max tokens"
-    return None
-
-
-def close_open_fence(text: str) -> str:
-    """`text` with a code fence left open (an answer cut mid-block) closed, so that what
-    follows it in an export is not swallowed into the code block (CommonMark fences:
-    ``` or ~~~, three or more, indented at most three spaces; the closer must be at least
-    as long as the opener and of the same character)."""
-    opener: str | None = None
-    for line in text.split("\n"):
-        stripped = line.lstrip(" ")
-        if len(line) - len(stripped) > 3:
-            continue
-        run = len(stripped) - len(stripped.lstrip(stripped[:1])) if stripped[:1] in ("`", "~") else 0
-        if run < 3:
-            continue
-        fence = stripped[:run]
-        if opener is None:
-            if fence[0] == "`" and "`" in stripped[run:]:
-                continue  # not a fence: a backtick fence's info string has no backtick
-            opener = fence
-        elif fence[0] == opener[0] and run >= len(opener) and not stripped[run:].strip():
-            opener = None
-    if opener is None:
-        return text
-    return text + ("" if text.endswith("\n") else "\n") + opener
-
-
-def message_markdown(m: Message) -> str:
-    who = {"user": "You", "assistant": "Assistant", "system": "System"}.get(m.role, m.role)
-    lines = [f"## {who}", "", close_open_fence(m.content)]
-    reason = stop_reason(m) or (m.status if m.status != "complete" else None)
-    if reason:
-        lines += ["", f"*({reason})*"]
-    if m.role == "assistant" and m.stats:
-        s = m.stats
-        parts = [f"{s.get('generated_tokens', 0)} tokens", f"{s.get('decode_tokens_per_s', 0):.1f} tok/s",
-                 f"first token {s.get('time_to_first_token_s', 0):.2f} s"]
-        if s.get("drafted"):  # an acceptance rate of nothing drafted is no figure
-            parts += [f"acceptance {s.get('acceptance_rate', 0):.0%}", f"{s.get('mean_tokens_per_step', 0):.2f} tokens/step"]
-        lines += ["", f"<sub>{' · '.join(parts)}</sub>"]
-    return "\n".join(lines)

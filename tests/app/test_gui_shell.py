@@ -353,14 +353,15 @@ def test_chat_list_context_menu_renames_exports_and_deletes(qtbot, make_window, 
     pos = chat.conv_list.visualItemRect(chat.conv_list.item(0)).center()
     chat.conversations.show_menu(pos)  # what customContextMenuRequested calls on a right-click
     menu = chat.conversations.context_menu
-    assert [a.text() for a in menu.actions() if a.text()] == ["Rename…", "Export (Markdown, Word, PDF, HTML)…", "Delete…"]
+    assert [a.text() for a in menu.actions() if a.text()] == [
+        "Rename…", "Pin to top", "Move to folder…", "Export (Markdown, Word, PDF, HTML, JSON)…", "Delete…"]
     assert chat.conversation_id == c.id, "the right-clicked chat is the one acted on"
     monkeypatch.setattr(QInputDialog, "exec", lambda d: d.setTextValue("new title") or 1)  # typed and OK
     menu.actions()[0].trigger()
     assert w.history.get(c.id).title == "new title" and chat.conv_list.item(0).text().startswith("new title\n")
     out = tmp_path / "chat.md"
     monkeypatch.setattr(QFileDialog, "getSaveFileName", lambda *a, **k: (str(out), ""))
-    menu.actions()[1].trigger()
+    next(a for a in menu.actions() if a.text().startswith("Export")).trigger()
     assert "question" in out.read_text()
     monkeypatch.setattr(QMessageBox, "question", lambda *a, **k: QMessageBox.StandardButton.Yes)
     menu.close()

@@ -2,7 +2,9 @@
 (settings_panel.py, its folded advanced sampling in advanced_sampling.py) and owns the components that act on them, each made with what it needs:
 SidePanels (drawer.py: the drawer and the list's dock), ConversationList (conversations.py),
 Composer (composer.py: attachments, meter, drafts, export, copy), Asking (asking.py: Send,
-Edit, Regenerate, Continue) and AnswerStream (answering.py: the answer being written).
+Edit, Regenerate, Continue), AnswerStream (answering.py: the answer being written) and
+ChatKeeping (keeping.py: export all, import, Delete and Fork under a message); format.py
+words the stats line and a new chat's title.
 
 May import widgets/, history, app's core modules and engine/; never another page,
 main_window or main. A new control of the chat goes in the column it shows in (layout.py),

@@ -16,16 +16,14 @@ from ...history.branches import choose_question, edit_question
 from ...chat_model import model_record
 from ...history.settings import chat_settings, save_chat_settings
 from ...session import Session
-from ...widgets.transcript.export import whole_words
 from ...widgets.attachments.attachments import Attachment, AttachmentChips, PromptEdit, compose, split_attachments
 from ...widgets.controls.live_label import LiveLabel
 from ...widgets.controls.token_meter import TokenCounter
 from ...widgets.transcript.transcript import Transcript
 from .answering import AnswerStream
-from .format import last_answer_stats
+from .format import chat_title, last_answer_stats
 from .settings_panel import SettingsPanel
 
-TITLE_CHARS = 120  # a new chat's title: its first line, elided in the list, whole in an export's name
 NO_MODEL = "No model loaded: pick one in the bar above the chat (or in Models) and Load"
 
 
@@ -113,7 +111,8 @@ class Asking(QObject):
         system = self._settings.system_prompt()
         cid = self._conversation()
         if cid is None:
-            title = whole_words((text or self._view.attachments.items()[0].name).splitlines()[0], TITLE_CHARS)
+            files = self._view.attachments.items()
+            title = chat_title(text, files[0].name if files else "")
             cid = self._history.create(title=title, system_prompt=system).id
             self.conversationStarted.emit(cid)
         else:
@@ -161,12 +160,15 @@ class Asking(QObject):
     # -- the links under each message -------------------------------------------------------
     def act(self, action: str, message_id: int) -> None:
         """A message's link: regenerate, edit, continue, or an older or newer version."""
+        handler = {"regenerate": self.regenerate, "edit": self.edit_message, "continue": self.continue_answer,
+                   "older": lambda mid: self.show_version(mid, -1), "newer": lambda mid: self.show_version(mid, +1),
+                   }.get(action)
+        if handler is None:  # Delete and Fork: keeping.py's
+            return
         if self._stream.running or self._conversation() is None:
             self._notify("Stop the running answer first")
             return
-        {"regenerate": self.regenerate, "edit": self.edit_message, "continue": self.continue_answer,
-         "older": lambda mid: self.show_version(mid, -1), "newer": lambda mid: self.show_version(mid, +1),
-         }[action](message_id)
+        handler(message_id)
 
     def _can_generate(self) -> bool:
         if self._session.engine is None:

@@ -24,8 +24,9 @@ from ...session import Session
 from ... import workers
 from ...widgets.attachments.attachments import FILE_FILTER, Attachment, compose, recount, with_file
 from ...widgets.attachments.document_reader import FileRead, ReadFiles, Reading
-from ...widgets.transcript.export import FILTERS, ExportError, answer_markdown, conversation_markdown, file_name, rich_mime, \
-    with_suffix, write_report
+from ...history.archive import write_archive
+from ...widgets.transcript.export import ARCHIVE, CHAT_FILTERS, FILTERS, ExportError, answer_markdown, \
+    conversation_markdown, file_name, rich_mime, with_suffix, write_report
 from ...widgets.attachments.section_picker import SectionPicker
 from ...widgets.controls.toast import toast
 from ...widgets.controls.token_meter import TokenCounter
@@ -243,7 +244,8 @@ class Composer(QObject):
         return next((m for m in reversed(self.history.messages(self.conversation_id)) if m.role == "assistant"), None)
 
     def export_conversation(self, path: str | None = None) -> None:
-        """The whole chat as a report (Markdown, Word, PDF or HTML, by the file's suffix)."""
+        """The whole chat as a report (Markdown, Word, PDF or HTML, by the file's suffix), or as
+        Tandem's JSON (.json: every version and setting, to import again)."""
         if self.conversation_id is None:
             self._notify("Nothing to export yet")
             return
@@ -251,7 +253,7 @@ class Composer(QObject):
         title = conv.title if conv else "conversation"
         markdown = conversation_markdown(title, self.history.messages(self.conversation_id),
                                          conv.system_prompt if conv else "")
-        self._export(markdown, title, path, "Export the conversation", file_name(title, ""))
+        self._export(markdown, title, path, "Export the conversation", file_name(title, ""), CHAT_FILTERS)
 
     def export_answer(self, path: str | None = None) -> None:
         """The last answer alone, as written: its own headings, tables and code, nothing around it."""
@@ -262,14 +264,19 @@ class Composer(QObject):
         title = self._chat_title()
         self._export(answer_markdown(last), title, path, "Export the answer", file_name(title, "") + " - answer")
 
-    def _export(self, markdown: str, title: str, path: str | None, caption: str, default: str) -> None:
+    def _export(self, markdown: str, title: str, path: str | None, caption: str, default: str,
+                filters: str = FILTERS) -> None:
         if path is None:
-            path, chosen = QFileDialog.getSaveFileName(self._page, caption, default + ".md", FILTERS)
+            path, chosen = QFileDialog.getSaveFileName(self._page, caption, default + ".md", filters)
             if not path:
                 return
             path = with_suffix(path, chosen)
         try:
-            kind = write_report(markdown, path, title)
+            if filters == CHAT_FILTERS and Path(path).suffix.lower() == ARCHIVE:
+                write_archive(self.history, path, [self.conversation_id])
+                kind = "JSON"
+            else:
+                kind = write_report(markdown, path, title)
         except OSError as e:
             self._fail(f"{path}: cannot write ({e.strerror or e})")
             return

@@ -9,7 +9,7 @@ from typing import Callable
 
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (
-    QHBoxLayout, QLabel, QLineEdit, QListWidget, QMenu, QPushButton, QToolButton, QVBoxLayout, QWidget,
+    QComboBox, QHBoxLayout, QLabel, QLineEdit, QListWidget, QMenu, QPushButton, QToolButton, QVBoxLayout, QWidget,
 )
 
 from ...session import Session
@@ -22,7 +22,8 @@ from ...widgets.transcript.transcript import Transcript
 
 
 class ConversationColumn(QWidget):
-    """Search, the chat list, New chat and More (its menu is filled by conversations.py)."""
+    """Search, the folder shown (hidden while no chat is in a folder), the chat list, New chat
+    and More (the folder box and the menu are filled by conversations.py)."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -30,6 +31,11 @@ class ConversationColumn(QWidget):
         self.search = QLineEdit()
         self.search.setPlaceholderText("Search chats (Ctrl+F)")
         self.search.setClearButtonEnabled(True)
+        self.folder = QComboBox()
+        self.folder.setToolTip("Show the chats of one folder (file a chat in one: right-click it, Move to folder)")
+        self.folder.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
+        self.folder.setMinimumContentsLength(8)
+        self.folder.hide()
         self.conv_list = QListWidget()
         self.conv_list.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
         self.conv_list.setTextElideMode(Qt.TextElideMode.ElideRight)
@@ -38,13 +44,14 @@ class ConversationColumn(QWidget):
         self.new_btn = QPushButton("New chat")
         self.new_btn.setToolTip("New chat (Ctrl+N)")
         self.more_btn = QPushButton("More")
-        self.more_btn.setToolTip("Rename, delete or export the open chat (also: right-click a chat)")
+        self.more_btn.setToolTip("Rename, pin, file, export or delete the open chat (also: right-click a chat)")
         self.more_btn.setMenu(QMenu(self.more_btn))
         for button in (self.new_btn, self.more_btn):
             button.setMinimumWidth(button.sizeHint().width())  # the list narrows, its buttons never clip
         btns.addWidget(self.new_btn, 1)
         btns.addWidget(self.more_btn)
         ll.addWidget(self.search)
+        ll.addWidget(self.folder)
         ll.addWidget(self.conv_list, 1)
         ll.addLayout(btns)
 

@@ -8,7 +8,8 @@ drawer and the conversation list's dock, floating in a narrow window), `conversa
 (conversations.py: the chat list), `composer` (composer.py: attachments, token meter,
 unsent drafts, export, copy), `asking` (asking.py: Send, Edit, Regenerate, Continue, answer
 versions), `stream` (answering.py: the answer being written, from the worker to the saved
-message) and `settings_panel` (settings_panel.py: the generation settings and live charts).
+message), `keeping` (keeping.py: export all and import, delete a message, fork a chat) and
+`settings_panel` (settings_panel.py: the generation settings and live charts).
 Opening a chat, which touches most of them, is the page's own. The columns' widgets are
 the page's attributes too (the main window and the tests reach them there).
 """
@@ -32,6 +33,7 @@ from .asking import Asking, AskView
 from .composer import Composer
 from .conversations import ConversationList
 from .drawer import SidePanels
+from .keeping import ChatKeeping
 from .format import last_answer_stats
 from .layout import AnswerColumn, ConversationColumn
 from .settings_panel import SettingsPanel
@@ -74,6 +76,11 @@ class ChatView(QWidget):
         self.conversations = ConversationList(
             history, self.conversation_column, self, current=lambda: self.conversation_id,
             busy=lambda: self.worker is not None, export=self.export_conversation, notify=self.message.emit)
+        self.keeping = ChatKeeping(history, self, busy=lambda: self.worker is not None, notify=self.message.emit,
+                                   fail=self.error.emit)
+        self.transcript.messageAction.connect(self.keeping.act)
+        self.keeping.changed.connect(self.refresh_conversations)
+        self.keeping.reopen.connect(self._reopen)
         self.conversations.chosen.connect(self._conversation_chosen)
         self.conversations.deleted.connect(self._conversation_deleted)
         self.asking.conversationStarted.connect(self._conversation_started)
@@ -100,7 +107,8 @@ class ChatView(QWidget):
                                           lambda: self.composer.measure_prompt())
         split.addWidget(self.answer_column)
         c = self.conversation_column
-        self.search, self.conv_list, self.new_btn, self.more_btn = c.search, c.conv_list, c.new_btn, c.more_btn
+        self.search, self.folder, self.conv_list, self.new_btn, self.more_btn = (
+            c.search, c.folder, c.conv_list, c.new_btn, c.more_btn)
         a = self.answer_column
         self.model_bar, self.legend, self.transcript, self.stats_label, self.prefill_label = (
             a.model_bar, a.legend, a.transcript, a.stats_label, a.prefill_label)
@@ -134,7 +142,7 @@ class ChatView(QWidget):
         self.new_btn.clicked.connect(self.new_conversation)
         self.attach_btn.clicked.connect(self.choose_attachments)  # no-argument slot: clicked(bool) is not a path
         menu = self.export_menu
-        menu.addAction("Whole conversation (Markdown, Word, PDF, HTML)…", lambda: self.export_conversation())
+        menu.addAction("Whole conversation (Markdown, Word, PDF, HTML, JSON)…", lambda: self.export_conversation())
         menu.addAction("Last answer (Markdown, Word, PDF, HTML)…", lambda: self.export_answer())
         menu.addSeparator()
         menu.addAction("Copy the answer for Word or mail", lambda: self.copy_last_answer())
@@ -248,6 +256,18 @@ class ChatView(QWidget):
         self.open_conversation(conversation_id)
         self.sides.close_floating_chats()
 
+    def _reopen(self, conversation_id: int) -> None:
+        """A chat changed under the transcript (a message deleted) or was made (a fork): shown.
+        An edit in progress of a message that is gone (or of the chat left for a fork) ends."""
+        self.charts.reset()
+        self.open_conversation(conversation_id)
+        self.refresh_conversations()
+        editing = self.asking.editing
+        if editing is not None and editing[0] == conversation_id and \
+                all(m.id != editing[1] for m in self.history.messages(conversation_id)):
+            self.asking.cancel_edit()
+        self.asking.conversation_changed()
+
     def _conversation_deleted(self, _conversation_id: int) -> None:
         self.asking.cancel_edit()  # nothing unsent of a deleted chat is kept
         self.new_conversation()
@@ -330,6 +350,12 @@ class ChatView(QWidget):
 
     def export_conversation(self, path: str | None = None) -> None:
         self.composer.export_conversation(path)
+
+    def export_all(self, path: str | None = None) -> None:
+        self.keeping.export_all(path)
+
+    def import_chats(self, path: str | None = None) -> None:
+        self.keeping.import_chats(path)
 
     def export_answer(self, path: str | None = None) -> None:
         self.composer.export_answer(path)

@@ -23,6 +23,8 @@ from ..attachments.attachments import split_attachments
 
 FORMATS = {".md": "Markdown", ".docx": "Word", ".pdf": "PDF", ".html": "HTML"}
 FILTERS = "Markdown (*.md);;Word document (*.docx);;PDF (*.pdf);;Web page (*.html)"
+ARCHIVE = ".json"  # a whole chat as Tandem's JSON, to import again (app/history/archive.py): not a report
+CHAT_FILTERS = FILTERS + ";;Tandem chat, to import again (*.json)"
 NAME_BYTES = 200  # a file name from a title (file systems allow 255 bytes; room for " - answer.docx")
 _MARKDOWN = QTextDocument.MarkdownFeature.MarkdownDialectGitHub | QTextDocument.MarkdownFeature.MarkdownNoHTML
 
@@ -221,7 +223,7 @@ def write_report(markdown: str, path: str, title: str) -> str:
 
 def with_suffix(path: str, selected_filter: str) -> str:
     """A path from the save dialog with the suffix of the chosen format when it has none."""
-    if Path(path).suffix.lower() in FORMATS or Path(path).suffix.lower() == ".htm":
+    if Path(path).suffix.lower() in (*FORMATS, ".htm", ARCHIVE):
         return path
     found = re.search(r"\*(\.\w+)", selected_filter or "")
     return path + (found.group(1) if found else ".md")

@@ -52,10 +52,12 @@ MUTED = QColor(128, 128, 128)
 
 VERSION_TIPS = {"older": "Show the previous version of this {what} ({n} of {of})",
                 "newer": "Show the next version of this {what} ({n} of {of})"}
+LINK_TIPS = {"fork": "Start a new chat holding the conversation up to this answer",
+             "delete": "Delete this message (an answer's or an edited message's shown version); asks first"}
 
 
 class Transcript(QTextBrowser):
-    messageAction = Signal(str, int)  # (edit | regenerate | continue | older | newer, message id) for the chat view
+    messageAction = Signal(str, int)  # (edit | regenerate | continue | older | newer | delete | fork, message id)
     notice = Signal(str)  # a one-line notice for the status bar ("Code copied")
     codeWrapChanged = Signal(bool)  # the context menu's "Wrap long code lines" (the window keeps it)
 
@@ -264,6 +266,9 @@ class Transcript(QTextBrowser):
             if reason in ("stopped by you", "stopped: max tokens", "interrupted") and m.content:
                 acts.append(("continue", "Continue"))
         acts += [("copy-text", "Copy as text"), ("copy-markdown", "Copy as Markdown")]
+        if m.role == "assistant" and m.status != "generating":
+            acts.append(("fork", "Fork"))
+        acts.append(("delete", "Delete"))
         block = QTextBlockFormat()
         block.setTopMargin(4)
         cursor.insertBlock(block, QTextCharFormat())
@@ -285,6 +290,7 @@ class Transcript(QTextBrowser):
             if key in VERSION_TIPS:
                 link.setToolTip(VERSION_TIPS[key].format(n=m.version + (1 if key == "newer" else -1), of=m.versions,
                                                         what="answer" if m.role == "assistant" else "message"))
+            link.setToolTip(LINK_TIPS.get(key, link.toolTip()))
             cursor.insertText(label, link)
         cursor.setCharFormat(QTextCharFormat())
 
@@ -337,7 +343,7 @@ class Transcript(QTextBrowser):
             QGuiApplication.clipboard().setText(message_text(m))
             self.notice.emit("Copied as text")
             toast(self, "Copied as text")
-        elif action in ("edit", "regenerate", "continue", "older", "newer"):
+        elif action in ("edit", "regenerate", "continue", "older", "newer", "delete", "fork"):
             self.messageAction.emit(action, message_id)
 
     # -- streaming -----------------------------------------------------------------------

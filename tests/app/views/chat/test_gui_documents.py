@@ -286,7 +286,7 @@ def test_screenshot_of_the_chips_and_the_export_menu(qtbot, window, tmp_path):  
     qtbot.waitUntil(menu.isVisible, timeout=5000)
     assert menu.grab().save(str(out / "export_menu.png"))
     assert [a.text() for a in menu.actions() if a.text()][:2] == [
-        "Whole conversation (Markdown, Word, PDF, HTML)…", "Last answer (Markdown, Word, PDF, HTML)…"]
+        "Whole conversation (Markdown, Word, PDF, HTML, JSON)…", "Last answer (Markdown, Word, PDF, HTML)…"]
     menu.hide()
 
 

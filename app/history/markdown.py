@@ -1,0 +1,66 @@
+"""A stored message as Markdown for the history's own export (`History.to_markdown`, with the
+app's chrome: who wrote it, why it stopped, its speed), and the two rules every export
+shares: why an answer ended early, and a code fence an answer left open closed."""
+
+from __future__ import annotations
+
+from typing import Any
+
+Message = Any  # store.Message (store.py imports this module, not the other way round)
+
+
+def stop_reason(m: Message) -> str | None:
+    """Why an answer ended early, in the words its badge and its export use (None: it ended
+    by itself). Stopping wins over the token limit: the user's act is what they remember."""
+    if m.role != "assistant":
+        return None
+    if m.status in ("stopped", "cancelled"):
+        return "stopped: the app was closed" if (m.stats or {}).get("stopped_by") == "close" else "stopped by you"
+    if m.status == "failed":
+        return "failed"
+    if m.status == "generating":
+        return "interrupted"
+    if (m.stats or {}).get("finish_reason") == "length":
+        return "stopped: max tokens"
+    return None
+
+
+def close_open_fence(text: str) -> str:
+    """`text` with a code fence left open (an answer cut mid-block) closed, so that what
+    follows it in an export is not swallowed into the code block (CommonMark fences:
+    ``` or ~~~, three or more, indented at most three spaces; the closer must be at least
+    as long as the opener and of the same character)."""
+    opener: str | None = None
+    for line in text.split("\n"):
+        stripped = line.lstrip(" ")
+        if len(line) - len(stripped) > 3:
+            continue
+        run = len(stripped) - len(stripped.lstrip(stripped[:1])) if stripped[:1] in ("`", "~") else 0
+        if run < 3:
+            continue
+        fence = stripped[:run]
+        if opener is None:
+            if fence[0] == "`" and "`" in stripped[run:]:
+                continue  # not a fence: a backtick fence's info string has no backtick
+            opener = fence
+        elif fence[0] == opener[0] and run >= len(opener) and not stripped[run:].strip():
+            opener = None
+    if opener is None:
+        return text
+    return text + ("" if text.endswith("\n") else "\n") + opener
+
+
+def message_markdown(m: Message) -> str:
+    who = {"user": "You", "assistant": "Assistant", "system": "System"}.get(m.role, m.role)
+    lines = [f"## {who}", "", close_open_fence(m.content)]
+    reason = stop_reason(m) or (m.status if m.status != "complete" else None)
+    if reason:
+        lines += ["", f"*({reason})*"]
+    if m.role == "assistant" and m.stats:
+        s = m.stats
+        parts = [f"{s.get('generated_tokens', 0)} tokens", f"{s.get('decode_tokens_per_s', 0):.1f} tok/s",
+                 f"first token {s.get('time_to_first_token_s', 0):.2f} s"]
+        if s.get("drafted"):  # an acceptance rate of nothing drafted is no figure
+            parts += [f"acceptance {s.get('acceptance_rate', 0):.0%}", f"{s.get('mean_tokens_per_step', 0):.2f} tokens/step"]
+        lines += ["", f"<sub>{' · '.join(parts)}</sub>"]
+    return "\n".join(lines)
