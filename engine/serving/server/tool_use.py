@@ -18,16 +18,16 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-from ..tools.auto_calls import AutoCallStream, LazyGrammar, read_auto
-from ..tools.forced_calls import ForcedCallStream, read_forced
+from ...toolcalls.auto_calls import AutoCallStream, LazyGrammar, read_auto
+from ...toolcalls.forced_calls import ForcedCallStream, read_forced
 from ...decoding.request import GenerationRequest
-from ..tools.tool_calls import ParsedAnswer, ToolCallStream, parse
-from ..tools.tool_grammar import auto_call_grammar, tool_call_grammar
+from ...toolcalls.tool_calls import ParsedAnswer, ToolCallStream, parse
+from ...toolcalls.tool_grammar import auto_call_grammar, tool_call_grammar
 from ...decoding.prompting.tool_prompt import call_format
 from ...errors import TandemError
 from .errors import ApiError
 from .schemas import ChatCompletionRequest
-from ..tools.tool_args import offered_tools
+from ...toolcalls.tool_args import offered_tools
 
 
 class ToolUse:
