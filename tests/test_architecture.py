@@ -178,7 +178,7 @@ def test_no_import_cycles():
 
 def test_each_room_says_what_it_holds_and_may_import():
     for room in ("engine.models", "engine.llamacpp", "engine.decoding", *WINGS, "engine.measure",
-                 "engine.serving", "engine.toolcalls", "engine.cli", "app", "app.history", "app.downloads",
+                 "engine.serving", "engine.toolcalls", "engine.tooluse", "engine.cli", "app", "app.history", "app.downloads",
                  "app.widgets", *APP_WIDGET_FAMILIES, "app.views", "app.views.chat", "app.views.race", "tools"):
         init = ROOT / room.replace(".", "/") / "__init__.py"
         doc = ast.get_docstring(ast.parse(init.read_text(encoding="utf-8"))) or ""
