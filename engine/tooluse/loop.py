@@ -27,6 +27,9 @@ from .results import Bounds, ToolResult, cut_text
 from .toolset import Allowance, ToolSet
 
 MAX_STEPS = 8
+AGENT_SYSTEM = ("You are a helpful assistant. Call a tool when you need data; when a tool result is given, "
+                "answer the user's question from it in plain language.")
+REPEATED = "this exact call was already made and its result is above: answer the user from it now"
 
 
 @dataclass(frozen=True)
@@ -106,8 +109,10 @@ class ToolLoop:
         result = LoopResult("", messages=_messages(request))
         template = getattr(getattr(self.engine, "target", None), "chat_template", None)
         vocab = _vocab(self.engine)
+        made: dict[tuple[str, str], ToolCallRecord] = {}
+        repeated = False
         for step in range(self.max_steps + 1):
-            last = step == self.max_steps
+            last = step == self.max_steps or repeated
             defs = [] if last else self.tools.definitions
             reading = CallReading(defs, self.choice if step == 0 else "auto", template=template, vocab=vocab) \
                 if defs else None
@@ -130,13 +135,20 @@ class ToolLoop:
                 break
             result.messages.append({"role": "assistant", "content": answer.content,
                                     "tool_calls": [c.as_openai() for c in answer.calls]})
+            repeated = True
             for call in answer.calls:
-                record = self._run_call(call)
+                key = (call.name, _canonical(call.arguments))
+                record = made.get(key)
+                if record is None or not record.allowed:
+                    repeated = False
+                    record = made[key] = self._run_call(call)
+                else:
+                    record = ToolCallRecord(call.name, record.arguments, f"error: {REPEATED}", True, True, record.server)
                 result.calls.append(record)
                 result.messages.append({"role": "tool", "tool_call_id": call.id, "name": call.name,
                                         "content": record.result})
                 yield CallEvent(record)
-            result.step_limit_reached = step + 1 == self.max_steps
+            result.step_limit_reached = step + 1 == self.max_steps and not repeated
         yield LoopDone(result)
 
     def _run_call(self, call: ToolCall) -> ToolCallRecord:
@@ -161,8 +173,16 @@ class ToolLoop:
         return ToolCallRecord(call.name, args, text, res.is_error, True, tool.server, res.seconds)
 
 
+def _canonical(arguments: str) -> str:
+    try:
+        return json.dumps(json.loads(arguments), sort_keys=True)
+    except ValueError:
+        return arguments
+
+
 def _messages(request: GenerationRequest) -> list[dict[str, Any]]:
-    """The conversation a request starts: its system prompt and its question (or its messages)."""
+    """The conversation a request starts: its system prompt (or the agent's) and its question
+    (or its messages)."""
     prompt = request.prompt
     if isinstance(prompt, str):
         msgs = [{"role": "user", "content": prompt}]
@@ -172,8 +192,8 @@ def _messages(request: GenerationRequest) -> list[dict[str, Any]]:
         from ..errors import TandemError
 
         raise TandemError("the tool loop needs a question or chat messages, not token ids")
-    if request.system and not any(m.get("role") == "system" for m in msgs):
-        msgs.insert(0, {"role": "system", "content": request.system})
+    if not any(m.get("role") == "system" for m in msgs):
+        msgs.insert(0, {"role": "system", "content": request.system or AGENT_SYSTEM})
     return msgs
 
 
