@@ -1,10 +1,11 @@
 """One answer's tool calls under a tool choice: the grammar the request needs, and the reading.
 
-`choice` is "auto" (calls are free; a lazy grammar, when a vocabulary is given, makes a call
-the model begins well-formed from its start: auto_calls.py), "required" (the answer is a call
-of one of the functions: tool_grammar.py) or a function's name (a call of that function). The
-grammar goes to the verifier like any other, so a draft that breaks it is rejected and the
-output stays the target's.
+`forced` is None for "auto" (calls are free; a lazy grammar, when a vocabulary is given, makes a
+call the model begins well-formed from its start: auto_calls.py), "" for "required" (the answer
+is a call of one of the functions: tool_grammar.py) or a function's name (a call of that
+function). The grammar goes to the verifier like any other, so a draft that breaks it is
+rejected and the output stays the target's. The server's `tool_use.ToolUse` and the tool loop
+both read answers through it.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from .tool_grammar import auto_call_grammar, tool_call_grammar
 class CallReading:
     """The tools one answer is offered and how its calls are read."""
 
-    def __init__(self, tools: Sequence[Mapping[str, Any]], choice: str = "auto", *, template: str | None = None,
+    def __init__(self, tools: Sequence[Mapping[str, Any]], forced: str | None = None, *, template: str | None = None,
                  vocab: Any = None, parallel: bool = True):
         """`template`: the target's chat template (the form a forced call is written in);
         `vocab`: its vocabulary (a llama.cpp Model) for the auto grammar, or None for none."""
@@ -32,7 +33,7 @@ class CallReading:
         self.offered = offered_tools(self.tools)
         self.grammar: str | None = None
         self.auto: LazyGrammar | None = None
-        if choice == "auto":
+        if forced is None:
             if self.tools and vocab is not None:
                 try:
                     grammar, triggers = auto_call_grammar(self.tools, parallel=parallel)
@@ -40,7 +41,7 @@ class CallReading:
                 except TandemError:  # a schema no grammar expresses: its calls are read when complete
                     self.auto = None
         else:
-            self.grammar = tool_call_grammar(self.tools, name=None if choice == "required" else choice,
+            self.grammar = tool_call_grammar(self.tools, name=forced or None,
                                              call_format=call_format(template), parallel=parallel)
 
     @property

@@ -114,8 +114,8 @@ class ToolLoop:
         for step in range(self.max_steps + 1):
             last = step == self.max_steps or repeated
             defs = [] if last else self.tools.definitions
-            reading = CallReading(defs, self.choice if step == 0 else "auto", template=template, vocab=vocab) \
-                if defs else None
+            forced = _forced(self.choice) if step == 0 else None
+            reading = CallReading(defs, forced, template=template, vocab=vocab) if defs else None
             tokens = self.engine.tokens_for(result.messages, chat=True, tools=defs or None, limit=self.engine.n_ctx,
                                             parse_special=request.parse_special)
             step_req = request.with_(prompt=tokens, chat=False, system=None)
@@ -171,6 +171,11 @@ class ToolLoop:
             res = ToolResult(res.text, res.is_error, res.seconds or time.monotonic() - began)
         text = cut_text(res.for_model(), self.bounds.result, self.count)
         return ToolCallRecord(call.name, args, text, res.is_error, True, tool.server, res.seconds)
+
+
+def _forced(choice: str) -> str | None:
+    """A tool choice as CallReading takes it: None (auto), "" (required) or a tool's name."""
+    return None if choice == "auto" else "" if choice == "required" else choice
 
 
 def _canonical(arguments: str) -> str:
