@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 import tempfile
 import time
@@ -52,8 +53,14 @@ def _run_one(loop: Any, q: dict[str, Any], args: argparse.Namespace) -> dict[str
              for k, d in zip(kinds, result.steps)]
     return {"id": q["id"], "set": q["set"], "seconds": round(time.perf_counter() - began, 2),
             "call_right": bool(first and first.name == q["tool"] and first.arguments == q["arguments"]),
-            "answer_right": all(s.lower() in result.text.lower() for s in q["answer_has"]),
+            "answer_right": _holds(result.text, q["answer_has"]),
             "calls": [(c.name, c.arguments) for c in result.calls], "text": result.text, "steps": steps}
+
+
+def _holds(text: str, wanted: list[str]) -> bool:
+    """Whether the answer holds each wanted piece (case aside, a number's thousands separators aside)."""
+    plain = re.sub(r"(?<=\d)[,\u202f ](?=\d{3}\b)", "", text).lower()
+    return all(w.lower() in plain for w in wanted)
 
 
 def _table(rows: list[dict[str, Any]]) -> str:

@@ -29,3 +29,10 @@ def test_the_table_sums_steps_by_kind_and_source():
     table = _table(rows)
     assert "| tuning | call | 1 | 30 | 20 | 12 | suffix:request 12 |" in table
     assert "| tuning | answer | 1 | 40 | 30 | 25 | lookup 20, model 5 |" in table
+
+
+def test_an_answer_holds_a_number_written_with_thousands_separators():
+    from tools.tool_loop_bench import _holds
+
+    assert _holds("The invoice is for 12,840.50 EUR and unpaid.", ["12840"])
+    assert not _holds("The invoice is unpaid.", ["12840"])
