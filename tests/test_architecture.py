@@ -3,7 +3,8 @@
 Floors (low to high): engine's helpers (errors, paths, units, resources) < engine.models |
 engine.documents (side by side) <
 engine.llamacpp (the only room that imports llama_cpp) < decoding's wings < decoding's top <
-engine.serving.tools < engine.measure | engine.serving (side by side, neither imports the other) <
+engine.toolcalls (calls models write: read, forced, checked) < engine.tooluse (MCP servers and the tool
+loop) < engine.measure | engine.serving (side by side, neither imports the other) <
 engine (the public API) < engine.cli < app/, where history < the core modules (workers, theme,
 replay, ...) < downloads < session < widgets < views < main_window < main. The widgets' families:
 controls < charts | attachments (side by side) < transcript < panels; the pages (views.chat,
@@ -65,7 +66,8 @@ ROOMS = {  # room -> floor; a module lives in the longest room its name starts w
     "engine.decoding.prompting": 30,
     "engine.decoding.drafting": 31,
     "engine.decoding": 35,
-    "engine.serving.tools": 40,
+    "engine.toolcalls": 40,
+    "engine.tooluse": 45,
     "engine.measure": 50,
     "engine.serving": 50,
     "engine.cli": 70,
@@ -176,7 +178,7 @@ def test_no_import_cycles():
 
 def test_each_room_says_what_it_holds_and_may_import():
     for room in ("engine.models", "engine.llamacpp", "engine.decoding", *WINGS, "engine.measure",
-                 "engine.serving", "engine.serving.tools", "engine.cli", "app", "app.history", "app.downloads",
+                 "engine.serving", "engine.toolcalls", "engine.tooluse", "engine.cli", "app", "app.history", "app.downloads",
                  "app.widgets", *APP_WIDGET_FAMILIES, "app.views", "app.views.chat", "app.views.race", "tools"):
         init = ROOT / room.replace(".", "/") / "__init__.py"
         doc = ast.get_docstring(ast.parse(init.read_text(encoding="utf-8"))) or ""
@@ -282,8 +284,8 @@ def test_the_checks_catch_a_cycle_an_upward_import_and_llama_cpp_outside(tmp_pat
     assert _room("engine.llamacpp.llama")[1] < _room("engine.decoding.sampling.sampler")[1]
     assert _room("engine.decoding.sampling.sampler")[1] < _room("engine.decoding.drafting.drafters")[1]
     assert _room("engine.decoding.drafting.drafters")[1] < _room("engine.decoding.decoder")[1]
-    assert _room("engine.decoding.decoder")[1] < _room("engine.serving.tools.tool_calls")[1]
-    assert _room("engine.serving.tools.tool_calls")[1] < _room("engine.serving.server.app")[1]
+    assert _room("engine.decoding.decoder")[1] < _room("engine.toolcalls.tool_calls")[1]
+    assert _room("engine.toolcalls.tool_calls")[1] < _room("engine.tooluse.loop")[1] < _room("engine.serving.server.app")[1]
     assert _room("app.history.store")[1] < _room("app.workers")[1] < _room("app.downloads.job")[1] \
         < _room("app.session")[1] < _room("app.widgets.controls.toast")[1] < _room("app.widgets.transcript.transcript")[1] \
         < _room("app.widgets.panels.race_pane")[1] < _room("app.views.chat.page")[1] < _room("app.main_window")[1]
@@ -295,8 +297,10 @@ def test_the_checks_catch_a_cycle_an_upward_import_and_llama_cpp_outside(tmp_pat
                      ("engine.decoding.sampling.sampler", "engine.decoding.drafting.drafters"),  # wing order
                      ("engine.decoding.drafting.drafters", "engine.decoding.prompting.chat"),  # side by side
                      ("engine.decoding.prompting.chat", "engine.decoding.request"),  # a wing to the top
-                     ("engine.serving.tools.tool_calls", "engine.serving.server.app"),
-                     ("engine.measure.bench", "engine.serving.tools.tool_calls"),
+                     ("engine.toolcalls.tool_calls", "engine.serving.server.app"),
+                     ("engine.toolcalls.tool_calls", "engine.tooluse.loop"),  # the reader below the loop
+                     ("engine.tooluse.loop", "engine.serving.server.app"),
+                     ("engine.measure.bench", "engine.serving.server.app"),  # side by side
                      ("app.history.store", "app.workers"),  # history stands below app's core
                      ("app.widgets.controls.toast", "app.widgets.transcript.transcript"),  # a family upward
                      ("app.widgets.charts.charts", "app.widgets.attachments.attachments"),  # families side by side

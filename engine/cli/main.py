@@ -82,6 +82,11 @@ def cmd_generate(args: argparse.Namespace) -> int:
 
     prompt = _validated_inputs(args)  # before loading anything: a bad prompt costs no model load
     target, draft = resolve_pair(args)
+    if args.mcp:  # the tool loop: servers first (a bad one costs no model load), then the model
+        from .tooluse import generate_with_tools
+
+        return generate_with_tools(args, _request(args, prompt, draft), lambda: _engine(target, args),
+                                   _install_sigint, _stats_line)
     eng = _engine(target, args)
     request = _request(args, prompt, draft)
     colour = sys.stdout.isatty() and not args.no_colour and not args.json
@@ -153,6 +158,10 @@ def _validated_inputs(args: argparse.Namespace) -> str:
     from .constraint import constraint_grammar
 
     args.grammar = constraint_grammar(args)
+    if hasattr(args, "mcp"):  # generate's tool flags (race has none)
+        from .tooluse import check_tool_flags
+
+        check_tool_flags(args)
     return prompt
 
 
@@ -357,6 +366,9 @@ def build_parser() -> argparse.ArgumentParser:
     g = sub.add_parser("generate", help="generate text, streaming, with an optional draft")
     _add_gen_options(g)
     g.add_argument("--no-colour", "--no-color", action="store_true")
+    from . import tooluse as cli_tooluse  # --mcp: the tool loop; `tandem tools`
+
+    cli_tooluse.add_tool_options(g)
     g.set_defaults(func=cmd_generate)
 
     r = sub.add_parser("race", help="target alone vs speculative, same prompt and settings")
@@ -411,6 +423,7 @@ def build_parser() -> argparse.ArgumentParser:
     from . import optimize as cli_optimize
 
     cli_optimize.register(sub)
+    cli_tooluse.register(sub)
     from . import demo as cli_demo
 
     cli_demo.register(sub, r)

@@ -28,7 +28,7 @@ from ...decoding.queue import GenerationQueue, Job, QueueFull
 from ...decoding.request import GenerationRequest
 from ...errors import PromptTooLong, TandemError
 from ...llamacpp.rpc_backend import RpcError
-from ..tools.tool_calls import ParsedAnswer, ToolCall
+from ...toolcalls.tool_calls import ParsedAnswer, ToolCall
 from .bridge import Generation, GenerationFailed
 from .config import ServedModel, ServerConfig, model_not_found
 from .errors import ApiError, engine_error, failure

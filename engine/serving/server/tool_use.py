@@ -18,16 +18,14 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-from ..tools.auto_calls import AutoCallStream, LazyGrammar, read_auto
-from ..tools.forced_calls import ForcedCallStream, read_forced
+from ...toolcalls.auto_calls import AutoCallStream, read_auto
+from ...toolcalls.forced_calls import ForcedCallStream, read_forced
 from ...decoding.request import GenerationRequest
-from ..tools.tool_calls import ParsedAnswer, ToolCallStream, parse
-from ..tools.tool_grammar import auto_call_grammar, tool_call_grammar
-from ...decoding.prompting.tool_prompt import call_format
+from ...toolcalls.tool_calls import ParsedAnswer, ToolCallStream, parse
+from ...toolcalls.reading import CallReading
 from ...errors import TandemError
 from .errors import ApiError
 from .schemas import ChatCompletionRequest
-from ..tools.tool_args import offered_tools
 
 
 class ToolUse:
@@ -37,23 +35,12 @@ class ToolUse:
         """`vocab`: the target's vocabulary (a llama.cpp Model), which the auto grammar reads
         tokens with; None: no auto grammar."""
         self.tools = req.offered_tools()
-        self.offered = offered_tools(self.tools or [])
-        self.grammar: str | None = None
-        self.auto: LazyGrammar | None = None
-        forced = req.forced_tool if self.tools else None
-        if forced is None:
-            if self.tools and vocab is not None:
-                try:
-                    grammar, triggers = auto_call_grammar(self.tools, parallel=req.parallel_tool_calls is not False)
-                    self.auto = LazyGrammar(vocab, grammar, triggers)
-                except TandemError:  # a schema no grammar expresses: its calls are read when complete
-                    self.auto = None
-            return
-        try:
-            self.grammar = tool_call_grammar(self.tools, name=forced or None, call_format=call_format(template),
-                                             parallel=req.parallel_tool_calls is not False)
+        try:  # the grammar (forced or auto) is built as the tool loop builds it: engine.toolcalls.reading
+            reading = CallReading(self.tools or [], req.forced_tool if self.tools else None, template=template,
+                                  vocab=vocab if self.tools else None, parallel=req.parallel_tool_calls is not False)
         except TandemError as e:
             raise ApiError(400, str(e), param="tools", code="invalid_value")
+        self.offered, self.grammar, self.auto = reading.offered, reading.grammar, reading.auto
 
     @property
     def active(self) -> bool:

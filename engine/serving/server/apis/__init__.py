@@ -10,6 +10,6 @@ translated onto the chat request share: the body reader and validation.
 Each reads its own body, turns it into the core's request, and writes the core's neutral
 events in its own wire form and errors. A new API is a new module here, with its router
 added in `..app`. May import the server's top modules (answer, wire, schemas, errors,
-config, doors, ...), engine.serving.tools, engine.decoding and the top-level helpers;
+config, doors, ...), engine.toolcalls, engine.decoding and the top-level helpers;
 nothing in the server's top modules imports from here.
 """

@@ -7,7 +7,7 @@ import time
 from typing import Any, Callable
 
 from ....decoding.events import TokenEvent
-from ...tools.tool_calls import ToolCall
+from ....toolcalls.tool_calls import ToolCall
 from ..wire import Outcome, finish_reason, provenance_items, timings, usage_of
 
 

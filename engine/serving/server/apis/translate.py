@@ -17,7 +17,7 @@ from typing import Any
 from fastapi import Request
 from pydantic import BaseModel, ValidationError
 
-from ...tools.tool_calls import ToolCall
+from ....toolcalls.tool_calls import ToolCall
 from ....decoding.events import TokenEvent
 from ..doors import json_body
 from ..errors import ApiError, validation_message

@@ -15,8 +15,8 @@ import json
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from engine.serving.tools.tool_args import offered_tools
-from engine.serving.tools.tool_calls import ToolCallStream, parse
+from engine.toolcalls.tool_args import offered_tools
+from engine.toolcalls.tool_calls import ToolCallStream, parse
 
 TOOLS = [
     {"type": "function", "function": {"name": "special_function", "description": "I'm special", "parameters": {

@@ -9,7 +9,7 @@ import json
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from engine.serving.tools.forced_calls import ForcedCallStream, json_end, read_forced, scan
+from engine.toolcalls.forced_calls import ForcedCallStream, json_end, read_forced, scan
 
 HERMES = ('<tool_call>\n{"name": "get_weather", "arguments": {"city": "Pa}r\\"is", "days": [1, {"x": "]"}]}}\n'
           '</tool_call>\n<tool_call>\n{"name": "lookup", "arguments": {}}\n</tool_call>')

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-from ...decoding.sampling.lazy_grammar import LazyGrammarState
+from ..decoding.sampling.lazy_grammar import LazyGrammarState
 from .forced_calls import ForcedCallStream, read_forced
 from .tool_calls import OfferedTools, ParsedAnswer, ToolCall, ToolCallStream, parse
 

@@ -12,9 +12,9 @@ from hypothesis import given, settings, strategies as st
 
 from engine.decoding.prompting.chat import CHATML, render
 from engine.decoding.prompting.tool_prompt import call_format, takes_tools
-from engine.serving.tools.tool_args import offered_tools
-from engine.serving.tools.tool_calls import ToolCallStream, parse
-from engine.serving.tools.tool_grammar import tool_call_grammar
+from engine.toolcalls.tool_args import offered_tools
+from engine.toolcalls.tool_calls import ToolCallStream, parse
+from engine.toolcalls.tool_grammar import tool_call_grammar
 
 NAMES = ["get_weather", "lookup"]
 TOOLS = [

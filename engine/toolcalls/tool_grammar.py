@@ -15,7 +15,7 @@ import json
 import re
 from typing import Any, Mapping, Sequence
 
-from ...errors import TandemError
+from ..errors import TandemError
 
 
 def _function(tool: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -33,7 +33,7 @@ def _call_schema(fn: Mapping[str, Any]) -> dict[str, Any]:
 
 def _call_rule(fns: list[Mapping[str, Any]]) -> tuple[Any, str]:
     """The converter holding the rules of one call of `fns`, and the call rule's name."""
-    from ...llamacpp.schema_grammar import CheckedConverter
+    from ..llamacpp.schema_grammar import CheckedConverter
 
     schemas = [_call_schema(f) for f in fns]
     schema: dict[str, Any] = schemas[0] if len(schemas) == 1 else {"oneOf": schemas}
@@ -60,7 +60,7 @@ def auto_call_grammar(tools: Sequence[Mapping[str, Any]], *, parallel: bool = Tr
     start, naming the function), then that call well-formed in the form it began (more calls
     after it with `parallel`), then the end of the answer. The root's lead is the text of the
     token that holds the call's start before it (see lazy_grammar.py)."""
-    from ...llamacpp.schema_grammar import SchemaUnsupported, check_finishes  # loads libllama
+    from ..llamacpp.schema_grammar import SchemaUnsupported, check_finishes  # loads libllama
 
     fns = [_function(t) for t in tools]
     if not fns:
@@ -89,7 +89,7 @@ def tool_call_grammar(tools: Sequence[Mapping[str, Any]], *, name: str | None = 
     """GBNF (root rule `root`) for one tool call (or several, `parallel`) of the offered
     functions, or only of `name`. `call_format`: 'hermes' wraps each call in
     `<tool_call>` tags; 'json' writes bare call objects (one per line)."""
-    from ...llamacpp.schema_grammar import SchemaUnsupported, check_finishes  # loads libllama
+    from ..llamacpp.schema_grammar import SchemaUnsupported, check_finishes  # loads libllama
 
     fns = [_function(t) for t in tools]
     if name is not None:

@@ -1,0 +1,209 @@
+"""The tool loop: offer the MCP tools, generate, read the calls, run the allowed ones, append
+their results, and again, until the model answers in prose or the step limit.
+
+Each step is an ordinary generation of the engine (`Engine.stream`) with the request's own
+draft and sampling: the calls are read with the server's readers (engine.toolcalls), the auto
+grammar or a forced call's grammar goes to the verifier, so the output is the target's under
+any draft; the tool results are part of the next prompt, which prompt lookup and the suffix
+drafter draft from. A call of a tool that is not allowed is not run: the model gets an error
+result saying so, and the caller a record with `allowed` False. At the step limit the last
+step offers no tools, so the model answers with what it has.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, field
+from typing import Any, Iterator, Sequence
+
+from ..decoding.cancel import CancelToken
+from ..decoding.events import DoneEvent, Event
+from ..decoding.request import GenerationRequest
+from ..toolcalls.reading import CallReading
+from ..toolcalls.tool_calls import ToolCall
+from .hub import CALL_TIMEOUT_S, McpHub
+from .results import Bounds, ToolResult, cut_text
+from .toolset import Allowance, ToolSet
+
+MAX_STEPS = 8
+AGENT_SYSTEM = ("You are a helpful assistant. Call a tool when you need data; when a tool result is given, "
+                "answer the user's question from it in plain language.")
+REPEATED = "this exact call was already made and its result is above: answer the user from it now"
+
+
+@dataclass(frozen=True)
+class ToolCallRecord:
+    """One call the model made and what became of it (`allowed` False: refused, not run)."""
+
+    name: str
+    arguments: Any
+    result: str
+    is_error: bool = False
+    allowed: bool = True
+    server: str | None = None
+    seconds: float = 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "arguments": self.arguments, "result": self.result, "error": self.is_error,
+                "allowed": self.allowed, "server": self.server, "seconds": round(self.seconds, 3)}
+
+
+@dataclass
+class LoopResult:
+    """The loop's end: the answer, the calls in order, the conversation, each step's stats."""
+
+    text: str
+    calls: list[ToolCallRecord] = field(default_factory=list)
+    messages: list[dict[str, Any]] = field(default_factory=list)
+    steps: list[DoneEvent] = field(default_factory=list)
+    step_limit_reached: bool = False
+    cancelled: bool = False
+
+
+@dataclass(frozen=True)
+class CallEvent:
+    """A call has run (or was refused): the loop yields it between the engine's events."""
+
+    record: ToolCallRecord
+    kind: str = "tool_call"
+
+
+@dataclass(frozen=True)
+class LoopDone:
+    result: LoopResult
+    kind: str = "loop_done"
+
+
+def _vocab(engine: Any) -> Any:
+    """The llama.cpp vocabulary the auto grammar reads tokens with (None: calls read when complete)."""
+    from ..llamacpp.llama import Model
+
+    for m in (getattr(engine, "target", None), getattr(getattr(engine, "target", None), "_vocab", None)):
+        if isinstance(m, Model):
+            return m
+    return None
+
+
+class ToolLoop:
+    """One engine, the running MCP servers, and which of their tools may run."""
+
+    def __init__(self, engine: Any, hub: McpHub, allowance: Allowance, *, choice: str = "auto",
+                 max_steps: int = MAX_STEPS, call_timeout: float = CALL_TIMEOUT_S, bounds: Bounds | None = None):
+        """`choice`: the first step's tool choice ("auto", "required" or a tool's name; later
+        steps are "auto"), `max_steps`: generations that may call tools before the last one."""
+        self.engine, self.hub, self.allowance = engine, hub, allowance
+        self.choice, self.max_steps, self.call_timeout = choice, max(1, max_steps), call_timeout
+        self.bounds = bounds or Bounds.for_context(engine.n_ctx)
+        self.tools = ToolSet(hub.tools, self.bounds, self.count)
+        self.tools.check(allowance)
+        if choice not in ("auto", "required") and self.tools.tool(choice) is None:
+            raise _unknown_choice(choice, self.tools)
+
+    def count(self, text: str) -> int:
+        return len(self.engine.tokens_for(text))
+
+    def run(self, request: GenerationRequest, cancel: CancelToken | None = None) -> Iterator[Event | CallEvent | LoopDone]:
+        """Yield each step's engine events and each call's `CallEvent`, then `LoopDone`.
+        `request`: the question (a string, or chat messages) with its draft and sampling."""
+        result = LoopResult("", messages=_messages(request))
+        template = getattr(getattr(self.engine, "target", None), "chat_template", None)
+        vocab = _vocab(self.engine)
+        made: dict[tuple[str, str], ToolCallRecord] = {}
+        repeated = False
+        for step in range(self.max_steps + 1):
+            last = step == self.max_steps or repeated
+            defs = [] if last else self.tools.definitions
+            forced = _forced(self.choice) if step == 0 else None
+            reading = CallReading(defs, forced, template=template, vocab=vocab) if defs else None
+            tokens = self.engine.tokens_for(result.messages, chat=True, tools=defs or None, limit=self.engine.n_ctx,
+                                            parse_special=request.parse_special)
+            step_req = request.with_(prompt=tokens, chat=False, system=None)
+            step_req = reading.constrain(step_req) if reading else step_req
+            done = None
+            for ev in self.engine.stream(step_req, cancel=cancel):
+                if isinstance(ev, DoneEvent):
+                    done = ev
+                yield ev
+            assert done is not None
+            result.steps.append(done)
+            answer = reading.answer(done.text, done.tokens) if reading else None
+            if answer is None or not answer.calls or (cancel is not None and cancel.cancelled):
+                result.text = answer.content if answer is not None else done.text
+                result.cancelled = cancel is not None and cancel.cancelled
+                result.messages.append({"role": "assistant", "content": result.text})
+                break
+            result.messages.append({"role": "assistant", "content": answer.content,
+                                    "tool_calls": [c.as_openai() for c in answer.calls]})
+            repeated = True
+            for call in answer.calls:
+                key = (call.name, _canonical(call.arguments))
+                record = made.get(key)
+                if record is None or not record.allowed:
+                    repeated = False
+                    record = made[key] = self._run_call(call)
+                else:
+                    record = ToolCallRecord(call.name, record.arguments, f"error: {REPEATED}", True, True, record.server)
+                result.calls.append(record)
+                result.messages.append({"role": "tool", "tool_call_id": call.id, "name": call.name,
+                                        "content": record.result})
+                yield CallEvent(record)
+            result.step_limit_reached = step + 1 == self.max_steps and not repeated
+        yield LoopDone(result)
+
+    def _run_call(self, call: ToolCall) -> ToolCallRecord:
+        """Run one call if allowed; any failure becomes an error result the model reads."""
+        tool = self.tools.tool(call.name)
+        try:
+            args = json.loads(call.arguments) if call.arguments.strip() else {}
+        except ValueError:
+            args = call.arguments
+        if tool is None:  # the readers count only offered names; kept for safety
+            return ToolCallRecord(call.name, args, f"error: no tool is named {call.name!r}", True, False)
+        if not self.allowance.allows(call.name):
+            return ToolCallRecord(call.name, args, f"error: the user did not allow the tool {call.name!r} to run; "
+                                  "answer without it", True, False, tool.server)
+        if not isinstance(args, dict):
+            res = ToolResult("the arguments must be a JSON object", is_error=True)
+        else:
+            began = time.monotonic()
+            res = self.hub.call(tool, args, timeout=self.call_timeout)
+            res = ToolResult(res.text, res.is_error, res.seconds or time.monotonic() - began)
+        text = cut_text(res.for_model(), self.bounds.result, self.count)
+        return ToolCallRecord(call.name, args, text, res.is_error, True, tool.server, res.seconds)
+
+
+def _forced(choice: str) -> str | None:
+    """A tool choice as CallReading takes it: None (auto), "" (required) or a tool's name."""
+    return None if choice == "auto" else "" if choice == "required" else choice
+
+
+def _canonical(arguments: str) -> str:
+    try:
+        return json.dumps(json.loads(arguments), sort_keys=True)
+    except ValueError:
+        return arguments
+
+
+def _messages(request: GenerationRequest) -> list[dict[str, Any]]:
+    """The conversation a request starts: its system prompt (or the agent's) and its question
+    (or its messages)."""
+    prompt = request.prompt
+    if isinstance(prompt, str):
+        msgs = [{"role": "user", "content": prompt}]
+    elif isinstance(prompt, Sequence) and prompt and isinstance(prompt[0], dict):
+        msgs = [dict(m) for m in prompt]  # type: ignore[arg-type]
+    else:
+        from ..errors import TandemError
+
+        raise TandemError("the tool loop needs a question or chat messages, not token ids")
+    if not any(m.get("role") == "system" for m in msgs):
+        msgs.insert(0, {"role": "system", "content": request.system or AGENT_SYSTEM})
+    return msgs
+
+
+def _unknown_choice(choice: str, tools: ToolSet) -> Exception:
+    from ..errors import TandemError
+
+    offered = ", ".join(sorted(tools.by_name)) or "none"
+    return TandemError(f"--tool-choice names {choice!r}, which no configured server offers (offered: {offered})")
