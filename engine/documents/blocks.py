@@ -43,5 +43,8 @@ def attachment_block(name: str, text: str) -> str:
 
 
 def with_attachments(prompt: str, blocks: list[str]) -> str:
-    """The typed prompt, then each file's block, joined by blank lines (as the app composes)."""
-    return "\n\n".join(([prompt] if prompt else []) + blocks)
+    """Each file's block, then the typed prompt, joined by blank lines (as the app composes).
+    Files first: two questions about one document then share the document as their prompt's
+    start, which the prompt cache reads once (a question first made every new question a new
+    prefix, and the whole document was read again)."""
+    return "\n\n".join(blocks + ([prompt] if prompt else []))

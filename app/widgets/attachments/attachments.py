@@ -86,15 +86,18 @@ def attachment_block(a: Attachment) -> str:
 
 
 def compose(text: str, attachments: list[Attachment]) -> tuple[str, list[tuple[int, str]]]:
-    """The user's message as stored and sent (what was typed, then each attachment's block,
-    joined by blank lines) and its parts as (characters, label) spans: TEXT for the typed
-    text and the separators, FILE + name for each block. The transcript finds the files by
-    these spans, never by parsing text that a file (or the typed text) could imitate."""
-    parts: list[tuple[str, str]] = [(text, TEXT)] if text else []
+    """The user's message as stored and sent (each attachment's block, then what was typed,
+    joined by blank lines: files first, so questions about the same files share the prompt's
+    start that the prompt cache keeps) and its parts as (characters, label) spans: TEXT for
+    the typed text and the separators, FILE + name for each block. The transcript finds the
+    files by these spans, never by parsing text that a file (or the typed text) could imitate."""
+    parts: list[tuple[str, str]] = []
     for a in attachments:
         if parts:
             parts.append(("\n\n", TEXT))
         parts.append((attachment_block(a), FILE + a.name))
+    if text:
+        parts += [("\n\n", TEXT), (text, TEXT)] if parts else [(text, TEXT)]
     spans: list[tuple[int, str]] = []
     for chunk, label in parts:
         if spans and spans[-1][1] == label == TEXT:
@@ -127,17 +130,22 @@ def split_attachments(content: str, spans: list[tuple[int, str]] | None = None) 
     if sum(n for n, _ in spans) != len(content):
         return content, []  # not spans this version wrote: show the text as it is
     files: list[tuple[str, str]] = []
-    first, pos = len(content), 0
-    for n, label in spans:
+    typed: list[str] = []
+    pos = 0
+    for i, (n, label) in enumerate(spans):
         chunk, pos = content[pos:pos + n], pos + n
-        if not label.startswith(FILE):
-            continue  # the typed text, or the blank line between two files
+        if not label.startswith(FILE):  # the typed text and the blank lines around the files
+            if i > 0:
+                chunk = chunk.removeprefix("\n\n")  # after a file (this version: files first)
+            if i < len(spans) - 1:
+                chunk = chunk.removesuffix("\n\n")  # before a file (earlier versions: text first)
+            typed.append(chunk)
+            continue
         text = _file_of(chunk, label[len(FILE):])
         if text is None:
             return content, []
-        first = min(first, pos - n)
         files.append((label[len(FILE):], text))
-    return (content[:first].removesuffix("\n\n"), files) if files else (content, [])
+    return ("".join(typed), files) if files else (content, [])
 
 
 def _split_legacy(content: str) -> tuple[str, list[tuple[str, str]]]:

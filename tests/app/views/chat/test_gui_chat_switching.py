@@ -150,6 +150,7 @@ def test_the_stats_line_shows_the_figures_of_the_answer_version_shown(qtbot, tmp
 def test_a_relaunch_opens_the_last_chat_on_its_own_model(qtbot, tmp_path, monkeypatch, tiny_target):
     """The last chat reopened on the default pair (here: none downloaded, so nothing loaded),
     not on the model its answers were written with."""
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub"))  # none downloaded, whatever this machine holds
     w = _make_window(qtbot, tmp_path, monkeypatch)
     _load(qtbot, w, tiny_target, "lookup", n_ctx=1024)
     chat = w.chat
