@@ -12,6 +12,10 @@ STOPWORDS = frozenset("""a an and are as at be by can could did do does for from
 its me my of on or our should so than that the their them then there these they this to was we were what when where
 which who whom whose why will with would you your about tell give list show please""".split())
 NAME_WEIGHT = 0.5  # a word in the file's name counts half as much as one in its text
+# A passage scoring under this share of the best one matched only the question's common words
+# ("project", "budget" in every brief): offered as a source it invites a small model to mix
+# another file's facts into the answer.
+RELATIVE_FLOOR = 0.25
 
 
 @dataclass(frozen=True)
@@ -37,7 +41,8 @@ def query_terms(question: str) -> list[str]:
 
 
 def search(db: sqlite3.Connection, question: str, top: int) -> list[Hit]:
-    """The `top` best passages for `question` (none when it has no searchable word)."""
+    """The `top` best passages for `question` (none when it has no searchable word), less those
+    far below the best (RELATIVE_FLOOR)."""
     terms = query_terms(question)
     if not terms or top < 1:
         return []
@@ -46,4 +51,6 @@ def search(db: sqlite3.Connection, question: str, top: int) -> list[Hit]:
         "SELECT p.path, p.unit, p.anchor, p.text, bm25(passages_fts, 1.0, ?) AS rank "
         "FROM passages_fts JOIN passages p ON p.id = passages_fts.rowid "
         "WHERE passages_fts MATCH ? ORDER BY rank, p.path, p.ord LIMIT ?", (NAME_WEIGHT, match, top)).fetchall()
-    return [Hit(path, unit, anchor, text, round(-rank, 4)) for path, unit, anchor, text, rank in rows]
+    hits = [Hit(path, unit, anchor, text, round(-rank, 4)) for path, unit, anchor, text, rank in rows]
+    best = hits[0].score if hits else 0.0
+    return [h for h in hits if h.score >= RELATIVE_FLOOR * best]

@@ -45,9 +45,10 @@ def test_each_projects_brief_ranks_first_in_every_format(briefs):
         assert (report.added, report.files, report.unreadable, report.cancelled) == (40, 40, [], False)
         for b in all_briefs:
             hits = lib.search(_question(b), top=3)
-            assert hits[0].path == b.file, (b, hits)
-            assert hits[0].score > hits[1].score
-            assert b.lead in hits[0].text or b.lead in lib.search(f"{b.project} lead", 3)[0].text
+            # the other briefs share only "project", "leads" and "budget": far below, left out
+            # (a PDF's first page, only its file's name matching, may follow its second)
+            assert {h.path for h in hits} == {b.file}, (b, hits)
+            assert b.lead in hits[0].text and b.budget in hits[0].text
 
 
 def test_passages_carry_their_anchor(briefs):
