@@ -125,7 +125,6 @@ class _IndexProgress:
 
 def _answer(args: argparse.Namespace, question: str, hits: list, report: Any, cancel: Any) -> int:
     from ..decoding.request import GenerationRequest
-    from ..library import fit_prompt
     from ..llamacpp.runtime import RuntimeParams
     from .rpc import engine_for
 
@@ -135,9 +134,8 @@ def _answer(args: argparse.Namespace, question: str, hits: list, report: Any, ca
     chat = not args.no_chat
     eng = engine_for(target, RuntimeParams(n_ctx=args.ctx, n_threads=args.threads), args)
     try:
-        budget = eng.n_ctx - args.max_tokens
-        ask = fit_prompt(question, hits, lambda text: len(eng.tokens_for(text, chat=chat)), budget)
-        if len(eng.tokens_for(ask.text, chat=chat)) > budget:
+        ask = _fitted(eng, question, hits, chat, eng.n_ctx - args.max_tokens)
+        if ask is None:
             raise UsageError(f"--ctx {eng.n_ctx} leaves no room for the question after --max-tokens {args.max_tokens}")
         if hits and not ask.sources:
             CONSOLE.warn(f"none of the {len(hits)} passages found fits --ctx {eng.n_ctx} beside --max-tokens "
@@ -156,6 +154,28 @@ def _answer(args: argparse.Namespace, question: str, hits: list, report: Any, ca
         print("tandem: interrupted", file=sys.stderr)
         return 130
     return 0
+
+
+def _fitted(eng: Any, question: str, hits: list, chat: bool, budget: int) -> Any:
+    """The prompt with the sources that fit `budget` tokens, or None when not even the question
+    does. Passages are counted as raw text, the chat template's own tokens once; the whole
+    prompt is then counted as it will be read, and the last source dropped while it is over."""
+    from ..library import AskPrompt, fit_prompt
+    from ..library.asking import render
+
+    def raw(text: str) -> int:
+        return len(eng.tokens_for(text))
+
+    base = render(question, [])
+    template = max(0, len(eng.tokens_for(base, chat=chat)) - raw(base))
+    ask = fit_prompt(question, hits, raw, budget - template)
+    sources = list(ask.sources)
+    while len(eng.tokens_for(ask.text, chat=chat)) > budget:
+        if not sources:
+            return None
+        sources.pop()
+        ask = AskPrompt(render(question, sources), tuple(sources))
+    return ask
 
 
 def _stream(eng: Any, request: Any, cancel: Any, *, colour: bool, quiet: bool) -> tuple[Any, list[tuple[str, int]]]:

@@ -122,6 +122,8 @@ class Indexer:
                 key = self._key(p)
             except ValueError:  # outside the folder (a move out of it names its old path here)
                 continue
+            if any(part.startswith(".") for part in key.split("/")):  # hidden, as the walk skips it
+                continue
             if p.is_dir():
                 found += walk(p)
             elif p.is_file() and is_document(p.name):
@@ -149,8 +151,8 @@ class Indexer:
         if st.st_size <= MAX_DOCUMENT_BYTES:  # a larger file is refused unread: no need to hash it
             try:
                 sum_ = digest(path)
-            except OSError as e:
-                sum_ = f"unreadable: {e.strerror}"
+            except OSError:  # read_document below says why, in its one line
+                pass
         if old is not None and sum_ and old.digest == sum_:
             self.store.touch(key, st.st_size, st.st_mtime_ns)
             report.unchanged += 1

@@ -166,6 +166,8 @@ def test_a_watched_library_rereads_only_what_changed(briefs, monkeypatch):
         extra = Brief("Quetzal", extra.lead, extra.budget, "brief-quetzal.md")
         write_brief(folder, extra)
         (folder / all_briefs[0].file).unlink()
+        (folder / ".cache").mkdir()
+        (folder / ".cache" / "notes.md").write_text("# hidden, as the walk leaves it\n")
         assert _until(lambda: lib.watch.dirty)
         time.sleep(0.2)  # the write's last events
         report = lib.update()
@@ -173,3 +175,17 @@ def test_a_watched_library_rereads_only_what_changed(briefs, monkeypatch):
         assert walks == [] and reads == ["brief-quetzal.md"]  # no walk of the folder
         assert lib.search(_question(extra), 1)[0].path == "brief-quetzal.md"
         assert sentence(extra) in lib.search(_question(extra), 1)[0].text
+
+
+def test_a_thousand_files_index_once_and_the_next_update_opens_none(tmp_path, monkeypatch):
+    folder = tmp_path / "many"
+    for i in range(1000):
+        sub = folder / f"d{i % 20}"
+        sub.mkdir(parents=True, exist_ok=True)
+        (sub / f"note{i}.md").write_text(f"# Note {i}\n\nquarterly report number{i}\n")
+    with Library(folder) as lib:
+        assert lib.update().files == 1000
+        reads = _reads(monkeypatch)
+        report = lib.update()
+        assert (report.unchanged, report.added, reads) == (1000, 0, [])
+        assert lib.search("report number737", 1)[0].path == "d17/note737.md"
