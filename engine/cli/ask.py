@@ -125,6 +125,7 @@ class _IndexProgress:
 
 def _answer(args: argparse.Namespace, question: str, hits: list, report: Any, cancel: Any) -> int:
     from ..decoding.request import GenerationRequest
+    from ..library import fit_to_context
     from ..llamacpp.runtime import RuntimeParams
     from .rpc import engine_for
 
@@ -134,7 +135,8 @@ def _answer(args: argparse.Namespace, question: str, hits: list, report: Any, ca
     chat = not args.no_chat
     eng = engine_for(target, RuntimeParams(n_ctx=args.ctx, n_threads=args.threads), args)
     try:
-        ask = _fitted(eng, question, hits, chat, eng.n_ctx - args.max_tokens)
+        ask = fit_to_context(lambda text, as_chat: len(eng.tokens_for(text, chat=as_chat)), question, hits, chat,
+                             eng.n_ctx - args.max_tokens)
         if ask is None:
             raise UsageError(f"--ctx {eng.n_ctx} leaves no room for the question after --max-tokens {args.max_tokens}")
         if hits and not ask.sources:
@@ -156,51 +158,23 @@ def _answer(args: argparse.Namespace, question: str, hits: list, report: Any, ca
     return 0
 
 
-def _fitted(eng: Any, question: str, hits: list, chat: bool, budget: int) -> Any:
-    """The prompt with the sources that fit `budget` tokens, or None when not even the question
-    does. Passages are counted as raw text, the chat template's own tokens once; the whole
-    prompt is then counted as it will be read, and the last source dropped while it is over."""
-    from ..library import AskPrompt, fit_prompt
-    from ..library.asking import render
-
-    def raw(text: str) -> int:
-        return len(eng.tokens_for(text))
-
-    base = render(question, [])
-    template = max(0, len(eng.tokens_for(base, chat=chat)) - raw(base))
-    ask = fit_prompt(question, hits, raw, budget - template)
-    sources = list(ask.sources)
-    while len(eng.tokens_for(ask.text, chat=chat)) > budget:
-        if not sources:
-            return None
-        sources.pop()
-        ask = AskPrompt(render(question, sources), tuple(sources))
-    return ask
-
-
 def _stream(eng: Any, request: Any, cancel: Any, *, colour: bool, quiet: bool) -> tuple[Any, list[tuple[str, int]]]:
     """Stream the answer (unless `quiet`); the DoneEvent and the runs of accepted draft tokens."""
     from ..decoding.events import DoneEvent, TokenEvent
+    from ..library import DraftRuns
 
     done = None
-    runs: list[tuple[str, int]] = []
-    run_text, run_tokens = "", 0
+    runs = DraftRuns()
     for ev in eng.stream(request, cancel=cancel):
         if isinstance(ev, TokenEvent):
-            if ev.provenance == "draft":
-                run_text, run_tokens = run_text + ev.text, run_tokens + 1
-            elif run_tokens:
-                runs.append((run_text, run_tokens))
-                run_text, run_tokens = "", 0
+            runs.add(ev.text, ev.provenance)
             if not quiet:
                 c = COLOURS.get(ev.provenance, "") if colour else ""
                 CONSOLE.answer(f"{c}{ev.text}{RESET if c else ''}")
         elif isinstance(ev, DoneEvent):
             done = ev
-    if run_tokens:
-        runs.append((run_text, run_tokens))
     assert done is not None
-    return done, runs
+    return done, runs.end()
 
 
 def _print_result(args: argparse.Namespace, done: Any, sources: tuple, runs: list, report: Any) -> None:

@@ -12,11 +12,11 @@ claimed. This room may import only engine's helpers (errors, paths, units) and
 engine.documents; the token count a prompt is fitted with is handed in by the caller.
 """
 
-from .asking import AskPrompt, drafted_from, fit_prompt, source_entry, sources_lines
+from .asking import AskPrompt, DraftRuns, drafted_from, fit_prompt, fit_to_context, source_entry, sources_lines
 from .indexer import IndexReport
 from .library import Library
 from .search import Hit
 from .store import index_path
 
-__all__ = ["Library", "IndexReport", "Hit", "AskPrompt", "fit_prompt", "source_entry", "sources_lines",
-           "drafted_from", "index_path"]
+__all__ = ["Library", "IndexReport", "Hit", "AskPrompt", "fit_prompt", "fit_to_context", "source_entry",
+           "sources_lines", "DraftRuns", "drafted_from", "index_path"]

@@ -46,6 +46,24 @@ def fit_prompt(question: str, hits: Sequence[Hit], count: Callable[[str], int], 
     return AskPrompt(render(question, chosen), tuple(chosen))
 
 
+def fit_to_context(count: Callable[[str, bool], int], question: str, hits: Sequence[Hit], chat: bool,
+                   budget: int) -> AskPrompt | None:
+    """The prompt with the sources that fit `budget` tokens, or None when not even the question
+    does. `count(text, chat)` is the target's token count of a text, raw or through its chat
+    template. Passages are counted as raw text and the template's own tokens once; the whole
+    prompt is then counted as it will be read, and the last source dropped while it is over."""
+    base = render(question, [])
+    template = max(0, count(base, chat) - count(base, False))
+    ask = fit_prompt(question, hits, lambda text: count(text, False), budget - template)
+    sources = list(ask.sources)
+    while count(ask.text, chat) > budget:
+        if not sources:
+            return None
+        sources.pop()
+        ask = AskPrompt(render(question, sources), tuple(sources))
+    return ask
+
+
 def source_entry(n: int, hit: Hit) -> dict:
     """One entry of `--json`'s sources: the file, its page (a number) or section, the score."""
     entry: dict = {"n": n, "file": hit.path}
@@ -63,6 +81,27 @@ def sources_lines(sources: Sequence[Hit]) -> list[str]:
 
 
 MIN_RUN_CHARS = 4  # a shorter drafted run ("the ") could come from anywhere
+
+
+class DraftRuns:
+    """The answer's runs of consecutive accepted draft tokens, fed each token's text and
+    provenance as it streams ("draft": accepted from a drafter)."""
+
+    def __init__(self) -> None:
+        self.runs: list[tuple[str, int]] = []
+        self._text, self._tokens = "", 0
+
+    def add(self, text: str, provenance: str) -> None:
+        if provenance == "draft":
+            self._text, self._tokens = self._text + text, self._tokens + 1
+        else:
+            self.end()
+
+    def end(self) -> list[tuple[str, int]]:
+        if self._tokens:
+            self.runs.append((self._text, self._tokens))
+            self._text, self._tokens = "", 0
+        return self.runs
 
 
 def drafted_from(runs: Sequence[tuple[str, int]], sources: Sequence[Hit]) -> dict[int, int]:

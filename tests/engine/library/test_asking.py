@@ -4,7 +4,7 @@ carries, and the accepted draft tokens traced to the source they were copied fro
 from __future__ import annotations
 
 from engine.documents import Document, Section
-from engine.library import drafted_from, fit_prompt, source_entry, sources_lines
+from engine.library import DraftRuns, drafted_from, fit_prompt, fit_to_context, source_entry, sources_lines
 from engine.library.chunks import PASSAGE_CHARS, passages
 from engine.library.search import Hit, query_terms
 
@@ -66,3 +66,24 @@ def test_long_sections_are_cut_and_text_parts_keep_their_line_ranges():
 def test_the_query_keeps_the_words_that_tell_passages_apart():
     assert query_terms("Who leads project Kestrel, and what is its budget?") == ["leads", "project", "kestrel", "budget"]
     assert query_terms("?!") == []
+
+
+def test_the_prompt_fits_the_context_with_the_chat_templates_tokens_counted_once():
+    template = 30  # what a chat template adds around the whole prompt
+
+    def count(text: str, chat: bool) -> int:
+        return _words(text) + (template if chat else 0)
+
+    hits = [_hit(f"{n}.md", "word " * 40) for n in range(10)]
+    base = _words(fit_prompt("q?", [], _words, 10_000).text)
+    ask = fit_to_context(count, "q?", hits, True, base + template + 3 * 48)
+    assert ask is not None and len(ask.sources) == 3 and count(ask.text, True) <= base + template + 3 * 48
+    assert fit_to_context(count, "q?", hits, False, base + 3 * 48).sources == ask.sources
+    assert fit_to_context(count, "q?", hits, True, base + template - 1) is None  # not even the question
+
+
+def test_draft_runs_follow_the_stream():
+    runs = DraftRuns()
+    for text, prov in [("A", "plain"), (" led", "draft"), (" by", "draft"), (" Ann", "target"), (".", "draft")]:
+        runs.add(text, prov)
+    assert runs.end() == [(" led by", 2), (".", 1)]
