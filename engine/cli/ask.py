@@ -64,13 +64,14 @@ def cmd_ask(args: argparse.Namespace) -> int:
     restore = install_sigint(cancel)
     try:
         with Library(args.folder) as lib:
+            models = resolve_pair(args)  # a model that is not there is said before the folder is read
             report = lib.update(progress=_IndexProgress(), cancelled=lambda: cancel.cancelled)
             if report.cancelled:
                 print("tandem: interrupted (what was indexed is kept)", file=sys.stderr)
                 return 130
             _say_index(report, args.folder)
             hits = lib.search(question, args.top)
-        return _answer(args, question, hits, report, cancel)
+        return _answer(args, models, question, hits, report, cancel)
     finally:
         restore()
 
@@ -123,13 +124,13 @@ class _IndexProgress:
         sys.stderr.flush()
 
 
-def _answer(args: argparse.Namespace, question: str, hits: list, report: Any, cancel: Any) -> int:
+def _answer(args: argparse.Namespace, models: tuple, question: str, hits: list, report: Any, cancel: Any) -> int:
     from ..decoding.request import GenerationRequest
     from ..library import fit_to_context
     from ..llamacpp.runtime import RuntimeParams
     from .rpc import engine_for
 
-    target, draft = resolve_pair(args)
+    target, draft = models
     if draft is None and args.draft is None:
         draft = "suffix"  # the free drafters read the sources in the prompt
     chat = not args.no_chat

@@ -87,10 +87,13 @@ def test_the_answer_streams_then_the_sources(briefs, capsys, tiny_target):
     (["q?", "--folder", "{tmp}/empty", "--top", "0"], "--top must be in 1..100, got 0"),
     (["  ", "--folder", "{tmp}/empty"], "the question is empty"),
 ])
-def test_bad_input_is_one_line_before_any_model_loads(tmp_path, capsys, args, says):
+def test_bad_input_is_one_line_before_any_model_loads(tmp_path, capsys, monkeypatch, tiny_target, args, says):
+    from engine.cli import rpc
+
+    monkeypatch.setattr(rpc, "engine_for", lambda *a: pytest.fail("a model was loaded"))
     (tmp_path / "empty").mkdir()
     (tmp_path / "empty" / "photo.png").write_bytes(b"\x89PNG")
-    assert cli(["ask", *[a.replace("{tmp}", str(tmp_path)) for a in args], "--target", "no-such-model.gguf"]) == 2
+    assert cli(["ask", *[a.replace("{tmp}", str(tmp_path)) for a in args], "--target", str(tiny_target)]) == 2
     err = capsys.readouterr().err.strip()
     assert err.count("\n") == 0 and says in err, err
 
@@ -119,3 +122,10 @@ def test_the_real_model_answers_from_the_right_brief(briefs, capsys):
                "--target", str(target), "--max-tokens", "40")
     assert [s["file"] for s in got["sources"]] == [kestrel.file]
     assert kestrel.lead.split()[-1] in got["text"]
+
+
+def test_a_missing_model_is_said_before_the_folder_is_read(briefs, capsys):
+    folder, _ = briefs
+    assert cli(["ask", "Who leads project Lynx?", "--folder", str(folder), "--target", "no-such-model.gguf"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "no-such-model.gguf" in err and "indexed" not in err, err
