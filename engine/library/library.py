@@ -9,7 +9,7 @@ import sqlite3
 from pathlib import Path
 from typing import Callable
 
-from ..errors import DocumentError
+from ..errors import DocumentError, TandemError
 from .indexer import Indexer, IndexReport, Progress
 from .search import Hit, search
 from .store import IndexStore, index_path
@@ -44,7 +44,10 @@ class Library:
                 return self._report()
         elif self.watch is not None:
             self.watch.take()  # the walk below sees everything noted so far
-        report = self._indexer.update(progress, cancelled, only)
+        try:
+            report = self._indexer.update(progress, cancelled, only)
+        except sqlite3.DatabaseError as e:
+            raise self._damaged(e) from None
         self._walked = not report.cancelled  # a cut update forgot what it took: the next one walks
         return report
 
@@ -57,11 +60,18 @@ class Library:
 
     def search(self, question: str, top: int = 6) -> list[Hit]:
         """The best `top` passages for `question` from this thread (its own connection)."""
-        db = sqlite3.connect(self.index)
         try:
-            return search(db, question, top)
-        finally:
-            db.close()
+            db = sqlite3.connect(self.index)
+            try:
+                return search(db, question, top)
+            finally:
+                db.close()
+        except sqlite3.DatabaseError as e:
+            raise self._damaged(e) from None
+
+    def _damaged(self, e: sqlite3.DatabaseError) -> TandemError:
+        return TandemError(f"the library index {self.index} cannot be used ({e}); delete it to rebuild it "
+                           "from the folder")
 
     def unreadable(self) -> list[tuple[str, str]]:
         return self.store.unreadable()

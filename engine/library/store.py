@@ -5,6 +5,7 @@ an FTS5 table that ranks them by BM25. An index of another schema version is reb
 from __future__ import annotations
 
 import hashlib
+import logging
 import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
@@ -13,6 +14,7 @@ from .. import paths
 from ..errors import TandemError
 from .chunks import Passage
 
+log = logging.getLogger(__name__)
 SCHEMA = 1
 _TABLES = """
 CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT);
@@ -51,14 +53,26 @@ class IndexStore:
 
     def __init__(self, path: Path, folder: Path):
         self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
         try:
-            self.db = sqlite3.connect(self.path, check_same_thread=False)
-            self.db.execute("PRAGMA journal_mode=WAL")
-            self.db.execute("PRAGMA synchronous=NORMAL")
-            self._open_schema(str(Path(folder).resolve()))
-        except sqlite3.DatabaseError as e:
-            raise TandemError(f"the library index {self.path} cannot be opened ({e}); delete it to rebuild it") from None
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            try:
+                self._open(folder)
+            except sqlite3.OperationalError:  # locked by another process, not writable: said below, kept
+                raise
+            except sqlite3.DatabaseError as e:  # not a database, or damaged: an index is rebuilt from the folder
+                log.warning("the library index %s could not be read (%s): rebuilding it", self.path, e)
+                self.db.close()
+                for suffix in ("", "-wal", "-shm"):
+                    Path(f"{self.path}{suffix}").unlink(missing_ok=True)
+                self._open(folder)
+        except (sqlite3.Error, OSError) as e:
+            raise TandemError(f"the library index {self.path} cannot be opened ({e})") from None
+
+    def _open(self, folder: Path) -> None:
+        self.db = sqlite3.connect(self.path, check_same_thread=False, timeout=30)
+        self.db.execute("PRAGMA journal_mode=WAL")
+        self.db.execute("PRAGMA synchronous=NORMAL")
+        self._open_schema(str(Path(folder).resolve()))
 
     def _open_schema(self, folder: str) -> None:
         db = self.db

@@ -189,3 +189,14 @@ def test_a_thousand_files_index_once_and_the_next_update_opens_none(tmp_path, mo
         report = lib.update()
         assert (report.unchanged, report.added, reads) == (1000, 0, [])
         assert lib.search("report number737", 1)[0].path == "d17/note737.md"
+
+
+def test_a_damaged_index_is_rebuilt_from_the_folder(briefs, caplog):
+    folder, all_briefs = briefs
+    path = index_path(folder)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(b"this is no SQLite database" * 100)
+    with Library(folder) as lib:
+        assert lib.update().added == 40
+        assert lib.search(_question(all_briefs[5]), 1)[0].path == all_briefs[5].file
+    assert "could not be read" in caplog.text and "rebuilding it" in caplog.text
