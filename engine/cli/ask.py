@@ -25,7 +25,7 @@ UNREADABLE_NAMED = 5  # unreadable files named on stderr; the rest counted
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("ask", help="ask a folder of documents; the answer cites its sources")
-    p.add_argument("question", help="the question; '-' reads stdin")
+    p.add_argument("question", help="the question; '-' reads stdin, '@FILE' reads a file")
     p.add_argument("--folder", required=True, help="the folder of documents (indexed in Tandem's data folder, "
                                                    "updated before each question; nothing leaves this machine)")
     p.add_argument("--top", type=int, default=6,
@@ -77,15 +77,18 @@ def cmd_ask(args: argparse.Namespace) -> int:
 
 
 def _question(args: argparse.Namespace) -> str:
-    from ..decoding.prompting.prompt_text import clean
+    """The question as generate reads its prompt ('-' stdin, '@FILE' a file; undecodable bytes
+    become U+FFFD with one warning), and the folder given."""
+    from ..decoding.prompting.prompt_text import read_prompt
 
-    value = sys.stdin.read() if args.question == "-" and sys.stdin is not None else args.question
-    text, n = clean(value)
-    if n:
-        CONSOLE.warn(f"the question: {n} undecodable byte sequence(s) replaced with U+FFFD")
-    if not text.strip():
+    got = read_prompt(args.question, sys.stdin.buffer if args.question == "-" and sys.stdin is not None else None)
+    if got.warning():
+        CONSOLE.warn(got.warning())
+    if not got.text.strip():
         raise UsageError("the question is empty")
-    return text.strip()
+    if not args.folder.strip():
+        raise UsageError("--folder is empty: name the folder of documents to ask")
+    return got.text.strip()
 
 
 def _say_index(report: Any, folder: str) -> None:

@@ -86,6 +86,8 @@ def test_the_answer_streams_then_the_sources(briefs, capsys, tiny_target):
     (["q?", "--folder", "{tmp}/empty"], "empty: no document Tandem reads in it"),
     (["q?", "--folder", "{tmp}/empty", "--top", "0"], "--top must be in 1..100, got 0"),
     (["  ", "--folder", "{tmp}/empty"], "the question is empty"),
+    (["q?", "--folder", ""], "--folder is empty"),
+    (["@{tmp}/no-such-question.txt", "--folder", "{tmp}/empty"], "no-such-question.txt: cannot read prompt file"),
 ])
 def test_bad_input_is_one_line_before_any_model_loads(tmp_path, capsys, monkeypatch, tiny_target, args, says):
     from engine.cli import rpc
