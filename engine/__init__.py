@@ -65,6 +65,7 @@ _LAZY: dict[str, str] = {
     "EngineClosedError": ".decoding.decoder",
     "RemoteEngine": ".serving.remote_engine",
     "RemoteWorkerLost": ".serving.remote_engine",
+    "Library": ".library",  # a folder of documents indexed for questions (`tandem ask`)
 }
 
 

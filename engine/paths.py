@@ -40,6 +40,11 @@ def prompt_cache_dir() -> Path:
     return data_dir() / "prompt-cache"
 
 
+def library_dir() -> Path:
+    """Where the folder indexes of `tandem ask` and the app's Library are kept (one SQLite file each)."""
+    return data_dir() / "library"
+
+
 def safe_name(name: str) -> str:
     """`name` as one file or folder name on any system (a model id holds ':')."""
     return "".join(c if c.isalnum() or c in "-_." else "_" for c in name)

@@ -1,7 +1,7 @@
 """The house stays walkable: every module imports only downward, and nothing imports in a cycle.
 
 Floors (low to high): engine's helpers (errors, paths, units, resources) < engine.models |
-engine.documents (side by side) <
+engine.documents (side by side) < engine.library (folders indexed, over documents; side by side with models) <
 engine.llamacpp (the only room that imports llama_cpp) < decoding's wings < decoding's top <
 engine.toolcalls (calls models write: read, forced, checked) < engine.tooluse (MCP servers and the tool
 loop) < engine.measure | engine.serving (side by side, neither imports the other) <
@@ -61,6 +61,7 @@ ENGINE_HELPERS = {"engine.errors", "engine.paths", "engine.units", "engine.resou
 ROOMS = {  # room -> floor; a module lives in the longest room its name starts with
     "engine.models": 10,
     "engine.documents": 10,
+    "engine.library": 12,  # a folder's documents indexed and searched: above documents, below llama.cpp
     "engine.llamacpp": 20,
     "engine.decoding.sampling": 30,
     "engine.decoding.prompting": 30,
@@ -89,7 +90,7 @@ ROOMS = {  # room -> floor; a module lives in the longest room its name starts w
     "app.__main__": 160,
 }
 # Rooms side by side: neither imports the other, whatever their floors.
-SIDE_BY_SIDE = [("engine.measure", "engine.serving"), ("engine.models", "engine.documents"), ("engine.decoding.drafting", "engine.decoding.prompting"),
+SIDE_BY_SIDE = [("engine.measure", "engine.serving"), ("engine.models", "engine.documents"), ("engine.models", "engine.library"), ("engine.decoding.drafting", "engine.decoding.prompting"),
                 ("app.widgets.charts", "app.widgets.attachments"), ("app.views.chat", "app.views.race"),
                 ("app.views.chat", "app.views.models"), ("app.views.race", "app.views.models")]
 APP_WIDGET_FAMILIES = ("app.widgets.controls", "app.widgets.charts", "app.widgets.attachments", "app.widgets.transcript",
@@ -177,7 +178,7 @@ def test_no_import_cycles():
 
 
 def test_each_room_says_what_it_holds_and_may_import():
-    for room in ("engine.models", "engine.llamacpp", "engine.decoding", *WINGS, "engine.measure",
+    for room in ("engine.models", "engine.documents", "engine.library", "engine.llamacpp", "engine.decoding", *WINGS, "engine.measure",
                  "engine.serving", "engine.toolcalls", "engine.tooluse", "engine.cli", "app", "app.history", "app.downloads",
                  "app.widgets", *APP_WIDGET_FAMILIES, "app.views", "app.views.chat", "app.views.race", "tools"):
         init = ROOT / room.replace(".", "/") / "__init__.py"
@@ -293,6 +294,8 @@ def test_the_checks_catch_a_cycle_an_upward_import_and_llama_cpp_outside(tmp_pat
         monkeypatch.setattr(__import__(__name__), "_graph", lambda: {"a": {"b"}, "b": {"a"}})
         test_no_import_cycles()
     for mod, dep in (("engine.models.store", "engine.llamacpp.llama"),  # upward
+                     ("engine.library.store", "engine.llamacpp.llama"),  # the library below llama.cpp
+                     ("engine.documents.reader", "engine.library.store"),  # documents below the library
                      ("engine.llamacpp.llama", "engine.decoding.events"),  # the seam above decoding
                      ("engine.decoding.sampling.sampler", "engine.decoding.drafting.drafters"),  # wing order
                      ("engine.decoding.drafting.drafters", "engine.decoding.prompting.chat"),  # side by side

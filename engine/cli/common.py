@@ -7,13 +7,37 @@ imports back up.
 from __future__ import annotations
 
 import argparse
+import signal
+import threading
 from pathlib import Path
+from typing import Callable
 
 from ..errors import TandemError
 
 
 class UsageError(TandemError):
     pass
+
+
+# An answer's tokens on a terminal, by provenance (generate and ask).
+COLOURS = {"draft": "\033[32m", "bonus": "\033[36m", "target": "\033[33m", "plain": ""}
+RESET = "\033[0m"
+
+
+def install_sigint(cancel) -> Callable[[], None]:
+    """First Ctrl+C cancels the generation (partial output kept); a second one quits."""
+    if threading.current_thread() is not threading.main_thread():
+        return lambda: None
+    previous = signal.getsignal(signal.SIGINT)
+
+    def handler(signum, frame):
+        if cancel.cancelled:
+            signal.signal(signal.SIGINT, previous)
+            raise KeyboardInterrupt
+        cancel.cancel()
+
+    signal.signal(signal.SIGINT, handler)
+    return lambda: signal.signal(signal.SIGINT, previous)
 
 
 # -- runtime flags ----------------------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""The `tandem` command: generate, race, models, pull, check, import, bench, stats, doctor, app.
+"""The `tandem` command: generate, race, ask, models, pull, check, import, bench, stats, doctor, app.
 
 Every user error prints one line `tandem: error: ...` and exits with code 2.
 """
@@ -9,20 +9,17 @@ import argparse
 import json
 import logging
 import shutil
-import signal
 import sys
 import textwrap
-import threading
 import warnings
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Sequence
 
 from ..errors import TandemError
 from .console import CONSOLE, WarningLines
-from .common import UsageError, add_history_option, check_runtime_flags, lookahead_arg, resolve_pair
+from .common import (COLOURS, RESET, UsageError, add_history_option, check_runtime_flags, install_sigint as _install_sigint,
+                     lookahead_arg, resolve_pair)
 
-COLOURS = {"draft": "\033[32m", "bonus": "\033[36m", "target": "\033[33m", "plain": ""}
-RESET = "\033[0m"
 
 
 # -- generate ---------------------------------------------------------------------------------
@@ -58,22 +55,6 @@ def _request(args: argparse.Namespace, prompt: str, draft: object):
         tag=getattr(args, "tag", None),
         grammar=getattr(args, "grammar", None),  # compiled by _validated_inputs
     )
-
-
-def _install_sigint(cancel) -> Callable[[], None]:
-    """First Ctrl+C cancels the generation (partial output kept); a second one quits."""
-    if threading.current_thread() is not threading.main_thread():
-        return lambda: None
-    previous = signal.getsignal(signal.SIGINT)
-
-    def handler(signum, frame):
-        if cancel.cancelled:
-            signal.signal(signal.SIGINT, previous)
-            raise KeyboardInterrupt
-        cancel.cancel()
-
-    signal.signal(signal.SIGINT, handler)
-    return lambda: signal.signal(signal.SIGINT, previous)
 
 
 def cmd_generate(args: argparse.Namespace) -> int:
@@ -420,6 +401,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     cli_rpc.register(sub)
 
+    from . import ask as cli_ask  # a folder of documents asked, answered with sources
+
+    cli_ask.register(sub)
     from . import optimize as cli_optimize
 
     cli_optimize.register(sub)
