@@ -320,7 +320,7 @@ class Engine(BaseEngine):
         vk, dk = self._cal_keys(dec.drafter)
         now = dec.cost.export_costs()
         entries: dict = {}
-        if now["verify_s"]:
+        if now["verify_s"] and dec.cost.calibrated:  # a curve, not the prior and a sample or two
             old = (calibration.load(vk) or {}).get("verify_s") or {}
             entries[vk] = {"verify_s": {**old, **now["verify_s"]}}
         if dk is not None and now["draft_token_s"]:
