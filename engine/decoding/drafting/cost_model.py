@@ -235,9 +235,13 @@ class CostModel:
         return (self._conf_hits[b] + self.CONF_PRIOR * c) / (self._conf_total[b] + self.CONF_PRIOR)
 
     # -- persistence (engine/models/calibration.py keys it by machine and model) ---------------
-    def export_costs(self) -> dict:
-        """Verify times per batch size and the draft token time, as medians."""
-        return {"verify_s": {str(n): t for n, t in self.verify_s.items()}, "draft_token_s": self.draft_token_s}
+    def export_costs(self, min_samples: int = 1) -> dict:
+        """Verify times per batch size (those measured at least `min_samples` times) and the
+        draft token time, as medians."""
+        with self._lock:
+            sizes = {n for n, v in self._verify.items() if len(v) >= min_samples}
+        return {"verify_s": {str(n): t for n, t in self.verify_s.items() if n in sizes},
+                "draft_token_s": self.draft_token_s}
 
     CONF_KEEP = 40.0  # a persisted bucket counts as at most this many tokens: new text still moves it
 

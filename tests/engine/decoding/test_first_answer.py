@@ -59,17 +59,16 @@ def test_a_first_answer_on_an_empty_store_decodes_only_its_prompt_and_its_steps(
 
 def test_the_answers_steps_measure_the_curve_and_it_is_stored_once_known(tiny_target, tiny_draft):
     """Auto's answers verify passes of several widths (the model draft and the free drafters
-    beside it); the store holds no verify curve until enough of them were measured, then the
-    next process starts from it."""
+    beside it); the store holds a width once it was measured several times (not the prior, not
+    a single sample), and the next process starts from the curve."""
     e = Engine(tiny_target, n_ctx=1024, metrics_log=False)  # this test's own, empty store
     key = e.calibration_key()
     prompt = "the value of " * 30
     try:
         dec = e.decoder(tiny_draft)
         for _ in range(8):
-            before = dec.cost.calibrated
-            stored = (calibration.load(key) or {}).get("verify_s")
-            assert bool(stored) == before, (stored, before)  # written exactly once it is known
+            stored = (calibration.load(key) or {}).get("verify_s") or {}
+            assert len(stored) < 3 or dec.cost.calibrated, stored  # widths measured several times only
             e.generate(prompt, draft_model=tiny_draft, lookahead="auto", max_tokens=60)
             if dec.cost.calibrated:
                 break
