@@ -155,10 +155,13 @@ class CostModel:
         with self._lock:
             self._read.append((time.monotonic(), seconds / tokens))
 
+    READ_SAMPLE_MIN = 64  # a prefill chunk shorter than this is mostly a call's fixed cost, not reading
+
     def observe_target_read(self, tokens: int, seconds: float) -> None:
         """The target read `tokens` of a prompt in one batch (a prefill chunk), in `seconds`:
-        what a token costs it at its widest, before any step has measured a verify."""
-        if tokens <= 0:
+        what reading a token costs it, the yardstick of a model draft's reading before that
+        is measured."""
+        if tokens < self.READ_SAMPLE_MIN:
             return
         with self._lock:
             self._target_read.append((time.monotonic(), seconds / tokens))
@@ -327,15 +330,10 @@ class Costs:
     draft_read_token_s: float | None = None  # a model draft reading context, per token (None: not measured)
     target_read_token_s: float | None = None  # the target reading a prompt in batches, per token (None: not measured)
 
-    def _prior_slope(self, v1: float) -> float:
-        """Seconds per token past the first in a pass not measured yet: PRIOR_SLOPE of a
-        one-token pass, and never less than a token costs the target in a prefill batch."""
-        return max(PRIOR_SLOPE * v1, self.target_read_token_s or 0.0)
-
     def verify_time(self, n: int) -> float:
         pts = self.verify_pts
         if not pts:
-            return 1.0 + self._prior_slope(1.0) * (n - 1)  # unit cost
+            return 1.0 + PRIOR_SLOPE * (n - 1)  # unit cost
         lo = hi = None
         prev = None
         for m, t in pts:
@@ -355,7 +353,7 @@ class Costs:
         if prev is not None:
             slope = max((lo[1] - prev[1]) / (lo[0] - prev[0]), 0.0)
         else:
-            slope = self._prior_slope(lo[1])
+            slope = PRIOR_SLOPE * lo[1]
         return lo[1] + slope * (n - lo[0])
 
     def draft_time(self, k: int) -> float:

@@ -11,7 +11,7 @@ from engine import Engine
 from engine.decoding.cancel import CancelToken
 from engine.decoding.decoder import Decoder
 from engine.decoding.drafting.cost_model import CostModel
-from engine.decoding.drafting.drafters import ModelDrafter
+from engine.decoding.drafting.drafters import Drafter, ModelDrafter, Proposal
 from engine.decoding.events import DoneEvent, DraftReadEvent, PrefillEvent, StepEvent, TokenEvent
 from engine.decoding.request import GenerationRequest
 from engine.llamacpp.context import Context
@@ -37,11 +37,12 @@ def _count_decodes(monkeypatch, ctx: Context) -> list[int]:
 def test_a_first_answer_on_an_empty_store_decodes_only_its_prompt_and_its_steps(tiny_target, tiny_draft, monkeypatch):
     e = Engine(tiny_target, n_ctx=512, metrics_log=False, calibration=False)  # nothing stored, nothing measured
     try:
-        base = e.generate("the value of", max_tokens=40)
+        prompt = "the value of " * 12  # long enough for its reading to be timed
+        base = e.generate(prompt, max_tokens=40)
         dec = e.decoder(tiny_draft)
         assert not dec.cost.verify_s
         sizes = _count_decodes(monkeypatch, dec.ctx)
-        events = list(e.stream("the value of", draft_model=tiny_draft, lookahead="auto", max_tokens=40))
+        events = list(e.stream(prompt, draft_model=tiny_draft, lookahead="auto", max_tokens=40))
         done = events[-1]
         assert isinstance(done, DoneEvent) and done.tokens == base.tokens
         chunks = [ev for ev in events if isinstance(ev, PrefillEvent) and ev.done > 0]
@@ -57,29 +58,72 @@ def test_a_first_answer_on_an_empty_store_decodes_only_its_prompt_and_its_steps(
         e.close()
 
 
-def test_the_answers_steps_measure_the_curve_and_it_is_stored_once_known(tiny_target, tiny_draft):
-    """Auto's answers verify passes of several widths (the model draft and the free drafters
-    beside it); the store holds a width once it was measured several times (not the prior, not
-    a single sample), and the next process starts from the curve."""
-    e = Engine(tiny_target, n_ctx=1024, metrics_log=False)  # this test's own, empty store
-    key = e.calibration_key()
-    prompt = "the value of " * 30
+class _Oracle(Drafter):
+    """A free drafter that knows the target's output and offers it in turns: nothing (a plain
+    step), one right token then wrong ones stated unsure, two right then wrong ones, so Auto
+    verifies passes of several widths, as real text makes it do."""
+
+    kind = "oracle"
+
+    def __init__(self, prompt_len: int, truth: list[int]):
+        self.prompt_len, self.truth = prompt_len, truth
+        self.calls = 0
+
+    def propose(self, context, k, sampler, rules=None):
+        i = len(context) - self.prompt_len
+        self.calls += 1
+        sure = self.calls % 3
+        toks = self.truth[i:i + sure] + [(t + 1) % 50 for t in self.truth[i + sure:i + 4]] if sure else []
+        return Proposal(toks, [None] * len(toks), ([0.97] * sure + [0.05] * 4)[:len(toks)])
+
+
+class _Steady(CostModel):
+    """Takes every verify pass the steps make, at a steady machine's time for its width (this
+    machine is shared: its own timings would make Auto's trims, and so this test, a lottery)."""
+
+    def observe_verify(self, n: int, seconds: float) -> None:
+        super().observe_verify(n, 0.001 * (1 + 0.3 * (n - 1)))
+
+
+def test_an_answers_own_steps_measure_the_verify_curve(models, monkeypatch):
+    target, _ = models
+    prompt = target.tokenize("the value of")
+    truth = _target_alone(target, prompt, 90).tokens
+    dec = Decoder(target, _Oracle(len(prompt), truth), runtime=RuntimeParams(n_ctx=1024), cost=_Steady())
+    assert not dec.cost.verify_s  # nothing measured, nothing stored
+    sizes = _count_decodes(monkeypatch, dec.ctx)
     try:
-        dec = e.decoder(tiny_draft)
-        for _ in range(8):
-            stored = (calibration.load(key) or {}).get("verify_s") or {}
-            assert len(stored) < 3 or dec.cost.calibrated, stored  # widths measured several times only
-            e.generate(prompt, draft_model=tiny_draft, lookahead="auto", max_tokens=60)
-            if dec.cost.calibrated:
-                break
-        assert dec.cost.calibrated, {n: len(v) for n, v in dec.cost._verify.items()}
+        events = list(dec.run(prompt, GenerationRequest(prompt, max_tokens=90, lookahead="auto")))
+    finally:
+        dec.close()
+    assert events[-1].tokens == truth
+    assert len(sizes) == 1 + events[-1].stats.steps  # the prompt, then the steps: nothing else
+    assert dec.cost.calibrated, {n: len(v) for n, v in dec.cost._verify.items()}
+    assert set(dec.cost.verify_s) == set(sizes[1:])  # what it knows is what the steps verified
+
+
+def test_the_store_keeps_a_width_once_measured_several_times(tiny_target, tiny_draft):
+    """The engine stores, after an answer, the verify widths measured several times (not a
+    single sample, nor the prior); the next process's engine starts from them."""
+    e = Engine(tiny_target, n_ctx=512, metrics_log=False)  # this test's own, empty store
+    key = e.calibration_key()
+    try:
+        cost = e.decoder(tiny_draft).cost
+        for n, t in [(1, 0.010), (2, 0.013), (4, 0.019), (8, 0.031)]:  # each measured once
+            cost.observe_verify(n, t)
+        e.generate("the value of", draft_model=tiny_draft, lookahead=0, max_tokens=4)  # one-token passes
+        assert set(calibration.load(key)["verify_s"]) == {"1"}
+        v1 = cost.verify_s[1]  # as the answer measured it (a wider pass is judged against it)
+        for n, r in [(2, 1.3), (2, 1.3), (4, 1.9), (4, 1.9)]:
+            cost.observe_verify(n, r * v1)
+        e.generate("the value of", draft_model=tiny_draft, lookahead=0, max_tokens=4)
         stored = calibration.load(key)["verify_s"]
-        assert "1" in stored and len(stored) >= 3
+        assert set(stored) == {"1", "2", "4"} and cost.calibrated
     finally:
         e.close()
-    again = Engine(tiny_target, n_ctx=1024, metrics_log=False)  # a fresh process's engine
+    again = Engine(tiny_target, n_ctx=512, metrics_log=False)  # a fresh process's engine
     try:
-        assert set(again.decoder(tiny_draft).cost.verify_s) >= {int(n) for n in stored}
+        assert set(again.decoder(tiny_draft).cost.verify_s) == {1, 2, 4}
     finally:
         again.close()
 
