@@ -270,7 +270,7 @@ class GenerationWorker(EngineWorker):
     tokens = Signal(list)  # [TokenEvent, ...] coalesced per frame
     steps = Signal(list)  # [StepEvent, ...]
     prefill = Signal(int, int, int)  # done, total to read, and the prompt tokens that needed no reading
-    calibrating = Signal(float)  # measuring this machine's costs: about this many seconds
+    draft_reading = Signal(int, int)  # the model draft catching up with the prompt: done, total
     done = Signal(object)  # DoneEvent
 
     def __init__(self, engine: Any, request: "GenerationRequest"):
@@ -302,7 +302,7 @@ class GenerationWorker(EngineWorker):
             self.done.emit(DoneEvent("", [], RunStats(finish_reason="cancelled", stopped_by="cancel")))
 
     def _consume(self, events: Any, toks: _Coalescer, steps: _Coalescer) -> None:
-        from engine.decoding.events import CalibrationEvent, DoneEvent, PrefillEvent, StepEvent, TokenEvent
+        from engine.decoding.events import DoneEvent, DraftReadEvent, PrefillEvent, StepEvent, TokenEvent
 
         for ev in events:
             if isinstance(ev, TokenEvent):
@@ -311,9 +311,8 @@ class GenerationWorker(EngineWorker):
                 steps.add(ev)
             elif isinstance(ev, PrefillEvent):
                 self.prefill.emit(ev.done, ev.total, ev.cached)
-            elif isinstance(ev, CalibrationEvent):
-                steps.flush()  # the first token on screen, then the wait is explained
-                self.calibrating.emit(ev.estimate_s)
+            elif isinstance(ev, DraftReadEvent):
+                self.draft_reading.emit(ev.done, ev.total)
             elif isinstance(ev, DoneEvent):
                 steps.flush()
                 self.done.emit(ev)

@@ -54,7 +54,7 @@ _LAZY: dict[str, str] = {
     "TokenEvent": ".decoding.events",
     "StepEvent": ".decoding.events",
     "PrefillEvent": ".decoding.events",
-    "CalibrationEvent": ".decoding.events",
+    "DraftReadEvent": ".decoding.events",
     "DoneEvent": ".decoding.events",
     "RunStats": ".decoding.events",
     "GenerationRequest": ".decoding.request",

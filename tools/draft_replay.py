@@ -183,7 +183,7 @@ def prefill_seconds(rec: Recording, price: Pricing) -> float:
 
 def replay_model_draft(recs: Sequence[Recording], price: Pricing) -> list[Predicted]:
     """The decoder's loop with a model drafter under Auto: `choose` picks k from the cost model
-    (fed the curve as measured, as `_calibrate` would), the confidence gate stops the draft,
+    (fed the curve as measured, as a calibrated store gives it), the confidence gate stops the draft,
     and costs, acceptance and confidences are observed after every step as `Decoder.step` does."""
     cost = CostModel()
     cost.free_drafter = False

@@ -96,7 +96,7 @@ def in_run_order(recs: Sequence[Recording]) -> list[Recording]:
 
 
 def _cost(price: Pricing, free: bool) -> CostModel:
-    """A cost model that measured the curve already (as `_calibrate` would have)."""
+    """A cost model that knows the curve already (as a calibrated store gives a process)."""
     cost = CostModel()
     cost.free_drafter = free
     for n in range(1, MAX_LOOKAHEAD + 2):

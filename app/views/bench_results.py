@@ -26,7 +26,7 @@ COLUMN_TIPS = {
               "lookup = drafts copied from the prompt and earlier text (no draft model)",
     "tok_s_median": "Decode speed: generated tokens per second after the first token (median over prompts and repetitions)",
     "wall_speedup_median": "The headline: target alone's wall-clock ÷ this run's, prompt in to last token out\n"
-                           "(prefill, calibration and drafting included: what you wait for), median; range on hover",
+                           "(prefill, the draft's reading and drafting included: what you wait for), median; range on hover",
     "speedup_median": "Decode tok/s ÷ target-alone tok/s for the same prompt and repetition: median; range on hover.\n"
                       "Green or red only when every repetition agrees, so noise cannot explain it",
     "predicted_speedup": "What the cost model predicts from this run's measured step costs and acceptance;\n"

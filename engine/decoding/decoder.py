@@ -17,7 +17,7 @@ from ..errors import Cancelled, NonFiniteLogits, PromptError, TandemError
 from .cancel import CancelToken
 from .drafting.cost_model import CostModel, TextAcceptance
 from .drafting.drafters import DraftContext, Drafter, Proposal
-from .events import CalibrationEvent, DoneEvent, Event, PrefillEvent, RunStats, StepEvent, TokenEvent
+from .events import DoneEvent, DraftReadEvent, Event, PrefillEvent, RunStats, StepEvent, TokenEvent
 from .sampling.finite import model_label
 from ..llamacpp.llama import Model
 from ..llamacpp.context import Context
@@ -37,7 +37,6 @@ if TYPE_CHECKING:
 # State snapshots a hybrid target keeps for taking drafts back (llama.cpp's n_rs_seq): each
 # costs one copy of the recurrent state (~18 MB on Qwen3.5-0.8B, ~150 MB on a 27B).
 RECURRENT_SNAPSHOTS = 8
-CALIBRATION_DECODES = 20  # `_calibrate`'s batches of 1..16 tokens, twice each, in single decodes' time on a CPU
 
 
 class EngineClosedError(TandemError):
@@ -68,8 +67,11 @@ class _Run:
     first_token_t: float | None = None
     emitted_this_step: int = 0
     used_this_step: int = 0  # of the step's new tokens, how many were read before the run ended (the end included)
-    drafter_synced: bool = False  # the model drafter has read the prompt (deferred under Auto)
-    costs_pending: bool = False  # the policy needs the verify curve, measured after the first token
+    # Tokens of the context a model drafter has not read (its prompt, deferred under Auto), while
+    # it has not caught up; 0 once it has (its proposals then read the few new ones themselves).
+    unread: int = 0
+    reading: bool = False  # the model drafter is catching up, a chunk between target steps
+    draft_read: int = 0  # tokens it has read so far this run
     acceptance: TextAcceptance | None = None  # what this text's proposals were worth (Auto trims by it)
     logprobs: list[tuple[float, list[tuple[int, float]]]] = field(default_factory=list)  # per generated token, if asked
 
@@ -85,6 +87,7 @@ class StepResult:
     tokens: list[TokenEvent]
     step: StepEvent | None  # None when the run ended before drafting (limits, cancel)
     finished: bool
+    read: DraftReadEvent | None = None  # the model draft read a chunk of the context before this step
 
 
 class Decoder:
@@ -185,12 +188,11 @@ class Decoder:
                 yield from self._prefill(run)
                 while not run.finish:
                     result = self.step(run)
+                    if result.read is not None:
+                        yield result.read
                     yield from result.tokens
                     if result.step is not None:
                         yield result.step
-                    if run.costs_pending and not run.finish:
-                        yield CalibrationEvent(self._calibration_estimate(run))
-                        self._measure_costs(run)
                 flushed, done = self._done(run)
                 yield from flushed
                 yield done
@@ -234,10 +236,11 @@ class Decoder:
         return run
 
     def _prefill(self, run: _Run) -> Iterator[Event]:
-        """Read the prompt into the target (reusing a cached prefix), then get the drafter
-        ready. A model drafter reads the prompt now only if this run will surely draft
-        (a fixed k > 0); under Auto it catches up the first time Auto decides to draft, so
-        a run in which Auto never drafts costs what target alone costs."""
+        """Read the prompt into the target (reusing a cached prefix; each chunk's time teaches
+        the cost model what a token costs the target), then get the drafter ready. A model
+        drafter reads the prompt now only if this run will surely draft (a fixed k > 0); under
+        Auto it catches up, in chunks between target steps, once Auto decides to draft, so a
+        run in which Auto never drafts costs what target alone costs."""
         ctx, cancel = self.ctx, run.cancel
         with self._step_lock:  # every llama.cpp call runs under it: `close` frees the context after
             if self._closed:
@@ -257,7 +260,9 @@ class Decoder:
                 with self._step_lock:  # never held across a yield: close() must not wait on a consumer
                     if self._closed:
                         raise Cancelled("closed")
+                    before, t = done, time.perf_counter()
                     done, _ = next(chunks)
+                    self.cost.observe_target_read(done - before, time.perf_counter() - t)
                 yield PrefillEvent(done, total, cached=keep)
                 if cancel.cancelled and done < total:
                     raise Cancelled("cancelled")
@@ -272,12 +277,12 @@ class Decoder:
         drafter = self.drafter
         if drafter is not None:
             drafter.begin(run.prompt)
-            policy = run.lookahead.current
-            if drafter.cost_class == "model" and policy.drafts_from_start:
-                self._sync_drafter(run)
-            # With no stored costs the first answer does not wait for measuring: its first step
-            # is plain (as target alone's), and the verify curve is measured right after it.
-            run.costs_pending = policy.needs_costs and drafter.cost_class == "model" and not self.cost.calibrated
+            if drafter.cost_class == "model":
+                with self._step_lock:  # a bridged draft retokenises with the target's vocabulary
+                    run.unread = drafter.unread(run.context) if not self._closed else 0
+            if run.unread and run.lookahead.current.drafts_from_start:
+                yield DraftReadEvent(0, run.unread)
+                yield self._read_draft(run, None)
         run.t_prefill = time.perf_counter()
         run.stats.prefill_s = run.t_prefill - run.t0
 
@@ -290,21 +295,26 @@ class Decoder:
             if not self._closed:
                 self.prompt_cache.store(self.ctx)
 
-    def _sync_drafter(self, run: _Run) -> None:
-        """Let a model drafter read the context it has not seen (timed apart from drafting)."""
+    def _read_draft(self, run: _Run, limit: int | None) -> DraftReadEvent:
+        """Let a model drafter read `limit` more tokens of the context it has not seen (None:
+        all), timed apart from drafting; what it cost teaches Auto's pricing of the next read."""
         assert self.drafter is not None
+        before, left = run.unread, run.unread
         t = time.perf_counter()
         try:
             with self._step_lock:
                 if not self._closed:
-                    self.drafter.prefill(run.context, lambda: run.cancel.cancelled)
+                    left = self.drafter.read(run.context, limit, lambda: run.cancel.cancelled)
         except Cancelled:
             pass  # the step loop sees the cancel and finishes cleanly
-        run.drafter_synced = True
         spent = time.perf_counter() - t
         run.stats.draft_sync_s += spent
-        if not run.cancel.cancelled:  # what reading costs this draft, for Auto's next long prompt
-            self.cost.observe_draft_read(len(run.context), spent)
+        read = max(0, before - left)
+        if read and not run.cancel.cancelled:
+            self.cost.observe_draft_read(read, spent)
+        run.unread, run.draft_read = left, run.draft_read + read
+        run.reading = left > 0 and not run.cancel.cancelled
+        return DraftReadEvent(run.draft_read, run.draft_read + left)
 
     def step(self, run: _Run) -> StepResult:
         """One step: choose k, draft, verify in one target pass, accept, roll back."""
@@ -323,12 +333,13 @@ class Decoder:
         k_req = room = 0
         prop = offered = Proposal()
         asks = False  # this step asks the drafter for a proposal
-        if drafter is not None and not run.costs_pending:
+        read_ev: DraftReadEvent | None = None
+        if drafter is not None:
             room = min(room_ctx, remaining - 1)
-            unread = len(run.context) if drafter.cost_class == "model" and not run.drafter_synced else 0
-            k_req = run.lookahead.choose(room, self.cost, unread)  # Auto weighs the draft's reading of it
-            if k_req > 0 and drafter.cost_class == "model" and not run.drafter_synced:
-                self._sync_drafter(run)
+            k_req, read_ev = self._choose(run, room)
+            if run.cancel.cancelled:
+                run.end("cancelled", "cancel")
+                return StepResult([], None, True, read_ev)
             asks = drafter.wants_proposal(k_req, room, run.lookahead.current)
         with self._step_lock:
             if self._closed:
@@ -363,6 +374,8 @@ class Decoder:
                 run.end("cancelled", "cancel")
                 return StepResult([], None, True)
             tokens = self._emit(run, drafts[: result.accepted] + [result.token], result, bool(drafts), rows)
+        if run.unread:  # not caught up: the draft has the new tokens to read too
+            run.unread += run.emitted_this_step
         st = run.stats
         st.steps += 1
         st.drafted += len(drafts)
@@ -378,7 +391,21 @@ class Decoder:
                        (t_d1 - t_d0) * 1000.0, (t_v1 - t_d1) * 1000.0, now - run.t0)
         run.pending = result.token
         run.step += 1
-        return StepResult(tokens, ev, bool(run.finish))
+        return StepResult(tokens, ev, bool(run.finish), read_ev)
+
+    def _choose(self, run: _Run, room: int) -> tuple[int, DraftReadEvent | None]:
+        """The step's k, as the policy chooses it (Auto weighs the model draft's reading of what
+        it has not seen). A model draft that must read first catches up a chunk a step (about a
+        target step's worth), those steps plain for it (free sources beside it may still propose)."""
+        started = False
+        k_req = 0
+        if not run.reading:
+            k_req = run.lookahead.choose(room, self.cost, run.unread)
+            run.reading = started = k_req > 0 and run.unread > 0
+        if not run.reading:
+            return k_req, None
+        read_ev = self._read_draft(run, self.cost.snapshot().read_chunk())
+        return (k_req if started and not run.reading else 0), read_ev
 
     def _propose(self, run: _Run, k_req: int, room: int) -> tuple[Proposal, Proposal, int]:
         """The drafter's proposal under the step's rules: (what is verified, what was offered,
@@ -462,38 +489,3 @@ class Decoder:
         if self.drafter is not None and run.generated:
             self.drafter.finish(run.prompt, run.generated)  # after t_end: learning is not decoding
         return tokens, DoneEvent(run.text.text, run.generated, st.finalize())
-
-    def _measure_costs(self, run: _Run) -> None:
-        """Measure the target's verify curve once, after the first token is out (timed apart)."""
-        t = time.perf_counter()
-        with self._step_lock:
-            if not self._closed and not run.cancel.cancelled:
-                self._calibrate(run.pending)
-        run.costs_pending = False
-        run.stats.calibration_s += time.perf_counter() - t
-
-    @staticmethod
-    def _calibration_estimate(run: _Run) -> float:
-        """Seconds `_calibrate` will take: its decodes cost about CALIBRATION_DECODES single
-        ones, timed by the steps so far (each a single-token target pass before measuring)."""
-        per_decode = run.stats.verify_s / run.stats.steps if run.stats.steps else 0.0
-        return CALIBRATION_DECODES * per_decode
-
-    def _calibrate(self, probe_token: int) -> None:
-        """Measure the target's verify cost for a few batch sizes (when none is known).
-
-        Decodes throwaway tokens after the prompt and removes them again. About 20 single
-        decodes' worth of time on a CPU; milliseconds on a GPU. The result is persisted per
-        machine and model (engine/models/calibration.py), so later processes skip it.
-        """
-        ctx = self.ctx
-        base = ctx.n_past
-        for n in (1, 2, 4, 8, 16):
-            if base + n > ctx.n_ctx or n > ctx.n_batch:
-                break
-            for _ in range(2):
-                ctx.guard(n, n)
-                t = time.perf_counter()
-                ctx.decode([probe_token] * n, logits="all")
-                self.cost.observe_verify(n, time.perf_counter() - t)
-                ctx.truncate(base)

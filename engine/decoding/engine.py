@@ -318,7 +318,8 @@ class Engine(BaseEngine):
         if not self.calibration:
             return
         vk, dk = self._cal_keys(dec.drafter)
-        now = dec.cost.export_costs()
+        # widths measured several times only: not a sample or two (a stall, a probe), nor the prior
+        now = dec.cost.export_costs(min_samples=CostModel.CALIBRATED_SAMPLES)
         entries: dict = {}
         if now["verify_s"]:
             old = (calibration.load(vk) or {}).get("verify_s") or {}

@@ -2,7 +2,7 @@
 
 Every consumer (CLI, GUI worker, benchmark, tests) reads the same stream:
 `PrefillEvent`* then (`TokenEvent`* `StepEvent`)* then one `DoneEvent` with `RunStats`; a
-`CalibrationEvent` after the first step when this machine's costs are being measured.
+`DraftReadEvent` before the steps during which a model draft reads the context it has not seen.
 """
 
 from __future__ import annotations
@@ -67,13 +67,15 @@ class StepEvent:
 
 
 @dataclass
-class CalibrationEvent:
-    """The target's verify costs are about to be measured (once per machine and model, for
-    Auto): the next token waits about `estimate_s` seconds. Said so that a first answer is
-    not a counter stuck at one token."""
+class DraftReadEvent:
+    """A model draft is reading the context it has not seen (the prompt, once Auto first
+    decides to draft): `done` of `total` tokens read so far. It reads in chunks between target
+    steps, which go on writing tokens meanwhile; `total` grows with them. Said so that a
+    window can tell why the answer is not drafted yet (`done == total`: it has caught up)."""
 
-    estimate_s: float
-    kind: str = "calibration"
+    done: int
+    total: int
+    kind: str = "draft_read"
 
 
 @dataclass
@@ -95,8 +97,7 @@ class RunStats:
     wall_s: float = 0.0
     draft_s: float = 0.0
     verify_s: float = 0.0
-    calibration_s: float = 0.0  # measuring the target's verify costs (once per machine and model), after the first token: in decode_s
-    draft_sync_s: float = 0.0  # a model draft reading the prompt/context it had not seen yet
+    draft_sync_s: float = 0.0  # a model draft reading the prompt/context it had not seen yet (chunks between steps: in decode_s)
     finish_reason: str = ""  # stop | length | cancelled
     stopped_by: str = ""  # eos | stop_string | max_tokens | context_full | cancel
     mode: str = ""  # target | model | lookup
@@ -127,7 +128,7 @@ class DoneEvent:
     kind: str = "done"
 
 
-Event = Union[PrefillEvent, TokenEvent, StepEvent, CalibrationEvent, DoneEvent]
+Event = Union[PrefillEvent, TokenEvent, StepEvent, DraftReadEvent, DoneEvent]
 
 
 def event_to_json(ev: Event) -> str:

@@ -90,7 +90,6 @@ class Run:
     divergence_margin: float | None = None
     divergence_bug: bool = False
     wall_s: float = 0.0  # prompt in, last token out (what the user waited)
-    calibration_s: float = 0.0
     run_id: str | None = None  # the run of several requests this one belongs to
     request: int = 1  # its place in that run, from 1
     accepted_by: dict[str, int] = field(default_factory=dict)  # accepted draft tokens per drafter that proposed them
@@ -217,7 +216,7 @@ class _Plan:
             st.steps, st.drafted, st.accepted, st.finish_reason, ev.text, list(ev.tokens),
             [x.k for x in steps], [x.drafted for x in steps], [x.accepted for x in steps],
             [round(x.draft_ms, 3) for x in steps], [round(x.verify_ms, 3) for x in steps],
-            wall_s=st.wall_s, calibration_s=st.calibration_s, run_id=prompt.run, request=prompt.request,
+            wall_s=st.wall_s, run_id=prompt.run, request=prompt.request,
             accepted_by=dict(st.accepted_by), kind=prompt.kind, prompt_tokens=st.prompt_tokens,
             draft_sync_s=st.draft_sync_s,
         )

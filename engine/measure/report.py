@@ -13,7 +13,7 @@ def _get(stats: Any, name: str, default: Any = 0) -> Any:
 
 def stats_parts(stats: Any, *, finish: bool = True) -> list[str]:
     """The pieces of a stats line, from a `RunStats` or its dict: tokens, wall-clock and
-    decode speed, first token, calibration when it happened, acceptance only when something
+    decode speed, first token, acceptance only when something
     was drafted (an acceptance rate of nothing is no figure), a draft Auto set aside and why,
     and why it stopped."""
     parts = [
@@ -21,9 +21,6 @@ def stats_parts(stats: Any, *, finish: bool = True) -> list[str]:
         f"{_get(stats, 'decode_tokens_per_s', 0.0):.1f} tok/s decode",
         f"first token {_get(stats, 'time_to_first_token_s', 0.0):.2f} s",
     ]
-    cal = _get(stats, "calibration_s", 0.0) or 0.0
-    if cal >= 0.005:
-        parts.append(f"calibration {cal:.2f} s")
     drafted = _get(stats, "drafted")
     if drafted:
         parts += [f"acceptance {_get(stats, 'acceptance_rate', 0.0):.0%} ({_get(stats, 'accepted')}/{drafted})",
@@ -39,6 +36,18 @@ def stats_parts(stats: Any, *, finish: bool = True) -> list[str]:
 
 def stats_line(stats: Any, sep: str = " | ", *, finish: bool = True) -> str:
     return sep.join(stats_parts(stats, finish=finish))
+
+
+def draft_reading_line(done: int, total: int, left_s: float | None = None) -> str:
+    """A model draft catching up with the prompt (between the target's steps): "draft reading
+    the prompt: 1,200 of 3,000", with the time left when there is an estimate."""
+    line = f"draft reading the prompt: {done:,} of {total:,}"
+    return line + (f", about {seconds_left(left_s)} left" if left_s is not None else "")
+
+
+def seconds_left(s: float) -> str:
+    """A wait in words: "4 s", "3 min"."""
+    return f"{max(1, round(s))} s" if s < 90 else f"{round(s / 60)} min"
 
 
 def progress_line(done: int, total: int, label: str, width: int = 30) -> str:

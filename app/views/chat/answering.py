@@ -117,7 +117,7 @@ class AnswerStream(QObject):
         w.tokens.connect(self._on_tokens)
         w.steps.connect(self._on_steps)
         w.prefill.connect(self._on_prefill)
-        w.calibrating.connect(self._on_calibrating)
+        w.draft_reading.connect(self._on_draft_reading)
         w.done.connect(self._on_done)
         w.failed.connect(self._on_failed)
         w.finished.connect(self._on_finished)
@@ -200,9 +200,10 @@ class AnswerStream(QObject):
             self._settings.lookahead.show_in_use(k)
         self._session.liveSpeed.emit(charts.series.live_rate())
 
-    def _on_calibrating(self, estimate_s: float) -> None:
-        """The first answer on this machine pauses after its first token: say why, at once."""
-        self.live_stats.calibrating(estimate_s)
+    def _on_draft_reading(self, done: int, total: int) -> None:
+        """The model draft reads the prompt between the target's steps: the status line says so
+        (and since when drafting starts) at once."""
+        self.live_stats.draft_reading(done, total, time.monotonic())
         self._view.stats_label.setText(self.live_stats.text())
 
     def _on_prefill(self, done: int, total: int, cached: int = 0) -> None:

@@ -6,12 +6,15 @@ built only when the view's timer asks, a few times a second.
 
 It carries no tok/s: the status bar shows the running figure, and two different speeds on
 screen at once (this line's since-the-start and the bar's recent one) read as a contradiction.
-While the first answer on a machine waits for its costs to be measured, it says so.
+While a model draft catches up with the prompt (between the target's steps, which go on), it
+says so, with the time left from the rate of its reading so far.
 """
 
 from __future__ import annotations
 
 from typing import Any
+
+from engine.measure.report import draft_reading_line
 
 from ..controls.live_label import SEPARATOR  # the label keeps the pieces between these whole
 
@@ -27,14 +30,28 @@ class LiveStats:
         self.steps = 0
         self.drafted = 0
         self.accepted = 0
-        self.calibrating_s: float | None = None  # measuring this machine: its estimate, until the next step
+        self.draft_done = self.draft_total = 0  # the draft's reading of the prompt, while it catches up
+        self._draft_start: tuple[float, int] | None = None  # when (and at what count) it was first told
+        self._draft_last = 0.0
 
-    def calibrating(self, estimate_s: float) -> None:
-        self.calibrating_s = estimate_s
+    def draft_reading(self, done: int, total: int, now: float) -> None:
+        """The model draft has read `done` of the `total` tokens it must catch up with (done ==
+        total: it has, and drafting starts)."""
+        if self._draft_start is None or done < self.draft_done:
+            self._draft_start = (now, done)
+        self.draft_done, self.draft_total, self._draft_last = done, total, now
+
+    def _draft_left_s(self) -> float | None:
+        """Seconds until the draft has caught up, from its reading rate so far (None: no rate yet)."""
+        if self._draft_start is None:
+            return None
+        t0, n0 = self._draft_start
+        if self.draft_done <= n0 or self._draft_last <= t0:
+            return None
+        rate = (self.draft_done - n0) / (self._draft_last - t0)
+        return (self.draft_total - self.draft_done) / rate
 
     def add_steps(self, steps: list[Any]) -> None:
-        if steps:
-            self.calibrating_s = None
         for s in steps:
             self.steps += 1
             self.tokens += s.emitted
@@ -42,12 +59,10 @@ class LiveStats:
             self.accepted += s.accepted
 
     def text(self) -> str:
-        if self.calibrating_s is not None:
-            return f"Measuring this machine (first run only, ~{max(1, round(self.calibrating_s))} s)…"
-        if not self.steps:
-            return "Generating…"
-        parts = [f"Generating… {self.tokens} tokens"]
+        parts = [f"Generating… {self.tokens} tokens" if self.steps else "Generating…"]
         if self.drafted:  # an acceptance rate of nothing drafted is no figure
             parts += [f"acceptance {self.accepted / self.drafted:.0%} ({self.accepted}/{self.drafted})",
                       f"{self.tokens / self.steps:.2f} tokens/step"]
+        if self.draft_done < self.draft_total:
+            parts.append(draft_reading_line(self.draft_done, self.draft_total, self._draft_left_s()))
         return SEPARATOR.join(parts)

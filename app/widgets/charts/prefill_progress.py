@@ -6,6 +6,8 @@ prompt needed no reading (kept from an earlier answer, or the prompt cache)."""
 
 from __future__ import annotations
 
+from engine.measure.report import seconds_left
+
 
 class PrefillProgress:
     def __init__(self) -> None:
@@ -52,8 +54,4 @@ class PrefillProgress:
         line = f"Reading the prompt… {pct}% ({at}/{self.total} tokens"
         if self.cached:  # the prompt is the tokens to read, those that were not, and its last (read with the answer)
             line += f"; {self.cached:,} of {self.cached + self.total + 1:,} from cache"
-        return line + (f", about {_seconds(left)} left)" if left is not None else ")")
-
-
-def _seconds(s: float) -> str:
-    return f"{max(1, round(s))} s" if s < 90 else f"{round(s / 60)} min"
+        return line + (f", about {seconds_left(left)} left)" if left is not None else ")")

@@ -23,6 +23,7 @@ from typing import Callable, Sequence
 import numpy as np
 
 from .drafters import NO_RULES, ConfidenceGate, DraftContext, Drafter, Proposal
+from .drafter_api import read_ahead
 from ..sampling.finite import check_top
 from ...llamacpp.llama import Model
 from ...llamacpp.context import Context, common_prefix
@@ -162,13 +163,17 @@ class BridgeDrafter(Drafter):
         target's BOS left out (the draft has its own)."""
         return b"" if token == self.target.bos else self.target.piece(token, special=True)
 
-    def prefill(self, prompt: Sequence[int], cancelled: "Callable[[], bool]" = lambda: False) -> None:
-        """Read the prompt's text (but its last token) into the draft's KV cache."""
-        tokens, _ = self._draft_tokens(prompt)
-        keep = self.ctx.reuse_prefix(tokens)
-        for _ in self.ctx.feed(tokens[keep:-1], abortable=True):
-            if cancelled():
-                return
+    def unread(self, context: Sequence[int]) -> int:
+        """In the draft's tokens (the text of `context` retokenised)."""
+        tokens, _ = self._draft_tokens(context)
+        return max(0, len(tokens) - 1 - common_prefix(self.ctx.tokens, tokens))
+
+    def read(self, context: Sequence[int], limit: int | None = None,
+             cancelled: "Callable[[], bool]" = lambda: False) -> int:
+        """Read the next `limit` of the draft's tokens for the context's text (never the last)
+        into the draft's KV cache; left unread: in the draft's tokens."""
+        tokens, _ = self._draft_tokens(context)
+        return read_ahead(self.ctx, tokens, limit, cancelled)
 
     # -- proposing ----------------------------------------------------------------------------
     def propose(self, context: Sequence[int], k: int, sampler: Sampler, rules: DraftContext = NO_RULES) -> Proposal:

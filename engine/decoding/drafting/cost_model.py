@@ -19,6 +19,12 @@ from typing import Iterator, Protocol, Sequence
 
 MAX_LOOKAHEAD = 16
 CONF_BUCKETS = 20  # a drafter's stated confidence, in buckets of 0.05
+# Before a wider pass is measured, each token past the first is priced at this share of a
+# one-token pass: above what CPUs measured (8 tokens at about 4x one, 2 at 1.7x), so that
+# Auto's first answer drafts only where a gain survives a steep curve; the steps it then
+# drafts measure the real curve, which replaces the prior at once.
+PRIOR_SLOPE = 0.5
+READ_CHUNK_MIN = 16  # tokens a model draft reads between two target steps while it catches up, at least
 
 
 class OfferedProposal(Protocol):
@@ -102,6 +108,7 @@ class CostModel:
         self._ratio: dict[int, deque[float]] = {}
         self._draft: deque[tuple[float, float]] = deque(maxlen=window)
         self._read: deque[tuple[float, float]] = deque(maxlen=window)  # a model draft reading context: s per token
+        self._target_read: deque[tuple[float, float]] = deque(maxlen=window)  # the target's prefill: s per token
         self._window = window
         self.draft_ratio_prior: float = 0.3  # draft step / target step before measuring
         self._acc_s = alpha_prior * prior_weight
@@ -148,6 +155,17 @@ class CostModel:
         with self._lock:
             self._read.append((time.monotonic(), seconds / tokens))
 
+    READ_SAMPLE_MIN = 64  # a prefill chunk shorter than this is mostly a call's fixed cost, not reading
+
+    def observe_target_read(self, tokens: int, seconds: float) -> None:
+        """The target read `tokens` of a prompt in one batch (a prefill chunk), in `seconds`:
+        what reading a token costs it, the yardstick of a model draft's reading before that
+        is measured."""
+        if tokens < self.READ_SAMPLE_MIN:
+            return
+        with self._lock:
+            self._target_read.append((time.monotonic(), seconds / tokens))
+
     def _estimate(self, samples: deque[tuple[float, float]]) -> float:
         now = time.monotonic()
         recent = [v for t, v in samples if now - t <= self.RECENT_S]
@@ -182,6 +200,11 @@ class CostModel:
         with self._lock:
             return self._estimate(self._read) if self._read else None
 
+    @property
+    def target_read_token_s(self) -> float | None:
+        with self._lock:
+            return self._estimate(self._target_read) if self._target_read else None
+
     def age_of_plain(self) -> float:
         """Seconds since target-alone decoding (n = 1) was last measured."""
         with self._lock:
@@ -215,9 +238,13 @@ class CostModel:
         return (self._conf_hits[b] + self.CONF_PRIOR * c) / (self._conf_total[b] + self.CONF_PRIOR)
 
     # -- persistence (engine/models/calibration.py keys it by machine and model) ---------------
-    def export_costs(self) -> dict:
-        """Verify times per batch size and the draft token time, as medians."""
-        return {"verify_s": {str(n): t for n, t in self.verify_s.items()}, "draft_token_s": self.draft_token_s}
+    def export_costs(self, min_samples: int = 1) -> dict:
+        """Verify times per batch size (those measured at least `min_samples` times) and the
+        draft token time, as medians."""
+        with self._lock:
+            sizes = {n for n, v in self._verify.items() if len(v) >= min_samples}
+        return {"verify_s": {str(n): t for n, t in self.verify_s.items() if n in sizes},
+                "draft_token_s": self.draft_token_s}
 
     CONF_KEEP = 40.0  # a persisted bucket counts as at most this many tokens: new text still moves it
 
@@ -260,15 +287,23 @@ class CostModel:
             if d and not self._draft:
                 self._draft.append((old, float(d)))
 
+    CALIBRATED_SIZES = 3  # batch sizes measured, one token included...
+    CALIBRATED_SAMPLES = 3  # ...each at least this many times
+
     @property
     def calibrated(self) -> bool:
-        return 1 in self.verify_s and len(self.verify_s) >= 3
+        """Enough of the verify curve was measured (by steps, or seeded and confirmed by them) to
+        be worth storing for the next process: a one-token pass and two wider ones, each
+        several times."""
+        with self._lock:
+            sizes = [n for n, v in self._verify.items() if len(v) >= self.CALIBRATED_SAMPLES]
+        return 1 in sizes and len(sizes) >= self.CALIBRATED_SIZES
 
     def snapshot(self) -> "Costs":
         """The current estimates, computed once; predictions then are plain arithmetic
         (Auto asks 2 x 17 of them every step)."""
         return Costs(sorted(self.verify_s.items()), self.draft_token_s, self.draft_ratio_prior, self.alpha,
-                     self.draft_read_token_s)
+                     self.draft_read_token_s, self.target_read_token_s)
 
     def verify_time(self, n: int) -> float:
         """Seconds for a target pass over n tokens, interpolated between measured sizes."""
@@ -293,11 +328,12 @@ class Costs:
     draft_ratio_prior: float
     alpha: float
     draft_read_token_s: float | None = None  # a model draft reading context, per token (None: not measured)
+    target_read_token_s: float | None = None  # the target reading a prompt in batches, per token (None: not measured)
 
     def verify_time(self, n: int) -> float:
         pts = self.verify_pts
         if not pts:
-            return 1.0 * (1 + 0.35 * (n - 1))  # unit cost; a CPU-like prior
+            return 1.0 + PRIOR_SLOPE * (n - 1)  # unit cost
         lo = hi = None
         prev = None
         for m, t in pts:
@@ -317,7 +353,7 @@ class Costs:
         if prev is not None:
             slope = max((lo[1] - prev[1]) / (lo[0] - prev[0]), 0.0)
         else:
-            slope = 0.35 * lo[1]
+            slope = PRIOR_SLOPE * lo[1]
         return lo[1] + slope * (n - lo[0])
 
     def draft_time(self, k: int) -> float:
@@ -330,14 +366,26 @@ class Costs:
 
     def draft_read_time(self, n: int) -> float:
         """Seconds for a model draft to read n tokens it has not seen. Before measuring: the
-        target's per-token cost in a 16-token pass (a prompt is read in batches) times the draft's
+        target's per-token cost reading the prompt (else in a 16-token pass) times the draft's
         relative cost."""
         if n <= 0:
             return 0.0
         per = self.draft_read_token_s
         if per is None:
-            per = self.draft_ratio_prior * self.verify_time(16) / 16
+            target = self.target_read_token_s if self.target_read_token_s is not None else self.verify_time(16) / 16
+            per = self.draft_ratio_prior * target
         return n * per
+
+    def read_chunk(self) -> int:
+        """Tokens a model draft reads between two target steps while it catches up with the
+        context: about one target step's worth (the stream slows by half, never stalls), at
+        least READ_CHUNK_MIN."""
+        per = self.draft_read_time(1)
+        return max(READ_CHUNK_MIN, int(self.verify_time(1) / per)) if per > 0 else READ_CHUNK_MIN
+
+    def catch_up_steps(self, unread: int) -> int:
+        """Target steps a model draft's reading of `unread` tokens spans (none drafts)."""
+        return -(-unread // self.read_chunk()) if unread > 0 else 0
 
     def predict(self, k: int, alpha: float | None = None) -> Prediction:
         a = self.alpha if alpha is None else alpha
@@ -403,4 +451,4 @@ class TextAcceptance:
         return min(g, (self._hits[b] + self.PRIOR * g) / (self._total[b] + self.PRIOR + self.DOUBT))
 
 
-__all__ = ["CostModel", "Costs", "TextAcceptance", "Prediction", "expected_tokens", "tried", "conf_bucket", "MAX_LOOKAHEAD", "CONF_BUCKETS"]
+__all__ = ["CostModel", "Costs", "TextAcceptance", "Prediction", "expected_tokens", "tried", "conf_bucket", "MAX_LOOKAHEAD", "CONF_BUCKETS", "PRIOR_SLOPE", "READ_CHUNK_MIN"]

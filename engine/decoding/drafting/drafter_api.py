@@ -20,7 +20,19 @@ if TYPE_CHECKING:  # pragma: no cover
     from .cost_model import CostModel
     from .lookahead import Lookahead
 
-__all__ = ["Drafter", "Proposal"]
+__all__ = ["Drafter", "Proposal", "read_ahead"]
+
+
+def read_ahead(ctx: Context, tokens: Sequence[int], limit: int | None,
+               cancelled: "Callable[[], bool]" = lambda: False) -> int:
+    """Read the next `limit` (None: all) of `tokens` (never the last: a proposal needs its
+    logits) that `ctx` does not hold yet; return how many are left unread."""
+    keep = ctx.reuse_prefix(tokens)
+    end = len(tokens) - 1 if limit is None else min(len(tokens) - 1, keep + max(0, limit))
+    for _ in ctx.feed(list(tokens[keep:end]), abortable=True):
+        if cancelled():
+            break
+    return max(0, len(tokens) - 1 - ctx.n_past)
 
 
 @dataclass
@@ -81,9 +93,18 @@ class Drafter(ABC):
         """The decoder's target context, once, before any run (a drafter reading the target's
         hidden states, like a model's own MTP head, links to it here)."""
 
-    def prefill(self, prompt: Sequence[int], cancelled: "Callable[[], bool]" = lambda: False) -> None:
-        """Evaluate the prompt ahead of decoding (a model drafter fills its KV cache), so the
-        first drafting step does not pay for the whole prompt. Counted in time to first token."""
+    def unread(self, context: Sequence[int]) -> int:
+        """Tokens of `context` (but its last) this drafter would have to read before its first
+        proposal: none for a drafter that keeps no model state (prompt lookup)."""
+        return 0
+
+    def read(self, context: Sequence[int], limit: int | None = None,
+             cancelled: "Callable[[], bool]" = lambda: False) -> int:
+        """Read up to `limit` (None: all) of the tokens of `context` (but its last) not read yet
+        into the draft's state (a model drafter fills its KV cache), so that a proposal does
+        not pay for the whole prompt; the decoder calls it in chunks between target steps.
+        Returns how many are left unread."""
+        return 0
 
     def wants_proposal(self, k: int, room: int, policy: "Lookahead") -> bool:
         """Whether the step asks for a proposal: the policy chose k > 0 tokens (a drafter with

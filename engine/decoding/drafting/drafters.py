@@ -12,11 +12,11 @@ import numpy as np
 from ..sampling.finite import check_top
 from ..sampling.grammar import GrammarError, GrammarState
 from ...llamacpp.llama import Model
-from ...llamacpp.context import Context
+from ...llamacpp.context import Context, common_prefix
 from ...llamacpp.runtime import RuntimeParams
 from ..sampling.sampler import Sampler
 from .draft_context import NO_RULES, ConfidenceGate, DraftContext
-from .drafter_api import Drafter, Proposal  # the interface (drafter_api.py), re-exported
+from .drafter_api import Drafter, Proposal, read_ahead  # the interface (drafter_api.py), re-exported
 
 __all__ = ["ConfidenceGate", "DraftContext", "Drafter", "ModelDrafter", "NO_RULES", "Proposal"]
 
@@ -52,13 +52,14 @@ class ModelDrafter(Drafter):
         # Keep the cache: a follow-up chat turn shares its prefix with the last one.
         pass
 
-    def prefill(self, prompt: Sequence[int], cancelled: "Callable[[], bool]" = lambda: False) -> None:
-        """Read the context (but its last token) into the draft's KV cache; a later
-        proposal then decodes one token instead of the whole prompt."""
-        keep = self.ctx.reuse_prefix(prompt)
-        for _ in self.ctx.feed(list(prompt[keep:-1]), abortable=True):
-            if cancelled():
-                return
+    def unread(self, context: Sequence[int]) -> int:
+        return max(0, len(context) - 1 - common_prefix(self.ctx.tokens, context))
+
+    def read(self, context: Sequence[int], limit: int | None = None,
+             cancelled: "Callable[[], bool]" = lambda: False) -> int:
+        """Read the next `limit` tokens of the context (never its last) into the draft's KV
+        cache; a later proposal then decodes one token instead of the whole prompt."""
+        return read_ahead(self.ctx, context, limit, cancelled)
 
     def propose(self, context: Sequence[int], k: int, sampler: Sampler, rules: DraftContext = NO_RULES) -> Proposal:
         out = Proposal()

@@ -16,17 +16,16 @@ class Lookahead:
     """A lookahead policy. The decoder asks it, each step, how many tokens to draft
     (`choose`), how a model draft should stop early (`draft_gate`), and how many of the
     proposed tokens to verify (`verify_count`); before the first step, whether the drafter
-    must read the prompt now (`drafts_from_start`) and whether the target's pass costs must
-    be measured first (`needs_costs`)."""
+    must read the prompt now (`drafts_from_start`)."""
 
     label: str = ""
     trims_proposals = False  # True: the drafter may propose more than `choose` and this policy cuts
-    needs_costs = False  # True: a model draft needs the verify curve measured before step one
     chooses_sources = False  # True: a drafter with several sources picks one per step (`source_chooser`)
 
     def choose(self, room: int, cost: CostModel, unread: int = 0) -> int:  # pragma: no cover - interface
         """Tokens to draft this step, at most `room`; `unread`: tokens a model draft must read
-        before it can draft (its prompt, deferred until the first draft)."""
+        before it can draft (its prompt, deferred until the first draft, then read in chunks
+        between plain steps)."""
         raise NotImplementedError
 
     def feedback(self, drafted: int, accepted: int, source: str = "", beside: bool = False) -> None:
@@ -105,7 +104,6 @@ class Auto(Lookahead):
 
     label = "auto"
     trims_proposals = True
-    needs_costs = True
     chooses_sources = True
     REFRESH_EVERY = 64  # while speculating, one plain step at least this often (steps)...
     REFRESH_S = 5.0  # ...or seconds, re-measures plain decoding under the current load
@@ -160,12 +158,15 @@ class Auto(Lookahead):
 
     def _reading_pays(self, costs: "Costs", p: Prediction, unread: int, room: int) -> bool:
         """Would drafting as `p` predicts save more, over the rest of the answer (at most
-        ANSWER_TOKENS), than the draft's reading of `unread` tokens first costs? On a long
-        prompt (a document) a model draft's prefill can cost more than all it would save."""
+        ANSWER_TOKENS) once the draft has read, than the draft's reading of `unread` tokens
+        costs? It reads in chunks between plain steps (one a step, `Costs.read_chunk`), so the
+        tokens of those steps are written undrafted. On a long prompt (a document) a model
+        draft's prefill can cost more than all it would save."""
         if unread <= 0:
             return True
         saved_per_token = costs.verify_time(1) - p.seconds_per_step / p.tokens_per_step
-        return min(room, self.ANSWER_TOKENS) * saved_per_token > costs.draft_read_time(unread)
+        after = min(room, self.ANSWER_TOKENS) - costs.catch_up_steps(unread)
+        return after * saved_per_token > costs.draft_read_time(unread)
 
     def feedback(self, drafted: int, accepted: int, source: str = "", beside: bool = False) -> None:
         self.standing.observe(source if beside else MAIN, source or "draft", drafted, accepted)

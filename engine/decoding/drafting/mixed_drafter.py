@@ -69,8 +69,12 @@ class MixedDrafter(Drafter):
         self.trust.begin()
         self.last, self.last_free = Proposal(), False
 
-    def prefill(self, prompt: Sequence[int], cancelled: "Callable[[], bool]" = lambda: False) -> None:
-        self.model_drafter.prefill(prompt, cancelled)
+    def unread(self, context: Sequence[int]) -> int:
+        return self.model_drafter.unread(context)
+
+    def read(self, context: Sequence[int], limit: int | None = None,
+             cancelled: "Callable[[], bool]" = lambda: False) -> int:
+        return self.model_drafter.read(context, limit, cancelled)
 
     def wants_proposal(self, k: int, room: int, policy: Lookahead) -> bool:
         """Under a policy that chooses sources a free proposal may draft where the model would not."""

@@ -11,7 +11,7 @@ every token.
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 
@@ -58,8 +58,14 @@ class MTPDrafter(ModelDrafter):
         self._hidden = HiddenStates(target)
         self._head = MtpContext(target, self._hidden, self.model)
 
-    def prefill(self, prompt: Sequence[int], cancelled=lambda: False) -> None:
-        """Nothing ahead: the head reads the prompt's hidden states at its first proposal."""
+    def unread(self, context: Sequence[int]) -> int:
+        """Nothing to read ahead: the head reads the prompt's hidden states (one layer's work)
+        at its first proposal, timed as drafting."""
+        return 0
+
+    def read(self, context: Sequence[int], limit: int | None = None,
+             cancelled: "Callable[[], bool]" = lambda: False) -> int:
+        return 0
 
     def propose(self, context: Sequence[int], k: int, sampler: Sampler, rules: DraftContext = NO_RULES) -> Proposal:
         out = Proposal()

@@ -376,36 +376,3 @@ def test_unverified_proposed_tokens_are_checked_for_free(tiny_target, monkeypatc
     assert len(untried) >= 5 and set(untried) == {third_right}
     assert [ok for c, ok in seen if c == 0.97] and all(ok for c, ok in seen if c == 0.97)
 
-
-def test_autos_first_answer_does_not_wait_for_measuring(tiny_target, tiny_draft, monkeypatch):
-    """With no stored costs, Auto's first answer starts like target alone's: its first step is
-    plain, and the target's verify curve is measured only after that first token is out."""
-    e = Engine(tiny_target, n_ctx=512, metrics_log=False, calibration=False)  # nothing stored, nothing loaded
-    order: list[str] = []
-    real = Decoder._calibrate
-
-    def calibrate(self, probe_token):
-        order.append("measure")
-        return real(self, probe_token)
-
-    monkeypatch.setattr(Decoder, "_calibrate", calibrate)
-    try:
-        base = e.generate("the value of", max_tokens=40)
-        steps: list[StepEvent] = []
-        out = None
-        for ev in e.stream("the value of", draft_model=tiny_draft, lookahead="auto", max_tokens=40):
-            if isinstance(ev, TokenEvent) and "token" not in order:
-                order.append("token")
-            elif isinstance(ev, StepEvent):
-                steps.append(ev)
-            elif isinstance(ev, DoneEvent):
-                out = ev
-        assert order[:2] == ["token", "measure"] and order.count("measure") == 1, order
-        assert steps[0].drafted == 0  # the first step is target alone's
-        assert out is not None and out.stats.calibration_s > 0 and out.tokens == base.tokens
-        # a second answer finds the costs measured: no measuring, Auto decides from the first step
-        order.clear()
-        e.generate("the value of", draft_model=tiny_draft, lookahead="auto", max_tokens=10)
-        assert "measure" not in order
-    finally:
-        e.close()

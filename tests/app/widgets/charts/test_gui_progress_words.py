@@ -1,6 +1,6 @@
-"""The app says what is happening: the first answer's pause while this machine is measured is
-named, with its estimate, in the stats line; a long prompt's reading moves between the
-engine's batches, with the time left."""
+"""The app says what is happening: a model draft reading the prompt is named, with how far it
+is, in the stats line; a long prompt's reading moves between the engine's batches, with the
+time left (issue #47 item 5)."""
 
 from __future__ import annotations
 
@@ -47,7 +47,7 @@ pytest.importorskip("PySide6")
 pytest.importorskip("pytestqt")
 
 
-def test_the_first_answer_says_it_is_measuring_this_machine(qtbot, tmp_path, monkeypatch, tiny_target):
+def test_the_status_line_says_when_the_draft_reads_the_prompt(qtbot, tmp_path, monkeypatch, tiny_target):
     from engine.decoding.decoder import Decoder
 
     from test_gui_chat_input import _load, _make_window
@@ -56,22 +56,20 @@ def test_the_first_answer_says_it_is_measuring_this_machine(qtbot, tmp_path, mon
     _load(qtbot, w, tiny_target, tiny_target)
     chat = w.chat
     release = threading.Event()
-    real = Decoder._calibrate
+    real = Decoder._read_draft
 
-    def held(self, token):  # measuring waits until the test has seen the line
+    def held(self, run, limit):  # the reading waits until the test has seen the line
         assert release.wait(30)
-        return real(self, token)
+        return real(self, run, limit)
 
-    monkeypatch.setattr(Decoder, "_calibrate", held)
-    chat.apply_settings({"drafter": "model", "lookahead": "auto", "temperature": 0.0, "max_tokens": 8})
+    monkeypatch.setattr(Decoder, "_read_draft", held)
+    chat.apply_settings({"drafter": "model", "lookahead": 3, "temperature": 0.0, "max_tokens": 8})
     chat.prompt.setPlainText("the value of")
     chat.send()
     try:
-        qtbot.waitUntil(lambda: chat.stats_label.text().startswith("Measuring this machine (first run only, ~"),
-                        timeout=20000)
-        assert "tok/s" not in chat.stats_label.text()
+        qtbot.waitUntil(lambda: "draft reading the prompt: 0 of " in chat.stats_label.text(), timeout=20000)
     finally:
         release.set()
     qtbot.waitUntil(lambda: chat.worker is None, timeout=30000)
-    assert "Measuring" not in chat.stats_label.text()
+    assert "draft reading" not in chat.stats_label.text()
     w.close()

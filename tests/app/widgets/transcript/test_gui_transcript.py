@@ -322,8 +322,11 @@ def test_live_stats_words_running_totals_and_no_rate_of_nothing():
     assert live.text() == "Generating…"
     live.add_steps([StepEvent(0, 0, 0, 0, 1, 0.0, 5.0, 1.0), StepEvent(1, 0, 0, 0, 1, 0.0, 5.0, 1.5)])
     assert live.text() == "Generating… 2 tokens"  # nothing drafted: no acceptance figure; tok/s is the status bar's
-    live.calibrating(41.6)  # the first answer on this machine pauses to measure its costs
-    assert live.text() == "Measuring this machine (first run only, ~42 s)…"
+    live.draft_reading(40, 3000, now=10.0)  # the model draft catches up with the prompt, between steps
+    assert live.text() == "Generating… 2 tokens · draft reading the prompt: 40 of 3,000"  # no rate yet
+    live.draft_reading(1200, 3010, now=12.0)  # 580 tokens/s: 1,810 more in about 3 s
+    assert live.text() == "Generating… 2 tokens · draft reading the prompt: 1,200 of 3,010, about 3 s left"
+    live.draft_reading(3030, 3030, now=15.0)  # caught up: drafting starts, nothing more to say
     live.add_steps([StepEvent(2, 4, 4, 3, 4, 1.0, 5.0, 2.0)])
     assert live.text() == "Generating… 6 tokens · acceptance 75% (3/4) · 2.00 tokens/step"
 

@@ -27,9 +27,15 @@ class Reader(Drafter):
 
     def __init__(self) -> None:
         self.reads = self.calls = 0
+        self.seen = 0  # context tokens read
 
-    def prefill(self, prompt, cancelled=lambda: False) -> None:
+    def unread(self, context) -> int:
+        return max(0, len(context) - 1 - self.seen)
+
+    def read(self, context, limit=None, cancelled=lambda: False) -> int:
         self.reads += 1
+        self.seen = len(context) - 1 if limit is None else min(len(context) - 1, self.seen + limit)
+        return self.unread(context)
 
     def propose(self, context, k, sampler, rules=DraftContext()):
         self.calls += 1
