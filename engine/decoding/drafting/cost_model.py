@@ -15,7 +15,10 @@ import threading
 import time
 from collections import deque
 from dataclasses import dataclass
-from typing import Iterator, Protocol, Sequence
+from typing import TYPE_CHECKING, Iterator, Protocol, Sequence
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ...llamacpp.context import Context
 
 MAX_LOOKAHEAD = 16
 CONF_BUCKETS = 20  # a drafter's stated confidence, in buckets of 0.05
@@ -404,3 +407,22 @@ class TextAcceptance:
 
 
 __all__ = ["CostModel", "Costs", "TextAcceptance", "Prediction", "expected_tokens", "tried", "conf_bucket", "MAX_LOOKAHEAD", "CONF_BUCKETS"]
+
+
+def measure_verify_curve(ctx: "Context", cost: CostModel, probe_token: int) -> None:
+    """Measure the target's verify cost for a few batch sizes into `cost` (when none is known).
+
+    Decodes throwaway tokens after the prompt and removes them again. About 20 single
+    decodes' worth of time on a CPU; milliseconds on a GPU. The result is persisted per
+    machine and model (engine/models/calibration.py), so later processes skip it.
+    """
+    base = ctx.n_past
+    for n in (1, 2, 4, 8, 16):
+        if base + n > ctx.n_ctx or n > ctx.n_batch:
+            break
+        for _ in range(2):
+            ctx.guard(n, n)
+            t = time.perf_counter()
+            ctx.decode([probe_token] * n, logits="all")
+            cost.observe_verify(n, time.perf_counter() - t)
+            ctx.truncate(base)
