@@ -2,7 +2,7 @@
 
 Floors (low to high): engine's helpers (errors, paths, units, resources) < engine.models |
 engine.documents (side by side) <
-engine.llamacpp (the only room that imports llama_cpp) < decoding's wings < decoding's top <
+engine.llamacpp (the only room that imports llama_cpp) < decoding's wings < decoding's top < decoding.slots <
 engine.serving.tools < engine.measure | engine.serving (side by side, neither imports the other) <
 engine (the public API) < engine.cli < app/, where history < the core modules (workers, theme,
 replay, ...) < downloads < session < widgets < views < main_window < main. The widgets' families:
@@ -65,6 +65,7 @@ ROOMS = {  # room -> floor; a module lives in the longest room its name starts w
     "engine.decoding.prompting": 30,
     "engine.decoding.drafting": 31,
     "engine.decoding": 35,
+    "engine.decoding.slots": 36,  # above decoding's top: it runs the top's decoder over several sequences
     "engine.serving.tools": 40,
     "engine.measure": 50,
     "engine.serving": 50,
@@ -175,7 +176,7 @@ def test_no_import_cycles():
 
 
 def test_each_room_says_what_it_holds_and_may_import():
-    for room in ("engine.models", "engine.llamacpp", "engine.decoding", *WINGS, "engine.measure",
+    for room in ("engine.models", "engine.llamacpp", "engine.decoding", *WINGS, "engine.decoding.slots", "engine.measure",
                  "engine.serving", "engine.serving.tools", "engine.cli", "app", "app.history", "app.downloads",
                  "app.widgets", *APP_WIDGET_FAMILIES, "app.views", "app.views.chat", "app.views.race", "tools"):
         init = ROOT / room.replace(".", "/") / "__init__.py"
@@ -218,7 +219,7 @@ def test_decoding_top_level_holds_at_most_twelve_modules_beside_its_wings():
     top = sorted(p.name for p in (ROOT / "engine" / "decoding").glob("*.py") if p.name != "__init__.py")
     assert len(top) <= 12, top
     wings = sorted(p.name for p in (ROOT / "engine" / "decoding").iterdir() if (p / "__init__.py").exists())
-    assert wings == sorted(w.rpartition(".")[2] for w in WINGS), wings
+    assert wings == sorted([w.rpartition(".")[2] for w in WINGS] + ["slots"]), wings
 
 
 # Modules outside engine/llamacpp/ that still call llama_cpp, each with why (shrinks to nothing).

@@ -40,7 +40,8 @@ class Part:
 class SharedContext:
     """N sequences in one context, one KV stream each. `tokens[seq]` mirrors what the KV cache holds for `seq`,
     position by position; each sequence may hold up to `n_ctx_seq` positions (the context
-    divided between them, as llama-server divides it between its slots)."""
+    divided between them, as llama-server divides it between its slots; llama.cpp rounds each
+    share up to its padding, so `n_ctx` may come out larger than asked)."""
 
     def __init__(self, model: Model, runtime: RuntimeParams | None, n_seq: int):
         model._require_open()
@@ -71,7 +72,7 @@ class SharedContext:
         self.model = model
         self.n_seq = n_seq
         self.n_ctx: int = int(llama_cpp.llama_n_ctx(self._ctx))
-        self.n_ctx_seq: int = self.n_ctx // n_seq
+        self.n_ctx_seq: int = int(llama_cpp.llama_n_ctx_seq(self._ctx))  # the context's share, rounded up by llama.cpp
         self.n_batch: int = min(rt.n_batch, int(llama_cpp.llama_n_batch(self._ctx)))
         self.n_vocab = model.n_vocab
         self.n_threads = threads
