@@ -15,7 +15,7 @@ import threading
 import time
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Callable, Iterator, Sequence
+from typing import Callable, Iterator, Mapping, Sequence
 
 from ...errors import TandemError
 from ...llamacpp.context import common_prefix
@@ -35,6 +35,7 @@ class _Job:
     prompt: list[int]
     request: GenerationRequest
     cancel: CancelToken
+    draft: str
     events: "_queue.SimpleQueue[Event | BaseException | None]" = field(default_factory=_queue.SimpleQueue)
 
 
@@ -43,7 +44,8 @@ class _Slot:
     """One sequence of the shared context and the request it runs (None: free)."""
 
     index: int
-    decoder: Decoder
+    decoders: dict[str, Decoder]  # one per draft kind, all on this slot's sequence
+    decoder: Decoder  # the running request's
     job: _Job | None = None
     run: object = None  # the decoder's run state
     todo: list[int] | None = None  # prompt still to read (None: reading done, the slot steps)
@@ -54,14 +56,15 @@ class _Slot:
 class SlotScheduler:
     """Runs requests on `n_slots` sequences of one context, one shared decode per step.
 
-    `drafter` makes each slot's drafter (called once per slot; None: no draft). Free drafters
-    only (prompt lookup, suffix): a model draft across slots (one draft context with N
-    sequences) is not built yet. `stream` may be called from any thread; the slots run on one
-    thread of the scheduler's own.
+    `drafters` names the drafts a request may ask for, each with what makes a slot's drafter
+    (called once per slot and name; None: no draft). Free drafters only (prompt lookup, suffix):
+    a model draft across slots (one draft context with N sequences) is not built yet. `stream`
+    may be called from any thread; the slots run on one thread of the scheduler's own.
     """
 
     def __init__(self, target: Model, n_slots: int, *, runtime: RuntimeParams | None = None,
-                 drafter: Callable[[], Drafter | None] = lambda: None):
+                 drafters: Mapping[str, Callable[[], Drafter | None]] | None = None):
+        drafters = drafters or {"none": lambda: None}
         self.shared = SharedContext(target, runtime, n_slots)
         if self.shared.n_batch < n_slots:
             self.shared.close()
@@ -71,11 +74,15 @@ class SlotScheduler:
         self.slots: list[_Slot] = []
         try:
             for i in range(n_slots):
-                d = drafter()
-                if d is not None and d.contexts:
-                    raise ParallelUnsupported(f"parallel slots draft with free drafters only (none, lookup, suffix) so far, "
-                                              f"not {d.kind}: a model draft across slots is not built yet")
-                self.slots.append(_Slot(i, Decoder(target, d, cost=self.cost, context=self.shared.view(i))))
+                decoders = {}
+                for name, make in drafters.items():
+                    d = make()
+                    if d is not None and d.contexts:
+                        d.close()
+                        raise ParallelUnsupported(f"parallel slots draft with free drafters only (none, lookup, suffix) "
+                                                  f"so far, not {d.kind}: a model draft across slots is not built yet")
+                    decoders[name] = Decoder(target, d, cost=self.cost, context=self.shared.view(i))
+                self.slots.append(_Slot(i, decoders, next(iter(decoders.values()))))
         except BaseException:
             self._free_drafters()
             self.shared.close()
@@ -99,12 +106,21 @@ class SlotScheduler:
     def waiting(self) -> int:
         return len(self._waiting)
 
+    @property
+    def drafts(self) -> list[str]:
+        """The draft names a request may ask for."""
+        return list(self.slots[0].decoders)
+
     def stream(self, prompt_tokens: Sequence[int], request: GenerationRequest | None = None,
-               cancel: CancelToken | None = None) -> Iterator[Event]:
-        """Generate from `prompt_tokens` in the next free slot, yielding the decoder's events (the
-        last a `DoneEvent`). Leaving the iteration early cancels the request."""
+               cancel: CancelToken | None = None, *, draft: str | None = None) -> Iterator[Event]:
+        """Generate from `prompt_tokens` in the next free slot with the draft named `draft` (None:
+        the first of `drafts`), yielding the decoder's events (the last a `DoneEvent`). Leaving the
+        iteration early cancels the request."""
         prompt = list(prompt_tokens)
-        job = _Job(prompt, request or GenerationRequest(prompt), cancel or CancelToken())
+        draft = self.drafts[0] if draft is None else draft
+        if draft not in self.slots[0].decoders:
+            raise TandemError(f"the parallel slots draft with {', '.join(self.drafts)}, not {draft!r}")
+        job = _Job(prompt, request or GenerationRequest(prompt), cancel or CancelToken(), draft)
         with self._cond:
             if self._closed:
                 raise EngineClosedError("this engine was closed: load the model again")
@@ -145,8 +161,9 @@ class SlotScheduler:
 
     def _free_drafters(self) -> None:
         for s in self.slots:
-            if s.decoder.drafter is not None:
-                s.decoder.drafter.close()
+            for dec in s.decoders.values():
+                if dec.drafter is not None:
+                    dec.drafter.close()
 
     # -- the slots' thread ---------------------------------------------------------------
     def _loop(self) -> None:
@@ -175,7 +192,7 @@ class SlotScheduler:
         return free
 
     def _admit(self, slot: _Slot, job: _Job) -> None:
-        dec = slot.decoder
+        dec = slot.decoder = slot.decoders[job.draft]
         try:
             run = dec._start(job.prompt, job.request, job.cancel)
         except BaseException as e:  # bad prompt or request: that request's error alone

@@ -11,11 +11,12 @@ import pytest
 
 from engine import Engine
 from engine.decoding.drafting.lookup_drafter import PromptLookupDrafter
+from engine.decoding.drafting.suffix_drafter import SuffixDrafter
 from engine.decoding.events import DoneEvent, PrefillEvent, StepEvent, TokenEvent
 from engine.decoding.request import GenerationRequest
 from engine.decoding.sampling.params import SamplingParams
 from engine.decoding.slots.scheduler import SlotScheduler
-from engine.errors import PromptError
+from engine.errors import PromptError, TandemError
 from engine.llamacpp.runtime import RuntimeParams
 from engine.llamacpp.sequences import ParallelUnsupported
 
@@ -33,7 +34,11 @@ def eng(tiny_target):
     e.close()
 
 
-def _drafter(draft: str | None):
+def _drafter(draft: str | None, n_vocab: int):
+    """Each slot's drafter: none, prompt lookup, or a suffix drafter over past answers (its own,
+    in memory) with lookup beside it."""
+    if draft == "suffix":
+        return lambda: SuffixDrafter(n_vocab=n_vocab, with_lookup=True)
     return (lambda: PromptLookupDrafter()) if draft == "lookup" else (lambda: None)
 
 
@@ -90,13 +95,13 @@ def _check_same(eng: Engine, requests, alone: list[DoneEvent], events: list[list
         assert done.stats.drafted == sum(e.drafted for e in evs if isinstance(e, StepEvent))
 
 
-@pytest.mark.parametrize("draft", [None, "lookup"])
+@pytest.mark.parametrize("draft", [None, "lookup", "suffix"])
 @pytest.mark.parametrize("n_slots", [1, 2, 4, 8])
 def test_greedy_output_of_each_request_is_its_output_alone(eng, draft, n_slots):
     requests = _requests(eng)
     alone = _alone(eng, requests, draft)
     sched = SlotScheduler(eng.target, n_slots, runtime=RuntimeParams(n_ctx=512 * n_slots, n_batch=64),
-                          drafter=_drafter(draft))
+                          drafters={"d": _drafter(draft, eng.target.n_vocab)})
     try:
         events = _together(sched, requests)
     finally:
@@ -104,7 +109,7 @@ def test_greedy_output_of_each_request_is_its_output_alone(eng, draft, n_slots):
     _check_same(eng, requests, alone, events, f"{n_slots} slots, draft {draft}")
     long = events[5]  # its prompt is longer than a batch: read over several steps, beside the others
     assert len([e for e in long if isinstance(e, PrefillEvent)]) >= 3
-    if draft == "lookup":
+    if draft is not None:
         drafted = sum(e[-1].stats.drafted for e in events)
         accepted = sum(e[-1].stats.accepted for e in events)
         assert 0 < accepted < drafted  # drafts were accepted, and rejected tails rolled back per slot
@@ -117,7 +122,7 @@ def test_seeded_sampling_in_four_slots_draws_what_each_request_draws_alone(eng):
     draw, request 5's token 46, with 64-token chunks after a 2-token shared start.)"""
     requests = _requests(eng, SamplingParams(temperature=0.9, top_k=40), count=4)
     alone = _alone(eng, requests, "lookup")
-    sched = SlotScheduler(eng.target, 4, runtime=RuntimeParams(n_ctx=2048), drafter=_drafter("lookup"))
+    sched = SlotScheduler(eng.target, 4, runtime=RuntimeParams(n_ctx=2048), drafters={"d": _drafter("lookup", eng.target.n_vocab)})
     try:
         events = _together(sched, requests)
     finally:
@@ -129,7 +134,7 @@ def test_a_cancel_frees_its_slot_at_once_and_the_others_finish_as_alone(eng):
     requests = _requests(eng, count=4)
     long = GenerationRequest(eng.tokens_for("the value of"), max_tokens=400)
     alone = _alone(eng, requests, "lookup")
-    sched = SlotScheduler(eng.target, 2, runtime=RuntimeParams(n_ctx=1024, n_batch=64), drafter=_drafter("lookup"))
+    sched = SlotScheduler(eng.target, 2, runtime=RuntimeParams(n_ctx=1024, n_batch=64), drafters={"d": _drafter("lookup", eng.target.n_vocab)})
     try:
         from engine.decoding.cancel import CancelToken
 
@@ -168,6 +173,8 @@ def test_a_bad_request_fails_alone_and_the_others_run(eng):
         done = list(sched.stream(good, GenerationRequest(good, max_tokens=12)))[-1]
         assert isinstance(done, DoneEvent) and len(done.tokens) == 12
         assert sched.busy() == [False, False]
+        with pytest.raises(TandemError, match="draft with none, not 'lookup'"):
+            list(sched.stream(good, draft="lookup"))
     finally:
         sched.close()
 
@@ -178,5 +185,32 @@ def test_a_model_draft_is_refused_in_one_line(eng, tiny_draft):
 
     dm = Model(tiny_draft)
     with pytest.raises(ParallelUnsupported, match="free drafters only"):
-        SlotScheduler(eng.target, 2, runtime=RuntimeParams(n_ctx=256), drafter=lambda: ModelDrafter(dm, RuntimeParams(n_ctx=256)))
+        SlotScheduler(eng.target, 2, runtime=RuntimeParams(n_ctx=256), drafters={"model": lambda: ModelDrafter(dm, RuntimeParams(n_ctx=256))})
     dm.close()
+
+
+def test_requests_of_different_drafts_share_the_slots_and_each_writes_its_answer_alone(eng):
+    """A slot runs each request with the draft it names (the engine's free drafters): greedy output
+    does not depend on it, and a slot used by one draft then another reads only what changed."""
+    requests = _requests(eng, count=9)
+    alone = _alone(eng, requests, None)
+    kinds = ["none", "lookup", "suffix"]
+    sched = SlotScheduler(eng.target, 3, runtime=RuntimeParams(n_ctx=1536, n_batch=64),
+                          drafters={k: (lambda k=k: eng.free_drafter(k)) for k in kinds})
+    events: list[list] = [[] for _ in requests]
+
+    def go(i: int) -> None:
+        time.sleep(0.003 * i)
+        events[i].extend(sched.stream(requests[i].prompt, requests[i], draft=kinds[i % 3]))
+
+    try:
+        threads = [threading.Thread(target=go, args=(i,)) for i in range(len(requests))]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(120)
+    finally:
+        sched.close()
+    _check_same(eng, requests, alone, events, "mixed drafts")
+    assert all(events[i][-1].stats.drafted == 0 for i in range(0, 9, 3))
+    assert sum(events[i][-1].stats.drafted for i in range(9) if i % 3) > 0
