@@ -178,9 +178,14 @@ class SlotScheduler:
                     if not self._waiting or self._closed:
                         break
                     admitted.append((slot, self._waiting.popleft()))
-            for slot, job in admitted:
-                self._admit(slot, job)
-            self._step()
+            try:
+                for slot, job in admitted:
+                    self._admit(slot, job)
+                self._step()
+            except Exception as e:  # a bug: the requests running now fail with it, the slots live on
+                for slot in self.slots:
+                    if slot.job is not None:
+                        self._fail(slot, e)
 
     def _free_slots(self) -> list[_Slot]:
         """Free slots, the one holding the longest start of the next waiting prompt first
