@@ -2,7 +2,7 @@
 
 Floors (low to high): engine's helpers (errors, paths, units, resources) < engine.models |
 engine.documents (side by side) < engine.library (folders indexed, over documents; side by side with models) <
-engine.llamacpp (the only room that imports llama_cpp) < decoding's wings < decoding's top <
+engine.llamacpp (the only room that imports llama_cpp) < decoding's wings < decoding's top < decoding.slots <
 engine.toolcalls (calls models write: read, forced, checked) < engine.tooluse (MCP servers and the tool
 loop) < engine.measure | engine.serving (side by side, neither imports the other) <
 engine (the public API) < engine.cli < app/, where history < the core modules (workers, theme,
@@ -67,6 +67,7 @@ ROOMS = {  # room -> floor; a module lives in the longest room its name starts w
     "engine.decoding.prompting": 30,
     "engine.decoding.drafting": 31,
     "engine.decoding": 35,
+    "engine.decoding.slots": 36,  # above decoding's top: it runs the top's decoder over several sequences
     "engine.toolcalls": 40,
     "engine.tooluse": 45,
     "engine.measure": 50,
@@ -178,7 +179,7 @@ def test_no_import_cycles():
 
 
 def test_each_room_says_what_it_holds_and_may_import():
-    for room in ("engine.models", "engine.documents", "engine.library", "engine.llamacpp", "engine.decoding", *WINGS, "engine.measure",
+    for room in ("engine.models", "engine.documents", "engine.library", "engine.llamacpp", "engine.decoding", *WINGS, "engine.decoding.slots", "engine.measure",
                  "engine.serving", "engine.toolcalls", "engine.tooluse", "engine.cli", "app", "app.history", "app.downloads",
                  "app.widgets", *APP_WIDGET_FAMILIES, "app.views", "app.views.chat", "app.views.race", "tools"):
         init = ROOT / room.replace(".", "/") / "__init__.py"
@@ -221,7 +222,7 @@ def test_decoding_top_level_holds_at_most_twelve_modules_beside_its_wings():
     top = sorted(p.name for p in (ROOT / "engine" / "decoding").glob("*.py") if p.name != "__init__.py")
     assert len(top) <= 12, top
     wings = sorted(p.name for p in (ROOT / "engine" / "decoding").iterdir() if (p / "__init__.py").exists())
-    assert wings == sorted(w.rpartition(".")[2] for w in WINGS), wings
+    assert wings == sorted([w.rpartition(".")[2] for w in WINGS] + ["slots"]), wings
 
 
 # Modules outside engine/llamacpp/ that still call llama_cpp, each with why (shrinks to nothing).
@@ -351,8 +352,11 @@ def test_the_class_name_check_catches_a_name_in_two_modules(tmp_path):
     assert _shared_class_names(tmp_path) == {"Fit": ["a.py", "sub/b.py"]}
 
 
-# Where a file or function may be longer, the one line that says why (none today).
-LONG_ALLOWED: dict[str, str] = {}
+# Where a file or function may be longer, the one line that says why.
+LONG_ALLOWED: dict[str, str] = {
+    "engine/decoding/decoder.py": "the step's halves the parallel slots share (plan_step, judge, settle) and the model "
+                                  "draft's catch-up both work on _Run; the catch-up moves to drafting/ with the slots' Auto (#48 item 3)",
+}
 
 
 def test_files_and_functions_stay_a_screen_or_two():

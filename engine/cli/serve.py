@@ -103,12 +103,13 @@ def aliases_and_any(args: argparse.Namespace) -> tuple[tuple[str, ...], bool]:
 def _checked_options(args: argparse.Namespace) -> tuple[str | None, tuple[str, ...], int]:
     """Every option checked before anything loads (one line each): (API key, CORS origins, max body)."""
     from .common import check_runtime_flags
-    from ..serving.server.config import check_cors
+    from ..serving.server.config import check_cors, check_parallel
 
     check_runtime_flags(args)
     api_key = _api_key(args)
     if args.queue < 0:
         raise TandemError(f"--queue must be >= 0, got {args.queue}")
+    check_parallel(args.parallel)
     cors = tuple(args.cors_origin or ())
     refused = check_cors(cors, api_key=api_key, allow_any_origin=args.allow_any_origin_without_key)
     if refused:
@@ -151,12 +152,13 @@ def cmd_serve(args: argparse.Namespace) -> int:
                              aliases=aliases, catalog_id=catalog_id_of(target))
         config = ServerConfig(api_key=api_key, max_waiting=args.queue, temperature=args.temperature,
                               any_model_name=any_name, cors_origins=cors, max_body=max_body,
-                              early_role_chunk=args.early_role_chunk, allowed_hosts=hosts)
+                              early_role_chunk=args.early_role_chunk, allowed_hosts=hosts, parallel=args.parallel)
         app = create_app(served, config)
         split = f", target split over {len(eng.endpoints)} RPC worker(s)" if getattr(args, "rpc", None) else ""
         draft_text = DraftChoice.parse(draft).label
+        slots_text = f", {args.parallel} slots" if args.parallel > 1 else ""
         print(f"tandem: serving {served.id} ({target.name}, {draft_text}, lookahead {args.lookahead}, "
-              f"context {args.ctx}{split}) on {url_for(args.host, args.port)}/v1", file=sys.stderr)
+              f"context {args.ctx}{split}{slots_text}) on {url_for(args.host, args.port)}/v1", file=sys.stderr)
         if any_name:
             print(f"tandem: answering to every model name (--alias '*' or --any-model-name) with {served.id}",
                   file=sys.stderr)
@@ -188,6 +190,9 @@ def register(sub: Any) -> None:
     s.add_argument("--threads", type=int, default=None)
     s.add_argument("--queue", type=int, default=16, help="requests that may wait behind the running one (default 16); "
                                                           "more get 503 with Retry-After")
+    s.add_argument("--parallel", type=int, default=1, metavar="N",
+                   help="answer up to N requests side by side in slots of one context (default 1; each slot holds "
+                        "the whole --ctx; drafts: lookup, suffix or none; an attention-only target)")
     s.add_argument("--max-body", default="4M", help="largest request body accepted, in bytes or with K/M/G (default 4M, "
                                                      "at least 1); larger ones get 413 before they are read")
     s.add_argument("--temperature", type=float, default=1.0, help="for requests that do not say (default 1.0, as OpenAI)")

@@ -9,7 +9,8 @@ prompt_cache_files.py), the cancel token, text assembly, the
 quality check and the metrics log. Three wings hold what the loop uses: sampling/ (the sampler,
 exact verification, logit controls, grammars), drafting/ (drafters, lookahead policies, Auto's
 cost model) and prompting/ (chat templates in a sandbox, tools offered through the template,
-prompt fitting). Each wing's __init__ says what it holds and may import.
+prompt fitting). Each wing's __init__ says what it holds and may import. Above the top, slots/
+runs the top's decoder on several sequences of one context at once (the parallel slots).
 
 May import: engine.llamacpp (the llama.cpp seam), engine.models, engine.errors, engine.paths,
 engine.units, engine.resources, and its own modules. A wing never imports decoding's top;

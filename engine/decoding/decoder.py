@@ -11,7 +11,7 @@ from __future__ import annotations
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Iterator, Sequence
 
 from ..errors import Cancelled, NonFiniteLogits, PromptError, TandemError
 from .cancel import CancelToken
@@ -27,7 +27,6 @@ from .prompt_cache import PromptCache
 from ..llamacpp.runtime import RuntimeParams
 from .sampling.verifier import Verifier
 from .text_assembly import TextAssembler
-
 from .queue import GenerationQueue
 
 if TYPE_CHECKING:
@@ -90,6 +89,24 @@ class StepResult:
     read: DraftReadEvent | None = None  # the model draft read a chunk of the context before this step
 
 
+@dataclass
+class StepPlan:
+    """A step between its halves: what was drafted and the rows the target reads (`plan_step`),
+    then the verdict on them (`judge`). The parallel slots batch several plans in one decode."""
+
+    k_req: int
+    prop: Proposal  # what is verified
+    offered: Proposal  # what the drafter offered (a free drafter may offer more)
+    rows: list[int]  # pending + drafts
+    t_d0: float
+    t_d1: float  # drafting ended, the target's pass begins
+    drafts: list[int]
+    result: Any = None  # the verdict (sampling.Verification), set by `judge`, with the rows logprobs read
+    verified_rows: Any = None
+    t_v1: float = 0.0
+    read: DraftReadEvent | None = None  # the model draft read a chunk of the context before this step
+
+
 class Decoder:
     """Runs generations for one target with an optional drafter.
 
@@ -111,14 +128,16 @@ class Decoder:
         cost: CostModel | None = None,
         queue: GenerationQueue | None = None,
         prompt_cache: PromptCache | None = None,
+        context: Context | None = None,
     ):
-        """`prompt_cache`: prompts read before (the engine's, shared by its decoders)."""
+        """`prompt_cache`: prompts read before (the engine's, shared by its decoders). `context`:
+        the target's context to run on (a parallel slot's sequence); None: a context of its own."""
         self.target = target
         self.prompt_cache = prompt_cache
         self.drafter = drafter
         # A hybrid target (Qwen3.5, LFM2) takes rejected drafts back through llama.cpp's state
         # snapshots: one per token it may have to rewind (a longer draft falls back to a checkpoint).
-        self.ctx = Context(target, runtime, rollback=RECURRENT_SNAPSHOTS if drafter is not None else 0)
+        self.ctx = context or Context(target, runtime, rollback=RECURRENT_SNAPSHOTS if drafter is not None else 0)
         if drafter is not None:
             try:
                 drafter.bind(self.ctx)
@@ -206,10 +225,8 @@ class Decoder:
         if not prompt:
             raise PromptError("the prompt is empty")
         if len(prompt) >= ctx.n_ctx:
-            raise PromptError(
-                f"the prompt is {len(prompt)} tokens but the context holds {ctx.n_ctx}; "
-                "shorten it or raise the context size"
-            )
+            raise PromptError(f"the prompt is {len(prompt)} tokens but the context holds {ctx.n_ctx}; "
+                              "shorten it or raise the context size")
         bad = [t for t in prompt if not 0 <= t < target.n_vocab]
         if bad:
             raise PromptError(f"prompt token id {bad[0]} is outside the vocabulary (0..{target.n_vocab - 1})")
@@ -226,10 +243,8 @@ class Decoder:
                     raise EngineClosedError("this engine was closed: load the model again")
                 verifier = Verifier(target, request.sampling, processors, grammar=request.grammar,
                                     grammar_triggers=request.grammar_triggers, logprobs=request.logprobs)
-        run = _Run(prompt, request, cancel, la, verifier, stats, TextAssembler(request.stop), time.perf_counter())
-        run.acceptance = TextAcceptance(self.cost)
-        run.context = list(prompt)
-        run.pending = prompt[-1]
+        run = _Run(prompt, request, cancel, la, verifier, stats, TextAssembler(request.stop), time.perf_counter(),
+                   context=list(prompt), pending=prompt[-1], acceptance=TextAcceptance(self.cost))
         cancel.watch(ctx)
         for c in self.drafter.contexts if self.drafter is not None else ():
             cancel.watch(c)
@@ -274,6 +289,10 @@ class Decoder:
             return
         if ctx.recurrent:  # its state cannot be cut back to the prompt later: keep it now
             self._remember(run)
+        yield from self._ready(run)
+
+    def _ready(self, run: _Run) -> Iterator[DraftReadEvent]:
+        """The prompt is read: get the drafter ready (a model draft reads it only if it will draft)."""
         drafter = self.drafter
         if drafter is not None:
             drafter.begin(run.prompt)
@@ -318,18 +337,27 @@ class Decoder:
 
     def step(self, run: _Run) -> StepResult:
         """One step: choose k, draft, verify in one target pass, accept, roll back."""
+        plan = self.plan_step(run)
+        if plan is None:
+            return StepResult([], None, True)
+        with self._step_lock:
+            if self._closed:
+                run.end("cancelled", "cancel")
+                return StepResult([], None, True)
+            self.judge(run, plan, self.ctx.decode(plan.rows, logits="all" if plan.drafts else "last"))
+        return self.settle(run, plan)
+
+    def plan_step(self, run: _Run) -> StepPlan | None:
+        """A step's first half: check the limits, choose k, draft. None: the run ended."""
         ctx, drafter = self.ctx, self.drafter
         if run.cancel.cancelled or self._closed:
             run.end("cancelled", "cancel")
-            return StepResult([], None, True)
+            return None
         room_ctx = ctx.n_ctx - ctx.n_past - 1  # batch = pending + k drafts
         remaining = run.request.max_tokens - len(run.generated)
-        if room_ctx < 0:
-            run.end("length", "context_full")
-            return StepResult([], None, True)
-        if remaining <= 0:
-            run.end("length", "max_tokens")
-            return StepResult([], None, True)
+        if room_ctx < 0 or remaining <= 0:
+            run.end("length", "context_full" if room_ctx < 0 else "max_tokens")
+            return None
         k_req = room = 0
         prop = offered = Proposal()
         asks = False  # this step asks the drafter for a proposal
@@ -339,33 +367,39 @@ class Decoder:
             k_req, read_ev = self._choose(run, room)
             if run.cancel.cancelled:
                 run.end("cancelled", "cancel")
-                return StepResult([], None, True, read_ev)
+                return None
             asks = drafter.wants_proposal(k_req, room, run.lookahead.current)
         with self._step_lock:
             if self._closed:
                 run.end("cancelled", "cancel")
-                return StepResult([], None, True)
+                return None
             t_d0 = time.perf_counter()
             if asks:
                 prop, offered, k_req = self._propose(run, k_req, room)
-            drafts, dists = prop.tokens, prop.dists
-            run.lookahead.record(len(drafts))
-            t_d1 = time.perf_counter()
-            if drafts:
-                ctx.guard(1 + len(drafts), len(drafts))  # a recurrent state may have to come back
-            logits = ctx.decode([run.pending] + drafts, logits="all" if drafts else "last")
-            result, rows = run.verifier.verify(drafts, dists, logits, run.context)
-            t_v1 = time.perf_counter()
-            n_in = 1 + len(drafts)
-            # Keep pending + accepted drafts in the KV; the final token becomes pending.
-            ctx.truncate(ctx.n_past - n_in + 1 + result.accepted)
-        self.cost.observe_verify(n_in, t_v1 - t_d1)
+            run.lookahead.record(len(prop.tokens))
+            if prop.tokens:
+                ctx.guard(1 + len(prop.tokens), len(prop.tokens))  # a recurrent state may have to come back
+        return StepPlan(k_req, prop, offered, [run.pending] + prop.tokens, t_d0, time.perf_counter(), prop.tokens,
+                        read=read_ev)
+
+    def judge(self, run: _Run, plan: StepPlan, logits) -> None:
+        """Verify the plan's rows (their `logits`, under the step lock), roll back the rejected tail."""
+        plan.result, plan.verified_rows = run.verifier.verify(plan.drafts, plan.prop.dists, logits, run.context)
+        plan.t_v1 = time.perf_counter()
+        # Keep pending + accepted drafts in the KV; the final token becomes pending.
+        self.ctx.truncate(self.ctx.n_past - len(plan.rows) + 1 + plan.result.accepted)
+
+    def settle(self, run: _Run, plan: StepPlan) -> StepResult:
+        """A step's second half: the verdict's costs, feedback, tokens and stats."""
+        drafter, drafts, result, prop = self.drafter, plan.drafts, plan.result, plan.prop
+        t_d0, t_d1, t_v1 = plan.t_d0, plan.t_d1, plan.t_v1
+        self.cost.observe_verify(len(plan.rows), t_v1 - t_d1)
         if drafts:
             assert drafter is not None
             drafter.measure(self.cost, prop, result.accepted, t_d1 - t_d0)
             drafter.feedback(len(drafts), result.accepted)
         if run.acceptance is not None:
-            run.acceptance.observe_step(offered, len(drafts), result.accepted, result.token)
+            run.acceptance.observe_step(plan.offered, len(drafts), result.accepted, result.token)
         if drafts:  # who drafted: a free proposal beside a model draft (asked for the room) by its name
             beside = prop.asked is not None
             run.lookahead.feedback(len(drafts), result.accepted, prop.source if beside else drafter.kind, beside)  # type: ignore[union-attr]
@@ -373,25 +407,22 @@ class Decoder:
             if self._closed:
                 run.end("cancelled", "cancel")
                 return StepResult([], None, True)
-            tokens = self._emit(run, drafts[: result.accepted] + [result.token], result, bool(drafts), rows)
+            tokens = self._emit(run, drafts[: result.accepted] + [result.token], result, bool(drafts), plan.verified_rows)
         if run.unread:  # not caught up: the draft has the new tokens to read too
             run.unread += run.emitted_this_step
         st = run.stats
-        st.steps += 1
-        st.drafted += len(drafts)
+        st.steps, st.drafted = st.steps + 1, st.drafted + len(drafts)
         used = min(result.accepted, run.used_this_step)  # not the drafts after EOS or a stop string
         st.accepted += used
         if drafts:
             src = prop.source or drafter.kind  # type: ignore[union-attr]
             st.accepted_by[src] = st.accepted_by.get(src, 0) + used
-        st.draft_s += t_d1 - t_d0
-        st.verify_s += t_v1 - t_d1
-        now = time.perf_counter()
-        ev = StepEvent(run.step, k_req, len(drafts), result.accepted, run.emitted_this_step,
-                       (t_d1 - t_d0) * 1000.0, (t_v1 - t_d1) * 1000.0, now - run.t0)
+        st.draft_s, st.verify_s = st.draft_s + t_d1 - t_d0, st.verify_s + t_v1 - t_d1
+        ev = StepEvent(run.step, plan.k_req, len(drafts), result.accepted, run.emitted_this_step,
+                       (t_d1 - t_d0) * 1000.0, (t_v1 - t_d1) * 1000.0, time.perf_counter() - run.t0)
         run.pending = result.token
         run.step += 1
-        return StepResult(tokens, ev, bool(run.finish), read_ev)
+        return StepResult(tokens, ev, bool(run.finish), plan.read)
 
     def _choose(self, run: _Run, room: int) -> tuple[int, DraftReadEvent | None]:
         """The step's k, as the policy chooses it (Auto weighs the model draft's reading of what
@@ -429,10 +460,7 @@ class Decoder:
     def _emit(self, run: _Run, new_tokens: list[int], result, drafted: bool, rows=None) -> list[TokenEvent]:
         """Append accepted tokens to the output, with provenance, stop and EOS handling
         (and, when `rows` are given, each token's log-probability from its verify row)."""
-        if not drafted:
-            provs = ["plain"]
-        else:
-            provs = ["draft"] * result.accepted + ["target" if result.corrected else "bonus"]
+        provs = ["draft"] * result.accepted + ["target" if result.corrected else "bonus"] if drafted else ["plain"]
         out: list[TokenEvent] = []
         now = time.perf_counter()
         run.emitted_this_step = run.used_this_step = 0
@@ -467,18 +495,14 @@ class Decoder:
                           logprob=lp, top_logprobs=top)
 
     def _done(self, run: _Run) -> tuple[list[TokenEvent], DoneEvent]:
-        tokens: list[TokenEvent] = []
-        if not run.text.stopped:
-            for idx, piece in run.text.flush():
-                tokens.append(self._token_event(run, idx, piece, time.perf_counter()))
+        flush = () if run.text.stopped else run.text.flush()
+        tokens = [self._token_event(run, idx, piece, time.perf_counter()) for idx, piece in flush]
         t_end = time.perf_counter()
         st = run.stats
         st.generated_tokens = len(run.generated)
         st.finish_reason, st.stopped_by = run.finish, run.stopped_by
-        if not run.t_prefill:
-            run.t_prefill = t_end
-        if not st.prefill_s:
-            st.prefill_s = run.t_prefill - run.t0
+        run.t_prefill = run.t_prefill or t_end
+        st.prefill_s = st.prefill_s or run.t_prefill - run.t0
         st.decode_s = t_end - run.t_prefill
         st.wall_s = t_end - run.t0
         st.time_to_first_token_s = (run.first_token_t - run.t0) if run.first_token_t is not None else 0.0

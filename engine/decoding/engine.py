@@ -25,6 +25,7 @@ from ..models.compat import require_compatible, require_target
 from ..models.resolve import model_file
 from .drafting.choice import DraftChoice, DraftSpec
 from .drafting.drafters import Drafter
+from .drafting.lookup_drafter import PromptLookupDrafter
 from .drafting.factory import make_drafter
 from ..llamacpp.mtp import SHARED_CACHE_DRAFTERS
 from .drafting.suffix_drafter import LEAD_IN, SuffixDrafter
@@ -145,6 +146,7 @@ class Engine(BaseEngine):
         self._drafts: dict[str, Model] = {}
         self._bridged: set[str] = set()  # drafts of another vocabulary (bridged through text)
         self._decoders: dict[str, Decoder] = {}
+        self._attached: list[Any] = []  # built over the target elsewhere (the server's parallel slots)
         self._costs: dict[str, CostModel] = {}
         self._answers: AnswerStore | None = None  # past answers, shared by every suffix drafter
         self._lock = threading.RLock()
@@ -246,6 +248,22 @@ class Engine(BaseEngine):
             self.history_draft = on
             for drafter in self._suffix_drafters():
                 drafter.history_path = self.draft_history_path() if on else None
+
+    def free_drafter(self, kind: str) -> Drafter | None:
+        """A new drafter that needs no context ("none", "lookup", "suffix": over this engine's one
+        store of past answers), for a decoder this engine does not own (a parallel slot's)."""
+        self._check_open()
+        if kind not in ("none", "lookup", "suffix"):
+            raise TandemError(f"{kind!r} is not a free draft: use 'none', 'lookup' or 'suffix'")
+        with self._lock:
+            return None if kind == "none" else PromptLookupDrafter() if kind == "lookup" else self._history_drafter(True)
+
+    def attach(self, part: Any) -> None:
+        """Keep `part` (built over this engine's target elsewhere: the server's parallel slots) until
+        this engine closes, and close it first then: its context must go before the target."""
+        with self._lock:
+            self._check_open()
+            self._attached.append(part)
 
     def _history_drafter(self, with_lookup: bool) -> SuffixDrafter:
         """A suffix drafter over this engine's one store of past answers (read once, shared by
@@ -445,6 +463,9 @@ class Engine(BaseEngine):
             return
         self._closed = True
         with self._lock:  # a decoder still being made in another thread is finished, and closed here
+            for part in self._attached:  # first: their contexts read the target
+                part.close()
+            self._attached.clear()
             for d in list(self._decoders.values()):
                 d.close()  # cancels its run and waits for the llama.cpp call in progress
         with self._embed_lock:  # a running embed stops at its next chunk (`_closed`), then it is freed

@@ -53,6 +53,7 @@ class Job:
     info: dict[str, Any] = field(default_factory=dict)  # free-form: endpoint, model, draft
     thread: int | None = None  # the thread holding the turn, while it runs
     generating: bool = False  # a decoder run is inside this turn now
+    side_by_side: bool = False  # runs in a parallel slot: beside other such jobs, up to the queue's `slots`
 
 
 class GenerationQueue:
@@ -60,6 +61,8 @@ class GenerationQueue:
 
     def __init__(self, max_waiting: int = 16):
         self.max_waiting = max_waiting
+        self.slots = 1  # side-by-side jobs that may run at once (the server's parallel slots)
+        self._side: set[Job] = set()  # side-by-side jobs running now
         self._cond = threading.Condition()
         self._waiting: deque[Job] = deque()
         self._preparing: set[Job] = set()  # admitted, still being checked (prompt counted): not in line yet
@@ -77,7 +80,13 @@ class GenerationQueue:
 
     @property
     def running(self) -> Job | None:
-        return self._running
+        """The job running now (with parallel slots: one of those running)."""
+        return self._running if self._running is not None else next(iter(self._side), None)
+
+    @property
+    def running_side_by_side(self) -> int:
+        with self._cond:
+            return len(self._side)
 
     @property
     def preparing(self) -> int:
@@ -88,7 +97,7 @@ class GenerationQueue:
     @property
     def busy(self) -> bool:
         with self._cond:
-            return self._running is not None or bool(self._waiting) or bool(self._preparing)
+            return self._running is not None or bool(self._side) or bool(self._waiting) or bool(self._preparing)
 
     def retry_after_s(self) -> int:
         """A guess at when a refused request could get in: the queue ahead times a typical job."""
@@ -97,7 +106,7 @@ class GenerationQueue:
 
     # -- turns ---------------------------------------------------------------------------
     def submit(self, source: str, *, bounded: bool = True, cancel: CancelToken | None = None, ready: bool = True,
-               **info: Any) -> Job:
+               side_by_side: bool = False, **info: Any) -> Job:
         """Take a place in line; raises `QueueFull` when `bounded` and the line is full.
 
         `ready=False` admits the job without a place in line yet (call `ready(job)` once its
@@ -105,9 +114,9 @@ class GenerationQueue:
         hold a place in the limit, so a flood of large prompts is refused, not tokenised at once."""
         with self._cond:
             ahead = len(self._waiting) + len(self._preparing)
-            if bounded and ahead >= self.max_waiting and (self._running is not None or ahead):
+            if bounded and ahead >= self.max_waiting and (self._running is not None or self._side or ahead):
                 raise QueueFull(ahead, self.max_waiting, self._retry_after_locked())
-            job = Job(f"{next(self._ids):06d}", source, cancel or CancelToken(), info=info)
+            job = Job(f"{next(self._ids):06d}", source, cancel or CancelToken(), info=info, side_by_side=side_by_side)
             if ready:
                 self._waiting.append(job)
             else:
@@ -127,21 +136,31 @@ class GenerationQueue:
         return max(1, math.ceil(typical * (len(self._waiting) + len(self._preparing) + 1)))
 
     def wait_turn(self, job: Job, poll_s: float = 0.05) -> None:
-        """Block until `job` is first in line and nothing runs; then it runs.
+        """Block until `job` is first in line and nothing runs (a side-by-side job: nothing but
+        side-by-side jobs, fewer than `slots`); then it runs.
 
         Raises `Cancelled` (and leaves the line) if the job's cancel token fires first.
         """
         with self._cond:
-            if self._running is job:
+            if self._running is job or job in self._side:
                 return
-            while not (self._running is None and self._waiting and self._waiting[0] is job):
+            while not (self._waiting and self._waiting[0] is job and self._room_for(job)):
                 if job.cancel.cancelled:
                     self._drop(job)
                     raise Cancelled("cancelled while waiting in the queue")
                 self._cond.wait(poll_s)
             self._waiting.popleft()
-            self._running = job
+            if job.side_by_side:
+                self._side.add(job)
+            else:
+                self._running = job
             job.started = time.monotonic()
+            self._cond.notify_all()  # the next side-by-side job may start beside this one
+
+    def _room_for(self, job: Job) -> bool:
+        if self._running is not None:
+            return False
+        return len(self._side) < self.slots if job.side_by_side else not self._side
 
     def _drop(self, job: Job) -> None:
         self._preparing.discard(job)
@@ -154,8 +173,10 @@ class GenerationQueue:
     def finish(self, job: Job) -> None:
         """End `job`'s turn (or its wait) and let the next one in."""
         with self._cond:
-            if self._running is job:
-                self._running = None
+            if self._running is job or job in self._side:
+                if self._running is job:
+                    self._running = None
+                self._side.discard(job)
                 if job.started is not None:
                     self._durations.append(time.monotonic() - job.started)
             self._drop(job)
@@ -163,7 +184,7 @@ class GenerationQueue:
     def cancel_all(self, source: str | None = None) -> int:
         """Cancel the running and waiting jobs (of one source, or all); returns how many."""
         with self._cond:
-            jobs = list(self._waiting) + list(self._preparing) + ([self._running] if self._running is not None else [])
+            jobs = list(self._waiting) + list(self._preparing) + list(self._side) + ([self._running] if self._running is not None else [])
         hit = [j for j in jobs if source is None or j.source == source]
         for j in hit:
             j.cancel.cancel()
@@ -251,6 +272,10 @@ class GenerationQueue:
         with self._cond:
             if fn in self._listeners:
                 self._listeners.remove(fn)
+
+    def notify(self, job: Job, ev: Event) -> None:
+        """Hand `ev` of `job` to the listeners (a generation that runs outside `stream`: a slot's)."""
+        self._notify(job, ev)
 
     def _notify(self, job: Job, ev: Event) -> None:
         for fn in list(self._listeners):

@@ -1,6 +1,8 @@
 """llama.cpp: the one room that talks to llama-cpp-python (`llama_cpp`) and its libraries.
 
 - llama.py: the model and its decode context (Model, Context), llama.cpp's log routing;
+- sequences.py: several sequences in one context (SharedContext), decoded in one batch, each
+  rolled back or freed alone: the parallel slots' seam (attention targets only);
 - fim.py: the fill-in-the-middle tokens a vocabulary reports;
 - embedding.py: the embedding context;
 - grammar_sampler.py: llama.cpp's grammar sampler and its parser's reason, for the sampling wing;

@@ -15,7 +15,10 @@ import threading
 import time
 from collections import deque
 from dataclasses import dataclass
-from typing import Iterator, Protocol, Sequence
+from typing import TYPE_CHECKING, Iterator, Protocol, Sequence
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ...llamacpp.context import Context
 
 MAX_LOOKAHEAD = 16
 CONF_BUCKETS = 20  # a drafter's stated confidence, in buckets of 0.05

@@ -30,7 +30,7 @@ from ...errors import PromptTooLong, TandemError
 from ...llamacpp.rpc_backend import RpcError
 from ...toolcalls.tool_calls import ParsedAnswer, ToolCall
 from .bridge import Generation, GenerationFailed
-from .config import ServedModel, ServerConfig, model_not_found
+from .config import ServedModel, ServerConfig, model_not_found, slot_draft_spec
 from .errors import ApiError, engine_error, failure
 from .fim import fim_tokens_or_400, infill_tokens
 from .wire import Outcome, finish_reason
@@ -162,8 +162,9 @@ class AnswerCore:
     and its run as neutral events."""
 
     def __init__(self, served: ServedModel, config: ServerConfig, queue: GenerationQueue, metrics: ServerMetrics,
-                 stopping: threading.Event | None = None):
+                 stopping: threading.Event | None = None, slots: Any = None):
         self.served, self.config, self.queue, self.metrics = served, config, queue, metrics
+        self.slots = slots  # the parallel slots answers run in (config.py; None: one at a time)
         self.eng = served.engine
         self.stopping = stopping or threading.Event()
 
@@ -182,6 +183,8 @@ class AnswerCore:
         if choice == "mtp" and not getattr(self.eng.target, "n_nextn", 0):
             raise ApiError(400, f"draft 'mtp': {Path(self.eng.target.path).name} has no MTP layers; "
                                 "use 'lookup' or 'none'", param="draft", code="invalid_value")
+        if self.slots is not None:  # "lookup", "suffix" or "none", or a 400 saying so
+            return slot_draft_spec(choice, self.config.parallel)
         return DraftChoice.parse(choice).spec  # "lookup", "mtp", "suffix" or "none", checked by the request's schema
 
     def logit_controls(self, req: Any) -> tuple[dict[int, float] | None, Any]:
@@ -227,7 +230,8 @@ class AnswerCore:
     def admit(self, kind: str, request_id: str) -> Job:
         """A place in the queue's limit before the prompt is counted (counting costs CPU too)."""
         try:
-            return self.queue.submit("server", ready=False, endpoint=kind, request_id=request_id, model=self.served.id)
+            return self.queue.submit("server", ready=False, side_by_side=self.slots is not None, endpoint=kind,
+                                     request_id=request_id, model=self.served.id)
         except QueueFull as e:
             raise ApiError(503, str(e), type="server_error", code="queue_full",
                            headers={"Retry-After": str(e.retry_after_s)})
@@ -357,12 +361,13 @@ class Answering:
 
     def _start(self, i: int) -> "Choice":
         c = self.core
-        job = self.job if i == 0 else c.queue.submit("server", bounded=False, endpoint=self.kind,
-                                                      request_id=self.request_id, model=c.served.id)
+        job = self.job if i == 0 else c.queue.submit("server", bounded=False, side_by_side=c.slots is not None,
+                                                      endpoint=self.kind, request_id=self.request_id, model=c.served.id)
         base, j = self.bases[i // self.per_prompt], i % self.per_prompt
         seed = None if self.seed is None else (self.seed + j) % (2**64)
         request = base if j == 0 else base.with_(sampling=replace(base.sampling, seed=seed))
-        gen = Generation(c.queue, job, c.eng, request, observe=c.metrics.observe, cancelled=c.metrics.cancelled.inc)
+        gen = Generation(c.queue, job, c.eng, request, observe=c.metrics.observe, cancelled=c.metrics.cancelled.inc,
+                         slots=c.slots)
         return Choice(self, gen.start())
 
 

@@ -2,7 +2,8 @@
 
 `create_app(served, config)` builds it from its parts; `engine.serving.server.runner` serves
 it with uvicorn. Every request goes through the engine's `GenerationQueue` (one generation
-at a time, in order, bounded: 503 with Retry-After beyond it), so the desktop app's chat and
+at a time, or with `--parallel N` up to N side by side in slots: config.py; in order,
+bounded: 503 with Retry-After beyond it), so the desktop app's chat and
 the server share one engine safely. Errors are bodies in the shape of the API called
 (`error_shapes`), never a dead server.
 
@@ -28,7 +29,7 @@ from .apis.ollama import Ollama, ollama_router
 from .apis.ollama_models import OllamaModels
 from .apis.openai import Completions, completions_router
 from .apis.responses import Responses, responses_router
-from .config import ServedModel, ServerConfig
+from .config import ServedModel, ServerConfig, parallel_slots
 from .doors.middleware import install_middleware
 from .errors import install_error_handlers, key_check
 from .prom import ServerMetrics
@@ -41,6 +42,7 @@ def create_app(served: ServedModel, config: ServerConfig | None = None) -> FastA
     config = config or ServerConfig()
     queue: GenerationQueue = served.engine.queue
     queue.max_waiting = config.max_waiting
+    slots = parallel_slots(served, config)  # None: one answer at a time
     metrics = ServerMetrics(queue)
     app = FastAPI(title="Tandem", description="OpenAI-compatible local speculative decoding", version="1",
                   docs_url=None, redoc_url=None, openapi_url=None)
@@ -48,12 +50,12 @@ def create_app(served: ServedModel, config: ServerConfig | None = None) -> FastA
     app.state.stopping = threading.Event()  # set by the runner on shutdown: cut answers say so
     install_error_handlers(app)
     check_key = key_check(config)
-    core = AnswerCore(served, config, queue, metrics, app.state.stopping)
+    core = AnswerCore(served, config, queue, metrics, app.state.stopping, slots=slots)
     embeddings = Embeddings(core)
     ollama = Ollama(core, embeddings, OllamaModels(core))
     routers = [completions_router(Completions(core), check_key), infill_router(Infill(core), check_key),
                embeddings_router(embeddings, check_key),
-               listing_router(served, config, queue, metrics, check_key), llama_extras_router(served, config, check_key),
+               listing_router(served, config, queue, metrics, check_key), llama_extras_router(served, config, check_key, slots),
                responses_router(Responses(core), check_key), anthropic_router(Messages(core), config),
                ollama_router(ollama, check_key)]
     for router in routers:

@@ -11,13 +11,15 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any, AsyncIterator, Callable
+import threading
+from typing import Any, AsyncIterator, Callable, Iterator
 
 from ...errors import Cancelled, NonFiniteLogits, TandemError
 from ...llamacpp.rpc_backend import RpcError
 from ...decoding.events import DoneEvent, PrefillEvent, RunStats, TokenEvent
 from ...decoding.queue import GenerationQueue, Job
 from ...decoding.request import GenerationRequest
+from ...decoding.drafting.choice import DraftChoice
 from .redact import server_side
 
 log = logging.getLogger("tandem.server")
@@ -42,15 +44,20 @@ class Generation:
     whether or not anyone still listens (a stream whose client left still counts)."""
 
     def __init__(self, queue: GenerationQueue, job: Job, engine: Any, request: GenerationRequest, *,
-                 observe: Callable[[RunStats], None] = lambda s: None, cancelled: Callable[[], None] = lambda: None):
-        self.queue, self.job, self.engine, self.request = queue, job, engine, request
+                 observe: Callable[[RunStats], None] = lambda s: None, cancelled: Callable[[], None] = lambda: None,
+                 slots: Any = None):
+        """`slots`: the server's parallel slots (a `SlotScheduler`; None: the engine's decoder)."""
+        self.queue, self.job, self.engine, self.request, self.slots = queue, job, engine, request, slots
         self.observe, self.cancelled = observe, cancelled
         self.loop = asyncio.get_running_loop()
         self.events: asyncio.Queue[Any] = asyncio.Queue()
         self.prompt_evaluated = 0
 
     def start(self) -> "Generation":
-        self.queue.run_on_worker(self._work)
+        if self.slots is None:
+            self.queue.run_on_worker(self._work)
+        else:  # this thread only waits for the slot's events: the slots decode on their own thread
+            threading.Thread(target=self._work, name="tandem-slot-answer", daemon=True).start()
         return self
 
     def cancel(self) -> None:
@@ -65,7 +72,8 @@ class Generation:
     def _work(self) -> None:
         first_prefill, prompt_done = True, False
         try:
-            for ev in self.queue.stream(self.engine, self.request, self.job):
+            events = self.queue.stream(self.engine, self.request, self.job) if self.slots is None else self._in_slot()
+            for ev in events:
                 if isinstance(ev, DoneEvent):
                     self.observe(ev.stats)
                     self._put(ev)
@@ -92,6 +100,18 @@ class Generation:
             self._put(GenerationFailed(f"{type(e).__name__}: {e}", user=False))
         finally:
             self._put(_END)
+
+    def _in_slot(self) -> Iterator[Any]:
+        """The request in a parallel slot: its turn beside the others', its prompt's tokens as
+        `Engine.stream` reads them, the slot's events handed to the queue's listeners too."""
+        eng, req, job = self.engine, self.request, self.job
+        with self.queue.turn(job):
+            tokens = eng.tokens_for(req.prompt, chat=req.chat, system=req.system, limit=eng.n_ctx,
+                                    parse_special=req.parse_special)
+            draft = DraftChoice.parse(req.draft).kind.value
+            for ev in self.slots.stream(tokens, req, job.cancel, draft=draft):
+                self.queue.notify(job, ev)
+                yield ev
 
     async def __aiter__(self) -> AsyncIterator[PrefillEvent | TokenEvent | DoneEvent]:
         while True:

@@ -1,16 +1,18 @@
-"""What one server serves and how: the loaded engine with its id and default draft, and the limits."""
+"""What one server serves and how: the loaded engine with its id and default draft, the limits, and
+its parallel slots (`--parallel N`)."""
 
 from __future__ import annotations
 
 import logging
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Union
 from urllib.parse import urlsplit
 
 from ...decoding.drafting.choice import DraftChoice
 from ...llamacpp.llama import Model
+from ...errors import TandemError
 from .errors import ApiError
 
 log = logging.getLogger("tandem.server")
@@ -53,6 +55,7 @@ class ServedModel:
 class ServerConfig:
     api_key: str | None = None
     max_waiting: int = 16  # requests allowed to wait behind the running one
+    parallel: int = 1  # requests answered side by side in slots of one context (parallel_slots, below)
     temperature: float = 1.0  # when a request does not say (OpenAI's default)
     list_catalog: bool = True  # an unknown model's 404 says when it is a downloaded but unloaded pair
     any_model_name: bool = False  # answer to every model name (tools with a hard-coded one)
@@ -124,3 +127,52 @@ def model_not_found(name: str, served: ServedModel, config: ServerConfig) -> Api
             if name in listed else f"The model '{name}' does not exist: this server runs '{served.id}' "
                                    "(start it with --alias NAME or --any-model-name to accept other names)")
     return ApiError(404, hint, param="model", code="model_not_found")
+
+
+# -- --parallel N: the answers in N slots of one context, side by side (engine/decoding/slots) ----------
+# With N > 1 the server builds one `SlotScheduler` over the served engine's target (each slot holds
+# the engine's whole context, so a prompt that fits the engine fits a slot), with the free drafts a
+# request may name; the engine keeps it and frees it before its target. Each answer's job runs side
+# by side with the others in the engine's queue (the app's chat still runs alone between them).
+MAX_PARALLEL = 64
+SLOT_DRAFTS = ("none", "lookup", "suffix")
+
+
+def check_parallel(n: Any) -> int:
+    """`--parallel`'s value, or one line saying what is wrong."""
+    if not isinstance(n, int) or isinstance(n, bool) or not 1 <= n <= MAX_PARALLEL:
+        raise TandemError(f"--parallel must be a whole number of slots from 1 to {MAX_PARALLEL}, got {n!r}")
+    return n
+
+
+def parallel_slots(served: ServedModel, config: ServerConfig) -> Any:
+    """The `SlotScheduler` `config.parallel` asks for (None: one request at a time, as before)."""
+    n = check_parallel(config.parallel)
+    if n == 1:
+        return None
+    from ...decoding.engine import Engine  # lazily: the CLI checks its options before llama.cpp loads
+    from ...decoding.slots.scheduler import SlotScheduler
+
+    eng = served.engine
+    if not isinstance(eng, Engine) or eng.rpc is not None:
+        raise TandemError("--parallel needs a target on this machine: a target split over RPC workers runs one "
+                          "request at a time")
+    default = DraftChoice.parse(served.draft).kind.value
+    if default not in SLOT_DRAFTS:
+        raise TandemError(f"--parallel {n} drafts with {', '.join(SLOT_DRAFTS)} so far, not {served.default_draft!r}: "
+                          "a model draft across slots is not built yet (use --draft lookup, suffix or none)")
+    runtime = replace(eng.runtime, n_ctx=eng.n_ctx * n)
+    slots = SlotScheduler(eng.target, n, runtime=runtime,
+                          drafters={k: (lambda k=k: eng.free_drafter(k)) for k in SLOT_DRAFTS})
+    eng.attach(slots)
+    eng.queue.slots = n
+    return slots
+
+
+def slot_draft_spec(choice: str, parallel: int) -> str:
+    """A request's draft in the slots ("lookup", "suffix" or "none"), or a 400 saying what they run."""
+    kind = DraftChoice.parse(choice).kind.value
+    if kind not in SLOT_DRAFTS:
+        raise ApiError(400, f"draft {choice!r}: the parallel slots (--parallel {parallel}) draft with 'lookup', "
+                            "'suffix' or 'none' so far", param="draft", code="invalid_value")
+    return kind

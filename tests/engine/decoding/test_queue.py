@@ -109,3 +109,40 @@ def test_cancel_all_reaches_running_and_waiting_jobs_of_one_source():
     b, c = q.submit("server"), q.submit("chat")
     assert q.cancel_all("server") == 2
     assert a.cancel.cancelled and b.cancel.cancelled and not c.cancel.cancelled
+
+
+def test_side_by_side_jobs_run_together_up_to_the_slots_and_in_line_with_the_others():
+    """The server's parallel slots: side-by-side jobs share the turn (at most `slots` at once);
+    a job that runs alone (the app's chat) waits for them, and they wait for it, in arrival order."""
+    q = GenerationQueue()
+    q.slots = 2
+    a, b, c = (q.submit("server", side_by_side=True) for _ in range(3))
+    q.wait_turn(a)
+    q.wait_turn(b)  # beside a
+    assert q.running_side_by_side == 2 and q.busy and q.running in (a, b)
+    started: list[str] = []
+
+    def take(job, name: str) -> None:
+        q.wait_turn(job)
+        started.append(name)
+
+    alone = q.submit("chat", bounded=False)
+    d = q.submit("server", side_by_side=True)
+    threads = [threading.Thread(target=take, args=(j, n)) for j, n in ((c, "c"), (alone, "alone"), (d, "d"))]
+    for t in threads:
+        t.start()
+    time.sleep(0.1)
+    assert started == []  # c waits for a free slot
+    q.finish(a)
+    time.sleep(0.1)
+    assert started == ["c"]  # the chat is next in line: it waits until b and c are done, d behind it
+    q.finish(b)
+    q.finish(c)
+    time.sleep(0.1)
+    assert started == ["c", "alone"] and q.running is alone
+    q.finish(alone)
+    threads[2].join(2)
+    assert started == ["c", "alone", "d"] and q.running is d
+    q.finish(d)
+    assert not q.busy
+    assert q.cancel_all() == 0

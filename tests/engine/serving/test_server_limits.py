@@ -240,6 +240,7 @@ def test_metrics_have_one_label_for_unknown_paths_and_rejected_requests(server):
     (["--port", "-1"], "--port must be 1..65535, got -1"),
     (["--port", "0"], "--port must be 1..65535, got 0"),
     (["--max-body", "lots"], "--max-body: 'lots' is not a size"),
+    (["--parallel", "0"], "--parallel must be a whole number of slots from 1 to 64, got 0"),
 ])
 def test_serve_refuses_a_bad_port_or_size_in_one_line(tiny_target, capsys, args, says):
     from engine.cli.main import main

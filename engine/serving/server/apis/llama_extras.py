@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import importlib.metadata
 from pathlib import Path
-from typing import Any, Callable, Union
+from typing import TYPE_CHECKING, Any, Callable, Union
 
 from fastapi import APIRouter, Depends
 from pydantic import BaseModel, ConfigDict, StrictBool, StrictInt, StrictStr
@@ -17,6 +17,9 @@ from starlette.concurrency import run_in_threadpool
 from ....decoding.prompting.prompt_text import clean
 from ..config import ServedModel, ServerConfig
 from ..errors import ApiError
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ....decoding.slots.scheduler import SlotScheduler
 
 RANDOM_SEED = 0xFFFFFFFF  # llama.cpp's LLAMA_DEFAULT_SEED: each request draws its own
 
@@ -81,8 +84,8 @@ def build_info() -> str:
 
 
 def props(served: ServedModel, config: ServerConfig) -> dict[str, Any]:
-    """llama-server's `GET /props` fields that mean something here: one slot (Tandem answers one
-    request at a time), the defaults a request gets, the model file and its chat template."""
+    """llama-server's `GET /props` fields that mean something here: the slots (`--parallel`: one
+    unless asked), the defaults a request gets, the model file and its chat template."""
     eng = served.engine
 
     speculative = served.default_draft != "none"
@@ -94,7 +97,7 @@ def props(served: ServedModel, config: ServerConfig) -> dict[str, Any]:
     return {
         "default_generation_settings": {"id": 0, "id_task": -1, "n_ctx": eng.n_ctx, "speculative": speculative,
                                         "is_processing": served.engine.queue.running is not None, "params": params},
-        "total_slots": 1,
+        "total_slots": config.parallel,
         "model_alias": served.id,
         "model_path": str(Path(eng.target.path)),
         "chat_template": eng.target.chat_template or "",
@@ -105,7 +108,20 @@ def props(served: ServedModel, config: ServerConfig) -> dict[str, Any]:
     }
 
 
-def llama_extras_router(served: ServedModel, config: ServerConfig, check_key: Callable[..., Any]) -> APIRouter:
+def slots_listing(served: ServedModel, slots: SlotScheduler | None) -> list[dict[str, Any]]:
+    """llama-server's `GET /slots`: each slot, its context and whether it answers now."""
+    eng = served.engine
+    if slots is None:
+        busy, n_ctx = [eng.queue.running is not None], eng.n_ctx
+    else:
+        busy, n_ctx = slots.busy(), slots.shared.n_ctx_seq
+    speculative = served.default_draft != "none"
+    return [{"id": i, "id_task": -1, "n_ctx": n_ctx, "speculative": speculative, "is_processing": b}
+            for i, b in enumerate(busy)]
+
+
+def llama_extras_router(served: ServedModel, config: ServerConfig, check_key: Callable[..., Any],
+                        slots: SlotScheduler | None = None) -> APIRouter:
     router = APIRouter()
     auth = [Depends(check_key)]
     target = served.engine.target
@@ -126,5 +142,9 @@ def llama_extras_router(served: ServedModel, config: ServerConfig, check_key: Ca
     @router.get("/props", dependencies=auth)
     async def get_props() -> dict[str, Any]:
         return props(served, config)
+
+    @router.get("/slots", dependencies=auth)
+    async def get_slots() -> list[dict[str, Any]]:
+        return slots_listing(served, slots)
 
     return router

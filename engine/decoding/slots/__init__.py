@@ -1,0 +1,13 @@
+"""Parallel slots: up to N generations at once over one target, one llama.cpp decode per step.
+
+- scheduler.py: `SlotScheduler`, which admits requests into free slots (the rest wait), reads
+  new prompts in chunks inside the running slots' batches, and runs every slot's step as the
+  single-sequence decoder's own halves (`Decoder.plan_step`, `judge`, `settle`) around one
+  shared `llama_decode` (engine/llamacpp/sequences.py's `SharedContext`).
+
+It sits above decoding's top (it runs the top's decoder, events and requests) and below the
+server that schedules its answers through it.
+
+May import: engine.decoding (its top and wings), engine.llamacpp, engine.models, engine.errors,
+engine.paths, engine.units, engine.resources. Never engine.serving, engine.measure or above.
+"""

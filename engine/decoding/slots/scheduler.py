@@ -1,0 +1,309 @@
+"""Up to N generations at once over one target: each step, one `llama_decode` carries every
+active slot's rows: a new prompt's next chunk, or a running slot's pending token and drafts.
+
+Each slot is the single-sequence `Decoder` on its own sequence of a `SharedContext`: the
+scheduler calls its step halves (`plan_step` drafts, `judge` verifies the slot's own rows
+with its own `Verifier` and rolls back its own rejected tail, `settle` emits) around the
+shared pass, so the exact acceptance rule, the events and the stats are the decoder's own.
+Requests beyond N wait; a cancelled request ends at the next step and frees its slot.
+"""
+
+from __future__ import annotations
+
+import queue as _queue
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Callable, Iterator, Mapping, Sequence
+
+from ...errors import TandemError
+from ...llamacpp.context import common_prefix
+from ...llamacpp.llama import Model
+from ...llamacpp.runtime import RuntimeParams
+from ...llamacpp.sequences import ParallelUnsupported, Part, SharedContext
+from ..cancel import CancelToken
+from ..decoder import Decoder, EngineClosedError, StepPlan
+from ..drafting.cost_model import CostModel
+from ..drafting.drafter_api import Drafter
+from ..events import Event, PrefillEvent
+from ..request import GenerationRequest
+
+
+@dataclass
+class _Job:
+    prompt: list[int]
+    request: GenerationRequest
+    cancel: CancelToken
+    draft: str
+    events: "_queue.SimpleQueue[Event | BaseException | None]" = field(default_factory=_queue.SimpleQueue)
+
+
+@dataclass
+class _Slot:
+    """One sequence of the shared context and the request it runs (None: free)."""
+
+    index: int
+    decoders: dict[str, Decoder]  # one per draft kind, all on this slot's sequence
+    decoder: Decoder  # the running request's
+    job: _Job | None = None
+    run: object = None  # the decoder's run state
+    todo: list[int] | None = None  # prompt still to read (None: reading done, the slot steps)
+    read: int = 0
+    cached: int = 0
+
+
+class SlotScheduler:
+    """Runs requests on `n_slots` sequences of one context, one shared decode per step.
+
+    `drafters` names the drafts a request may ask for, each with what makes a slot's drafter
+    (called once per slot and name; None: no draft). Free drafters only (prompt lookup, suffix):
+    a model draft across slots (one draft context with N sequences) is not built yet. `stream`
+    may be called from any thread; the slots run on one thread of the scheduler's own.
+    """
+
+    def __init__(self, target: Model, n_slots: int, *, runtime: RuntimeParams | None = None,
+                 drafters: Mapping[str, Callable[[], Drafter | None]] | None = None):
+        drafters = drafters or {"none": lambda: None}
+        self.shared = SharedContext(target, runtime, n_slots)
+        if self.shared.n_batch < n_slots:
+            self.shared.close()
+            raise TandemError(f"the batch ({self.shared.n_batch} tokens) must hold at least one token per slot ({n_slots})")
+        # Shared by the slots, not the engine's: a batched pass's time is not a lone pass's.
+        self.cost = CostModel()
+        self.slots: list[_Slot] = []
+        try:
+            for i in range(n_slots):
+                decoders = {}
+                for name, make in drafters.items():
+                    d = make()
+                    if d is not None and d.contexts:
+                        d.close()
+                        raise ParallelUnsupported(f"parallel slots draft with free drafters only (none, lookup, suffix) "
+                                                  f"so far, not {d.kind}: a model draft across slots is not built yet")
+                    decoders[name] = Decoder(target, d, cost=self.cost, context=self.shared.view(i))
+                self.slots.append(_Slot(i, decoders, next(iter(decoders.values()))))
+        except BaseException:
+            self._free_drafters()
+            self.shared.close()
+            raise
+        self.target = target
+        self._cond = threading.Condition()
+        self._waiting: deque[_Job] = deque()
+        self._closed = False
+        self._thread = threading.Thread(target=self._loop, name="tandem-slots", daemon=True)
+        self._thread.start()
+
+    @property
+    def n_slots(self) -> int:
+        return len(self.slots)
+
+    def busy(self) -> list[bool]:
+        """Per slot, whether it runs a request now."""
+        return [s.job is not None for s in self.slots]
+
+    @property
+    def waiting(self) -> int:
+        return len(self._waiting)
+
+    @property
+    def drafts(self) -> list[str]:
+        """The draft names a request may ask for."""
+        return list(self.slots[0].decoders)
+
+    def stream(self, prompt_tokens: Sequence[int], request: GenerationRequest | None = None,
+               cancel: CancelToken | None = None, *, draft: str | None = None) -> Iterator[Event]:
+        """Generate from `prompt_tokens` in the next free slot with the draft named `draft` (None:
+        the first of `drafts`), yielding the decoder's events (the last a `DoneEvent`). Leaving the
+        iteration early cancels the request."""
+        prompt = list(prompt_tokens)
+        draft = self.drafts[0] if draft is None else draft
+        if draft not in self.slots[0].decoders:
+            raise TandemError(f"the parallel slots draft with {', '.join(self.drafts)}, not {draft!r}")
+        job = _Job(prompt, request or GenerationRequest(prompt), cancel or CancelToken(), draft)
+        with self._cond:
+            if self._closed:
+                raise EngineClosedError("this engine was closed: load the model again")
+            self._waiting.append(job)
+            self._cond.notify()
+        ended = False
+        try:
+            while True:
+                item = job.events.get()
+                if item is None:
+                    ended = True
+                    return
+                if isinstance(item, BaseException):
+                    ended = True
+                    raise item
+                yield item
+        finally:
+            if not ended:
+                job.cancel.cancel()
+                with self._cond:
+                    self._cond.notify()
+
+    def close(self) -> None:
+        """Cancel every request, stop the slots' thread, free the context."""
+        with self._cond:
+            self._closed = True
+            for job in self._waiting:
+                job.events.put(EngineClosedError("this engine was closed: load the model again"))
+            self._waiting.clear()
+            for s in self.slots:
+                if s.job is not None:
+                    s.job.cancel.cancel()
+            self._cond.notify()
+        if self._thread is not threading.current_thread():
+            self._thread.join()
+        self._free_drafters()
+        self.shared.close()
+
+    def _free_drafters(self) -> None:
+        for s in self.slots:
+            for dec in s.decoders.values():
+                if dec.drafter is not None:
+                    dec.drafter.close()
+
+    # -- the slots' thread ---------------------------------------------------------------
+    def _loop(self) -> None:
+        while True:
+            with self._cond:
+                while not self._closed and not self._waiting and not any(s.job for s in self.slots):
+                    self._cond.wait()
+                if self._closed and not any(s.job for s in self.slots):
+                    return
+                admitted = []
+                for slot in self._free_slots():
+                    if not self._waiting or self._closed:
+                        break
+                    admitted.append((slot, self._waiting.popleft()))
+            try:
+                for slot, job in admitted:
+                    self._admit(slot, job)
+                self._step()
+            except Exception as e:  # a bug: the requests running now fail with it, the slots live on
+                for slot in self.slots:
+                    if slot.job is not None:
+                        self._fail(slot, e)
+
+    def _free_slots(self) -> list[_Slot]:
+        """Free slots, the one holding the longest start of the next waiting prompt first
+        (its sequence keeps that prefix: the prompt is read from where they part)."""
+        free = [s for s in self.slots if s.job is None]
+        if self._waiting and len(free) > 1:
+            head = self._waiting[0].prompt
+            free.sort(key=lambda s: -common_prefix(self.shared.tokens[s.index], head))
+        return free
+
+    def _admit(self, slot: _Slot, job: _Job) -> None:
+        dec = slot.decoder = slot.decoders[job.draft]
+        try:
+            run = dec._start(job.prompt, job.request, job.cancel)
+        except BaseException as e:  # bad prompt or request: that request's error alone
+            job.events.put(e)
+            return
+        slot.job, slot.run = job, run
+        slot.cached = dec.ctx.reuse_prefix(job.prompt)
+        slot.todo, slot.read = job.prompt[slot.cached:-1], 0
+        job.events.put(PrefillEvent(0, len(slot.todo), cached=slot.cached))
+        if not slot.todo:
+            self._prompt_read(slot)
+
+    def _prompt_read(self, slot: _Slot) -> None:
+        slot.todo = None
+        for ev in slot.decoder._ready(slot.run):  # type: ignore[arg-type]
+            slot.job.events.put(ev)  # type: ignore[union-attr]
+
+    def _step(self) -> None:
+        """One shared decode: every stepping slot's plan, then the prompts' chunks in what is left."""
+        budget = self.shared.n_batch
+        plans: list[tuple[_Slot, StepPlan]] = []
+        chunks: list[tuple[_Slot, int]] = []
+        stepping = [s for s in self.slots if s.job is not None and s.todo is None]
+        for n, slot in enumerate(stepping):
+            try:
+                plan = slot.decoder.plan_step(slot.run)  # type: ignore[arg-type]
+            except BaseException as e:
+                self._fail(slot, e)
+                continue
+            if plan is None:  # limits or a cancel ended it
+                self._finish(slot)
+                continue
+            fits = budget - (len(stepping) - n - 1)  # one row for each slot after this one
+            if len(plan.rows) > fits:  # fewer drafts: still exact, the rest are drafted again
+                plan.prop = plan.prop.cut(fits - 1)
+                plan.drafts, plan.rows = plan.prop.tokens, plan.rows[:fits]
+            budget -= len(plan.rows)
+            plans.append((slot, plan))
+        for slot in self.slots:
+            if slot.job is None or slot.todo is None:
+                continue
+            if slot.job.cancel.cancelled:
+                slot.run.end("cancelled", "cancel")  # type: ignore[attr-defined]
+                slot.run.t_prefill = time.perf_counter()  # type: ignore[attr-defined]
+                self._finish(slot)
+            elif budget > 0:
+                take = min(budget, len(slot.todo) - slot.read)
+                chunks.append((slot, take))
+                budget -= take
+        parts = [Part(s.index, p.rows, "all" if p.drafts else "last") for s, p in plans]
+        parts += [Part(s.index, s.todo[s.read:s.read + n], "none") for s, n in chunks]  # type: ignore[index]
+        if not parts:
+            return
+        t = time.perf_counter()
+        try:
+            rows = self.shared.decode(parts)
+        except BaseException as e:  # the pass failed for every slot in it
+            for slot in [s for s, _ in plans] + [s for s, _ in chunks]:
+                self._fail(slot, e)
+            return
+        for (slot, plan), logits in zip(plans, rows):
+            self._settle(slot, plan, logits, t)
+        for slot, n in chunks:
+            slot.read += n
+            total = len(slot.todo)  # type: ignore[arg-type]
+            slot.job.events.put(PrefillEvent(slot.read, total, cached=slot.cached))  # type: ignore[union-attr]
+            if slot.read == total:
+                self._prompt_read(slot)
+
+    def _settle(self, slot: _Slot, plan: StepPlan, logits, t_pass: float) -> None:
+        dec, run, job = slot.decoder, slot.run, slot.job
+        assert job is not None
+        plan.t_d1 = t_pass  # the slot's verify time is the shared pass's
+        try:
+            dec.judge(run, plan, logits)  # type: ignore[arg-type]
+            result = dec.settle(run, plan)  # type: ignore[arg-type]
+        except BaseException as e:
+            self._fail(slot, e)
+            return
+        for ev in result.tokens:
+            job.events.put(ev)
+        if result.step is not None:
+            job.events.put(result.step)
+        if result.finished:
+            self._finish(slot)
+
+    def _finish(self, slot: _Slot) -> None:
+        job, run = slot.job, slot.run
+        assert job is not None
+        try:
+            flushed, done = slot.decoder._done(run)  # type: ignore[arg-type]
+        except BaseException as e:
+            self._fail(slot, e)
+            return
+        for ev in flushed:
+            job.events.put(ev)
+        job.events.put(done)
+        job.events.put(None)
+        self._free(slot)
+
+    def _fail(self, slot: _Slot, error: BaseException) -> None:
+        if slot.job is not None:
+            slot.job.events.put(error)
+        self._free(slot)
+
+    def _free(self, slot: _Slot) -> None:
+        if slot.run is not None:
+            slot.run.verifier.close()  # type: ignore[attr-defined]
+        slot.job = slot.run = slot.todo = None

@@ -1,0 +1,217 @@
+"""One KV cache holding several sequences, decoded together: the seam the parallel slots run on.
+
+Several requests share one llama.cpp context (`n_seq_max` = N, a KV stream per sequence), each on
+its own sequence id. One `decode` call carries rows of several sequences (a prompt chunk of one,
+a verify batch of another) in one `llama_decode`; each sequence is rolled back or cleared alone.
+Attention-only targets: a hybrid or recurrent target needs a state snapshot per sequence to
+take rejected drafts back, which is not built yet, so it is refused here in one line.
+"""
+
+from __future__ import annotations
+
+import ctypes
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+
+from ..errors import DecodeError, ModelLoadError, TandemError
+from .context import _raw_function, common_prefix
+from .llama import Model, default_threads, log_tail, recent_log_errors
+from .runtime import RuntimeParams
+
+import llama_cpp  # noqa: E402
+
+
+class ParallelUnsupported(TandemError):
+    """The target cannot run several sequences in one context (yet)."""
+
+
+@dataclass(frozen=True)
+class Part:
+    """Tokens appended to one sequence in a shared decode, and which of their logits rows come back:
+    "all", "last" or "none"."""
+
+    seq: int
+    tokens: Sequence[int]
+    logits: str = "none"
+
+
+class SharedContext:
+    """N sequences in one context, one KV stream each. `tokens[seq]` mirrors what the KV cache holds for `seq`,
+    position by position; each sequence may hold up to `n_ctx_seq` positions (the context
+    divided between them, as llama-server divides it between its slots; llama.cpp rounds each
+    share up to its padding, so `n_ctx` may come out larger than asked)."""
+
+    def __init__(self, model: Model, runtime: RuntimeParams | None, n_seq: int):
+        model._require_open()
+        if not isinstance(n_seq, int) or isinstance(n_seq, bool) or not 1 <= n_seq <= 64:
+            raise TandemError(f"the number of parallel sequences must be an integer from 1 to 64, got {n_seq!r}")
+        if model.recurrent_state:
+            raise ParallelUnsupported(
+                f"{model.path.name}: a hybrid or recurrent model cannot run parallel slots yet (taking back "
+                "rejected drafts needs a state snapshot per sequence); serve it with --parallel 1")
+        rt = runtime or RuntimeParams()
+        threads = rt.n_threads or default_threads()
+        params = llama_cpp.llama_context_default_params()
+        params.n_ctx = rt.n_ctx
+        params.n_batch = params.n_ubatch = rt.n_batch
+        params.n_seq_max = n_seq
+        # A stream per sequence, not one unified buffer: each sequence's cells stay in position
+        # order as a lone context's do, so its attention sums in the same order. (Unified, a
+        # sequence written after another was cleared took the freed cells before its own earlier
+        # ones, and its logits moved by 0.03 on a tiny model: greedy ties would part.)
+        params.kv_unified = False
+        params.n_threads = params.n_threads_batch = threads
+        params.no_perf = True
+        log_tail.clear()
+        self._ctx = model.init_context(params)
+        if not self._ctx:
+            detail = recent_log_errors() or "out of memory?"
+            raise ModelLoadError(f"{model.path}: could not create a context of {rt.n_ctx} tokens for {n_seq} sequences ({detail})")
+        self.model = model
+        self.n_seq = n_seq
+        self.n_ctx: int = int(llama_cpp.llama_n_ctx(self._ctx))
+        self.n_ctx_seq: int = int(llama_cpp.llama_n_ctx_seq(self._ctx))  # the context's share, rounded up by llama.cpp
+        self.n_batch: int = min(rt.n_batch, int(llama_cpp.llama_n_batch(self._ctx)))
+        self.n_vocab = model.n_vocab
+        self.n_threads = threads
+        self._mem = llama_cpp.llama_get_memory(self._ctx)
+        self._batch = llama_cpp.llama_batch_init(self.n_batch, 0, 1)
+        nb = self.n_batch
+        self._b_token = np.ctypeslib.as_array(self._batch.token, shape=(nb,))
+        self._b_pos = np.ctypeslib.as_array(self._batch.pos, shape=(nb,))
+        self._b_logits = np.ctypeslib.as_array(self._batch.logits, shape=(nb,))
+        np.ctypeslib.as_array(self._batch.n_seq_id, shape=(nb,))[:] = 1
+        self._seq_ptrs = [self._batch.seq_id[i] for i in range(nb)]
+        self._get_logits = _raw_function("llama_get_logits", ctypes.c_void_p, [ctypes.c_void_p])
+        self.tokens: list[list[int]] = [[] for _ in range(n_seq)]
+
+    def decode(self, parts: Sequence[Part]) -> list[np.ndarray]:
+        """Append each part's tokens to its sequence in one `llama_decode`; return, per part, its
+        logits rows (shape (rows, n_vocab), empty for "none"): copies, safe past the next decode."""
+        n = sum(len(p.tokens) for p in parts)
+        if n == 0:
+            raise DecodeError("nothing to decode")
+        if n > self.n_batch:
+            raise DecodeError(f"batch of {n} tokens exceeds n_batch {self.n_batch}")
+        i, wanted = 0, []
+        for p in parts:
+            m, have = len(p.tokens), len(self.tokens[p.seq])
+            if m == 0:
+                raise DecodeError(f"nothing to decode for sequence {p.seq}")
+            if have + m > self.n_ctx_seq:
+                raise DecodeError(f"context full: sequence {p.seq} holds {have} + {m} tokens > {self.n_ctx_seq}")
+            self._b_token[i:i + m] = p.tokens
+            self._b_pos[i:i + m] = np.arange(have, have + m, dtype=np.int32)
+            for j in range(i, i + m):
+                self._seq_ptrs[j][0] = p.seq
+            if p.logits == "all":
+                self._b_logits[i:i + m] = 1
+                wanted.append(m)
+            elif p.logits == "last":
+                self._b_logits[i:i + m - 1] = 0
+                self._b_logits[i + m - 1] = 1
+                wanted.append(1)
+            elif p.logits == "none":
+                self._b_logits[i:i + m] = 0
+                wanted.append(0)
+            else:
+                raise ValueError(f"logits must be 'last', 'all' or 'none', not {p.logits!r}")
+            i += m
+        self._batch.n_tokens = n
+        rc = llama_cpp.llama_decode(self._ctx, self._batch)
+        if rc != 0:
+            for p in parts:  # a failed decode may leave some ubatches in memory: restore our view
+                llama_cpp.llama_memory_seq_rm(self._mem, p.seq, len(self.tokens[p.seq]), -1)
+            if rc == 1:
+                raise DecodeError(f"no KV slot for {n} tokens (context {self.n_ctx})")
+            raise DecodeError(f"llama_decode failed with code {rc}")
+        for p in parts:
+            self.tokens[p.seq].extend(map(int, p.tokens))
+        total = sum(wanted)
+        out: list[np.ndarray] = []
+        if total:
+            addr = self._get_logits(self._ctx)
+            allrows = np.ctypeslib.as_array((ctypes.c_float * (total * self.n_vocab)).from_address(addr))
+            allrows = allrows.reshape(total, self.n_vocab)
+        r = 0
+        for w in wanted:
+            out.append(allrows[r:r + w].copy() if w else np.empty((0, self.n_vocab), dtype=np.float32))
+            r += w
+        return out
+
+    def truncate(self, seq: int, n: int) -> None:
+        """Drop `seq`'s KV entries from position `n` on (its rejected drafts, a changed prompt)."""
+        if n >= len(self.tokens[seq]):
+            return
+        if not llama_cpp.llama_memory_seq_rm(self._mem, seq, n, -1):
+            raise DecodeError("this model's memory cannot be partially rolled back")
+        del self.tokens[seq][n:]
+
+    def clear(self, seq: int) -> None:
+        """Empty one sequence (its slot was freed); the others keep theirs."""
+        llama_cpp.llama_memory_seq_rm(self._mem, seq, -1, -1)
+        self.tokens[seq].clear()
+
+    def view(self, seq: int) -> "SequenceView":
+        return SequenceView(self, seq)
+
+    def close(self) -> None:
+        if getattr(self, "_ctx", None):
+            llama_cpp.llama_batch_free(self._batch)
+            llama_cpp.llama_free(self._ctx)
+            self._ctx = None
+
+    def __del__(self) -> None:  # pragma: no cover
+        try:
+            self.close()
+        except Exception:
+            pass
+
+
+class SequenceView:
+    """One sequence of a `SharedContext` seen as the single-sequence `Context` the decoder's
+    step logic reads (tokens, room, roll-back); its decodes go through the shared batch."""
+
+    recurrent = False
+    rollback_depth = 0
+
+    def __init__(self, shared: SharedContext, seq: int):
+        self.shared, self.seq = shared, seq
+        self.model = shared.model
+        self.n_ctx = shared.n_ctx_seq
+        self.n_batch = shared.n_batch
+        self.n_vocab = shared.n_vocab
+
+    @property
+    def tokens(self) -> list[int]:
+        return self.shared.tokens[self.seq]
+
+    @property
+    def n_past(self) -> int:
+        return len(self.shared.tokens[self.seq])
+
+    def reuse_prefix(self, tokens: Sequence[int]) -> int:
+        """Keep what this sequence already holds of `tokens` (the slot's last request began the
+        same way), leaving the last token to decode; returns how many positions were kept."""
+        keep = min(common_prefix(self.tokens, tokens), len(tokens) - 1)
+        self.truncate(keep)
+        return keep
+
+    def truncate(self, n: int) -> None:
+        self.shared.truncate(self.seq, n)
+
+    def clear(self) -> None:
+        self.shared.clear(self.seq)
+
+    def guard(self, batch: int, back: int) -> None:
+        """Attention only: a truncation takes any draft back, nothing to save."""
+
+    def decode(self, tokens: Sequence[int], *, logits: str = "last", abortable: bool = False) -> np.ndarray:
+        """This sequence alone in a decode (the shared batch is the scheduler's)."""
+        return self.shared.decode([Part(self.seq, tokens, logits)])[0]
+
+    def abort(self) -> None:
+        """A cancel never aborts a shared decode (it carries the other slots' rows too): the
+        scheduler frees the cancelled slot right after it."""

@@ -1,0 +1,216 @@
+"""Parallel slots on tiny models: each request's output is the one it gets alone on the
+single-sequence decoder, whatever runs beside it (1 to 8 slots, prompts of other lengths read
+in chunks, other limits, staggered arrivals, a cancel); bad requests fail alone."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from engine import Engine
+from engine.decoding.drafting.lookup_drafter import PromptLookupDrafter
+from engine.decoding.drafting.suffix_drafter import SuffixDrafter
+from engine.decoding.events import DoneEvent, PrefillEvent, StepEvent, TokenEvent
+from engine.decoding.request import GenerationRequest
+from engine.decoding.sampling.params import SamplingParams
+from engine.decoding.slots.scheduler import SlotScheduler
+from engine.errors import PromptError, TandemError
+from engine.llamacpp.runtime import RuntimeParams
+from engine.llamacpp.sequences import ParallelUnsupported
+
+PROMPTS = ["the value of", "def count items def count items def count", "return total and",
+           "import data for the class import data for the class", "while item is not",
+           " ".join(["the list of items in the data"] * 12),  # longer than a batch of 64: read in chunks
+           "class with value", "print the total"]
+MAX_TOKENS = [40, 75, 23, 90, 8, 60, 1, 51]
+
+
+@pytest.fixture(scope="module")
+def eng(tiny_target):
+    e = Engine(tiny_target, n_ctx=512, metrics_log=False)
+    yield e
+    e.close()
+
+
+def _drafter(draft: str | None, n_vocab: int):
+    """Each slot's drafter: none, prompt lookup, or a suffix drafter over past answers (its own,
+    in memory) with lookup beside it."""
+    if draft == "suffix":
+        return lambda: SuffixDrafter(n_vocab=n_vocab, with_lookup=True)
+    return (lambda: PromptLookupDrafter()) if draft == "lookup" else (lambda: None)
+
+
+def _requests(eng: Engine, sampling: SamplingParams | None = None, count: int = 10) -> list[GenerationRequest]:
+    out = []
+    for i in range(count):
+        toks = eng.tokens_for(PROMPTS[i % len(PROMPTS)])
+        kw = {"sampling": sampling.__class__(**{**sampling.__dict__, "seed": 100 + i})} if sampling else {}
+        out.append(GenerationRequest(toks, lookahead=1 + i % 5, max_tokens=MAX_TOKENS[i % len(MAX_TOKENS)] + i, **kw))
+    return out
+
+
+def _alone(eng: Engine, requests: list[GenerationRequest], draft: str | None) -> list[DoneEvent]:
+    dec = eng.decoder(draft)
+    out = []
+    for r in requests:
+        dec.forget_prompts()
+        out.append([e for e in dec.run(r.prompt, r) if isinstance(e, DoneEvent)][0])
+    return out
+
+
+def _together(sched: SlotScheduler, requests: list[GenerationRequest], stagger_s: float = 0.003) -> list[list]:
+    """Every request from its own thread, the i-th starting i staggers later; each one's events."""
+    events: list[list] = [[] for _ in requests]
+    errors: list[BaseException] = []
+
+    def go(i: int) -> None:
+        time.sleep(stagger_s * i)
+        try:
+            for ev in sched.stream(requests[i].prompt, requests[i]):
+                events[i].append(ev)
+        except BaseException as e:  # noqa: BLE001 - handed to the test
+            errors.append(e)
+
+    threads = [threading.Thread(target=go, args=(i,)) for i in range(len(requests))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    assert not errors, errors
+    return events
+
+
+def _check_same(eng: Engine, requests, alone: list[DoneEvent], events: list[list], label: str) -> None:
+    for i, (r, ref, evs) in enumerate(zip(requests, alone, events)):
+        done = evs[-1]
+        assert isinstance(done, DoneEvent), f"{label}: request {i} ended with {done!r}"
+        if done.tokens != ref.tokens:
+            div = eng.first_divergence(r.prompt, ref.tokens, done.tokens)
+            where = "one is the other's prefix" if div is None else div.describe(eng.target)
+            pytest.fail(f"{label}: request {i} wrote {done.text!r}, alone {ref.text!r}: {where}")
+        assert done.text == ref.text and done.stats.finish_reason == ref.stats.finish_reason
+        assert "".join(e.text for e in evs if isinstance(e, TokenEvent)) == done.text
+        assert done.stats.drafted == sum(e.drafted for e in evs if isinstance(e, StepEvent))
+
+
+@pytest.mark.parametrize("draft", [None, "lookup", "suffix"])
+@pytest.mark.parametrize("n_slots", [1, 2, 4, 8])
+def test_greedy_output_of_each_request_is_its_output_alone(eng, draft, n_slots):
+    requests = _requests(eng)
+    alone = _alone(eng, requests, draft)
+    sched = SlotScheduler(eng.target, n_slots, runtime=RuntimeParams(n_ctx=512 * n_slots, n_batch=64),
+                          drafters={"d": _drafter(draft, eng.target.n_vocab)})
+    try:
+        events = _together(sched, requests)
+    finally:
+        sched.close()
+    _check_same(eng, requests, alone, events, f"{n_slots} slots, draft {draft}")
+    long = events[5]  # its prompt is longer than a batch: read over several steps, beside the others
+    assert len([e for e in long if isinstance(e, PrefillEvent)]) >= 3
+    if draft is not None:
+        drafted = sum(e[-1].stats.drafted for e in events)
+        accepted = sum(e[-1].stats.accepted for e in events)
+        assert 0 < accepted < drafted  # drafts were accepted, and rejected tails rolled back per slot
+
+
+def test_seeded_sampling_in_four_slots_draws_what_each_request_draws_alone(eng):
+    """Each request in a fresh sequence, its prompt read in one chunk as alone: the rows then differ
+    from the lone decoder's only by the batch they share (~1e-6). (A slot reused reads a prompt
+    from where it parts from the last one, in other chunks: a row moved by ~1e-6 once flipped a
+    draw, request 5's token 46, with 64-token chunks after a 2-token shared start.)"""
+    requests = _requests(eng, SamplingParams(temperature=0.9, top_k=40), count=4)
+    alone = _alone(eng, requests, "lookup")
+    sched = SlotScheduler(eng.target, 4, runtime=RuntimeParams(n_ctx=2048), drafters={"d": _drafter("lookup", eng.target.n_vocab)})
+    try:
+        events = _together(sched, requests)
+    finally:
+        sched.close()
+    _check_same(eng, requests, alone, events, "4 slots, sampled")
+
+
+def test_a_cancel_frees_its_slot_at_once_and_the_others_finish_as_alone(eng):
+    requests = _requests(eng, count=4)
+    long = GenerationRequest(eng.tokens_for("the value of"), max_tokens=400)
+    alone = _alone(eng, requests, "lookup")
+    sched = SlotScheduler(eng.target, 2, runtime=RuntimeParams(n_ctx=1024, n_batch=64), drafters={"d": _drafter("lookup", eng.target.n_vocab)})
+    try:
+        from engine.decoding.cancel import CancelToken
+
+        cancel = CancelToken()
+        seen: list = []
+
+        def cancelled_run() -> None:
+            for ev in sched.stream(long.prompt, long, cancel):
+                seen.append(ev)
+                if sum(isinstance(e, TokenEvent) for e in seen) == 5:
+                    cancel.cancel()
+
+        t = threading.Thread(target=cancelled_run)
+        t.start()
+        while not any(isinstance(e, TokenEvent) for e in seen):
+            time.sleep(0.001)
+        events = _together(sched, requests)  # one slot is held by the long run until its cancel
+        t.join(60)
+    finally:
+        sched.close()
+    done = seen[-1]
+    assert isinstance(done, DoneEvent) and done.stats.finish_reason == "cancelled"
+    assert 5 <= len(done.tokens) < 30  # ended within a step or two of the cancel, not at 400
+    _check_same(eng, requests, alone, events, "beside a cancelled run")
+
+
+def test_a_bad_request_fails_alone_and_the_others_run(eng):
+    sched = SlotScheduler(eng.target, 2, runtime=RuntimeParams(n_ctx=256))
+    try:
+        with pytest.raises(PromptError, match="the prompt is empty"):
+            list(sched.stream([]))
+        per_slot = sched.shared.n_ctx_seq
+        with pytest.raises(PromptError, match=f"context holds {per_slot}"):
+            list(sched.stream([5] * (per_slot + 10)))
+        good = eng.tokens_for("the value of")
+        done = list(sched.stream(good, GenerationRequest(good, max_tokens=12)))[-1]
+        assert isinstance(done, DoneEvent) and len(done.tokens) == 12
+        assert sched.busy() == [False, False]
+        with pytest.raises(TandemError, match="draft with none, not 'lookup'"):
+            list(sched.stream(good, draft="lookup"))
+    finally:
+        sched.close()
+
+
+def test_a_model_draft_is_refused_in_one_line(eng, tiny_draft):
+    from engine.decoding.drafting.drafters import ModelDrafter
+    from engine.llamacpp.llama import Model
+
+    dm = Model(tiny_draft)
+    with pytest.raises(ParallelUnsupported, match="free drafters only"):
+        SlotScheduler(eng.target, 2, runtime=RuntimeParams(n_ctx=256), drafters={"model": lambda: ModelDrafter(dm, RuntimeParams(n_ctx=256))})
+    dm.close()
+
+
+def test_requests_of_different_drafts_share_the_slots_and_each_writes_its_answer_alone(eng):
+    """A slot runs each request with the draft it names (the engine's free drafters): greedy output
+    does not depend on it, and a slot used by one draft then another reads only what changed."""
+    requests = _requests(eng, count=9)
+    alone = _alone(eng, requests, None)
+    kinds = ["none", "lookup", "suffix"]
+    sched = SlotScheduler(eng.target, 3, runtime=RuntimeParams(n_ctx=1536, n_batch=64),
+                          drafters={k: (lambda k=k: eng.free_drafter(k)) for k in kinds})
+    events: list[list] = [[] for _ in requests]
+
+    def go(i: int) -> None:
+        time.sleep(0.003 * i)
+        events[i].extend(sched.stream(requests[i].prompt, requests[i], draft=kinds[i % 3]))
+
+    try:
+        threads = [threading.Thread(target=go, args=(i,)) for i in range(len(requests))]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(120)
+    finally:
+        sched.close()
+    _check_same(eng, requests, alone, events, "mixed drafts")
+    assert all(events[i][-1].stats.drafted == 0 for i in range(0, 9, 3))
+    assert sum(events[i][-1].stats.drafted for i in range(9) if i % 3) > 0

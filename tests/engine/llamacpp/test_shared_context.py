@@ -1,0 +1,94 @@
+"""Several sequences in one context (the parallel slots' seam): each sequence's logits are what
+it gets alone, however its rows are mixed with others', rolled back or freed around it."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from engine.errors import DecodeError, TandemError
+from engine.llamacpp.context import Context
+from engine.llamacpp.llama import Model
+from engine.llamacpp.runtime import RuntimeParams
+from engine.llamacpp.sequences import ParallelUnsupported, Part, SharedContext
+
+
+@pytest.fixture(scope="module")
+def target(tiny_target):
+    m = Model(tiny_target)
+    yield m
+    m.close()
+
+
+def _prompts(model: Model) -> list[list[int]]:
+    rng = np.random.default_rng(0)
+    return [[int(t) for t in rng.integers(3, model.n_vocab, size=n)] for n in (7, 20, 3, 33)]
+
+
+def _alone(model: Model, prompts: list[list[int]]) -> list[np.ndarray]:
+    ctx = Context(model, RuntimeParams(n_ctx=256))
+    out = []
+    for p in prompts:
+        ctx.clear()
+        out.append(ctx.decode(p, logits="all").copy())
+    ctx.close()
+    return out
+
+
+def test_rows_of_several_sequences_in_one_decode_equal_each_alone(target):
+    prompts = _prompts(target)
+    ref = _alone(target, prompts)
+    shared = SharedContext(target, RuntimeParams(n_ctx=1024), 4)
+    first = shared.decode([Part(i, p[:5], "all") for i, p in enumerate(prompts)])
+    for i, rows in enumerate(first):
+        assert np.array_equal(rows, ref[i][: len(prompts[i][:5])])
+    rest = [Part(i, p[5:], "last") for i, p in enumerate(prompts) if len(p) > 5]  # no 3: it is read
+    for part, rows in zip(rest, shared.decode(rest)):
+        assert rows.shape == (1, target.n_vocab)
+        # a batch's shape moves the last bits (a lone context's "last" row differs from its "all"
+        # row by ~3e-6 too): close, not equal; the decoders' tests compare what is emitted
+        assert np.allclose(rows[0], ref[part.seq][-1], rtol=0, atol=1e-4)
+    assert [len(t) for t in shared.tokens] == [len(p) for p in prompts]
+    shared.close()
+
+
+def test_a_sequence_rolled_back_or_freed_leaves_the_others_exact(target):
+    prompts = _prompts(target)
+    ref = _alone(target, prompts)
+    shared = SharedContext(target, RuntimeParams(n_ctx=1024), 4)
+    shared.decode([Part(i, p, "none") for i, p in enumerate(prompts)])
+    shared.clear(0)  # a slot freed: its cells go back
+    shared.truncate(1, 10)  # another's rejected drafts taken back
+    assert shared.tokens[0] == [] and shared.tokens[1] == prompts[1][:10]
+    again = shared.decode([Part(1, prompts[1][10:], "all"), Part(0, prompts[0], "all")])
+    assert np.array_equal(again[0], ref[1][10:])
+    assert np.array_equal(again[1], ref[0])
+    view = shared.view(3)
+    assert view.reuse_prefix(prompts[3][:20] + [5, 6]) == 20 and view.n_past == 20
+    shared.close()
+
+
+def test_each_sequence_holds_its_share_of_the_context_and_the_batch_is_bounded(target):
+    shared = SharedContext(target, RuntimeParams(n_ctx=512, n_batch=64), 2)
+    assert shared.n_ctx_seq == shared.n_ctx // 2 >= 256
+    with pytest.raises(DecodeError, match="exceeds n_batch"):
+        shared.decode([Part(0, [5] * 40), Part(1, [5] * 40)])
+    for _ in range(shared.n_ctx_seq // 64):
+        shared.decode([Part(0, [5] * 64)])
+    with pytest.raises(DecodeError, match="context full: sequence 0"):
+        shared.decode([Part(0, [5])])
+    assert shared.decode([Part(1, [5, 6], "last")])[0].shape == (1, target.n_vocab)
+    shared.close()
+
+
+@pytest.mark.parametrize("n", [0, 65, "2", True])
+def test_a_bad_number_of_sequences_is_one_line(target, n):
+    with pytest.raises(TandemError, match="integer from 1 to 64"):
+        SharedContext(target, RuntimeParams(n_ctx=256), n)
+
+
+def test_a_hybrid_target_is_refused_in_one_line_saying_why(tiny_hybrid):
+    m = Model(tiny_hybrid)
+    with pytest.raises(ParallelUnsupported, match="state snapshot per sequence.*--parallel 1"):
+        SharedContext(m, RuntimeParams(n_ctx=256), 2)
+    m.close()

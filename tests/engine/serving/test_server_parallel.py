@@ -1,0 +1,124 @@
+"""`tandem serve --parallel N`: answers run side by side in slots of one context, each the
+answer it gets alone; /props and /slots say how many slots there are and which are busy."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+httpx = pytest.importorskip("httpx")
+pytest.importorskip("fastapi")
+
+from engine import Engine  # noqa: E402
+from engine.errors import TandemError  # noqa: E402
+
+PROMPTS = ["the value of", "def count items def count items", "return total and", "import data for the class",
+           "while item is not", "print the total of the list"]
+
+
+@pytest.fixture(scope="module")
+def served(tiny_target):
+    from engine.serving.server import ServedModel, ServerConfig, ServerThread, create_app
+
+    eng = Engine(tiny_target, n_ctx=512, metrics_log=False, calibration=False)
+    srv = ServerThread(create_app(ServedModel(eng, "m", draft="lookup", lookahead=3), ServerConfig(parallel=3))).start()
+    yield eng, srv.url
+    srv.stop()
+    eng.close()
+
+
+def _complete(url: str, i: int, **extra) -> dict:
+    body = {"model": "m", "prompt": PROMPTS[i], "max_tokens": 20 + 9 * i, "temperature": 0, **extra}
+    r = httpx.post(f"{url}/v1/completions", json=body, timeout=120)
+    assert r.status_code == 200, r.text
+    return r.json()
+
+
+def test_answers_sent_at_once_are_each_the_answer_alone(served):
+    eng, url = served
+    alone = [eng.generate(p, max_tokens=20 + 9 * i, draft_model="lookup", lookahead=3).text
+             for i, p in enumerate(PROMPTS)]
+    got: dict[int, str] = {}
+
+    def ask(i: int) -> None:
+        got[i] = _complete(url, i, draft=["lookup", "none", "suffix"][i % 3])["choices"][0]["text"]
+
+    side_by_side: list[int] = []
+    done = threading.Event()
+
+    def watch() -> None:  # how many answers ran at once
+        while not done.is_set():
+            side_by_side.append(eng.queue.running_side_by_side)
+            done.wait(0.002)
+
+    watcher = threading.Thread(target=watch)
+    watcher.start()
+    threads = [threading.Thread(target=ask, args=(i,)) for i in range(len(PROMPTS))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    done.set()
+    watcher.join()
+    assert [got.get(i) for i in range(len(PROMPTS))] == alone
+    assert max(side_by_side) >= 2 and max(side_by_side) <= 3
+
+
+def test_a_streamed_answer_in_a_slot_is_the_whole_answer(served):
+    eng, url = served
+    alone = _complete(url, 1)["choices"][0]["text"]
+    text = ""
+    with httpx.stream("POST", f"{url}/v1/completions", timeout=120,
+                      json={"model": "m", "prompt": PROMPTS[1], "max_tokens": 29, "temperature": 0, "stream": True}) as r:
+        for line in r.iter_lines():
+            if line.startswith("data: {"):
+                import json
+
+                text += json.loads(line[6:])["choices"][0]["text"]
+    assert text == alone
+
+
+def test_props_and_slots_say_how_many_slots_and_which_are_busy(served):
+    eng, url = served
+    props = httpx.get(f"{url}/props").json()
+    assert props["total_slots"] == 3
+    slots = httpx.get(f"{url}/slots").json()
+    assert [s["id"] for s in slots] == [0, 1, 2]
+    assert all(s["n_ctx"] >= eng.n_ctx and s["is_processing"] is False for s in slots)
+
+
+def test_one_slot_is_listed_without_parallel(tiny_target):
+    from engine.serving.server import ServedModel, ServerConfig, ServerThread, create_app
+
+    eng = Engine(tiny_target, n_ctx=256, metrics_log=False, calibration=False)
+    try:
+        with ServerThread(create_app(ServedModel(eng, "m"), ServerConfig())) as srv:
+            assert httpx.get(f"{srv.url}/props").json()["total_slots"] == 1
+            assert httpx.get(f"{srv.url}/slots").json() == [
+                {"id": 0, "id_task": -1, "n_ctx": eng.n_ctx, "speculative": False, "is_processing": False}]
+    finally:
+        eng.close()
+
+
+@pytest.mark.parametrize("parallel", [0, 65, True])
+def test_a_bad_parallel_is_one_line(tiny_target, parallel):
+    from engine.serving.server import ServedModel, ServerConfig, create_app
+
+    eng = Engine(tiny_target, n_ctx=256, metrics_log=False, calibration=False)
+    try:
+        with pytest.raises(TandemError, match="--parallel must be a whole number of slots from 1 to 64"):
+            create_app(ServedModel(eng, "m"), ServerConfig(parallel=parallel))
+    finally:
+        eng.close()
+
+
+def test_a_model_draft_is_refused_in_parallel_in_one_line(tiny_target, tiny_draft):
+    from engine.serving.server import ServedModel, ServerConfig, create_app
+
+    eng = Engine(tiny_target, n_ctx=256, metrics_log=False, calibration=False)
+    try:
+        with pytest.raises(TandemError, match="a model draft across slots is not built yet"):
+            create_app(ServedModel(eng, "m", draft=tiny_draft), ServerConfig(parallel=2))
+    finally:
+        eng.close()
