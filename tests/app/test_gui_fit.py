@@ -105,7 +105,9 @@ def test_the_rename_field_shows_a_long_title_whole(qtbot, window):
             qtbot.keyClick(edit, Qt.Key.Key_Return)
 
         QTimer.singleShot(50, look_and_type)
-        chat.more_btn.menu().actions()[0].trigger()  # More → Rename…
+        more = chat.more_btn.menu()
+        more.aboutToShow.emit()  # as opening it does: the actions are for the chat open now
+        next(a for a in more.actions() if a.text() == "Rename…").trigger()  # More → Rename…
         assert seen == [(seen[0][0], None, True)] and seen[0][0].startswith(title), size
         assert chat.history.get(c.id).title == f"{title} ({size[0]})"
         title = chat.history.get(c.id).title

@@ -148,9 +148,19 @@ def split_attachments(content: str, spans: list[tuple[int, str]] | None = None) 
     return ("".join(typed), files) if files else (content, [])
 
 
+_LEAD = re.compile(r"Attached file `([^`\n]+)`:\n\n(`{3,})\n(.*?)\n\2(?=\n\n|\Z)", re.DOTALL)
+
+
 def _split_legacy(content: str) -> tuple[str, list[tuple[str, str]]]:
     """The files of a message stored without spans, found by their markers (ambiguous when a
-    file holds a marker itself: what messages stored now avoid)."""
+    file holds a marker itself: what messages stored now avoid): files then text, as this
+    version composes, or text then files, as earlier versions did."""
+    files, pos = [], 0
+    while (m := _LEAD.match(content, pos)) is not None:  # files first
+        files.append((m.group(1), m.group(3)))
+        pos = m.end() + 2
+    if files:
+        return content[pos:] if pos <= len(content) else "", files
     first = _BLOCK.search(content)
     if first is None or (first.start() and not content[:first.start()].endswith("\n\n")):
         return content, []

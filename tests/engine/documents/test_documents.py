@@ -102,7 +102,7 @@ def test_generate_attaches_a_document_as_the_app_does(tmp_path, monkeypatch, cap
     seen = _capture_prompt(monkeypatch)
     assert cli(["generate", "what colour?", "--attach", str(f), "--target", str(tiny_target), "--max-tokens", "3"]) == 0
     doc = read_document(f)
-    assert seen == ["what colour?\n\n" + attachment_block(f"notes.{kind}", doc.text)]
+    assert seen == [attachment_block(f"notes.{kind}", doc.text) + "\n\nwhat colour?"]  # files first, as the app
     assert "Traceback" not in capsys.readouterr().err
 
 
@@ -111,7 +111,8 @@ def test_race_takes_several_attachments(tmp_path, monkeypatch, tiny_target):
     seen = _capture_prompt(monkeypatch)
     assert cli(["race", "sum it up", "--attach", str(a), "--attach", str(b), "--target", str(tiny_target),
                 "--draft", "lookup", "--max-tokens", "2"]) == 0
-    assert seen and seen[0].startswith("sum it up\n\nAttached file `a.pdf`:") and "Attached file `b.xlsx`:" in seen[0]
+    assert seen and seen[0].startswith("Attached file `a.pdf`:") and "\n\nAttached file `b.xlsx`:" in seen[0]
+    assert seen[0].endswith("\n```\n\nsum it up")
 
 
 def test_a_pdf_without_text_is_one_line_and_exit_2(tmp_path, capsys):

@@ -22,7 +22,7 @@ from conftest import real_model
 LONG = ("long_agent", "long_documents", "long_fim")
 CONTEXT = 4096  # the bench's default --ctx, and the app's
 ANSWER_ROOM = 256  # the --max-tokens docs/benchmarks.md runs the long suites with
-ATTACHED = re.compile(r"Attached file `[^`]+`:\n\n```\n(.*)\n```\Z", re.S)
+ATTACHED = re.compile(r"\AAttached file `[^`]+`:\n\n```\n(.*)\n```\n\n(?:(?!\n```).)+\Z", re.S)  # the document, then the question
 
 
 def _all_long():
@@ -52,7 +52,7 @@ def test_document_questions_come_in_three_kinds_per_document():
         s = load_suite(name)
         assert [p.kind for p in s.prompts] == [k for kinds in docs.values() for k in kinds]
         for p in s.prompts:
-            body = ATTACHED.search(p.prompt)  # the question, then the document as the app attaches it
+            body = ATTACHED.search(p.prompt)  # the document as the app attaches it, then the question
             assert body and 5500 <= len(body.group(1)) <= 8000, p.id  # the exact bound: the tokenizer test below
 
 

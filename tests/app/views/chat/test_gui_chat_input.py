@@ -114,7 +114,7 @@ def test_attach_button_opens_the_dialog_and_adds_removable_chips(qtbot, window, 
     assert [x.name for x in chat.attachments.items()] == ["notes.md"] and old.isHidden()
     _send(qtbot, window, "summarise")
     user = window.history.messages(chat.conversation_id)[0]
-    assert user.content.startswith("summarise") and "Attached file `notes.md`" in user.content
+    assert user.content.startswith("Attached file `notes.md`") and user.content.endswith("\n\nsummarise")  # files first
     assert "log.txt" not in user.content
     assert chat.attachments.items() == [] and chat.attachments.isHidden()
 

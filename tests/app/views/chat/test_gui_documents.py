@@ -56,7 +56,7 @@ def test_each_kind_attaches_as_a_chip_with_its_share_of_the_context(qtbot, windo
     assert a.name == f"file.{kind}" and a.text == doc.text and a.n_ctx == chat.composer.context_size()
     label = chat.attachments.chips[0].text()
     assert label.startswith(f"file.{kind} · {a.tokens:,} tokens · ") and label.endswith("%")
-    assert chat.composer.compose("q") == "q\n\n" + attachment_block(f"file.{kind}", doc.text), "the CLI's block"
+    assert chat.composer.compose("q") == attachment_block(f"file.{kind}", doc.text) + "\n\nq", "the CLI's block"
 
 
 def test_a_pasted_pdf_and_docx_attach_and_a_scan_is_one_message(qtbot, window, tmp_path):  # noqa: F811
