@@ -91,7 +91,7 @@ def test_the_public_api_imports_in_the_fresh_environment(installed):
 def test_installed_package_carries_the_catalog_and_suites(installed):
     probe = ("import json, engine, engine.models.catalog as c, engine.measure.suites as b; "
              "print(json.dumps({'engine': engine.__file__, 'catalog': str(c.CATALOG_PATH), "
-             "'suites': str(b.SUITES_DIR), 'builtin': b.builtin_suites()}))")
+             "'suites': str(b.SUITES_DIR), 'builtin': b.every_builtin_suite()}))")
     r = _run([str(installed["py"]), "-c", probe], cwd=installed["cwd"], env=installed["env"])
     got = json.loads(r.stdout)
     data = installed["site"] / "engine" / "data"
