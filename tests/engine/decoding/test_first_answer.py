@@ -18,6 +18,7 @@ from engine.llamacpp.context import Context
 from engine.llamacpp.llama import Model
 from engine.llamacpp.runtime import RuntimeParams
 from engine.models import calibration
+from test_draft_reading import Fixed  # a CPU-like verify curve, the draft reading 1 ms a token: catch-up chunks of 30
 
 
 def _count_decodes(monkeypatch, ctx: Context) -> list[int]:
@@ -128,28 +129,6 @@ def test_the_store_keeps_a_width_once_measured_several_times(tiny_target, tiny_d
         again.close()
 
 
-class _Priced(CostModel):
-    """A CPU-like verify curve, a draft a tenth of the target that holds (drafting pays), and
-    `read_s` seconds per token for the draft's reading, whatever this machine measures: a chunk
-    of the catch-up is verify(1) / read_s = 30 tokens."""
-
-    def __init__(self, read_s: float = 0.001) -> None:
-        super().__init__(alpha_prior=0.8, prior_weight=1000.0)
-        for n, t in {1: 1.0, 2: 1.1, 4: 1.3, 8: 1.8, 16: 3.0}.items():
-            super().observe_verify(n, 0.03 * t)
-        super().observe_draft(1, 0.003)
-        super().observe_draft_read(1, read_s)
-
-    def observe_verify(self, n: int, seconds: float) -> None:
-        pass
-
-    def observe_draft(self, drafted: int, seconds: float) -> None:
-        pass
-
-    def observe_draft_read(self, tokens: int, seconds: float) -> None:
-        pass
-
-
 @pytest.fixture(scope="module")
 def models(tiny_target, tiny_draft):
     t, d = Model(tiny_target), Model(tiny_draft)
@@ -175,7 +154,7 @@ def test_a_model_draft_reads_the_prompt_in_chunks_while_the_target_goes_on_writi
     assert len(prompt) > 150
     want = _target_alone(target, prompt, 80)
     rt = RuntimeParams(n_ctx=1024)
-    dec = Decoder(target, ModelDrafter(draft, rt), runtime=rt, cost=_Priced())
+    dec = Decoder(target, ModelDrafter(draft, rt), runtime=rt, cost=Fixed(0.001))
     try:
         events = list(dec.run(prompt, GenerationRequest(prompt, max_tokens=80, lookahead="auto")))
     finally:
@@ -202,7 +181,7 @@ def test_a_cancel_while_the_draft_reads_ends_the_answer_at_once(models):
     target, draft = models
     prompt = target.tokenize(PROMPT)
     rt = RuntimeParams(n_ctx=1024)
-    dec = Decoder(target, ModelDrafter(draft, rt), runtime=rt, cost=_Priced())
+    dec = Decoder(target, ModelDrafter(draft, rt), runtime=rt, cost=Fixed(0.001))
     cancel = CancelToken()
     after: list[str] = []
     try:
