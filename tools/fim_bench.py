@@ -30,7 +30,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from engine.serving.server.fim import NO_FIM, ExtraChunk, infill_tokens
+from engine.decoding.prompting.fim_layout import ExtraChunk, infill_tokens
+from engine.serving.server.fim import NO_FIM
 
 ROOT = Path(__file__).resolve().parent.parent
 SETS = {"tuning": "engine", "heldout": "app"}

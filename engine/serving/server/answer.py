@@ -32,7 +32,8 @@ from ...toolcalls.tool_calls import ParsedAnswer, ToolCall
 from .bridge import Generation, GenerationFailed
 from .config import ServedModel, ServerConfig, model_not_found, slot_draft_spec
 from .errors import ApiError, engine_error, failure
-from .fim import fim_tokens_or_400, infill_tokens
+from ...decoding.prompting.fim_layout import infill_tokens
+from .fim import fim_tokens_or_400
 from .wire import Outcome, finish_reason
 from .prom import ServerMetrics
 from .schemas import ChatCompletionRequest, CompletionRequest

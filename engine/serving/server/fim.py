@@ -1,15 +1,11 @@
 """Fill-in-the-middle for the server: the target's FIM tokens, or the one-line 400 for a model
 without them. The prompt's layout (llama-server's `format_prompt_infill`) lives below, in
-`engine/decoding/prompting/fim_layout.py`, which the benchmark's FIM suites share; its names
-are re-exported here for the server's APIs."""
+`engine/decoding/prompting/fim_layout.py`, which the benchmark's FIM suites share."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from ...decoding.prompting.fim_layout import (  # noqa: F401 (the server's FIM names)
-    LLAMA_SERVER_BATCH, SNIPPET_SEPARATOR, ExtraChunk, Mixed, Vocabulary, fim_budget_batch, infill_tokens,
-)
 from ...llamacpp.llama import FimTokens
 from .errors import ApiError
 

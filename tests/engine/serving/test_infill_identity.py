@@ -13,7 +13,7 @@ pytest.importorskip("fastapi")
 
 from engine import Engine  # noqa: E402
 from engine.models.tinymodel import make_vocab, write_model  # noqa: E402
-from engine.serving.server.fim import ExtraChunk, infill_tokens  # noqa: E402
+from engine.decoding.prompting.fim_layout import ExtraChunk, infill_tokens  # noqa: E402
 
 CODE = "def add(a, b):\n    return a + b\n\n\ndef sub(a, b):\n    return a - b\n"
 CASES = [  # what llama.vscode and llama.vim send: prefix, suffix, chunks of other files, editor stops

@@ -15,7 +15,7 @@ pytest.importorskip("fastapi")
 from engine import Engine  # noqa: E402
 from engine.models.tinymodel import FIM_TOKENS, chain_through, make_vocab, write_model  # noqa: E402
 from engine.serving.server.apis.editor_limits import EditorLimits  # noqa: E402
-from engine.serving.server.fim import ExtraChunk, infill_tokens  # noqa: E402
+from engine.decoding.prompting.fim_layout import ExtraChunk, infill_tokens  # noqa: E402
 
 COPY = "abcdefghijklm"  # distinct characters: the scripted model writes them in order after FIM_MID
 FIM_VOCAB = make_vocab(fim=True)

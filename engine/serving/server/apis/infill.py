@@ -18,7 +18,8 @@ from starlette.concurrency import run_in_threadpool
 from ....decoding.events import DoneEvent, TokenEvent
 from ..answer import SHUTDOWN_GRACE_S, AnswerCore, Choice, End, Failed, Text
 from ..errors import ApiError
-from ..fim import ExtraChunk, fim_tokens_or_400, infill_tokens
+from ....decoding.prompting.fim_layout import ExtraChunk, infill_tokens
+from ..fim import fim_tokens_or_400
 from ..wire import Outcome, dumps, timings
 from .editor_limits import EditorLimits
 from .infill_schema import InfillRequest
