@@ -15,7 +15,7 @@ import json
 import sys
 from typing import Any
 
-from .common import (COLOURS, RESET, UsageError, add_history_option, check_runtime_flags, install_sigint,
+from .common import (UsageError, add_history_option, check_runtime_flags, coloured, install_sigint,
                      lookahead_arg, resolve_pair)
 from .console import CONSOLE
 
@@ -173,8 +173,7 @@ def _stream(eng: Any, request: Any, cancel: Any, *, colour: bool, quiet: bool) -
         if isinstance(ev, TokenEvent):
             runs.add(ev.text, ev.provenance)
             if not quiet:
-                c = COLOURS.get(ev.provenance, "") if colour else ""
-                CONSOLE.answer(f"{c}{ev.text}{RESET if c else ''}")
+                CONSOLE.answer(coloured(ev.text, ev.provenance, colour))
         elif isinstance(ev, DoneEvent):
             done = ev
     assert done is not None

@@ -24,6 +24,12 @@ COLOURS = {"draft": "\033[32m", "bonus": "\033[36m", "target": "\033[33m", "plai
 RESET = "\033[0m"
 
 
+def coloured(text: str, provenance: str, colour: bool) -> str:
+    """A streamed piece of the answer in its provenance's colour (as is without colour)."""
+    c = COLOURS.get(provenance, "") if colour else ""
+    return f"{c}{text}{RESET}" if c else text
+
+
 def install_sigint(cancel) -> Callable[[], None]:
     """First Ctrl+C cancels the generation (partial output kept); a second one quits."""
     if threading.current_thread() is not threading.main_thread():

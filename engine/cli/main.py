@@ -17,7 +17,7 @@ from typing import Sequence
 
 from ..errors import TandemError
 from .console import CONSOLE, WarningLines
-from .common import (COLOURS, RESET, UsageError, add_history_option, check_runtime_flags, install_sigint as _install_sigint,
+from .common import (COLOURS, RESET, coloured, UsageError, add_history_option, check_runtime_flags, install_sigint as _install_sigint,
                      lookahead_arg, resolve_pair)
 
 
@@ -77,8 +77,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
     try:
         for ev in eng.stream(request, cancel=cancel):
             if isinstance(ev, TokenEvent) and not args.json:
-                c = COLOURS.get(ev.provenance, "") if colour else ""
-                CONSOLE.answer(f"{c}{ev.text}{RESET if c else ''}")
+                CONSOLE.answer(coloured(ev.text, ev.provenance, colour))
             elif isinstance(ev, DoneEvent):
                 done = ev
     finally:
