@@ -105,6 +105,7 @@ class StepPlan:
     verified_rows: Any = None
     t_v1: float = 0.0
     read: DraftReadEvent | None = None  # the model draft read a chunk of the context before this step
+    pass_observed: bool = False  # the pass was shared (parallel slots): its runner priced all its rows
 
 
 class Decoder:
@@ -393,7 +394,8 @@ class Decoder:
         """A step's second half: the verdict's costs, feedback, tokens and stats."""
         drafter, drafts, result, prop = self.drafter, plan.drafts, plan.result, plan.prop
         t_d0, t_d1, t_v1 = plan.t_d0, plan.t_d1, plan.t_v1
-        self.cost.observe_verify(len(plan.rows), t_v1 - t_d1)
+        if not plan.pass_observed:
+            self.cost.observe_verify(len(plan.rows), t_v1 - t_d1)
         if drafts:
             assert drafter is not None
             drafter.measure(self.cost, prop, result.accepted, t_d1 - t_d0)

@@ -14,6 +14,7 @@ import statistics
 import threading
 import time
 from collections import deque
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Iterator, Protocol, Sequence
 
@@ -123,6 +124,11 @@ class CostModel:
         # may be right 70% of the time. Counts, with the stated confidence as a weak prior.
         self._conf_hits = [0.0] * self.CONF_BUCKETS
         self._conf_total = [0.0] * self.CONF_BUCKETS
+        # The rest of a shared pass this generation's rows join (parallel slots, set by their
+        # scheduler around each slot's planning): its rows, and the tokens they are expected
+        # to give. Auto then prices a draft by what it adds to the whole pass's time against
+        # what it adds to the whole pass's tokens, so it drafts less as the slots fill.
+        self.load = BatchLoad()
 
     # -- observations --------------------------------------------------------------------
     # A pass over n tokens never costs more than this many times n one-token passes (it could
@@ -306,7 +312,16 @@ class CostModel:
         """The current estimates, computed once; predictions then are plain arithmetic
         (Auto asks 2 x 17 of them every step)."""
         return Costs(sorted(self.verify_s.items()), self.draft_token_s, self.draft_ratio_prior, self.alpha,
-                     self.draft_read_token_s, self.target_read_token_s)
+                     self.draft_read_token_s, self.target_read_token_s, self.load)
+
+    @contextmanager
+    def loaded(self, load: "BatchLoad") -> Iterator[None]:
+        """Plan under `load` (what the other slots put in the same pass), then alone again."""
+        self.load = load
+        try:
+            yield
+        finally:
+            self.load = BatchLoad()
 
     def verify_time(self, n: int) -> float:
         """Seconds for a target pass over n tokens, interpolated between measured sizes."""
@@ -322,9 +337,19 @@ class CostModel:
         return self.snapshot().best(max_k, alpha)
 
 
+@dataclass(frozen=True)
+class BatchLoad:
+    """What else a target pass carries: `rows` of other sequences (their pending tokens and
+    drafts, prompt chunks) expected to give `tokens` output tokens. Empty: a generation alone."""
+
+    rows: int = 0
+    tokens: float = 0.0
+
+
 @dataclass
 class Costs:
-    """Frozen cost estimates: measured verify times per batch size, draft time, alpha."""
+    """Frozen cost estimates: measured verify times per batch size, draft time, alpha, and
+    the load of the pass they are asked about (`BatchLoad`: none for a generation alone)."""
 
     verify_pts: list[tuple[int, float]]
     draft_token_s: float | None
@@ -332,6 +357,7 @@ class Costs:
     alpha: float
     draft_read_token_s: float | None = None  # a model draft reading context, per token (None: not measured)
     target_read_token_s: float | None = None  # the target reading a prompt in batches, per token (None: not measured)
+    load: BatchLoad = BatchLoad()
 
     def verify_time(self, n: int) -> float:
         pts = self.verify_pts
@@ -391,11 +417,20 @@ class Costs:
         return -(-unread // self.read_chunk()) if unread > 0 else 0
 
     def predict(self, k: int, alpha: float | None = None) -> Prediction:
+        """k drafts with acceptance `alpha`: this sequence's expected tokens, the pass's time and
+        the speedup of the whole pass's tokens per second (with the load's) over no draft."""
         a = self.alpha if alpha is None else alpha
         e = expected_tokens(k, a)
-        t = self.draft_time(k) + self.verify_time(k + 1)
-        base = 1.0 / self.verify_time(1)
-        return Prediction(k, e, t, (e / t) / base if t > 0 else 0.0)
+        t = self.draft_time(k) + self.pass_time(k + 1)
+        return Prediction(k, e, t, self.rate(e, t) / self.rate(1.0, self.pass_time(1)) if t > 0 else 0.0)
+
+    def pass_time(self, rows: int) -> float:
+        """Seconds for a pass carrying this sequence's `rows` beside the load's."""
+        return self.verify_time(self.load.rows + rows)
+
+    def rate(self, tokens: float, seconds: float) -> float:
+        """The whole pass's tokens per second when this sequence expects `tokens` of it."""
+        return (self.load.tokens + tokens) / seconds
 
     def best(self, max_k: int = MAX_LOOKAHEAD, alpha: float | None = None) -> Prediction:
         best = self.predict(0, alpha)

@@ -192,7 +192,9 @@ class Auto(Lookahead):
     def trim(self, proposal: "object", cost: CostModel, text: TextAcceptance | None = None) -> int:
         """How many of a free drafter's proposed tokens to verify: the k with the best expected
         tokens per second from each token's confidence (calibrated, and lowered where this text
-        has proved worse: `text`) and the measured verify curve."""
+        has proved worse: `text`) and the measured verify curve. In a pass shared with other
+        slots (`CostModel.load`) the rate is the whole pass's: a draft must pay for what it adds
+        to everyone's pass, so the fuller the batch, the fewer tokens are verified."""
         tokens = getattr(proposal, "tokens")
         if not tokens:
             return 0
@@ -200,17 +202,17 @@ class Auto(Lookahead):
             return len(tokens)  # a model draft was gated while it was drafted (see `gate`)
         costs = cost.snapshot()
         conf = getattr(proposal, "confidence", None) or [costs.alpha] * len(tokens)
-        v1 = costs.verify_time(1)
-        best_k, best_rate, best_expect = 0, self.min_gain / v1, 1.0
+        plain = costs.rate(1.0, costs.pass_time(1))  # the pass's tokens per second with no draft here
+        best_k, best_rate, best_expect = 0, self.min_gain * plain, 1.0
         cum, expect = 1.0, 1.0
         trust = text.confidence if text is not None else cost.calibrated_confidence
         for i, c in enumerate(conf[: len(tokens)], 1):
             cum *= trust(c)
             expect += cum
-            rate = expect / costs.verify_time(i + 1)
+            rate = costs.rate(expect, costs.pass_time(i + 1))
             if rate > best_rate:
                 best_k, best_rate, best_expect = i, rate, expect
-        self.last_prediction = Prediction(best_k, best_expect, costs.verify_time(best_k + 1), best_rate * v1)
+        self.last_prediction = Prediction(best_k, best_expect, costs.pass_time(best_k + 1), best_rate / plain)
         return best_k
 
     def gate(self, cost: CostModel) -> "Callable[[int, float], tuple[bool, bool]]":

@@ -24,7 +24,7 @@ from ...llamacpp.runtime import RuntimeParams
 from ...llamacpp.sequences import ParallelUnsupported, Part, SharedContext
 from ..cancel import CancelToken
 from ..decoder import Decoder, EngineClosedError, StepPlan
-from ..drafting.cost_model import CostModel
+from ..drafting.cost_model import BatchLoad, CostModel, expected_tokens
 from ..drafting.drafter_api import Drafter
 from ..events import Event, PrefillEvent
 from ..request import GenerationRequest
@@ -221,20 +221,25 @@ class SlotScheduler:
         plans: list[tuple[_Slot, StepPlan]] = []
         chunks: list[tuple[_Slot, int]] = []
         stepping = [s for s in self.slots if s.job is not None and s.todo is None]
+        unread = sum(len(s.todo) - s.read for s in self.slots if s.job is not None and s.todo is not None)
+        planned = BatchLoad(min(unread, max(0, budget - len(stepping))), 0.0)  # prompt chunks: rows, no tokens yet
         for n, slot in enumerate(stepping):
+            later = len(stepping) - n - 1  # slots still to plan: a row and a token each at least
             try:
-                plan = slot.decoder.plan_step(slot.run)  # type: ignore[arg-type]
+                with self.cost.loaded(BatchLoad(planned.rows + later, planned.tokens + later)):
+                    plan = slot.decoder.plan_step(slot.run)  # type: ignore[arg-type]
             except BaseException as e:
                 self._fail(slot, e)
                 continue
             if plan is None:  # limits or a cancel ended it
                 self._finish(slot)
                 continue
-            fits = budget - (len(stepping) - n - 1)  # one row for each slot after this one
+            fits = budget - later  # one row for each slot after this one
             if len(plan.rows) > fits:  # fewer drafts: still exact, the rest are drafted again
                 plan.prop = plan.prop.cut(fits - 1)
                 plan.drafts, plan.rows = plan.prop.tokens, plan.rows[:fits]
             budget -= len(plan.rows)
+            planned = BatchLoad(planned.rows + len(plan.rows), planned.tokens + _expected(slot, plan))
             plans.append((slot, plan))
         for slot in self.slots:
             if slot.job is None or slot.todo is None:
@@ -258,6 +263,10 @@ class SlotScheduler:
             for slot in [s for s, _ in plans] + [s for s, _ in chunks]:
                 self._fail(slot, e)
             return
+        # The verify curve the slots' Auto prices is of whole passes: all their rows, one time.
+        self.cost.observe_verify(sum(len(p.tokens) for p in parts), time.perf_counter() - t)
+        for _, plan in plans:
+            plan.pass_observed = True
         for (slot, plan), logits in zip(plans, rows):
             self._settle(slot, plan, logits, t)
         for slot, n in chunks:
@@ -307,3 +316,15 @@ class SlotScheduler:
         if slot.run is not None:
             slot.run.verifier.close()  # type: ignore[attr-defined]
         slot.job = slot.run = slot.todo = None
+
+
+def _expected(slot: _Slot, plan: StepPlan) -> float:
+    """The tokens a slot's plan is expected to give: Auto's own prediction for the k it chose,
+    else the acceptance measured so far."""
+    k = len(plan.drafts)
+    if k == 0:
+        return 1.0
+    predicted = getattr(slot.run.lookahead.current, "last_prediction", None)  # type: ignore[union-attr]
+    if predicted is not None and predicted.k == k:
+        return predicted.tokens_per_step
+    return expected_tokens(k, slot.decoder.cost.alpha)

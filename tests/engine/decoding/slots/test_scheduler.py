@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import threading
 import time
+from dataclasses import replace
 
 import pytest
 
 from engine import Engine
+from engine.decoding.drafting.cost_model import BatchLoad
 from engine.decoding.drafting.lookup_drafter import PromptLookupDrafter
 from engine.decoding.drafting.suffix_drafter import SuffixDrafter
 from engine.decoding.events import DoneEvent, PrefillEvent, StepEvent, TokenEvent
@@ -113,6 +115,45 @@ def test_greedy_output_of_each_request_is_its_output_alone(eng, draft, n_slots):
         drafted = sum(e[-1].stats.drafted for e in events)
         accepted = sum(e[-1].stats.accepted for e in events)
         assert 0 < accepted < drafted  # drafts were accepted, and rejected tails rolled back per slot
+
+
+def test_auto_prices_each_slots_drafts_against_the_whole_pass_it_joins(eng):
+    """Auto in a slot weighs a draft against the rest of the shared pass: each slot plans under
+    the load of the slots planned before it plus a row and a token for each one after it (prompt
+    chunks count as rows), and the slots' cost model learns the time of whole passes (all their
+    rows, once), not one slot's rows at the pass's time. The output stays each request's alone."""
+    requests = [replace(r, lookahead="auto") for r in _requests(eng, count=4)]
+    alone = _alone(eng, requests, "lookup")
+    sched = SlotScheduler(eng.target, 4, runtime=RuntimeParams(n_ctx=2048, n_batch=64),
+                          drafters={"d": _drafter("lookup", eng.target.n_vocab)})
+    loads, passes, observed = [], [], []
+    decode, observe = sched.shared.decode, sched.cost.observe_verify
+    plan_step = type(sched.slots[0].decoder).plan_step
+
+    def planning(dec, run):
+        loads.append(sched.cost.load)
+        return plan_step(dec, run)
+
+    def shared_pass(parts):
+        passes.append(sum(len(p.tokens) for p in parts))
+        return decode(parts)
+
+    def observing(n, seconds):
+        observed.append(n)
+        observe(n, seconds)
+
+    for slot in sched.slots:
+        for dec in slot.decoders.values():
+            dec.plan_step = planning.__get__(dec)
+    sched.shared.decode, sched.cost.observe_verify = shared_pass, observing
+    try:
+        events = _together(sched, requests, stagger_s=0.0)
+    finally:
+        sched.close()
+    _check_same(eng, requests, alone, events, "4 slots, auto")
+    assert observed == passes  # every pass priced once, whole
+    assert max(passes) >= 4 and any(load.rows >= 3 and load.tokens >= 1 for load in loads), (passes, loads)
+    assert sched.cost.load == BatchLoad()  # alone again after planning
 
 
 def test_seeded_sampling_in_four_slots_draws_what_each_request_draws_alone(eng):
