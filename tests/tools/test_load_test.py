@@ -1,0 +1,58 @@
+"""The load test against Tandem's own server on a tiny model: every round's requests come
+back, tokens and first-token times are counted, texts are compared with one client's, and the
+table and files say it; an unreachable server is an error per request, not a crash."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+pytest.importorskip("httpx")
+pytest.importorskip("fastapi")
+
+from engine import Engine  # noqa: E402
+from tools import load_test  # noqa: E402
+
+PROMPTS = ["the value of", "def count items def count items", "return total and", "while item is not"]
+
+
+@pytest.fixture(scope="module")
+def url(tiny_target):
+    from engine.serving.server import ServedModel, ServerConfig, ServerThread, create_app
+
+    eng = Engine(tiny_target, n_ctx=512, metrics_log=False)
+    srv = ServerThread(create_app(ServedModel(eng, "m", draft="lookup", lookahead="auto"),
+                                  ServerConfig(parallel=2, list_catalog=False))).start()
+    yield srv.url
+    srv.stop()
+    eng.close()
+
+
+def test_rounds_at_one_and_two_clients_count_every_token_and_match_one_clients_texts(url):
+    rounds = load_test.run(url, "m", PROMPTS, [1, 2], ["none", "lookup"], max_tokens=12, repeat=1)
+    assert [(r.clients, r.draft) for r in rounds] == [(1, "none"), (1, "lookup"), (2, "none"), (2, "lookup")]
+    for r in rounds:
+        assert [s.prompt for s in r.sent] == [0, 1, 2, 3] and not any(s.error for s in r.sent)
+        assert all(0 < s.tokens <= 12 and s.ttft is not None and s.ttft <= s.end - s.start for s in r.sent)
+        assert r.rate > 0 and r.summary()["ttft_p95_s"] >= r.summary()["ttft_p50_s"]
+    same = load_test.identical_to_alone(rounds)
+    assert same["2/none"] == {"identical": 4, "compared": 4} and same["2/lookup"] == {"identical": 4, "compared": 4}
+    md = load_test.table(rounds)
+    assert md.count("\n") == 5 and "| 2 | lookup |" in md and "4/4" in md
+
+
+def test_a_server_that_is_not_there_gives_errors_per_request():
+    rnd = load_test.run_round("http://127.0.0.1:9", "m", PROMPTS[:2], 2, "none", 4, timeout=5)
+    assert len(rnd.sent) == 2 and all(s.error and s.tokens == 0 for s in rnd.sent)
+
+
+def test_the_command_writes_its_table_and_rounds(tiny_target, tmp_path, capsys):
+    out = tmp_path / "load"
+    assert load_test.main(["--target", str(tiny_target), "--parallel", "2", "--ctx", "512", "--clients", "1,2",
+                           "--drafts", "none,lookup", "--suite", "chat", "--limit", "2", "--max-tokens", "6",
+                           "--repeat", "1", "--out", str(out)]) == 0
+    data = json.loads((out / "rounds.json").read_text())
+    assert len(data["rounds"]) == 4 and all(r["requests"] == 2 for r in data["rounds"])
+    assert (out / "table.md").read_text().startswith("| clients | draft |")
+    assert "| 1 | none |" in capsys.readouterr().out
