@@ -1,0 +1,119 @@
+"""Prompt reading against llama.cpp's own figure: Tandem's prefill tokens/s beside llama-bench's
+pp figure for the same model file, prompt length, batch (= micro-batch, as Tandem sets them)
+and threads, interleaved repetitions (issue #47 item 4).
+
+    bash tools/llama_bench_build.sh .venv/bin/python     # once: llama-bench from the same sdist
+    python -m tools.prefill_peer --model TARGET.gguf --tokens 512,1536 --batches 128,256,512 \\
+        --threads 2 --repeat 3 --out docs/results/prefill-peer
+
+Tandem's side is an `Engine` with no prompt cache reading a real document's tokens (the long
+documents suite, cut to the length) for one output token; its figure is the run's own
+`prefill_tokens_per_s` (prompt tokens / reading time). llama-bench reads random tokens of the
+same count (`-p N -n 0`, after its warm-up run). Medians and ranges per setting; the ratio is
+Tandem / llama-bench. Run it alone on the machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any, Sequence
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def llama_bench(binary: str, model: str, tokens: int, batch: int, threads: int) -> float:
+    """llama-bench's prompt-processing tokens/s for one setting (one repetition)."""
+    out = subprocess.run([binary, "-m", model, "-p", str(tokens), "-n", "0", "-b", str(batch), "-ub", str(batch),
+                          "-t", str(threads), "-r", "1", "-o", "json"], capture_output=True, text=True, check=True)
+    rows = json.loads(out.stdout)
+    return float(rows[0]["avg_ts"])
+
+
+def document_tokens(eng: Any, tokens: int) -> list[int]:
+    """A real document's tokens, repeated if short, cut to `tokens`."""
+    from engine.measure.suites import load_suite
+
+    text = "\n\n".join(str(p.prompt if isinstance(p.prompt, str) else p.prompt[-1]["content"])
+                       for p in load_suite("long_documents").prompts)
+    ids = eng.tokens_for(text)
+    while len(ids) < tokens:
+        ids = ids + ids
+    return ids[:tokens]
+
+
+def tandem(model: str, tokens: int, batch: int, threads: int) -> float:
+    """Tandem's prefill tokens/s for one setting: a fresh engine (no prompt cache), a warm-up
+    read, then the timed read."""
+    from engine import Engine
+
+    eng = Engine(model, n_ctx=tokens + 64, n_batch=batch, n_threads=threads, metrics_log=False, prompt_cache=False)
+    try:
+        ids = document_tokens(eng, tokens)
+        eng.generate(ids[:64], max_tokens=1)
+        done = eng.generate(ids, max_tokens=1)
+        return float(done.stats.prefill_tokens_per_s)
+    finally:
+        eng.close()
+
+
+def run(model: str, binary: str, lengths: Sequence[int], batches: Sequence[int], threads: Sequence[int],
+        repeat: int, log: Any = sys.stderr) -> list[dict[str, Any]]:
+    rows: dict[tuple[int, int, int], dict[str, list[float]]] = {}
+    for rep in range(repeat):
+        for n in lengths:
+            for b in batches:
+                for t in threads:
+                    cell = rows.setdefault((n, b, t), {"tandem": [], "llama_bench": []})
+                    cell["llama_bench"].append(llama_bench(binary, model, n, b, t))
+                    cell["tandem"].append(tandem(model, n, b, t))
+                    print(f"rep {rep + 1} pp{n} b{b} t{t}: tandem {cell['tandem'][-1]:.1f}, "
+                          f"llama-bench {cell['llama_bench'][-1]:.1f} tok/s", file=log, flush=True)
+    out = []
+    for (n, b, t), cell in rows.items():
+        tm, lb = statistics.median(cell["tandem"]), statistics.median(cell["llama_bench"])
+        out.append({"tokens": n, "batch": b, "threads": t, "tandem_tok_s": cell["tandem"],
+                    "llama_bench_tok_s": cell["llama_bench"], "ratio": round(tm / lb, 3)})
+    return out
+
+
+def table(rows: Sequence[dict[str, Any]]) -> str:
+    lines = ["| prompt | batch | threads | Tandem tok/s (median, range) | llama-bench tok/s | Tandem / llama-bench |",
+             "|---|---|---|---|---|---|"]
+    for r in rows:
+        tm, lb = r["tandem_tok_s"], r["llama_bench_tok_s"]
+        lines.append(f"| {r['tokens']} | {r['batch']} | {r['threads']} | {statistics.median(tm):.1f} "
+                     f"({min(tm):.1f}-{max(tm):.1f}) | {statistics.median(lb):.1f} ({min(lb):.1f}-{max(lb):.1f}) | "
+                     f"{r['ratio']:.2f}x |")
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m tools.prefill_peer", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--model", required=True)
+    ap.add_argument("--llama-bench", default=None, help="the binary (default: built by tools/llama_bench_build.sh)")
+    ap.add_argument("--tokens", default="512,1536")
+    ap.add_argument("--batches", default="128,256,512")
+    ap.add_argument("--threads", default="2")
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--out", type=Path, default=None)
+    args = ap.parse_args(argv)
+    binary = args.llama_bench or subprocess.run(["bash", str(ROOT / "tools" / "llama_bench_build.sh"), sys.executable],
+                                                capture_output=True, text=True, check=True).stdout.strip()
+    ints = lambda s: [int(x) for x in s.split(",")]  # noqa: E731
+    rows = run(args.model, binary, ints(args.tokens), ints(args.batches), ints(args.threads), args.repeat)
+    md = table(rows)
+    print(md)
+    if args.out:
+        args.out.mkdir(parents=True, exist_ok=True)
+        (args.out / "prefill_peer.json").write_text(json.dumps({"command": " ".join(sys.argv), "rows": rows}, indent=1))
+        (args.out / "table.md").write_text(md + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
