@@ -251,13 +251,14 @@ HOSTILE = {
 
 @pytest.mark.parametrize("name", list(HOSTILE))
 def test_hostile_template_falls_back_to_chatml_quickly(name):
-    t0 = time.monotonic()
+    t0, cpu0 = time.monotonic(), time.thread_time()
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         out = render(MSGS, HOSTILE[name], source="/models/evil.gguf", deadline_s=1.0)
-    elapsed = time.monotonic() - t0
+    elapsed, cpu = time.monotonic() - t0, time.thread_time() - cpu0
     assert out == "<|im_start|>user\nthe value of<|im_end|>\n<|im_start|>assistant\n"
-    assert elapsed < 10, f"{name} took {elapsed:.1f} s"  # deadline 1 s; loose bound for a loaded machine
+    assert cpu < 5, f"{name} spent {cpu:.1f} s of CPU"  # the deadline: 1 s of the thread's CPU a render
+    assert elapsed < 30, f"{name} took {elapsed:.1f} s"  # the clock's backstop, however busy the machine
     msgs = [str(w.message) for w in caught if issubclass(w.category, ChatTemplateWarning)]
     assert len(msgs) == 1 and msgs[0].startswith("/models/evil.gguf: its chat template failed"), msgs
 
@@ -397,3 +398,26 @@ def test_a_small_context_never_aborts_the_process(tiny_target, ctx):
     assert "Traceback" not in r.stderr
     if r.returncode == 2:
         _one_error_line(r.stderr, "context")
+
+
+def test_a_busy_machine_does_not_turn_a_real_template_into_chatml(monkeypatch):
+    """The deadline is the rendering thread's CPU time: a render whose thread waits for the CPU
+    (here: the clock runs 5 s per traced line while the thread's CPU time barely moves, as on a
+    machine kept busy by other processes) still renders the model's own template. Measured: the
+    default pair's template timed out at 2 s on the clock beside a test run and two busy loops."""
+    from engine.decoding.prompting import template_sandbox
+
+    t = "{% for m in messages %}<|{{ m.role }}|>{{ m.content }}{% endfor %}"
+    real_monotonic = time.monotonic
+    ticks = {"n": 0}
+
+    def busy_clock() -> float:  # 5 s pass on the clock between two traced lines
+        ticks["n"] += 1
+        return real_monotonic() + 5.0 * ticks["n"]
+
+    monkeypatch.setattr(template_sandbox.time, "monotonic", busy_clock)
+    monkeypatch.setattr(template_sandbox, "WALL_FACTOR", 10**9)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        out = render(MSGS, t, source="/models/real.gguf", deadline_s=1.0)
+    assert out == "<|user|>the value of"

@@ -5,8 +5,13 @@ but not cost: nested `range(99999)` loops run for ever, `'x' * 10**10` or a stri
 in a loop exhaust memory, and one `str()` of a self-nested list builds gigabytes in C.
 Here, in the calling thread (the CLI's main thread, the app's generation worker):
 
-* time: a `sys.settrace` hook raises `TemplateLimitError` once the deadline has passed,
-  at the next traced line (every loop iteration of a compiled template is one);
+* time: a `sys.settrace` hook raises `TemplateLimitError` once the rendering thread has
+  spent the deadline's CPU time, at the next traced line (every loop iteration of a compiled
+  template is one). CPU time, not the clock: on a busy machine (other processes, the
+  engine's own threads) a real model's template waited past a 2 s wall-clock deadline and
+  the prompt silently became ChatML; a runaway template spends CPU and is stopped all the
+  same. A wall-clock backstop (WALL_FACTOR times the deadline) still ends a render whose
+  thread is starved for good;
 * size: operators (`+ * % **` and `~`), calls, filters and every printed value are
   checked before and after, so no value grows past `max_chars`, and the output is
   streamed and cut at `max_chars`.
@@ -33,7 +38,9 @@ from jinja2.runtime import Context
 from jinja2.exceptions import SecurityError
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
-DEADLINE_S = 2.0
+DEADLINE_S = 2.0  # CPU seconds of the rendering thread
+WALL_FACTOR = 30  # ...and at most this many times that on the clock, however busy the machine
+CHECK_EVERY = 64  # traced events between two looks at the clocks (each a few microseconds)
 MAX_CHARS = 8_000_000  # ~2M tokens: beyond any context window; bounds output and every value
 MAX_INT_BITS = 1 << 16  # ints in templates are counters and indices
 # A format spec or %-directive with a 7+ digit width/precision allocates that much in C.
@@ -245,12 +252,20 @@ def render_bounded(env: BoundedEnvironment, source: str, context: Mapping[str, A
 
     Every other failure propagates as the exception the template raised: callers that
     treat the template as untrusted catch `Exception`."""
-    end = time.monotonic() + deadline_s
+    end = time.thread_time() + deadline_s
+    wall_end = time.monotonic() + deadline_s * WALL_FACTOR
     cap = env.max_chars if max_output is None else min(env.max_chars, max_output)
 
+    events = [0]
+
     def tracer(frame: Any, event: str, arg: Any) -> Any:
-        if time.monotonic() > end:
+        events[0] += 1
+        if events[0] % CHECK_EVERY:  # reading a thread's CPU clock is a system call: not every line
+            return tracer
+        if time.thread_time() > end:
             raise TemplateLimitError(f"the template ran for more than {deadline_s:g} s")
+        if time.monotonic() > wall_end:
+            raise TemplateLimitError(f"the template ran for more than {deadline_s * WALL_FACTOR:g} s on the clock")
         return tracer
 
     previous = sys.gettrace()
