@@ -1,4 +1,4 @@
-"""The main window: navigation between Chat, Race, Models, Bench and Settings; a status bar
+"""The main window: navigation between Chat, Race, Models, Bench, Library and Settings; a status bar
 with the backend and hardware, the loaded pair and live tok/s; File and Help menus; shortcuts;
 settings kept."""
 
@@ -32,7 +32,7 @@ from .widgets.controls.page_scroll import PageScroll
 from .widgets.controls.live_label import pin_size
 from .widgets.panels.welcome_banner import WelcomeBanner
 
-PAGES = ["Chat", "Race", "Models", "Bench", "Settings"]
+PAGES = ["Chat", "Race", "Models", "Bench", "Library", "Settings"]
 NAV_WIDTH = 100
 MIN_WIDTH, MIN_HEIGHT = 800, 560
 SPEED_REFRESH_MS = 250
@@ -130,8 +130,12 @@ class MainWindow(QMainWindow):
         outer.addWidget(self.history_notice)
 
     def _build_pages(self) -> None:
-        """Chat, Race, Models, Bench and Settings in the stack, their notices to the status bar."""
-        self.chat = ChatView(self.session, self.history)
+        """Chat, Race, Models, Bench, Library and Settings in the stack, their notices to the status bar."""
+        from .library_shelf import LibraryShelf
+        from .views.library import LibraryView
+
+        self.shelf = LibraryShelf(self.settings, self)  # the Library's folders, watched while the app runs
+        self.chat = ChatView(self.session, self.history, shelf=self.shelf)
         self.chat.message.connect(self.notify)
         self.chat.error.connect(self.show_error)
         self.views: dict[str, QWidget] = {"Chat": self.chat}
@@ -143,6 +147,7 @@ class MainWindow(QMainWindow):
         self.views["Models"] = ModelsView(self.session, self.catalog, self.hw)
         self.views["Bench"] = BenchView(self.session)
         self.views["Bench"].useSetting.connect(self.use_chat_setting)
+        self.views["Library"] = LibraryView(self.shelf)
         from .views.settings_view import SettingsView, history_draft, performance
 
         self.settings_view = SettingsView(self.settings, cores=self.hw.cores_physical, gpu=bool(self.hw.gpus))
