@@ -86,7 +86,7 @@ class AnswerColumn(QWidget):
         under_prompt.addWidget(self.meter)
         ml.addLayout(under_prompt)
         row = QHBoxLayout()
-        for w in (self.attach_btn, self.export_btn, self.copy_btn):
+        for w in (self.attach_btn, self.export_btn, self.copy_btn, self.library_box):
             row.addWidget(w)
         row.addStretch(1)
         row.addWidget(self.stop_btn)
@@ -142,6 +142,10 @@ class AnswerColumn(QWidget):
         self.export_btn.setToolTip("Save the conversation or the last answer as Markdown, Word, PDF or HTML (Ctrl+E)")
         self.export_menu = QMenu(self.export_btn)
         self.export_btn.setMenu(self.export_menu)
+        self.library_box = QComboBox()  # the Library folder this chat asks (library_ask.py fills it)
+        self.library_box.setObjectName("libraryChoice")
+        self.library_box.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
+        self.library_box.setMinimumContentsLength(10)
         self.copy_btn = QPushButton("Copy answer")
         self.copy_btn.setToolTip("Copy the last answer as rich text (headings, tables, code) and as plain text "
                                  "(Ctrl+Shift+C)")
