@@ -195,11 +195,14 @@ class LibraryShelf(QObject):
             self.changed.emit(folder)
 
     def _finished(self) -> None:
+        ran = self._running
         self._worker, self._running = None, None
         orphan, self._orphan = self._orphan, None
         if orphan is not None:
             self._close(*orphan)
         if not self._closing:
+            if ran in self.states:
+                self.changed.emit(ran)  # no update running now (the page's Stop)
             self._next()
 
     def _poll(self) -> None:

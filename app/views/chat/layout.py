@@ -80,13 +80,14 @@ class AnswerColumn(QWidget):
         for w in (self.stats_label, self.auto_note, self.context_note, self.prefill_label, self.edit_label,
                   self.reading_label, self.prompt):
             ml.addWidget(w)
-        under_prompt = QHBoxLayout()  # attachment chips, then the token meter at the right
+        under_prompt = QHBoxLayout()  # the Library folder asked, attachment chips, the token meter at the right
+        under_prompt.addWidget(self.library_box)
         under_prompt.addWidget(self.attachments, 1)
         under_prompt.addStretch(0)
         under_prompt.addWidget(self.meter)
         ml.addLayout(under_prompt)
         row = QHBoxLayout()
-        for w in (self.attach_btn, self.export_btn, self.copy_btn, self.library_box):
+        for w in (self.attach_btn, self.export_btn, self.copy_btn):
             row.addWidget(w)
         row.addStretch(1)
         row.addWidget(self.stop_btn)
@@ -145,7 +146,7 @@ class AnswerColumn(QWidget):
         self.library_box = QComboBox()  # the Library folder this chat asks (library_ask.py fills it)
         self.library_box.setObjectName("libraryChoice")
         self.library_box.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
-        self.library_box.setMinimumContentsLength(10)
+        self.library_box.setMinimumContentsLength(8)
         self.copy_btn = QPushButton("Copy answer")
         self.copy_btn.setToolTip("Copy the last answer as rich text (headings, tables, code) and as plain text "
                                  "(Ctrl+Shift+C)")

@@ -118,7 +118,7 @@ class ChatView(QWidget):
         middle.setChildrenCollapsible(False)
         middle.addWidget(self.answer_column)
         self.source_pane = SourcePane()
-        middle.addWidget(self.source_pane)
+        middle.addWidget(self.sides.dock_source(self.source_pane))
         middle.setStretchFactor(0, 3)
         middle.setStretchFactor(1, 1)
         split.addWidget(middle)

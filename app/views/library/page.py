@@ -44,11 +44,10 @@ class LibraryView(QWidget):
         title = QLabel("<b>Library</b>")
         intro = QLabel(
             "Folders of documents to ask from the chat (choose one under the prompt). Each is indexed on this "
-            f"machine, in <a href='open'>{shelf.index_folder()}</a>; nothing leaves it. A file saved, added or "
-            "deleted while Tandem runs is indexed again by itself.")
+            f"machine, in {shelf.index_folder()}; nothing leaves it. A file saved, added or deleted while Tandem "
+            "runs is indexed again by itself.")
         intro.setWordWrap(True)
-        intro.setOpenExternalLinks(False)
-        intro.linkActivated.connect(lambda _: QDesktopServices.openUrl(QUrl.fromLocalFile(str(shelf.index_folder()))))
+        intro.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         self.intro = intro
         row = QHBoxLayout()
         self.add_btn = QPushButton("Add folder…")
@@ -58,9 +57,13 @@ class LibraryView(QWidget):
         self.stop_btn.setToolTip("Stop indexing; what was indexed is kept")
         self.remove_btn = QPushButton("Remove")
         self.remove_btn.setToolTip("Remove the folder from the Library and delete its index (its files stay)")
+        self.open_btn = QPushButton("Open index folder")
+        self.open_btn.setToolTip("Where the indexes are kept (delete a file there to rebuild that folder's index)")
+        self.open_btn.clicked.connect(lambda: QDesktopServices.openUrl(QUrl.fromLocalFile(str(shelf.index_folder()))))
         for b in (self.add_btn, self.reindex_btn, self.stop_btn, self.remove_btn):
             row.addWidget(b)
         row.addStretch(1)
+        row.addWidget(self.open_btn)
         self.folder_list = QListWidget()
         self.folder_list.setObjectName("libraryFolders")
         self.progress = QProgressBar()
@@ -77,7 +80,7 @@ class LibraryView(QWidget):
             lay.addWidget(w)
         lay.addLayout(row)
         lay.addWidget(self.empty)
-        lay.addWidget(self.folder_list, 2)
+        lay.addWidget(self.folder_list, 1)
         lay.addWidget(self.progress)
         lay.addWidget(self.unreadable_title)
         lay.addWidget(self.unreadable, 1)

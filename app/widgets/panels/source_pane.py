@@ -8,11 +8,12 @@ from PySide6.QtWidgets import QHBoxLayout, QLabel, QPushButton, QTextBrowser, QV
 
 from ...history import source_place
 
-MIN_WIDTH = 220
+MIN_WIDTH = 180  # beside the transcript at 1024 px with the chat list docked
 
 
 class SourcePane(QWidget):
     openFile = Signal(dict)  # the source shown: open its file again
+    toggled = Signal(bool)  # shown or hidden: the page makes room for it (or takes it back)
 
     def __init__(self, parent: QWidget | None = None):
         super().__init__(parent)
@@ -53,6 +54,13 @@ class SourcePane(QWidget):
         self.note.setText(note)
         self.note.setVisible(bool(note))
         self.show()
+
+
+    def setVisible(self, visible: bool) -> None:  # noqa: N802 - Qt's name
+        changed = self.isHidden() == visible
+        super().setVisible(visible)
+        if changed:
+            self.toggled.emit(visible)
 
 
 def _escape(text: str) -> str:

@@ -67,6 +67,7 @@ def test_a_folder_added_is_indexed_with_progress_and_its_unreadable_files_listed
     rows = [library.unreadable.item(i).text() for i in range(library.unreadable.count())]
     assert len(rows) == 2 and rows[0].startswith("broken.docx: ") and rows[1].startswith("program.txt: not a UTF-8")
     assert all("\n" not in r for r in rows) and library.errors == []
+    qtbot.waitUntil(lambda: not library.stop_btn.isEnabled(), timeout=5000)  # nothing left to stop
     # kept: a new shelf on the same settings lists the folder again
     from app.library_shelf import LibraryShelf
 
