@@ -213,3 +213,21 @@ def test_a_source_whose_file_is_gone_shows_the_kept_passage_and_opens_nothing(qt
     chat.transcript._on_anchor(QUrl(f"msg:source:{answer.id}:1"))
     assert opened == [] and "no longer in the folder" in chat.source_pane.note.text()
     assert aurora.lead in chat.source_pane.passage.toPlainText()
+
+
+def test_a_sources_pane_never_makes_the_chat_scroll_sideways(qtbot, window):
+    """Beside the transcript where it fits (the chat list floats first), over its right edge
+    where it does not; closed, the page is as it was."""
+    chat = window.chat
+    window.show()
+    for size, floats in (((800, 600), True), ((1024, 700), False), ((1360, 860), False)):
+        window.resize(*size)
+        qtbot.wait(50)
+        chat.source_pane.show_source({"n": 1, "file": "a.md", "section": "Budget", "text": "The budget is 5 EUR."})
+        qtbot.wait(50)
+        area = window.stack.currentWidget()
+        assert area.widget().width() <= area.viewport().width(), f"the chat scrolls sideways at {size}"
+        assert chat.source_pane.isVisibleTo(window) and chat.sides._source_overlay.floating is floats
+        chat.source_pane.close_btn.click()
+        qtbot.wait(50)
+        assert not chat.source_pane.isVisibleTo(window) and not chat.sides._source_overlay.sheet.isVisible()
