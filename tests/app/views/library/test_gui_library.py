@@ -195,6 +195,18 @@ def test_an_answer_from_the_library_lists_its_sources_and_a_click_opens_the_file
     kept = json.loads((tmp_path / "all.json").read_text(encoding="utf-8"))
     text = json.dumps(kept)
     assert f'"file": "{aurora.file}"' in text and '"sources"' in text
+    from app.history.archive import import_chats, read_archive
+
+    fresh = History(tmp_path / "fresh.db")  # a fresh profile: imported, the answer lists its sources again
+    import_chats(fresh, read_archive(tmp_path / "all.json"))
+    back = fresh.messages(fresh.conversations()[0].id)[-1]
+    assert back.stats["sources"] == sources and "**Sources**" in fresh.to_markdown(fresh.conversations()[0].id)
+
+    # Regenerate asks the folder again: the new version has its own sources
+    chat.asking.regenerate(answer.id)
+    qtbot.waitUntil(lambda: chat.worker is None, timeout=60000)
+    again = window.history.messages(cid)[-1]
+    assert again.version == 2 and again.stats["sources"][0]["file"] == aurora.file
 
 
 def test_a_source_whose_file_is_gone_shows_the_kept_passage_and_opens_nothing(qtbot, window, folder, monkeypatch):
