@@ -243,3 +243,23 @@ def test_a_sources_pane_never_makes_the_chat_scroll_sideways(qtbot, window):
         chat.source_pane.close_btn.click()
         qtbot.wait(50)
         assert not chat.source_pane.isVisibleTo(window) and not chat.sides._source_overlay.sheet.isVisible()
+
+
+def test_without_a_watch_the_folder_is_indexed_and_reindex_finds_a_new_file(qtbot, tmp_path, folder):
+    """watchdog missing (the `library` extra): the folder is still indexed and asked; its line
+    does not claim it is kept current, and Re-index reads what was added."""
+    from app.library_shelf import LibraryShelf
+    from app.views.library import LibraryView
+
+    view = LibraryView(LibraryShelf(QSettings(str(tmp_path / "w.ini"), QSettings.Format.IniFormat), watch=False))
+    qtbot.addWidget(view)
+    try:
+        view.add_folder(str(folder))
+        qtbot.waitUntil(lambda: _ready(view.shelf, folder), timeout=60000)
+        assert "kept current" not in view.folder_list.item(0).text()
+        (folder / "kestrel.md").write_text("# Project Kestrel\n\nLed by Zora Quill.\n", encoding="utf-8")
+        view.reindex_btn.click()
+        qtbot.waitUntil(lambda: _ready(view.shelf, folder) and view.shelf.states[str(folder)].files == 11,
+                        timeout=30000)
+    finally:
+        view.shutdown()
