@@ -11,7 +11,7 @@ from typing import Any, Callable
 from PySide6.QtCore import QObject, Signal
 from PySide6.QtWidgets import QLabel
 
-from ...history import History, HistoryError, Message
+from ...history import History, HistoryError, Message, answer_sources
 from ...history.branches import choose_question, edit_question
 from ...chat_model import model_record
 from ...history.settings import chat_settings, save_chat_settings
@@ -274,6 +274,10 @@ class Asking(QObject):
 
         msgs = self._history.messages(self._conversation())
         chat = [{"role": m.role, "content": m.content} for m in msgs if m.role in ("user", "assistant") and m.content]
+        sources = answer_sources(last)
+        question = next((i for i in range(len(chat) - 2, -1, -1) if chat[i]["role"] == "user"), None)
+        if sources and question is not None:  # a Library answer goes on from the passages it was given
+            chat[question] = {"role": "user", "content": LibraryAsk.prompt_again(chat[question]["content"], sources)}
         system = self._settings.system_prompt()
         if system:
             chat.insert(0, {"role": "system", "content": system})
@@ -284,7 +288,7 @@ class Asking(QObject):
             return
         self._view.transcript.set_messages(msgs[:-1])
         self.remember_settings(last.conversation_id)
-        self._stream.start(tokens, last, chat=False, continuing=True)
+        self._stream.start(tokens, last, chat=False, continuing=True, sources=sources or None)
 
     # -- Edit ---------------------------------------------------------------------------------
     def edit_message(self, message_id: int) -> None:

@@ -108,9 +108,19 @@ class LibraryAsk(QObject):
             self._notify(f"No passage in {name} shares a word with the question: answered without sources")
         elif not ask.sources:
             self._notify(f"None of the passages found in {name} fits the context: answered without sources")
-        sources = [{**source_entry(i + 1, h), "where": h.where, "text": h.text, "folder": folder}
-                   for i, h in enumerate(ask.sources)]
+        sources = [{**source_entry(i + 1, h), "where": h.where, "unit": h.unit, "anchor": h.anchor, "text": h.text,
+                    "folder": folder} for i, h in enumerate(ask.sources)]
         return chat[:-1] + [{"role": "user", "content": ask.text}], sources
+
+    @staticmethod
+    def prompt_again(question: str, sources: list[dict]) -> str:
+        """The question's turn as it was asked, from the sources kept with its answer (Continue
+        goes on from the passages the answer was given; the folder is not searched again)."""
+        from engine.library import Hit, fit_prompt
+
+        hits = [Hit(str(s.get("file", "")), str(s.get("unit", "section")), str(s.get("anchor", s.get("where", ""))),
+                    str(s.get("text", "")), float(s.get("score", 0.0))) for s in sources]
+        return fit_prompt(question, hits, lambda _text: 0, 1 << 30).text  # all fit: they were fitted when asked
 
     # -- a source clicked -----------------------------------------------------------------------
     def open_source(self, message_id: int, n: int) -> None:

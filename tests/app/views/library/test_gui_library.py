@@ -208,6 +208,17 @@ def test_an_answer_from_the_library_lists_its_sources_and_a_click_opens_the_file
     again = window.history.messages(cid)[-1]
     assert again.version == 2 and again.stats["sources"][0]["file"] == aurora.file
 
+    # Continue goes on from the passages the answer was given, and keeps them
+    from app.views.chat.library_ask import LibraryAsk
+
+    asked = LibraryAsk.prompt_again("Who leads it?", again.stats["sources"])
+    assert f"[1] {aurora.file}, " in asked and aurora.lead in asked and asked.endswith("Question: Who leads it?")
+    assert again.status == "complete" and again.stats["finish_reason"] == "length"
+    chat.asking.continue_answer(again.id)
+    qtbot.waitUntil(lambda: chat.worker is None, timeout=60000)
+    went_on = window.history.messages(cid)[-1]
+    assert len(went_on.content) > len(again.content) and went_on.stats["sources"] == again.stats["sources"]
+
 
 def test_a_source_whose_file_is_gone_shows_the_kept_passage_and_opens_nothing(qtbot, window, folder, monkeypatch):
     chat, aurora = window.chat, brief(0)
