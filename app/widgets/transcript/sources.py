@@ -5,7 +5,7 @@ chat shows the same list."""
 
 from __future__ import annotations
 
-from PySide6.QtGui import QColor, QFont, QTextBlockFormat, QTextCharFormat, QTextCursor
+from PySide6.QtGui import QColor, QFont, QTextBlockFormat, QTextCharFormat, QTextCursor, QTextDocument
 
 from ...history import Message, answer_sources, source_place
 
@@ -38,6 +38,22 @@ def insert_sources(cursor: QTextCursor, m: Message, scheme: str, link: QColor, m
         cursor.insertBlock(QTextBlockFormat(), QTextCharFormat())
         cursor.insertText(f"[{n}] {source_place(s)}", fmt)
     cursor.setCharFormat(QTextCharFormat())
+
+
+def link_citations(doc: QTextDocument, m: Message, scheme: str, link: QColor) -> None:
+    """Each "[n]" the answer's rendered text cites a source by becomes a link to that source
+    (what its line under the answer does); a number with no source stays text."""
+    for i, s in enumerate(answer_sources(m)):
+        n = int(s.get("n", i + 1))
+        found = doc.find(f"[{n}]")
+        while not found.isNull():
+            fmt = QTextCharFormat()
+            fmt.setAnchor(True)
+            fmt.setAnchorHref(f"{scheme}:{SCHEME_ACTION}:{m.id}:{n}")
+            fmt.setForeground(link)
+            fmt.setToolTip(source_place(s))
+            found.mergeCharFormat(fmt)
+            found = doc.find(f"[{n}]", found)
 
 
 def source_of(m: Message | None, n: int) -> dict | None:

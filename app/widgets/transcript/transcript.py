@@ -36,7 +36,7 @@ from .file_card import FileViewer, file_card
 from .markdown_render import COPY_SCHEME, append_rendered, code_wraps, render_markdown, plain_text, set_code_wrap
 from .markdown_stream import MarkdownStream
 from .provenance import COLOURS, merge_runs
-from .sources import SCHEME_ACTION as SOURCE_ACTION, insert_sources
+from .sources import SCHEME_ACTION as SOURCE_ACTION, insert_sources, link_citations
 from ..controls.toast import toast
 from .user_text import insert_user_text
 
@@ -230,6 +230,7 @@ class Transcript(QTextBrowser):
             rendered = render_markdown(m.content, spans, self._colours(), first_copy=len(self._code_blocks))
             self.renders += 1
             self._code_blocks.extend(rendered.code_blocks)
+            link_citations(rendered.document, m, ACTION_SCHEME, LINK)
             append_rendered(cursor, rendered.document)
             insert_sources(cursor, m, ACTION_SCHEME, LINK, MUTED)
         else:  # verbatim: newlines and indentation as typed, code in monospace; files as cards

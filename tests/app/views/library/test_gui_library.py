@@ -173,6 +173,16 @@ def test_an_answer_from_the_library_lists_its_sources_and_a_click_opens_the_file
     shown = chat.transcript.toPlainText()
     assert f"Sources\n[1] {aurora.file}, " in shown
 
+    # a "[1]" in the answer's own text is a link to its source too
+    from app.widgets.transcript.sources import link_citations
+    from PySide6.QtGui import QTextDocument
+
+    doc = QTextDocument()
+    doc.setPlainText("Mara leads it [1]; the budget is in [1] and [7].")
+    link_citations(doc, answer, "msg", chat.transcript.palette().link().color())
+    hrefs = {doc.find(f"[{n}]").charFormat().anchorHref() for n in (1, 7)}
+    assert hrefs == {f"msg:source:{answer.id}:1", ""}
+
     opened: list[QUrl] = []
     monkeypatch.setattr(QDesktopServices, "openUrl", lambda url: opened.append(url) or True)
     chat.transcript._on_anchor(QUrl(f"msg:source:{answer.id}:1"))  # what a click on "[1] …" sends
