@@ -1,4 +1,4 @@
-"""The main window: navigation between Chat, Race, Models, Bench and Settings; a status bar
+"""The main window: navigation between Chat, Race, Models, Bench, Settings and Library; a status bar
 with the backend and hardware, the loaded pair and live tok/s; File and Help menus; shortcuts;
 settings kept."""
 
@@ -32,7 +32,7 @@ from .widgets.controls.page_scroll import PageScroll
 from .widgets.controls.live_label import pin_size
 from .widgets.panels.welcome_banner import WelcomeBanner
 
-PAGES = ["Chat", "Race", "Models", "Bench", "Settings"]
+PAGES = ["Chat", "Race", "Models", "Bench", "Settings", "Library"]
 NAV_WIDTH = 100
 MIN_WIDTH, MIN_HEIGHT = 800, 560
 SPEED_REFRESH_MS = 250
@@ -130,8 +130,12 @@ class MainWindow(QMainWindow):
         outer.addWidget(self.history_notice)
 
     def _build_pages(self) -> None:
-        """Chat, Race, Models, Bench and Settings in the stack, their notices to the status bar."""
-        self.chat = ChatView(self.session, self.history)
+        """Chat, Race, Models, Bench, Settings and Library in the stack, their notices to the status bar."""
+        from .library_shelf import LibraryShelf
+        from .views.library import LibraryView
+
+        self.shelf = LibraryShelf(self.settings, self)  # the Library's folders, watched while the app runs
+        self.chat = ChatView(self.session, self.history, shelf=self.shelf)
         self.chat.message.connect(self.notify)
         self.chat.error.connect(self.show_error)
         self.views: dict[str, QWidget] = {"Chat": self.chat}
@@ -151,6 +155,7 @@ class MainWindow(QMainWindow):
         self.settings_view.historyDraftChanged.connect(self._apply_history_draft)
         self.settings_view.historyCleared.connect(self._history_cleared)
         self.views["Settings"] = self.settings_view
+        self.views["Library"] = LibraryView(self.shelf)  # last: Ctrl+5 stays Settings
         self._apply_performance(performance(self.settings))
         self.session.history_draft = history_draft(self.settings)
         for name in PAGES:

@@ -1,4 +1,4 @@
-"""QObject workers on QThreads: load, generate, race, download, bench.
+"""QObject workers on QThreads: load, generate, race, download, bench, a Library folder's index.
 
 They consume the engine's event stream and emit Qt signals. Cancellation is a flag the
 engine checks between steps (and between prefill chunks). Any exception becomes a
@@ -419,3 +419,26 @@ class BenchWorker(EngineWorker):
             res = bench.run_bench(self.engine, self.suites, self.configs, progress=self.progress.emit, cancel=self._cancel,
                                   **self.options)
         self.result.emit(res)
+
+
+class IndexWorker(Worker):
+    """A Library folder's index brought up to date (engine.library.Library.update) off the GUI
+    thread: progress at most every FRAME_S and at the end, Stop between files (what was
+    indexed is kept), the report at the end."""
+
+    progress = Signal(int, int, str)  # files done, files in all, the file now
+    result = Signal(object)  # engine.library.IndexReport
+
+    def __init__(self, library: Any):
+        super().__init__()
+        self.library = library
+        self._shown = 0.0
+
+    def _progress(self, done: int, total: int, name: str) -> None:
+        now = time.monotonic()
+        if done == total or now - self._shown >= FRAME_S:
+            self._shown = now
+            self.progress.emit(done, total, name)
+
+    def work(self) -> None:
+        self.result.emit(self.library.update(progress=self._progress, cancelled=lambda: self.cancelled))

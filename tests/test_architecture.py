@@ -86,6 +86,7 @@ ROOMS = {  # room -> floor; a module lives in the longest room its name starts w
     "app.views.chat": 132,
     "app.views.race": 132,
     "app.views.models": 132,
+    "app.views.library": 132,
     "app.main_window": 140,
     "app.main": 150,
     "app.__main__": 160,
@@ -93,7 +94,9 @@ ROOMS = {  # room -> floor; a module lives in the longest room its name starts w
 # Rooms side by side: neither imports the other, whatever their floors.
 SIDE_BY_SIDE = [("engine.measure", "engine.serving"), ("engine.models", "engine.documents"), ("engine.models", "engine.library"), ("engine.decoding.drafting", "engine.decoding.prompting"),
                 ("app.widgets.charts", "app.widgets.attachments"), ("app.views.chat", "app.views.race"),
-                ("app.views.chat", "app.views.models"), ("app.views.race", "app.views.models")]
+                ("app.views.chat", "app.views.models"), ("app.views.race", "app.views.models"),
+                ("app.views.library", "app.views.chat"), ("app.views.library", "app.views.race"),
+                ("app.views.library", "app.views.models")]
 APP_WIDGET_FAMILIES = ("app.widgets.controls", "app.widgets.charts", "app.widgets.attachments", "app.widgets.transcript",
                        "app.widgets.panels")
 WINGS = ("engine.decoding.sampling", "engine.decoding.drafting", "engine.decoding.prompting")
@@ -181,7 +184,7 @@ def test_no_import_cycles():
 def test_each_room_says_what_it_holds_and_may_import():
     for room in ("engine.models", "engine.documents", "engine.library", "engine.llamacpp", "engine.decoding", *WINGS, "engine.decoding.slots", "engine.measure",
                  "engine.serving", "engine.toolcalls", "engine.tooluse", "engine.cli", "app", "app.history", "app.downloads",
-                 "app.widgets", *APP_WIDGET_FAMILIES, "app.views", "app.views.chat", "app.views.race", "tools"):
+                 "app.widgets", *APP_WIDGET_FAMILIES, "app.views", "app.views.chat", "app.views.race", "app.views.library", "tools"):
         init = ROOT / room.replace(".", "/") / "__init__.py"
         doc = ast.get_docstring(ast.parse(init.read_text(encoding="utf-8"))) or ""
         assert "import" in doc.lower() and len(doc) > 80, f"{init}: the docstring must say what the room holds and may import"

@@ -9,7 +9,9 @@ smollm2-135m-instruct-q4_1 --source mirror`), which runs in a minute on a CPU. S
 models, chat-1440x900, chat-1024x700, race and bench (.png), then each view with its results
 (chat answer, race, models, bench) at every width of --widths, light and dark, as
 VIEW-WxH-THEME.png, taken from the screen (the real window as drawn), not rendered
-offscreen. --scale runs the app at that scale factor (QT_SCALE_FACTOR; the window then
+offscreen. `--views library` adds a folder of briefs to the Library and asks it from the chat:
+library-WxH-THEME.png (the page) and library-answer-WxH-THEME.png (the answer, its sources and
+the first one opened in the side pane). --scale runs the app at that scale factor (QT_SCALE_FACTOR; the window then
 has WxH device pixels) and saves only the set, as VIEW-WxH-SCALEx-THEME.png. The app's own
 data (history, settings) goes to a temporary folder.
 """
@@ -99,6 +101,8 @@ def main() -> int:
         race_shot(shots, win)
     if "bench" in views:
         bench_shot(shots, win)
+    if "library" in views:
+        library_ask(shots, win, Path(tmp))
     sizes = [tuple(int(x) for x in size.split("x")) for size in a.widths.split(",")]
     size_set(shots, win, views, sizes, a.themes.split(","), a.scale)
     win.close()
@@ -122,6 +126,11 @@ def size_set(shots: "Shots", win, views: list[str], sizes: list, themes: list[st
                     shots.pump(0.3)
                     win.chat.transcript.jump_to_latest()
                 shots.shot(f"{view}-{w}x{h}{tag}-{theme}", from_screen=True)
+                if view == "library":  # the answer from it, its sources under it, the first one open
+                    win.nav.setCurrentRow(0)
+                    shots.pump(0.3)
+                    win.chat.transcript.jump_to_latest()
+                    shots.shot(f"library-answer-{w}x{h}{tag}-{theme}", from_screen=True)
 
 
 CODE = """def summarise(rows):
@@ -190,6 +199,44 @@ def chat_shots(shots: Shots, win, tmp: Path, size: tuple[int, int]) -> None:
     chat.transcript.jump_to_latest()
     shots.shot("chat-1024x700")
     win.resize(*size)
+
+
+BRIEFS = [("Aurora", "Mara Lindqvist", "1.2 million EUR"), ("Basilisk", "Tomás Ferreira", "640,000 EUR"),
+          ("Cormorant", "Aiko Tanaka", "2.4 million EUR"), ("Dromedary", "Yusuf Demir", "310,000 EUR"),
+          ("Equinox", "Léa Moreau", "880,000 EUR")]
+
+
+def library_ask(shots: Shots, win, tmp: Path) -> None:
+    """A folder of five briefs (and one binary file named .txt, listed as unreadable) added to
+    the Library, then asked from a new chat: the answer cites its sources; the first is opened."""
+    folder = tmp / "briefs"
+    folder.mkdir()
+    for project, lead, budget in BRIEFS:
+        (folder / f"brief-{project.lower()}.md").write_text(
+            f"# Project {project}\n\nA two-year programme of field work and reporting.\n\n## Lead and budget\n\n"
+            f"Project {project} is led by {lead}. Its budget is {budget}.\n", encoding="utf-8")
+    (folder / "export.txt").write_bytes(bytes(range(256)) * 4)
+    from app.main_window import PAGES
+
+    win.nav.setCurrentRow(PAGES.index("Library"))
+    win.views["Library"].add_folder(str(folder))
+    shots.wait(lambda: win.shelf.states[str(folder)].state == "ready", 120)
+    win.nav.setCurrentRow(0)
+    chat = win.chat
+    chat.new_conversation()
+    chat.library_box.setCurrentIndex(chat.library_box.findData(str(folder)))
+    chat.apply_settings({"drafter": "lookup", "lookahead": "auto", "temperature": 0.0, "max_tokens": 80})
+    chat.prompt.setPlainText("Who leads project Cormorant and what is its budget?")
+    chat.send()
+    shots.wait(lambda: chat.worker is None)
+    answer = win.history.messages(chat.conversation_id)[-1]
+    from PySide6.QtGui import QDesktopServices
+
+    real, QDesktopServices.openUrl = QDesktopServices.openUrl, lambda url: True  # the pane, not another program
+    try:
+        chat.library.open_source(answer.id, 1)
+    finally:
+        QDesktopServices.openUrl = real
 
 
 def race_shot(shots: Shots, win) -> None:

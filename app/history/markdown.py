@@ -1,6 +1,7 @@
 """A stored message as Markdown for the history's own export (`History.to_markdown`, with the
-app's chrome: who wrote it, why it stopped, its speed), and the two rules every export
-shares: why an answer ended early, and a code fence an answer left open closed."""
+app's chrome: who wrote it, why it stopped, its speed), and the three rules every export
+shares: why an answer ended early, a code fence an answer left open closed, and the sources
+a Library answer cites listed under it as its references."""
 
 from __future__ import annotations
 
@@ -50,9 +51,33 @@ def close_open_fence(text: str) -> str:
     return text + ("" if text.endswith("\n") else "\n") + opener
 
 
+def answer_sources(m: Message) -> list[dict]:
+    """The Library sources an answer was given, numbered as it cites them ([] for any other
+    message): kept in its stats under "sources" (app/views/chat/library_ask.py)."""
+    if m.role != "assistant" or not isinstance(m.stats, dict):
+        return []
+    sources = m.stats.get("sources")
+    return [s for s in sources if isinstance(s, dict) and "file" in s] if isinstance(sources, list) else []
+
+
+def source_place(s: dict) -> str:
+    """Where a source is: "briefs/aurora.docx, page 2" or "notes.md, section Budget"."""
+    where = f"page {s['page']}" if "page" in s else str(s.get("section", ""))
+    return f"{s['file']}, {where}" if where else str(s["file"])
+
+
+def references_markdown(m: Message) -> list[str]:
+    """An answer's references as Markdown lines ("**Sources**", then "[1] file, page 2"); none
+    when it had no Library sources."""
+    sources = answer_sources(m)
+    if not sources:
+        return []
+    return ["", "**Sources**", ""] + [f"- [{s.get('n', i + 1)}] {source_place(s)}" for i, s in enumerate(sources)]
+
+
 def message_markdown(m: Message) -> str:
     who = {"user": "You", "assistant": "Assistant", "system": "System"}.get(m.role, m.role)
-    lines = [f"## {who}", "", close_open_fence(m.content)]
+    lines = [f"## {who}", "", close_open_fence(m.content), *references_markdown(m)]
     reason = stop_reason(m) or (m.status if m.status != "complete" else None)
     if reason:
         lines += ["", f"*({reason})*"]

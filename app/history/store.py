@@ -26,13 +26,13 @@ from typing import Any, Callable, Iterator
 
 from .branches import SCHEMA as BRANCHES_SCHEMA
 from .settings import SCHEMA as SETTINGS_SCHEMA
-from .markdown import close_open_fence, message_markdown, stop_reason
+from .markdown import answer_sources, close_open_fence, message_markdown, references_markdown, source_place, stop_reason
 from .readonly import copy_read_only, existing_side_files, is_read_only_error, read_only_reason, remove_created
 from .repair import Damaged, is_damage, looks_like_sqlite, move_aside, salvage
 from .search import Found, add_search_index, find
 
-__all__ = ["COLUMNS", "Conversation", "Found", "History", "HistoryError", "Message", "close_open_fence",
-           "message_markdown", "stop_reason"]
+__all__ = ["COLUMNS", "Conversation", "Found", "History", "HistoryError", "Message", "answer_sources",
+           "close_open_fence", "message_markdown", "references_markdown", "source_place", "stop_reason"]
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS conversations (

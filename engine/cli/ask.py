@@ -65,11 +65,11 @@ def cmd_ask(args: argparse.Namespace) -> int:
     try:
         with Library(args.folder) as lib:
             models = resolve_pair(args)  # a model that is not there is said before the folder is read
-            report = lib.update(progress=_IndexProgress(), cancelled=lambda: cancel.cancelled)
+            report = lib.update(progress=IndexProgress(), cancelled=lambda: cancel.cancelled)
             if report.cancelled:
                 print("tandem: interrupted (what was indexed is kept)", file=sys.stderr)
                 return 130
-            _say_index(report, args.folder)
+            say_index(report, args.folder)
             hits = lib.search(question, args.top)
         return _answer(args, models, question, hits, report, cancel)
     finally:
@@ -91,7 +91,9 @@ def _question(args: argparse.Namespace) -> str:
     return got.text.strip()
 
 
-def _say_index(report: Any, folder: str) -> None:
+def say_index(report: Any, folder: str) -> None:
+    """What an update did, on stderr (new, changed and removed files; the unreadable ones named);
+    a folder with no document read is a UsageError. `tandem serve --library` says it too."""
     if not report.files:
         raise UsageError(f"{folder}: no document Tandem reads in it ({_supported()})"
                          + (f"; {len(report.unreadable)} could not be read" if report.unreadable else ""))
@@ -111,7 +113,7 @@ def _supported() -> str:
     return SUPPORTED
 
 
-class _IndexProgress:
+class IndexProgress:
     """Indexing progress on stderr, on a terminal only, rewritten in place."""
 
     def __init__(self) -> None:

@@ -126,16 +126,13 @@ def _checked_options(args: argparse.Namespace) -> tuple[str | None, tuple[str, .
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    from ..decoding.drafting.choice import DraftChoice
     from .common import resolve_pair
-    from .rpc import engine_for
-    from ..llamacpp.runtime import RuntimeParams
 
     api_key, cors, max_body = _checked_options(args)
     aliases, any_name = aliases_and_any(args)
     _require_server_extra()
-    from ..serving.server import ServedModel, ServerConfig, create_app, is_loopback, serve_forever
-    from ..serving.server.runner import bind, url_for
+    from ..serving.server import is_loopback
+    from ..serving.server.runner import bind
 
     hosts = allowed_hosts(args)
     if not is_loopback(args.host) and not api_key:
@@ -143,6 +140,45 @@ def cmd_serve(args: argparse.Namespace) -> int:
               "can use the server", file=sys.stderr)
     bind(args.host, args.port).close()  # a busy port fails now, before minutes of model loading
     target, draft = resolve_pair(args)
+    library = _open_library(args.library) if args.library is not None else None
+    try:
+        return _serve(args, target, draft, library, api_key, cors, max_body, aliases, any_name, hosts)
+    finally:
+        if library is not None:
+            library.close()
+
+
+def _open_library(folder: str) -> Any:
+    """--library DIR: the folder's index brought up to date (progress on a terminal, unreadable
+    files named) and watched while the server runs (without watchdog: updated at each question)."""
+    from ..library import Library
+    from .ask import IndexProgress, say_index
+
+    if not folder.strip():
+        raise TandemError("--library is empty: name the folder of documents to serve")
+    try:
+        lib = Library(folder, watch=True)
+    except TandemError as e:
+        if "watchdog" not in str(e):
+            raise
+        print(f"tandem: warning: {e}; the folder is checked for changes at each question instead", file=sys.stderr)
+        lib = Library(folder)
+    try:
+        say_index(lib.update(progress=IndexProgress()), folder)
+    except BaseException:
+        lib.close()
+        raise
+    return lib
+
+
+def _serve(args: argparse.Namespace, target: Path, draft: Any, library: Any, api_key: str | None, cors: tuple,
+           max_body: int, aliases: tuple, any_name: bool, hosts: tuple) -> int:
+    from ..decoding.drafting.choice import DraftChoice
+    from .rpc import engine_for
+    from ..llamacpp.runtime import RuntimeParams
+    from ..serving.server import ServedModel, ServerConfig, create_app, serve_forever
+    from ..serving.server.runner import url_for
+
     eng = engine_for(target, RuntimeParams(n_ctx=args.ctx, n_threads=args.threads), args)  # --rpc: a child process
     try:
         if draft is not None:
@@ -152,13 +188,18 @@ def cmd_serve(args: argparse.Namespace) -> int:
                              aliases=aliases, catalog_id=catalog_id_of(target))
         config = ServerConfig(api_key=api_key, max_waiting=args.queue, temperature=args.temperature,
                               any_model_name=any_name, cors_origins=cors, max_body=max_body,
-                              early_role_chunk=args.early_role_chunk, allowed_hosts=hosts, parallel=args.parallel)
+                              early_role_chunk=args.early_role_chunk, allowed_hosts=hosts, parallel=args.parallel,
+                              library=library)
         app = create_app(served, config)
         split = f", target split over {len(eng.endpoints)} RPC worker(s)" if getattr(args, "rpc", None) else ""
         draft_text = DraftChoice.parse(draft).label
         slots_text = f", {args.parallel} slots" if args.parallel > 1 else ""
         print(f"tandem: serving {served.id} ({target.name}, {draft_text}, lookahead {args.lookahead}, "
               f"context {args.ctx}{split}{slots_text}) on {url_for(args.host, args.port)}/v1", file=sys.stderr)
+        if library is not None:
+            print(f"tandem: answering from {library.folder} when a chat request sets \"library\": true "
+                  f"({'watched' if library.watch is not None else 'checked at each question'}; "
+                  f"{url_for(args.host, args.port)}/v1/library says what it holds)", file=sys.stderr)
         if any_name:
             print(f"tandem: answering to every model name (--alias '*' or --any-model-name) with {served.id}",
                   file=sys.stderr)
@@ -212,6 +253,9 @@ def register(sub: Any) -> None:
                         "own names): a web page on another name cannot reach the server by DNS rebinding")
     s.add_argument("--early-role-chunk", action="store_true",
                    help="stream the first (role) chunk before the prompt is processed, as before; default: after")
+    s.add_argument("--library", metavar="DIR",
+                   help="a folder of documents that chat requests setting \"library\": true are answered from, with "
+                        "their sources (indexed in Tandem's data folder and watched while the server runs)")
     s.add_argument("--log-level", default="info", choices=("critical", "error", "warning", "info", "debug"))
     add_rpc_option(s)
     s.set_defaults(func=cmd_serve)

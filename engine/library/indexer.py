@@ -140,9 +140,15 @@ class Indexer:
     def _one(self, path: Path, key: str, old: FileRecord | None, report: IndexReport) -> None:
         try:
             st = path.stat()
-        except OSError:  # gone since the walk: the next update drops it
+        except OSError:
+            try:
+                st = path.lstat()  # a link that loops or leads nowhere: said, not read
+            except OSError:  # gone since the walk: the next update drops it
+                return
+            self._refuse(key, st, old, report, "a symbolic link that loops or leads to no file")
             return
-        if not stat.S_ISREG(st.st_mode):
+        if not stat.S_ISREG(st.st_mode):  # a pipe would block the read: said, never opened
+            self._refuse(key, st, old, report, "not a regular file")
             return
         if old is not None and old.size == st.st_size and old.mtime_ns == st.st_mtime_ns:
             report.unchanged += 1
@@ -165,6 +171,16 @@ class Indexer:
             reason = str(e)
             reason = reason[len(key) + 2:] if reason.startswith(key + ": ") else reason
             record, found = FileRecord(key, st.st_size, st.st_mtime_ns, sum_, "", reason), []
+        self._keep(record, found, old, report)
+
+    def _refuse(self, key: str, st: os.stat_result, old: FileRecord | None, report: IndexReport, why: str) -> None:
+        """A file that is not read at all, kept with why (and not said again until it changes)."""
+        if old is not None and old.error == why and old.size == st.st_size and old.mtime_ns == st.st_mtime_ns:
+            report.unchanged += 1
+            return
+        self._keep(FileRecord(key, st.st_size, st.st_mtime_ns, "", "", why), [], old, report)
+
+    def _keep(self, record: FileRecord, found: list, old: FileRecord | None, report: IndexReport) -> None:
         self.store.put(record, found)
         if old is None:
             report.added += 1

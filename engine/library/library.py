@@ -7,12 +7,12 @@ from __future__ import annotations
 
 import sqlite3
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
 from ..errors import DocumentError, TandemError
 from .indexer import Indexer, IndexReport, Progress
 from .search import Hit, search
-from .store import IndexStore, index_path
+from .store import IndexStore, counts, index_path, unreadable
 
 
 class Library:
@@ -60,10 +60,21 @@ class Library:
 
     def search(self, question: str, top: int = 6) -> list[Hit]:
         """The best `top` passages for `question` from this thread (its own connection)."""
+        return self._read(lambda db: search(db, question, top))
+
+    def held(self) -> IndexReport:
+        """What the index holds now (files read, passages, the unreadable files with why),
+        read from this thread (its own connection), so it may be asked while an update runs."""
+        report = IndexReport()
+        report.files, report.passages = self._read(counts)
+        report.unreadable = self._read(unreadable)
+        return report
+
+    def _read(self, read: Callable[[sqlite3.Connection], Any]) -> Any:
         try:
             db = sqlite3.connect(self.index)
             try:
-                return search(db, question, top)
+                return read(db)
             finally:
                 db.close()
         except sqlite3.DatabaseError as e:

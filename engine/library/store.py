@@ -39,6 +39,17 @@ class FileRecord:
     error: str  # "" when it was read; else the one line saying why not
 
 
+def unreadable(db: sqlite3.Connection) -> list[tuple[str, str]]:
+    """(path, why) of every file the index could not read, by path."""
+    return list(db.execute("SELECT path, error FROM files WHERE error != '' ORDER BY path"))
+
+
+def counts(db: sqlite3.Connection) -> tuple[int, int]:
+    """(files read, passages)."""
+    files = db.execute("SELECT count(*) FROM files WHERE error = ''").fetchone()[0]
+    return files, db.execute("SELECT count(*) FROM passages").fetchone()[0]
+
+
 def index_path(folder: Path) -> Path:
     """The index file of `folder`: named by the folder's name and a digest of its full path,
     so two folders of one name never share an index."""
@@ -117,13 +128,10 @@ class IndexStore:
         self.db.commit()
 
     def unreadable(self) -> list[tuple[str, str]]:
-        """(path, why) of every file the index could not read, by path."""
-        return list(self.db.execute("SELECT path, error FROM files WHERE error != '' ORDER BY path"))
+        return unreadable(self.db)
 
     def counts(self) -> tuple[int, int]:
-        """(files read, passages)."""
-        files = self.db.execute("SELECT count(*) FROM files WHERE error = ''").fetchone()[0]
-        return files, self.db.execute("SELECT count(*) FROM passages").fetchone()[0]
+        return counts(self.db)
 
     def close(self) -> None:
         self.db.close()

@@ -83,7 +83,7 @@ def test_every_page_fits_at(qtbot, window, tmp_path, size):
 
 # -- issue 26: the three widths people use, both themes, measured ------------------------------------
 WIDTHS = [(800, 600), (1024, 700), (1360, 860)]
-PAGES = ["Chat", "Race", "Models", "Bench", "Settings"]
+PAGES = ["Chat", "Race", "Models", "Bench", "Settings", "Library"]
 
 
 @pytest.fixture

@@ -67,6 +67,7 @@ class AnswerStream(QObject):
         self._partial_saved = float("-inf")  # when the answer being written was last kept (time.monotonic)
         self._k_shown: int | None = None  # the lookahead last shown on the slider while streaming
         self._closing = False  # the window is closing: a stopped answer says so, not "stopped by you"
+        self._sources: list[dict] | None = None  # the Library sources of the answer being written
         self._stats_timer = QTimer(self)
         self._stats_timer.setInterval(REFRESH_MS)
         self._stats_timer.timeout.connect(self._show_live_stats)
@@ -96,12 +97,15 @@ class AnswerStream(QObject):
         loaded = choice is not None and choice.draft is not None and Path(choice.target) == Path(pair.target)
         return choice.draft if loaded else "lookup"
 
-    def start(self, prompt: Any, into: Message, *, chat: bool = True, continuing: bool = False) -> None:
+    def start(self, prompt: Any, into: Message, *, chat: bool = True, continuing: bool = False,
+              sources: list[dict] | None = None) -> None:
         """Stream an answer into the stored message `into`: `prompt` is the chat messages (or,
         for Continue, the prompt's token ids). `continuing`: `into` is a stopped answer whose
-        stored part shows first, in its colours, and the new text is appended to it."""
+        stored part shows first, in its colours, and the new text is appended to it.
+        `sources`: the Library passages the prompt holds, kept in the answer's stats."""
         v = self._view
         self.message = into
+        self._sources = sources
         self._prefix = into.content if continuing else ""
         self.tokens = []
         self._partial_saved = float("-inf")  # the first tokens are kept at once
@@ -229,6 +233,8 @@ class AnswerStream(QObject):
         stats = ev.stats.to_dict()
         if self._closing and ev.stats.finish_reason == "cancelled":
             stats["stopped_by"] = "close"  # its badge: "stopped: the app was closed"
+        if self._sources is not None:
+            stats["sources"] = self._sources  # listed under the answer, kept in history and exports
         status = "complete" if ev.stats.finish_reason != "cancelled" else "stopped"
         self._stats_timer.stop()
         self._save(self._prefix + ev.text, stats, status)

@@ -11,7 +11,7 @@ from typing import Any, Callable
 from PySide6.QtCore import QObject, Signal
 from PySide6.QtWidgets import QLabel
 
-from ...history import History, HistoryError, Message
+from ...history import History, HistoryError, Message, answer_sources
 from ...history.branches import choose_question, edit_question
 from ...chat_model import model_record
 from ...history.settings import chat_settings, save_chat_settings
@@ -22,6 +22,7 @@ from ...widgets.controls.token_meter import TokenCounter
 from ...widgets.transcript.transcript import Transcript
 from .answering import AnswerStream
 from .format import chat_title, last_answer_stats
+from .library_ask import LibraryAsk
 from .settings_panel import SettingsPanel
 
 NO_MODEL = "No model loaded: pick one in the bar above the chat (or in Models) and Load"
@@ -53,8 +54,9 @@ class Asking(QObject):
 
     def __init__(self, session: Session, history: History, stream: AnswerStream, settings: SettingsPanel,
                  view: AskView, conversation: Callable[[], int | None], notify: Callable[[str], None],
-                 fail: Callable[[str], None], parent: QObject | None = None):
+                 fail: Callable[[str], None], parent: QObject | None = None, library: LibraryAsk | None = None):
         super().__init__(parent)
+        self._library = library  # the chat's Library folder, when one is chosen (library_ask.py)
         self._session, self._history, self._stream, self._settings = session, history, stream, settings
         self._view, self._conversation, self._notify, self._fail = view, conversation, notify, fail
         self.editing: tuple[int, int] | None = None  # (conversation, message) that Send replaces
@@ -76,7 +78,10 @@ class Asking(QObject):
         if not self._settings_usable():
             return
         content, parts = compose(text, v.attachments.items())
-        fit = self._fit_to_context(self._conversation_chat() + [{"role": "user", "content": content}])
+        asked = self._ask_library(self._conversation_chat() + [{"role": "user", "content": content}], text or content)
+        if asked is None:
+            return
+        fit = self._fit_to_context(asked[0])
         if fit is None:  # refused before anything is stored: the typed text and the chips stay
             return
         chat = [m for m in fit.messages if m["role"] != "system"]
@@ -89,13 +94,24 @@ class Asking(QObject):
         self._show_context_note(fit.note)
         v.auto_note.hide()
         self.remember_settings(answer.conversation_id)
-        self._stream.start(chat, answer)
+        self._stream.start(chat, answer, sources=asked[1])
+
+    def _ask_library(self, chat: list[dict], question: str) -> tuple[list[dict], list[dict] | None] | None:
+        """`chat` as it goes to the model: with the chat's Library folder, its last message
+        holds the passages that fit, numbered, and the sources come with it; None after
+        saying why it cannot be asked."""
+        if self._library is None or self._library.folder() is None:
+            return chat, None
+        return self._library.prepare(self._session.engine, chat, question, self._settings.system_prompt(),
+                                     self._settings.max_tokens.value())
 
     def remember_settings(self, cid: int, *, answering: bool = True) -> None:
         """The settings as they are become the chat's own (reopened with it): at each answer,
         with the model it is written with (a relaunch reopens the chat on it), and when one is
         changed in the open chat (`answering` False: the chat's model stays the one it used)."""
         values = {k: v for k, v in self._settings.values().items() if k != "system"}  # the conversation's own
+        if self._library is not None:
+            values.update(self._library.values())
         model = model_record(self._session.pair, self._session.n_ctx) if answering else \
             (chat_settings(self._history, cid) or {}).get("model")
         if model is not None:
@@ -205,7 +221,8 @@ class Asking(QObject):
             return
         cid = self._conversation()
         prior = self._conversation_chat(before=message_id)
-        fit = self._fit_to_context(prior) if prior else None
+        asked = self._ask_library(prior, prior[-1]["content"]) if prior else None
+        fit = self._fit_to_context(asked[0]) if asked is not None else None
         if fit is None:
             return
         chat = [m for m in fit.messages if m["role"] != "system"]
@@ -217,7 +234,7 @@ class Asking(QObject):
         self._show_context_note(fit.note)
         self._view.auto_note.hide()
         self.remember_settings(cid)
-        self._stream.start(chat, answer)
+        self._stream.start(chat, answer, sources=asked[1])
 
     def show_version(self, message_id: int, step: int) -> None:
         """Show the answer's (or an edited question's) previous (-1) or next (+1) version: the
@@ -257,6 +274,10 @@ class Asking(QObject):
 
         msgs = self._history.messages(self._conversation())
         chat = [{"role": m.role, "content": m.content} for m in msgs if m.role in ("user", "assistant") and m.content]
+        sources = answer_sources(last)
+        question = next((i for i in range(len(chat) - 2, -1, -1) if chat[i]["role"] == "user"), None)
+        if sources and question is not None:  # a Library answer goes on from the passages it was given
+            chat[question] = {"role": "user", "content": LibraryAsk.prompt_again(chat[question]["content"], sources)}
         system = self._settings.system_prompt()
         if system:
             chat.insert(0, {"role": "system", "content": system})
@@ -267,7 +288,7 @@ class Asking(QObject):
             return
         self._view.transcript.set_messages(msgs[:-1])
         self.remember_settings(last.conversation_id)
-        self._stream.start(tokens, last, chat=False, continuing=True)
+        self._stream.start(tokens, last, chat=False, continuing=True, sources=sources or None)
 
     # -- Edit ---------------------------------------------------------------------------------
     def edit_message(self, message_id: int) -> None:

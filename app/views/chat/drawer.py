@@ -4,7 +4,9 @@ settings and live charts, at the right; F9) and the conversation list (at the le
 Each docks in the page's splitter while it fits beside the transcript, and floats over the
 transcript's edge when it does not (app/widgets/controls/reflow.py), so the page never scrolls
 sideways: the drawer first (an open drawer docks in place of the conversation list, which
-then opens from a "Chats" button), both floating in the narrowest window.
+then opens from a "Chats" button), both floating in the narrowest window. A Library source's
+pane, while it is open, docks beside the transcript (the others float first to make room for
+it) and floats over the transcript's right edge where even that is not enough.
 
 `SidePanels` is the page's: it is given the page (whose width it follows and where its F9
 shortcut lives), the conversation list, the answer column and the settings panel, and the
@@ -25,6 +27,7 @@ DRAWER_MIN_WIDTH = 240  # the drawer scrolls rather than widening the window
 DRAWER_OPEN_SIZE = 380  # its width when opened
 CHATS_OVERLAY_WIDTH = 260  # the conversation list floating over the transcript
 CHATS_DOCK_SIZE = 200  # its width docked
+SOURCE_OVERLAY_WIDTH = 320  # a Library source's pane floating over the transcript
 
 
 class SidePanels(QObject):
@@ -39,6 +42,9 @@ class SidePanels(QObject):
         self._middle: QWidget | None = None  # the answer column, once the drawer is beside it
         self._chats_overlay: SideOverlay | None = None
         self._drawer_overlay: SideOverlay | None = None
+        self._source_overlay: SideOverlay | None = None
+        self._source_dock: QWidget | None = None
+        self._fitting_source = False  # moving the pane hides it a moment (Qt's reparenting): not a close
 
     @property
     def chats_overlay(self) -> SideOverlay | None:
@@ -80,8 +86,23 @@ class SidePanels(QObject):
                                            width=DRAWER_OPEN_SIZE)
         self._drawer_auto = True  # follows the window's width until the user chooses
         QShortcut(QKeySequence("F9"), page, activated=self.drawer_btn.click).setWhatsThis("Show or hide the settings drawer")
+        if self._source_dock is not None:  # it floats beside the drawer's toggle
+            pane = self._source_dock.layout().itemAt(0).widget()
+            self._source_overlay = SideOverlay(pane, self._source_dock.layout(), page, self.drawer_btn, side="right",
+                                               width=SOURCE_OVERLAY_WIDTH)
         self._show_drawer(True)
         return drawer
+
+    def dock_source(self, pane: QWidget) -> QWidget:
+        """The place of a Library source's pane beside the answer column (hidden while it is);
+        `pane` says when it is shown or hidden (its `toggled`)."""
+        dock = self._source_dock = QWidget()
+        lay = QVBoxLayout(dock)
+        lay.setContentsMargins(0, 0, 0, 0)
+        lay.addWidget(pane, 1)
+        dock.hide()
+        pane.toggled.connect(lambda _shown: None if self._fitting_source else self._fit_side_panels())  # type: ignore[attr-defined]
+        return dock
 
     def dock_conversations(self, panel: QWidget) -> QWidget:
         """The conversation list's place in the splitter; a narrow window floats it instead."""
@@ -140,6 +161,10 @@ class SidePanels(QObject):
         toggle = self.drawer_btn.sizeHint().width() + 4
         drawer = DRAWER_MIN_WIDTH + toggle if self.drawer_open else toggle
         handles = 3 * 6 + 24  # splitter handles and the page's margins
+        pane = self._source_overlay.panel if self._source_overlay is not None else None
+        source = pane.minimumSizeHint().width() + 6 if pane is not None and not pane.isHidden() else 0
+        float_source = bool(source) and middle + source + toggle + handles > avail
+        middle += 0 if float_source else source
         float_drawer = middle + drawer + handles > avail
         float_chats = chats + middle + (toggle if float_drawer else drawer) + handles > avail
         self._chats_overlay.set_floating(float_chats)
@@ -156,6 +181,25 @@ class SidePanels(QObject):
         if float_drawer != self._drawer_overlay.floating:
             self._drawer_overlay.set_floating(float_drawer)
             self._size_drawer()
+        if pane is not None:
+            self._fit_source(pane, float_source)
+
+    def _fit_source(self, pane: QWidget, floating: bool) -> None:
+        """The source's pane docked beside the transcript, or floating over its right edge."""
+        shown = not pane.isHidden()
+        self._fitting_source = True
+        try:
+            self._source_overlay.set_floating(floating)
+            docking = shown and not floating and self._source_dock.isHidden()
+            self._source_dock.setVisible(shown and not floating)
+            self._source_overlay.set_shown(shown)
+        finally:
+            self._fitting_source = False
+        split = self._source_dock.parentWidget()
+        if docking and isinstance(split, QSplitter) and self._middle is not None:  # as wide as the transcript spares
+            total = sum(split.sizes())
+            want = min(SOURCE_OVERLAY_WIDTH, max(0, total - self._middle.minimumSizeHint().width() - 6))
+            split.setSizes([total - want, want])
 
     def _dock_chats(self) -> None:
         """The list back in the splitter, as wide as it was (the transcript gives the room)."""

@@ -80,7 +80,8 @@ class AnswerColumn(QWidget):
         for w in (self.stats_label, self.auto_note, self.context_note, self.prefill_label, self.edit_label,
                   self.reading_label, self.prompt):
             ml.addWidget(w)
-        under_prompt = QHBoxLayout()  # attachment chips, then the token meter at the right
+        under_prompt = QHBoxLayout()  # the Library folder asked, attachment chips, the token meter at the right
+        under_prompt.addWidget(self.library_box)
         under_prompt.addWidget(self.attachments, 1)
         under_prompt.addStretch(0)
         under_prompt.addWidget(self.meter)
@@ -142,6 +143,10 @@ class AnswerColumn(QWidget):
         self.export_btn.setToolTip("Save the conversation or the last answer as Markdown, Word, PDF or HTML (Ctrl+E)")
         self.export_menu = QMenu(self.export_btn)
         self.export_btn.setMenu(self.export_menu)
+        self.library_box = QComboBox()  # the Library folder this chat asks (library_ask.py fills it)
+        self.library_box.setObjectName("libraryChoice")
+        self.library_box.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
+        self.library_box.setMinimumContentsLength(8)
         self.copy_btn = QPushButton("Copy answer")
         self.copy_btn.setToolTip("Copy the last answer as rich text (headings, tables, code) and as plain text "
                                  "(Ctrl+Shift+C)")

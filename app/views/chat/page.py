@@ -8,8 +8,9 @@ drawer and the conversation list's dock, floating in a narrow window), `conversa
 (conversations.py: the chat list), `composer` (composer.py: attachments, token meter,
 unsent drafts, export, copy), `asking` (asking.py: Send, Edit, Regenerate, Continue, answer
 versions), `stream` (answering.py: the answer being written, from the worker to the saved
-message), `keeping` (keeping.py: export all and import, delete a message, fork a chat) and
-`settings_panel` (settings_panel.py: the generation settings and live charts).
+message), `keeping` (keeping.py: export all and import, delete a message, fork a chat),
+`library` (library_ask.py: the Library folder the chat asks, its sources opened in the side
+pane) and `settings_panel` (settings_panel.py: the generation settings and live charts).
 Opening a chat, which touches most of them, is the page's own. The columns' widgets are
 the page's attributes too (the main window and the tests reach them there).
 """
@@ -24,7 +25,9 @@ from PySide6.QtWidgets import QHBoxLayout, QSplitter, QWidget
 
 from ...history import HistoryError, History, message_markdown
 from ...history.settings import chat_settings
+from ...library_shelf import LibraryShelf
 from ...session import Session
+from ...widgets.panels.source_pane import SourcePane
 from ...widgets.controls.escape import close_topmost
 from ...widgets.controls.token_meter import TokenCounter
 from ... import workers
@@ -34,6 +37,7 @@ from .composer import Composer
 from .conversations import ConversationList
 from .drawer import SidePanels
 from .keeping import ChatKeeping
+from .library_ask import SETTING as LIBRARY_SETTING, LibraryAsk
 from .format import last_answer_stats
 from .layout import AnswerColumn, ConversationColumn
 from .settings_panel import SettingsPanel
@@ -43,8 +47,10 @@ class ChatView(QWidget):
     message = Signal(str)  # a one-line notice for the status bar
     error = Signal(str)
 
-    def __init__(self, session: Session, history: History, parent: QWidget | None = None):
+    def __init__(self, session: Session, history: History, parent: QWidget | None = None, *,
+                 shelf: LibraryShelf | None = None):
         super().__init__(parent)
+        self.shelf = shelf  # the Library's folders (app/library_shelf.py), asked from this page
         self.session = session
         self.history = history
         history.on_write_error = self.error.emit  # a failed save is shown in this window, not only on stderr
@@ -68,11 +74,14 @@ class ChatView(QWidget):
             AnswerView(self.transcript, self.stats_label, self.prefill_label, self.auto_note, self.meter,
                        self.send_btn, self.stop_btn),
             self.message.emit, self.error.emit, parent=self)
+        self.library = LibraryAsk(shelf, self.library_box, self.source_pane, self.transcript, self.message.emit,
+                                  self.error.emit, parent=self)
+        self.library.edited.connect(self._settings_edited)
         self.asking = Asking(
             session, history, self.stream, panel,
             AskView(self.prompt, self.attachments, self.transcript, self.stats_label, self.auto_note,
                     self.context_note, self.edit_label, self.counter),
-            lambda: self.conversation_id, self.message.emit, self.error.emit, parent=self)
+            lambda: self.conversation_id, self.message.emit, self.error.emit, parent=self, library=self.library)
         self.conversations = ConversationList(
             history, self.conversation_column, self, current=lambda: self.conversation_id,
             busy=lambda: self.worker is not None, export=self.export_conversation, notify=self.message.emit)
@@ -105,7 +114,14 @@ class ChatView(QWidget):
         split.addWidget(self.sides.dock_conversations(self.conversation_column))
         self.answer_column = AnswerColumn(self.session, self.counter, self.sides.chats_btn,
                                           lambda: self.composer.measure_prompt())
-        split.addWidget(self.answer_column)
+        middle = QSplitter(Qt.Orientation.Horizontal)  # the transcript, and a Library source's passage beside it
+        middle.setChildrenCollapsible(False)
+        middle.addWidget(self.answer_column)
+        self.source_pane = SourcePane()
+        middle.addWidget(self.sides.dock_source(self.source_pane))
+        middle.setStretchFactor(0, 3)
+        middle.setStretchFactor(1, 1)
+        split.addWidget(middle)
         c = self.conversation_column
         self.search, self.folder, self.conv_list, self.new_btn, self.more_btn = (
             c.search, c.folder, c.conv_list, c.new_btn, c.more_btn)
@@ -114,7 +130,7 @@ class ChatView(QWidget):
             a.model_bar, a.legend, a.transcript, a.stats_label, a.prefill_label)
         self.edit_label, self.auto_note, self.context_note, self.reading_label = (
             a.edit_label, a.auto_note, a.context_note, a.reading_label)
-        self.prompt, self.attachments, self.meter = a.prompt, a.attachments, a.meter
+        self.prompt, self.attachments, self.meter, self.library_box = a.prompt, a.attachments, a.meter, a.library_box
         self.attach_btn, self.export_btn, self.export_menu, self.copy_btn, self.stop_btn, self.send_btn = (
             a.attach_btn, a.export_btn, a.export_menu, a.copy_btn, a.stop_btn, a.send_btn)
         self.settings_panel = SettingsPanel(self.model_bar.draft)  # one drafter control: the model bar's Draft box
@@ -285,10 +301,12 @@ class ChatView(QWidget):
             self._opening = True
             try:
                 self.apply_settings({**saved, "system": conv.system_prompt if conv else ""})
+                self.library.set_folder(saved.get(LIBRARY_SETTING))
             finally:
                 self._opening = False
         elif conv is not None:
             self.system.setPlainText(conv.system_prompt)
+        self.source_pane.hide()  # it showed another chat's source
         try:
             msgs = self.history.messages(conversation_id)
         except HistoryError as e:  # a damaged page: say so where the conversation would be

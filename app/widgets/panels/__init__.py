@@ -1,5 +1,6 @@
 """Feature panels, each one part of a page or of the status bar: the model bar, a race pane,
-the RPC workers list and dialog, the local-server switch and the first-run welcome banner.
+the RPC workers list and dialog, the local-server switch, the first-run welcome banner and the
+pane a Library source opens in.
 
 The highest widget family: may import the other families (controls/, charts/, attachments/,
 transcript/), history, downloads, app's core modules and engine/; never views or main_window.

@@ -18,7 +18,7 @@ from PySide6.QtCore import QMimeData
 from PySide6.QtGui import QColor, QFont, QPageSize, QPdfWriter, QTextBlock, QTextBlockFormat, QTextCursor, \
     QTextDocument, QTextFormat, QTextListFormat, QTextTable
 
-from ...history import Message, close_open_fence
+from ...history import Message, close_open_fence, references_markdown
 from ..attachments.attachments import split_attachments
 
 FORMATS = {".md": "Markdown", ".docx": "Word", ".pdf": "PDF", ".html": "HTML"}
@@ -35,8 +35,9 @@ class ExportError(ValueError):
 
 # -- Markdown --------------------------------------------------------------------------------
 def answer_markdown(m: Message) -> str:
-    """An answer as its author wrote it (an open code fence closed), nothing around it."""
-    return close_open_fence(m.content).strip() + "\n"
+    """An answer as its author wrote it (an open code fence closed), with the Library sources it
+    cites as references (Sources, numbered as cited), nothing else around it."""
+    return "\n".join([close_open_fence(m.content).strip(), *references_markdown(m)]) + "\n"
 
 
 def conversation_markdown(title: str, messages: Sequence[Message], system: str = "") -> str:
@@ -54,7 +55,7 @@ def conversation_markdown(title: str, messages: Sequence[Message], system: str =
                 out += [">", "> *Attached: " + ", ".join(name for name, _ in files) + "*"]
             out.append("")
         elif m.role == "assistant" and m.content.strip():
-            out += [close_open_fence(m.content).strip(), ""]
+            out += [close_open_fence(m.content).strip(), *references_markdown(m), ""]
     return "\n".join(out).rstrip() + "\n"
 
 

@@ -36,6 +36,7 @@ from .file_card import FileViewer, file_card
 from .markdown_render import COPY_SCHEME, append_rendered, code_wraps, render_markdown, plain_text, set_code_wrap
 from .markdown_stream import MarkdownStream
 from .provenance import COLOURS, merge_runs
+from .sources import SCHEME_ACTION as SOURCE_ACTION, insert_sources, link_citations
 from ..controls.toast import toast
 from .user_text import insert_user_text
 
@@ -59,6 +60,7 @@ LINK_TIPS = {"fork": "Start a new chat holding the conversation up to this answe
 class Transcript(QTextBrowser):
     messageAction = Signal(str, int)  # (edit | regenerate | continue | older | newer | delete | fork, message id)
     notice = Signal(str)  # a one-line notice for the status bar ("Code copied")
+    sourceClicked = Signal(int, int)  # (answer's message id, source number): a Library answer's [n] clicked
     codeWrapChanged = Signal(bool)  # the context menu's "Wrap long code lines" (the window keeps it)
 
     def __init__(self, parent: QWidget | None = None):
@@ -228,7 +230,9 @@ class Transcript(QTextBrowser):
             rendered = render_markdown(m.content, spans, self._colours(), first_copy=len(self._code_blocks))
             self.renders += 1
             self._code_blocks.extend(rendered.code_blocks)
+            link_citations(rendered.document, m, ACTION_SCHEME, LINK)
             append_rendered(cursor, rendered.document)
+            insert_sources(cursor, m, ACTION_SCHEME, LINK, MUTED)
         else:  # verbatim: newlines and indentation as typed, code in monospace; files as cards
             typed, files = split_attachments(m.content, m.spans)
             cursor.insertBlock(QTextBlockFormat(), QTextCharFormat())
@@ -306,6 +310,8 @@ class Transcript(QTextBrowser):
             action, _, ident = url.path().partition(":")
             if action == "file":
                 self._open_file(ident)
+            elif action == SOURCE_ACTION and ident.replace(":", "").isdigit() and ident.count(":") == 1:
+                self.sourceClicked.emit(*(int(x) for x in ident.split(":")))
             elif ident.isdigit():
                 self._message_action(action, int(ident))
         elif scheme in ("http", "https", "mailto"):

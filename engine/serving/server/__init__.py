@@ -13,7 +13,8 @@ generating API runs through: checks, one tokenisation, the queue, neutral events
 (request validation), `wire` (usage, timings, provenance), `bridge` (worker thread -> event
 loop), `tool_use`, `fim`, `errors` and `error_shapes`, `config`, `prom` (/metrics), `app`
 (builds the app) and `runner` (uvicorn, foreground or on a thread). Qt-free. May import
-engine.toolcalls, engine.decoding, engine.llamacpp, engine.models and the top-level helpers.
+engine.toolcalls, engine.decoding, engine.llamacpp, engine.models, engine.library (apis/library.py)
+and the top-level helpers.
 """
 
 from __future__ import annotations

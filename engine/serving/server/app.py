@@ -23,6 +23,7 @@ from .answer import AnswerCore
 from .apis.anthropic import Messages, anthropic_router
 from .apis.embeddings import Embeddings, embeddings_router
 from .apis.infill import Infill, infill_router
+from .apis.library import FolderAnswers, library_router
 from .apis.listing import listing_router
 from .apis.llama_extras import llama_extras_router
 from .apis.ollama import Ollama, ollama_router
@@ -53,11 +54,12 @@ def create_app(served: ServedModel, config: ServerConfig | None = None) -> FastA
     core = AnswerCore(served, config, queue, metrics, app.state.stopping, slots=slots)
     embeddings = Embeddings(core)
     ollama = Ollama(core, embeddings, OllamaModels(core))
-    routers = [completions_router(Completions(core), check_key), infill_router(Infill(core), check_key),
+    folder = FolderAnswers(config.library, served.engine) if config.library is not None else None
+    routers = [completions_router(Completions(core, folder), check_key), infill_router(Infill(core), check_key),
                embeddings_router(embeddings, check_key),
                listing_router(served, config, queue, metrics, check_key), llama_extras_router(served, config, check_key, slots),
                responses_router(Responses(core), check_key), anthropic_router(Messages(core), config),
-               ollama_router(ollama, check_key)]
+               ollama_router(ollama, check_key)] + ([library_router(folder, check_key)] if folder is not None else [])
     for router in routers:
         app.include_router(router)
     install_middleware(app, metrics, cors_origins=tuple(config.cors_origins), max_body=config.max_body,

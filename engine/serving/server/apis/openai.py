@@ -1,7 +1,8 @@
 """`POST /v1/chat/completions` and `/v1/completions`: OpenAI's bodies and chunks, written from
 the answer core's events. A text completion may hold several prompts (texts or token ids):
 their choices come in order, `n` per prompt; with `suffix`, each prompt is a prefix and the
-model fills in the middle (its FIM tokens)."""
+model fills in the middle (its FIM tokens). With `tandem serve --library`, a chat request that
+sets `"library": true` is answered from the folder and carries its `sources` (library.py)."""
 
 from __future__ import annotations
 
@@ -15,22 +16,35 @@ from ....decoding.events import TokenEvent
 from ..answer import (SHUTDOWN_GRACE_S, AnswerCore, Answering, CallArgs, CallStart, End, Failed, Read, Text)
 from ..schemas import ChatCompletionRequest, CompletionRequest
 from ..wire import Outcome, dumps, provenance_items
+from ..errors import ApiError
+from .library import FolderAnswers
 from .openai_wire import CompletionShape
 
 
 class Completions:
-    """The two OpenAI generation endpoints over one served engine's answer core."""
+    """The two OpenAI generation endpoints over one served engine's answer core (and the
+    served folder, when there is one)."""
 
-    def __init__(self, core: AnswerCore):
-        self.core = core
+    def __init__(self, core: AnswerCore, library: FolderAnswers | None = None):
+        self.core, self.library = core, library
+
+    async def sources(self, req: Any) -> list[dict[str, Any]] | None:
+        """The folder's passages put in a request that asks for them; their sources (None: not asked)."""
+        if not FolderAnswers.wanted(req):
+            return None
+        if self.library is None:
+            raise ApiError(400, "'library': this server was started without --library DIR", param="library")
+        self.core.check_model(req.model)  # an unknown model is said before the folder is read
+        return await self.library.prepare(req)
 
     async def generate(self, request: Request, req: Union[ChatCompletionRequest, CompletionRequest]) -> Response:
+        sources = await self.sources(req)
         answering = await self.core.begin(req)
         shape = CompletionShape(answering.kind, answering.request_id, self.core.served.id)
         if req.stream:
             # On shutdown, sse-starlette waits up to the grace period for the stream to end by
             # itself (the runner has cancelled the generation: it ends with an error chunk).
-            return EventSourceResponse(self.stream(answering, shape, req), sep="\n",
+            return EventSourceResponse(self.stream(answering, shape, req, sources), sep="\n",
                                        shutdown_grace_period=SHUTDOWN_GRACE_S)
         choices, outcomes = [], []
         for i in range(answering.count):
@@ -40,9 +54,13 @@ class Completions:
                                         shape.logprobs(tokens, self.core.piece), finish=whole.finish,
                                         tool_calls=whole.calls))
             outcomes.append(whole.outcome)
-        return JSONResponse(shape.full(choices, outcomes, per_prompt=answering.per_prompt))
+        body = shape.full(choices, outcomes, per_prompt=answering.per_prompt)
+        if sources is not None:
+            body["sources"] = sources
+        return JSONResponse(body)
 
-    async def stream(self, answering: Answering, shape: CompletionShape, req: Any):
+    async def stream(self, answering: Answering, shape: CompletionShape, req: Any,
+                     sources: list[dict[str, Any]] | None = None):
         """Server-sent chunks as tokens arrive, choice after choice; a failure or a shutdown ends
         the stream with an error chunk. The usage chunk (when asked) adds up every choice."""
         outcomes: list[Outcome] = []
@@ -57,6 +75,8 @@ class Completions:
                 return
         if req.include_usage and outcomes:
             yield {"data": dumps(shape.usage_chunk(outcomes, per_prompt=answering.per_prompt))}
+        if sources is not None:  # a chunk of their own, no choices (as the usage chunk)
+            yield {"data": dumps(shape.sources_chunk(sources))}
         yield {"data": "[DONE]"}
 
     async def choice_chunks(self, events: Any, index: int, shape: CompletionShape, req: Any,

@@ -97,6 +97,12 @@ class CompletionShape:
         body.update(choices=[], usage=usage_of(outcomes, per_prompt), timings=timings(outcomes[0]))
         return body
 
+    def sources_chunk(self, sources: list[dict[str, Any]]) -> dict[str, Any]:
+        """`"library": true`, streamed: the sources in a last chunk of their own, no choices."""
+        body = self._head("chat.completion.chunk")
+        body.update(choices=[], sources=sources)
+        return body
+
     def logprobs(self, tokens: list[TokenEvent], piece: Callable[[int], bytes], offset: int = 0) -> dict[str, Any] | None:
         """OpenAI's logprobs object for these tokens (chat: `content`; text: the four lists);
         None when the request did not ask (the tokens carry none)."""
