@@ -25,6 +25,7 @@ from PySide6.QtWidgets import QHBoxLayout, QSplitter, QWidget
 from ...history import HistoryError, History, message_markdown
 from ...history.settings import chat_settings
 from ...session import Session
+from ...tool_servers import ToolServers
 from ...widgets.controls.escape import close_topmost
 from ...widgets.controls.token_meter import TokenCounter
 from ... import workers
@@ -37,13 +38,15 @@ from .keeping import ChatKeeping
 from .format import last_answer_stats
 from .layout import AnswerColumn, ConversationColumn
 from .settings_panel import SettingsPanel
+from .tool_calls import ChatTools
 
 
 class ChatView(QWidget):
     message = Signal(str)  # a one-line notice for the status bar
     error = Signal(str)
 
-    def __init__(self, session: Session, history: History, parent: QWidget | None = None):
+    def __init__(self, session: Session, history: History, parent: QWidget | None = None,
+                 tool_servers: ToolServers | None = None):
         super().__init__(parent)
         self.session = session
         self.history = history
@@ -63,11 +66,12 @@ class ChatView(QWidget):
         self.composer = Composer(session, history, self.counter, self.answer_column, panel, self,
                                  conversation=lambda: self.conversation_id, answering=lambda: self.worker is not None,
                                  notify=self.message.emit, fail=self.error.emit)
+        self.tools = ChatTools(tool_servers or ToolServers(), panel.tools, self, stop=self.stop, parent=self)
         self.stream = AnswerStream(
             session, history, panel, self.model_bar,
             AnswerView(self.transcript, self.stats_label, self.prefill_label, self.auto_note, self.meter,
                        self.send_btn, self.stop_btn),
-            self.message.emit, self.error.emit, parent=self)
+            self.message.emit, self.error.emit, tools=self.tools, parent=self)
         self.asking = Asking(
             session, history, self.stream, panel,
             AskView(self.prompt, self.attachments, self.transcript, self.stats_label, self.auto_note,
@@ -192,6 +196,7 @@ class ChatView(QWidget):
         """The window is closing: stop and keep whatever was written."""
         self.stop_reading()
         self.stream.shutdown()
+        self.tools.shutdown()
 
     @property
     def answering(self) -> bool:
@@ -215,8 +220,8 @@ class ChatView(QWidget):
         self.settings_panel.advanced.set_dark(dark)
 
     def settings(self) -> dict[str, Any]:
-        """The generation settings (the main window stores them in QSettings)."""
-        return self.settings_panel.values()
+        """The generation settings (the main window stores them in QSettings; a chat's tools stay its own)."""
+        return self.settings_panel.values(tools=False)
 
     def apply_settings(self, s: dict[str, Any]) -> None:
         self.settings_panel.apply(s)
@@ -277,6 +282,8 @@ class ChatView(QWidget):
         self.composer.switch_draft(self.conversation_id, to, keep=self.asking.editing is None)
 
     def open_conversation(self, conversation_id: int) -> None:
+        if conversation_id != self.conversation_id:
+            self.tools.chat_changed()  # the chat left stops its MCP servers
         self._switch_draft(conversation_id)
         self.conversation_id = conversation_id
         conv = self.history.get(conversation_id)
@@ -289,6 +296,8 @@ class ChatView(QWidget):
                 self._opening = False
         elif conv is not None:
             self.system.setPlainText(conv.system_prompt)
+        if saved is None:
+            self.settings_panel.tools.apply(None)  # a chat from before tools: off
         try:
             msgs = self.history.messages(conversation_id)
         except HistoryError as e:  # a damaged page: say so where the conversation would be
@@ -304,7 +313,9 @@ class ChatView(QWidget):
         if self.worker is not None:
             return
         self._switch_draft(None)
+        self.tools.chat_changed()
         self.conversation_id = None
+        self.settings_panel.tools.apply(None)  # a new chat starts with its tools off
         self.transcript.set_messages([])
         self.stats_label.clear()
         self._clear_notes()
