@@ -131,7 +131,10 @@ class MainWindow(QMainWindow):
 
     def _build_pages(self) -> None:
         """Chat, Race, Models, Bench and Settings in the stack, their notices to the status bar."""
-        self.chat = ChatView(self.session, self.history)
+        from .tool_servers import ToolServers
+
+        self.tool_servers = ToolServers(self.settings)  # the mcp.json Settings shows and the chat starts servers from
+        self.chat = ChatView(self.session, self.history, tool_servers=self.tool_servers)
         self.chat.message.connect(self.notify)
         self.chat.error.connect(self.show_error)
         self.views: dict[str, QWidget] = {"Chat": self.chat}
@@ -145,7 +148,9 @@ class MainWindow(QMainWindow):
         self.views["Bench"].useSetting.connect(self.use_chat_setting)
         from .views.settings_view import SettingsView, history_draft, performance
 
-        self.settings_view = SettingsView(self.settings, cores=self.hw.cores_physical, gpu=bool(self.hw.gpus))
+        self.settings_view = SettingsView(self.settings, cores=self.hw.cores_physical, gpu=bool(self.hw.gpus),
+                                          tool_servers=self.tool_servers)
+        self.settings_view.mcpChanged.connect(self.chat.tools.refresh)
         self.settings_view.themeChanged.connect(self.set_theme)
         self.settings_view.performanceChanged.connect(self._apply_performance)
         self.settings_view.historyDraftChanged.connect(self._apply_history_draft)
