@@ -163,8 +163,9 @@ class SettingsPanel(QWidget):
 
     def values(self, *, tools: bool = True) -> dict[str, Any]:
         """The settings as each chat, a preset and the main window keep them (as JSON); `tools`:
-        with the chat's Tools choice (the chat's own)."""
-        return {**({"tools": self.tools.values()} if tools else {}),
+        with the chat's Tools choice (the chat's own; left out while it has none)."""
+        chosen = self.tools.values() if tools else None
+        return {**({"tools": chosen} if chosen else {}),
             "drafter": self.drafter.currentData(), "lookahead": self.lookahead.value(),
             "temperature": round(self.temperature.value(), 2), **self.advanced.values(),
             "max_tokens": self.max_tokens.value(), "system": self.system.toPlainText(),

@@ -72,7 +72,10 @@ class ToolsBox(QGroupBox):
         self.forget.setVisible(bool(self.always))
         self.forget.setToolTip("Ask again before running: " + ", ".join(sorted(self.always)))
 
-    def values(self) -> dict[str, Any]:
+    def values(self) -> dict[str, Any] | None:
+        """What the chat keeps (None: tools off and nothing always allowed)."""
+        if not self._wanted and not self.always:
+            return None
         return {"servers": sorted(self._wanted), "always": sorted(self.always)}
 
     def apply(self, value: Any) -> None:
