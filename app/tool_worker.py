@@ -82,7 +82,7 @@ class ToolGenerationWorker(GenerationWorker):
 
     call = Signal(dict)  # a call made (or refused): call_record's dict
     approval = Signal(object)  # ApprovalRequest: the GUI asks the user, then answers it
-    progress = Signal(str)  # "Starting the MCP servers…", "Running tool …"
+    progress = Signal(str)  # "Starting the MCP servers…", "Waiting for the model…"
 
     def __init__(self, engine: Any, request: Any, servers: ChatServers, configs: Sequence[Any], *,
                  always: set[str], choice: str = "auto", timeout: float | None = None):
@@ -94,7 +94,6 @@ class ToolGenerationWorker(GenerationWorker):
         self._result: Any = None
 
     def _ask(self, req: ApprovalRequest) -> None:
-        self.progress.emit(f"Waiting for your answer: may {req.tool} ({req.server}) run?")
         self.approval.emit(req)
 
     def work(self) -> None:

@@ -152,6 +152,7 @@ class AnswerStream(QObject):
         if w is None:
             return workers.GenerationWorker(self._session.engine, request)
         w.call.connect(self._on_call)
+        w.approval.connect(self._on_approval)
         w.progress.connect(self._view.transcript.set_progress)
         return w
 
@@ -208,6 +209,13 @@ class AnswerStream(QObject):
         self.tokens = []
         self._view.transcript.begin_stream(calls=list(self.calls))
         self._view.transcript.set_progress("Waiting for the model…")
+
+    def _on_approval(self, req: Any) -> None:
+        """A call waits for the user: the step's text (the call's markup) gives way to the cards
+        so far, and the line where the answer will appear says what is asked."""
+        self.tokens = []
+        self._view.transcript.begin_stream(calls=list(self.calls))
+        self._view.transcript.set_progress(f"Waiting for your answer: may {req.tool} ({req.server}) run?")
 
     def _keep_partial(self) -> None:
         """Write what has streamed into the answer's row, at most once per PARTIAL_SAVE_S, so

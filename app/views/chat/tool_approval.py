@@ -34,6 +34,8 @@ class ApprovalDialog(QDialog):
         self.setWindowTitle("Allow a tool call?")
         self.decision = ""
         lay = QVBoxLayout(self)
+        title = QLabel("<b>Allow a tool call?</b>")  # the window title is not shown everywhere (no frame)
+        lay.addWidget(title)
         head = QLabel(f"The model wants to call the tool <b>{_html(tool)}</b> of the MCP server "
                       f"<b>{_html(server)}</b> with these arguments:")
         head.setWordWrap(True)
