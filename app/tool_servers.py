@@ -101,6 +101,7 @@ class ChatServers:
         self._lock = threading.Lock()
         self._hub: Any = None
         self._names: tuple[str, ...] = ()
+        self._stops = 0  # how many times stop() ran: servers started across a stop are stopped at once
         self._stopping: list[threading.Thread] = []
 
     @property
@@ -114,16 +115,23 @@ class ChatServers:
         the worker's thread); McpServerError names a server that did not start."""
         from engine.tooluse.hub import McpHub
 
+        from engine.errors import TandemError
+
         names = tuple(s.name for s in servers)
         with self._lock:
             if self._hub is not None and self._names == names:
                 return self._hub
-            old, self._hub, self._names = self._hub, None, ()
+            old, self._hub, self._names, stops = self._hub, None, (), self._stops
         if old is not None:
             old.close()
         hub = McpHub(servers, start_timeout=START_TIMEOUT_S).start()
         with self._lock:
-            self._hub, self._names = hub, names
+            stale = stops != self._stops
+            if not stale:
+                self._hub, self._names = hub, names
+        if stale:  # switched off (or the chat closed) while they started: they do not outlive it
+            hub.close()
+            raise TandemError("the chat's MCP servers were switched off while they started")
         return hub
 
     def stop(self, *, wait: bool = False) -> None:
@@ -131,6 +139,7 @@ class ChatServers:
         In the background unless `wait` (the app quitting waits for every stop)."""
         with self._lock:
             hub, self._hub, self._names = self._hub, None, ()
+            self._stops += 1
         if hub is not None:
             t = threading.Thread(target=hub.close, name="mcp-stop", daemon=True)
             t.start()

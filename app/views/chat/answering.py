@@ -106,17 +106,17 @@ class AnswerStream(QObject):
         stored part shows first, in its colours, and the new text is appended to it."""
         v = self._view
         self.message = into
+        self.calls = list(into.tool_calls) if continuing else []  # Continue keeps the calls it follows
         self._prefix = into.content if continuing else ""
         self.tokens = []
         self._partial_saved = float("-inf")  # the first tokens are kept at once
         self._k_shown = None
         self._settings.charts.reset()
-        v.transcript.begin_stream()
+        v.transcript.begin_stream(calls=list(self.calls) or None)
         self.live_stats.reset()
         self.prefill.reset()
         v.stats_label.setText(self.live_stats.text())
         self._stats_timer.start()
-        self.calls = []
         w = self._worker(prompt, chat=chat and not continuing)
         if w is None:
             return
@@ -272,8 +272,8 @@ class AnswerStream(QObject):
         status = "complete" if ev.stats.finish_reason != "cancelled" else "stopped"
         if self.calls:
             stats["tool_calls"] = self.calls
-            if self._partial_text() != ev.text:  # the loop's answer is not what streamed last (stopped mid-call)
-                self.tokens = [_StoredToken(ev.text, "plain")]
+            if self._partial_text() != self._prefix + ev.text:  # not what streamed last (stopped mid-call)
+                self.tokens = [_StoredToken(self._prefix + ev.text, "plain")]
         self._stats_timer.stop()
         self._save(self._prefix + ev.text, stats, status)
         self._view.stats_label.setText(stats_text(stats))

@@ -1,6 +1,7 @@
 """The question before a tool runs: which server, which tool, with which arguments; Allow once,
 Always for this tool (in this chat), Deny. Esc (or closing it) stops the answer, as Esc does
-in the chat. Window-modal and not blocking: the worker waits for the answer, the GUI runs."""
+in the chat. Not modal, so Stop stays within reach, and not blocking: the worker waits for
+the answer, the GUI runs. No button is the default: an Enter meant for the prompt allows nothing."""
 
 from __future__ import annotations
 
@@ -62,7 +63,9 @@ class ApprovalDialog(QDialog):
                         (self.allow_always, QDialogButtonBox.ButtonRole.AcceptRole),
                         (self.deny, QDialogButtonBox.ButtonRole.RejectRole)):
             buttons.addButton(b, role)
-        self.allow_once.setDefault(True)
+        for b in (self.allow_once, self.allow_always, self.deny):  # Enter typed for the prompt must not allow a call
+            b.setAutoDefault(False)
+            b.setDefault(False)
         self.allow_once.clicked.connect(lambda: self._decide(ALLOW_ONCE))
         self.allow_always.clicked.connect(lambda: self._decide(ALLOW_ALWAYS))
         self.deny.clicked.connect(lambda: self._decide(DENY))

@@ -58,12 +58,13 @@ class ChatTools(QObject):
         return w
 
     def ask(self, req: ApprovalRequest) -> None:
-        """A call waits: the dialog asks (window-modal, not blocking), its answer goes to the worker."""
+        """A call waits: the dialog asks (over the chat, not modal, not blocking), its answer goes to the worker."""
         self.dismiss()
         dialog = ApprovalDialog(req.server, req.tool, req.arguments, self._page)
         dialog.decided.connect(lambda d, r=req: self._decided(r, d))
         self.dialog = dialog
-        dialog.open()
+        dialog.show()  # not modal: the chat's Stop stays clickable
+        dialog.arguments.setFocus()
 
     def _decided(self, req: ApprovalRequest, decision: str) -> None:
         if decision == STOP:  # Esc: the whole answer stops, not only this call
@@ -86,9 +87,11 @@ class ChatTools(QObject):
             self.servers.stop()
 
     def chat_changed(self) -> None:
-        """Another chat opens (or a new one): this chat's servers stop."""
+        """Another chat opens (or a new one): this chat's servers stop, and the drawer lists the
+        servers of the file as it is now (it may have been edited)."""
         self.dismiss()
         self.servers.stop()
+        self.refresh()
 
     def shutdown(self) -> None:
         """The window closes: every server stops, and the close waits for them (no orphan child)."""

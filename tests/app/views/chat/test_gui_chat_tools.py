@@ -152,7 +152,8 @@ def test_a_failing_tools_error_is_shown_and_sent_back(qtbot, window):
 def test_stop_or_esc_during_the_approval_ends_the_answer(qtbot, window, touched, how):
     _ask(qtbot, window, "touch")
     dialog = _dialog(qtbot, window)
-    window.chat.stop() if how == "stop" else window.chat.escape()
+    assert not dialog.isModal()  # the Stop button stays within reach
+    window.chat.stop_btn.click() if how == "stop" else window.chat.escape()
     answer = _answered(qtbot, window)
     assert answer.status == "stopped" and not touched.exists()
     assert not dialog.isVisible()
