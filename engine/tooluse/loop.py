@@ -151,7 +151,7 @@ class ToolLoop:
                 record = made.get(key)
                 if record is None or not record.allowed:
                     repeated = False
-                    record = made[key] = self._run_call(call)
+                    record = made[key] = self._run_call(call, cancel)
                 else:
                     record = ToolCallRecord(call.name, record.arguments, f"error: {REPEATED}", True, True, record.server)
                 result.calls.append(record)
@@ -164,7 +164,7 @@ class ToolLoop:
             result.step_limit_reached = step + 1 == self.max_steps and not repeated
         yield LoopDone(result)
 
-    def _run_call(self, call: ToolCall) -> ToolCallRecord:
+    def _run_call(self, call: ToolCall, cancel: CancelToken | None = None) -> ToolCallRecord:
         """Run one call if allowed; any failure becomes an error result the model reads."""
         tool = self.tools.tool(call.name)
         try:
@@ -182,7 +182,7 @@ class ToolLoop:
             return ToolCallRecord(call.name, args, f"error: {refusal}", True, False, tool.server)
         else:
             began = time.monotonic()
-            res = self.hub.call(tool, args, timeout=self.call_timeout)
+            res = self.hub.call(tool, args, timeout=self.call_timeout, cancel=cancel)
             res = ToolResult(res.text, res.is_error, res.seconds or time.monotonic() - began)
         text = cut_text(res.for_model(), self.bounds.result, self.count)
         return ToolCallRecord(call.name, args, text, res.is_error, True, tool.server, res.seconds)

@@ -64,3 +64,20 @@ def test_a_cancel_while_approving_ends_the_loop(setup):
     (record,), result = _run(eng, hub, stop, cancel)
     assert not record.allowed
     assert result.cancelled and len(result.steps) == 1  # no second generation
+
+
+def test_a_stop_while_a_tool_runs_ends_the_wait_at_once(setup):
+    """The hub's call checks the loop's cancel token: a hanging tool does not hold a Stop for
+    its whole time limit."""
+    import threading
+    import time
+
+    eng, hub = setup
+    tool = next(t for t in hub.tools if t.name == "wait")
+    cancel = CancelToken()
+    threading.Timer(0.5, cancel.cancel).start()
+    began = time.monotonic()
+    res = hub.call(tool, {"seconds": 60}, timeout=30, cancel=cancel)
+    assert res.is_error and "stopped by the user" in res.text and time.monotonic() - began < 5
+    quick = hub.call(tool, {"seconds": 0.1}, timeout=0.05, cancel=CancelToken())
+    assert quick.is_error and "did not answer within 0.05 s" in quick.text  # the time limit still applies

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -135,6 +136,17 @@ def test_a_hanging_tool_times_out_and_the_loop_goes_on(qtbot, window):
     (call,) = answer.tool_calls
     assert call["error"] and "did not answer within 1 s" in call["result"]
     assert answer.status == "complete" and answer.stats["generated_tokens"] > 0  # answered after the error
+
+
+def test_stop_while_a_tool_runs_ends_the_answer_without_waiting_for_it(qtbot, window):
+    _ask(qtbot, window, "hang")  # the app's time limit: 60 s
+    _dialog(qtbot, window).allow_once.click()
+    qtbot.wait(1000)  # the call is running
+    began = time.monotonic()
+    window.chat.stop_btn.click()
+    answer = _answered(qtbot, window)
+    assert time.monotonic() - began < 10
+    assert answer.status == "stopped" and "stopped by the user" in answer.tool_calls[0]["result"]
 
 
 def test_a_failing_tools_error_is_shown_and_sent_back(qtbot, window):
