@@ -29,7 +29,7 @@ def box(qtbot, tmp_path):
     return b
 
 
-def test_the_default_file_is_in_the_data_folder_and_made_on_demand(box, monkeypatch, tmp_path):
+def test_the_default_file_is_in_the_data_folder_and_made_on_demand(box):
     from engine.paths import data_dir
 
     assert box.config.is_default and box.config.path == data_dir() / "mcp.json"

@@ -26,7 +26,7 @@ SERVER = Path(__file__).with_name("mcp_chat_server.py")
 
 
 @pytest.fixture
-def touched(tmp_path, monkeypatch) -> Path:
+def touched(tmp_path) -> Path:
     return tmp_path / "touched.txt"
 
 
