@@ -132,10 +132,12 @@ class MainWindow(QMainWindow):
     def _build_pages(self) -> None:
         """Chat, Race, Models, Bench, Settings and Library in the stack, their notices to the status bar."""
         from .library_shelf import LibraryShelf
+        from .tool_servers import ToolServers
         from .views.library import LibraryView
 
         self.shelf = LibraryShelf(self.settings, self)  # the Library's folders, watched while the app runs
-        self.chat = ChatView(self.session, self.history, shelf=self.shelf)
+        self.tool_servers = ToolServers(self.settings)  # the mcp.json Settings shows and the chat starts servers from
+        self.chat = ChatView(self.session, self.history, shelf=self.shelf, tool_servers=self.tool_servers)
         self.chat.message.connect(self.notify)
         self.chat.error.connect(self.show_error)
         self.views: dict[str, QWidget] = {"Chat": self.chat}
@@ -149,7 +151,9 @@ class MainWindow(QMainWindow):
         self.views["Bench"].useSetting.connect(self.use_chat_setting)
         from .views.settings_view import SettingsView, history_draft, performance
 
-        self.settings_view = SettingsView(self.settings, cores=self.hw.cores_physical, gpu=bool(self.hw.gpus))
+        self.settings_view = SettingsView(self.settings, cores=self.hw.cores_physical, gpu=bool(self.hw.gpus),
+                                          tool_servers=self.tool_servers)
+        self.settings_view.mcpChanged.connect(self.chat.tools.refresh)
         self.settings_view.themeChanged.connect(self.set_theme)
         self.settings_view.performanceChanged.connect(self._apply_performance)
         self.settings_view.historyDraftChanged.connect(self._apply_history_draft)

@@ -2,6 +2,7 @@
 
     xvfb-run -a -s "-screen 0 1600x1000x24" .venv/bin/python -m tools.screenshots [--pair ID] [--out docs/screenshots]
     xvfb-run -a -s "-screen 0 1600x1000x24" .venv/bin/python -m tools.screenshots --scale 1.5 --views race --widths 1360x860
+    xvfb-run -a -s "-screen 0 1600x1000x24" .venv/bin/python -m tools.screenshots --views tools
 
 Uses the default pair (Qwen2.5-Coder 1.5B + 0.5B: `tandem pull qwen2.5-coder-1.5b --source mirror`)
 when the store has it, else SmolLM2-135M as both target and draft (`tandem pull
@@ -11,7 +12,10 @@ models, chat-1440x900, chat-1024x700, race and bench (.png), then each view with
 VIEW-WxH-THEME.png, taken from the screen (the real window as drawn), not rendered
 offscreen. `--views library` adds a folder of briefs to the Library and asks it from the chat:
 library-WxH-THEME.png (the page) and library-answer-WxH-THEME.png (the answer, its sources and
-the first one opened in the side pane). --scale runs the app at that scale factor (QT_SCALE_FACTOR; the window then
+the first one opened in the side pane). `--views tools` saves the chat's tool use at 1024x700
+instead, light and dark: the approval dialog and the answer with its call card
+(tools-approval-THEME.png, tools-card-THEME.png), with tools/tool_loop_server.py as the MCP
+server. --scale runs the app at that scale factor (QT_SCALE_FACTOR; the window then
 has WxH device pixels) and saves only the set, as VIEW-WxH-SCALEx-THEME.png. The app's own
 data (history, settings) goes to a temporary folder.
 """
@@ -38,7 +42,8 @@ def main() -> int:
     ap.add_argument("--size", default="1440x900")
     ap.add_argument("--widths", default="800x600,1024x700,1360x860", help="window sizes of the set, device pixels")
     ap.add_argument("--themes", default="light,dark")
-    ap.add_argument("--views", default="chat,race,models,bench", help="which views the set shows")
+    ap.add_argument("--views", default="chat,race,models,bench", help="which views the set shows (tools: the "
+                    "chat's tool use alone)")
     ap.add_argument("--scale", type=float, default=1.0, help="the display's scale factor (1.5: a 150%% desktop)")
     a = ap.parse_args()
     if a.scale != 1.0:
@@ -81,7 +86,8 @@ def main() -> int:
 
     # Models first (nothing loaded yet): the catalog with fit verdicts
     win.nav.setCurrentRow(2)
-    shots.shot("models")
+    if views != ["tools"]:
+        shots.shot("models")
     if pair is not None:  # through the model bar, as a user loads it: the pair's own title
         bar = win.chat.model_bar
         win.nav.setCurrentRow(0)
@@ -95,6 +101,10 @@ def main() -> int:
     else:
         win.session.load(target, draft, label=f"{target.stem} + {draft.stem}")
     shots.wait(lambda: win.session.engine is not None and not win.session.busy)
+    if views == ["tools"]:
+        tools_shots(shots, win, Path(tmp), a.themes.split(","))
+        win.close()
+        return 0
     if "chat" in views:
         chat_shots(shots, win, Path(tmp), (w, h))
     if "race" in views:
@@ -237,6 +247,44 @@ def library_ask(shots: Shots, win, tmp: Path) -> None:
         chat.library.open_source(answer.id, 1)
     finally:
         QDesktopServices.openUrl = real
+
+
+def tools_shots(shots: Shots, win, tmp: Path, themes: list[str]) -> None:
+    """In each theme, a new chat with the operations desk's MCP server on: the approval
+    dialog over the window, then the answer with its call card, at 1024x700. The first step
+    is forced to call track_shipment (SmolLM2-135M rarely calls by itself; the id is its own)."""
+    import json
+
+    from PySide6.QtWidgets import QApplication
+
+    config = tmp / "mcp.json"
+    config.write_text(json.dumps({"mcpServers": {"desk": {"command": sys.executable,
+                                                          "args": [str(ROOT / "tools" / "tool_loop_server.py")]}}}))
+    win.tool_servers.choose(str(config))
+    chat = win.chat
+    chat.tools.refresh()
+    win.nav.setCurrentRow(0)
+    win.resize(1024, 700)
+    for theme in themes:
+        win.set_theme(theme)
+        chat.new_conversation()
+        chat.apply_settings({**chat.settings(), "drafter": "lookup", "lookahead": "auto", "temperature": 0.0,
+                             "max_tokens": 80})
+        chat.settings_panel.tools.boxes["desk"].setChecked(True)
+        chat.tools.choice = "track_shipment"
+        chat.prompt.setPlainText("Where is shipment NX-4471 now, and when does it arrive? Use the tools.")
+        chat.send()
+        shots.wait(lambda: chat.tools.dialog is not None and chat.tools.dialog.isVisible())
+        shots.pump(0.8)
+        frame = win.geometry()  # the window without the frame a window manager may add
+        image = QApplication.primaryScreen().grabWindow(0, frame.x(), frame.y(), frame.width(), frame.height())
+        image.save(str(shots.out / f"tools-approval-{theme}.png"))
+        print(f"saved tools-approval-{theme}.png ({image.width()}x{image.height()})")
+        chat.tools.dialog.allow_once.click()
+        shots.wait(lambda: chat.worker is None)
+        chat.transcript.jump_to_latest()
+        shots.shot(f"tools-card-{theme}", from_screen=True)
+    chat.tools.shutdown()
 
 
 def race_shot(shots: Shots, win) -> None:

@@ -1,10 +1,12 @@
 """A stored message as Markdown for the history's own export (`History.to_markdown`, with the
-app's chrome: who wrote it, why it stopped, its speed), and the three rules every export
-shares: why an answer ended early, a code fence an answer left open closed, and the sources
-a Library answer cites listed under it as its references."""
+app's chrome: who wrote it, why it stopped, its speed), and the rules every export shares:
+why an answer ended early, a code fence an answer left open closed, the tool calls an answer
+made, and the sources a Library answer cites listed under it as its references."""
 
 from __future__ import annotations
 
+import json
+import re
 from typing import Any
 
 Message = Any  # store.Message (store.py imports this module, not the other way round)
@@ -75,13 +77,35 @@ def references_markdown(m: Message) -> list[str]:
     return ["", "**Sources**", ""] + [f"- [{s.get('n', i + 1)}] {source_place(s)}" for i, s in enumerate(sources)]
 
 
+def call_state(call: dict[str, Any]) -> str:
+    """"denied" (not run), "error" (it failed or timed out) or "" (it answered)."""
+    return "denied" if not call.get("allowed", True) else "error" if call.get("error") else ""
+
+
+def calls_markdown(calls: list[dict[str, Any]]) -> list[str]:
+    """Each tool call as Markdown lines: server, tool, time and state, the arguments as JSON,
+    the result in a fence longer than any backtick run it holds."""
+    out: list[str] = []
+    for c in calls:
+        state = call_state(c)
+        head = f"**Tool call:** {c.get('server') or '?'} › `{c.get('tool', '?')}`"
+        head += f" · {float(c.get('seconds') or 0):.2f} s" if state != "denied" else ""
+        head += f" · **{'denied, not run' if state == 'denied' else 'error'}**" if state else ""
+        args = json.dumps(c.get("arguments"), ensure_ascii=False)
+        result = str(c.get("result", ""))
+        fence = "`" * max(3, 1 + max((len(r) for r in re.findall(r"`+", result)), default=0))
+        out += [head, "", f"Arguments: `{args}`" if "`" not in args else f"Arguments: {args}", "",
+                f"{fence}text", result, fence, ""]
+    return out
+
+
 def message_markdown(m: Message) -> str:
     who = {"user": "You", "assistant": "Assistant", "system": "System"}.get(m.role, m.role)
-    lines = [f"## {who}", "", close_open_fence(m.content), *references_markdown(m)]
+    lines = [f"## {who}", "", *calls_markdown(m.tool_calls), close_open_fence(m.content), *references_markdown(m)]
     reason = stop_reason(m) or (m.status if m.status != "complete" else None)
     if reason:
         lines += ["", f"*({reason})*"]
-    if m.role == "assistant" and m.stats:
+    if m.role == "assistant" and m.stats and "generated_tokens" in m.stats:  # not only tool calls
         s = m.stats
         parts = [f"{s.get('generated_tokens', 0)} tokens", f"{s.get('decode_tokens_per_s', 0):.1f} tok/s",
                  f"first token {s.get('time_to_first_token_s', 0):.2f} s"]

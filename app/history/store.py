@@ -89,6 +89,13 @@ class Message:
     version: int = 1  # which of the answer's versions this is (Regenerate adds one)
     versions: int = 1  # how many the answer has
 
+    @property
+    def tool_calls(self) -> list[dict[str, Any]]:
+        """The tools the answer called, in order (kept in its stats: versions, forks, repair and
+        archives carry them with it); app/tool_worker.py's call_record shape."""
+        calls = (self.stats or {}).get("tool_calls")
+        return [c for c in calls if isinstance(c, dict)] if isinstance(calls, list) else []
+
 
 @dataclass
 class Conversation:

@@ -1,5 +1,6 @@
 """Settings: the theme (applied at once), how models load (threads, GPU layers, context
-length; used from the next load) and where Tandem keeps its files, each with "Open folder".
+length; used from the next load), the MCP servers the chat may use (mcp_settings.py) and
+where Tandem keeps its files, each with "Open folder".
 
 Values live in QSettings under fixed keys, so other parts of the app read the same ones
 (the chat's model bar reads "performance/n_ctx").
@@ -20,7 +21,9 @@ from PySide6.QtWidgets import (
 
 from engine.models.context_window import DEFAULT_N_CTX
 
+from ..tool_servers import ToolServers
 from ..widgets.controls.elided_label import ElidedLabel
+from .mcp_settings import McpServersBox
 
 THEME_KEY = "appearance/theme"
 THREADS_KEY = "performance/threads"  # 0: llama.cpp's choice (the physical cores)
@@ -91,11 +94,12 @@ class SettingsView(QWidget):
     performanceChanged = Signal(object)  # Performance
     historyDraftChanged = Signal(bool)  # the suffix draft's memory on disk: on or off
     historyCleared = Signal()  # every saved draft memory was deleted
+    mcpChanged = Signal()  # another mcp.json was chosen: the chat lists its servers
     message = Signal(str)
     error = Signal(str)
 
     def __init__(self, settings: QSettings, *, cores: int, gpu: bool, parent: QWidget | None = None,
-                 open_url: Callable[[QUrl], bool] | None = None):
+                 open_url: Callable[[QUrl], bool] | None = None, tool_servers: ToolServers | None = None):
         super().__init__(parent)
         self.settings = settings
         self._open_url = open_url or QDesktopServices.openUrl
@@ -148,6 +152,9 @@ class SettingsView(QWidget):
         self.n_ctx.currentIndexChanged.connect(self._performance_changed)
         root.addWidget(perf)
         root.addWidget(self._draft_memory(settings))
+        self.mcp = McpServersBox(tool_servers or ToolServers(settings), open_url=self._open_url)
+        self.mcp.changed.connect(self.mcpChanged)
+        root.addWidget(self.mcp)
 
         store = QGroupBox("Storage")
         grid = QGridLayout(store)

@@ -118,15 +118,22 @@ class McpHub:
     def tools(self) -> list[McpTool]:
         return list(self._tools)
 
-    def call(self, tool: McpTool, arguments: Mapping[str, Any], timeout: float = CALL_TIMEOUT_S) -> ToolResult:
+    def call(self, tool: McpTool, arguments: Mapping[str, Any], timeout: float = CALL_TIMEOUT_S,
+             cancel: Any = None) -> ToolResult:
         """Call one tool. A tool that fails, answers an error, or does not answer within
-        `timeout` seconds gives an error result (what the model is told), never an exception."""
+        `timeout` seconds gives an error result (what the model is told), never an exception.
+        `cancel` (a CancelToken): a Stop ends the wait at once (the call is cancelled)."""
         session = self._sessions.get(tool.server)
         if session is None or self._closed:
             return ToolResult(f"the server {tool.server!r} is not running", is_error=True)
         began = time.monotonic()
+        fut = asyncio.run_coroutine_threadsafe(asyncio.wait_for(session.call_tool(tool.name, dict(arguments)), timeout),
+                                               self._loop)
         try:
-            raw = self._await(asyncio.wait_for(session.call_tool(tool.name, dict(arguments)), timeout), timeout + 10)
+            raw = _result(fut, timeout + 10, cancel)
+        except _Stopped:
+            return ToolResult(f"the call of {tool.name!r} was stopped by the user", is_error=True,
+                              seconds=time.monotonic() - began)
         except (asyncio.TimeoutError, TimeoutError):
             return ToolResult(f"the tool {tool.name!r} did not answer within {timeout:g} s", is_error=True,
                               seconds=time.monotonic() - began)
@@ -210,6 +217,28 @@ class McpHub:
             if lines:
                 return f" (its last words: {lines[-1][:300]})"
         return ""
+
+
+class _Stopped(Exception):
+    """The caller's cancel token was set while a call ran."""
+
+
+def _result(fut: Any, timeout: float, cancel: Any) -> Any:
+    """A concurrent future's result within `timeout`, checking `cancel` every 50 ms."""
+    if cancel is None:
+        return fut.result(timeout)
+    end = time.monotonic() + timeout
+    while True:
+        try:
+            return fut.result(max(0.0, min(0.05, end - time.monotonic())))
+        except TimeoutError:
+            if fut.done():  # the call's own time limit (asyncio's TimeoutError is this one since 3.11)
+                raise
+            if cancel.cancelled:
+                fut.cancel()
+                raise _Stopped from None
+            if time.monotonic() >= end:
+                raise
 
 
 async def _list_tools(session: Any, server: str, pages: int = 20) -> list[McpTool]:

@@ -8,6 +8,10 @@ any draft; the tool results are part of the next prompt, which prompt lookup and
 drafter draft from. A call of a tool that is not allowed is not run: the model gets an error
 result saying so, and the caller a record with `allowed` False. At the step limit the last
 step offers no tools, so the model answers with what it has.
+
+`approve` lets a person decide each call before it runs (the app's approval dialog): it is
+called on the loop's thread and may wait; a refusal is an error result the model reads, and a
+cancel (Stop) during the wait or between calls ends the loop with the calls made so far.
 """
 
 from __future__ import annotations
@@ -15,14 +19,14 @@ from __future__ import annotations
 import json
 import time
 from dataclasses import dataclass, field
-from typing import Any, Iterator, Sequence
+from typing import Any, Callable, Iterator, Mapping, Sequence
 
 from ..decoding.cancel import CancelToken
 from ..decoding.events import DoneEvent, Event
 from ..decoding.request import GenerationRequest
 from ..toolcalls.reading import CallReading
 from ..toolcalls.tool_calls import ToolCall
-from .hub import CALL_TIMEOUT_S, McpHub
+from .hub import CALL_TIMEOUT_S, McpHub, McpTool
 from .results import Bounds, ToolResult, cut_text
 from .toolset import Allowance, ToolSet
 
@@ -30,6 +34,8 @@ MAX_STEPS = 8
 AGENT_SYSTEM = ("You are a helpful assistant. Call a tool when you need data; when a tool result is given, "
                 "answer the user's question from it in plain language.")
 REPEATED = "this exact call was already made and its result is above: answer the user from it now"
+# (offered name, tool, arguments) -> None: run it, or the refusal the model reads
+Approve = Callable[[str, McpTool, Mapping[str, Any]], "str | None"]
 
 
 @dataclass(frozen=True)
@@ -89,10 +95,12 @@ class ToolLoop:
     """One engine, the running MCP servers, and which of their tools may run."""
 
     def __init__(self, engine: Any, hub: McpHub, allowance: Allowance, *, choice: str = "auto",
-                 max_steps: int = MAX_STEPS, call_timeout: float = CALL_TIMEOUT_S, bounds: Bounds | None = None):
+                 max_steps: int = MAX_STEPS, call_timeout: float = CALL_TIMEOUT_S, bounds: Bounds | None = None,
+                 approve: Approve | None = None):
         """`choice`: the first step's tool choice ("auto", "required" or a tool's name; later
-        steps are "auto"), `max_steps`: generations that may call tools before the last one."""
-        self.engine, self.hub, self.allowance = engine, hub, allowance
+        steps are "auto"), `max_steps`: generations that may call tools before the last one,
+        `approve`: asked before each allowed call runs (None: the allowance alone decides)."""
+        self.engine, self.hub, self.allowance, self.approve = engine, hub, allowance, approve
         self.choice, self.max_steps, self.call_timeout = choice, max(1, max_steps), call_timeout
         self.bounds = bounds or Bounds.for_context(engine.n_ctx)
         self.tools = ToolSet(hub.tools, self.bounds, self.count)
@@ -137,21 +145,26 @@ class ToolLoop:
                                     "tool_calls": [c.as_openai() for c in answer.calls]})
             repeated = True
             for call in answer.calls:
+                if cancel is not None and cancel.cancelled:  # Stop while a call waited for approval
+                    break
                 key = (call.name, _canonical(call.arguments))
                 record = made.get(key)
                 if record is None or not record.allowed:
                     repeated = False
-                    record = made[key] = self._run_call(call)
+                    record = made[key] = self._run_call(call, cancel)
                 else:
                     record = ToolCallRecord(call.name, record.arguments, f"error: {REPEATED}", True, True, record.server)
                 result.calls.append(record)
                 result.messages.append({"role": "tool", "tool_call_id": call.id, "name": call.name,
                                         "content": record.result})
                 yield CallEvent(record)
+            if cancel is not None and cancel.cancelled:
+                result.text, result.cancelled = answer.content, True
+                break
             result.step_limit_reached = step + 1 == self.max_steps and not repeated
         yield LoopDone(result)
 
-    def _run_call(self, call: ToolCall) -> ToolCallRecord:
+    def _run_call(self, call: ToolCall, cancel: CancelToken | None = None) -> ToolCallRecord:
         """Run one call if allowed; any failure becomes an error result the model reads."""
         tool = self.tools.tool(call.name)
         try:
@@ -165,9 +178,11 @@ class ToolLoop:
                                   "answer without it", True, False, tool.server)
         if not isinstance(args, dict):
             res = ToolResult("the arguments must be a JSON object", is_error=True)
+        elif self.approve is not None and (refusal := self.approve(call.name, tool, args)) is not None:
+            return ToolCallRecord(call.name, args, f"error: {refusal}", True, False, tool.server)
         else:
             began = time.monotonic()
-            res = self.hub.call(tool, args, timeout=self.call_timeout)
+            res = self.hub.call(tool, args, timeout=self.call_timeout, cancel=cancel)
             res = ToolResult(res.text, res.is_error, res.seconds or time.monotonic() - began)
         text = cut_text(res.for_model(), self.bounds.result, self.count)
         return ToolCallRecord(call.name, args, text, res.is_error, True, tool.server, res.seconds)

@@ -3,8 +3,10 @@
 SidePanels (drawer.py: the drawer and the list's dock), ConversationList (conversations.py),
 Composer (composer.py: attachments, meter, drafts, export, copy), Asking (asking.py: Send,
 Edit, Regenerate, Continue), AnswerStream (answering.py: the answer being written) and
-ChatKeeping (keeping.py: export all, import, Delete and Fork under a message); format.py
-words the stats line and a new chat's title.
+ChatKeeping (keeping.py: export all, import, Delete and Fork under a message) and ChatTools
+(tool_calls.py: the chat's MCP servers at work, with the drawer's Tools switch in tools_box.py
+and the approval dialog in tool_approval.py); format.py words the stats line and a new chat's
+title.
 
 May import widgets/, history, app's core modules and engine/; never another page,
 main_window or main. A new control of the chat goes in the column it shows in (layout.py),

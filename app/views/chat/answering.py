@@ -1,6 +1,7 @@
 """Answering: one answer streamed into its stored message, from the worker's start to the saved
 answer (tokens, steps, prefill and stats on screen; the partial answer kept as it streams; Stop,
-and the window closing mid-answer)."""
+and the window closing mid-answer). With tools on for the chat (tool_calls.py), the answer runs
+the tool loop: each call is a card above the answer and is saved with it."""
 
 from __future__ import annotations
 
@@ -24,6 +25,7 @@ from ...widgets.transcript.transcript import Transcript, spans_from_tokens
 from ... import workers
 from .format import stats_text
 from .settings_panel import SettingsPanel
+from .tool_calls import ChatTools
 
 PARTIAL_SAVE_S = 1.0  # how often the answer being written is kept in the history (a crash loses at most this)
 
@@ -54,8 +56,10 @@ class AnswerStream(QObject):
 
     def __init__(self, session: Session, history: History, settings: SettingsPanel, model_bar: ModelBar,
                  view: AnswerView, notify: Callable[[str], None], fail: Callable[[str], None],
-                 parent: QObject | None = None):
+                 tools: ChatTools | None = None, parent: QObject | None = None):
         super().__init__(parent)
+        self._tools = tools
+        self.calls: list[dict] = []  # the tool calls of the answer being written
         self._session, self._history, self._settings, self._model_bar = session, history, settings, model_bar
         self._view, self._notify, self._fail = view, notify, fail
         self.worker: workers.GenerationWorker | None = None  # the answer being written, if any
@@ -106,18 +110,20 @@ class AnswerStream(QObject):
         v = self._view
         self.message = into
         self._sources = sources
+        self.calls = list(into.tool_calls) if continuing else []  # Continue keeps the calls it follows
         self._prefix = into.content if continuing else ""
         self.tokens = []
         self._partial_saved = float("-inf")  # the first tokens are kept at once
         self._k_shown = None
         self._settings.charts.reset()
-        v.transcript.begin_stream()
+        v.transcript.begin_stream(calls=list(self.calls) or None)
         self.live_stats.reset()
         self.prefill.reset()
         v.stats_label.setText(self.live_stats.text())
         self._stats_timer.start()
-        w = workers.GenerationWorker(self._session.engine,
-                                     self._settings.request(prompt, chat=chat, draft=self.draft_spec()))
+        w = self._worker(prompt, chat=chat and not continuing)
+        if w is None:
+            return
         w.tokens.connect(self._on_tokens)
         w.steps.connect(self._on_steps)
         w.prefill.connect(self._on_prefill)
@@ -134,6 +140,25 @@ class AnswerStream(QObject):
             self.tokens = list(seeded)
             v.transcript.append_tokens(seeded)
             v.transcript.flush()  # rendered at once, as it was: the continuation grows the rendered answer
+
+    def _worker(self, prompt: Any, *, chat: bool) -> workers.GenerationWorker | None:
+        """A plain answer's worker, or the tool loop's when the chat has tools on (None: the
+        mcp.json could not be read; the answer is saved as failed and the window says why)."""
+        from engine.errors import TandemError
+
+        request = self._settings.request(prompt, chat=chat, draft=self.draft_spec())
+        try:
+            w = self._tools.worker(self._session.engine, request) if self._tools is not None and chat else None
+        except TandemError as e:
+            self._on_failed(str(e))
+            self._on_finished()
+            return None
+        if w is None:
+            return workers.GenerationWorker(self._session.engine, request)
+        w.call.connect(self._on_call)
+        w.approval.connect(self._on_approval)
+        w.progress.connect(self._view.transcript.set_progress)
+        return w
 
     def stop(self) -> None:
         if self.worker is not None:
@@ -180,6 +205,21 @@ class AnswerStream(QObject):
         self.tokens.extend(tokens)
         self._view.transcript.append_tokens(tokens)
         self._keep_partial()
+
+    def _on_call(self, call: dict) -> None:
+        """A tool was called (or refused): the text streamed for that step was the call, so the
+        answer starts again under the cards."""
+        self.calls.append(call)
+        self.tokens = []
+        self._view.transcript.begin_stream(calls=list(self.calls))
+        self._view.transcript.set_progress("Waiting for the model…")
+
+    def _on_approval(self, req: Any) -> None:
+        """A call waits for the user: the step's text (the call's markup) gives way to the cards
+        so far, and the line where the answer will appear says what is asked."""
+        self.tokens = []
+        self._view.transcript.begin_stream(calls=list(self.calls))
+        self._view.transcript.set_progress(f"Waiting for your answer: may {req.tool} ({req.server}) run?")
 
     def _keep_partial(self) -> None:
         """Write what has streamed into the answer's row, at most once per PARTIAL_SAVE_S, so
@@ -236,6 +276,10 @@ class AnswerStream(QObject):
         if self._sources is not None:
             stats["sources"] = self._sources  # listed under the answer, kept in history and exports
         status = "complete" if ev.stats.finish_reason != "cancelled" else "stopped"
+        if self.calls:
+            stats["tool_calls"] = self.calls
+            if self._partial_text() != self._prefix + ev.text:  # not what streamed last (stopped mid-call)
+                self.tokens = [_StoredToken(self._prefix + ev.text, "plain")]
         self._stats_timer.stop()
         self._save(self._prefix + ev.text, stats, status)
         self._view.stats_label.setText(stats_text(stats))
@@ -246,7 +290,7 @@ class AnswerStream(QObject):
     def _on_failed(self, msg: str) -> None:
         self._stats_timer.stop()
         self._view.stats_label.clear()  # not "Generating…" under a failed answer
-        self._save(self._partial_text(), None, "failed")
+        self._save(self._partial_text(), {"tool_calls": self.calls} if self.calls else None, "failed")
         self._fail(msg)
 
     def _save(self, text: str, stats: dict | None, status: str) -> None:
@@ -265,6 +309,8 @@ class AnswerStream(QObject):
 
     def _on_finished(self) -> None:
         self.worker = None
+        if self._tools is not None:
+            self._tools.dismiss()  # a question still open belongs to the answer that ended
         self._stats_timer.stop()
         self._view.prefill_label.clear()
         self._view.prefill_label.hide()

@@ -50,4 +50,5 @@ def last_answer_stats(messages: Sequence[Any]) -> str:
     """The stats line of the conversation's last answer, the version shown ("" when that one has
     none: failed, or no answer yet), never an earlier answer's or another version's figures."""
     last = next((m for m in reversed(messages) if m.role == "assistant"), None)
-    return stats_text(last.stats) if last is not None and last.stats else ""
+    # a failed answer's stats may hold only its tool calls: no figures to show
+    return stats_text(last.stats) if last is not None and last.stats and "generated_tokens" in last.stats else ""

@@ -28,6 +28,7 @@ from ...history.settings import chat_settings
 from ...library_shelf import LibraryShelf
 from ...session import Session
 from ...widgets.panels.source_pane import SourcePane
+from ...tool_servers import ToolServers
 from ...widgets.controls.escape import close_topmost
 from ...widgets.controls.token_meter import TokenCounter
 from ... import workers
@@ -41,6 +42,7 @@ from .library_ask import SETTING as LIBRARY_SETTING, LibraryAsk
 from .format import last_answer_stats
 from .layout import AnswerColumn, ConversationColumn
 from .settings_panel import SettingsPanel
+from .tool_calls import ChatTools
 
 
 class ChatView(QWidget):
@@ -48,7 +50,7 @@ class ChatView(QWidget):
     error = Signal(str)
 
     def __init__(self, session: Session, history: History, parent: QWidget | None = None, *,
-                 shelf: LibraryShelf | None = None):
+                 shelf: LibraryShelf | None = None, tool_servers: ToolServers | None = None):
         super().__init__(parent)
         self.shelf = shelf  # the Library's folders (app/library_shelf.py), asked from this page
         self.session = session
@@ -69,11 +71,12 @@ class ChatView(QWidget):
         self.composer = Composer(session, history, self.counter, self.answer_column, panel, self,
                                  conversation=lambda: self.conversation_id, answering=lambda: self.worker is not None,
                                  notify=self.message.emit, fail=self.error.emit)
+        self.tools = ChatTools(tool_servers or ToolServers(), panel.tools, self, stop=self.stop, parent=self)
         self.stream = AnswerStream(
             session, history, panel, self.model_bar,
             AnswerView(self.transcript, self.stats_label, self.prefill_label, self.auto_note, self.meter,
                        self.send_btn, self.stop_btn),
-            self.message.emit, self.error.emit, parent=self)
+            self.message.emit, self.error.emit, tools=self.tools, parent=self)
         self.library = LibraryAsk(shelf, self.library_box, self.source_pane, self.transcript, self.message.emit,
                                   self.error.emit, parent=self)
         self.library.edited.connect(self._settings_edited)
@@ -208,6 +211,7 @@ class ChatView(QWidget):
         """The window is closing: stop and keep whatever was written."""
         self.stop_reading()
         self.stream.shutdown()
+        self.tools.shutdown()
 
     @property
     def answering(self) -> bool:
@@ -231,8 +235,8 @@ class ChatView(QWidget):
         self.settings_panel.advanced.set_dark(dark)
 
     def settings(self) -> dict[str, Any]:
-        """The generation settings (the main window stores them in QSettings)."""
-        return self.settings_panel.values()
+        """The generation settings (the main window stores them in QSettings; a chat's tools stay its own)."""
+        return self.settings_panel.values(tools=False)
 
     def apply_settings(self, s: dict[str, Any]) -> None:
         self.settings_panel.apply(s)
@@ -293,6 +297,8 @@ class ChatView(QWidget):
         self.composer.switch_draft(self.conversation_id, to, keep=self.asking.editing is None)
 
     def open_conversation(self, conversation_id: int) -> None:
+        if conversation_id != self.conversation_id:
+            self.tools.chat_changed()  # the chat left stops its MCP servers
         self._switch_draft(conversation_id)
         self.conversation_id = conversation_id
         conv = self.history.get(conversation_id)
@@ -307,6 +313,8 @@ class ChatView(QWidget):
         elif conv is not None:
             self.system.setPlainText(conv.system_prompt)
         self.source_pane.hide()  # it showed another chat's source
+        if saved is None:
+            self.settings_panel.tools.apply(None)  # a chat from before tools: off
         try:
             msgs = self.history.messages(conversation_id)
         except HistoryError as e:  # a damaged page: say so where the conversation would be
@@ -322,7 +330,9 @@ class ChatView(QWidget):
         if self.worker is not None:
             return
         self._switch_draft(None)
+        self.tools.chat_changed()
         self.conversation_id = None
+        self.settings_panel.tools.apply(None)  # a new chat starts with its tools off
         self.transcript.set_messages([])
         self.stats_label.clear()
         self._clear_notes()

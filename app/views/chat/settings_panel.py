@@ -1,7 +1,8 @@
 """The settings drawer's contents: the generation settings (lookahead, temperature, max tokens,
 the system prompt, and folded under them the advanced sampling: advanced_sampling.py) above
-the live charts; the request they make for the next answer, and the dict each chat, the
-presets and the main window keep."""
+the live charts, and the chat's Tools switch (tools_box.py); the request they make for the
+next answer, and the dict each chat, the presets and the main window keep (the tools only
+the chat: a preset or a new chat never turns a server on)."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from ...sampling_fields import DEFAULTS, number
 from ...widgets.charts.charts import LiveCharts
 from ...widgets.controls.lookahead_control import LookaheadControl
 from .advanced_sampling import AdvancedSampling
+from .tools_box import ToolsBox
 
 
 class SettingsPanel(QWidget):
@@ -60,6 +62,9 @@ class SettingsPanel(QWidget):
             form.addRow(label, w)
         form.addRow(self.advanced)
         rl.addWidget(box)
+        self.tools = ToolsBox()
+        self.tools.edited.connect(self.edited)
+        rl.addWidget(self.tools)
         self.lookahead.changed.connect(lambda _v: self.edited.emit())
         for spin in (self.temperature, self.max_tokens):
             spin.valueChanged.connect(lambda _v: self.edited.emit())
@@ -123,7 +128,7 @@ class SettingsPanel(QWidget):
             self.show_problem()
             return
         try:
-            save_preset(name, self.values())
+            save_preset(name, self.values(tools=False))
         except OSError as e:
             self.notice.emit(f"Preset not saved: {e.strerror or e}")
             return
@@ -156,9 +161,11 @@ class SettingsPanel(QWidget):
             chat=chat, system=self.system_prompt() or None, tag="chat", **self.advanced.request_options(),
         )
 
-    def values(self) -> dict[str, Any]:
-        """The settings as each chat, a preset and the main window keep them (as JSON)."""
-        return {
+    def values(self, *, tools: bool = True) -> dict[str, Any]:
+        """The settings as each chat, a preset and the main window keep them (as JSON); `tools`:
+        with the chat's Tools choice (the chat's own; left out while it has none)."""
+        chosen = self.tools.values() if tools else None
+        return {**({"tools": chosen} if chosen else {}),
             "drafter": self.drafter.currentData(), "lookahead": self.lookahead.value(),
             "temperature": round(self.temperature.value(), 2), **self.advanced.values(),
             "max_tokens": self.max_tokens.value(), "system": self.system.toPlainText(),
@@ -175,6 +182,7 @@ class SettingsPanel(QWidget):
         self.advanced.apply(s)
         self.max_tokens.setValue(number(s, "max_tokens", int))
         self.system.setPlainText(str(s.get("system", "")))
+        self.tools.apply(s.get("tools"))
 
     def reset_sampling(self) -> None:
         """Reset: temperature, max tokens and the advanced settings to their defaults (each

@@ -18,7 +18,7 @@ from PySide6.QtCore import QMimeData
 from PySide6.QtGui import QColor, QFont, QPageSize, QPdfWriter, QTextBlock, QTextBlockFormat, QTextCursor, \
     QTextDocument, QTextFormat, QTextListFormat, QTextTable
 
-from ...history import Message, close_open_fence, references_markdown
+from ...history import Message, calls_markdown, close_open_fence, references_markdown
 from ..attachments.attachments import split_attachments
 
 FORMATS = {".md": "Markdown", ".docx": "Word", ".pdf": "PDF", ".html": "HTML"}
@@ -54,8 +54,9 @@ def conversation_markdown(title: str, messages: Sequence[Message], system: str =
             if files:
                 out += [">", "> *Attached: " + ", ".join(name for name, _ in files) + "*"]
             out.append("")
-        elif m.role == "assistant" and m.content.strip():
-            out += [close_open_fence(m.content).strip(), *references_markdown(m), ""]
+        elif m.role == "assistant" and (m.content.strip() or m.tool_calls):
+            out += calls_markdown(m.tool_calls)
+            out += [close_open_fence(m.content).strip(), *references_markdown(m), ""] if m.content.strip() else []
     return "\n".join(out).rstrip() + "\n"
 
 

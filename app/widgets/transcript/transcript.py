@@ -32,6 +32,7 @@ from PySide6.QtWidgets import QLabel, QPushButton, QTextBrowser, QWidget
 
 from ...history import Message, stop_reason
 from ..attachments.attachments import split_attachments
+from .call_card import call_cards
 from .file_card import FileViewer, file_card
 from .markdown_render import COPY_SCHEME, append_rendered, code_wraps, render_markdown, plain_text, set_code_wrap
 from .markdown_stream import MarkdownStream
@@ -226,6 +227,7 @@ class Transcript(QTextBrowser):
         reason = stop_reason(m)
         self._header(cursor, m.role, reason)
         if m.role == "assistant":
+            call_cards(cursor, m.tool_calls)
             spans = m.spans if self.show_provenance else None
             rendered = render_markdown(m.content, spans, self._colours(), first_copy=len(self._code_blocks))
             self.renders += 1
@@ -353,14 +355,21 @@ class Transcript(QTextBrowser):
             self.messageAction.emit(action, message_id)
 
     # -- streaming -----------------------------------------------------------------------
-    def begin_stream(self) -> None:
+    def begin_stream(self, calls: list | None = None) -> None:
+        """Open the answer being written at the end; `calls`: the tool calls it has made, as
+        cards under its header (again at each call: the streamed text before it was the call)."""
         self._pending = []
         self._rendered_at = float("-inf")
         cursor = QTextCursor(self.document())
+        if calls is not None and self._stream_head is not None:  # the answer's header and text go, to be redone
+            cursor.setPosition(self._stream_head)
+            cursor.movePosition(QTextCursor.MoveOperation.End, QTextCursor.MoveMode.KeepAnchor)
+            cursor.removeSelectedText()
         self._demote_tail(cursor)
         cursor.movePosition(QTextCursor.MoveOperation.End)
         self._stream_head = cursor.position()
         self._header(cursor, "assistant")
+        call_cards(cursor, calls or [])
         self._stream_start = cursor.position()  # the answer's blocks go after the header's
         cursor.insertBlock(QTextBlockFormat(), QTextCharFormat())  # where the progress line shows, until the first render
         self._stream_cursor = cursor

@@ -1,0 +1,139 @@
+"""An answer that may call tools: the tool loop (engine/tooluse/loop.py) on a worker thread,
+each call approved by the user first.
+
+The worker streams each step's tokens as GenerationWorker does; a step that ends in calls is
+followed by one `call` per call (the GUI drops that step's text, which was the calls, and
+shows a card), and `done` comes once, for the loop's answer. Before a call runs, `approval`
+hands the GUI an ApprovalRequest and the worker waits for its answer, checking Stop every
+50 ms, so the dialog never holds the worker past a Stop and Stop never waits for the dialog.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field, replace
+from typing import Any, Callable, Iterator, Mapping, Sequence
+
+from PySide6.QtCore import Signal
+
+from .tool_servers import CALL_TIMEOUT_S, ChatServers
+from .workers import GenerationWorker, _Coalescer, _LateFlush
+
+DENIED = "the user denied this call"
+STOPPED = "the user stopped the answer before this call ran"
+WAIT_S = 0.05  # how often a wait for the user's answer checks Stop
+ALLOW_ONCE, ALLOW_ALWAYS, DENY = "once", "always", "deny"
+
+
+def tool_key(server: str, tool: str) -> str:
+    """How "Always for this tool" names a tool in the chat's settings."""
+    return f"{server}/{tool}"
+
+
+@dataclass
+class ApprovalRequest:
+    """One call waiting for the user: the GUI shows it and calls `answer` (from any thread)."""
+
+    server: str
+    tool: str
+    arguments: Any
+    decision: str = ""
+    _answered: threading.Event = field(default_factory=threading.Event, repr=False)
+
+    def answer(self, decision: str) -> None:
+        self.decision = decision
+        self._answered.set()
+
+    def wait(self, timeout: float) -> bool:
+        return self._answered.wait(timeout)
+
+
+class ApprovalGate:
+    """The loop's `approve` hook: tools allowed always for this chat pass, every other call
+    waits for the user's answer (or for Stop)."""
+
+    def __init__(self, ask: Callable[[ApprovalRequest], None], stopped: Callable[[], bool], always: set[str]):
+        self._ask, self._stopped, self.always = ask, stopped, always
+
+    def __call__(self, name: str, tool: Any, arguments: Mapping[str, Any]) -> str | None:
+        key = tool_key(tool.server, tool.name)
+        if key in self.always:
+            return None
+        req = ApprovalRequest(tool.server, tool.name, dict(arguments))
+        self._ask(req)
+        while not req.wait(WAIT_S):
+            if self._stopped():
+                return STOPPED
+        if req.decision == ALLOW_ALWAYS:
+            self.always.add(key)
+            return None
+        return None if req.decision == ALLOW_ONCE else STOPPED if self._stopped() else DENIED
+
+
+def call_record(record: Any) -> dict[str, Any]:
+    """A call as the transcript, the history and the exports keep it."""
+    return {"server": record.server or "", "tool": record.name, "arguments": record.arguments,
+            "result": record.result, "error": bool(record.is_error), "allowed": bool(record.allowed),
+            "seconds": round(float(record.seconds), 3)}
+
+
+class ToolGenerationWorker(GenerationWorker):
+    """One answer through the tool loop, with the chat's servers (started here if needed)."""
+
+    call = Signal(dict)  # a call made (or refused): call_record's dict
+    approval = Signal(object)  # ApprovalRequest: the GUI asks the user, then answers it
+    progress = Signal(str)  # "Starting the MCP servers…", "Waiting for the model…"
+
+    def __init__(self, engine: Any, request: Any, servers: ChatServers, configs: Sequence[Any], *,
+                 always: set[str], choice: str = "auto", timeout: float | None = None):
+        super().__init__(engine, request)
+        self.servers, self.configs, self.choice = servers, list(configs), choice
+        self.timeout = CALL_TIMEOUT_S if timeout is None else timeout
+        self.gate = ApprovalGate(self._ask, lambda: self.cancelled, always)
+        self._last: Any = None
+        self._result: Any = None
+
+    def _ask(self, req: ApprovalRequest) -> None:
+        self.approval.emit(req)
+
+    def work(self) -> None:
+        from engine.decoding.events import DoneEvent, RunStats
+        from engine.tooluse.loop import ToolLoop
+        from engine.tooluse.toolset import Allowance
+
+        self.progress.emit("Starting the MCP servers…")
+        hub = self.servers.hub(self.configs)
+        if self.cancelled:  # stopped while the servers started: an empty, stopped answer
+            self.done.emit(DoneEvent("", [], RunStats(finish_reason="cancelled", stopped_by="cancel")))
+            return
+        loop = ToolLoop(self.engine, hub, Allowance(every=True), choice=self.choice, call_timeout=self.timeout,
+                        approve=self.gate)
+        toks = _Coalescer(self.tokens.emit)
+        steps = _Coalescer(self.steps.emit, lead=toks)
+        self.progress.emit("Waiting for the model…")
+        with _LateFlush(lambda: (steps,)):
+            self._consume(self._steps_of(loop, steps), toks, steps)
+        result, last = self._result, self._last
+        if result is None or last is None:
+            return
+        stats = last.stats
+        if result.cancelled and stats.finish_reason != "cancelled":
+            stats = replace(stats, finish_reason="cancelled", stopped_by="cancel")
+        self.done.emit(DoneEvent(result.text, list(last.tokens), stats))
+
+    def _steps_of(self, loop: Any, steps: _Coalescer) -> Iterator[Any]:
+        """The loop's engine events, minus each step's end and the calls, which are handled
+        here: a step's DoneEvent is not the answer's, a call is a card."""
+        from engine.decoding.events import DoneEvent
+        from engine.tooluse.loop import CallEvent, LoopDone
+
+        for ev in loop.run(self.request, cancel=self.token):
+            if isinstance(ev, DoneEvent):
+                steps.flush()  # that step's tokens reach the GUI before its calls
+                self._last = ev
+            elif isinstance(ev, CallEvent):
+                self.call.emit(call_record(ev.record))
+            elif isinstance(ev, LoopDone):
+                self._result = ev.result
+            else:
+                yield ev
