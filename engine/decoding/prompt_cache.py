@@ -101,8 +101,8 @@ class PromptCache:
     def restore(self, ctx: Context, prompt: Sequence[int]) -> int:
         """Make `ctx` hold the longest prefix of `prompt` (all but its last token) that it or
         this cache has; how many positions it holds. Falls back to `ctx.reuse_prefix`."""
-        if ctx.after_decode is not None:  # an MTP head needs the hidden state of every position read
-            return ctx.reuse_prefix(prompt)
+        if ctx.after_decode is not None or ctx.images:  # an MTP head needs the hidden state of every
+            return ctx.reuse_prefix(prompt)  # position read; a picture's state is the context's alone
         want = np.asarray(prompt[: len(prompt) - 1], dtype=np.int32)
         own = shared_prefix(np.asarray(ctx.tokens, dtype=np.int32), want)
         if ctx.recurrent and own < ctx.n_past:
@@ -137,7 +137,7 @@ class PromptCache:
         """Keep what `ctx` holds now (a prompt read, or a prompt and its answer), unless it is
         short or a kept state already serves every prompt it would."""
         n = ctx.n_past
-        if n < max(self.limits.min_tokens, 1):
+        if n < max(self.limits.min_tokens, 1) or ctx.images:  # pictures: their placeholders name no content
             return
         tokens = np.asarray(ctx.tokens, dtype=np.int32)
         ident = ctx.state_identity
