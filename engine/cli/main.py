@@ -54,6 +54,7 @@ def _request(args: argparse.Namespace, prompt: str, draft: object):
         stop=args.stop or (),
         tag=getattr(args, "tag", None),
         grammar=getattr(args, "grammar", None),  # compiled by _validated_inputs
+        images=getattr(args, "images", ()),  # read and checked by _validated_inputs
     )
 
 
@@ -63,6 +64,10 @@ def cmd_generate(args: argparse.Namespace) -> int:
 
     prompt = _validated_inputs(args)  # before loading anything: a bad prompt costs no model load
     target, draft = resolve_pair(args)
+    if args.images:  # the projector that reads them, given or beside the target
+        from .images import projector_for
+
+        args.projector = projector_for(target, args, needed=True)
     if args.mcp:  # the tool loop: servers first (a bad one costs no model load), then the model
         from .tooluse import generate_with_tools
 
@@ -138,10 +143,14 @@ def _validated_inputs(args: argparse.Namespace) -> str:
     from .constraint import constraint_grammar
 
     args.grammar = constraint_grammar(args)
-    if hasattr(args, "mcp"):  # generate's tool flags (race has none)
+    if hasattr(args, "mcp"):  # generate's tool and image flags (race has none)
+        from .images import read_images
         from .tooluse import check_tool_flags
 
         check_tool_flags(args)
+        args.images = read_images(args)
+        if args.images and args.mcp:
+            raise UsageError("--image cannot be combined with --mcp yet (the tool loop reads text only)")
     return prompt
 
 
@@ -349,6 +358,9 @@ def build_parser() -> argparse.ArgumentParser:
     from . import tooluse as cli_tooluse  # --mcp: the tool loop; `tandem tools`
 
     cli_tooluse.add_tool_options(g)
+    from .images import add_image_options
+
+    add_image_options(g)
     g.set_defaults(func=cmd_generate)
 
     r = sub.add_parser("race", help="target alone vs speculative, same prompt and settings")
