@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import InitVar, dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Mapping, Sequence, Union
 
-from ..documents.images import ImageInput, check_images
+from ..documents.images import IMAGE_SLOT, ImageInput, check_images
 from ..errors import PromptError, TandemError
 from .sampling.logit_controls import Penalties, RowProcessors, check_logit_bias
 from .drafting.choice import DraftSpec
@@ -104,8 +104,10 @@ class GenerationRequest:
             self._parsed = True
         self.stop = _stop_strings(self.stop)
         self.images = check_images(self.images)
-        if self.images and not isinstance(self.prompt, str) and not _is_messages(self.prompt):
-            raise PromptError("images go with a text prompt or chat messages, not token ids")
+        if self.images and not isinstance(self.prompt, str) and not _is_messages(self.prompt) \
+                and self.prompt.count(IMAGE_SLOT) != len(self.images):  # type: ignore[union-attr]
+            raise PromptError("images go with a text prompt, chat messages, or token ids with an "
+                              "IMAGE_SLOT (-1) for each")
         if not isinstance(self.sampling, SamplingParams):
             raise TandemError(f"sampling must be an engine.SamplingParams, got {type(self.sampling).__name__}")
         self.logit_bias = check_logit_bias(self.logit_bias) or None

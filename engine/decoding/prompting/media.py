@@ -18,7 +18,10 @@ from ...errors import PromptError
 
 def place_markers(prompt: Any, n_images: int) -> Any:
     """`prompt` (text or chat messages) with a marker for each picture: as given when it has
-    exactly as many; markers added before the (last user) text when it has none."""
+    exactly as many; markers added before the (last user) text when it has none. Token ids
+    (their IMAGE_SLOTs already in place, as the server reads them) stay as they are."""
+    if isinstance(prompt, list) and prompt and isinstance(prompt[0], int):
+        return prompt
     if isinstance(prompt, str):
         have = prompt.count(MEDIA_MARKER)
         if have == 0:

@@ -1,8 +1,9 @@
 """Request bodies of the OpenAI-compatible endpoints, validated with pydantic.
 
 Unknown fields are accepted and ignored (clients send many); fields Tandem cannot honour
-(images, the legacy `functions`) are refused with a message saying so rather than
-silently dropped. Tools come in OpenAI's shape (`tools`, `tool_choice`, tool messages,
+(the legacy `functions`) are refused with a message saying so rather than silently dropped.
+Pictures come as `image_url` parts (data: URIs, read in pictures.py): each becomes a media
+marker in the message's text and a checked picture beside it. Tools come in OpenAI's shape (`tools`, `tool_choice`, tool messages,
 assistant messages with `tool_calls`). Tandem's own extensions: `lookahead`, `draft`, `provenance`,
 `parse_special_in_content` (chat), plus llama.cpp's `top_k` and `min_p`.
 """
@@ -15,6 +16,8 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator,
 
 from ...decoding.sampling.logit_controls import Penalties
 from ...decoding.drafting.lookahead import parse_lookahead
+from ...documents.images import MEDIA_MARKER, ImageInput
+from .pictures import split_pictures
 
 DraftChoice = Literal["model", "lookup", "mtp", "suffix", "none"]
 
@@ -205,6 +208,19 @@ class ChatMessage(BaseModel):
     content: str = ""
     tool_calls: list[MessageToolCall] | None = None
     tool_call_id: str | None = None
+    _images: list[ImageInput] = PrivateAttr(default_factory=list)
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def _pictures(cls, data: Any, handler: Any) -> "ChatMessage":
+        """`image_url` parts: a media marker where each was, the picture kept beside the text."""
+        images: list[ImageInput] = []
+        if isinstance(data, dict) and isinstance(data.get("content"), list):
+            parts, images = split_pictures(data["content"], MEDIA_MARKER)
+            data = {**data, "content": parts}
+        message = handler(data)
+        message._images = images
+        return message
 
     @field_validator("content", mode="before")
     @classmethod
@@ -217,7 +233,7 @@ class ChatMessage(BaseModel):
             for part in v:
                 kind = part.get("type") if isinstance(part, dict) else type(part).__name__
                 if kind != "text" or not isinstance(part.get("text"), str):
-                    raise ValueError(f"only text content is supported, got a {kind!r} part")
+                    raise ValueError(f"only text and image_url parts are supported, got a {kind!r} part")
                 texts.append(part["text"])
             return "".join(texts)
         raise ValueError(f"must be a string or a list of text parts, got {type(v).__name__}")
@@ -308,6 +324,10 @@ class ChatCompletionRequest(_Generation):
 
     def engine_messages(self) -> list[dict[str, Any]]:
         return [m.as_engine_message() for m in self.messages]
+
+    def images(self) -> tuple[ImageInput, ...]:
+        """The pictures of every message, in the order their markers stand in the prompt."""
+        return tuple(im for m in self.messages for im in m._images)
 
 
 MAX_PROMPTS = 64  # choices of one /v1/completions request (prompts x n), generated one after another

@@ -94,7 +94,7 @@ def test_pictures_out_of_bounds_or_misplaced_are_one_line(seeing):
         seeing.generate(QUESTION, images=[png_bytes(8, 8, fmt="BMP")], max_tokens=4)
     with pytest.raises(PromptError, match=r"^the prompt marks 2 place\(s\) for images but 1 were given$"):
         seeing.generate(f"{MEDIA_MARKER} and {MEDIA_MARKER}", images=[PICTURE], max_tokens=4)
-    with pytest.raises(PromptError, match="not token ids"):
+    with pytest.raises(PromptError, match="IMAGE_SLOT"):
         GenerationRequest([1, 2, 3], images=[PICTURE])
 
 

@@ -1,0 +1,76 @@
+"""Pictures on `tandem serve --mmproj`: OpenAI `image_url` parts (data: URIs) answered with the
+text the engine writes for the same picture, with every draft the server offers; an http URL,
+bad base64, another format, and a server that cannot see, each a 400 in one line."""
+
+from __future__ import annotations
+
+import base64
+
+import pytest
+
+httpx = pytest.importorskip("httpx")
+pytest.importorskip("fastapi")
+
+from api_servers import KEY, api_server  # noqa: E402
+from image_files import png_bytes  # noqa: E402
+
+AUTH = {"Authorization": f"Bearer {KEY}"}
+PICTURE = png_bytes(32, 32, seed=4)
+URI = "data:image/png;base64," + base64.b64encode(PICTURE).decode()
+
+
+def _message(url: str = URI, text: str = "What is in this picture?") -> list[dict]:
+    return [{"role": "user", "content": [{"type": "text", "text": text},
+                                         {"type": "image_url", "image_url": {"url": url}}]}]
+
+
+@pytest.fixture(scope="module")
+def seeing(tiny_vision):
+    target, projector = tiny_vision
+    with api_server(target, "mtp", mmproj=projector, n_ctx=512) as s:
+        yield s
+
+
+def chat(s, messages, **kw) -> httpx.Response:
+    body = {"model": "tiny-pair", "messages": messages, "max_tokens": 24, "temperature": 0, **kw}
+    return httpx.post(s.url + "/v1/chat/completions", json=body, headers=AUTH, timeout=60)
+
+
+def test_an_image_url_is_answered_as_the_engine_answers_it(seeing):
+    r = chat(seeing, _message())
+    assert r.status_code == 200, r.text
+    out = r.json()
+    text = out["choices"][0]["message"]["content"]
+    plain = chat(seeing, [{"role": "user", "content": "What is in this picture?"}]).json()
+    assert out["usage"]["prompt_tokens"] >= plain["usage"]["prompt_tokens"] + 16  # the picture's tokens
+    from engine.documents.images import MEDIA_MARKER
+
+    alone = seeing.eng.generate([{"role": "user", "content": "What is in this picture?" + MEDIA_MARKER}], chat=True,
+                                images=[PICTURE], max_tokens=24)
+    assert text == alone.text  # the marker stands where the part stood, after the text
+    for draft in ("none", "lookup", "mtp"):
+        again = chat(seeing, _message(), draft=draft, lookahead=3).json()
+        assert again["choices"][0]["message"]["content"] == text, draft
+
+
+@pytest.mark.parametrize("url,fragment", [
+    ("https://example.com/cat.png", "image URLs are not fetched by this server"),
+    ("data:image/png;base64,@@@", "not valid base64"),
+    ("data:image/bmp;base64," + base64.b64encode(png_bytes(8, 8, fmt="BMP")).decode(), "is a BMP file; send PNG, JPEG or WebP"),
+    ("data:text/plain,hello", "must be a data:image/...;base64"),
+])
+def test_a_picture_the_server_cannot_take_is_a_400_in_one_line(seeing, url, fragment):
+    r = chat(seeing, _message(url))
+    assert r.status_code == 400
+    message = r.json()["error"]["message"]
+    assert fragment in message and "\n" not in message
+
+
+def test_a_server_without_a_projector_says_so(tiny_hybrid):
+    with api_server(tiny_hybrid, None, n_ctx=256) as s:
+        r = chat(s, _message())
+    assert r.status_code == 400
+    err = r.json()["error"]
+    assert err["code"] == "images_not_supported"
+    assert err["message"] == (f"{tiny_hybrid.name} reads text only: start the server with its vision projector "
+                              "(--mmproj FILE, or an mmproj-*.gguf beside it) to send images")
