@@ -84,3 +84,26 @@ def checked_pictures(eng: Any, parallel: bool, images: tuple[ImageInput, ...]) -
     else:
         return images
     raise ApiError(400, why, param="messages", code="images_not_supported")
+
+
+def image_part(url: Any, where: str) -> dict[str, Any]:
+    """An `image_url` part for a picture another API sent, checked now so a refusal names that
+    API's field (`where`)."""
+    try:
+        image_from_url(url)
+    except ValueError as e:
+        raise ApiError(400, f"{where}: {e}", param=where, code="invalid_value") from None
+    return {"type": "image_url", "image_url": {"url": url}}
+
+
+def content_of(items: list[Any], sep: str) -> Any:
+    """Texts joined by `sep`, or, with pictures among them (`image_part`s), the chat API's
+    content parts in the same order with `sep` between them."""
+    if all(isinstance(t, str) for t in items):
+        return sep.join(items)
+    parts: list[Any] = []
+    for i, t in enumerate(items):
+        if i and sep:
+            parts.append({"type": "text", "text": sep})
+        parts.append({"type": "text", "text": t} if isinstance(t, str) else t)
+    return parts

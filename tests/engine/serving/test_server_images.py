@@ -74,3 +74,58 @@ def test_a_server_without_a_projector_says_so(tiny_hybrid):
     assert err["code"] == "images_not_supported"
     assert err["message"] == (f"{tiny_hybrid.name} reads text only: start the server with its vision projector "
                               "(--mmproj FILE, or an mmproj-*.gguf beside it) to send images")
+
+
+B64 = base64.b64encode(PICTURE).decode()
+Q = "What is in this picture?"
+
+
+def _openai_text(s, parts: list[dict]) -> str:
+    r = chat(s, [{"role": "user", "content": parts}])
+    assert r.status_code == 200, r.text
+    return r.json()["choices"][0]["message"]["content"]
+
+
+def test_every_api_takes_the_picture_in_its_own_form(seeing):
+    image = {"type": "image_url", "image_url": {"url": URI}}
+    # Anthropic: blocks joined by a newline, the picture where its block stands
+    r = httpx.post(seeing.url + "/v1/messages", headers=AUTH, timeout=60, json={
+        "model": "tiny-pair", "max_tokens": 24, "temperature": 0, "messages": [{"role": "user", "content": [
+            {"type": "text", "text": Q}, {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": B64}}]}]})
+    assert r.status_code == 200, r.text
+    assert r.json()["content"][0]["text"] == _openai_text(seeing, [{"type": "text", "text": Q + "\n"}, image])
+    # Ollama: `images` beside the message's text, before it
+    r = httpx.post(seeing.url + "/api/chat", headers=AUTH, timeout=60, json={
+        "model": "tiny-pair", "stream": False, "options": {"temperature": 0, "num_predict": 24},
+        "messages": [{"role": "user", "content": Q, "images": [B64]}]})
+    assert r.status_code == 200, r.text
+    before = _openai_text(seeing, [image, {"type": "text", "text": Q}])
+    assert r.json()["message"]["content"] == before
+    r = httpx.post(seeing.url + "/api/generate", headers=AUTH, timeout=60, json={
+        "model": "tiny-pair", "stream": False, "prompt": Q, "images": [B64],
+        "options": {"temperature": 0, "num_predict": 24}})
+    assert r.status_code == 200 and r.json()["response"] == before
+    # Responses: input_image parts
+    r = httpx.post(seeing.url + "/v1/responses", headers=AUTH, timeout=60, json={
+        "model": "tiny-pair", "max_output_tokens": 24, "temperature": 0, "input": [{"role": "user", "content": [
+            {"type": "input_text", "text": Q}, {"type": "input_image", "image_url": URI}]}]})
+    assert r.status_code == 200, r.text
+    assert r.json()["output"][0]["content"][0]["text"] == _openai_text(seeing, [{"type": "text", "text": Q}, image])
+
+
+def test_a_bad_picture_is_refused_in_each_apis_shape(seeing):
+    bmp = base64.b64encode(png_bytes(8, 8, fmt="BMP")).decode()
+    r = httpx.post(seeing.url + "/v1/messages", headers=AUTH, timeout=60, json={
+        "model": "tiny-pair", "max_tokens": 8, "messages": [{"role": "user", "content": [
+            {"type": "image", "source": {"type": "base64", "media_type": "image/bmp", "data": bmp}}]}]})
+    assert r.status_code == 400 and r.json()["type"] == "error"
+    assert r.json()["error"]["message"].startswith("messages[0].content[0].source: ")
+    assert "a BMP file; send PNG, JPEG or WebP" in r.json()["error"]["message"]
+    r = httpx.post(seeing.url + "/api/chat", headers=AUTH, timeout=60, json={
+        "model": "tiny-pair", "stream": False, "messages": [{"role": "user", "content": Q, "images": ["@@"]}]})
+    assert r.status_code == 400 and r.json()["error"].startswith("messages[0].images[0]: ")
+    r = httpx.post(seeing.url + "/v1/responses", headers=AUTH, timeout=60, json={
+        "model": "tiny-pair", "input": [{"role": "user", "content": [
+            {"type": "input_image", "image_url": "https://example.com/a.png"}]}]})
+    assert r.status_code == 400
+    assert r.json()["error"]["message"].startswith("input[0].content[0].image_url: image URLs are not fetched")
