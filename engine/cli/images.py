@@ -49,7 +49,7 @@ def read_images(args: argparse.Namespace) -> tuple:
 def projector_for(target: Path, args: argparse.Namespace, *, needed: bool) -> Path | None:
     """--mmproj, else the projector beside `target`; with `needed` (pictures were given) and
     none found, one line saying how to give it."""
-    from ..llamacpp.vision import projector_beside
+    from ..llamacpp.vision import projector_beside, projectors_beside
 
     given = getattr(args, "mmproj", None)
     if given:
@@ -58,6 +58,9 @@ def projector_for(target: Path, args: argparse.Namespace, *, needed: bool) -> Pa
             raise UsageError(f"--mmproj {given}: no such file")
         return p
     found = projector_beside(target)
+    if found is None and needed and projectors_beside(target):
+        names = ", ".join(p.name for p in projectors_beside(target))
+        raise UsageError(f"several projectors lie beside {target.name} ({names}): choose one with --mmproj FILE")
     if found is None and needed:
         raise UsageError(f"{target.name} has no projector beside it (mmproj-*.gguf): give one with --mmproj FILE "
                          "to send images")
