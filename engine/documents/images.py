@@ -10,8 +10,11 @@ hash names the picture: the projector encodes the same picture once (engine/llam
 
 from __future__ import annotations
 
+import base64
+import binascii
 import hashlib
 import io
+import re
 import warnings
 from dataclasses import dataclass, field
 
@@ -58,6 +61,33 @@ class DecodedImage:
     height: int
     format: str
     sha256: str
+
+
+_DATA_URI = re.compile(r"data:(?P<type>[\w.+-]+/[\w.+-]+)?(?P<params>(;[\w.+-]+=[^;,]*)*)(?P<b64>;base64)?,", re.ASCII)
+
+
+def image_from_url(url: object, name: str = "image") -> ImageInput:
+    """The picture a data:...;base64 URI carries, its bytes and format checked; ImageError in
+    one line for a URL Tandem will not fetch (http: nothing is fetched), bad base64, too many
+    bytes or a format Tandem does not read."""
+    if not isinstance(url, str) or not url:
+        raise ImageError("an image needs a url")
+    if url[:8].lower().startswith(("http://", "https://")):
+        raise ImageError("image URLs are not fetched by this server: send the picture inline as a "
+                         "data:image/...;base64 URI")
+    m = _DATA_URI.match(url)
+    if m is None or not m.group("b64"):
+        raise ImageError("an image url must be a data:image/...;base64,... URI")
+    payload = url[m.end():]
+    if len(payload) // 4 * 3 > MAX_IMAGE_BYTES:
+        raise ImageError(f"the picture is over {MAX_IMAGE_BYTES / 1e6:.0f} MB; images are limited to that")
+    try:
+        data = base64.b64decode(payload, validate=True)
+    except (binascii.Error, ValueError):
+        raise ImageError("the image's data: URI is not valid base64") from None
+    image = ImageInput(data, name=name)
+    check_bytes(image)
+    return image
 
 
 def image_format(data: bytes) -> str:

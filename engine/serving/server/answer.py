@@ -30,14 +30,13 @@ from ...errors import PromptTooLong, TandemError
 from ...llamacpp.rpc_backend import RpcError
 from ...toolcalls.tool_calls import ParsedAnswer, ToolCall
 from .bridge import Generation, GenerationFailed
-from .config import ServedModel, ServerConfig, model_not_found, slot_draft_spec
+from .config import ServedModel, ServerConfig, checked_pictures, model_not_found, slot_draft_spec
 from .errors import ApiError, engine_error, failure
 from ...decoding.prompting.fim_layout import infill_tokens
 from .fim import fim_tokens_or_400
 from .wire import Outcome, finish_reason
 from .prom import ServerMetrics
 from .schemas import ChatCompletionRequest, CompletionRequest
-from .pictures import checked_pictures
 from .tool_use import ToolUse, grammar_vocab
 
 OpenAIRequest = Union[ChatCompletionRequest, CompletionRequest]

@@ -2,8 +2,8 @@
 
 Unknown fields are accepted and ignored (clients send many); fields Tandem cannot honour
 (the legacy `functions`) are refused with a message saying so rather than silently dropped.
-Pictures come as `image_url` parts (data: URIs, read in pictures.py): each becomes a media
-marker in the message's text and a checked picture beside it. Tools come in OpenAI's shape (`tools`, `tool_choice`, tool messages,
+Pictures come as `image_url` parts (data: URIs; the server fetches nothing): each becomes a
+media marker in the message's text and a checked picture beside it. Tools come in OpenAI's shape (`tools`, `tool_choice`, tool messages,
 assistant messages with `tool_calls`). Tandem's own extensions: `lookahead`, `draft`, `provenance`,
 `parse_special_in_content` (chat), plus llama.cpp's `top_k` and `min_p`.
 """
@@ -16,8 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator,
 
 from ...decoding.sampling.logit_controls import Penalties
 from ...decoding.drafting.lookahead import parse_lookahead
-from ...documents.images import MEDIA_MARKER, ImageInput
-from .pictures import split_pictures
+from ...documents.images import MEDIA_MARKER, ImageError, ImageInput, image_from_url
 
 DraftChoice = Literal["model", "lookup", "mtp", "suffix", "none"]
 
@@ -202,6 +201,23 @@ class NamedToolChoice(BaseModel):
 ToolChoice = Union[Literal["none", "auto", "required"], NamedToolChoice]
 
 
+def split_pictures(content: list[Any]) -> tuple[list[Any], list[ImageInput]]:
+    """A message's content parts with each `image_url` part replaced by a text part holding the
+    media marker, and the pictures in order (checked: a ValueError naming the part)."""
+    parts: list[Any] = []
+    images: list[ImageInput] = []
+    for j, part in enumerate(content):
+        if isinstance(part, dict) and part.get("type") == "image_url":
+            url = part.get("image_url")
+            try:
+                images.append(image_from_url(url.get("url") if isinstance(url, dict) else url, f"content[{j}]"))
+            except ImageError as e:
+                raise ValueError(f"content[{j}].image_url: {e}") from None
+            part = {"type": "text", "text": MEDIA_MARKER}
+        parts.append(part)
+    return parts, images
+
+
 class ChatMessage(BaseModel):
     model_config = ConfigDict(extra="allow")
     role: Literal["system", "developer", "user", "assistant", "tool"]
@@ -216,7 +232,7 @@ class ChatMessage(BaseModel):
         """`image_url` parts: a media marker where each was, the picture kept beside the text."""
         images: list[ImageInput] = []
         if isinstance(data, dict) and isinstance(data.get("content"), list):
-            parts, images = split_pictures(data["content"], MEDIA_MARKER)
+            parts, images = split_pictures(data["content"])
             data = {**data, "content": parts}
         message = handler(data)
         message._images = images

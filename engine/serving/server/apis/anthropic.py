@@ -25,10 +25,9 @@ from sse_starlette import EventSourceResponse
 from ..answer import SHUTDOWN_GRACE_S, AnswerCore, CallArgs, CallStart, End, Failed, Text
 from ..error_shapes import anthropic_error
 from ..errors import ApiError
-from ..pictures import content_of, data_uri, image_part
 from ..schemas import ChatCompletionRequest, schema_type
 from ..wire import dumps, provenance_items, timings, usage
-from .translate import extensions, provenance, read_body, validate
+from .translate import content_of, data_uri, extensions, image_part, provenance, read_body, validate
 
 CHAT_NAMES = {  # the chat request's fields as this API names them, for errors met after translation
     "response_format": "output_config.format.schema", "stop": "stop_sequences",

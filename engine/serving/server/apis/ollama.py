@@ -22,10 +22,9 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from ..answer import AnswerCore, CallArgs, CallStart, End, Failed, Text
 from ..wire import dumps, provenance_items, timings, usage
-from .translate import calls_as_dicts, extensions, now_iso, provenance, read_body, validate
+from .translate import calls_as_dicts, content_of, data_uri, extensions, image_part, now_iso, provenance, read_body, validate
 from .embeddings import Embeddings
 from ..errors import ApiError
-from ..pictures import content_of, data_uri, image_part
 from .ollama_models import OllamaModels, models_routes
 from ..schemas import ChatCompletionRequest, CompletionRequest, EmbeddingRequest
 

@@ -23,10 +23,9 @@ from sse_starlette import EventSourceResponse
 
 from ..answer import SHUTDOWN_GRACE_S, AnswerCore, CallArgs, CallStart, End, Failed, Text, Whole
 from ..errors import ApiError
-from ..pictures import content_of, image_part
 from ..schemas import ChatCompletionRequest
 from ..wire import dumps, provenance_items, timings, usage
-from .translate import extensions, provenance, read_body, validate
+from .translate import content_of, extensions, image_part, provenance, read_body, validate
 
 MAX_STORED = 256  # responses kept for previous_response_id (and GET), oldest forgotten first
 CHAT_NAMES = {"response_format": "text.format.schema", "max_tokens": "max_output_tokens"}  # errors after translation
