@@ -203,7 +203,8 @@ ToolChoice = Union[Literal["none", "auto", "required"], NamedToolChoice]
 
 def split_pictures(content: list[Any]) -> tuple[list[Any], list[ImageInput]]:
     """A message's content parts with each `image_url` part replaced by a text part holding the
-    media marker, and the pictures in order (checked: a ValueError naming the part)."""
+    media marker, and the pictures in order; a picture that cannot be taken leaves its refusal
+    in its place, for the content's validator to report (so the error names `content`)."""
     parts: list[Any] = []
     images: list[ImageInput] = []
     for j, part in enumerate(content):
@@ -211,11 +212,14 @@ def split_pictures(content: list[Any]) -> tuple[list[Any], list[ImageInput]]:
             url = part.get("image_url")
             try:
                 images.append(image_from_url(url.get("url") if isinstance(url, dict) else url, f"content[{j}]"))
+                part = {"type": "text", "text": MEDIA_MARKER}
             except ImageError as e:
-                raise ValueError(f"content[{j}].image_url: {e}") from None
-            part = {"type": "text", "text": MEDIA_MARKER}
+                part = {"type": _REFUSED, "why": f"part {j} (image_url): {e}"}
         parts.append(part)
     return parts, images
+
+
+_REFUSED = "tandem.refused_picture"
 
 
 class ChatMessage(BaseModel):
@@ -248,6 +252,8 @@ class ChatMessage(BaseModel):
             texts = []
             for part in v:
                 kind = part.get("type") if isinstance(part, dict) else type(part).__name__
+                if kind == _REFUSED:
+                    raise ValueError(part["why"])
                 if kind != "text" or not isinstance(part.get("text"), str):
                     raise ValueError(f"only text and image_url parts are supported, got a {kind!r} part")
                 texts.append(part["text"])

@@ -62,8 +62,9 @@ def test_an_image_url_is_answered_as_the_engine_answers_it(seeing):
 def test_a_picture_the_server_cannot_take_is_a_400_in_one_line(seeing, url, fragment):
     r = chat(seeing, _message(url))
     assert r.status_code == 400
-    message = r.json()["error"]["message"]
-    assert fragment in message and "\n" not in message
+    err = r.json()["error"]
+    assert err["param"] == "messages[0].content" and err["message"].startswith("messages[0].content: part 1 (image_url): ")
+    assert fragment in err["message"] and "\n" not in err["message"]
 
 
 def test_a_server_without_a_projector_says_so(tiny_hybrid):
