@@ -424,7 +424,7 @@ class Engine(BaseEngine):
         max_tokens, temperature, top_k, top_p, min_p, seed, stop, chat, system, tag, logit_bias,
         penalties, logprobs, grammar: GBNF text with a `root` rule, json_schema: a dict,
         parse_special: read control-token text in chat messages (unsafe) or a raw text prompt as
-        control tokens).
+        control tokens, images: pictures for a target loaded with its projector, `mmproj`).
         Inputs are checked here, before anything runs."""
         self._check_open()
         req = self.request(prompt, **options)

@@ -19,6 +19,10 @@ PICTURE = png_bytes(32, 32, seed=4)
 URI = "data:image/png;base64," + base64.b64encode(PICTURE).decode()
 
 
+B64 = base64.b64encode(PICTURE).decode()
+Q = "What is in this picture?"
+
+
 def _message(url: str = URI, text: str = "What is in this picture?") -> list[dict]:
     return [{"role": "user", "content": [{"type": "text", "text": text},
                                          {"type": "image_url", "image_url": {"url": url}}]}]
@@ -70,15 +74,20 @@ def test_a_picture_the_server_cannot_take_is_a_400_in_one_line(seeing, url, frag
 def test_a_server_without_a_projector_says_so(tiny_hybrid):
     with api_server(tiny_hybrid, None, n_ctx=256) as s:
         r = chat(s, _message())
+        anthropic = httpx.post(s.url + "/v1/messages", headers=AUTH, timeout=60, json={
+            "model": "tiny-pair", "max_tokens": 8, "messages": [{"role": "user", "content": [
+                {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": B64}}]}]})
+        ollama = httpx.post(s.url + "/api/chat", headers=AUTH, timeout=60, json={
+            "model": "tiny-pair", "stream": False, "messages": [{"role": "user", "content": Q, "images": [B64]}]})
+    assert anthropic.status_code == 400 and anthropic.json()["type"] == "error"
+    assert "reads text only" in anthropic.json()["error"]["message"]
+    assert ollama.status_code == 400 and "reads text only" in ollama.json()["error"]
     assert r.status_code == 400
     err = r.json()["error"]
     assert err["code"] == "images_not_supported"
     assert err["message"] == (f"{tiny_hybrid.name} reads text only: start the server with its vision projector "
                               "(--mmproj FILE, or an mmproj-*.gguf beside it) to send images")
 
-
-B64 = base64.b64encode(PICTURE).decode()
-Q = "What is in this picture?"
 
 
 def _openai_text(s, parts: list[dict]) -> str:
