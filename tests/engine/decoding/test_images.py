@@ -109,6 +109,21 @@ def test_an_attention_target_reads_pictures_at_plain_positions(tiny_target, tiny
         e.close()
 
 
+def test_gemma4_with_its_assistant_after_a_picture_writes_what_the_target_alone_writes(tiny_vision_gemma4):
+    target, projector, assistant = tiny_vision_gemma4
+    e = Engine(target, mmproj=projector, n_ctx=512, n_threads=1, metrics_log=False, calibration=False)
+    try:
+        base = e.generate(QUESTION, images=[PICTURE], max_tokens=32)
+        assert base.stats.prompt_tokens >= 81  # the family reads 70 image tokens a picture at least
+        for draft in (str(assistant), "lookup"):
+            out = e.generate(QUESTION, images=[PICTURE], draft_model=draft, lookahead=3, max_tokens=32)
+            assert out.tokens == base.tokens, draft
+            if draft == str(assistant):
+                assert out.stats.drafted > 0  # the assistant drafts from the target's cache after the picture
+    finally:
+        e.close()
+
+
 def _exact_after_picture(seeing, tokens, spans, params):
     """The target's exact distribution of two tokens after a prompt with a picture."""
     ctx = Context(seeing.target, RuntimeParams(n_ctx=256, n_threads=1))
