@@ -41,7 +41,8 @@ import llama_cpp  # noqa: E402
 # Tokens vision families already use for a picture's positions; the first one the vocabulary
 # holds as a single token stands in the list for each image embedding.
 _PLACEHOLDERS = ("<|image_pad|>", "<image_soft_token>", "<|image|>", "<image>", "<img>")
-_CACHE_IMAGES = 32  # encoded pictures kept per projector
+_CACHE_IMAGES = 32  # encoded pictures kept per projector, at most
+_CACHE_BYTES = 256 * 1024 * 1024  # and their embeddings' bytes (a 27B's 4096-token picture is 84 MB)
 
 
 _logs_routed = False
@@ -124,10 +125,11 @@ class ImageSpan:
 
 
 class ImageCache:
-    """Encoded pictures by content hash, the most recent kept (`_CACHE_IMAGES`)."""
+    """Encoded pictures by content hash, the most recent kept (`_CACHE_IMAGES`, `_CACHE_BYTES`;
+    the newest always, whatever its size)."""
 
-    def __init__(self, size: int = _CACHE_IMAGES):
-        self.size = size
+    def __init__(self, size: int = _CACHE_IMAGES, max_bytes: int = _CACHE_BYTES):
+        self.size, self.max_bytes = size, max_bytes
         self._items: OrderedDict[str, EncodedImage] = OrderedDict()
         self.encoded = 0  # how many encodes ran (tests: a picture is encoded once)
 
@@ -140,7 +142,8 @@ class ImageCache:
     def put(self, image: EncodedImage) -> None:
         self._items[image.key] = image
         self._items.move_to_end(image.key)
-        while len(self._items) > self.size:
+        while len(self._items) > 1 and (len(self._items) > self.size
+                                        or sum(e.embd.nbytes for e in self._items.values()) > self.max_bytes):
             self._items.popitem(last=False)
 
     def clear(self) -> None:

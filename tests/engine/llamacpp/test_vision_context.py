@@ -100,3 +100,19 @@ def test_the_projector_beside_a_target_is_the_only_one_or_the_one_named_after_it
     assert projector_beside(target).name == "mmproj-Qwen3.5-4B-F16.gguf"  # named after the target
     (tmp_path / "mmproj-Qwen3.5-4B-BF16.gguf").write_bytes(b"")
     assert projector_beside(target) is None  # two fit: the user says which (--mmproj)
+
+
+def test_the_image_cache_is_bounded_by_count_and_bytes():
+    from engine.llamacpp.vision import EncodedImage, ImageCache
+
+    def image(key: str, rows: int) -> EncodedImage:
+        return EncodedImage(key, [], [], np.zeros((rows, 64), np.float32), rows, None, None)  # type: ignore[arg-type]
+
+    cache = ImageCache(size=3, max_bytes=64 * 4 * 100)
+    for k in "abcd":
+        cache.put(image(k, 10))
+    assert [k for k in "abcd" if cache.get(k)] == ["b", "c", "d"]  # the oldest went first
+    cache.put(image("big", 90))
+    assert cache.get("big") is not None and cache.get("b") is None  # bytes: 10 + 90 rows fit, 120 do not
+    cache.put(image("huge", 500))
+    assert cache.get("huge") is not None and cache.get("big") is None  # the newest stays, whatever its size
