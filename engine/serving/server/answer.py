@@ -275,8 +275,12 @@ class AnswerCore:
         in a place of the queue's limit as a generation counts them."""
         tools = ToolUse(req, self.eng.target.chat_template)
         job = self.admit("count_tokens", uuid.uuid4().hex[:24])
-        try:
-            return len(await self.prompt_tokens(req.engine_messages(), True, tools.tools, req.parse_special_in_content))
+        try:  # a picture counts its image tokens: the prompt as the engine will read it
+            images = checked_pictures(self.eng, False, req.images())
+            tokens = await self.prompt_tokens(req.engine_messages(), True, tools.tools, req.parse_special_in_content,
+                                              None, bool(images))
+            return len(tokens if not images else (await run_in_threadpool(
+                self.eng.prompt_input, GenerationRequest(tokens, images=images)))[0])
         finally:
             self.queue.finish(job)
 
@@ -378,9 +382,7 @@ class Choice:
     """One running answer: its events as they come (`events`), or the whole of it (`whole`)."""
 
     def __init__(self, answering: Answering, gen: Generation):
-        self.answering, self.gen = answering, gen
-        self.core = answering.core
-        self.ended_by_door = False
+        self.answering, self.gen, self.core, self.ended_by_door = answering, gen, answering.core, False
 
     @property
     def prompt_evaluated(self) -> int:
@@ -402,8 +404,7 @@ class Choice:
         cancels the generation."""
         split = self.answering.tools.stream() if self.answering.tools else None
         pending: list[TokenEvent] = []  # tokens not reported yet
-        offset, fed = 0, 0
-        read, ended = False, False
+        offset, fed, read, ended = 0, 0, False, False
         try:
             async for ev in self.gen:
                 if not read:

@@ -139,3 +139,16 @@ def test_a_bad_picture_is_refused_in_each_apis_shape(seeing):
             {"type": "input_image", "image_url": "https://example.com/a.png"}]}]})
     assert r.status_code == 400
     assert r.json()["error"]["message"].startswith("input[0].content[0].image_url: image URLs are not fetched")
+
+
+def test_count_tokens_counts_the_pictures_image_tokens(seeing):
+    messages = [{"role": "user", "content": [
+        {"type": "text", "text": Q}, {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": B64}}]}]
+    n = httpx.post(seeing.url + "/v1/messages/count_tokens", headers=AUTH, timeout=60,
+                   json={"model": "tiny-pair", "messages": messages}).json()["input_tokens"]
+    answer = httpx.post(seeing.url + "/v1/messages", headers=AUTH, timeout=60,
+                        json={"model": "tiny-pair", "max_tokens": 4, "messages": messages}).json()
+    plain = httpx.post(seeing.url + "/v1/messages/count_tokens", headers=AUTH, timeout=60,
+                       json={"model": "tiny-pair", "messages": [{"role": "user", "content": Q}]}).json()["input_tokens"]
+    usage = answer["usage"]  # input_tokens: those read now; the rest came from the context kept
+    assert n == usage["input_tokens"] + usage.get("cache_read_input_tokens", 0) and n >= plain + 16
