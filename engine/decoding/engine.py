@@ -432,8 +432,7 @@ class Engine(BaseEngine):
         return self._run(self.decoder(req.draft), prompt, req, cancel)
 
     def prompt_input(self, req: GenerationRequest) -> tuple[list[int], list[Any]]:
-        """The request's prompt tokens and, with images, where each picture sits in them
-        (`ImageSpan`s; each picture decoded within its bounds and encoded once per content)."""
+        """The request's prompt tokens and its pictures' `ImageSpan`s in them (decoded in bounds, encoded once)."""
         def tokens(prompt: Prompt, media: bool = False) -> list[int]:
             return self.tokens_for(prompt, chat=req.chat, system=req.system, limit=self.n_ctx,
                                    parse_special=req.parse_special, media=media)
@@ -448,11 +447,12 @@ class Engine(BaseEngine):
                 self._save_calibration(dec)
             yield ev
 
-    def first_divergence(self, prompt: Sequence[int], reference: Sequence[int], other: Sequence[int]) -> Divergence | None:
+    def first_divergence(self, prompt: Sequence[int], reference: Sequence[int], other: Sequence[int],
+                         images: Sequence[Any] = ()) -> Divergence | None:
         self._check_open()
         with self._lock:  # its own context on the target: `close` must not free the target under it
             self._check_open()
-            return first_divergence(self.target, prompt, reference, other)
+            return first_divergence(self.target, prompt, reference, other, images=images)
 
     def _log(self, stats: RunStats, dec: Decoder, req: GenerationRequest) -> None:
         if self.metrics_log is None:

@@ -59,3 +59,12 @@ def test_a_bad_image_is_one_line_before_any_model_loads(capsys, tmp_path, make, 
     assert main(["generate", "x", "--target", str(tmp_path / "missing.gguf"), "--image", str(path)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert err == [f"tandem: error: {line.format(p=path)}"]
+
+
+def test_race_takes_pictures_too(capsys, tiny_vision, picture):
+    target, _ = tiny_vision
+    assert main(["race", "Describe the picture:", "--target", str(target), "--image", str(picture), "--draft", "mtp",
+                 "--max-tokens", "16", "--threads", "1", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["target"]["tokens"] == out["speculative"]["tokens"]
+    assert out["target"]["stats"]["prompt_tokens"] > 16

@@ -161,3 +161,17 @@ def test_sampled_distribution_after_a_picture_with_mtp_is_the_targets(seeing):
         dec.close()
     assert drafted > 0
     assert _chi_square(counts, exact, n) > 0.01
+
+
+def test_the_race_reads_the_picture_on_both_sides_and_finds_a_parting_after_it(seeing):
+    from engine.measure.racing import race
+
+    req = GenerationRequest(QUESTION, images=[PICTURE], draft="mtp", lookahead=3, max_tokens=16)
+    r = race(seeing, req)
+    assert r is not None and r.identical
+    assert r.target.stats.prompt_tokens == r.speculative.stats.prompt_tokens >= 16
+    tokens, spans = seeing.prompt_input(req)
+    ref = r.target.tokens
+    other = ref[:3] + [ref[3] + 1] + ref[4:]
+    div = seeing.first_divergence(tokens, ref, other, images=spans)  # the margin read after the picture
+    assert div is not None and div.index == 3 and div.expected_token == ref[3] and div.margin >= 0
