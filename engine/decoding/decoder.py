@@ -269,9 +269,9 @@ class Decoder:
                 run.end("cancelled", "cancel")
                 run.t_prefill = time.perf_counter()
                 return
-            # A read picture is not kept in the prompt cache (its state is only this context's)
-            cache = self.prompt_cache if run.request.prompt_cache and not run.images else None
-            keep = cache.restore(ctx, run.prompt) if cache is not None else ctx.reuse_prefix(run.prompt, run.images)
+            cache = self.prompt_cache if run.request.prompt_cache else None
+            keep = (cache.restore(ctx, run.prompt, run.images) if cache is not None
+                    else ctx.reuse_prefix(run.prompt, run.images))
         todo = run.prompt[keep:-1]
         total, done = len(todo), 0
         yield PrefillEvent(0, total, cached=keep)
@@ -316,7 +316,7 @@ class Decoder:
     def _remember(self, run: _Run) -> None:
         """Keep what the target's context holds in the prompt cache (the next request that
         starts the same way, with any draft choice or after a restart, reads only the rest)."""
-        if self.prompt_cache is None or not run.request.prompt_cache or run.images:
+        if self.prompt_cache is None or not run.request.prompt_cache:
             return
         with self._step_lock:
             if not self._closed:

@@ -113,7 +113,8 @@ class Context:
         return len(self.tokens)
 
     def position(self, index: int) -> int:
-        """The position of `tokens[index]` (a picture's cells all stand at its first position)."""
+        """The position of `tokens[index]` (a picture's cells: its first position, where the cache
+        is cut)."""
         shift = 0
         for span in self.images:
             if index < span.end:
@@ -349,18 +350,30 @@ class Context:
         got = int(llama_cpp.llama_state_seq_get_data(self._ctx, buf.ctypes.data_as(_U8P), size, 0))
         return buf if got == size and size > 0 else None
 
-    def load_state(self, data: np.ndarray | bytearray, tokens: Sequence[int]) -> bool:
-        """Replace what this context holds by a state `save_state` made after `tokens`. False
-        (the context left empty) when llama.cpp refuses the bytes or they hold other positions."""
+    def keyed_tokens(self) -> np.ndarray:
+        """`tokens` with each picture's cells as its content's key id: what names this state."""
+        return keyed(self.tokens, self.images)
+
+    def load_state(self, data: np.ndarray | bytearray, tokens: Sequence[int], images: Sequence[Any] = ()) -> bool:
+        """Replace what this context holds by a state `save_state` made after `tokens` (keyed:
+        `keyed_tokens`; `images`, the pictures they name, as ImageSpans). False (the context left
+        empty) when llama.cpp refuses the bytes, they hold other positions, or name a picture
+        not among `images`."""
         self.clear()
+        plain = [int(t) for t in tokens]
+        known = [s for s in images if s.end <= len(plain) and plain[s.start] == s.key_id]
+        for s in known:
+            plain[s.start:s.end] = [s.image.projector.placeholder] * s.n_tokens
         buf = np.frombuffer(data, dtype=np.uint8)
-        if int(llama_cpp.llama_state_seq_set_data(self._ctx, buf.ctypes.data_as(_U8P), len(buf), 0)) <= 0:
+        if any(t < 0 for t in plain) or \
+                int(llama_cpp.llama_state_seq_set_data(self._ctx, buf.ctypes.data_as(_U8P), len(buf), 0)) <= 0:
             self.clear()
             return False
-        if int(llama_cpp.llama_memory_seq_pos_max(self._mem, 0)) != len(tokens) - 1:  # (no pictures: see store)
+        self.images, self._shift = known, sum(s.shift for s in known)
+        if int(llama_cpp.llama_memory_seq_pos_max(self._mem, 0)) != self.position(len(plain) - 1):
             self.clear()
             return False
-        self.tokens = [int(t) for t in tokens]
+        self.tokens = plain
         return True
 
     def clear(self) -> None:
@@ -393,6 +406,15 @@ def _raw_function(name: str, restype: object, argtypes: list) -> Callable:
     fn.restype = restype
     fn.argtypes = argtypes
     return fn
+
+
+def keyed(tokens: Sequence[int], images: Sequence[Any]) -> np.ndarray:
+    """`tokens` (int32) with each picture's cells as its key id (`ImageSpan.key_id`)."""
+    out = np.asarray(tokens, dtype=np.int32).copy()
+    for s in images:
+        if s.end <= len(out):
+            out[s.start:s.end] = s.key_id
+    return out
 
 
 def common_prefix(a: Sequence[int], b: Sequence[int]) -> int:

@@ -114,6 +114,11 @@ class ImageSpan:
         """How many fewer positions than KV cells the picture takes."""
         return self.image.n_tokens - self.image.n_pos
 
+    @property
+    def key_id(self) -> int:
+        """A negative id named by the picture's content: its cells in a state's key (prompt cache)."""
+        return -1 - int(self.image.key[:7], 16)
+
     def same(self, other: "ImageSpan") -> bool:
         return self.start == other.start and self.image.key == other.image.key
 

@@ -175,3 +175,38 @@ def test_the_race_reads_the_picture_on_both_sides_and_finds_a_parting_after_it(s
     other = ref[:3] + [ref[3] + 1] + ref[4:]
     div = seeing.first_divergence(tokens, ref, other, images=spans)  # the margin read after the picture
     assert div is not None and div.index == 3 and div.expected_token == ref[3] and div.margin >= 0
+
+
+@pytest.mark.parametrize("family", ["hybrid", "attention"])
+def test_a_prompt_with_a_picture_is_kept_in_the_prompt_cache_by_its_content(tiny_vision, tiny_target, tmp_path, family):
+    """Another draft choice (another decoder, another context) reads a kept prompt with its
+    picture from the prompt cache; another picture at the same place finds only the text before it."""
+    from engine.decoding.prompt_cache import CacheLimits
+
+    target, projector = tiny_vision if family == "hybrid" else (tiny_target, tiny_vision[1])
+    e = Engine(target, mmproj=projector, n_ctx=512, n_threads=1, metrics_log=False, calibration=False,
+               prompt_cache=CacheLimits(folder=tmp_path, min_tokens=4))
+    try:
+        def read(draft, picture):
+            events = list(e.stream(QUESTION, images=[picture], draft_model=draft, max_tokens=8))
+            prefill = [ev for ev in events if isinstance(ev, PrefillEvent)][0]
+            return prefill, [ev for ev in events if isinstance(ev, DoneEvent)][0]
+
+        first, done = read(None, PICTURE)
+        assert first.cached == 0
+        again, done2 = read("lookup", PICTURE)  # the lookup decoder's context starts empty: the cache serves it
+        assert again.cached == again.total + again.cached and again.cached > 16
+        assert done2.tokens == done.tokens
+        other, _ = read("suffix", png_bytes(32, 32, seed=11))
+        tokens, (span,) = e.prompt_input(GenerationRequest(QUESTION, images=[PICTURE]))
+        assert other.cached <= span.start  # a picture of other content is not this one
+        assert e.prompt_cache.flush()
+    finally:
+        e.close()
+    e = Engine(target, mmproj=projector, n_ctx=512, n_threads=1, metrics_log=False, calibration=False,
+               prompt_cache=CacheLimits(folder=tmp_path, min_tokens=4))
+    try:  # after a restart, from the file: the picture is named by its content, not by this process
+        restarted, done3 = read(None, PICTURE)
+        assert restarted.cached > 16 and done3.tokens == done.tokens
+    finally:
+        e.close()
