@@ -245,8 +245,9 @@ class Projector:
                     (after if chunk is not None else before).extend(int(ptr[j]) for j in range(n.value))
                 elif kind == m.MTMD_INPUT_CHUNK_TYPE_IMAGE and chunk is None:
                     chunk = c
-                else:
-                    raise DecodeError("libmtmd split one picture into several parts; Tandem reads one")
+                else:  # tiles or slices (LLaVA-1.6, MiniCPM-V, InternVL, Idefics3): not read yet
+                    raise UnsupportedModelError(f"{self.path.name} cuts a picture into tiles; Tandem reads projectors "
+                                                "that give one part a picture (Qwen2/2.5/3-VL, Qwen3.5, Gemma 3/4, ...)")
             if chunk is None:
                 raise DecodeError("libmtmd made no image tokens for the picture")
             n_tokens = int(m.mtmd_input_chunk_get_n_tokens(chunk))
