@@ -136,6 +136,31 @@ def tiny_hybrid(models_dir, vocab) -> Path:
 
 
 @pytest.fixture(scope="session")
+def tiny_vision(models_dir, vocab) -> tuple[Path, Path]:
+    """(target, projector): the hybrid Qwen3.5 with its MTP layer, and a random qwen3vl
+    projector for it, in a folder of their own (the projector is found beside its target)."""
+    from engine.models.tiny_archs import write_arch_model
+    from engine.models.tiny_projector import write_projector
+
+    folder = models_dir / "vision"
+    target = write_arch_model(folder / "qwen35-vl-mtp.gguf", "qwen35", mtp=True, seed=0, vocab=vocab)
+    return target, write_projector(folder / "mmproj-qwen35-vl.gguf")
+
+
+@pytest.fixture(scope="session")
+def tiny_vision_gemma4(models_dir, vocab) -> tuple[Path, Path, Path]:
+    """(target, projector, assistant): the tiny Gemma 4, a random gemma4v projector, and the
+    assistant that drafts from the target's own cache."""
+    from engine.models.tiny_archs import write_arch_model
+    from engine.models.tiny_projector import write_projector
+
+    folder = models_dir / "vision-gemma4"
+    target = write_arch_model(folder / "gemma4-vl.gguf", "gemma4", seed=0, vocab=vocab)
+    assistant = write_arch_model(folder / "gemma4-vl-assistant.gguf", "gemma4-assistant", seed=1, vocab=vocab)
+    return target, write_projector(folder / "mmproj-gemma4-vl.gguf", kind="gemma4"), assistant
+
+
+@pytest.fixture(scope="session")
 def tiny_hybrid_draft(models_dir, vocab) -> Path:
     """A smaller-family Qwen3.5 of the same vocabulary: other weights, no MTP layer."""
     from engine.models.tiny_archs import write_arch_model

@@ -54,6 +54,7 @@ def _request(args: argparse.Namespace, prompt: str, draft: object):
         stop=args.stop or (),
         tag=getattr(args, "tag", None),
         grammar=getattr(args, "grammar", None),  # compiled by _validated_inputs
+        images=getattr(args, "images", ()),  # read and checked by _validated_inputs
     )
 
 
@@ -63,6 +64,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
 
     prompt = _validated_inputs(args)  # before loading anything: a bad prompt costs no model load
     target, draft = resolve_pair(args)
+    _projector(target, args)
     if args.mcp:  # the tool loop: servers first (a bad one costs no model load), then the model
         from .tooluse import generate_with_tools
 
@@ -96,6 +98,14 @@ def cmd_generate(args: argparse.Namespace) -> int:
         print("tandem: interrupted", file=sys.stderr)
         return 130
     return 0
+
+
+def _projector(target: Path, args: argparse.Namespace) -> None:
+    """With --image: the projector that reads the pictures, given or beside the target."""
+    if args.images:
+        from .images import projector_for
+
+        args.projector = projector_for(target, args, needed=True)
 
 
 def _prompt_arg(value: str) -> str:
@@ -138,10 +148,15 @@ def _validated_inputs(args: argparse.Namespace) -> str:
     from .constraint import constraint_grammar
 
     args.grammar = constraint_grammar(args)
+    from .images import read_images
+
+    args.images = read_images(args)
     if hasattr(args, "mcp"):  # generate's tool flags (race has none)
         from .tooluse import check_tool_flags
 
         check_tool_flags(args)
+        if args.images and args.mcp:
+            raise UsageError("--image cannot be combined with --mcp yet (the tool loop reads text only)")
     return prompt
 
 
@@ -171,6 +186,7 @@ def cmd_race(args: argparse.Namespace) -> int:
     if draft is None:
         raise UsageError("race needs a draft: --draft PATH, --draft lookup, --draft suffix or --draft mtp")
     choice = DraftChoice.parse(draft)
+    _projector(target, args)
     eng = _engine(target, args)
     request = _request(args, prompt, draft)
 
@@ -349,10 +365,14 @@ def build_parser() -> argparse.ArgumentParser:
     from . import tooluse as cli_tooluse  # --mcp: the tool loop; `tandem tools`
 
     cli_tooluse.add_tool_options(g)
+    from .images import add_image_options
+
+    add_image_options(g)
     g.set_defaults(func=cmd_generate)
 
     r = sub.add_parser("race", help="target alone vs speculative, same prompt and settings")
     _add_gen_options(r)
+    add_image_options(r)
     r.set_defaults(func=cmd_race)
 
     b = sub.add_parser("bench", help="benchmark suites across modes; medians and measured speedups")

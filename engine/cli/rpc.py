@@ -8,6 +8,7 @@ import signal
 import sys
 
 from ..llamacpp import rpc_backend as rpc
+from .common import UsageError
 
 
 def rpc_endpoints(value: str) -> list[str]:
@@ -38,12 +39,16 @@ def _seconds(value: str) -> float:
 def engine_for(target, runtime, args: argparse.Namespace):
     """The engine a generating command uses: in this process without --rpc; with --rpc,
     in a child process (engine/serving/remote_engine.py), so a worker that dies or hangs mid-answer
-    is one `tandem: error:` line naming it, after at most --rpc-timeout seconds."""
+    is one `tandem: error:` line naming it, after at most --rpc-timeout seconds. `args.projector`
+    (set by the image flags): the target's vision projector, loaded with it."""
     eps = getattr(args, "rpc", None)
+    mmproj = getattr(args, "projector", None)
     if not eps:
         from ..decoding.engine import Engine
 
-        return Engine(target, runtime=runtime, history_draft=not getattr(args, "no_history_draft", False))
+        return Engine(target, runtime=runtime, history_draft=not getattr(args, "no_history_draft", False), mmproj=mmproj)
+    if mmproj is not None:
+        raise UsageError("images are not read with --rpc yet: run the target in this process to send images")
     from ..serving.remote_engine import DEFAULT_HANG_TIMEOUT_S, RemoteEngine
 
     return RemoteEngine(target, rpc=eps, weights=getattr(args, "rpc_split", None), runtime=runtime,

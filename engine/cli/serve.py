@@ -140,6 +140,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
               "can use the server", file=sys.stderr)
     bind(args.host, args.port).close()  # a busy port fails now, before minutes of model loading
     target, draft = resolve_pair(args)
+    if args.mmproj or not getattr(args, "rpc", None):  # pictures: the projector given, or one beside the target
+        from .images import projector_for
+
+        args.projector = projector_for(target, args, needed=False)
     library = _open_library(args.library) if args.library is not None else None
     try:
         return _serve(args, target, draft, library, api_key, cors, max_body, aliases, any_name, hosts)
@@ -194,6 +198,7 @@ def _serve(args: argparse.Namespace, target: Path, draft: Any, library: Any, api
         split = f", target split over {len(eng.endpoints)} RPC worker(s)" if getattr(args, "rpc", None) else ""
         draft_text = DraftChoice.parse(draft).label
         slots_text = f", {args.parallel} slots" if args.parallel > 1 else ""
+        slots_text += f", sees images ({args.projector.name})" if getattr(args, "projector", None) else ""
         print(f"tandem: serving {served.id} ({target.name}, {draft_text}, lookahead {args.lookahead}, "
               f"context {args.ctx}{split}{slots_text}) on {url_for(args.host, args.port)}/v1", file=sys.stderr)
         if library is not None:
@@ -222,6 +227,9 @@ def register(sub: Any) -> None:
     s.add_argument("--target", help="target GGUF path or catalog model id (instead of --pair)")
     s.add_argument("--draft", help="draft GGUF path or model id, 'lookup', 'mtp' (a target with MTP layers), 'suffix' or 'none'")
     add_history_option(s)
+    from .images import add_image_options
+
+    add_image_options(s, images=False)
     s.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1: this machine only)")
     s.add_argument("--port", type=int, default=8080)
     s.add_argument("--lookahead", type=lookahead_arg, default="auto",

@@ -12,7 +12,7 @@ cost model) and prompting/ (chat templates in a sandbox, tools offered through t
 prompt fitting). Each wing's __init__ says what it holds and may import. Above the top, slots/
 runs the top's decoder on several sequences of one context at once (the parallel slots).
 
-May import: engine.llamacpp (the llama.cpp seam), engine.models, engine.errors, engine.paths,
+May import: engine.llamacpp (the llama.cpp seam), engine.models, engine.documents, engine.errors, engine.paths,
 engine.units, engine.resources, and its own modules. A wing never imports decoding's top;
 drafting may import sampling; prompting stands alone. Never engine.measure, engine.serving,
 engine.cli or app.

@@ -73,6 +73,7 @@ class _Run:
     draft_read: int = 0  # tokens it has read so far this run
     acceptance: TextAcceptance | None = None  # what this text's proposals were worth (Auto trims by it)
     logprobs: list[tuple[float, list[tuple[int, float]]]] = field(default_factory=list)  # per generated token, if asked
+    images: list[Any] = field(default_factory=list)  # the pictures in `prompt` (ImageSpans): only the target reads them
 
     def end(self, finish: str, stopped_by: str) -> None:
         if not self.finish:
@@ -193,16 +194,22 @@ class Decoder:
         prompt_tokens: Sequence[int],
         request: GenerationRequest | None = None,
         cancel: CancelToken | None = None,
+        *,
+        images: Sequence[Any] = (),
     ) -> Iterator[Event]:
         """Generate from `prompt_tokens` as `request` asks (its prompt was turned into these
-        tokens by the caller; None: the defaults), yielding events; the last is a `DoneEvent`."""
+        tokens by the caller; None: the defaults), yielding events; the last is a `DoneEvent`.
+        `images`: the pictures among the tokens (`ImageSpan`s from the target's projector)."""
         from .request import GenerationRequest
 
         if self._closed:
             raise EngineClosedError("this engine was closed: load the model again")
         prompt = list(prompt_tokens)
+        if images and images[-1].end >= len(prompt):
+            raise PromptError("a picture cannot end the prompt: text must follow it")
         with self.queue.hold():
             run = self._start(prompt, request or GenerationRequest(prompt), cancel or CancelToken())
+            run.images = list(images)
             self._active = run.cancel
             try:
                 yield from self._prefill(run)
@@ -264,14 +271,15 @@ class Decoder:
                 run.t_prefill = time.perf_counter()
                 return
             cache = self.prompt_cache if run.request.prompt_cache else None
-            keep = cache.restore(ctx, run.prompt) if cache is not None else ctx.reuse_prefix(run.prompt)
+            keep = (cache.restore(ctx, run.prompt, run.images) if cache is not None
+                    else ctx.reuse_prefix(run.prompt, run.images))
         todo = run.prompt[keep:-1]
         total, done = len(todo), 0
         yield PrefillEvent(0, total, cached=keep)
         try:
             if cancel.cancelled:
                 raise Cancelled("cancelled")
-            chunks = ctx.feed(todo, abortable=True)
+            chunks = ctx.feed(todo, abortable=True, images=run.images)
             while done < total:
                 with self._step_lock:  # never held across a yield: close() must not wait on a consumer
                     if self._closed:

@@ -39,6 +39,8 @@ from ..models.gguf_header import validate_file
 from ..llamacpp.llama import Model, supports_gpu_offload
 from .drafting.cost_model import CostModel
 from .prompting.prompt_fit import tokenize_within
+from .prompting.media import image_prompt
+from ..llamacpp.vision import Projector
 from .metrics import append_metrics
 from ..llamacpp.rpc_backend import Cluster, connect as rpc_connect
 from ..llamacpp.runtime import RuntimeParams, runtime_from
@@ -68,7 +70,7 @@ def _encodable(value: Any) -> Any:
 
 def prompt_tokens(model: Model, prompt: Prompt, *, chat: bool = False, system: str | None = None,
                   limit: int | None = None, tools: Sequence[Mapping[str, Any]] | None = None,
-                  parse_special: bool = False) -> list[int]:
+                  parse_special: bool = False, media: bool = False) -> list[int]:
     """Prompt tokens for a model: text (raw or through its chat template), chat messages, or
     token ids. `Engine.tokens_for` and the lookup replay (which has only a vocabulary) share it.
 
@@ -81,7 +83,7 @@ def prompt_tokens(model: Model, prompt: Prompt, *, chat: bool = False, system: s
         if not prompt.strip():
             raise PromptError("the prompt is empty")
         if not chat:
-            return tokenize_within(model, prompt, limit, add_special=True, parse_special=parse_special)
+            return tokenize_within(model, prompt, limit, add_special=True, parse_special=parse_special, media=media)
         messages: list[Message] = ([{"role": "system", "content": system}] if system else []) + [
             {"role": "user", "content": prompt}
         ]
@@ -91,7 +93,7 @@ def prompt_tokens(model: Model, prompt: Prompt, *, chat: bool = False, system: s
         messages = list(prompt)  # type: ignore[arg-type]
         if system and not any(m.get("role") == "system" for m in messages):
             messages.insert(0, {"role": "system", "content": system})
-    return chat_tokens(model, messages, limit=limit, tools=tools, parse_special=parse_special)
+    return chat_tokens(model, messages, limit=limit, tools=tools, parse_special=parse_special, media=media)
 
 
 class Engine(BaseEngine):
@@ -117,13 +119,15 @@ class Engine(BaseEngine):
         rpc: Sequence[str] | str | Cluster | None = None,
         history_draft: bool = True,
         prompt_cache: bool | CacheLimits = True,
+        mmproj: str | os.PathLike[str] | None = None,
     ):
         """`rpc`: llama.cpp RPC workers ("HOST:PORT" strings or an `engine.llamacpp.rpc_backend.Cluster`)
         that hold part of the target, split by free memory; drafts always stay local.
         `history_draft`: the suffix drafter keeps past answers in a file per target (in the
         data dir, never sent anywhere); False keeps them in memory only.
         `prompt_cache`: keep read prompts' states (memory and disk, shared by every draft
-        choice; `CacheLimits` sets their budgets); False: each decoder keeps only its last prompt."""
+        choice; `CacheLimits` sets their budgets); False: each decoder keeps only its last prompt.
+        `mmproj`: the target's vision projector file: requests may then carry images."""
         if not isinstance(target, Model):
             target = model_file(target, "target")  # a path, a catalog id or a file name in the store
             require_target(target)  # not a draft-only file such as Gemma 4's assistant (header only)
@@ -143,6 +147,8 @@ class Engine(BaseEngine):
         # [rpc] end
         self.target = target if isinstance(target, Model) else Model(target, **target_kw)
         self._owns_target = not isinstance(target, Model)
+        self.projector = None if mmproj is None else Projector(  # (a refused one: the target is freed with self)
+            self.target, mmproj, n_threads=self.n_threads, use_gpu=supports_gpu_offload() and self.runtime.n_gpu_layers != 0)
         self._drafts: dict[str, Model] = {}
         self._bridged: set[str] = set()  # drafts of another vocabulary (bridged through text)
         self._decoders: dict[str, Decoder] = {}
@@ -367,8 +373,9 @@ class Engine(BaseEngine):
     # -- prompts -------------------------------------------------------------------------
     def tokens_for(self, prompt: Prompt, *, chat: bool = False, system: str | None = None,
                    limit: int | None = None, tools: Sequence[Mapping[str, Any]] | None = None,
-                   parse_special: bool = False) -> list[int]:
+                   parse_special: bool = False, media: bool = False) -> list[int]:
         """Prompt tokens: text (raw or through the chat template), chat messages, or token ids.
+        `media`: media markers become IMAGE_SLOT entries (see `prompt_input`).
 
         `limit`: stop counting with `PromptTooLong` once the prompt cannot fit that many tokens.
         `parse_special`: control-token text inside chat messages (unsafe) or a raw text prompt
@@ -377,7 +384,7 @@ class Engine(BaseEngine):
         with self._lock:
             self._check_open()  # the target is freed under this lock: never tokenise with a freed one
             return prompt_tokens(self.target, prompt, chat=chat, system=system, limit=limit, tools=tools,
-                                 parse_special=parse_special)
+                                 parse_special=parse_special, media=media)
 
     # -- embeddings ----------------------------------------------------------------------
     def embedding_tokens(self, text: str, *, limit: int | None = None) -> list[int]:
@@ -417,27 +424,35 @@ class Engine(BaseEngine):
         max_tokens, temperature, top_k, top_p, min_p, seed, stop, chat, system, tag, logit_bias,
         penalties, logprobs, grammar: GBNF text with a `root` rule, json_schema: a dict,
         parse_special: read control-token text in chat messages (unsafe) or a raw text prompt as
-        control tokens).
+        control tokens, images: pictures for a target loaded with its projector, `mmproj`).
         Inputs are checked here, before anything runs."""
         self._check_open()
         req = self.request(prompt, **options)
-        tokens = self.tokens_for(req.prompt, chat=req.chat, system=req.system, limit=self.n_ctx,
-                                 parse_special=req.parse_special)
-        dec = self.decoder(req.draft)
-        return self._run(dec, tokens, req, cancel)
+        prompt = self.prompt_input(req)
+        return self._run(self.decoder(req.draft), prompt, req, cancel)
 
-    def _run(self, dec: Decoder, tokens: list[int], req: GenerationRequest, cancel: CancelToken | None) -> Iterator[Event]:
-        for ev in dec.run(tokens, req, cancel):
+    def prompt_input(self, req: GenerationRequest) -> tuple[list[int], list[Any]]:
+        """The request's prompt tokens and its pictures' `ImageSpan`s in them (decoded in bounds, encoded once)."""
+        def tokens(prompt: Prompt, media: bool = False) -> list[int]:
+            return self.tokens_for(prompt, chat=req.chat, system=req.system, limit=self.n_ctx,
+                                   parse_special=req.parse_special, media=media)
+        with self._lock:  # the projector is freed under it
+            return (tokens(req.prompt), []) if not req.images else image_prompt(
+                self.projector, lambda p: tokens(p, True), req.prompt, req.images, self.target.path.name)
+
+    def _run(self, dec: Decoder, prompt: tuple[list[int], list], req: GenerationRequest, cancel: CancelToken | None) -> Iterator[Event]:
+        for ev in dec.run(prompt[0], req, cancel, images=prompt[1]):
             if isinstance(ev, DoneEvent):
                 self._log(ev.stats, dec, req)
                 self._save_calibration(dec)
             yield ev
 
-    def first_divergence(self, prompt: Sequence[int], reference: Sequence[int], other: Sequence[int]) -> Divergence | None:
+    def first_divergence(self, prompt: Sequence[int], reference: Sequence[int], other: Sequence[int],
+                         images: Sequence[Any] = ()) -> Divergence | None:
         self._check_open()
         with self._lock:  # its own context on the target: `close` must not free the target under it
             self._check_open()
-            return first_divergence(self.target, prompt, reference, other)
+            return first_divergence(self.target, prompt, reference, other, images=images)
 
     def _log(self, stats: RunStats, dec: Decoder, req: GenerationRequest) -> None:
         if self.metrics_log is None:
@@ -476,6 +491,8 @@ class Engine(BaseEngine):
             self.prompt_cache.close()
         with self._lock:
             self._decoders.clear()
+            if self.projector is not None:
+                self.projector.close()
             for m in self._drafts.values():
                 m.close()
             self._drafts.clear()

@@ -56,11 +56,12 @@ class BaseEngine(ABC):
     @abstractmethod
     def tokens_for(self, prompt: Prompt, *, chat: bool = False, system: str | None = None,
                    limit: int | None = None, tools: Sequence[Mapping[str, Any]] | None = None,
-                   parse_special: bool = False) -> list[int]:
+                   parse_special: bool = False, media: bool = False) -> list[int]:
         """Prompt tokens: text (raw or through the chat template), chat messages, or token ids;
         with `limit`, counting stops with `PromptTooLong` once the prompt cannot fit; `tools`
         (OpenAI's list) are offered to the model through its chat template. Control-token
-        text in messages or a raw text stays text unless `parse_special` (see `content_guard`)."""
+        text in messages or a raw text stays text unless `parse_special` (see `content_guard`).
+        `media`: media markers become IMAGE_SLOT entries, for a picture's tokens."""
 
     @abstractmethod
     def decoder(self, draft_model: Any = None, on_progress: Callable[[float], bool] | None = None) -> Any:

@@ -24,7 +24,7 @@ import numpy as np
 
 from .. import paths
 from ..errors import DecodeError, TandemError
-from ..llamacpp.context import Context
+from ..llamacpp.context import Context, keyed
 from . import prompt_cache_files as files
 
 log = logging.getLogger(__name__)
@@ -98,22 +98,25 @@ class PromptCache:
         self._writer = files.Writer(lambda e: log.warning("prompt cache not saved to %s (%s)", self.folder, e))
 
     # -- what the decoder calls ---------------------------------------------------------------
-    def restore(self, ctx: Context, prompt: Sequence[int]) -> int:
+    def restore(self, ctx: Context, prompt: Sequence[int], images: Sequence[Any] = ()) -> int:
         """Make `ctx` hold the longest prefix of `prompt` (all but its last token) that it or
-        this cache has; how many positions it holds. Falls back to `ctx.reuse_prefix`."""
+        this cache has; how many positions it holds. Falls back to `ctx.reuse_prefix`.
+        `images`: the prompt's pictures (ImageSpans); a state is keyed by their content."""
         if ctx.after_decode is not None:  # an MTP head needs the hidden state of every position read
-            return ctx.reuse_prefix(prompt)
-        want = np.asarray(prompt[: len(prompt) - 1], dtype=np.int32)
-        own = shared_prefix(np.asarray(ctx.tokens, dtype=np.int32), want)
+            return ctx.reuse_prefix(prompt, images)
+        want = keyed(prompt[: len(prompt) - 1], images)
+        own = shared_prefix(ctx.keyed_tokens(), want)
         if ctx.recurrent and own < ctx.n_past:
             own = 0  # cutting a recurrent state back re-reads what it keeps: any saved state is cheaper
         for entry, n in self._candidates(ctx, want):
             if n < max(own + MIN_GAIN, 1):
                 break
+            if (entry.tokens[n:] < 0).any():
+                continue  # a picture past the shared part: not this request's to name
             data = entry.data if entry.data is not None else self._read(entry)
             if data is None:
                 continue
-            if not ctx.load_state(data, entry.tokens):
+            if not ctx.load_state(data, entry.tokens, images):
                 log.warning("prompt cache: llama.cpp refused a saved state%s; it is dropped",
                             f" ({entry.path.name})" if entry.path else "")
                 self._drop(entry)
@@ -131,7 +134,7 @@ class PromptCache:
             if entry.path is not None:
                 files.touch(entry.path)
             return n
-        return ctx.reuse_prefix(prompt)
+        return ctx.reuse_prefix(prompt, images)
 
     def store(self, ctx: Context) -> None:
         """Keep what `ctx` holds now (a prompt read, or a prompt and its answer), unless it is
@@ -139,7 +142,7 @@ class PromptCache:
         n = ctx.n_past
         if n < max(self.limits.min_tokens, 1):
             return
-        tokens = np.asarray(ctx.tokens, dtype=np.int32)
+        tokens = ctx.keyed_tokens()  # a picture's cells: its content's key
         ident = ctx.state_identity
         self._scan(ident)
         with self._lock:

@@ -10,7 +10,7 @@ logits are that close. A divergence at a *larger* margin would be a bug.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Any, Sequence
 
 import numpy as np
 
@@ -47,8 +47,10 @@ def first_divergence(
     other: Sequence[int],
     *,
     n_ctx: int | None = None,
+    images: Sequence[Any] = (),
 ) -> Divergence | None:
-    """None when `other` equals `reference` (or one is a prefix of the other)."""
+    """None when `other` equals `reference` (or one is a prefix of the other). `images`: the
+    pictures in `prompt` (ImageSpans), read where they stand."""
     n = min(len(reference), len(other))
     i = next((j for j in range(n) if reference[j] != other[j]), None)
     if i is None:
@@ -56,11 +58,8 @@ def first_divergence(
     seq = list(prompt) + list(reference[:i])
     ctx = Context(model, RuntimeParams(n_ctx=n_ctx or max(256, len(seq) + 8)))
     try:
-        start = 0
-        while start < len(seq) - 1:
-            chunk = seq[start : min(start + ctx.n_batch, len(seq) - 1)]
-            ctx.decode(chunk, logits="none")
-            start += len(chunk)
+        for _ in ctx.feed(seq[:-1], images=images):
+            pass
         row = ctx.decode(seq[-1:], logits="last")[0]
         top2 = np.sort(row)[-2:]
         margin = float(top2[1] - top2[0])

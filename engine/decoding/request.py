@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import InitVar, dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Mapping, Sequence, Union
 
+from ..documents.images import IMAGE_SLOT, ImageInput, check_images
 from ..errors import PromptError, TandemError
 from .sampling.logit_controls import Penalties, RowProcessors, check_logit_bias
 from .drafting.choice import DraftSpec
@@ -83,6 +84,10 @@ class GenerationRequest:
     # False: neither restore from nor add to the engine's prompt cache (prompt_cache.py): the race
     # and the bench time whole prompt reads, as a new conversation's first request pays them
     prompt_cache: bool = True
+    # Pictures for a target with a projector, in the order of the prompt's media markers
+    # (documents.images.MEDIA_MARKER; none: before the text of the last user message). Bytes or
+    # ImageInput; checked here by size and format, decoded (pixel limit) when the engine reads them.
+    images: tuple[ImageInput, ...] = ()
     # True when the policy was parsed here from an int or "auto": each run then gets a
     # fresh copy (Auto keeps per-run probe state); a policy object given is used as is.
     _parsed: bool = field(default=False, init=False, repr=False, compare=False)
@@ -98,6 +103,11 @@ class GenerationRequest:
                 raise TandemError(str(e)) from None
             self._parsed = True
         self.stop = _stop_strings(self.stop)
+        self.images = check_images(self.images)
+        if self.images and not isinstance(self.prompt, str) and not _is_messages(self.prompt) \
+                and self.prompt.count(IMAGE_SLOT) != len(self.images):  # type: ignore[union-attr]
+            raise PromptError("images go with a text prompt, chat messages, or token ids with an "
+                              "IMAGE_SLOT (-1) for each")
         if not isinstance(self.sampling, SamplingParams):
             raise TandemError(f"sampling must be an engine.SamplingParams, got {type(self.sampling).__name__}")
         self.logit_bias = check_logit_bias(self.logit_bias) or None
@@ -157,13 +167,14 @@ class GenerationRequest:
         parse_special: bool = False,
         grammar_triggers: Sequence[str] = (),
         prompt_cache: bool = True,
+        images: Sequence[Any] = (),
     ) -> "GenerationRequest":
         """The keyword form of `engine.generate` / `Engine.stream`."""
         sampling = SamplingParams(temperature=temperature, top_k=top_k, top_p=top_p, min_p=min_p, seed=seed)
         return cls(prompt, draft_model, lookahead, max_tokens, sampling, stop, chat, system, tag,  # type: ignore[arg-type]
                    logit_bias=logit_bias, penalties=penalties, logprobs=logprobs, grammar=grammar,
                    json_schema=json_schema, parse_special=parse_special, grammar_triggers=tuple(grammar_triggers),
-                   prompt_cache=bool(prompt_cache))
+                   prompt_cache=bool(prompt_cache), images=tuple(images or ()))
 
     def live_lookahead(self) -> LiveLookahead:
         """The handle the decoder reads each step: the one given, or a new one around this
@@ -178,6 +189,10 @@ class GenerationRequest:
         if "lookahead" not in changes:
             copy._parsed = self._parsed
         return copy
+
+
+def _is_messages(prompt: Any) -> bool:
+    return isinstance(prompt, list) and bool(prompt) and all(isinstance(m, dict) for m in prompt)
 
 
 def _stop_strings(stop: Any) -> tuple[str, ...]:

@@ -6,6 +6,9 @@ A document is a list of sections (pages, sheets, slides, chapters, headings or p
 text file), so that one larger than the context can be attached in part. A file without
 text (an image, a scanned PDF) is refused in one line that names it and says why.
 
+Pictures for a model that sees (images.py) are checked here too, as untrusted bytes: size,
+format signature (PNG, JPEG, WebP) and pixel count before Pillow decodes them to RGB.
+
 The readers (pypdf, openpyxl, python-pptx, odfpy, striprtf) are the optional extra `docs`,
 imported only when a file of their kind is read; DOCX is read with the standard library's expat
 (wordml.py; python-docx stays in the extra for the app's Word export). This room may import only

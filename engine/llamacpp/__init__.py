@@ -5,6 +5,8 @@
   rolled back or freed alone: the parallel slots' seam (attention targets only);
 - fim.py: the fill-in-the-middle tokens a vocabulary reports;
 - embedding.py: the embedding context;
+- vision.py: a target's vision projector (mmproj) through libmtmd: pictures encoded once by
+  content hash, read into the target's Context as ImageSpans;
 - grammar_sampler.py: llama.cpp's grammar sampler and its parser's reason, for the sampling wing;
 - ggml_devices.py: ggml's device registry and RPC backend, bound with ctypes;
 - rpc_backend.py: RPC endpoints and the split plan by free memory;
@@ -18,6 +20,6 @@
 Everything above talks to these, never to llama_cpp: tests/test_architecture.py fails on an
 import of llama_cpp anywhere else in engine/ or app/.
 
-May import: engine.models, engine.errors, engine.paths, engine.units, engine.resources, and
+May import: engine.models, engine.documents (the checked pictures), engine.errors, engine.paths, engine.units, engine.resources, and
 its own modules. Never engine.decoding or anything above it.
 """

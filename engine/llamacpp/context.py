@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import ctypes
 import threading
-from typing import Callable, Iterator, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
 
@@ -32,6 +32,11 @@ class Context:
     cheapest first: llama.cpp's per-token snapshots of the last decode (`rollback` of them,
     where the architecture supports it), else the checkpoint `guard` saved before that
     decode, else reading the kept tokens again from the start.
+
+    Pictures (`ImageSpan`s of engine/llamacpp/vision.py) are read by `feed` where their spans
+    say; in `tokens` each is a run of placeholder ids, one per KV cell. A picture may take
+    fewer positions than cells (M-RoPE), so a position is the index less the shift of the
+    pictures before it (`position`); roll-back never cuts a picture in two.
     """
 
     def __init__(
@@ -89,6 +94,8 @@ class Context:
         for i in range(n_batch):
             self._batch.seq_id[i][0] = 0
         self.tokens: list[int] = []
+        self.images: list[Any] = []  # the ImageSpans inside `tokens`, in order
+        self._shift = 0  # positions the pictures in `tokens` take fewer than their cells
         self._abort = threading.Event()
         self._abort_cb = llama_cpp.ggml_abort_callback(lambda _data: self._abort.is_set())
         self._null_abort = ctypes.cast(None, llama_cpp.ggml_abort_callback)
@@ -104,6 +111,16 @@ class Context:
     @property
     def n_past(self) -> int:
         return len(self.tokens)
+
+    def position(self, index: int) -> int:
+        """The position of `tokens[index]` (a picture's cells: its first position, where the cache
+        is cut)."""
+        shift = 0
+        for span in self.images:
+            if index < span.end:
+                return (span.start - shift) if index >= span.start else index - shift
+            shift += span.shift
+        return index - shift
 
     def decode(self, tokens: Sequence[int], *, logits: str = "last", abortable: bool = False) -> np.ndarray:
         """Append `tokens` to the KV cache; return logits rows as a numpy *view*.
@@ -121,12 +138,13 @@ class Context:
         if self.n_past + n > self.n_ctx:
             raise DecodeError(f"context full: {self.n_past} + {n} tokens > {self.n_ctx}")
         start = self.n_past
+        pos0 = start - self._shift
         if n == 1:
             self._b_token[0] = tokens[0]
-            self._b_pos[0] = start
+            self._b_pos[0] = pos0
         else:
             self._b_token[:n] = tokens
-            np.add(self._positions[:n], start, out=self._b_pos[:n])
+            np.add(self._positions[:n], pos0, out=self._b_pos[:n])
         if logits == "all":
             self._b_logits[:n] = 1
             n_out = n
@@ -154,7 +172,7 @@ class Context:
             if self.recurrent:
                 self.clear()
             else:
-                llama_cpp.llama_memory_seq_rm(self._mem, 0, start, -1)
+                llama_cpp.llama_memory_seq_rm(self._mem, 0, pos0, -1)
             if rc == 2:
                 raise Cancelled("cancelled")
             if rc == 1:
@@ -179,36 +197,94 @@ class Context:
             self._views[(addr, rows)] = view
         return view
 
-    def reuse_prefix(self, tokens: Sequence[int]) -> int:
+    def reuse_prefix(self, tokens: Sequence[int], images: Sequence[Any] = ()) -> int:
         """Keep the cached positions shared with `tokens` (a chat turn, the draft's last
         proposal), always leaving the last token to decode since its logits are needed.
-        Returns how many positions were kept."""
+        `images`: the pictures inside `tokens`; one kept must be the same picture at the same
+        place. Returns how many positions were kept."""
         keep = min(common_prefix(self.tokens, tokens), len(tokens) - 1)
+        for span in self.images:
+            if span.start < keep and not any(span.same(other) for other in images):
+                keep = span.start
+        for span in images:
+            if span.start < keep and not any(span.same(other) for other in self.images):
+                keep = span.start
         self.truncate(keep)
-        return keep
+        return self.n_past
 
-    def feed(self, tokens: Sequence[int], *, last_logits: bool = False, abortable: bool = False) -> Iterator[tuple[int, np.ndarray]]:
+    def feed(self, tokens: Sequence[int], *, last_logits: bool = False, abortable: bool = False,
+             images: Sequence[Any] = ()) -> Iterator[tuple[int, np.ndarray]]:
         """Decode `tokens` in n_batch chunks, yielding (tokens done, logits) after each chunk:
         callers report progress or stop between chunks. With `last_logits` the final chunk
-        returns the last row's logits (a view, as `decode`); otherwise empty arrays."""
-        for start in range(0, len(tokens), self.n_batch):
-            chunk = tokens[start : start + self.n_batch]
-            final = start + self.n_batch >= len(tokens)
-            logits = self.decode(chunk, logits="last" if final and last_logits else "none", abortable=abortable)
-            yield start + len(chunk), logits
+        returns the last row's logits (a view, as `decode`); otherwise empty arrays.
+        `images`: the pictures among `tokens` (spans by index in `self.tokens` once appended):
+        each is read whole, through the projector, where its span starts."""
+        base = self.n_past
+        ahead = sorted((s for s in images if base <= s.start < base + len(tokens)), key=lambda s: s.start)
+        if any(s.end > base + len(tokens) for s in ahead):
+            raise DecodeError("a picture reaches past the tokens given to read")
+        done = 0
+        for span in ahead + [None]:
+            stop = len(tokens) if span is None else span.start - base
+            for start in range(done, stop, self.n_batch):
+                chunk = tokens[start : min(start + self.n_batch, stop)]
+                final = span is None and start + self.n_batch >= stop
+                logits = self.decode(chunk, logits="last" if final and last_logits else "none", abortable=abortable)
+                yield start + len(chunk), logits
+            if span is not None:
+                self._read_image(span, abortable=abortable)
+                done = span.end - base
+                yield done, np.empty((0, self.n_vocab), dtype=np.float32)
+
+    def _read_image(self, span: Any, *, abortable: bool) -> None:
+        """Read one picture's embeddings at the end of the cache (its span starts at n_past)."""
+        if span.start != self.n_past:
+            raise DecodeError(f"a picture placed at {span.start} cannot be read at {self.n_past}")
+        if self.n_past + span.n_tokens > self.n_ctx:
+            raise DecodeError(f"context full: {self.n_past} + {span.n_tokens} image tokens > {self.n_ctx}")
+        start, pos0 = self.n_past, self.n_past - self._shift
+
+        def recorded(offset: int, n: int) -> None:
+            if self.after_decode is not None:
+                self.after_decode(start + offset, n)
+
+        if abortable:
+            self._abort.clear()
+            llama_cpp.llama_set_abort_callback(self._ctx, self._abort_cb, None)
+        try:
+            rc = span.decode(self._ctx, pos0, self.n_batch, recorded)
+        finally:
+            if abortable:
+                llama_cpp.llama_set_abort_callback(self._ctx, self._null_abort, None)
+        if rc != 0:
+            if self.recurrent:
+                self.clear()
+            else:
+                llama_cpp.llama_memory_seq_rm(self._mem, 0, pos0, -1)
+            if rc == 2:
+                raise Cancelled("cancelled")
+            raise DecodeError(f"reading the picture failed with code {rc} ({recent_log_errors() or 'no detail'})")
+        self.tokens.extend([span.image.projector.placeholder] * span.n_tokens)
+        self.images.append(span)
+        self._shift += span.shift
+        self._last_batch, self._rolled = 0, False  # no snapshot reaches into a picture
 
     def abort(self) -> None:
         """Ask an `abortable` decode running in another thread to stop."""
         self._abort.set()
 
     def truncate(self, n: int) -> None:
-        """Drop KV entries from position `n` on (roll back rejected draft tokens)."""
+        """Drop KV entries from index `n` on (roll back rejected draft tokens). A picture `n`
+        falls inside goes whole: the cache then keeps fewer than `n`."""
         if n >= self.n_past:
             return
+        for span in self.images:
+            if span.start < n < span.end:
+                n = span.start
         if not self.recurrent:
-            if not llama_cpp.llama_memory_seq_rm(self._mem, 0, n, -1):
+            if not llama_cpp.llama_memory_seq_rm(self._mem, 0, self.position(n), -1):
                 raise DecodeError("this model's memory cannot be partially rolled back")
-            del self.tokens[n:]
+            self._cut(n)
             return
         if self._checkpoint is not None and n < self._checkpoint[0]:
             self._checkpoint = None  # the positions it was saved after are being rewritten
@@ -216,11 +292,18 @@ class Context:
         # llama.cpp's snapshot slots hold the states after each of the last decode's tokens
         # but its first: going back further would read a slot this decode never wrote.
         if (not self._rolled and back <= min(self.rollback_depth, self._last_batch - 1)
-                and llama_cpp.llama_memory_seq_rm(self._mem, 0, n, -1)):
-            del self.tokens[n:]
+                and llama_cpp.llama_memory_seq_rm(self._mem, 0, self.position(n), -1)):
+            self._cut(n)
             self._rolled = True
             return
         self._rewind(n)
+
+    def _cut(self, n: int) -> None:
+        """Forget the tokens (and pictures) from index n on, once the cache has."""
+        del self.tokens[n:]
+        if self.images and self.images[-1].end > n:
+            self.images = [s for s in self.images if s.end <= n]
+            self._shift = sum(s.shift for s in self.images)
 
     def guard(self, batch: int, back: int) -> None:
         """Before a decode of `batch` tokens that may be taken back by up to `back`: on a
@@ -242,19 +325,20 @@ class Context:
     def _rewind(self, n: int) -> None:
         """Back to position n through the checkpoint (or the start), reading the kept tokens again."""
         kept = self.tokens[:n]
+        images = [s for s in self.images if s.end <= n]
         cp = self._checkpoint
         if cp is not None and cp[0] <= n:
             flags = llama_cpp.LLAMA_STATE_SEQ_FLAGS_PARTIAL_ONLY
             restored = int(llama_cpp.llama_state_seq_set_data_ext(self._ctx, cp[1], len(cp[1]), 0, flags)) > 0
-            if restored and llama_cpp.llama_memory_seq_rm(self._mem, 0, cp[0], -1):
-                del self.tokens[cp[0]:]
-                self._replay(kept[cp[0]:])
+            if restored and llama_cpp.llama_memory_seq_rm(self._mem, 0, self.position(cp[0]), -1):
+                self._cut(cp[0])
+                self._replay(kept[cp[0]:], images)
                 return
         self.clear()
-        self._replay(kept)
+        self._replay(kept, images)
 
-    def _replay(self, tokens: Sequence[int]) -> None:
-        for _ in self.feed(list(tokens)):
+    def _replay(self, tokens: Sequence[int], images: Sequence[Any] = ()) -> None:
+        for _ in self.feed(list(tokens), images=images):
             pass
 
     def save_state(self) -> np.ndarray | None:
@@ -266,23 +350,36 @@ class Context:
         got = int(llama_cpp.llama_state_seq_get_data(self._ctx, buf.ctypes.data_as(_U8P), size, 0))
         return buf if got == size and size > 0 else None
 
-    def load_state(self, data: np.ndarray | bytearray, tokens: Sequence[int]) -> bool:
-        """Replace what this context holds by a state `save_state` made after `tokens`. False
-        (the context left empty) when llama.cpp refuses the bytes or they hold other positions."""
+    def keyed_tokens(self) -> np.ndarray:
+        """`tokens` with each picture's cells as its content's key id: what names this state."""
+        return keyed(self.tokens, self.images)
+
+    def load_state(self, data: np.ndarray | bytearray, tokens: Sequence[int], images: Sequence[Any] = ()) -> bool:
+        """Replace what this context holds by a state `save_state` made after `tokens` (keyed:
+        `keyed_tokens`; `images`, the pictures they name, as ImageSpans). False (the context left
+        empty) when llama.cpp refuses the bytes, they hold other positions, or name a picture
+        not among `images`."""
         self.clear()
+        plain = [int(t) for t in tokens]
+        known = [s for s in images if s.end <= len(plain) and plain[s.start] == s.key_id]
+        for s in known:
+            plain[s.start:s.end] = [s.image.projector.placeholder] * s.n_tokens
         buf = np.frombuffer(data, dtype=np.uint8)
-        if int(llama_cpp.llama_state_seq_set_data(self._ctx, buf.ctypes.data_as(_U8P), len(buf), 0)) <= 0:
+        if any(t < 0 for t in plain) or \
+                int(llama_cpp.llama_state_seq_set_data(self._ctx, buf.ctypes.data_as(_U8P), len(buf), 0)) <= 0:
             self.clear()
             return False
-        if int(llama_cpp.llama_memory_seq_pos_max(self._mem, 0)) != len(tokens) - 1:
+        self.images, self._shift = known, sum(s.shift for s in known)
+        if int(llama_cpp.llama_memory_seq_pos_max(self._mem, 0)) != self.position(len(plain) - 1):
             self.clear()
             return False
-        self.tokens = [int(t) for t in tokens]
+        self.tokens = plain
         return True
 
     def clear(self) -> None:
         llama_cpp.llama_memory_clear(self._mem, True)
         self.tokens.clear()
+        self.images, self._shift = [], 0
         self._checkpoint = None
         self._last_batch = 0
 
@@ -309,6 +406,15 @@ def _raw_function(name: str, restype: object, argtypes: list) -> Callable:
     fn.restype = restype
     fn.argtypes = argtypes
     return fn
+
+
+def keyed(tokens: Sequence[int], images: Sequence[Any]) -> np.ndarray:
+    """`tokens` (int32) with each picture's cells as its key id (`ImageSpan.key_id`)."""
+    out = np.asarray(tokens, dtype=np.int32).copy()
+    for s in images:
+        if s.end <= len(out):
+            out[s.start:s.end] = s.key_id
+    return out
 
 
 def common_prefix(a: Sequence[int], b: Sequence[int]) -> int:

@@ -12,7 +12,7 @@ an answer stored for this very prompt, the headline says so first instead of a s
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from ..decoding.events import Event, RunStats
 from ..decoding.quality import Divergence
@@ -93,14 +93,16 @@ def ratios(base: RunStats, spec: RunStats) -> tuple[float, float]:
 
 
 def compare(engine: "Engine", prompt_tokens: list[int], base_tokens: list[int], spec_tokens: list[int],
-            *, greedy: bool) -> Comparison:
+            *, greedy: bool, images: Sequence[Any] = ()) -> Comparison:
     """Identical outputs, or (greedy) the first place they part and the target's margin there.
-    One output being a prefix of the other (a stop hit earlier) counts as identical."""
+    One output being a prefix of the other (a stop hit earlier) counts as identical. `images`:
+    the prompt's pictures (ImageSpans)."""
     if base_tokens == spec_tokens:
         return Comparison(True, None)
     if not greedy:
         return Comparison(False, None)
-    div = engine.first_divergence(prompt_tokens, base_tokens, spec_tokens)  # in the child for a split target
+    pictures = {"images": images} if images else {}  # (a split target's child reads none)
+    div = engine.first_divergence(prompt_tokens, base_tokens, spec_tokens, **pictures)  # in the child for a split target
     return Comparison(div is None, div)
 
 
@@ -200,7 +202,8 @@ def race(
         raise TandemError("a race needs a draft: a draft model or 'lookup'")
     results: dict[str, "GenerationResult"] = {}
     others: dict[str, float | None] = {}
-    prompt_tokens = engine.tokens_for(request.prompt, chat=request.chat, system=request.system)
+    prompt_tokens, images = engine.prompt_input(request) if request.images else (
+        engine.tokens_for(request.prompt, chat=request.chat, system=request.system), [])
     remembered = False
     for side, req in (("target", request.with_(draft=None, lookahead=0)), ("speculative", request)):
         if cancel is not None and cancel.cancelled:
@@ -215,7 +218,7 @@ def race(
         if res.stats.finish_reason == "cancelled":
             return None
     base, spec = results["target"], results["speculative"]
-    cmp = compare(engine, prompt_tokens, base.tokens, spec.tokens, greedy=request.sampling.greedy)
+    cmp = compare(engine, prompt_tokens, base.tokens, spec.tokens, greedy=request.sampling.greedy, images=images)
     wall, decode = ratios(base.stats, spec.stats)
     v = judge(base.stats, spec.stats, others_cpu=others, remembered=remembered)
     return RaceResult(base, spec, wall, decode, cmp, v.headline, v.detail, others, v.kind, remembered)

@@ -159,8 +159,9 @@ def respelled_vocab(base: Vocab, merges: Sequence[tuple[str, str]] = (("▁of", 
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """`python -m engine.models.tinymodel [--arch ARCH] [--mtp] [--seed N] OUT.gguf`: a tiny random
-    model (llama by default; the hybrid architectures of `tiny_archs`)."""
+    """`python -m engine.models.tinymodel [--arch ARCH] [--mtp] [--mmproj PROJ.gguf] [--seed N] OUT.gguf`:
+    a tiny random model (llama by default; the hybrid architectures of `tiny_archs`), and with
+    --mmproj a random vision projector that llama.cpp's mtmd pairs with it (`tiny_projector`)."""
     import argparse
 
     from .tiny_archs import ARCHS, write_arch_model
@@ -170,14 +171,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--arch", default="llama", choices=("llama", *ARCHS))
     p.add_argument("--mtp", action="store_true", help="qwen35: add one multi-token-prediction layer")
     p.add_argument("--seed", type=int, default=0, help="the weights' seed (the vocabulary stays the same)")
+    p.add_argument("--mmproj", metavar="PROJ.gguf", help="llama, qwen35, gemma4: also write a matching vision projector here")
     a = p.parse_args(argv)
     try:
+        if a.mmproj and a.arch not in ("llama", "qwen35", "gemma4"):
+            raise ValueError(f"--mmproj applies to llama, qwen35 and gemma4 only, not {a.arch}")
         if a.arch == "llama":
             if a.mtp:
                 raise ValueError("--mtp applies to qwen35 only, not llama")
             path = write_model(a.out, seed=a.seed)
         else:
             path = write_arch_model(a.out, a.arch, mtp=a.mtp, seed=a.seed)
+        if a.mmproj:
+            from .tiny_projector import write_projector
+
+            print(write_projector(a.mmproj, seed=a.seed, kind="gemma4" if a.arch == "gemma4" else "qwen3vl"))
     except (ValueError, OSError) as e:
         print(f"tinymodel: {e}", file=__import__("sys").stderr)
         return 2

@@ -342,13 +342,14 @@ class RemoteEngine(BaseEngine):
 
     # -- the Engine calls -----------------------------------------------------------------------
     def tokens_for(self, prompt: Any, *, chat: bool = False, system: str | None = None,
-                   limit: int | None = None, tools: Any = None, parse_special: bool = False) -> list[int]:
+                   limit: int | None = None, tools: Any = None, parse_special: bool = False,
+                   media: bool = False) -> list[int]:
         """The child's `Engine.tokens_for`, computed here from the same vocabulary and
         template: it never waits for an answer streaming through the pipe."""
         self._check_open()
         assert self._vocab is not None
         return prompt_tokens(self._vocab, prompt, chat=chat, system=system, limit=limit, tools=tools,
-                             parse_special=parse_special)
+                             parse_special=parse_special, media=media)
 
     def forget_prompts(self) -> None:
         """`Engine.forget_prompts` in the child."""

@@ -154,8 +154,9 @@ def _guarded_text(model: Any, messages: Sequence[Message], tools: Sequence[Mappi
 
 def chat_tokens(model: Any, messages: Sequence[Message], *, add_generation_prompt: bool = True,
                 limit: int | None = None, tools: Sequence[Mapping[str, Any]] | None = None,
-                parse_special: bool = False) -> list[int]:
+                parse_special: bool = False, media: bool = False) -> list[int]:
     """Tokens for a conversation with `model` (an `engine.llamacpp.llama.Model`).
+    `media`: the media markers in it become IMAGE_SLOT entries (`tokenize_within`).
 
     Special tokens in the template's markup are parsed; in message text (contents, tool
     calls and results, tool definitions) control-token text stays text (`content_guard`),
@@ -184,21 +185,23 @@ def chat_tokens(model: Any, messages: Sequence[Message], *, add_generation_promp
     wrote_bos = bool(bos_text) and text.startswith(bos_text) and not (spans and spans[0][0] == 0)
     add_bos = model.add_bos and not wrote_bos
     pieces = guard.pieces(text, spans) if guard is not None else [(text, True)]
-    tokens = _tokenize_pieces(model, pieces, limit)
+    tokens = _tokenize_pieces(model, pieces, limit, media)
     if add_bos:
         tokens = [model.bos] + tokens
     return tokens
 
 
-def _tokenize_pieces(model: Any, pieces: Sequence[tuple[str, bool]], limit: int | None) -> list[int]:
+def _tokenize_pieces(model: Any, pieces: Sequence[tuple[str, bool]], limit: int | None,
+                     media: bool = False) -> list[int]:
     """The pieces' tokens, one after another; `PromptTooLong` once they clearly exceed `limit`."""
     if len(pieces) == 1:
-        return tokenize_within(model, pieces[0][0], limit, add_special=False, parse_special=pieces[0][1])
+        return tokenize_within(model, pieces[0][0], limit, add_special=False, parse_special=pieces[0][1], media=media)
     tokens: list[int] = []
     for text, special in pieces:
         left = None if not limit else max(1, limit - len(tokens))
         try:
-            tokens += tokenize_within(model, text, left, add_special=False, parse_special=special, n_ctx=limit)
+            tokens += tokenize_within(model, text, left, add_special=False, parse_special=special, n_ctx=limit,
+                                      media=media)
         except PromptTooLong as e:
             raise PromptTooLong(len(tokens) + e.at_least, limit or 0) from None
     return tokens

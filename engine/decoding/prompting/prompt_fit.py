@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from typing import Any, Iterator
 
+from ...documents.images import IMAGE_SLOT, MEDIA_MARKER
 from ...errors import PromptTooLong
 
 MIN_PIECE_CHARS = 4096
@@ -45,10 +46,21 @@ def _pieces(text: str, size: int) -> Iterator[str]:
 
 
 def tokenize_within(model: Any, text: str, limit: int | None, *, add_special: bool, parse_special: bool,
-                    n_ctx: int | None = None) -> list[int]:
+                    n_ctx: int | None = None, media: bool = False) -> list[int]:
     """`model.tokenize(text)`, or `PromptTooLong` as soon as the text clearly cannot fit `limit`
     tokens. Within the bounds the result is the full, exact tokenisation (the caller still
-    compares its length with the context)."""
+    compares its length with the context). `media`: each MEDIA_MARKER in the text becomes one
+    IMAGE_SLOT entry, the text on each side tokenised apart (as libmtmd does), for the
+    projector to fill with the picture's tokens."""
+    if media and MEDIA_MARKER in text:
+        out: list[int] = []
+        for i, piece in enumerate(text.split(MEDIA_MARKER)):
+            if i:
+                out.append(IMAGE_SLOT)
+            if piece or (i == 0 and add_special):
+                out += tokenize_within(model, piece, limit, add_special=add_special and i == 0,
+                                       parse_special=parse_special, n_ctx=n_ctx)
+        return out
     if limit is None or limit <= 0:
         return model.tokenize(text, add_special=add_special, parse_special=parse_special)
     shown = n_ctx or limit

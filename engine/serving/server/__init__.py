@@ -10,11 +10,11 @@
 Rooms: `doors/` (where requests enter: Host, Origin, body checks), `answer` (the core every
 generating API runs through: checks, one tokenisation, the queue, neutral events), `apis/`
 (one module per API, writing those events in its own form), and beside the core `schemas`
-(request validation), `wire` (usage, timings, provenance), `bridge` (worker thread -> event
+(request validation, `image_url` parts included), `wire` (usage, timings, provenance), `bridge` (worker thread -> event
 loop), `tool_use`, `fim`, `errors` and `error_shapes`, `config`, `prom` (/metrics), `app`
 (builds the app) and `runner` (uvicorn, foreground or on a thread). Qt-free. May import
-engine.toolcalls, engine.decoding, engine.llamacpp, engine.models, engine.library (apis/library.py)
-and the top-level helpers.
+engine.toolcalls, engine.decoding, engine.llamacpp, engine.models, engine.library (apis/library.py),
+engine.documents (pictures) and the top-level helpers.
 """
 
 from __future__ import annotations

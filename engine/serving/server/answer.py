@@ -30,7 +30,7 @@ from ...errors import PromptTooLong, TandemError
 from ...llamacpp.rpc_backend import RpcError
 from ...toolcalls.tool_calls import ParsedAnswer, ToolCall
 from .bridge import Generation, GenerationFailed
-from .config import ServedModel, ServerConfig, model_not_found, slot_draft_spec
+from .config import ServedModel, ServerConfig, checked_pictures, model_not_found, slot_draft_spec
 from .errors import ApiError, engine_error, failure
 from ...decoding.prompting.fim_layout import infill_tokens
 from .fim import fim_tokens_or_400
@@ -238,7 +238,7 @@ class AnswerCore:
                            headers={"Retry-After": str(e.retry_after_s)})
 
     async def prompt_tokens(self, prompt: Any, chat: bool, tools: Any = None, parse_special: bool = False,
-                            suffix: str | None = None) -> list[int]:
+                            suffix: str | None = None, media: bool = False) -> list[int]:
         """The prompt's tokens (with the tools offered), counted only as far as the context
         holds (a 400 beyond it); `parse_special`: control-token text in messages is markup;
         `suffix`: the prompt is the prefix of a fill-in-the-middle prompt."""
@@ -255,7 +255,7 @@ class AnswerCore:
                 tokens = await run_in_threadpool(infill_tokens, eng.target, fim, prompt, suffix, n_ctx=eng.n_ctx)
             else:
                 tokens = await run_in_threadpool(eng.tokens_for, prompt, chat=chat, limit=eng.n_ctx, tools=tools,
-                                                 parse_special=parse_special)
+                                                 parse_special=parse_special, media=media)
         except RpcError as e:  # the split target's worker is gone: the server's trouble, not the request's
             raise failure(GenerationFailed(str(e), user=False, lost_worker=True), self.served)
         except PromptTooLong as e:
@@ -275,8 +275,12 @@ class AnswerCore:
         in a place of the queue's limit as a generation counts them."""
         tools = ToolUse(req, self.eng.target.chat_template)
         job = self.admit("count_tokens", uuid.uuid4().hex[:24])
-        try:
-            return len(await self.prompt_tokens(req.engine_messages(), True, tools.tools, req.parse_special_in_content))
+        try:  # a picture counts its image tokens: the prompt as the engine will read it
+            images = checked_pictures(self.eng, False, req.images())
+            tokens = await self.prompt_tokens(req.engine_messages(), True, tools.tools, req.parse_special_in_content,
+                                              None, bool(images))
+            return len(tokens if not images else (await run_in_threadpool(
+                self.eng.prompt_input, GenerationRequest(tokens, images=images)))[0])
         finally:
             self.queue.finish(job)
 
@@ -290,7 +294,7 @@ class AnswerCore:
 
     def generation_request(self, req: Any, controls: "Controls", tokens: list[int], max_tokens: int, *,
                            chat: bool = False, parse_special: bool = False,
-                           logprobs: int | None = None) -> GenerationRequest:
+                           logprobs: int | None = None, images: Sequence[Any] = ()) -> GenerationRequest:
         """The request the engine runs for these prompt tokens (a 400 for what it gets wrong)."""
         try:
             return GenerationRequest.from_options(
@@ -298,7 +302,8 @@ class AnswerCore:
                 temperature=self.config.temperature if req.temperature is None else req.temperature,
                 top_p=1.0 if req.top_p is None else req.top_p, top_k=req.top_k or 0, min_p=req.min_p or 0.0,
                 seed=req.seed, stop=req.stop_list, chat=chat, tag="server", logit_bias=controls.bias,
-                penalties=controls.penalties, logprobs=logprobs, parse_special=parse_special, **controls.constraint)
+                penalties=controls.penalties, logprobs=logprobs, parse_special=parse_special, images=images,
+                **controls.constraint)
         except TandemError as e:
             raise engine_error(e, self.served)
 
@@ -311,17 +316,18 @@ class AnswerCore:
         suffix = None if chat else getattr(req, "suffix", None) or None  # "": no suffix
         tools = ToolUse(req, self.eng.target.chat_template, grammar_vocab(self.eng.target)) if chat else None
         controls = self.controls(req)
+        images = checked_pictures(self.eng, self.slots is not None, req.images()) if chat else ()
         parse_special = req.parse_special_in_content if chat else req.prompt_is_markup
         kind = "chat" if chat else "text"
         request_id = uuid.uuid4().hex[:24]
         job = self.admit(kind, request_id)
         try:
-            token_lists = [await self.prompt_tokens(p, chat, tools.tools if tools else None, parse_special, suffix)
-                           for p in prompts]
+            token_lists = [await self.prompt_tokens(p, chat, tools.tools if tools else None, parse_special, suffix,
+                                                    bool(images)) for p in prompts]
             bases = []
             for tokens in token_lists:
                 limit = req.token_limit or max(1, self.eng.n_ctx - len(tokens))
-                base = self.generation_request(req, controls, tokens, limit, chat=chat,
+                base = self.generation_request(req, controls, tokens, limit, chat=chat, images=images,
                                                parse_special=parse_special, logprobs=req.logprobs_top)
                 try:
                     bases.append(tools.constrain(base) if tools else base)
@@ -376,9 +382,7 @@ class Choice:
     """One running answer: its events as they come (`events`), or the whole of it (`whole`)."""
 
     def __init__(self, answering: Answering, gen: Generation):
-        self.answering, self.gen = answering, gen
-        self.core = answering.core
-        self.ended_by_door = False
+        self.answering, self.gen, self.core, self.ended_by_door = answering, gen, answering.core, False
 
     @property
     def prompt_evaluated(self) -> int:
@@ -400,8 +404,7 @@ class Choice:
         cancels the generation."""
         split = self.answering.tools.stream() if self.answering.tools else None
         pending: list[TokenEvent] = []  # tokens not reported yet
-        offset, fed = 0, 0
-        read, ended = False, False
+        offset, fed, read, ended = 0, 0, False, False
         try:
             async for ev in self.gen:
                 if not read:
@@ -478,10 +481,7 @@ class Choice:
         tools = self.answering.tools
         parsed = tools.answer(d.text, d.tokens) if tools else ParsedAnswer(d.text)
         outcome = Outcome(d.stats, self.gen.prompt_evaluated)
-        if parsed.cut_short:  # a forced call cut short
-            finish = finish_reason(d.stats)
-        else:
-            finish = "tool_calls" if parsed.calls else finish_reason(d.stats)
+        finish = "tool_calls" if parsed.calls and not parsed.cut_short else finish_reason(d.stats)  # (a forced call cut short: not)
         return Whole(parsed.content, parsed.calls, finish, outcome, tokens)
 
 

@@ -1,8 +1,9 @@
 """Request bodies of the OpenAI-compatible endpoints, validated with pydantic.
 
 Unknown fields are accepted and ignored (clients send many); fields Tandem cannot honour
-(images, the legacy `functions`) are refused with a message saying so rather than
-silently dropped. Tools come in OpenAI's shape (`tools`, `tool_choice`, tool messages,
+(the legacy `functions`) are refused with a message saying so rather than silently dropped.
+Pictures come as `image_url` parts (data: URIs; the server fetches nothing): each becomes a
+media marker in the message's text and a checked picture beside it. Tools come in OpenAI's shape (`tools`, `tool_choice`, tool messages,
 assistant messages with `tool_calls`). Tandem's own extensions: `lookahead`, `draft`, `provenance`,
 `parse_special_in_content` (chat), plus llama.cpp's `top_k` and `min_p`.
 """
@@ -15,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator,
 
 from ...decoding.sampling.logit_controls import Penalties
 from ...decoding.drafting.lookahead import parse_lookahead
+from ...documents.images import MEDIA_MARKER, ImageError, ImageInput, image_from_url
 
 DraftChoice = Literal["model", "lookup", "mtp", "suffix", "none"]
 
@@ -199,12 +201,46 @@ class NamedToolChoice(BaseModel):
 ToolChoice = Union[Literal["none", "auto", "required"], NamedToolChoice]
 
 
+def split_pictures(content: list[Any]) -> tuple[list[Any], list[ImageInput]]:
+    """A message's content parts with each `image_url` part replaced by a text part holding the
+    media marker, and the pictures in order; a picture that cannot be taken leaves its refusal
+    in its place, for the content's validator to report (so the error names `content`)."""
+    parts: list[Any] = []
+    images: list[ImageInput] = []
+    for j, part in enumerate(content):
+        if isinstance(part, dict) and part.get("type") == "image_url":
+            url = part.get("image_url")
+            try:
+                images.append(image_from_url(url.get("url") if isinstance(url, dict) else url, f"content[{j}]"))
+                part = {"type": "text", "text": MEDIA_MARKER}
+            except ImageError as e:
+                part = {"type": _REFUSED, "why": f"part {j} (image_url): {e}"}
+        parts.append(part)
+    return parts, images
+
+
+_REFUSED = "tandem.refused_picture"
+
+
 class ChatMessage(BaseModel):
     model_config = ConfigDict(extra="allow")
     role: Literal["system", "developer", "user", "assistant", "tool"]
     content: str = ""
     tool_calls: list[MessageToolCall] | None = None
     tool_call_id: str | None = None
+    _images: list[ImageInput] = PrivateAttr(default_factory=list)
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def _pictures(cls, data: Any, handler: Any) -> "ChatMessage":
+        """`image_url` parts: a media marker where each was, the picture kept beside the text."""
+        images: list[ImageInput] = []
+        if isinstance(data, dict) and isinstance(data.get("content"), list):
+            parts, images = split_pictures(data["content"])
+            data = {**data, "content": parts}
+        message = handler(data)
+        message._images = images
+        return message
 
     @field_validator("content", mode="before")
     @classmethod
@@ -216,8 +252,10 @@ class ChatMessage(BaseModel):
             texts = []
             for part in v:
                 kind = part.get("type") if isinstance(part, dict) else type(part).__name__
+                if kind == _REFUSED:
+                    raise ValueError(part["why"])
                 if kind != "text" or not isinstance(part.get("text"), str):
-                    raise ValueError(f"only text content is supported, got a {kind!r} part")
+                    raise ValueError(f"only text and image_url parts are supported, got a {kind!r} part")
                 texts.append(part["text"])
             return "".join(texts)
         raise ValueError(f"must be a string or a list of text parts, got {type(v).__name__}")
@@ -308,6 +346,10 @@ class ChatCompletionRequest(_Generation):
 
     def engine_messages(self) -> list[dict[str, Any]]:
         return [m.as_engine_message() for m in self.messages]
+
+    def images(self) -> tuple[ImageInput, ...]:
+        """The pictures of every message, in the order their markers stand in the prompt."""
+        return tuple(im for m in self.messages for im in m._images)
 
 
 MAX_PROMPTS = 64  # choices of one /v1/completions request (prompts x n), generated one after another

@@ -205,7 +205,9 @@ BAD = [
     ({"temperature": -1}, "temperature", "greater than or equal"),
     ({"max_tokens": 0}, "max_tokens", "greater than or equal"),
     ({"messages": [{"role": "robot", "content": "hi"}]}, "messages[0].role", "user"),
-    ({"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "x"}}]}]}, "messages[0].content", "text"),
+    ({"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "x"}}]}]}, "messages[0].content",
+     "part 0 (image_url): an image url must be a data:image/...;base64,... URI"),
+    ({"messages": [{"role": "user", "content": [{"type": "input_audio"}]}]}, "messages[0].content", "text and image_url parts"),
     ({"functions": [{"name": "f"}]}, "functions", "send 'tools'"),
 ]
 

@@ -117,7 +117,9 @@ def test_the_key_as_x_api_key_or_bearer_and_any_version(served):
 @pytest.mark.parametrize("body, fragment", [
     ({"messages": MSGS}, "max_tokens: this field is required"),
     ({"max_tokens": 4, "messages": [{"role": "user", "content": [{"type": "image", "source": {}}]}]},
-     "'image' blocks are not supported"),
+     "an image block needs a base64 source"),
+    ({"max_tokens": 4, "messages": [{"role": "user", "content": [{"type": "document", "source": {}}]}]},
+     "'document' blocks are not supported"),
     ({"max_tokens": 4, "messages": MSGS, "tools": [{"type": "web_search_20250305", "name": "web_search"}]},
      "only custom tools"),
     ({"max_tokens": 4, "messages": [{"role": "system", "content": "x"}]}, "must be 'user' or 'assistant'"),

@@ -189,7 +189,9 @@ def test_a_forced_call_with_tool_choice(caller):
 
 
 @pytest.mark.parametrize("body, fragment", [
-    ({"input": [{"role": "user", "content": [{"type": "input_image", "image_url": "x"}]}]}, "only text parts"),
+    ({"input": [{"role": "user", "content": [{"type": "input_image", "image_url": "x"}]}]}, "a data:image/...;base64"),
+    ({"input": [{"role": "user", "content": [{"type": "input_file", "file_id": "x"}]}]}, "only text and input_image parts"),
+    ({"input": [{"role": "system", "content": [{"type": "input_image", "image_url": "x"}]}]}, "only text parts"),
     ({"input": "x", "tools": [{"type": "web_search"}]}, "only function tools"),
     ({"input": [{"type": "item_reference", "id": "x"}]}, "'item_reference' are not supported"),
     ({"input": "x", "max_output_tokens": 0}, "max_output_tokens"),

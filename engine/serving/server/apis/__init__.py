@@ -6,7 +6,8 @@ for its model listing), `infill` (llama-server's /infill, with `infill_schema` a
 `editor_limits`), `embeddings`, `listing` (/v1/models, /health, /metrics) and
 `llama_extras` (/tokenize, /detokenize, /props), `library` (`--library DIR`: a chat
 request's `"library": true`, answered from a folder with its sources; /v1/library). `translate` holds what the APIs
-translated onto the chat request share: the body reader and validation.
+translated onto the chat request share: the body reader and validation, and their pictures
+as the chat request's `image_url` parts.
 
 Each reads its own body, turns it into the core's request, and writes the core's neutral
 events in its own wire form and errors. A new API is a new module here, with its router

@@ -27,7 +27,7 @@ from ..error_shapes import anthropic_error
 from ..errors import ApiError
 from ..schemas import ChatCompletionRequest, schema_type
 from ..wire import dumps, provenance_items, timings, usage
-from .translate import extensions, provenance, read_body, validate
+from .translate import content_of, data_uri, extensions, image_part, provenance, read_body, validate
 
 CHAT_NAMES = {  # the chat request's fields as this API names them, for errors met after translation
     "response_format": "output_config.format.schema", "stop": "stop_sequences",
@@ -90,6 +90,18 @@ def _text(block: dict[str, Any], where: str) -> str:
     return text
 
 
+def _image_url(block: dict[str, Any], where: str) -> Any:
+    """An image block's picture as a URL: base64 sources as data: URIs (url sources are refused
+    as the chat API refuses them: the server fetches nothing)."""
+    source = block.get("source")
+    kind = source.get("type") if isinstance(source, dict) else None
+    if kind == "base64" and isinstance(source.get("data"), str):
+        return data_uri(source.get("media_type"), source["data"])
+    if kind == "url":
+        return source.get("url")
+    raise _bad(f"{where}.source", "an image block needs a base64 source {\"type\": \"base64\", \"media_type\", \"data\"}")
+
+
 def to_messages(req: AnthropicRequest) -> list[dict[str, Any]]:
     """The chat messages: the system text first, a tool_use block as an assistant message's
     tool call, a tool_result block as a `tool` message naming the call (before the user's text)."""
@@ -114,6 +126,8 @@ def to_messages(req: AnthropicRequest) -> list[dict[str, Any]]:
             kind = block.get("type") if isinstance(block, dict) else type(block).__name__
             if kind == "text":
                 texts.append(_text(block, at))
+            elif kind == "image" and role == "user":
+                texts.append(image_part(_image_url(block, at), f"{at}.source"))
             elif kind == "tool_use" and role == "assistant":
                 if not isinstance(block.get("id"), str) or not isinstance(block.get("name"), str):
                     raise _bad(at, "a tool_use block needs 'id' and 'name'")
@@ -135,10 +149,10 @@ def to_messages(req: AnthropicRequest) -> list[dict[str, Any]]:
                 continue  # earlier reasoning: nothing this model can render
             else:
                 raise _bad(at, f"{kind!r} blocks are not supported in {role} messages (text, tool_use in assistant "
-                               "messages, tool_result in user messages)")
+                               "messages, image and tool_result in user messages)")
         messages.extend(results)
         if texts or calls or not results:
-            msg = {"role": role, "content": "\n".join(texts)}
+            msg = {"role": role, "content": content_of(texts, "\n")}
             if calls:
                 msg["tool_calls"] = calls
             messages.append(msg)

@@ -22,7 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from ..answer import AnswerCore, CallArgs, CallStart, End, Failed, Text
 from ..wire import dumps, provenance_items, timings, usage
-from .translate import calls_as_dicts, extensions, now_iso, provenance, read_body, validate
+from .translate import calls_as_dicts, content_of, data_uri, extensions, image_part, now_iso, provenance, read_body, validate
 from .embeddings import Embeddings
 from ..errors import ApiError
 from .ollama_models import OllamaModels, models_routes
@@ -90,6 +90,16 @@ def settings(body: _Request, raw: dict[str, Any]) -> dict[str, Any]:
     return {**out, **extensions(opts), **extensions(raw)}
 
 
+def _with_images(text: str, images: Any, where: str) -> Any:
+    """A message's text with Ollama's `images` (base64, no media type) before it, as the chat
+    API's content parts; the text alone without images."""
+    if not images:
+        return text
+    if not isinstance(images, list) or not all(isinstance(b, str) for b in images):
+        raise ApiError(400, f"{where}: must be a list of base64 strings", param=where, code="invalid_value")
+    return content_of([image_part(data_uri(None, b), f"{where}[{k}]") for k, b in enumerate(images)] + [text], "")
+
+
 def to_messages(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Ollama's messages as the chat API's: calls get ids, and each tool message answers the
     earliest call still unanswered with its `tool_name` (or the earliest at all)."""
@@ -103,9 +113,7 @@ def to_messages(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
             raise ApiError(400, f"messages[{i}].role: must be 'system', 'user', 'assistant' or 'tool', got {role!r}")
         if not isinstance(content, str):
             raise ApiError(400, f"messages[{i}].content: must be a string")
-        if m.get("images"):
-            raise ApiError(400, f"messages[{i}].images: images are not supported by this server")
-        msg: dict[str, Any] = {"role": role, "content": content}
+        msg: dict[str, Any] = {"role": role, "content": _with_images(content, m.get("images"), f"messages[{i}].images")}
         if role == "assistant" and m.get("tool_calls"):
             calls = []
             for j, call in enumerate(m["tool_calls"]):
@@ -182,8 +190,8 @@ class Ollama:
         name = self.models.check(body.model)
         shown = body.model or name
         for field in ("template", "context", "images"):
-            if getattr(body, field):
-                why = {"template": "the model's own chat template is used", "images": "images are not supported",
+            if getattr(body, field) and (field != "images" or body.raw or body.suffix):
+                why = {"template": "the model's own chat template is used", "images": "not with raw or suffix",
                        "context": "send the conversation to /api/chat instead"}[field]
                 raise ApiError(400, f"{field}: not supported by this server ({why})")
         if not body.prompt and not body.suffix:
@@ -202,7 +210,8 @@ class Ollama:
         else:
             system = [{"role": "system", "content": body.system}] if body.system else []
             req = validate(ChatCompletionRequest, {"model": name, **opts,
-                                                   "messages": system + [{"role": "user", "content": body.prompt}]})
+                                                   "messages": system + [{"role": "user", "content": _with_images(
+                                                       body.prompt, body.images, "images")}]})
         return await self.run(request, req, body.stream, shown, chat=False)
 
     async def run(self, request: Request, req: Any, stream: bool, name: str, chat: bool) -> Any:

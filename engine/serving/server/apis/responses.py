@@ -25,7 +25,7 @@ from ..answer import SHUTDOWN_GRACE_S, AnswerCore, CallArgs, CallStart, End, Fai
 from ..errors import ApiError
 from ..schemas import ChatCompletionRequest
 from ..wire import dumps, provenance_items, timings, usage
-from .translate import extensions, provenance, read_body, validate
+from .translate import content_of, extensions, image_part, provenance, read_body, validate
 
 MAX_STORED = 256  # responses kept for previous_response_id (and GET), oldest forgotten first
 CHAT_NAMES = {"response_format": "text.format.schema", "max_tokens": "max_output_tokens"}  # errors after translation
@@ -80,8 +80,9 @@ def not_found(rid: str, param: str | None = None) -> ApiError:
                          "stored responses until it restarts)", param=param, code="response_not_found")
 
 
-def _text_of(content: Any, where: str) -> str:
-    """A message's text: a string, or text parts (input_text, output_text, text, refusal)."""
+def _text_of(content: Any, where: str, pictures: bool = False) -> Any:
+    """A message's text: a string, or text parts (input_text, output_text, text, refusal); with
+    `pictures`, input_image parts too (data: URIs), giving the chat API's content parts."""
     if content is None or isinstance(content, str):
         return content or ""
     if not isinstance(content, list):
@@ -95,10 +96,12 @@ def _text_of(content: Any, where: str) -> str:
                 raise ApiError(400, f"{where}[{j}].{key}: a {kind} part needs a {key!r} string",
                                param=f"{where}[{j}].{key}", code="invalid_value")
             out.append(part[key])
+        elif kind == "input_image" and pictures:
+            out.append(image_part(part.get("image_url"), f"{where}[{j}].image_url"))
         else:
-            raise ApiError(400, f"{where}[{j}]: only text parts are supported, got a {kind!r} part",
-                           param=f"{where}[{j}]", code="invalid_value")
-    return "".join(out)
+            raise ApiError(400, f"{where}[{j}]: only text{' and input_image' if pictures else ''} parts are supported, "
+                                f"got a {kind!r} part", param=f"{where}[{j}]", code="invalid_value")
+    return content_of(out, "")
 
 
 def to_messages(items: Union[str, list[dict[str, Any]]]) -> list[dict[str, Any]]:
@@ -116,7 +119,7 @@ def to_messages(items: Union[str, list[dict[str, Any]]]) -> list[dict[str, Any]]
             if role not in ("user", "system", "developer", "assistant"):
                 raise ApiError(400, f"{where}.role: must be 'user', 'system', 'developer' or 'assistant', got {role!r}",
                                param=f"{where}.role", code="invalid_value")
-            messages.append({"role": role, "content": _text_of(item.get("content"), f"{where}.content")})
+            messages.append({"role": role, "content": _text_of(item.get("content"), f"{where}.content", role == "user")})
         elif kind == "function_call":
             call_id, name = item.get("call_id") or item.get("id"), item.get("name")
             if not isinstance(call_id, str) or not isinstance(name, str):

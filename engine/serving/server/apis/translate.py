@@ -20,6 +20,7 @@ from pydantic import BaseModel, ValidationError
 from ....toolcalls.tool_calls import ToolCall
 from ....decoding.events import TokenEvent
 from ..doors import json_body
+from ....documents.images import ImageError, image_from_url
 from ..errors import ApiError, validation_message
 from ..wire import provenance_items
 
@@ -63,3 +64,31 @@ def provenance(req: Any, tokens: list[TokenEvent]) -> list[dict[str, Any]] | Non
 def calls_as_dicts(calls: tuple[ToolCall, ...]) -> list[dict[str, Any]]:
     """Tool calls as {"id", "name", "arguments"} (arguments: JSON text)."""
     return [{"id": c.id, "name": c.name, "arguments": c.arguments} for c in calls]
+
+
+def data_uri(media_type: str | None, b64: str) -> str:
+    """A data: URI of base64 `b64` (what Anthropic's and Ollama's picture forms carry)."""
+    return f"data:{media_type or 'application/octet-stream'};base64,{b64}"
+
+
+def image_part(url: Any, where: str) -> dict[str, Any]:
+    """The chat request's `image_url` part for a picture another API sent, checked now so a
+    refusal names that API's field (`where`)."""
+    try:
+        image_from_url(url)
+    except ImageError as e:
+        raise ApiError(400, f"{where}: {e}", param=where, code="invalid_value") from None
+    return {"type": "image_url", "image_url": {"url": url}}
+
+
+def content_of(items: list[Any], sep: str) -> Any:
+    """Texts joined by `sep`, or, with pictures among them (`image_part`s), the chat request's
+    content parts in the same order with `sep` between them."""
+    if all(isinstance(t, str) for t in items):
+        return sep.join(items)
+    parts: list[Any] = []
+    for i, t in enumerate(items):
+        if i and sep:
+            parts.append({"type": "text", "text": sep})
+        parts.append({"type": "text", "text": t} if isinstance(t, str) else t)
+    return parts

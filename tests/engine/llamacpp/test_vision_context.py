@@ -1,0 +1,118 @@
+"""A Context holding a picture: positions past it shifted (M-RoPE), roll-back never cutting it
+in two, prefix reuse keeping it only when it is the same picture at the same place, and a
+hybrid's rewind reading it again from its kept embeddings."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from engine.documents.images import IMAGE_SLOT, ImageInput, decode_image
+from engine.llamacpp.context import Context
+from engine.llamacpp.llama import Model
+from engine.llamacpp.runtime import RuntimeParams
+from engine.llamacpp.vision import Projector
+from image_files import png_bytes
+
+
+@pytest.fixture(scope="module")
+def pair(tiny_vision):
+    model = Model(tiny_vision[0])
+    projector = Projector(model, tiny_vision[1], n_threads=1)
+    yield model, projector
+    projector.close()
+    model.close()
+
+
+def _prompt(model, projector, seed):
+    tokens = model.tokenize("look:", add_special=True) + [IMAGE_SLOT] + model.tokenize(" what is it", add_special=False)
+    return projector.expand(tokens, [decode_image(ImageInput(png_bytes(32, 32, seed=seed)))])
+
+
+def _read(ctx, tokens, spans):
+    for _ in ctx.feed(tokens[:-1], images=spans):
+        pass
+    return ctx.decode([tokens[-1]])[0].copy()
+
+
+def test_positions_past_a_picture_are_shifted_and_rollback_keeps_it_whole(pair):
+    model, projector = pair
+    tokens, (span,) = _prompt(model, projector, 1)
+    ctx = Context(model, RuntimeParams(n_ctx=256, n_threads=1), rollback=8)
+    try:
+        _read(ctx, tokens, [span])
+        assert span.n_tokens == 16 and span.shift == 12  # a 4x4 grid: 16 cells, 4 positions
+        assert ctx.position(span.start + 5) == ctx.position(span.start)  # every cell at the picture's position
+        assert ctx.position(ctx.n_past) == ctx.n_past - 12
+        ctx.truncate(span.start + 7)  # inside the picture: it goes whole
+        assert ctx.n_past == span.start and ctx.images == []
+        assert ctx.position(ctx.n_past) == ctx.n_past
+    finally:
+        ctx.close()
+
+
+def test_prefix_reuse_keeps_a_picture_only_if_it_is_the_same(pair):
+    model, projector = pair
+    tokens, spans = _prompt(model, projector, 1)
+    other, other_spans = _prompt(model, projector, 2)
+    assert tokens == other  # the same placeholders: only the spans tell the pictures apart
+    ctx = Context(model, RuntimeParams(n_ctx=256, n_threads=1))
+    try:
+        first = _read(ctx, tokens, spans)
+        assert ctx.reuse_prefix(tokens, spans) == len(tokens) - 1
+        assert ctx.reuse_prefix(other, other_spans) == other_spans[0].start
+        for _ in ctx.feed(other[ctx.n_past:-1], images=other_spans):
+            pass
+        fresh = Context(model, RuntimeParams(n_ctx=256, n_threads=1))
+        try:
+            expected = _read(fresh, other, other_spans)
+        finally:
+            fresh.close()
+        assert np.allclose(ctx.decode([other[-1]])[0], expected, atol=1e-4)  # the other picture was read
+        assert not np.allclose(first, expected, atol=1e-4)
+    finally:
+        ctx.close()
+
+
+def test_a_hybrid_rewind_reads_the_picture_again(pair):
+    model, projector = pair
+    tokens, spans = _prompt(model, projector, 3)
+    ctx = Context(model, RuntimeParams(n_ctx=256, n_threads=1), rollback=0)  # no snapshots: a rewind re-reads
+    try:
+        _read(ctx, tokens, spans)
+        out = [int(np.argmax(ctx.decode([t])[0])) for t in (5, 6, 7)]
+        ctx.truncate(len(tokens) + 1)
+        assert ctx.images == spans
+        assert int(np.argmax(ctx.decode([6])[0])) == out[1]
+    finally:
+        ctx.close()
+
+
+def test_the_projector_beside_a_target_is_the_only_one_or_the_one_named_after_it(tmp_path):
+    from engine.llamacpp.vision import projector_beside
+
+    target = tmp_path / "Qwen3.5-4B-Q4_K_M.gguf"
+    target.write_bytes(b"")
+    assert projector_beside(target) is None
+    (tmp_path / "mmproj-Qwen3.5-4B-F16.gguf").write_bytes(b"")
+    assert projector_beside(target).name == "mmproj-Qwen3.5-4B-F16.gguf"
+    (tmp_path / "mmproj-gemma-4-E2B-F16.gguf").write_bytes(b"")
+    assert projector_beside(target).name == "mmproj-Qwen3.5-4B-F16.gguf"  # named after the target
+    (tmp_path / "mmproj-Qwen3.5-4B-BF16.gguf").write_bytes(b"")
+    assert projector_beside(target) is None  # two fit: the user says which (--mmproj)
+
+
+def test_the_image_cache_is_bounded_by_count_and_bytes():
+    from engine.llamacpp.vision import EncodedImage, ImageCache
+
+    def image(key: str, rows: int) -> EncodedImage:
+        return EncodedImage(key, [], [], np.zeros((rows, 64), np.float32), rows, None, None)  # type: ignore[arg-type]
+
+    cache = ImageCache(size=3, max_bytes=64 * 4 * 100)
+    for k in "abcd":
+        cache.put(image(k, 10))
+    assert [k for k in "abcd" if cache.get(k)] == ["b", "c", "d"]  # the oldest went first
+    cache.put(image("big", 90))
+    assert cache.get("big") is not None and cache.get("b") is None  # bytes: 10 + 90 rows fit, 120 do not
+    cache.put(image("huge", 500))
+    assert cache.get("huge") is not None and cache.get("big") is None  # the newest stays, whatever its size

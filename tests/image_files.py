@@ -1,0 +1,16 @@
+"""Small pictures for the vision tests, written with Pillow (random pixels from a seed)."""
+
+from __future__ import annotations
+
+import io
+
+
+def png_bytes(width: int = 32, height: int = 32, seed: int = 0, fmt: str = "PNG") -> bytes:
+    """A `width` x `height` picture of random colours, as `fmt` (PNG, JPEG, WEBP, BMP, GIF) bytes."""
+    import numpy as np
+    from PIL import Image
+
+    pixels = np.random.default_rng(seed).integers(0, 255, (height, width, 3), dtype=np.uint8)
+    buf = io.BytesIO()
+    Image.fromarray(pixels).save(buf, fmt)
+    return buf.getvalue()
