@@ -158,23 +158,8 @@ class Context:
         else:
             raise ValueError(f"logits must be 'last', 'all' or 'none', not {logits!r}")
         self._batch.n_tokens = n
-        if abortable:
-            self._abort.clear()
-            llama_cpp.llama_set_abort_callback(self._ctx, self._abort_cb, None)
-        try:
-            rc = llama_cpp.llama_decode(self._ctx, self._batch)
-        finally:
-            if abortable:
-                llama_cpp.llama_set_abort_callback(self._ctx, self._null_abort, None)
+        rc = self._decode_with_abort(lambda: llama_cpp.llama_decode(self._ctx, self._batch), abortable, pos0)
         if rc != 0:
-            # Failed or aborted decodes may leave some ubatches in memory: restore our view
-            # (a recurrent state cannot drop them: it starts again empty).
-            if self.recurrent:
-                self.clear()
-            else:
-                llama_cpp.llama_memory_seq_rm(self._mem, 0, pos0, -1)
-            if rc == 2:
-                raise Cancelled("cancelled")
             if rc == 1:
                 raise DecodeError(f"no KV slot for {n} tokens at position {start} (context {self.n_ctx})")
             raise DecodeError(f"llama_decode failed with code {rc}")
@@ -236,6 +221,28 @@ class Context:
                 done = span.end - base
                 yield done, np.empty((0, self.n_vocab), dtype=np.float32)
 
+    def _decode_with_abort(self, decode: Callable[[], int], abortable: bool, pos0: int) -> int:
+        """Run one decode call (text or a picture) with the abort callback armed when
+        `abortable`; a failed or aborted one may leave some ubatches in memory, so our view is
+        restored (a recurrent state cannot drop them: it starts again empty). Cancelled on an
+        abort; else llama.cpp's return code."""
+        if abortable:
+            self._abort.clear()
+            llama_cpp.llama_set_abort_callback(self._ctx, self._abort_cb, None)
+        try:
+            rc = decode()
+        finally:
+            if abortable:
+                llama_cpp.llama_set_abort_callback(self._ctx, self._null_abort, None)
+        if rc != 0:
+            if self.recurrent:
+                self.clear()
+            else:
+                llama_cpp.llama_memory_seq_rm(self._mem, 0, pos0, -1)
+            if rc == 2:
+                raise Cancelled("cancelled")
+        return rc
+
     def _read_image(self, span: Any, *, abortable: bool) -> None:
         """Read one picture's embeddings at the end of the cache (its span starts at n_past)."""
         if span.start != self.n_past:
@@ -248,21 +255,8 @@ class Context:
             if self.after_decode is not None:
                 self.after_decode(start + offset, n)
 
-        if abortable:
-            self._abort.clear()
-            llama_cpp.llama_set_abort_callback(self._ctx, self._abort_cb, None)
-        try:
-            rc = span.decode(self._ctx, pos0, self.n_batch, recorded)
-        finally:
-            if abortable:
-                llama_cpp.llama_set_abort_callback(self._ctx, self._null_abort, None)
+        rc = self._decode_with_abort(lambda: span.decode(self._ctx, pos0, self.n_batch, recorded), abortable, pos0)
         if rc != 0:
-            if self.recurrent:
-                self.clear()
-            else:
-                llama_cpp.llama_memory_seq_rm(self._mem, 0, pos0, -1)
-            if rc == 2:
-                raise Cancelled("cancelled")
             raise DecodeError(f"reading the picture failed with code {rc} ({recent_log_errors() or 'no detail'})")
         self.tokens.extend([span.image.projector.placeholder] * span.n_tokens)
         self.images.append(span)
