@@ -183,3 +183,18 @@ def page_problems(w: QWidget, page: str) -> list[str]:
         if rows < 5:
             out.append(f"the bench table has room for {rows} rows of results")
     return out
+
+
+def settled_problems(qtbot, w: QWidget, check=problems, timeout_ms: int = 3000) -> list[str]:
+    """`check(w)` once the layout has settled: polled until it finds nothing or `timeout_ms`
+    passes, then what it finds. A resize, an unfolded section or a new value is laid out over
+    a few event-loop turns; 50 ms was not enough beside a test run and two busy loops (a
+    transient sideways scrollbar at 800 px failed the suite there), and a real problem stays."""
+    import time
+
+    end = time.monotonic() + timeout_ms / 1000
+    found = check(w)
+    while found and time.monotonic() < end:
+        qtbot.wait(50)
+        found = check(w)
+    return found

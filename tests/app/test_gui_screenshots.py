@@ -105,11 +105,13 @@ def raced(window, qtbot):
 
 
 def _look(qtbot, w, tmp_path, name: str, size, theme: str, problems) -> list[str]:
+    from layout_checks import settled_problems
+
     for _ in range(6):
         QApplication.processEvents()
     qtbot.wait(20)
     assert w.grab().save(str(tmp_path / f"{name.lower()}-{size[0]}x{size[1]}-{theme}.png"))
-    return [f"{name} {size[0]}x{size[1]} {theme}: {p}" for p in problems(w)]
+    return [f"{name} {size[0]}x{size[1]} {theme}: {p}" for p in settled_problems(qtbot, w, problems)]
 
 
 @pytest.mark.parametrize("theme", ["light", "dark"])

@@ -146,7 +146,7 @@ def test_a_bad_seed_or_stop_string_stops_send_with_one_line_and_loses_nothing(qt
 @pytest.mark.parametrize("theme", ["light", "dark"])
 def test_the_unfolded_section_fits_the_drawer_at_800_and_1024_px(qtbot, loaded, theme):
     """Unfolded, greedy (its note), then sampling with a problem line: nothing cut off, no sideways scrolling."""
-    from layout_checks import problems
+    from layout_checks import settled_problems
 
     w = loaded
     w.show()
@@ -163,6 +163,5 @@ def test_the_unfolded_section_fits_the_drawer_at_800_and_1024_px(qtbot, loaded, 
             chat.temperature.setValue(temperature)
             chat.seed.setText(seed)
             chat.sides.drawer_scroll.ensureWidgetVisible(chat.settings_panel.advanced.problem_label)
-            qtbot.wait(50)
-            found += [f"{size} t={temperature}: {p}" for p in problems(w)]
+            found += [f"{size} t={temperature}: {p}" for p in settled_problems(qtbot, w)]
     assert found == []
