@@ -7,7 +7,9 @@ grammar or a forced call's grammar goes to the verifier, so the output is the ta
 any draft; the tool results are part of the next prompt, which prompt lookup and the suffix
 drafter draft from. A call of a tool that is not allowed is not run: the model gets an error
 result saying so, and the caller a record with `allowed` False. At the step limit the last
-step offers no tools, so the model answers with what it has.
+step offers no tools, so the model answers with what it has. A call cut off by the token
+limit (its arguments not a whole JSON object) is not run: the record says why and the loop
+ends there, since the next step would write the same cut call.
 
 `approve` lets a person decide each call before it runs (the app's approval dialog): it is
 called on the loop's thread and may wait; a refusal is an error result the model reads, and a
@@ -34,6 +36,8 @@ MAX_STEPS = 8
 AGENT_SYSTEM = ("You are a helpful assistant. Call a tool when you need data; when a tool result is given, "
                 "answer the user's question from it in plain language.")
 REPEATED = "this exact call was already made and its result is above: answer the user from it now"
+CUT_OFF = ("the answer reached its token limit while writing this call, so it was not run: "
+           "raise the maximum tokens and ask again")
 # (offered name, tool, arguments) -> None: run it, or the refusal the model reads
 Approve = Callable[[str, McpTool, Mapping[str, Any]], "str | None"]
 
@@ -143,13 +147,20 @@ class ToolLoop:
                 break
             result.messages.append({"role": "assistant", "content": answer.content,
                                     "tool_calls": [c.as_openai() for c in answer.calls]})
-            repeated = True
+            repeated, cut_off = True, False
             for call in answer.calls:
                 if cancel is not None and cancel.cancelled:  # Stop while a call waited for approval
                     break
                 key = (call.name, _canonical(call.arguments))
                 record = made.get(key)
-                if record is None or not record.allowed:
+                tool = self.tools.tool(call.name)
+                if done.stats.finish_reason == "length" and not _whole(call.arguments, tool):
+                    # Cut off mid-arguments by the token limit: its arguments are not what the model
+                    # meant, and the next step would write the same cut call again.
+                    record = ToolCallRecord(call.name, call.arguments, f"error: {CUT_OFF}", True, True,
+                                            tool.server if tool is not None else None)
+                    cut_off = True
+                elif record is None or not record.allowed:
                     repeated = False
                     record = made[key] = self._run_call(call, cancel)
                 else:
@@ -160,6 +171,9 @@ class ToolLoop:
                 yield CallEvent(record)
             if cancel is not None and cancel.cancelled:
                 result.text, result.cancelled = answer.content, True
+                break
+            if cut_off:
+                result.text = answer.content
                 break
             result.step_limit_reached = step + 1 == self.max_steps and not repeated
         yield LoopDone(result)
@@ -191,6 +205,18 @@ class ToolLoop:
 def _forced(choice: str) -> str | None:
     """A tool choice as CallReading takes it: None (auto), "" (required) or a tool's name."""
     return None if choice == "auto" else "" if choice == "required" else choice
+
+
+def _whole(arguments: str, tool: McpTool | None) -> bool:
+    """Whether a call's arguments were written whole: a JSON object, or none at all for a tool
+    that requires none (a tool with required arguments and none written was cut before them)."""
+    if not arguments.strip():
+        schema = tool.input_schema if tool is not None else {}
+        return not (isinstance(schema, Mapping) and schema.get("required"))
+    try:
+        return isinstance(json.loads(arguments), dict)
+    except ValueError:
+        return False
 
 
 def _canonical(arguments: str) -> str:

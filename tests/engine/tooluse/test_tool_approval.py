@@ -81,3 +81,24 @@ def test_a_stop_while_a_tool_runs_ends_the_wait_at_once(setup):
     assert res.is_error and "stopped by the user" in res.text and time.monotonic() - began < 5
     quick = hub.call(tool, {"seconds": 0.1}, timeout=0.05, cancel=CancelToken())
     assert quick.is_error and "did not answer within 0.05 s" in quick.text  # the time limit still applies
+
+
+def test_a_call_cut_off_by_the_token_limit_is_not_run_and_ends_the_loop(setup):
+    """Before: a forced call cut at max_tokens mid-arguments ('{"shipment_id": "N') was read as a
+    call whose arguments "must be a JSON object", sent back, and the loop went on to write it
+    again. The budget is the first at which the reader sees the call but not its whole arguments."""
+    eng, hub = setup
+    for budget in range(8, 80, 2):
+        asked = []
+        loop = ToolLoop(eng, hub, Allowance.parse("all"), choice="track_shipment", max_steps=2,
+                        approve=lambda *a: asked.append(a))
+        req = GenerationRequest.from_options("Where is NX-4471?", draft_model=None, chat=True, max_tokens=budget)
+        events = list(loop.run(req))
+        records = [e.record for e in events if isinstance(e, CallEvent)]
+        if records:
+            break
+    result = next(e.result for e in events if isinstance(e, LoopDone))
+    assert result.steps[0].stats.finish_reason == "length", budget
+    assert len(records) == 1 and records[0].is_error and "token limit" in records[0].result, (budget, records)
+    assert records[0].server == "ships" and asked == []  # never offered to run
+    assert len(result.steps) == 1 and not result.cancelled  # the loop ended there
