@@ -17,7 +17,7 @@ from typing import Any, Callable, Iterator, Mapping, Sequence
 from PySide6.QtCore import Signal
 
 from .tool_servers import CALL_TIMEOUT_S, ChatServers
-from .workers import GenerationWorker, _Coalescer, _LateFlush
+from .workers import GenerationWorker, FrameCoalescer, LateFlush
 
 DENIED = "the user denied this call"
 STOPPED = "the user stopped the answer before this call ran"
@@ -108,10 +108,10 @@ class ToolGenerationWorker(GenerationWorker):
             return
         loop = ToolLoop(self.engine, hub, Allowance(every=True), choice=self.choice, call_timeout=self.timeout,
                         approve=self.gate)
-        toks = _Coalescer(self.tokens.emit)
-        steps = _Coalescer(self.steps.emit, lead=toks)
+        toks = FrameCoalescer(self.tokens.emit)
+        steps = FrameCoalescer(self.steps.emit, lead=toks)
         self.progress.emit("Waiting for the model…")
-        with _LateFlush(lambda: (steps,)):
+        with LateFlush(lambda: (steps,)):
             self._consume(self._steps_of(loop, steps), toks, steps)
         result, last = self._result, self._last
         if result is None or last is None:
@@ -121,7 +121,7 @@ class ToolGenerationWorker(GenerationWorker):
             stats = replace(stats, finish_reason="cancelled", stopped_by="cancel")
         self.done.emit(DoneEvent(result.text, list(last.tokens), stats))
 
-    def _steps_of(self, loop: Any, steps: _Coalescer) -> Iterator[Any]:
+    def _steps_of(self, loop: Any, steps: FrameCoalescer) -> Iterator[Any]:
         """The loop's engine events, minus each step's end and the calls, which are handled
         here: a step's DoneEvent is not the answer's, a call is a card."""
         from engine.decoding.events import DoneEvent

@@ -97,7 +97,7 @@ def start(worker: Worker) -> QThread:
 
     The worker object stays on the GUI thread and only its `run()` executes on the new one
     (a direct call from `started`). So every signal it emits, from its thread or from a
-    `_LateFlush`, is queued to the GUI thread, for plain callables too: moved to its thread,
+    `LateFlush`, is queued to the GUI thread, for plain callables too: moved to its thread,
     a callable connected without a QObject would run there directly when the worker emits
     and wait for an event loop that never runs when another thread emits.
     """
@@ -147,15 +147,15 @@ def _keeper() -> _Keeper:
     return _KEEPER
 
 
-class _Coalescer:
+class FrameCoalescer:
     """Collects items and flushes them through `emit` at most once per frame (FRAME_S).
 
     `lead`'s items go out first at every flush: a step's coalescer leads with the tokens of
     its steps, so text and steps reach the GUI together, once per frame. A coalescer and
-    its lead share one lock, so the worker and a `_LateFlush` never interleave flushes.
+    its lead share one lock, so the worker and a `LateFlush` never interleave flushes.
     """
 
-    def __init__(self, emit: Callable[[list], None], lead: "_Coalescer | None" = None):
+    def __init__(self, emit: Callable[[list], None], lead: "FrameCoalescer | None" = None):
         self.emit = emit
         self.lead = lead
         self.lock = lead.lock if lead is not None else threading.RLock()
@@ -188,14 +188,14 @@ class _Coalescer:
             self.last = now if now is not None else time.perf_counter()
 
     def flush_if_late(self) -> None:
-        """Flush what has waited a frame or more (see `_LateFlush`)."""
+        """Flush what has waited a frame or more (see `LateFlush`)."""
         with self.lock:
             now = time.perf_counter()
             if self.pending and now - self.last >= FRAME_S:
                 self.flush(now)
 
 
-class _LateFlush:
+class LateFlush:
     """A small thread that hands over what coalescers still hold once it is a frame old.
 
     A coalescer flushes only when the next item arrives, and the worker has no event loop:
@@ -210,7 +210,7 @@ class _LateFlush:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="tandem-late-flush", daemon=True)
 
-    def __enter__(self) -> "_LateFlush":
+    def __enter__(self) -> "LateFlush":
         self._thread.start()
         return self
 
@@ -290,18 +290,18 @@ class GenerationWorker(EngineWorker):
     def work(self) -> None:
         from engine.decoding.events import DoneEvent, RunStats
 
-        toks = _Coalescer(self.tokens.emit)
-        steps = _Coalescer(self.steps.emit, lead=toks)  # one frame: its tokens, then its steps
+        toks = FrameCoalescer(self.tokens.emit)
+        steps = FrameCoalescer(self.steps.emit, lead=toks)  # one frame: its tokens, then its steps
         # Through the engine's queue: a local-server request and this answer wait for each other.
         queue = self.engine.queue
         job = queue.submit("chat", bounded=False, cancel=self.token)
         try:
-            with _LateFlush(lambda: (steps,)):
+            with LateFlush(lambda: (steps,)):
                 self._consume(queue.stream(self.engine, self.request, job), toks, steps)
         except Cancelled:  # stopped while a server request was running: an empty, stopped answer
             self.done.emit(DoneEvent("", [], RunStats(finish_reason="cancelled", stopped_by="cancel")))
 
-    def _consume(self, events: Any, toks: _Coalescer, steps: _Coalescer) -> None:
+    def _consume(self, events: Any, toks: FrameCoalescer, steps: FrameCoalescer) -> None:
         from engine.decoding.events import DoneEvent, DraftReadEvent, PrefillEvent, StepEvent, TokenEvent
 
         for ev in events:
@@ -332,8 +332,8 @@ class RaceWorker(EngineWorker):
         self.engine = engine
         self.request = request  # run twice by engine.measure.racing.race: target alone, then with the drafter
         self._side = ""
-        self._toks: _Coalescer | None = None
-        self._steps: _Coalescer | None = None
+        self._toks: FrameCoalescer | None = None
+        self._steps: FrameCoalescer | None = None
 
     def _on_event(self, side: str, ev: Any) -> None:
         from engine.decoding.events import DoneEvent, StepEvent, TokenEvent
@@ -341,8 +341,8 @@ class RaceWorker(EngineWorker):
         if side != self._side:
             self._side = side
             self.started_side.emit(side)
-            toks = _Coalescer(lambda items, s=side: self.tokens.emit(s, items))
-            self._toks, self._steps = toks, _Coalescer(lambda items, s=side: self.steps.emit(s, items), lead=toks)
+            toks = FrameCoalescer(lambda items, s=side: self.tokens.emit(s, items))
+            self._toks, self._steps = toks, FrameCoalescer(lambda items, s=side: self.steps.emit(s, items), lead=toks)
         assert self._toks is not None and self._steps is not None
         if isinstance(ev, TokenEvent):
             self._toks.add(ev)
@@ -355,7 +355,7 @@ class RaceWorker(EngineWorker):
     def work(self) -> None:
         from engine.measure.racing import race
 
-        with engine_turn(self.engine, "race", self.token), _LateFlush(lambda: (self._steps,)):
+        with engine_turn(self.engine, "race", self.token), LateFlush(lambda: (self._steps,)):
             r = race(self.engine, self.request, on_event=self._on_event, cancel=self.token)
         if r is None:
             return

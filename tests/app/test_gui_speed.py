@@ -291,7 +291,7 @@ class _PausingEngine:
 @pytest.mark.parametrize("kind", ["chat", "race"])
 def test_tokens_before_a_long_pause_reach_the_gui_within_a_frame_or_two(qtbot, monkeypatch, kind):
     """The worker flushes when the next event comes; a token followed by a pause must not
-    wait for the pause to end (it did, by up to the whole pause, before _LateFlush)."""
+    wait for the pause to end (it did, by up to the whole pause, before LateFlush)."""
     import threading
     import time
 

@@ -16,7 +16,7 @@ from typing import Any
 from PySide6.QtCore import Qt, Signal, Slot
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QPushButton, QSpinBox, QWidget
 
-from ...workers import _Coalescer
+from ...workers import FrameCoalescer
 
 DEFAULT_PORT = 8080
 
@@ -35,7 +35,7 @@ class ServerSwitch(QWidget):
         self.server: Any = None  # engine.serving.server.ServerThread while running
         self._engine: Any = None  # the engine being served (its queue has our listener)
         self._starting = False
-        self._steps = _Coalescer(self.steps.emit)
+        self._steps = FrameCoalescer(self.steps.emit)
         lay = QHBoxLayout(self)
         lay.setContentsMargins(0, 0, 0, 0)
         self.button = QPushButton("Local server")
