@@ -31,6 +31,28 @@ MERGE = 2  # the spatial merge: 2x2 patches per image token
 IMAGE_SIZE = 32  # the position-embedding grid's side in pixels (8x8 patches; other sizes interpolate)
 
 
+
+def _clip_writer(path: Path, name: str, projector: str, n_embd: int, n_ff: int, n_layer: int, text_embd: int,
+                 n_head: int) -> "gguf.GGUFWriter":
+    """A clip GGUF writer with the vision-tower keys every tiny projector shares (its own keys
+    and tensors follow)."""
+    w = gguf.GGUFWriter(str(path), "clip")
+    w.add_name(name)
+    w.add_file_type(gguf.LlamaFileType.ALL_F32)
+    w.add_string("clip.projector_type", projector)
+    w.add_bool("clip.has_vision_encoder", True)
+    w.add_bool("clip.use_gelu", True)
+    v = "clip.vision."
+    w.add_uint32(v + "embedding_length", n_embd)
+    w.add_uint32(v + "feed_forward_length", n_ff)
+    w.add_uint32(v + "block_count", n_layer)
+    w.add_uint32(v + "projection_dim", text_embd)
+    w.add_uint32(v + "attention.head_count", n_head)
+    w.add_float32(v + "attention.layer_norm_epsilon", 1e-6)
+    w.add_uint32(v + "image_size", IMAGE_SIZE)
+    w.add_uint32(v + "patch_size", PATCH)
+    return w
+
 def write_projector(path: str | os.PathLike[str], *, text_embd: int = 64, n_embd: int = 32, n_head: int = 2,
                     n_ff: int = 64, n_layer: int = 1, seed: int = 0, scale: float = 0.2, kind: str = "qwen3vl") -> Path:
     """Write a `qwen3vl_merger` projector (`kind` "gemma4": a `gemma4v` one) whose image
@@ -50,21 +72,8 @@ def write_projector(path: str | os.PathLike[str], *, text_embd: int = 64, n_embd
 
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    w = gguf.GGUFWriter(str(path), "clip")
-    w.add_name("tiny-qwen3vl-mmproj")
-    w.add_file_type(gguf.LlamaFileType.ALL_F32)
-    w.add_string("clip.projector_type", PROJECTOR_TYPE)
-    w.add_bool("clip.has_vision_encoder", True)
-    w.add_bool("clip.use_gelu", True)
+    w = _clip_writer(path, "tiny-qwen3vl-mmproj", PROJECTOR_TYPE, n_embd, n_ff, n_layer, text_embd, n_head)
     v = "clip.vision."
-    w.add_uint32(v + "embedding_length", n_embd)
-    w.add_uint32(v + "feed_forward_length", n_ff)
-    w.add_uint32(v + "block_count", n_layer)
-    w.add_uint32(v + "projection_dim", text_embd)
-    w.add_uint32(v + "attention.head_count", n_head)
-    w.add_float32(v + "attention.layer_norm_epsilon", 1e-6)
-    w.add_uint32(v + "image_size", IMAGE_SIZE)
-    w.add_uint32(v + "patch_size", PATCH)
     w.add_uint32(v + "spatial_merge_size", MERGE)
     w.add_array(v + "image_mean", [0.5, 0.5, 0.5])
     w.add_array(v + "image_std", [0.5, 0.5, 0.5])
@@ -116,21 +125,8 @@ def _gemma4v(path: str | os.PathLike[str], *, text_embd: int, n_embd: int, n_hea
 
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    w = gguf.GGUFWriter(str(path), "clip")
-    w.add_name("tiny-gemma4v-mmproj")
-    w.add_file_type(gguf.LlamaFileType.ALL_F32)
-    w.add_string("clip.projector_type", "gemma4v")
-    w.add_bool("clip.has_vision_encoder", True)
-    w.add_bool("clip.use_gelu", True)
+    w = _clip_writer(path, "tiny-gemma4v-mmproj", "gemma4v", n_embd, n_ff, n_layer, text_embd, n_head)
     v = "clip.vision."
-    w.add_uint32(v + "embedding_length", n_embd)
-    w.add_uint32(v + "feed_forward_length", n_ff)
-    w.add_uint32(v + "block_count", n_layer)
-    w.add_uint32(v + "projection_dim", text_embd)
-    w.add_uint32(v + "attention.head_count", n_head)
-    w.add_float32(v + "attention.layer_norm_epsilon", 1e-6)
-    w.add_uint32(v + "image_size", IMAGE_SIZE)
-    w.add_uint32(v + "patch_size", PATCH)
     w.add_uint32(v + "projector.scale_factor", 3)
     w.add_array(v + "image_mean", [0.0, 0.0, 0.0])
     w.add_array(v + "image_std", [1.0, 1.0, 1.0])
