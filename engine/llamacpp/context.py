@@ -13,7 +13,7 @@ from typing import Any, Callable, Iterator, Sequence
 import numpy as np
 
 from ..errors import Cancelled, DecodeError, ModelLoadError
-from .llama import Model, default_threads, log_tail, recent_log_errors
+from .llama import Closing, Model, default_threads, free_context, log_tail, recent_log_errors
 from .build import build_id
 from .runtime import RuntimeParams
 from ..models.calibration import content_id
@@ -21,7 +21,7 @@ from ..models.calibration import content_id
 import llama_cpp  # noqa: E402
 
 
-class Context:
+class Context(Closing):
     """One KV cache over a model, a single sequence, with batch decode and truncation.
 
     `tokens` mirrors what the KV cache holds, position by position, so callers can
@@ -379,15 +379,8 @@ class Context:
 
     def close(self) -> None:
         if getattr(self, "_ctx", None):
-            llama_cpp.llama_batch_free(self._batch)
-            llama_cpp.llama_free(self._ctx)
+            free_context(self._ctx, self._batch)
             self._ctx = None
-
-    def __del__(self) -> None:  # pragma: no cover
-        try:
-            self.close()
-        except Exception:
-            pass
 
 
 _U8P = ctypes.POINTER(ctypes.c_uint8)

@@ -25,7 +25,7 @@ from typing import Callable, Sequence
 import numpy as np
 
 from ..errors import Cancelled, DecodeError, EmbeddingsUnsupported, ModelLoadError, TandemError
-from .llama import Model, default_threads, log_tail, recent_log_errors
+from .llama import Closing, Model, default_threads, free_context, log_tail, recent_log_errors
 from .runtime import RuntimeParams
 
 import llama_cpp  # noqa: E402  (after our imports, as in llama.py)
@@ -47,7 +47,7 @@ def embedding_refusal(model: Model) -> str | None:
     return None
 
 
-class EmbeddingContext:
+class EmbeddingContext(Closing):
     """A llama.cpp context with embeddings on, one input at a time, over a loaded model."""
 
     def __init__(self, model: Model, runtime: RuntimeParams | None = None):
@@ -121,12 +121,5 @@ class EmbeddingContext:
 
     def close(self) -> None:
         if getattr(self, "_ctx", None):
-            llama_cpp.llama_batch_free(self._batch)
-            llama_cpp.llama_free(self._ctx)
+            free_context(self._ctx, self._batch)
             self._ctx = None
-
-    def __del__(self) -> None:  # pragma: no cover - interpreter shutdown order varies
-        try:
-            self.close()
-        except Exception:
-            pass

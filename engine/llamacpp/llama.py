@@ -94,7 +94,27 @@ def default_threads() -> int:
     return physical_cores()
 
 
-class Model:
+class Closing:
+    """A holder of llama.cpp memory that `close()` frees: collected unclosed, it is freed then
+    (at interpreter shutdown modules go in no fixed order, so a failure there is ignored)."""
+
+    def close(self) -> None:  # pragma: no cover - each holder frees its own
+        raise NotImplementedError
+
+    def __del__(self) -> None:  # pragma: no cover - interpreter shutdown order varies
+        try:
+            self.close()
+        except Exception:
+            pass
+
+
+def free_context(ctx: Any, batch: Any) -> None:
+    """Free a llama context and the batch made for it."""
+    llama_cpp.llama_batch_free(batch)
+    llama_cpp.llama_free(ctx)
+
+
+class Model(Closing):
     """A loaded GGUF model: weights, vocabulary and metadata. Thread-safe to read."""
 
     def __init__(
@@ -288,12 +308,6 @@ class Model:
         if getattr(self, "_model", None):
             llama_cpp.llama_model_free(self._model)
             self._model = None
-
-    def __del__(self) -> None:  # pragma: no cover - interpreter shutdown order varies
-        try:
-            self.close()
-        except Exception:
-            pass
 
 
 def load_model(path: str | os.PathLike[str], **kw: object) -> Model:

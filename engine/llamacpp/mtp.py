@@ -22,7 +22,7 @@ import numpy as np
 from ..errors import DecodeError, ModelLoadError, UnsupportedModelError
 from ..models.compat import DRAFT_ONLY
 from .context import Context, common_prefix
-from .llama import log_tail, recent_log_errors
+from .llama import Closing, free_context, log_tail, recent_log_errors
 
 import llama_cpp  # noqa: E402
 
@@ -104,7 +104,7 @@ def assistant_refusal(target: Any, head: Any) -> str | None:
     return None
 
 
-class MtpContext:
+class MtpContext(Closing):
     """The MTP head's context, positions aligned with the target's. A head inside the target's
     file keeps its own KV cache; a separate assistant (`head`) reads the target's."""
 
@@ -202,13 +202,6 @@ class MtpContext:
     def close(self) -> None:
         if getattr(self, "_ctx", None):
             self._batch.token = ctypes.POINTER(llama_cpp.llama_token)()  # ours: llama.cpp must not free it
-            llama_cpp.llama_batch_free(self._batch)
-            llama_cpp.llama_free(self._ctx)
+            free_context(self._ctx, self._batch)
             self._ctx = None
-
-    def __del__(self) -> None:  # pragma: no cover
-        try:
-            self.close()
-        except Exception:
-            pass
 

@@ -17,7 +17,7 @@ import numpy as np
 
 from ..errors import DecodeError, ModelLoadError, TandemError
 from .context import _raw_function, common_prefix
-from .llama import Model, default_threads, log_tail, recent_log_errors
+from .llama import Closing, Model, default_threads, free_context, log_tail, recent_log_errors
 from .runtime import RuntimeParams
 
 import llama_cpp  # noqa: E402
@@ -37,7 +37,7 @@ class Part:
     logits: str = "none"
 
 
-class SharedContext:
+class SharedContext(Closing):
     """N sequences in one context, one KV stream each. `tokens[seq]` mirrors what the KV cache holds for `seq`,
     position by position; each sequence may hold up to `n_ctx_seq` positions (the context
     divided between them, as llama-server divides it between its slots; llama.cpp rounds each
@@ -159,15 +159,8 @@ class SharedContext:
 
     def close(self) -> None:
         if getattr(self, "_ctx", None):
-            llama_cpp.llama_batch_free(self._batch)
-            llama_cpp.llama_free(self._ctx)
+            free_context(self._ctx, self._batch)
             self._ctx = None
-
-    def __del__(self) -> None:  # pragma: no cover
-        try:
-            self.close()
-        except Exception:
-            pass
 
 
 class SequenceView:

@@ -34,7 +34,7 @@ import numpy as np
 
 from ..documents.images import IMAGE_SLOT, MEDIA_MARKER, DecodedImage
 from ..errors import DecodeError, ModelLoadError, PromptError, UnsupportedModelError
-from .llama import Model, _log_callback, default_threads, log_tail, recent_log_errors
+from .llama import Closing, Model, _log_callback, default_threads, log_tail, recent_log_errors
 
 import llama_cpp  # noqa: E402
 
@@ -155,7 +155,7 @@ class ImageCache:
         self._items.clear()
 
 
-class Projector:
+class Projector(Closing):
     """A target's projector file loaded with libmtmd: pictures in, `ImageSpan`s out."""
 
     def __init__(self, model: Model, path: str | os.PathLike[str], *, n_threads: int | None = None,
@@ -295,12 +295,6 @@ class Projector:
             self.cache.clear()
             _mtmd().mtmd_free(self._ctx)
             self._ctx = None
-
-    def __del__(self) -> None:  # pragma: no cover
-        try:
-            self.close()
-        except Exception:
-            pass
 
 
 def _placeholder(model: Model) -> int:

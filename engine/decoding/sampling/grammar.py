@@ -37,6 +37,7 @@ import numpy as np
 from ...errors import TandemError
 from .finite import check_top
 from ...llamacpp.grammar_sampler import TOKEN_DATA, GrammarSampler, parse_error
+from ...llamacpp.llama import Closing
 from .sampler import Dist, Sampler, SamplingParams, Verification, distribution
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -92,7 +93,7 @@ def check_grammar(text: Any, field: str = "grammar") -> str:
     raise GrammarError(f"{field} is not a valid GBNF grammar: {error}"[:400])
 
 
-class GrammarState:
+class GrammarState(Closing):
     """One grammar's position in the text written so far, for one model's vocabulary."""
 
     def __init__(self, model: "Model", text: str, *, _smpl: GrammarSampler | None = None):
@@ -114,12 +115,6 @@ class GrammarState:
         if self._smpl is not None:
             self._smpl.close()
             self._smpl = None
-
-    def __del__(self) -> None:  # pragma: no cover - interpreter shutdown order varies
-        try:
-            self.close()
-        except Exception:
-            pass
 
     def accept(self, token: int) -> None:
         """Advance by one token the grammar allows (an end-of-generation token ends the run: kept
