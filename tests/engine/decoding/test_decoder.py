@@ -55,11 +55,15 @@ def test_acceptance_is_one_with_the_target_as_its_own_draft(eng, tiny_target):
     assert r.stats.provenance_counts["target"] == 0
 
 
-def _exact_two_token_distribution(model: Model, prompt: list[int], params: SamplingParams) -> dict[tuple[int, int], float]:
-    ctx = Context(model, RuntimeParams(n_ctx=256))
+def _exact_two_token_distribution(model: Model, prompt: list[int], params: SamplingParams, images=(),
+                                  runtime: RuntimeParams | None = None) -> dict[tuple[int, int], float]:
+    """The target's exact distribution of the two tokens after `prompt` (with its pictures'
+    `images` spans, read as the engine reads them)."""
+    ctx = Context(model, runtime or RuntimeParams(n_ctx=256))
     out: dict[tuple[int, int], float] = {}
     try:
-        ctx.decode(prompt[:-1], logits="none")
+        for _ in ctx.feed(prompt[:-1], images=images):
+            pass
         base = ctx.n_past
         p1 = distribution(ctx.decode([prompt[-1]], logits="last")[0].copy(), params)
         for a, pa in zip(p1.ids.tolist(), p1.probs.tolist()):

@@ -14,13 +14,12 @@ from engine.decoding.drafting.mtp_drafter import MTPDrafter
 from engine.decoding.events import DoneEvent, PrefillEvent
 from engine.decoding.request import GenerationRequest
 from engine.decoding.sampling.sampler import SamplingParams
-from engine.decoding.sampling.distribution import distribution
 from engine.documents.images import MEDIA_MARKER, ImageError, ImageInput, decode_image
 from engine.errors import PromptError
 from engine.llamacpp.context import Context
 from engine.llamacpp.runtime import RuntimeParams
 from image_files import png_bytes
-from test_decoder import _chi_square
+from test_decoder import _chi_square, _exact_two_token_distribution
 
 QUESTION = "the value of the data is the value of"
 PICTURE = png_bytes(32, 32, seed=3)
@@ -124,30 +123,11 @@ def test_gemma4_with_its_assistant_after_a_picture_writes_what_the_target_alone_
         e.close()
 
 
-def _exact_after_picture(seeing, tokens, spans, params):
-    """The target's exact distribution of two tokens after a prompt with a picture."""
-    ctx = Context(seeing.target, RuntimeParams(n_ctx=256, n_threads=1))
-    out = {}
-    try:
-        for _ in ctx.feed(tokens[:-1], images=spans):
-            pass
-        base = ctx.n_past
-        p1 = distribution(ctx.decode([tokens[-1]], logits="last")[0].copy(), params)
-        for a, pa in zip(p1.ids.tolist(), p1.probs.tolist()):
-            ctx.truncate(base + 1)
-            p2 = distribution(ctx.decode([a], logits="last")[0].copy(), params)
-            for b, pb in zip(p2.ids.tolist(), p2.probs.tolist()):
-                out[(a, b)] = pa * pb
-    finally:
-        ctx.close()
-    return out
-
-
 def test_sampled_distribution_after_a_picture_with_mtp_is_the_targets(seeing):
     params = SamplingParams(temperature=1.0, top_k=6)
     req = GenerationRequest("the value of", images=[PICTURE])
     tokens, spans = seeing.prompt_input(req)
-    exact = _exact_after_picture(seeing, tokens, spans, params)
+    exact = _exact_two_token_distribution(seeing.target, tokens, params, spans, RuntimeParams(n_ctx=256, n_threads=1))
     dec = Decoder(seeing.target, MTPDrafter(seeing.target), runtime=RuntimeParams(n_ctx=256, n_threads=1))
     n, counts, drafted = 1000, {}, 0
     try:
