@@ -19,6 +19,23 @@ class UsageError(TandemError):
     pass
 
 
+def read_option_file(path: str, option: str, limit: int, too_big: Callable[[int], str]) -> bytes:
+    """The bytes of a file an option names, at most `limit` of them; else one `OPTION PATH: why`
+    line (a folder, too big as `too_big(size)` words it, missing, unreadable)."""
+    p = Path(path)
+    try:
+        if p.is_dir():
+            raise UsageError(f"{option} {path}: is a folder, not a file")
+        size = p.stat().st_size
+        if size > limit:
+            raise UsageError(f"{option} {path}: {too_big(size)}")
+        return p.read_bytes()
+    except FileNotFoundError:
+        raise UsageError(f"{option} {path}: no such file") from None
+    except OSError as e:
+        raise UsageError(f"{option} {path}: {e.strerror or e}") from None
+
+
 # An answer's tokens on a terminal, by provenance (generate and ask).
 COLOURS = {"draft": "\033[32m", "bonus": "\033[36m", "target": "\033[33m", "plain": ""}
 RESET = "\033[0m"

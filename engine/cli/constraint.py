@@ -7,9 +7,8 @@ from __future__ import annotations
 
 import argparse
 import json
-from pathlib import Path
 
-from .common import UsageError
+from .common import UsageError, read_option_file
 
 MAX_CONSTRAINT_BYTES = 1024 * 1024  # a grammar or schema this large is a wrong file, not a constraint
 
@@ -22,20 +21,12 @@ def add_constraint_options(p: argparse.ArgumentParser) -> None:
 
 
 def _read(path: str, option: str) -> str:
-    p = Path(path)
+    data = read_option_file(path, option, MAX_CONSTRAINT_BYTES,
+                            lambda size: f"{size:,} bytes; a grammar or schema is at most {MAX_CONSTRAINT_BYTES:,}")
     try:
-        if p.is_dir():
-            raise UsageError(f"{option} {path}: is a folder, not a file")
-        if p.stat().st_size > MAX_CONSTRAINT_BYTES:
-            raise UsageError(f"{option} {path}: {p.stat().st_size:,} bytes; a grammar or schema is at most "
-                             f"{MAX_CONSTRAINT_BYTES:,}")
-        return p.read_bytes().decode("utf-8")
-    except FileNotFoundError:
-        raise UsageError(f"{option} {path}: no such file") from None
+        return data.decode("utf-8")
     except UnicodeDecodeError:
         raise UsageError(f"{option} {path}: not UTF-8 text") from None
-    except OSError as e:
-        raise UsageError(f"{option} {path}: {e.strerror or e}") from None
 
 
 def constraint_grammar(args: argparse.Namespace) -> str | None:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from .common import UsageError
+from .common import UsageError, read_option_file
 
 
 def add_image_options(p: argparse.ArgumentParser, *, images: bool = True) -> None:
@@ -27,19 +27,11 @@ def read_images(args: argparse.Namespace) -> tuple:
 
     out = []
     for name in getattr(args, "image", None) or ():
-        p = Path(name)
+        data = read_option_file(name, "--image", MAX_IMAGE_BYTES,
+                                lambda size: f"{size / 1e6:.1f} MB; images are limited to {MAX_IMAGE_BYTES / 1e6:.0f} MB")
         try:
-            if p.is_dir():
-                raise UsageError(f"--image {name}: is a folder, not a file")
-            if p.stat().st_size > MAX_IMAGE_BYTES:
-                raise UsageError(f"--image {name}: {p.stat().st_size / 1e6:.1f} MB; images are limited to "
-                                 f"{MAX_IMAGE_BYTES / 1e6:.0f} MB")
-            image = ImageInput(p.read_bytes(), name=p.name)
+            image = ImageInput(data, name=Path(name).name)
             check_bytes(image)
-        except FileNotFoundError:
-            raise UsageError(f"--image {name}: no such file") from None
-        except OSError as e:
-            raise UsageError(f"--image {name}: {e.strerror or e}") from None
         except ImageError as e:
             raise UsageError(f"--image {e}") from None
         out.append(image)
