@@ -20,10 +20,10 @@ pytest.importorskip("watchdog")
 
 from PySide6.QtCore import QSettings, QUrl  # noqa: E402
 from PySide6.QtGui import QDesktopServices  # noqa: E402
-from PySide6.QtWidgets import QMessageBox  # noqa: E402
 
 from app.history import History  # noqa: E402
 from brief_files import brief, brief_folder  # noqa: E402
+from test_gui_chat import window  # noqa: E402,F401  (the chat tests' window: tiny self-draft pair loaded)
 
 
 @pytest.fixture
@@ -137,20 +137,6 @@ def test_remove_forgets_the_folder_and_deletes_its_index(qtbot, library, folder)
 
 
 # -- asking the folder from the chat ------------------------------------------------------------
-@pytest.fixture
-def window(qtbot, tmp_path, monkeypatch, tiny_target):
-    from app.main_window import MainWindow
-
-    errors: list[str] = []
-    monkeypatch.setattr(QMessageBox, "warning", lambda *a, **k: errors.append(a[2]) or QMessageBox.StandardButton.Ok)
-    w = MainWindow(history=History(tmp_path / "h.db"),
-                   settings=QSettings(str(tmp_path / "s.ini"), QSettings.Format.IniFormat), autoload=False)
-    w.errors = errors  # type: ignore[attr-defined]
-    qtbot.addWidget(w)
-    w.session.load(tiny_target, tiny_target, label="tiny self-draft")
-    qtbot.waitUntil(lambda: w.session.engine is not None, timeout=10000)
-    yield w
-    w.close()
 
 
 def test_an_answer_from_the_library_lists_its_sources_and_a_click_opens_the_file(qtbot, window, folder, tmp_path,
