@@ -76,14 +76,30 @@ def curve_function(curve: dict[int, float]) -> Callable[[int], float]:
     return lambda n: table[n] if n in table else costs.verify_time(n)
 
 
-def replay(cases: Sequence[Case], verify_s: Callable[[int], float], *, confidence: dict | None = None,
-           on_step: Callable[[Case, int, int, int], None] | None = None) -> list[Replayed]:
-    """Run the decoder's loop for a free drafter under Auto over every case, in order, with
-    one cost model (as one process would: what one text teaches carries to the next)."""
+def free_drafter_cost(verify_s: Callable[[int], float]) -> CostModel:
+    """A free drafter's cost model that has timed every pass Auto may ask for on the curve."""
     cost = CostModel()
     cost.free_drafter = True
     for n in range(1, MAX_LOOKAHEAD + 2):
         cost.observe_verify(n, verify_s(n))
+    return cost
+
+
+def accepted_prefix(drafts: Sequence[int], truth: Sequence[int]) -> int:
+    """How many drafts the recorded output confirms, from the first: greedy verification's verdict."""
+    acc = 0
+    for d, t in zip(drafts, truth):
+        if d != t:
+            break
+        acc += 1
+    return acc
+
+
+def replay(cases: Sequence[Case], verify_s: Callable[[int], float], *, confidence: dict | None = None,
+           on_step: Callable[[Case, int, int, int], None] | None = None) -> list[Replayed]:
+    """Run the decoder's loop for a free drafter under Auto over every case, in order, with
+    one cost model (as one process would: what one text teaches carries to the next)."""
+    cost = free_drafter_cost(verify_s)
     if confidence:
         cost.import_confidence(confidence)
     sampler = Sampler()
@@ -104,11 +120,7 @@ def replay(cases: Sequence[Case], verify_s: Callable[[int], float], *, confidenc
             k = auto.trim(full, cost, text) if full is not None else 0
             prop = full.cut(k) if full is not None else None
             drafts = prop.tokens if prop is not None else []
-            acc = 0
-            for d, t in zip(drafts, truth[i:]):
-                if d != t:
-                    break
-                acc += 1
+            acc = accepted_prefix(drafts, truth[i:])
             nxt = truth[i + acc] if i + acc < len(truth) else None
             seconds = verify_s(1 + len(drafts))
             cost.observe_verify(1 + len(drafts), seconds)

@@ -26,13 +26,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Sequence
 
-from engine.decoding.drafting.cost_model import BatchLoad, CostModel, TextAcceptance, expected_tokens
+from engine.decoding.drafting.cost_model import BatchLoad, TextAcceptance, expected_tokens
 from engine.decoding.drafting.drafters import DraftContext
-from engine.decoding.drafting.lookahead import MAX_LOOKAHEAD, Auto
+from engine.decoding.drafting.lookahead import Auto
 from engine.decoding.drafting.lookup_drafter import PromptLookupDrafter
 from engine.decoding.sampling.sampler import Sampler
 
-from .lookup_replay import Case, curve_function, load_cases
+from .lookup_replay import Case, accepted_prefix, curve_function, free_drafter_cost, load_cases
 
 CURVES = Path(__file__).with_name("gpu_curves.json")
 POLICIES = ("none", "blind", "load")  # no draft; Auto per slot as if alone; Auto that knows the load
@@ -64,10 +64,7 @@ class Outcome:
 
 def simulate(cases: Sequence[Case], n_slots: int, policy: str, verify_s: Callable[[int], float]) -> Outcome:
     """Every case once, `n_slots` at a time, each step one pass over every running slot's rows."""
-    cost = CostModel()
-    cost.free_drafter = True
-    for n in range(1, MAX_LOOKAHEAD + 2):  # what a process learns before: lone passes
-        cost.observe_verify(n, verify_s(n))
+    cost = free_drafter_cost(verify_s)  # what a process learns before: lone passes
     sampler, trimmed = Sampler(), DraftContext(trimmed_by_caller=True)
     todo, running = deque(cases), []
     tokens = passes = drafted = accepted = 0
@@ -108,11 +105,7 @@ def simulate(cases: Sequence[Case], n_slots: int, policy: str, verify_s: Callabl
             if policy == "blind":
                 cost.observe_verify(1 + len(drafts), t)  # one slot's rows at the shared pass's time
             truth, at = s.case.output, len(s.written)
-            acc = 0
-            for d, want in zip(drafts, truth[at:]):
-                if d != want:
-                    break
-                acc += 1
+            acc = accepted_prefix(drafts, truth[at:])
             nxt = truth[at + acc] if at + acc < len(truth) else None
             if drafts:
                 cost.observe_acceptance(len(drafts), acc, full.confidence)  # type: ignore[union-attr]
