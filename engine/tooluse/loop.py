@@ -162,7 +162,7 @@ class ToolLoop:
                     cut_off = True
                 elif record is None or not record.allowed:
                     repeated = False
-                    record = made[key] = self._run_call(call, cancel)
+                    record = made[key] = self._run_call(call, tool, cancel)
                 else:
                     record = ToolCallRecord(call.name, record.arguments, f"error: {REPEATED}", True, True, record.server)
                 result.calls.append(record)
@@ -178,9 +178,9 @@ class ToolLoop:
             result.step_limit_reached = step + 1 == self.max_steps and not repeated
         yield LoopDone(result)
 
-    def _run_call(self, call: ToolCall, cancel: CancelToken | None = None) -> ToolCallRecord:
-        """Run one call if allowed; any failure becomes an error result the model reads."""
-        tool = self.tools.tool(call.name)
+    def _run_call(self, call: ToolCall, tool: McpTool | None, cancel: CancelToken | None = None) -> ToolCallRecord:
+        """Run one call (of `tool`, the offered tool it names) if allowed; any failure becomes an
+        error result the model reads."""
         try:
             args = json.loads(call.arguments) if call.arguments.strip() else {}
         except ValueError:
