@@ -52,10 +52,11 @@ def is_document(name: str) -> bool:
     return not name.startswith(".") and "." in name and name.rsplit(".", 1)[1].lower() in EXTENSIONS
 
 
-def walk(folder: Path) -> Iterator[Path]:
-    """Document files under `folder`, hidden folders skipped, links not followed, in a stable order."""
+def walk(folder: Path, excluded: frozenset[str] = frozenset()) -> Iterator[Path]:
+    """Document files under `folder`, hidden folders and the `excluded` ones (absolute paths)
+    skipped, links not followed, in a stable order."""
     for root, dirs, files in os.walk(folder, followlinks=False):
-        dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+        dirs[:] = sorted(d for d in dirs if not d.startswith(".") and os.path.join(root, d) not in excluded)
         for name in sorted(files):
             if is_document(name):
                 yield Path(root) / name
@@ -69,12 +70,38 @@ def digest(path: Path) -> str:
     return h.hexdigest()
 
 
+def inside(path: Path, folders: frozenset[str]) -> bool:
+    """`path` is one of `folders` (absolute paths) or lies under one."""
+    s = os.path.abspath(path)
+    return any(s == f or s.startswith(f + os.sep) for f in folders)
+
+
+def private_folders(folder: Path, index: Path) -> frozenset[str]:
+    """Tandem's own folders that lie under `folder` (its data folder, the index's folder): a
+    library of one's home folder must not read them."""
+    from ..paths import data_dir
+
+    out = set()
+    for own in (data_dir(), index.parent):
+        try:
+            own = own.expanduser().resolve()
+        except OSError:
+            continue
+        if folder in own.parents:
+            out.add(str(own))
+    return frozenset(out)
+
+
 class Indexer:
     """Updates one folder's `IndexStore`."""
 
-    def __init__(self, folder: Path, store: IndexStore):
+    def __init__(self, folder: Path, store: IndexStore, excluded: frozenset[str] = frozenset()):
+        """`excluded`: folders under `folder` never read (Tandem's own data folder, where the
+        index, the metrics log and the chats are written: read, they would be re-read after
+        every question, and answers would cite Tandem's own files)."""
         self.folder = Path(folder).resolve()
         self.store = store
+        self.excluded = excluded
 
     def update(self, progress: Progress | None = None, cancelled: Callable[[], bool] = lambda: False,
                only: Iterable[Path] | None = None) -> IndexReport:
@@ -85,7 +112,7 @@ class Indexer:
         report = IndexReport()
         known = self.store.records()
         if only is None:
-            every = list(walk(self.folder))
+            every = list(walk(self.folder, self.excluded))
             found, report.left_out = every[:MAX_FILES], max(0, len(every) - MAX_FILES)
             gone = set(known) - {self._key(p) for p in every}
         else:
@@ -122,10 +149,10 @@ class Indexer:
                 key = self._key(p)
             except ValueError:  # outside the folder (a move out of it names its old path here)
                 continue
-            if any(part.startswith(".") for part in key.split("/")):  # hidden, as the walk skips it
-                continue
+            if any(part.startswith(".") for part in key.split("/")) or inside(p, self.excluded):
+                continue  # hidden or excluded, as the walk skips it
             if p.is_dir():
-                found += walk(p)
+                found += walk(p, self.excluded)
             elif p.is_file() and is_document(p.name):
                 found.append(p)
             elif not p.exists():

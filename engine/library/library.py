@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from ..errors import DocumentError, TandemError
-from .indexer import Indexer, IndexReport, Progress
+from .indexer import Indexer, IndexReport, Progress, private_folders
 from .search import Hit, search
 from .store import IndexStore, counts, index_path, unreadable
 
@@ -26,13 +26,14 @@ class Library:
         self.folder = self.folder.resolve()
         self.index = Path(index) if index is not None else index_path(self.folder)
         self.store = IndexStore(self.index, self.folder)
-        self._indexer = Indexer(self.folder, self.store)
+        excluded = private_folders(self.folder, self.index)
+        self._indexer = Indexer(self.folder, self.store, excluded)
         self._walked = False  # a first full update has finished (then a watch's changes suffice)
         self.watch = None
         if watch:
             from .watch import FolderWatch
 
-            self.watch = FolderWatch(self.folder)
+            self.watch = FolderWatch(self.folder, excluded)
 
     def update(self, progress: Progress | None = None, cancelled: Callable[[], bool] = lambda: False) -> IndexReport:
         """Bring the index up to date: with a watch, only what it saw change since the last

@@ -9,6 +9,7 @@ import threading
 from pathlib import Path
 
 from ..errors import TandemError
+from .indexer import inside
 
 MAX_NOTED = 10_000  # more changed paths than this: the next update walks the whole folder instead
 _CHANGES = ("created", "modified", "deleted", "moved", "closed")  # not "opened", not "closed_no_write"
@@ -18,13 +19,16 @@ class FolderWatch:
     """Paths changed under `folder` since the last `take()`. Thread-safe: the observer's thread
     notes, the asking thread takes."""
 
-    def __init__(self, folder: Path):
+    def __init__(self, folder: Path, excluded: frozenset[str] = frozenset()):
+        """`excluded`: folders under `folder` whose changes are not noted (Tandem's own, which
+        it writes to on every question)."""
         try:
             from watchdog.events import FileSystemEventHandler
             from watchdog.observers import Observer
         except ImportError:
             raise TandemError("watching a folder needs watchdog (pip install 'tandem-studio[library]')") from None
         self.folder = Path(folder).resolve()
+        self.excluded = excluded
         self._lock = threading.Lock()
         self._noted: set[Path] = set()
         self._overflow = False
@@ -45,6 +49,8 @@ class FolderWatch:
 
     def _note(self, path: str | bytes) -> None:
         p = Path(path.decode("utf-8", "surrogateescape") if isinstance(path, bytes) else path)
+        if inside(p, self.excluded):
+            return
         with self._lock:
             if len(self._noted) >= MAX_NOTED:
                 self._overflow = True

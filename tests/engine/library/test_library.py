@@ -159,7 +159,7 @@ def test_a_watched_library_rereads_only_what_changed(briefs, monkeypatch):
         assert not _until(lambda: lib.watch.dirty, 0.5)  # the indexer's own reads mark nothing
         walks = []
         real_walk = indexer_mod.walk
-        monkeypatch.setattr(indexer_mod, "walk", lambda f: walks.append(f) or real_walk(f))
+        monkeypatch.setattr(indexer_mod, "walk", lambda f, *a: walks.append(f) or real_walk(f, *a))
         reads = _reads(monkeypatch)
         assert lib.update().files == 40 and (walks, reads) == ([], [])  # nothing changed: nothing touched
         extra = brief(40, "md")
@@ -175,6 +175,35 @@ def test_a_watched_library_rereads_only_what_changed(briefs, monkeypatch):
         assert walks == [] and reads == ["brief-quetzal.md"]  # no walk of the folder
         assert lib.search(_question(extra), 1)[0].path == "brief-quetzal.md"
         assert sentence(extra) in lib.search(_question(extra), 1)[0].text
+
+
+def test_a_library_holding_tandems_data_folder_never_reads_it(briefs, monkeypatch):
+    """A home folder as a library, with Tandem's data folder inside it (macOS keeps it under
+    ~/Library, not a hidden folder): the index, the metrics log and the calibration file written
+    there on every question are neither indexed nor seen as changes to re-read."""
+    pytest.importorskip("watchdog")
+    folder, _ = briefs
+    home = folder / "Application Support" / "tandem"
+    monkeypatch.setenv("TANDEM_HOME", str(home))
+    home.mkdir(parents=True)
+    (home / "calibration.json").write_text('{"Tandem": "its own numbers"}')
+    with Library(folder, watch=True) as lib:
+        assert lib.index.is_relative_to(home)
+        report = lib.update()
+        assert report.added == 40 and report.files == 40  # the briefs only
+        assert not any(h.path.startswith("Application Support") for h in lib.search("Tandem own numbers", 5))
+        (home / "metrics.jsonl").write_text("{}\n")
+        (home / "notes.md").write_text("# a file Tandem wrote\n")
+        lib.update()  # commits to the index inside the data folder
+        (folder / "new.md").write_text("# seen\n")
+        assert _until(lambda: lib.watch.dirty)
+        time.sleep(0.2)
+        noted = set(lib.watch._noted)
+        assert noted and all(not p.is_relative_to(home) for p in noted), noted
+        lib.watch._noted.add(home / "notes.md")  # a change noted there all the same is passed over
+        report = lib.update()
+        assert (report.added, report.files) == (1, 41)  # new.md
+        assert not any(h.path.startswith("Application Support") for h in lib.search("a file Tandem wrote", 5))
 
 
 def test_a_thousand_files_index_once_and_the_next_update_opens_none(tmp_path, monkeypatch):
