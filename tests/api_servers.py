@@ -17,15 +17,17 @@ KEY = "test-key"
 @contextmanager
 def api_server(target: Path, draft: Any, clients: Mapping[str, Callable[[str], Any]] | None = None, *,
                key: str | None = KEY, n_ctx: int = 1024, lookahead: Any = 4, name: str = "tiny-pair",
-               mmproj: Path | None = None, **served_kw: Any) -> Iterator[SimpleNamespace]:
+               mmproj: Path | None = None, config: Mapping[str, Any] | None = None,
+               **served_kw: Any) -> Iterator[SimpleNamespace]:
     """A served engine as `s.eng`, `s.srv`, `s.url`, and one attribute per client
-    (`clients[name](url)` makes it; closed at the end when it can be)."""
+    (`clients[name](url)` makes it; closed at the end when it can be); `config`: more
+    ServerConfig fields."""
     from engine import Engine
     from engine.serving.server import ServedModel, ServerConfig, ServerThread, create_app
 
     eng = Engine(target, n_ctx=n_ctx, metrics_log=False, mmproj=mmproj)
     srv = ServerThread(create_app(ServedModel(eng, name, draft=draft, lookahead=lookahead, **served_kw),
-                                  ServerConfig(api_key=key))).start()
+                                  ServerConfig(api_key=key, **(config or {})))).start()
     made = {k: make(srv.url) for k, make in (clients or {}).items()}
     try:
         yield SimpleNamespace(eng=eng, srv=srv, url=srv.url, **made)

@@ -193,12 +193,13 @@ def _serve(args: argparse.Namespace, target: Path, draft: Any, library: Any, api
         config = ServerConfig(api_key=api_key, max_waiting=args.queue, temperature=args.temperature,
                               any_model_name=any_name, cors_origins=cors, max_body=max_body,
                               early_role_chunk=args.early_role_chunk, allowed_hosts=hosts, parallel=args.parallel,
-                              library=library)
+                              library=library, fetch_image_urls=args.fetch_image_urls)
         app = create_app(served, config)
         split = f", target split over {len(eng.endpoints)} RPC worker(s)" if getattr(args, "rpc", None) else ""
         draft_text = DraftChoice.parse(draft).label
         slots_text = f", {args.parallel} slots" if args.parallel > 1 else ""
         slots_text += f", sees images ({args.projector.name})" if getattr(args, "projector", None) else ""
+        slots_text += ", fetches image URLs" if args.fetch_image_urls else ""
         print(f"tandem: serving {served.id} ({target.name}, {draft_text}, lookahead {args.lookahead}, "
               f"context {args.ctx}{split}{slots_text}) on {url_for(args.host, args.port)}/v1", file=sys.stderr)
         if library is not None:
@@ -264,6 +265,9 @@ def register(sub: Any) -> None:
     s.add_argument("--library", metavar="DIR",
                    help="a folder of documents that chat requests setting \"library\": true are answered from, with "
                         "their sources (indexed in Tandem's data folder and watched while the server runs)")
+    s.add_argument("--fetch-image-urls", action="store_true",
+                   help="fetch pictures that requests name by http(s) URL (default: refused; only data: URIs). "
+                        "Anyone who may call the server can then make this machine fetch a URL")
     s.add_argument("--log-level", default="info", choices=("critical", "error", "warning", "info", "debug"))
     add_rpc_option(s)
     s.set_defaults(func=cmd_serve)

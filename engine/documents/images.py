@@ -74,7 +74,7 @@ def image_from_url(url: object, name: str = "image") -> ImageInput:
         raise ImageError("an image needs a url")
     if url[:8].lower().startswith(("http://", "https://")):
         raise ImageError("image URLs are not fetched by this server: send the picture inline as a "
-                         "data:image/...;base64 URI")
+                         "data:image/...;base64 URI (or start the server with --fetch-image-urls)")
     m = _DATA_URI.match(url)
     if m is None or not m.group("b64"):
         raise ImageError("an image url must be a data:image/...;base64,... URI")

@@ -64,5 +64,5 @@ def create_app(served: ServedModel, config: ServerConfig | None = None) -> FastA
         app.include_router(router)
     install_middleware(app, metrics, cors_origins=tuple(config.cors_origins), max_body=config.max_body,
                        known=frozenset(r.path for x in routers for r in x.routes),
-                       allowed_hosts=tuple(config.allowed_hosts))
+                       allowed_hosts=tuple(config.allowed_hosts), fetch_image_urls=config.fetch_image_urls)
     return app

@@ -63,6 +63,7 @@ class ServerConfig:
     max_body: int = DEFAULT_MAX_BODY  # bytes; larger request bodies get 413 before they are read (0: no limit)
     allowed_hosts: tuple[str, ...] = ()  # Host names answered beyond localhost and the bound address (hosts.py)
     early_role_chunk: bool = False  # stream the role chunk before the prompt is read (the old timing)
+    fetch_image_urls: bool = False  # fetch pictures named by http(s) URL (doors/image_urls.py); else refuse them
     library: Any = None  # an engine.library.Library asked by `"library": true` (--library DIR; the caller closes it)
     extra: dict[str, Any] = field(default_factory=dict)
 

@@ -157,12 +157,18 @@ class AnswerBugs:
 
 
 def install_middleware(app: FastAPI, metrics: ServerMetrics, *, cors_origins: tuple[str, ...], max_body: int,
-                       known: frozenset[str], allowed_hosts: tuple[str, ...] = ()) -> None:
-    """Innermost first: bugs answered, the body limits, the Origin check (a web page that may
+                       known: frozenset[str], allowed_hosts: tuple[str, ...] = (),
+                       fetch_image_urls: bool = False) -> None:
+    """Innermost first: bugs answered, picture URLs fetched (only with `fetch_image_urls`),
+    the body limits, the Origin check (a web page that may
     not call the server makes nothing run), counting (every answer, the refusals too), CORS
     headers on every answer (a loopback origin under each loopback name), then (outermost)
     the Host check, before anything else runs."""
     app.add_middleware(AnswerBugs)
+    if fetch_image_urls:
+        from .image_urls import FetchImageUrls
+
+        app.add_middleware(FetchImageUrls)
     app.add_middleware(BodyLimit, max_bytes=max_body)
     app.add_middleware(OriginCheck, allowed=cors_origins)
     app.add_middleware(CountRequests, metrics=metrics, known=known)
