@@ -381,7 +381,7 @@ class DownloadWorker(Worker):
         from engine.models import download
 
         for m in self.models:
-            for f in m.files:
+            for f in m.downloads:
                 if self.cancelled:
                     raise Cancelled("download cancelled")
                 path = download.obtain(f, source=self.source, progress=self.progress.emit, cancel=self._cancel)

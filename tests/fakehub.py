@@ -313,15 +313,23 @@ def closed_port_url() -> str:
 
 
 def write_tiny_catalog(tmp_path: Path, target: FileSpec, draft: FileSpec | None = None, mirror: str = "",
-                       cpu_draft: FileSpec | None = None) -> Path:
+                       cpu_draft: FileSpec | None = None, projector: FileSpec | None = None) -> Path:
     """A catalog with one pair, "tiny", of these files (the draft defaults to the target);
     `mirror` is TOML appended to each file entry (a [[models."{mid}".files.mirrors]] table);
-    `cpu_draft` is a published Q4_0 draft the pair prefers on CPU ("tiny-draft-q4_0")."""
+    `cpu_draft` is a published Q4_0 draft the pair prefers on CPU ("tiny-draft-q4_0");
+    `projector` the target's vision projector (its own revision)."""
     draft = draft or target
 
     def model(mid: str, f: FileSpec, quant: str = "F32") -> str:
         mirrors = mirror.replace("{mid}", mid)  # not .format: package names carry their own {n}
-        return f"""
+        sees = "" if projector is None or mid != "tiny-target" else f"""
+[models."{mid}".projector]
+filename = "{projector.filename}"
+revision = "{projector.revision}"
+bytes = {projector.bytes}
+sha256 = "{projector.sha256}"
+"""
+        return sees + f"""
 [models."{mid}"]
 title = "{mid}"
 repo = "{f.repo}"

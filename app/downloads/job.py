@@ -105,7 +105,7 @@ class DownloadJob:
         self.pair = pair
         self.then_load = then_load
         self.models = pair_models(pair)
-        self.sizes = [f.bytes for m in self.models for f in m.files]
+        self.sizes = [f.bytes for m in self.models for f in m.downloads]
         self.files_done = 0
         self._arrived = False
         self.status = DownloadStatus(pair, Phase.RUNNING, 0.0, f"{pair.title}: %p%",

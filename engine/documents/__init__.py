@@ -7,7 +7,8 @@ text file), so that one larger than the context can be attached in part. A file 
 text (an image, a scanned PDF) is refused in one line that names it and says why.
 
 Pictures for a model that sees (images.py) are checked here too, as untrusted bytes: size,
-format signature (PNG, JPEG, WebP) and pixel count before Pillow decodes them to RGB.
+format signature (PNG, JPEG, WebP) and pixel count before Pillow decodes them to RGB; a
+scanned PDF's pages become such pictures through PDFium (pdf_images.py, the `vision` extra).
 
 The readers (pypdf, openpyxl, python-pptx, odfpy, striprtf) are the optional extra `docs`,
 imported only when a file of their kind is read; DOCX is read with the standard library's expat

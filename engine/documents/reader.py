@@ -151,7 +151,7 @@ def _read(kind: str, p: Path, name: str) -> Document:
             raise DocumentError(f"{name}: the PDF is password-protected; save an unlocked copy")
         if not any(s.text for s in pages):
             raise DocumentError(f"{name}: no text layer in its {len(pages)} page(s) (a scanned or image-only PDF); "
-                                "run OCR on it first")
+                                "run OCR on it first, or send its pages as pictures to a model that sees")
         return Document(name, kind, tuple(pages), "page")
     readers: dict[str, tuple[Callable[[str], list[Section]], str]] = {
         "DOCX": (_lazy("docx_sections"), "section"), "XLSX": (_lazy("xlsx_sheets"), "sheet"),

@@ -2,7 +2,8 @@
 
 Users pick a pair, not two files. Each model lists its file(s) on Hugging Face with size
 and sha256, optional alternative sources (the PyPI chunk mirror), and the architecture
-numbers needed to estimate memory before anything is downloaded.
+numbers needed to estimate memory before anything is downloaded. A model that sees names its
+vision projector (`projector`, an mmproj GGUF): downloaded with it, loaded beside it.
 """
 
 from __future__ import annotations
@@ -73,9 +74,23 @@ class ModelSpec:
     files: tuple[FileSpec, ...]
     gated: bool = False
     mtp_layers: int = 0  # the file's own multi-token-prediction layers: it can draft for itself ("mtp")
+    # Its vision projector (mmproj): the model reads pictures with it. Optional for running the
+    # model on text, so a model on disk without it is still ready (it just does not see).
+    projector: FileSpec | None = None
+
+    @property
+    def downloads(self) -> tuple[FileSpec, ...]:
+        """Every file a download of the model fetches: its own, then its projector."""
+        return self.files + ((self.projector,) if self.projector is not None else ())
 
     @property
     def bytes(self) -> int:
+        """On disk once downloaded, and in memory once loaded (the app loads the projector too)."""
+        return sum(f.bytes for f in self.downloads)
+
+    @property
+    def weights_bytes(self) -> int:
+        """The model's own files: what a decode step reads (the projector only runs on pictures)."""
         return sum(f.bytes for f in self.files)
 
     def kv_bytes_per_token(self, bytes_per_value: int = 2) -> int:
@@ -116,6 +131,11 @@ class PairSpec:
     @property
     def bytes(self) -> int:
         return sum(m.bytes for m in self.models)
+
+    @property
+    def sees(self) -> bool:
+        """Its target reads pictures: the catalog names the target's projector."""
+        return self.target.projector is not None
 
     def preferred_draft(self, backend: str) -> ModelSpec | None:
         """The catalog's faster draft file for `backend` ("cpu", "cuda", ...), if it names one."""
@@ -199,7 +219,29 @@ def _parse_model(mid: str, m: Any) -> ModelSpec:
         files=files,
         gated=bool(m.get("gated", False)),
         mtp_layers=_req(m, "mtp_layers", int, where) if "mtp_layers" in m else 0,
+        projector=_parse_projector(m, repo, revision, where),
     )
+
+
+def _parse_projector(m: dict[str, Any], repo: str, revision: str, where: str) -> FileSpec | None:
+    """The optional `[models."id".projector]` table: an mmproj file of the model's repo at its
+    revision, unless it names its own `repo` and `revision` (a publisher that ships the text
+    model without its projector); its sha256 is required (it is never mirrored)."""
+    if "projector" not in m:
+        return None
+    t = m["projector"]
+    pw = f"{where} projector"
+    if not isinstance(t, dict):
+        raise CatalogError(f"{pw}: must be a table")
+    if "sha256" not in t:
+        raise CatalogError(f"{pw}: missing 'sha256'")
+    if t.get("mirrors"):
+        raise CatalogError(f"{pw}: projectors have no mirror")
+    spec = _parse_file(t, _req(t, "repo", str, pw) if "repo" in t else repo,
+                       _req(t, "revision", str, pw) if "revision" in t else revision, pw)
+    if not spec.filename.lower().startswith("mmproj") or not spec.filename.endswith(".gguf"):
+        raise CatalogError(f"{pw}: {spec.filename!r} is not named mmproj*.gguf (the name every tool finds it by)")
+    return spec
 
 
 def _parse_file(f: Any, repo: str, revision: str, fw: str) -> FileSpec:

@@ -293,7 +293,7 @@ def pair_fit(pair: PairSpec, hw: Hardware, n_ctx: int = 4096, workers: Sequence[
     need = w + kv + ov
     detail = (f"needs {need / GB:.1f} GB (weights {w / GB:.1f} + KV cache {kv / GB:.2f} at {n_ctx} tokens "
               f"+ overhead {ov / GB:.1f})")
-    local = with_speed(_local_fit(need, w, kv, ov, detail, hw), pair.target.bytes, bandwidth)
+    local = with_speed(_local_fit(need, w, kv, ov, detail, hw), pair.target.weights_bytes, bandwidth)
     if local.ok or not workers:
         return local
     draft_need = sum(model_need(pair.draft, n_ctx)) if pair.draft.id != pair.target.id else 0

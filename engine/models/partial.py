@@ -131,7 +131,7 @@ def model_partial(model: ModelSpec) -> PartialModel | None:
     """The model's partial download, or None when no download of it left a file behind."""
     files: list[PartialFile] = []
     complete = 0
-    for f in model.files:
+    for f in model.downloads:
         whole = store.find_file(f) is not None
         complete += f.bytes if whole else 0
         files += partial_files(f, whole)
@@ -175,7 +175,7 @@ def pair_partial(pair: PairSpec) -> PairPartial | None:
             found.append(pm)
             on_disk += pm.on_disk
         else:
-            on_disk += sum(f.bytes for f in m.files if store.find_file(f) is not None)
+            on_disk += sum(f.bytes for f in m.downloads if store.find_file(f) is not None)
     return PairPartial(pair, tuple(found), on_disk) if found else None
 
 

@@ -436,11 +436,12 @@ def forget_import(path: str | os.PathLike[str]) -> bool:
 
 # -- deleting -------------------------------------------------------------------------------
 def model_files_on_disk(spec: ModelSpec) -> list[Path]:
-    """Every cache entry that holds one of the model's files: snapshot links or copies in any
-    revision, and the blobs they point to (all inside the model's repo folder in the cache)."""
+    """Every cache entry that holds one of the model's files (its projector's too): snapshot
+    links or copies in any revision, and the blobs they point to (all inside each file's repo
+    folder in the cache)."""
     out: list[Path] = []
-    root = repo_dir(spec.repo)
-    for f in spec.files:
+    for f in spec.downloads:
+        root = repo_dir(f.repo)
         snaps = root / "snapshots"
         entries = sorted(snaps.glob(f"*/{f.filename}")) if snaps.is_dir() else []
         b = blob_path(f)
@@ -455,13 +456,13 @@ def model_files_on_disk(spec: ModelSpec) -> list[Path]:
 
 def delete_model(spec: ModelSpec) -> int:
     """Remove a catalog model's files from the cache: snapshot links and blobs, never anything
-    outside the model's repo folder (a link to a file elsewhere loses only the link). Returns
+    outside its files' repo folders (a link to a file elsewhere loses only the link). Returns
     the bytes freed. Other tools sharing the HF cache lose the file too."""
-    root = repo_dir(spec.repo).resolve()
+    roots = {repo_dir(f.repo).resolve() for f in spec.downloads}
     freed = 0
     for p in model_files_on_disk(spec):
-        if root not in p.parent.resolve().parents:
-            raise StoreError(f"{p} is outside the model cache {root}: not deleting it")
+        if not roots & set(p.parent.resolve().parents):
+            raise StoreError(f"{p} is outside the model's folders in the cache: not deleting it")
         try:
             if not p.is_symlink() and p.is_file():
                 freed += p.stat().st_size

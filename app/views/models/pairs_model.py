@@ -141,7 +141,7 @@ class PairsModel(RowsTableModel):
             if col == 0:
                 return p.title + ("  ★ default" if default else "")
             if col == 1:
-                return ", ".join(p.tags)
+                return ", ".join(p.tags + (("images",) if p.sees else ()))
             if col == 2:
                 size, part = self.to_fetch(row)
                 return human_bytes(size) + (f" ({part})" if part else "")

@@ -88,20 +88,6 @@ def test_a_hybrid_rewind_reads_the_picture_again(pair):
         ctx.close()
 
 
-def test_the_projector_beside_a_target_is_the_only_one_or_the_one_named_after_it(tmp_path):
-    from engine.llamacpp.vision import projector_beside
-
-    target = tmp_path / "Qwen3.5-4B-Q4_K_M.gguf"
-    target.write_bytes(b"")
-    assert projector_beside(target) is None
-    (tmp_path / "mmproj-Qwen3.5-4B-F16.gguf").write_bytes(b"")
-    assert projector_beside(target).name == "mmproj-Qwen3.5-4B-F16.gguf"
-    (tmp_path / "mmproj-gemma-4-E2B-F16.gguf").write_bytes(b"")
-    assert projector_beside(target).name == "mmproj-Qwen3.5-4B-F16.gguf"  # named after the target
-    (tmp_path / "mmproj-Qwen3.5-4B-BF16.gguf").write_bytes(b"")
-    assert projector_beside(target) is None  # two fit: the user says which (--mmproj)
-
-
 def test_the_image_cache_is_bounded_by_count_and_bytes():
     from engine.llamacpp.vision import EncodedImage, ImageCache
 
