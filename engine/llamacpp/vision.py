@@ -33,6 +33,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from ..documents.images import IMAGE_SLOT, MEDIA_MARKER, DecodedImage
+from ..models.projector_files import projector_beside, projectors_beside  # noqa: F401  (their home: found by name)
 from ..errors import DecodeError, ModelLoadError, PromptError, UnsupportedModelError
 from .llama import Closing, Model, _log_callback, default_threads, log_tail, recent_log_errors
 
@@ -303,21 +304,3 @@ def _placeholder(model: Model) -> int:
         if len(ids) == 1:
             return ids[0]
     return 0
-
-
-def projectors_beside(target: str | os.PathLike[str]) -> list[Path]:
-    """The projector files (mmproj*.gguf) in `target`'s folder."""
-    target = Path(target)
-    return sorted(p for p in target.parent.glob("*.gguf") if p.name.lower().startswith("mmproj") and p != target)
-
-
-def projector_beside(target: str | os.PathLike[str]) -> Path | None:
-    """The projector file next to `target` (mmproj-*.gguf, as llama-server and LM Studio find
-    them): the only one, or the one named after the target; None when there is none to pick."""
-    target = Path(target)
-    found = projectors_beside(target)
-    if len(found) == 1:
-        return found[0]
-    stem = target.stem.lower().split("-q")[0]
-    named = [p for p in found if stem and stem in p.name.lower()]
-    return named[0] if len(named) == 1 else None
