@@ -1,0 +1,56 @@
+"""The pictures a question was sent with, as thumbnails in one line of the transcript (each
+scaled once per picture and kept as a resource of the transcript's document, by digest), the
+name, pixels and size on hover. A picture the history no longer holds says so in its place."""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from PySide6.QtCore import QUrl
+from PySide6.QtGui import QColor, QImage, QTextBlockFormat, QTextCharFormat, QTextCursor, QTextDocument, QTextImageFormat
+
+from engine.units import human_bytes
+
+from ...history.pictures import image_refs  # noqa: F401  (the transcript reads a question's pictures with it)
+
+from ..attachments.images import thumbnail
+
+THUMB = 160  # logical pixels: a thumbnail fits in this square
+MUTED = QColor(128, 128, 128)
+
+
+def picture_row(cursor: QTextCursor, refs: list[tuple[str, str]], load: Callable[[str], bytes | None] | None, *,
+                first: bool, ratio: float = 1.0) -> None:
+    """Thumbnails of `refs` ((sha256, name) of each picture) in a block at `cursor`; `load`
+    gives a picture's bytes by digest; `ratio`: the screen's device pixel ratio (sharp on HiDPI)."""
+    if not refs:
+        return
+    block = QTextBlockFormat()
+    block.setTopMargin(2 if first else 6)
+    if first:
+        cursor.setBlockFormat(block)
+    else:
+        cursor.insertBlock(block, QTextCharFormat())
+    doc = cursor.document()
+    for i, (sha, name) in enumerate(refs):
+        if i:
+            cursor.insertText("  ", QTextCharFormat())
+        url = QUrl(f"tandem:picture/{sha}")
+        image = doc.resource(QTextDocument.ResourceType.ImageResource, url)
+        if not isinstance(image, QImage):
+            data = load(sha) if load is not None else None
+            image = thumbnail(data, round(THUMB * ratio)) if data else QImage()
+            if image.isNull():
+                gone = QTextCharFormat()
+                gone.setForeground(MUTED)
+                cursor.insertText(f"[picture {name}: not in the history]", gone)
+                continue
+            image.setText("bytes", str(len(data or b"")))
+            doc.addResource(QTextDocument.ResourceType.ImageResource, url, image)
+        fmt = QTextImageFormat()
+        fmt.setName(url.toString())
+        fmt.setWidth(image.width() / ratio)
+        fmt.setHeight(image.height() / ratio)
+        size = image.text("bytes")
+        fmt.setToolTip(f"{name}" + (f" · {human_bytes(int(size))}" if size.isdigit() else "") + " · sent with this message")
+        cursor.insertImage(fmt)
