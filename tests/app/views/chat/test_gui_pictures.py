@@ -187,3 +187,39 @@ def test_an_attached_picture_stays_with_its_chat(qtbot, seeing, tmp_path):
     assert chat.attachments.images() == [], "the picture does not follow the user into another chat"
     chat.open_conversation(first)
     assert [im.name for im in chat.attachments.images()] == ["chart.png"], "it waits in the chat it was added in"
+
+
+def test_continue_after_a_picture_reads_it_again(qtbot, seeing, tmp_path, monkeypatch):
+    from engine.documents.images import IMAGE_SLOT
+
+    chat, sent = seeing.chat, _spy(monkeypatch)
+    chat.attach_files([str(_picture(tmp_path))])
+    chat.apply_settings({**SETTINGS, "max_tokens": 4})
+    chat.prompt.setPlainText("the value of")
+    chat.send()
+    qtbot.waitUntil(lambda: chat.worker is None, timeout=60000)
+    answer = seeing.history.messages(chat.conversation_id)[1]
+    assert answer.stats["finish_reason"] == "length", "stopped by Max tokens: Continue writes more"
+    chat.asking.continue_answer(answer.id)
+    qtbot.waitUntil(lambda: chat.worker is None, timeout=60000)
+    assert sent[-1].prompt.count(IMAGE_SLOT) == 1 and [im.data for im in sent[-1].images] == [PICTURE]
+    longer = seeing.history.messages(chat.conversation_id)[1]
+    assert longer.content.startswith(answer.content) and len(longer.content) > len(answer.content)
+    assert not seeing.errors
+
+
+def test_a_projector_llama_cpp_refuses_leaves_the_model_text_only_and_says_why(qtbot, tmp_path, monkeypatch,
+                                                                             tiny_target):
+    import shutil
+
+    folder = tmp_path / "models"
+    folder.mkdir()
+    target = Path(shutil.copy(tiny_target, folder / "tiny.gguf"))
+    (folder / "mmproj-tiny.gguf").write_bytes(b"GGUF" + b"\0" * 60)  # a projector file, damaged
+    w = _make_window(qtbot, tmp_path, monkeypatch)
+    _load(qtbot, w, target, "lookup", n_ctx=512)
+    assert not w.session.sees_images and not w.errors, "the model loads, text only"
+    mark = w.chat.model_bar.vision
+    assert mark.text() == "text only" and mark.toolTip().startswith("mmproj-tiny.gguf was not loaded (")
+    assert mark.toolTip().endswith("): this model reads text only")
+    w.close()
