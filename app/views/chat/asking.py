@@ -90,11 +90,12 @@ class Asking(QObject):
         if asked is None:
             return
         chat = asked[0][:-1] + [{**asked[0][-1], "content": pictures.marked(asked[0][-1]["content"], len(images))}]
-        fit = self._fit_to_context(chat)
+        groups = prior[1] + [[im.input() for im in images]]
+        fit = self._fit_to_context(chat, pictures.kept(groups, 0))
         if fit is None:  # refused before anything is stored: the typed text and the chips stay
             return
         chat = [m for m in fit.messages if m["role"] != "system"]
-        sent = pictures.kept(prior[1] + [[im.input() for im in images]], fit.dropped)
+        sent = pictures.kept(groups, fit.dropped)
         try:
             answer = self._store_question(text, content, pictures.question_spans(images, parts), images)
         except HistoryError:  # disk full, read-only: the window has said so; the typed text stays
@@ -182,16 +183,18 @@ class Asking(QObject):
         s = self._session
         return None if s.sees_images else pictures.text_only_line(s.pair.label if s.pair else "the loaded model")
 
-    def _fit_to_context(self, chat: list[dict]) -> Any:
-        """The chat to send (engine/models/context_window.py's rule), or None after saying why not."""
+    def _fit_to_context(self, chat: list[dict], images: tuple = ()) -> Any:
+        """The chat to send (engine/models/context_window.py's rule), or None after saying why
+        not; `images`: the chat's pictures in order, each counted as the tokens it takes."""
         from engine.models.context_window import TooLarge, fit_chat
         from engine.errors import TandemError
 
         eng, system = self._session.engine, self._settings.system_prompt()
         sys_msgs = [{"role": "system", "content": system}] if system else []
         try:
-            return fit_chat(sys_msgs, chat, lambda msgs: len(eng.tokens_for(msgs, chat=True)), eng.n_ctx,
-                            self._settings.max_tokens.value())
+            sizes = eng.image_tokens(images) if images else []
+            return fit_chat(sys_msgs, chat, lambda msgs: len(eng.tokens_for(msgs, chat=True))
+                            + pictures.tokens_of(msgs, sizes), eng.n_ctx, self._settings.max_tokens.value())
         except TooLarge as e:
             self._fail(str(e))
         except TandemError as e:  # a chat template that cannot render these messages
@@ -253,7 +256,7 @@ class Asking(QObject):
         cid = self._conversation()
         prior = self._conversation_chat(before=message_id)
         asked = self._ask_library(prior[0], prior[0][-1]["content"]) if prior and prior[0] else None
-        fit = self._fit_to_context(asked[0]) if asked is not None else None
+        fit = self._fit_to_context(asked[0], pictures.kept(prior[1], 0)) if asked is not None and prior else None
         if fit is None or prior is None:
             return
         chat = [m for m in fit.messages if m["role"] != "system"]

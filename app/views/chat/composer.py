@@ -26,7 +26,7 @@ from ... import workers
 from ...widgets.attachments.attachments import FILE_FILTER, Attachment, compose, recount, with_file
 from ...widgets.attachments.document_reader import FileRead, ReadFiles, Reading
 from ...widgets.attachments.images import ImageAttachment, image_attachment, is_image_file, read_image_file
-from .pictures import Pictures
+from .pictures import Pictures, PictureTokens
 from ...history.archive import write_archive
 from ...widgets.transcript.export import ARCHIVE, CHAT_FILTERS, FILTERS, ExportError, answer_markdown, \
     conversation_markdown, file_name, rich_mime, with_suffix, write_report
@@ -60,6 +60,7 @@ class Composer(QObject):
         self._closing_engine: object = None
         self.section_picker: SectionPicker | None = None  # open while a document's pages are chosen
         self.pictures = Pictures(session, column.attachments, fail)  # attached pictures, for a model that sees
+        self.picture_tokens = PictureTokens(session, history)  # what they take of the context, for the meter
         column.transcript.load_image = lambda sha: image_bytes(history, sha)  # a sent question's thumbnails
         column.filesDropped.connect(self.attach_files)
         column.imagesDropped.connect(self.attach_images)
@@ -228,14 +229,16 @@ class Composer(QObject):
     def measure_prompt(self) -> tuple[int, bool, int]:
         """Tokens of what the next Send would put in the context: system, history, prompt, attachments."""
         contents = [self.system.toPlainText()] if self.system.toPlainText() else []
+        msgs = []
         if self.conversation_id is not None:
             try:
-                contents += [m.content for m in self.history.messages(self.conversation_id)
-                             if m.role in ("user", "assistant") and m.content]
+                msgs = self.history.messages(self.conversation_id)
             except HistoryError:
                 pass
+            contents += [m.content for m in msgs if m.role in ("user", "assistant") and m.content]
         contents.append(self.compose(self.prompt.toPlainText().strip()))
         used, exact = self.counter.count_messages(contents)
+        used += self.picture_tokens.of(msgs, self.attachments.images())  # each picture's tokens with this model
         return used + self.max_tokens.value(), exact, self.context_size()  # and room for the answer
 
     def model_changed(self, *_: object) -> None:

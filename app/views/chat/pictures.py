@@ -125,6 +125,47 @@ def marked(content: str, n: int) -> str:
     return MEDIA_MARKER * n + "\n" + content if n else content
 
 
+def tokens_of(messages: Sequence[dict], sizes: Sequence[int]) -> int:
+    """The tokens of the pictures `messages` mark: the last ones of the chat's `sizes` (what
+    `Engine.image_tokens` counted for its pictures in order), since a fitted chat is a tail."""
+    marked_here = sum(str(m.get("content") or "").count(MEDIA_MARKER) for m in messages)
+    return sum(sizes[max(0, len(sizes) - marked_here):]) if marked_here else 0
+
+
+class PictureTokens:
+    """The tokens pictures take with the loaded model, for the token meter: counted once per
+    picture and model (by digest, so a question's pictures are read from the history once)."""
+
+    def __init__(self, session: Session, history: History):
+        self._session, self._history = session, history
+        self._counted: dict[tuple[int, str], int] = {}
+
+    def of(self, questions: Sequence[Message], attached: Sequence[ImageAttachment]) -> int:
+        """The pictures of the questions sent and of the prompt's chips (0 for a model that
+        reads text only: Send says why they cannot go)."""
+        eng = self._session.engine
+        if eng is None or not self._session.sees_images:
+            return 0
+        total = 0
+        for sha, name in [ref for m in questions if m.role == "user" for ref in image_refs(m.spans)]:
+            total += self._tokens(eng, sha, name, lambda sha=sha: image_bytes(self._history, sha))
+        for im in attached:
+            total += self._tokens(eng, im.sha256, im.name, lambda im=im: im.data)
+        return total
+
+    def _tokens(self, eng: object, sha: str, name: str, data: Callable[[], bytes | None]) -> int:
+        from engine.errors import TandemError
+
+        key = (id(eng), sha)
+        if key not in self._counted:
+            raw = data()
+            try:
+                self._counted[key] = eng.image_tokens([ImageInput(raw, sha, name)])[0] if raw else 0  # type: ignore[attr-defined]
+            except TandemError:  # a picture that cannot be sent is refused when it is; it counts nothing here
+                self._counted[key] = 0
+        return self._counted[key]
+
+
 def kept(pictures: Sequence[Sequence[ImageInput]], dropped: int) -> tuple[ImageInput, ...]:
     """The pictures of the messages sent after the first `dropped` were left out to fit."""
     return tuple(im for group in pictures[dropped:] for im in group)

@@ -223,3 +223,24 @@ def test_a_projector_llama_cpp_refuses_leaves_the_model_text_only_and_says_why(q
     assert mark.text() == "text only" and mark.toolTip().startswith("mmproj-tiny.gguf was not loaded (")
     assert mark.toolTip().endswith("): this model reads text only")
     w.close()
+
+
+def test_pictures_count_in_the_meter_and_one_too_large_for_the_context_is_refused_before_it_is_stored(qtbot, seeing,
+                                                                                                     tmp_path):
+    chat = seeing.chat
+    engine = seeing.session.engine
+    chat.apply_settings(SETTINGS)
+    chat.prompt.setPlainText("the value of")
+    chat.meter.update_now()
+    without = chat.composer.measure_prompt()[0]
+    chat.attach_files([str(_picture(tmp_path))])
+    [n] = engine.image_tokens([ImageInput(PICTURE)])
+    assert chat.composer.measure_prompt()[0] == without + n, "the meter counts the picture's tokens with this model"
+    large = png_bytes(200, 200, seed=4)  # more image tokens than the 512-token context holds
+    chat.attachments.clear()
+    chat.attach_files([str(_picture(tmp_path, "large.png", large))])
+    assert engine.image_tokens([ImageInput(large)])[0] > 512
+    chat.send()
+    assert chat.conversation_id is None and seeing.history.conversations() == [], "nothing stored"
+    assert len(seeing.errors) == 1 and "context holds 512" in seeing.errors[0] and "\n" not in seeing.errors[0]
+    assert [im.name for im in chat.attachments.images()] == ["large.png"], "the chip stays"
