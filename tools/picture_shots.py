@@ -43,7 +43,8 @@ def chart_png(path: Path) -> Path:
         p.drawText(QRectF(x, 352, 80, 24), Qt.AlignmentFlag.AlignCenter, label)
         p.drawText(QRectF(x, 350 - h - 24, 80, 22), Qt.AlignmentFlag.AlignCenter, str(value))
     p.end()
-    image.save(str(path), "PNG")
+    image.scaled(288, 180, Qt.AspectRatioMode.KeepAspectRatio, Qt.TransformationMode.SmoothTransformation).save(
+        str(path), "PNG")  # small: the tiny model's context is 2,048 tokens
     return path
 
 
@@ -76,7 +77,7 @@ def error_dialog():
     p.drawRect(QRectF(330, 118, 70, 26))
     p.drawText(QRectF(330, 118, 70, 26), Qt.AlignmentFlag.AlignCenter, "OK")
     p.end()
-    return image
+    return image.scaled(300, 114, Qt.AspectRatioMode.KeepAspectRatio, Qt.TransformationMode.SmoothTransformation)
 
 
 def seeing_model(folder: Path) -> Path:
@@ -99,7 +100,7 @@ def picture_shots(shots: Any, win: Any, tmp: Path, themes: list[str]) -> None:
     target = seeing_model(tmp / "vision")
     chat = win.chat
     win.nav.setCurrentRow(0)
-    win.session.load(target, "mtp", label="Tiny Qwen3.5 (test model)", n_ctx=2048)
+    win.session.load(target, "mtp", label="Tiny Qwen3.5 (test model)", n_ctx=8192)
     shots.wait(lambda: win.session.engine is not None and not win.session.busy)
     ratio = win.devicePixelRatioF()
     win.resize(round(SIZE[0] / ratio), round(SIZE[1] / ratio))

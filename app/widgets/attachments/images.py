@@ -27,7 +27,7 @@ from ..controls.elided_label import ElidedLabel
 
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".webp")
 IMAGE_FILTER = "Pictures, for a model that sees (*.png *.jpg *.jpeg *.webp)"
-CHIP_THUMB = 40  # pixels: the chip's thumbnail fits in this square
+CHIP_THUMB = 28  # pixels: the chip's thumbnail fits in this square (about two lines of text)
 _MIME_FORMATS = ("image/png", "image/jpeg", "image/webp")  # taken as sent, before the clipboard's pixels
 
 
@@ -51,8 +51,8 @@ class ImageAttachment:
 
     @property
     def label(self) -> str:
-        """"1280 × 720 · 240 KB": what the chip says after the name."""
-        return f"{self.width} × {self.height} · {human_bytes(len(self.data))}"
+        """"1280 × 720": what the chip says after the name (its bytes are in the tooltip)."""
+        return f"{self.width} × {self.height}"
 
     def input(self) -> ImageInput:
         """The picture as an engine request carries it."""
@@ -150,7 +150,7 @@ class ImageChip(QFrame):
         self.setFrameShape(QFrame.Shape.StyledPanel)
         self.setSizePolicy(QSizePolicy.Policy.Maximum, QSizePolicy.Policy.Fixed)
         lay = QHBoxLayout(self)
-        lay.setContentsMargins(3, 2, 2, 2)
+        lay.setContentsMargins(2, 1, 2, 1)
         lay.setSpacing(4)
         self.thumb = QLabel()
         ratio = self.devicePixelRatioF() or 1.0
@@ -161,7 +161,8 @@ class ImageChip(QFrame):
         self.thumb.setAlignment(Qt.AlignmentFlag.AlignCenter)
         self.name_label = ElidedLabel(image.name, mode=Qt.TextElideMode.ElideMiddle, min_chars=6)
         self.size_label = QLabel(f"· {image.label}")
-        self.setToolTip(f"{image.name}: a {image.format} picture, {image.label}; sent to the model as it is")
+        self.setToolTip(f"{image.name}: a {image.format} picture, {image.label} pixels, {human_bytes(len(image.data))}; "
+                        "sent to the model as it is")
         self.name_label.setToolTip(self.toolTip())
         self.remove_btn = QToolButton()
         self.remove_btn.setText("×")
@@ -174,5 +175,5 @@ class ImageChip(QFrame):
         lay.addWidget(self.remove_btn)
 
     def text(self) -> str:
-        """What the chip says: "chart.png · 1280 × 720 · 240 KB"."""
+        """What the chip says: "chart.png · 1280 × 720"."""
         return f"{self.name_label.text()} {self.size_label.text()}"

@@ -320,6 +320,8 @@ class ModelBar(QWidget):
         self.vision.setText("sees images" if sees else "text only" if note else "")
         self.vision.setToolTip(f"The loaded model reads pictures (its projector {s.projector_name} was loaded): "
                                "attach, paste or drop PNG, JPEG or WebP" if sees else note)
+        self.vision.setStyleSheet("QLabel { border: 1px solid rgba(56, 132, 244, 170); border-radius: 7px; padding: 0 5px; }"
+                                  if sees else "QLabel { color: rgb(128, 128, 128); }")
         self.vision.setVisible(bool(self.vision.text()))
 
     def _sync(self, *_: object) -> None:

@@ -34,7 +34,7 @@ from ...history import Message, stop_reason
 from ..attachments.attachments import split_attachments
 from .call_card import call_cards
 from .file_card import FileViewer, file_card
-from .picture_card import image_refs, picture_row
+from .picture_card import image_refs, open_picture, picture_row
 from .markdown_render import COPY_SCHEME, append_rendered, code_wraps, render_markdown, plain_text, set_code_wrap
 from .markdown_stream import MarkdownStream
 from .provenance import COLOURS, merge_runs
@@ -316,6 +316,9 @@ class Transcript(QTextBrowser):
             action, _, ident = url.path().partition(":")
             if action == "file":
                 self._open_file(ident)
+            elif action == "picture":  # a thumbnail: the picture whole
+                self.file_view = open_picture(self, ident, [r for m in self._messages for r in image_refs(m.spans)],
+                                              self.load_image)
             elif action == SOURCE_ACTION and ident.replace(":", "").isdigit() and ident.count(":") == 1:
                 self.sourceClicked.emit(*(int(x) for x in ident.split(":")))
             elif ident.isdigit():

@@ -78,7 +78,7 @@ def test_attach_paste_and_drop_make_picture_chips_and_remove_takes_one_away(qtbo
         ("chart.png", "PNG", 32, 32), ("pasted image.png", "PNG", 40, 30), ("pasted image.jpg", "JPEG", 24, 16),
         ("photo.webp", "WEBP", 20, 20)]
     chips = chat.attachments.image_chips
-    assert chips[0].text() == "chart.png · 32 × 32 · " + chips[0].text().rsplit("· ", 1)[1]
+    assert chips[0].text() == "chart.png · 32 × 32" and "PNG picture, 32 × 32 pixels, " in chips[0].toolTip()
     assert all(not c.thumb.pixmap().isNull() for c in chips), "each chip shows its thumbnail"
     qtbot.mouseClick(chips[1].remove_btn, Qt.MouseButton.LeftButton)
     assert [im.name for im in chat.attachments.images()] == ["chart.png", "pasted image.jpg", "photo.webp"]
@@ -151,6 +151,10 @@ def test_a_sent_picture_reaches_the_engine_and_the_answer_is_the_engines_own(qtb
     sha = ImageInput(PICTURE).sha256
     assert q.content == "the value of the data is" and q.spans[0] == (0, f"image:{sha}/chart.png")
     assert isinstance(_thumbnail(chat, sha), QImage), "the question shows the picture as a thumbnail"
+    chat.transcript._on_anchor(QUrl(f"msg:picture:{sha}"))  # the thumbnail clicked: the picture whole
+    viewer = chat.transcript.file_view
+    assert viewer.windowTitle() == "chart.png" and viewer.label.pixmap().size().toTuple() == (32, 32)
+    viewer.close()
 
 
 def test_history_keeps_the_picture_for_reopen_regenerate_and_edit(qtbot, seeing, tmp_path, monkeypatch):
