@@ -179,7 +179,8 @@ def _split_legacy(content: str) -> tuple[str, list[tuple[str, str]]]:
 
 class PromptEdit(QPlainTextEdit):
     """The prompt box: pasted or dropped files become attachments instead of their paths as
-    text, and a pasted or dropped picture (a screenshot) a picture attachment."""
+    text, and a pasted or dropped picture (a screenshot) a picture attachment, unless text
+    comes with it (then the text is pasted, as before)."""
 
     filesArrived = Signal(list)  # [path, ...]
     imagesArrived = Signal(list)  # [(name, bytes), ...]
@@ -192,8 +193,8 @@ class PromptEdit(QPlainTextEdit):
         if files:
             self.filesArrived.emit(files)
             return
-        images = mime_images(source)
-        if images:
+        images = [] if source.hasText() else mime_images(source)  # cells copied from a spreadsheet bring a
+        if images:  # picture of themselves too: their text is what was meant
             self.imagesArrived.emit(images)
             return
         super().insertFromMimeData(source)

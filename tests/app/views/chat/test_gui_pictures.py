@@ -248,3 +248,26 @@ def test_pictures_count_in_the_meter_and_one_too_large_for_the_context_is_refuse
     assert chat.conversation_id is None and seeing.history.conversations() == [], "nothing stored"
     assert len(seeing.errors) == 1 and "context holds 512" in seeing.errors[0] and "\n" not in seeing.errors[0]
     assert [im.name for im in chat.attachments.images()] == ["large.png"], "the chip stays"
+
+
+def test_text_copied_with_a_picture_of_itself_pastes_as_text(qtbot, seeing):
+    chat = seeing.chat
+    cells = QMimeData()  # what a spreadsheet puts on the clipboard for copied cells
+    cells.setText("North\t42\nSouth\t17")
+    cells.setImageData(QImage(30, 20, QImage.Format.Format_RGB32))
+    chat.prompt.insertFromMimeData(cells)
+    assert chat.prompt.toPlainText() == "North\t42\nSouth\t17" and chat.attachments.images() == []
+
+
+def test_a_picture_attached_before_a_text_only_model_is_loaded_is_refused_at_send(qtbot, tmp_path, monkeypatch,
+                                                                                tiny_target):
+    w = _make_window(qtbot, tmp_path, monkeypatch)
+    w.chat.attach_files([str(_picture(tmp_path))])
+    assert [im.name for im in w.chat.attachments.images()] == ["chart.png"], "no model yet: it attaches"
+    _load(qtbot, w, tiny_target, "lookup", n_ctx=512)
+    w.chat.prompt.setPlainText("the value of")
+    w.chat.send()
+    assert w.errors == ["tiny reads text only: pictures need a model that sees (one with its mmproj-*.gguf "
+                        "projector beside it); load one to send pictures"]
+    assert w.history.conversations() == [] and len(w.chat.attachments.images()) == 1, "nothing stored; the chip stays"
+    w.close()
