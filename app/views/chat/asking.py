@@ -79,8 +79,9 @@ class Asking(QObject):
             return
         if not self._settings_usable():
             return
-        if images and self._pictures_refused() is not None:  # the chips stay: another model may see them
-            self._fail(self._pictures_refused() or "")
+        refused = self._pictures_refused() if images else None
+        if refused is not None:  # the chips stay: another model may see them
+            self._fail(refused)
             return
         content, parts = compose(text, v.attachments.items())
         prior = self._conversation_chat()

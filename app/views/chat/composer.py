@@ -1,5 +1,5 @@
 """What goes with the prompt and what comes out of the chat: attachments (documents too, or
-the pages of one larger than the context), the token meter, export (Markdown, Word, PDF,
+the pages of one larger than the context; pictures for a model that sees, through pictures.py), the token meter, export (Markdown, Word, PDF,
 HTML) and Copy (rich text and plain).
 
 `Composer` is the page's: it is given the widgets it fills and reads (the answer column's
@@ -227,7 +227,8 @@ class Composer(QObject):
         self.meter.schedule()
 
     def measure_prompt(self) -> tuple[int, bool, int]:
-        """Tokens of what the next Send would put in the context: system, history, prompt, attachments."""
+        """Tokens of what the next Send would put in the context: system, history, prompt,
+        attachments, and the pictures of the history and the chips."""
         contents = [self.system.toPlainText()] if self.system.toPlainText() else []
         msgs = []
         if self.conversation_id is not None:
