@@ -17,6 +17,7 @@ from PySide6.QtCore import QObject, QThread, Signal, Slot
 from engine.models import store
 from engine.llamacpp.runtime import RuntimeParams
 from engine.models.catalog import PairSpec
+from engine.models.projector import find_projector
 
 from . import workers
 from .downloads.controller import DownloadController
@@ -49,6 +50,7 @@ class Session(QObject):
         self.n_threads: int | None = None  # Settings → Performance; None: the engine's default
         self.n_gpu_layers: int | None = None
         self.history_draft = True  # Settings → Suffix draft memory: past answers kept in a file
+        self.projector_note = ""  # why the projector beside the loaded target was not loaded ("": none to say)
         self._busy = ""
         self._threads: list[tuple[QThread, workers.Worker]] = []
         self._jobs: set[workers.Worker] = set()
@@ -123,14 +125,30 @@ class Session(QObject):
         self.n_ctx = self._context_for(Path(target), n_ctx if n_ctx is not None else self.default_n_ctx())
         w = workers.LoadWorker(str(target), str(draft) if isinstance(draft, Path) else draft, self.runtime())
         w.history_draft = self.history_draft
-        if self.rpc_endpoints:  # [rpc] the target goes to the workers, in a child process
+        if self.rpc_endpoints:  # [rpc] the target goes to the workers, in a child process (text only)
             w = self._remote_loader(w)
+        else:  # its projector (beside the target, or the catalog's): the model then sees pictures
+            found = find_projector(target)
+            w.mmproj = str(found) if found is not None else None
+        self.projector_note = ""
+        w.loaded.connect(lambda _engine, w=w: setattr(self, "projector_note", w.projector_note))
         w.progress.connect(self.loadProgress)
         w.failed.connect(lambda message, w=w: self._failures.__setitem__(w, message))  # said once free
         self._pending = LoadedPair(Path(target), draft, label or Path(target).name, pair_id)
         w.loaded.connect(self._loaded)
         self._loader = w
         self.run(w, "loading")
+
+    @property
+    def sees_images(self) -> bool:
+        """The loaded model was loaded with its vision projector: it reads pictures."""
+        return getattr(self.engine, "projector", None) is not None
+
+    @property
+    def projector_name(self) -> str:
+        """The loaded projector's file name ("" when the model reads text only)."""
+        path = getattr(getattr(self.engine, "projector", None), "path", None)
+        return Path(path).name if path else ""
 
     def runtime(self) -> RuntimeParams:
         """How the next load runs its models: the context chosen for it, Settings' threads

@@ -14,6 +14,7 @@ import threading
 import time
 import traceback
 from contextlib import contextmanager
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 from PySide6.QtCore import QObject, Qt, QThread, Signal, Slot
@@ -236,12 +237,30 @@ class LoadWorker(Worker):
         self.target, self.draft = target, draft
         self.runtime = runtime  # context, threads and GPU layers (Settings and the model bar)
         self.history_draft = True  # the suffix draft keeps past answers in a file (Settings)
+        self.mmproj: str | None = None  # the target's vision projector: the loaded model then sees pictures
+        self.projector_note = ""  # why a projector found beside the target was not loaded ("": it was, or none)
 
     def open_engine(self, on_progress: Callable[[float], bool]) -> Any:
-        """The target, loaded here (app/rpc_loading.py loads it over RPC workers instead)."""
+        """The target, loaded here (app/rpc_loading.py loads it over RPC workers instead), with
+        its projector when one was found; a projector llama.cpp refuses leaves the model text
+        only, with `projector_note` saying why, rather than no model at all."""
         from engine import Engine
 
-        return Engine(self.target, runtime=self.runtime, on_progress=on_progress, history_draft=self.history_draft)
+        def load(mmproj: str | None) -> Any:
+            return Engine(self.target, runtime=self.runtime, on_progress=on_progress, history_draft=self.history_draft,
+                          mmproj=mmproj)
+
+        if self.mmproj is None:
+            return load(None)
+        try:
+            return load(self.mmproj)
+        except Cancelled:
+            raise
+        except TandemError as e:
+            if self.cancelled:
+                raise
+            self.projector_note = f"{Path(self.mmproj).name} was not loaded ({e}): this model reads text only"
+            return load(None)
 
     def work(self) -> None:
         def cb(label: str) -> Callable[[float], bool]:

@@ -3,6 +3,7 @@
     xvfb-run -a -s "-screen 0 1600x1000x24" .venv/bin/python -m tools.screenshots [--pair ID] [--out docs/screenshots]
     xvfb-run -a -s "-screen 0 1600x1000x24" .venv/bin/python -m tools.screenshots --scale 1.5 --views race --widths 1360x860
     xvfb-run -a -s "-screen 0 1600x1000x24" .venv/bin/python -m tools.screenshots --views tools
+    xvfb-run -a -s "-screen 0 1600x1000x24" .venv/bin/python -m tools.screenshots --views pictures
 
 Uses the default pair (Qwen2.5-Coder 1.5B + 0.5B: `tandem pull qwen2.5-coder-1.5b --source mirror`)
 when the store has it, else SmolLM2-135M as both target and draft (`tandem pull
@@ -15,7 +16,10 @@ library-WxH-THEME.png (the page) and library-answer-WxH-THEME.png (the answer, i
 the first one opened in the side pane). `--views tools` saves the chat's tool use at 1024x700
 instead, light and dark: the approval dialog and the answer with its call card
 (tools-approval-THEME.png, tools-card-THEME.png), with tools/tool_loop_server.py as the MCP
-server. --scale runs the app at that scale factor (QT_SCALE_FACTOR; the window then
+server. `--views pictures` saves the chat's pictures at 1024x700 instead, light and dark: a chart
+attached and a screenshot pasted as chips (pictures-attached-THEME.png), then sent, their
+thumbnails in the question (pictures-sent-THEME.png), with the tiny model that sees the tests use
+(tools/picture_shots.py). --scale runs the app at that scale factor (QT_SCALE_FACTOR; the window then
 has WxH device pixels) and saves only the set, as VIEW-WxH-SCALEx-THEME.png. The app's own
 data (history, settings) goes to a temporary folder.
 """
@@ -42,7 +46,7 @@ def main() -> int:
     ap.add_argument("--size", default="1440x900")
     ap.add_argument("--widths", default="800x600,1024x700,1360x860", help="window sizes of the set, device pixels")
     ap.add_argument("--themes", default="light,dark")
-    ap.add_argument("--views", default="chat,race,models,bench", help="which views the set shows (tools: the "
+    ap.add_argument("--views", default="chat,race,models,bench", help="which views the set shows (tools, pictures: the "
                     "chat's tool use alone)")
     ap.add_argument("--scale", type=float, default=1.0, help="the display's scale factor (1.5: a 150%% desktop)")
     a = ap.parse_args()
@@ -61,7 +65,7 @@ def main() -> int:
         pair = None
         target = Path(a.target) if a.target else store.find_model("smollm2-135m-instruct-q4_1")
         draft = Path(a.draft) if a.draft else target
-    if target is None:
+    if target is None and views != ["pictures"]:
         print("SmolLM2-135M is not in the store: run `tandem pull smollm2-135m-instruct-q4_1 --source mirror`", file=sys.stderr)
         return 2
 
@@ -84,6 +88,12 @@ def main() -> int:
     win.show()
     shots = Shots(app, win, out, classic=a.scale == 1.0)
 
+    if views == ["pictures"]:  # a model that sees, of its own: tools/picture_shots.py
+        from tools.picture_shots import picture_shots
+
+        picture_shots(shots, win, Path(tmp), a.themes.split(","))
+        win.close()
+        return 0
     # Models first (nothing loaded yet): the catalog with fit verdicts
     win.nav.setCurrentRow(2)
     if views != ["tools"]:

@@ -7,7 +7,9 @@ every message with its answer versions and its edited question's other branches 
 conversation that followed it). Stats and spans are written as JSON, not as the database's text.
 `model` (the name of the model the chat last used) and a question's `attachments` (each attached
 file's name and size) are there for a reader of the file; importing reads them from the settings
-and the message itself.
+and the message itself. The pictures a chat's questions name travel in its `images`, each once:
+digest, type, size and the bytes as base64; on import each is held to the bounds a picture sent
+from the chat is (bytes, format, pixels) and to its digest, or the file is refused in one line.
 
 Importing adds chats, never replaces one: every chat gets a new id in this profile (the file's
 `id` is only its id where it was exported). A chat already here (same start time, same
@@ -20,8 +22,10 @@ file (not JSON, another program's, a newer Tandem's, one field wrong) is one lin
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
+import re
 import os
 import sqlite3
 import time
@@ -29,11 +33,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable
 
+from engine.documents.images import FORMATS, image_format
+
 from .archive_check import MAX_BYTES, ArchiveError, checked_conversations
 from .branches import _ANSWER_VERSION, _QUESTION_VERSION
 
 FORMAT, VERSION = "tandem-chats", 1
 FILE_PART = "file:"  # the label of an attached file's part in a question's spans (attachments.compose)
+_PICTURE = re.compile(r"image:([0-9a-f]{64})/")  # a picture's part in a question's spans (pictures.py)
 
 
 @dataclass(frozen=True)
@@ -81,12 +88,27 @@ def _conversation(db: sqlite3.Connection, c: sqlite3.Row) -> dict[str, Any]:
     row = db.execute("SELECT settings FROM chat_settings WHERE conversation_id=?", (c["id"],)).fetchone()
     settings = _json(row[0]) if row else None
     model = settings.get("model") if isinstance(settings, dict) else None
-    return {"id": c["id"], "title": c["title"], "system_prompt": c["system_prompt"], "created": c["created"],
+    chat = {"id": c["id"], "title": c["title"], "system_prompt": c["system_prompt"], "created": c["created"],
             "updated": c["updated"], "pinned": bool(c["pinned"]), "folder": c["folder"] or "",
             "model": model.get("label") if isinstance(model, dict) else None,
             "settings": settings if isinstance(settings, dict) else None,
             "messages": [_message(db, m) for m in db.execute(
                 "SELECT * FROM messages WHERE conversation_id=? ORDER BY id", (c["id"],))]}
+    chat["images"] = _images(db, chat["messages"])
+    return chat
+
+
+def _images(db: sqlite3.Connection, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The pictures the chat's questions name (in any version or branch), each once: its
+    digest, type and size for a reader, and its bytes as base64 (checked again on import)."""
+    out = []
+    for sha in dict.fromkeys(_PICTURE.findall(json.dumps(messages))):
+        row = db.execute("SELECT data FROM images WHERE sha256=?", (sha,)).fetchone()
+        if row is not None:
+            data = bytes(row[0])
+            out.append({"sha256": sha, "type": FORMATS.get(image_format(data), ""), "bytes": len(data),
+                        "data": base64.b64encode(data).decode("ascii")})
+    return out
 
 
 def export_chats(history: Any, ids: Iterable[int] | None = None) -> dict[str, Any]:
@@ -187,6 +209,8 @@ def _insert(db: sqlite3.Connection, c: dict[str, Any]) -> None:
     cid = db.execute("INSERT INTO conversations(title, system_prompt, created, updated, pinned, folder) "
                      "VALUES (?,?,?,?,?,?)", (c["title"], c["system_prompt"], c["created"], c["updated"],
                                               int(c["pinned"]), c["folder"])).lastrowid
+    db.executemany("INSERT OR IGNORE INTO images(sha256, data, created) VALUES (?,?,?)",
+                   [(sha, sqlite3.Binary(data), time.time()) for sha, data in c["images"]])
     if c["settings"] is not None:
         db.execute("INSERT INTO chat_settings(conversation_id, settings) VALUES (?,?)", (cid, json.dumps(c["settings"])))
     for m in c["messages"]:

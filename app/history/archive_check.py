@@ -6,8 +6,11 @@ file lacks get the values a new chat has."""
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import json
 import math
+import re
 from typing import Any, Callable
 
 MAX_BYTES = 2 * 2**30  # a chat export larger than this is refused before it is read
@@ -171,7 +174,33 @@ def _conversation(c: dict, where: _Where) -> dict:
     return {"title": _text(c, "title", where).strip() or "Untitled", "system_prompt": _text(c, "system_prompt", where, ""),
             "created": created, "updated": _number(c, "updated", where, created), "pinned": pinned,
             "folder": " ".join(_text(c, "folder", where, "").split()), "settings": _object(c, "settings", where),
-            "messages": _each(_list(c, "messages", where), where, "message", _message)}
+            "messages": _each(_list(c, "messages", where), where, "message", _message),
+            "images": [_image(i, where.at(f"image {n}")) for n, i in enumerate(_list(c, "images", where), 1)]}
+
+
+def _image(i: Any, where: _Where) -> tuple[str, bytes]:
+    """(sha256, bytes) of a chat's picture, once its base64, digest, size, format and pixels
+    are what a picture sent from the chat may be (engine/documents/images.py's bounds)."""
+    from engine.documents.images import MAX_IMAGE_BYTES, ImageError, ImageInput, image_size
+
+    if not isinstance(i, dict):
+        raise ArchiveError(f"{where.name}: {', '.join(where.parts)} is not an object")
+    sha, data = _text(i, "sha256", where), _text(i, "data", where)
+    if not re.fullmatch(r"[0-9a-f]{64}", sha):
+        raise where.fail("sha256", "is not a sha256 digest (64 lowercase hex digits)")
+    if len(data) // 4 * 3 > MAX_IMAGE_BYTES:
+        raise where.fail("data", f"is over {MAX_IMAGE_BYTES / 1e6:.0f} MB; pictures are limited to that")
+    try:
+        raw = base64.b64decode(data, validate=True)
+    except ValueError:
+        raise where.fail("data", "is not base64") from None
+    if hashlib.sha256(raw).hexdigest() != sha:
+        raise where.fail("data", "does not have the digest its \"sha256\" names")
+    try:
+        image_size(ImageInput(raw, sha, "the picture"))
+    except ImageError as e:
+        raise where.fail("data", f"is refused: {e}") from None
+    return sha, raw
 
 
 def checked_conversations(value: Any, name: str) -> list[dict]:

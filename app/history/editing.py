@@ -19,6 +19,7 @@ import time
 from typing import Any
 
 from .branches import _ANSWER_VERSION, choose_question
+from .pictures import prune
 
 
 def _versions(db: sqlite3.Connection, table: str, message_id: int) -> list[int]:
@@ -48,6 +49,7 @@ def delete_shown(history: Any, message_id: int) -> str:
         choose_question(history, message_id, shown - 1 if shown > 1 else shown + 1)
         with history._write("the deletion of the message's version") as db:
             _drop_version(db, "question_versions", message_id, shown)
+            prune(db)
         return f"version {shown} of the message and what followed it"
     with history._write("the deletion of the message") as db:
         ids = [message_id]
@@ -58,6 +60,7 @@ def delete_shown(history: Any, message_id: int) -> str:
                 ids.append(int(after[0]))
         db.executemany("DELETE FROM messages WHERE id=?", [(i,) for i in ids])
         db.execute("UPDATE conversations SET updated=? WHERE id=?", (time.time(), m.conversation_id))
+        prune(db)  # its pictures, unless another message names them
     return "the message and its answer" if len(ids) == 2 else "the message"
 
 

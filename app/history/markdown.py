@@ -9,6 +9,8 @@ import json
 import re
 from typing import Any
 
+from .pictures import image_refs
+
 Message = Any  # store.Message (store.py imports this module, not the other way round)
 
 
@@ -99,9 +101,20 @@ def calls_markdown(calls: list[dict[str, Any]]) -> list[str]:
     return out
 
 
+def pictures_markdown(m: Message) -> list[str]:
+    """A line per picture a question was sent with, naming it and its sha256 (the digest that
+    finds its bytes in a JSON export); not the picture itself as a data: URI, which would put
+    megabytes of base64 into a report meant to be read, pasted and printed."""
+    if m.role != "user":
+        return []
+    return [f"*Picture: {name} (sha256 {sha})*" for sha, name in image_refs(m.spans)]
+
+
 def message_markdown(m: Message) -> str:
     who = {"user": "You", "assistant": "Assistant", "system": "System"}.get(m.role, m.role)
-    lines = [f"## {who}", "", *calls_markdown(m.tool_calls), close_open_fence(m.content), *references_markdown(m)]
+    pictures = pictures_markdown(m)
+    lines = [f"## {who}", "", *([*pictures, ""] if pictures else []), *calls_markdown(m.tool_calls),
+             close_open_fence(m.content), *references_markdown(m)]
     reason = stop_reason(m) or (m.status if m.status != "complete" else None)
     if reason:
         lines += ["", f"*({reason})*"]

@@ -9,6 +9,8 @@ import time
 from contextlib import closing
 from pathlib import Path
 
+from .pictures import copy_images
+
 
 class Damaged(sqlite3.DatabaseError):
     """PRAGMA quick_check found problems."""
@@ -117,6 +119,7 @@ def copy_conversations(src: sqlite3.Connection, db: sqlite3.Connection) -> tuple
             saved += 1
         except sqlite3.Error:
             continue
+    copy_images(src, db)  # the pictures the copied questions name (pictures.py)
     return saved, len(convs)
 
 

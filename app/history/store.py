@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from .branches import SCHEMA as BRANCHES_SCHEMA
+from .pictures import SCHEMA as PICTURES_SCHEMA, prune
 from .settings import SCHEMA as SETTINGS_SCHEMA
 from .markdown import answer_sources, close_open_fence, message_markdown, references_markdown, source_place, stop_reason
 from .readonly import copy_read_only, existing_side_files, is_read_only_error, read_only_reason, remove_created
@@ -73,8 +74,9 @@ COLUMNS = {
     "answer_versions": {"message_id", "n", "content", "stats", "spans", "status", "created"},
 }
 # PRAGMA user_version: 2 = answers keep their versions (answer_versions, messages.version); 3 = chats can be
-# pinned and put in a folder (conversations.pinned, .folder) and are searched through an index (search.py)
-SCHEMA_VERSION = 3
+# pinned and put in a folder (conversations.pinned, .folder) and are searched through an index (search.py);
+# 4 = questions carry pictures (pictures.py: the `images` table, created on open like the others)
+SCHEMA_VERSION = 4
 
 
 @dataclass
@@ -175,7 +177,7 @@ def _connect(path: str) -> sqlite3.Connection:
         db.execute("PRAGMA journal_mode=WAL")
         db.execute("PRAGMA foreign_keys=ON")
         _check_schema(db, created=False)  # before anything is changed: another version's layout stays as it is
-        db.executescript(SCHEMA + BRANCHES_SCHEMA + SETTINGS_SCHEMA)
+        db.executescript(SCHEMA + BRANCHES_SCHEMA + SETTINGS_SCHEMA + PICTURES_SCHEMA)
         db.commit()
         _check_schema(db)
         _migrate(db)
@@ -340,6 +342,7 @@ class History:
     def delete(self, conversation_id: int) -> None:
         with self._write("the deletion of the conversation") as db:
             db.execute("DELETE FROM conversations WHERE id=?", (conversation_id,))
+            prune(db)
 
     # -- messages ------------------------------------------------------------------------
     def add_message(
@@ -447,6 +450,7 @@ class History:
     def delete_message(self, message_id: int) -> None:
         with self._write("the deletion of the message") as db:
             db.execute("DELETE FROM messages WHERE id=?", (message_id,))
+            prune(db)
 
     def delete_messages_from(self, conversation_id: int, message_id: int) -> int:
         """Delete message `message_id` and every later one of the conversation (edit and

@@ -39,7 +39,7 @@ from ..models.gguf_header import validate_file
 from ..llamacpp.llama import Model, supports_gpu_offload
 from .drafting.cost_model import CostModel
 from .prompting.prompt_fit import tokenize_within
-from .prompting.media import image_prompt
+from .prompting.media import image_prompt, picture_tokens
 from ..llamacpp.vision import Projector
 from .metrics import append_metrics
 from ..llamacpp.rpc_backend import Cluster, connect as rpc_connect
@@ -440,6 +440,12 @@ class Engine(BaseEngine):
             return (tokens(req.prompt), []) if not req.images else image_prompt(
                 self.projector, lambda p: tokens(p, True), req.prompt, req.images, self.target.path.name)
 
+    def image_tokens(self, images: Sequence[Any]) -> list[int]:
+        """Each picture's prompt tokens with the projector, counted, not encoded (media.picture_tokens)."""
+        with self._lock:  # the projector is freed under it
+            self._check_open()
+            return picture_tokens(self.projector, images, self.target.path.name)
+
     def _run(self, dec: Decoder, prompt: tuple[list[int], list], req: GenerationRequest, cancel: CancelToken | None) -> Iterator[Event]:
         for ev in dec.run(prompt[0], req, cancel, images=prompt[1]):
             if isinstance(ev, DoneEvent):
@@ -460,16 +466,8 @@ class Engine(BaseEngine):
         draft = None
         if dec.drafter is not None:
             draft = dec.drafter.model.path.name if dec.drafter.model is not None else dec.drafter.kind
-        append_metrics(
-            self.metrics_log,
-            {
-                "target": self.target.path.name,
-                "draft": draft,
-                "task": req.tag,
-                "settings": req.sampling.to_dict(),
-                "stats": stats.to_dict(),
-            },
-        )
+        append_metrics(self.metrics_log, {"target": self.target.path.name, "draft": draft, "task": req.tag,
+                                          "settings": req.sampling.to_dict(), "stats": stats.to_dict()})
 
     def close(self) -> None:
         """Cancel a running generation, wait for its step to end, then free everything.

@@ -132,6 +132,36 @@ def check_bytes(image: ImageInput, *, max_bytes: int = MAX_IMAGE_BYTES) -> str:
     return fmt
 
 
+def _reason(e: BaseException) -> str:
+    """Pillow's complaint without the object reprs it names ("<_io.BytesIO object at 0x...>")."""
+    return re.sub(r"\s*<[^<>]*object at 0x[0-9a-f]+>", "", str(e))[:80].strip() or type(e).__name__
+
+
+def image_size(image: ImageInput, *, max_pixels: int = MAX_IMAGE_PIXELS, max_bytes: int = MAX_IMAGE_BYTES) -> tuple[int, int]:
+    """(width, height) from the header alone, after the byte and format checks and within the
+    pixel limit: what a picture held for later (the app's attachments, a chat archive) is
+    checked by before it is kept; ImageError in one line otherwise. No pixel is decoded."""
+    fmt = check_bytes(image, max_bytes=max_bytes)
+    try:
+        from PIL import Image
+    except ImportError:
+        raise ImageError("reading images needs Pillow: pip install 'tandem-studio[vision]'") from None
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", Image.DecompressionBombWarning)
+            with Image.open(io.BytesIO(image.data), formats=[fmt]) as im:
+                w, h = im.size
+    except (Image.DecompressionBombError, Image.DecompressionBombWarning):
+        raise ImageError(f"{image.name} claims more pixels than an image may have") from None
+    except (OSError, ValueError, SyntaxError, EOFError) as e:
+        raise ImageError(f"{image.name} is a damaged {fmt} file ({_reason(e)})") from None
+    if w <= 0 or h <= 0:
+        raise ImageError(f"{image.name} has no pixels ({w} x {h})")
+    if w * h > max_pixels:
+        raise ImageError(f"{image.name} is {w} x {h} pixels; images are limited to {max_pixels / 1e6:.0f} megapixels")
+    return w, h
+
+
 def decode_image(image: ImageInput, *, max_pixels: int = MAX_IMAGE_PIXELS,
                  max_bytes: int = MAX_IMAGE_BYTES) -> DecodedImage:
     """The picture's RGB pixels (transparency flattened onto white), after the byte, format and
@@ -165,5 +195,5 @@ def decode_image(image: ImageInput, *, max_pixels: int = MAX_IMAGE_PIXELS,
     except (Image.DecompressionBombError, Image.DecompressionBombWarning):
         raise ImageError(f"{image.name} claims more pixels than an image may have") from None
     except (OSError, ValueError, SyntaxError, EOFError) as e:
-        raise ImageError(f"{image.name} is a damaged {fmt} file ({str(e)[:80] or type(e).__name__})") from None
+        raise ImageError(f"{image.name} is a damaged {fmt} file ({_reason(e)})") from None
     return DecodedImage(data, w, h, fmt, image.sha256)

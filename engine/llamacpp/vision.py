@@ -187,6 +187,7 @@ class Projector(Closing):
         self.n_embd = int(llama_cpp.llama_model_n_embd_inp(model._require_open()))
         self.placeholder = _placeholder(model)
         self.cache = ImageCache()
+        self._counts: dict[str, int] = {}  # image_tokens of pictures not encoded yet, by content
         self._lock = threading.Lock()  # one encode at a time: mtmd's context holds one output
 
     def expand(self, tokens: Sequence[int], images: Sequence[DecodedImage]) -> tuple[list[int], list[ImageSpan]]:
@@ -219,7 +220,35 @@ class Projector(Closing):
             self.cache.put(enc)
             return enc
 
-    def _encode(self, image: DecodedImage) -> EncodedImage:
+    def counted(self, sha256: str) -> int | None:
+        """`image_tokens` of a picture counted or encoded before (None: not yet)."""
+        with self._lock:
+            hit = self.cache.get(sha256)
+            return len(hit.before) + hit.n_tokens + len(hit.after) if hit is not None else self._counts.get(sha256)
+
+    def image_tokens(self, image: DecodedImage) -> int:
+        """How many prompt tokens the picture takes (its image tokens and the text mtmd puts
+        around them), without encoding it: what a chat is fitted to the context by before it is
+        sent. mtmd prepares the picture (scales it to its grid) but runs no projector."""
+        with self._lock:
+            hit = self.cache.get(image.sha256)
+            if hit is not None:
+                return len(hit.before) + hit.n_tokens + len(hit.after)
+            if image.sha256 not in self._counts:
+                m = _mtmd()
+                chunks, bitmap, before, after, chunk = self._tokenize(image)
+                try:
+                    self._counts[image.sha256] = len(before) + int(m.mtmd_input_chunk_get_n_tokens(chunk)) + len(after)
+                finally:
+                    m.mtmd_input_chunks_free(chunks)
+                    m.mtmd_bitmap_free(bitmap)
+                while len(self._counts) > _CACHE_IMAGES * 8:
+                    self._counts.pop(next(iter(self._counts)))
+            return self._counts[image.sha256]
+
+    def _tokenize(self, image: DecodedImage) -> tuple[Any, Any, list[int], list[int], Any]:
+        """mtmd's chunks for the picture and its bitmap (the caller frees both), the text tokens
+        before and after it, and its image chunk."""
         m = _mtmd()
         data = (ctypes.c_uint8 * len(image.rgb)).from_buffer_copy(image.rgb)
         bitmap = m.mtmd_bitmap_init(image.width, image.height, data)
@@ -250,6 +279,16 @@ class Projector(Closing):
                                                 "that give one part a picture (Qwen2/2.5/3-VL, Qwen3.5, Gemma 3/4, ...)")
             if chunk is None:
                 raise DecodeError("libmtmd made no image tokens for the picture")
+            return chunks, bitmap, before, after, chunk
+        except BaseException:
+            m.mtmd_input_chunks_free(chunks)
+            m.mtmd_bitmap_free(bitmap)
+            raise
+
+    def _encode(self, image: DecodedImage) -> EncodedImage:
+        m = _mtmd()
+        chunks, bitmap, before, after, chunk = self._tokenize(image)
+        try:
             n_tokens = int(m.mtmd_input_chunk_get_n_tokens(chunk))
             if m.mtmd_encode_chunk(self._ctx, chunk) != 0:
                 raise DecodeError(f"the projector could not encode the picture ({recent_log_errors() or 'no detail'})")

@@ -25,6 +25,7 @@ from typing import Any, Callable, Iterator, Mapping, Sequence
 
 from ..decoding.cancel import CancelToken
 from ..decoding.events import DoneEvent, Event
+from ..decoding.prompting.media import place_markers
 from ..decoding.request import GenerationRequest
 from ..toolcalls.reading import CallReading
 from ..toolcalls.tool_calls import ToolCall
@@ -129,7 +130,7 @@ class ToolLoop:
             forced = _forced(self.choice) if step == 0 else None
             reading = CallReading(defs, forced, template=template, vocab=vocab) if defs else None
             tokens = self.engine.tokens_for(result.messages, chat=True, tools=defs or None, limit=self.engine.n_ctx,
-                                            parse_special=request.parse_special)
+                                            parse_special=request.parse_special, media=bool(request.images))
             step_req = request.with_(prompt=tokens, chat=False, system=None)
             step_req = reading.constrain(step_req) if reading else step_req
             done = None
@@ -238,6 +239,8 @@ def _messages(request: GenerationRequest) -> list[dict[str, Any]]:
         from ..errors import TandemError
 
         raise TandemError("the tool loop needs a question or chat messages, not token ids")
+    if request.images:  # a marker per picture, where the engine puts them (the app's are in place already)
+        msgs = place_markers(msgs, len(request.images))
     if not any(m.get("role") == "system" for m in msgs):
         msgs.insert(0, {"role": "system", "content": request.system or AGENT_SYSTEM})
     return msgs

@@ -102,11 +102,12 @@ class AnswerStream(QObject):
         return choice.draft if loaded else "lookup"
 
     def start(self, prompt: Any, into: Message, *, chat: bool = True, continuing: bool = False,
-              sources: list[dict] | None = None) -> None:
+              sources: list[dict] | None = None, images: tuple = ()) -> None:
         """Stream an answer into the stored message `into`: `prompt` is the chat messages (or,
         for Continue, the prompt's token ids). `continuing`: `into` is a stopped answer whose
         stored part shows first, in its colours, and the new text is appended to it.
-        `sources`: the Library passages the prompt holds, kept in the answer's stats."""
+        `sources`: the Library passages the prompt holds, kept in the answer's stats. `images`:
+        the pictures the prompt's media markers (or, for Continue, its image slots) stand for."""
         v = self._view
         self.message = into
         self._sources = sources
@@ -121,7 +122,7 @@ class AnswerStream(QObject):
         self.prefill.reset()
         v.stats_label.setText(self.live_stats.text())
         self._stats_timer.start()
-        w = self._worker(prompt, chat=chat and not continuing)
+        w = self._worker(prompt, chat=chat and not continuing, images=images)
         if w is None:
             return
         w.tokens.connect(self._on_tokens)
@@ -141,12 +142,14 @@ class AnswerStream(QObject):
             v.transcript.append_tokens(seeded)
             v.transcript.flush()  # rendered at once, as it was: the continuation grows the rendered answer
 
-    def _worker(self, prompt: Any, *, chat: bool) -> workers.GenerationWorker | None:
+    def _worker(self, prompt: Any, *, chat: bool, images: tuple = ()) -> workers.GenerationWorker | None:
         """A plain answer's worker, or the tool loop's when the chat has tools on (None: the
         mcp.json could not be read; the answer is saved as failed and the window says why)."""
         from engine.errors import TandemError
 
         request = self._settings.request(prompt, chat=chat, draft=self.draft_spec())
+        if images:
+            request = request.with_(images=tuple(images))
         try:
             w = self._tools.worker(self._session.engine, request) if self._tools is not None and chat else None
         except TandemError as e:

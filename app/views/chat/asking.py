@@ -17,12 +17,14 @@ from ...chat_model import model_record
 from ...history.settings import chat_settings, save_chat_settings
 from ...session import Session
 from ...widgets.attachments.attachments import Attachment, AttachmentChips, PromptEdit, compose, split_attachments
+from ...widgets.attachments.images import ImageAttachment
 from ...widgets.controls.live_label import LiveLabel
 from ...widgets.controls.token_meter import TokenCounter
 from ...widgets.transcript.transcript import Transcript
 from .answering import AnswerStream
 from .format import chat_title, last_answer_stats
 from .library_ask import LibraryAsk
+from . import pictures
 from .settings_panel import SettingsPanel
 
 NO_MODEL = "No model loaded: pick one in the bar above the chat (or in Models) and Load"
@@ -66,8 +68,8 @@ class Asking(QObject):
     # -- Send -------------------------------------------------------------------------------
     def send(self) -> None:
         v = self._view
-        text = v.prompt.toPlainText().strip()
-        if not text and not v.attachments.items():
+        text, images = v.prompt.toPlainText().strip(), v.attachments.images()
+        if not text and not v.attachments.items() and not images:
             return
         if self._session.engine is None:
             self._fail(NO_MODEL)
@@ -77,16 +79,26 @@ class Asking(QObject):
             return
         if not self._settings_usable():
             return
+        refused = self._pictures_refused() if images else None
+        if refused is not None:  # the chips stay: another model may see them
+            self._fail(refused)
+            return
         content, parts = compose(text, v.attachments.items())
-        asked = self._ask_library(self._conversation_chat() + [{"role": "user", "content": content}], text or content)
+        prior = self._conversation_chat()
+        if prior is None:
+            return
+        asked = self._ask_library(prior[0] + [{"role": "user", "content": content}], text or content)
         if asked is None:
             return
-        fit = self._fit_to_context(asked[0])
+        chat = asked[0][:-1] + [{**asked[0][-1], "content": pictures.marked(asked[0][-1]["content"], len(images))}]
+        groups = prior[1] + [[im.input() for im in images]]
+        fit = self._fit_to_context(chat, pictures.kept(groups, 0))
         if fit is None:  # refused before anything is stored: the typed text and the chips stay
             return
         chat = [m for m in fit.messages if m["role"] != "system"]
+        sent = pictures.kept(groups, fit.dropped)
         try:
-            answer = self._store_question(text, content, parts)
+            answer = self._store_question(text, content, pictures.question_spans(images, parts), images)
         except HistoryError:  # disk full, read-only: the window has said so; the typed text stays
             return
         v.prompt.clear()
@@ -94,7 +106,7 @@ class Asking(QObject):
         self._show_context_note(fit.note)
         v.auto_note.hide()
         self.remember_settings(answer.conversation_id)
-        self._stream.start(chat, answer, sources=asked[1])
+        self._stream.start(chat, answer, sources=asked[1], images=sent)
 
     def _ask_library(self, chat: list[dict], question: str) -> tuple[list[dict], list[dict] | None] | None:
         """`chat` as it goes to the model: with the chat's Library folder, its last message
@@ -121,13 +133,16 @@ class Asking(QObject):
         except HistoryError:  # the window has said so; the answer goes on
             pass
 
-    def _store_question(self, text: str, content: str, parts: list[tuple[int, str]]) -> Message:
-        """Save the question (`parts`: where its typed text and its files are) and an empty
-        answer to fill, which is returned; `HistoryError` when a write fails."""
+    def _store_question(self, text: str, content: str, parts: list[tuple[int, str]],
+                        images: list[ImageAttachment]) -> Message:
+        """Save the question (`parts`: where its pictures, typed text and files are; the
+        pictures' bytes once each) and an empty answer to fill, which is returned;
+        `HistoryError` when a write fails."""
         system = self._settings.system_prompt()
+        pictures.keep(self._history, images)
         cid = self._conversation()
         if cid is None:
-            files = self._view.attachments.items()
+            files = [*self._view.attachments.items(), *images]
             title = chat_title(text, files[0].name if files else "")
             cid = self._history.create(title=title, system_prompt=system).id
             self.conversationStarted.emit(cid)
@@ -138,29 +153,49 @@ class Asking(QObject):
         self._view.transcript.set_messages(self._history.messages(cid))
         return self._history.add_message(cid, "assistant", "", status="generating")
 
-    def _conversation_chat(self, before: int | None = None) -> list[dict]:
+    def _conversation_chat(self, before: int | None = None) -> tuple[list[dict], list[list[Any]]] | None:
         """The open conversation as chat messages, those before message `before` only; while
-        editing, only what precedes the edited message (Send replaces it and drops what follows)."""
+        editing, only what precedes the edited message (Send replaces it and drops what follows);
+        and each message's pictures (pictures.py). None after saying why the pictures cannot
+        be sent (a model that reads text only, a picture no longer stored)."""
+        from engine.errors import TandemError
+
         cid = self._conversation()
         if cid is None:
-            return []
+            return [], []
         msgs = self._history.messages(cid)
         if before is None and self.editing is not None and self.editing[0] == cid:
             before = self.editing[1]
         if before is not None:
             msgs = [m for m in msgs if m.id < before]
-        return [{"role": m.role, "content": m.content} for m in msgs if m.role in ("user", "assistant") and m.content]
+        if any(pictures.has_pictures(m) for m in msgs):
+            why = self._pictures_refused()
+            if why is not None:
+                self._fail(why)
+                return None
+        try:
+            return pictures.conversation(self._history, msgs)
+        except (TandemError, HistoryError) as e:
+            self._fail(str(e))
+            return None
 
-    def _fit_to_context(self, chat: list[dict]) -> Any:
-        """The chat to send (engine/models/context_window.py's rule), or None after saying why not."""
+    def _pictures_refused(self) -> str | None:
+        """Why the loaded model cannot take the conversation's pictures (None: it sees)."""
+        s = self._session
+        return None if s.sees_images else pictures.text_only_line(s.pair.label if s.pair else "the loaded model")
+
+    def _fit_to_context(self, chat: list[dict], images: tuple = ()) -> Any:
+        """The chat to send (engine/models/context_window.py's rule), or None after saying why
+        not; `images`: the chat's pictures in order, each counted as the tokens it takes."""
         from engine.models.context_window import TooLarge, fit_chat
         from engine.errors import TandemError
 
         eng, system = self._session.engine, self._settings.system_prompt()
         sys_msgs = [{"role": "system", "content": system}] if system else []
         try:
-            return fit_chat(sys_msgs, chat, lambda msgs: len(eng.tokens_for(msgs, chat=True)), eng.n_ctx,
-                            self._settings.max_tokens.value())
+            sizes = eng.image_tokens(images) if images else []
+            return fit_chat(sys_msgs, chat, lambda msgs: len(eng.tokens_for(msgs, chat=True))
+                            + pictures.tokens_of(msgs, sizes), eng.n_ctx, self._settings.max_tokens.value())
         except TooLarge as e:
             self._fail(str(e))
         except TandemError as e:  # a chat template that cannot render these messages
@@ -221,11 +256,12 @@ class Asking(QObject):
             return
         cid = self._conversation()
         prior = self._conversation_chat(before=message_id)
-        asked = self._ask_library(prior, prior[-1]["content"]) if prior else None
-        fit = self._fit_to_context(asked[0]) if asked is not None else None
-        if fit is None:
+        asked = self._ask_library(prior[0], prior[0][-1]["content"]) if prior and prior[0] else None
+        fit = self._fit_to_context(asked[0], pictures.kept(prior[1], 0)) if asked is not None and prior else None
+        if fit is None or prior is None:
             return
         chat = [m for m in fit.messages if m["role"] != "system"]
+        sent = pictures.kept(prior[1], fit.dropped)
         try:
             answer = self._history.new_version(message_id)
         except HistoryError:  # the window has said so; the answer shown stays as it was
@@ -234,7 +270,7 @@ class Asking(QObject):
         self._show_context_note(fit.note)
         self._view.auto_note.hide()
         self.remember_settings(cid)
-        self._stream.start(chat, answer, sources=asked[1])
+        self._stream.start(chat, answer, sources=asked[1], images=sent)
 
     def show_version(self, message_id: int, step: int) -> None:
         """Show the answer's (or an edited question's) previous (-1) or next (+1) version: the
@@ -269,11 +305,14 @@ class Asking(QObject):
         last = self._last_answer(message_id)
         if last is None or not last.content:
             return
-        from engine.decoding.prompting.chat import continuation_tokens
+        from engine.decoding.prompting.chat import chat_tokens, continuation_tokens
         from engine.errors import TandemError
 
         msgs = self._history.messages(self._conversation())
-        chat = [{"role": m.role, "content": m.content} for m in msgs if m.role in ("user", "assistant") and m.content]
+        read = self._conversation_chat(before=message_id + 1)  # every message, with its pictures
+        if read is None:
+            return
+        chat, images = read[0], pictures.kept(read[1], 0)
         sources = answer_sources(last)
         question = next((i for i in range(len(chat) - 2, -1, -1) if chat[i]["role"] == "user"), None)
         if sources and question is not None:  # a Library answer goes on from the passages it was given
@@ -281,14 +320,16 @@ class Asking(QObject):
         system = self._settings.system_prompt()
         if system:
             chat.insert(0, {"role": "system", "content": system})
-        try:
-            tokens = continuation_tokens(self._session.engine.target, chat)
+        target = self._session.engine.target
+        try:  # with pictures: their markers become the slots the projector fills (as continuation_tokens, media on)
+            tokens = continuation_tokens(target, chat) if not images else \
+                chat_tokens(target, chat[:-1], media=True) + target.tokenize(last.content, add_special=False)
         except TandemError as e:
             self._fail(str(e))
             return
         self._view.transcript.set_messages(msgs[:-1])
         self.remember_settings(last.conversation_id)
-        self._stream.start(tokens, last, chat=False, continuing=True, sources=sources or None)
+        self._stream.start(tokens, last, chat=False, continuing=True, sources=sources or None, images=images)
 
     # -- Edit ---------------------------------------------------------------------------------
     def edit_message(self, message_id: int) -> None:
@@ -303,6 +344,8 @@ class Asking(QObject):
         v.attachments.clear()
         for name, text in files:
             v.attachments.add(Attachment(name, text, *v.counter.count(text)))
+        for image in pictures.stored_attachments(self._history, m):
+            v.attachments.add_image(image)
         v.prompt.setPlainText(typed)
         v.edit_label.show()
         v.prompt.setFocus()

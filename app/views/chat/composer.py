@@ -1,5 +1,5 @@
 """What goes with the prompt and what comes out of the chat: attachments (documents too, or
-the pages of one larger than the context), the token meter, export (Markdown, Word, PDF,
+the pages of one larger than the context; pictures for a model that sees, through pictures.py), the token meter, export (Markdown, Word, PDF,
 HTML) and Copy (rich text and plain).
 
 `Composer` is the page's: it is given the widgets it fills and reads (the answer column's
@@ -20,10 +20,13 @@ from PySide6.QtWidgets import QDialog, QFileDialog, QWidget
 from engine.documents import Document
 
 from ...history import History, HistoryError
+from ...history.pictures import image_bytes
 from ...session import Session
 from ... import workers
 from ...widgets.attachments.attachments import FILE_FILTER, Attachment, compose, recount, with_file
 from ...widgets.attachments.document_reader import FileRead, ReadFiles, Reading
+from ...widgets.attachments.images import ImageAttachment, image_attachment, is_image_file, read_image_file
+from .pictures import Pictures, PictureTokens
 from ...history.archive import write_archive
 from ...widgets.transcript.export import ARCHIVE, CHAT_FILTERS, FILTERS, ExportError, answer_markdown, \
     conversation_markdown, file_name, rich_mime, with_suffix, write_report
@@ -50,12 +53,17 @@ class Composer(QObject):
         self.system, self.max_tokens = settings.system, settings.max_tokens
         self._drafts: dict[int | None, str] = {}  # unsent prompts of the other conversations (None: a new chat)
         self._pending_files: dict[int | None, list[Attachment]] = {}  # and their attached files, not yet sent
+        self._pending_images: dict[int | None, list[ImageAttachment]] = {}  # and pictures
         self._readers: list[Reading] = []  # batches of attached files being read on worker threads
         self._attaching = False  # attaching what was read (a section picker may be open)
         self._count_lock = threading.Lock()  # a reading worker's token count vs the model being closed
         self._closing_engine: object = None
         self.section_picker: SectionPicker | None = None  # open while a document's pages are chosen
+        self.pictures = Pictures(session, column.attachments, fail)  # attached pictures, for a model that sees
+        self.picture_tokens = PictureTokens(session, history)  # what they take of the context, for the meter
+        column.transcript.load_image = lambda sha: image_bytes(history, sha)  # a sent question's thumbnails
         column.filesDropped.connect(self.attach_files)
+        column.imagesDropped.connect(self.attach_images)
         column.attachments.changed.connect(self.schedule_meter)
         column.prompt.textChanged.connect(self.schedule_meter)
         settings.max_tokens.valueChanged.connect(self.schedule_meter)
@@ -77,28 +85,35 @@ class Composer(QObject):
         what is in the prompt is an edit in progress (its files as chips too), dropped."""
         if to == frm:
             return
-        text, files = self.prompt.toPlainText(), self.attachments.items()
-        if text.strip() and keep:
-            self._drafts[frm] = text
-        else:
-            self._drafts.pop(frm, None)
-        if files and keep:
-            self._pending_files[frm] = files
-        else:
-            self._pending_files.pop(frm, None)
+        text, files, images = self.prompt.toPlainText(), self.attachments.items(), self.attachments.images()
+        for kept, value in ((self._drafts, text if text.strip() else ""), (self._pending_files, files),
+                            (self._pending_images, images)):
+            if value and keep:
+                kept[frm] = value  # type: ignore[index]
+            else:
+                kept.pop(frm, None)  # type: ignore[attr-defined]
         self.prompt.setPlainText(self._drafts.pop(to, ""))
-        self.attachments.set_items(self._pending_files.pop(to, []))
+        self.attachments.set_items(self._pending_files.pop(to, []), self._pending_images.pop(to, []))
 
     def choose_attachments(self) -> None:
-        """The Attach button: pick one or more documents or text files."""
-        paths, _ = QFileDialog.getOpenFileNames(self._page, "Attach documents or text files", "", FILE_FILTER)
+        """The Attach button: pick one or more documents, text files or pictures."""
+        paths, _ = QFileDialog.getOpenFileNames(self._page, "Attach documents, text files or pictures", "", FILE_FILTER)
         self.attach_files(paths)
+
+    def attach_images(self, arrived: list[tuple[str, bytes]]) -> None:
+        """Pictures pasted or dropped: each a chip with its thumbnail (`pictures.py` checks them)."""
+        self.pictures.attach([(name, lambda data=data, name=name: image_attachment(data, name))
+                              for name, data in arrived])
 
     def attach_files(self, paths: list[str]) -> None:
         """Attach each file: read and counted on a worker thread (a large PDF never freezes the
         window), each a chip as soon as it is read; the ones refused are named together in one
         message, a line each, once the last is read."""
         paths = [p for p in paths if p]
+        pictures = [p for p in paths if is_image_file(p)]
+        if pictures:  # read here: a picture is checked by its header, not parsed like a document
+            self.pictures.attach([(Path(p).name, lambda p=p: read_image_file(p)) for p in pictures])
+            paths = [p for p in paths if p not in pictures]
         if not paths:
             return
         batch = Reading(ReadFiles(paths, self._count_off_thread, self.context_size()), [Path(p).name for p in paths],
@@ -212,16 +227,19 @@ class Composer(QObject):
         self.meter.schedule()
 
     def measure_prompt(self) -> tuple[int, bool, int]:
-        """Tokens of what the next Send would put in the context: system, history, prompt, attachments."""
+        """Tokens of what the next Send would put in the context: system, history, prompt,
+        attachments, and the pictures of the history and the chips."""
         contents = [self.system.toPlainText()] if self.system.toPlainText() else []
+        msgs = []
         if self.conversation_id is not None:
             try:
-                contents += [m.content for m in self.history.messages(self.conversation_id)
-                             if m.role in ("user", "assistant") and m.content]
+                msgs = self.history.messages(self.conversation_id)
             except HistoryError:
                 pass
+            contents += [m.content for m in msgs if m.role in ("user", "assistant") and m.content]
         contents.append(self.compose(self.prompt.toPlainText().strip()))
         used, exact = self.counter.count_messages(contents)
+        used += self.picture_tokens.of(msgs, self.attachments.images())  # each picture's tokens with this model
         return used + self.max_tokens.value(), exact, self.context_size()  # and room for the answer
 
     def model_changed(self, *_: object) -> None:

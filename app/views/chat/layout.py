@@ -63,6 +63,7 @@ class AnswerColumn(QWidget):
     meter counts (composer.py)."""
 
     filesDropped = Signal(list)  # paths dropped on the transcript or pasted into the prompt
+    imagesDropped = Signal(list)  # [(name, bytes)]: a picture pasted (a screenshot) or dropped from a program
 
     def __init__(self, session: Session, counter: TokenCounter, chats_btn: QToolButton,
                  measure: Callable[[], tuple[int, bool, int]]) -> None:
@@ -125,7 +126,8 @@ class AnswerColumn(QWidget):
         self.attachments = AttachmentChips()
         self.prompt = PromptEdit()
         self.prompt.filesArrived.connect(self.filesDropped)
-        self._drop_filter = FileDropFilter(self.filesDropped.emit, self)
+        self.prompt.imagesArrived.connect(self.imagesDropped)
+        self._drop_filter = FileDropFilter(self.filesDropped.emit, self, on_images=self.imagesDropped.emit)
         self.transcript.setAcceptDrops(True)
         self.transcript.viewport().setAcceptDrops(True)
         self.transcript.viewport().installEventFilter(self._drop_filter)
@@ -138,7 +140,8 @@ class AnswerColumn(QWidget):
         self.prompt.setMaximumHeight(120)
         self.attach_btn = QPushButton("Attach file…")
         self.attach_btn.setToolTip("Add documents (PDF, Word, spreadsheets, slides, web pages, EPUB, RTF) or text files "
-                                   "as context (or drop them on the chat, or paste copied files). Ctrl+O")
+                                   "as context, or pictures (PNG, JPEG, WebP) for a model that sees (or drop them on "
+                                   "the chat, or paste copied files or a screenshot). Ctrl+O")
         self.export_btn = QPushButton("Export…")
         self.export_btn.setToolTip("Save the conversation or the last answer as Markdown, Word, PDF or HTML (Ctrl+E)")
         self.export_menu = QMenu(self.export_btn)

@@ -1,4 +1,5 @@
-"""Files that go with a prompt: the chips and the ways a file arrives (attachments.py),
+"""Files that go with a prompt: the chips and the ways a file arrives (attachments.py), pictures
+for a model that sees, attached, pasted or dropped, and their chips (images.py),
 reading them off the GUI thread (document_reader.py) and choosing the pages of a document
 larger than the context (section_picker.py).
 

@@ -22,10 +22,12 @@ from engine.errors import DocumentError
 
 from ..controls.elided_label import ElidedLabel
 from ..controls.flow_layout import FlowLayout
+from .images import IMAGE_FILTER, ImageAttachment, ImageChip, has_image, mime_images
 
 MAX_ATTACHMENT = MAX_TEXT_BYTES  # a text file's bytes: more is not a prompt, and would freeze the tokenizer call
-FILE_FILTER = ("Documents and text (*.pdf *.docx *.xlsx *.xlsm *.ods *.pptx *.html *.htm *.epub *.rtf *.txt *.md "
-               "*.markdown *.csv *.tsv *.json *.py *.rst *.log *.xml *.yaml *.yml *.toml);;All files (*)")
+FILE_FILTER = ("Documents, text and pictures (*.pdf *.docx *.xlsx *.xlsm *.ods *.pptx *.html *.htm *.epub *.rtf *.txt "
+               "*.md *.markdown *.csv *.tsv *.json *.py *.rst *.log *.xml *.yaml *.yml *.toml *.png *.jpg *.jpeg *.webp);;"
+               + IMAGE_FILTER + ";;All files (*)")
 
 
 @dataclass
@@ -176,39 +178,49 @@ def _split_legacy(content: str) -> tuple[str, list[tuple[str, str]]]:
 
 
 class PromptEdit(QPlainTextEdit):
-    """The prompt box: pasted or dropped files become attachments instead of their paths as text."""
+    """The prompt box: pasted or dropped files become attachments instead of their paths as
+    text, and a pasted or dropped picture (a screenshot) a picture attachment, unless text
+    comes with it (then the text is pasted, as before)."""
 
     filesArrived = Signal(list)  # [path, ...]
+    imagesArrived = Signal(list)  # [(name, bytes), ...]
 
     def canInsertFromMimeData(self, source: QMimeData) -> bool:
-        return bool(local_files(source)) or super().canInsertFromMimeData(source)
+        return bool(local_files(source)) or has_image(source) or super().canInsertFromMimeData(source)
 
     def insertFromMimeData(self, source: QMimeData) -> None:
         files = local_files(source)
         if files:
             self.filesArrived.emit(files)
             return
+        images = [] if source.hasText() else mime_images(source)  # cells copied from a spreadsheet bring a
+        if images:  # picture of themselves too: their text is what was meant
+            self.imagesArrived.emit(images)
+            return
         super().insertFromMimeData(source)
 
 
 class FileDropFilter(QObject):
-    """Event filter that takes file drops on a widget that would not accept them itself
-    (the read-only transcript) and hands the paths on."""
+    """Event filter that takes file and picture drops on a widget that would not accept them
+    itself (the read-only transcript) and hands the paths, or the pictures, on."""
 
-    def __init__(self, on_files: Callable[[list[str]], None], parent: QObject | None = None):
+    def __init__(self, on_files: Callable[[list[str]], None], parent: QObject | None = None,
+                 on_images: Callable[[list[tuple[str, bytes]]], None] | None = None):
         super().__init__(parent)
-        self.on_files = on_files
+        self.on_files, self.on_images = on_files, on_images
 
     def eventFilter(self, obj: QObject, event: QEvent) -> bool:
         t = event.type()
-        if t in (QEvent.Type.DragEnter, QEvent.Type.DragMove) and local_files(event.mimeData()):
+        if t in (QEvent.Type.DragEnter, QEvent.Type.DragMove) and (
+                local_files(event.mimeData()) or (self.on_images is not None and has_image(event.mimeData()))):
             event.acceptProposedAction()
             return True
         if t == QEvent.Type.Drop:
             files = local_files(event.mimeData())
-            if files:
+            images = [] if files or self.on_images is None else mime_images(event.mimeData())
+            if files or images:
                 event.acceptProposedAction()
-                self.on_files(files)
+                self.on_files(files) if files else self.on_images(images)  # type: ignore[misc]
                 return True
         return False
 
@@ -257,16 +269,18 @@ class _Chip(QFrame):
 
 
 class AttachmentChips(QWidget):
-    """Chips, one per attached file, wrapping onto more lines when the row is full; hidden
-    while empty."""
+    """Chips, one per attached picture (first: the prompt puts them first) and per attached
+    file, wrapping onto more lines when the row is full; hidden while empty."""
 
     changed = Signal()
 
     def __init__(self, parent: QWidget | None = None):
         super().__init__(parent)
         self._items: list[Attachment] = []
+        self._images: list[ImageAttachment] = []
         self._row = FlowLayout(self)
         self.chips: list[_Chip] = []
+        self.image_chips: list[ImageChip] = []
         # any width: many chips wrap onto more lines rather than widen the window
         policy = QSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
         policy.setHeightForWidth(True)
@@ -285,13 +299,25 @@ class AttachmentChips(QWidget):
         self._items = [x for x in self._items if x.name != name]
         self._rebuild()
 
-    def clear(self) -> None:
-        self._items = []
+    def images(self) -> list[ImageAttachment]:
+        return list(self._images)
+
+    def add_image(self, image: ImageAttachment) -> None:
+        """Attach a picture; the same picture again (by content) is attached once."""
+        self._images = [x for x in self._images if x.sha256 != image.sha256] + [image]
         self._rebuild()
 
-    def set_items(self, items: list[Attachment]) -> None:
-        """Show these files instead (another chat's unsent files)."""
-        self._items = list(items)
+    def remove_image(self, sha256: str) -> None:
+        self._images = [x for x in self._images if x.sha256 != sha256]
+        self._rebuild()
+
+    def clear(self) -> None:
+        self._items, self._images = [], []
+        self._rebuild()
+
+    def set_items(self, items: list[Attachment], images: list[ImageAttachment] | None = None) -> None:
+        """Show these files and pictures instead (another chat's unsent ones)."""
+        self._items, self._images = list(items), list(images or [])
         self._rebuild()
 
     def recount(self, count: Callable[[str], tuple[int, bool]], n_ctx: int = 0) -> None:
@@ -300,14 +326,18 @@ class AttachmentChips(QWidget):
         self._rebuild()
 
     def _rebuild(self) -> None:
-        for c in self.chips:
+        for c in [*self.image_chips, *self.chips]:
             self._row.removeWidget(c)
             c.hide()  # gone now, not only when the deferred delete runs
             c.deleteLater()
-        self.chips = []
+        self.chips, self.image_chips = [], []
+        for im in self._images:
+            ichip = ImageChip(im, lambda sha=im.sha256: self.remove_image(sha))
+            self._row.addWidget(ichip)
+            self.image_chips.append(ichip)
         for a in self._items:
             chip = _Chip(a, lambda name=a.name: self.remove(name))
             self._row.addWidget(chip)
             self.chips.append(chip)
-        self.setVisible(bool(self._items))
+        self.setVisible(bool(self._items or self._images))
         self.changed.emit()

@@ -144,6 +144,9 @@ class ModelBar(QWidget):
         self.context.currentIndexChanged.connect(self._sync)
         self.need = QLabel("")
         self.need.setObjectName("contextMemory")
+        self.vision = QLabel("")  # "sees images" while the loaded model has its projector
+        self.vision.setObjectName("visionMark")
+        self.vision.hide()
         self.load_btn = QPushButton("Load")
         self.load_btn.setToolTip("Load the chosen model with this draft and context")
         self.load_btn.clicked.connect(self.load)
@@ -154,6 +157,7 @@ class ModelBar(QWidget):
         lay.addWidget(self.context)
         self.context.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToContents)
         lay.addWidget(self.need)
+        lay.addWidget(self.vision)
         lay.addWidget(self.load_btn)
         session.pairChanged.connect(self.refresh)
         session.busyChanged.connect(self._sync)
@@ -308,7 +312,20 @@ class ModelBar(QWidget):
         return eng is not None and loaded is not None and loaded == self.model.currentIndex() \
             and self.n_ctx() == eng.n_ctx
 
+    def _show_vision(self) -> None:
+        """Whether the loaded model sees pictures: a mark when its projector was loaded, the
+        reason when one beside it was refused, nothing for a model that never had one."""
+        s = self.session
+        sees, note = bool(getattr(s, "sees_images", False)), str(getattr(s, "projector_note", ""))
+        self.vision.setText("sees images" if sees else "text only" if note else "")
+        self.vision.setToolTip(f"The loaded model reads pictures (its projector {s.projector_name} was loaded): "
+                               "attach, paste or drop PNG, JPEG or WebP" if sees else note)
+        self.vision.setStyleSheet("QLabel { border: 1px solid rgba(56, 132, 244, 170); border-radius: 7px; padding: 0 5px; }"
+                                  if sees else "QLabel { color: rgb(128, 128, 128); }")
+        self.vision.setVisible(bool(self.vision.text()))
+
     def _sync(self, *_: object) -> None:
+        self._show_vision()
         loaded = self.is_loaded()
         self.load_btn.setEnabled(self.current() is not None and not self.session.busy and not loaded)
         self.load_btn.setToolTip("Loaded: pick another model or context to load it" if loaded

@@ -19,6 +19,7 @@ from PySide6.QtGui import QColor, QFont, QPageSize, QPdfWriter, QTextBlock, QTex
     QTextDocument, QTextFormat, QTextListFormat, QTextTable
 
 from ...history import Message, calls_markdown, close_open_fence, references_markdown
+from ...history.markdown import pictures_markdown
 from ..attachments.attachments import split_attachments
 
 FORMATS = {".md": "Markdown", ".docx": "Word", ".pdf": "PDF", ".html": "HTML"}
@@ -49,10 +50,13 @@ def conversation_markdown(title: str, messages: Sequence[Message], system: str =
     for m in messages:
         if m.role == "user":
             typed, files = split_attachments(m.content, m.spans)
+            pictures = pictures_markdown(m)
             out += ["---", ""]
-            out += ["> " + line if line else ">" for line in (typed or "(files only)").split("\n")]
+            out += ["> " + line if line else ">" for line in
+                    (typed or ("(files only)" if files else "(pictures only)" if pictures else "")).split("\n")]
             if files:
                 out += [">", "> *Attached: " + ", ".join(name for name, _ in files) + "*"]
+            out += [line for p in pictures for line in (">", "> " + p)]
             out.append("")
         elif m.role == "assistant" and (m.content.strip() or m.tool_calls):
             out += calls_markdown(m.tool_calls)

@@ -34,6 +34,7 @@ from ...history import Message, stop_reason
 from ..attachments.attachments import split_attachments
 from .call_card import call_cards
 from .file_card import FileViewer, file_card
+from .picture_card import image_refs, open_picture, picture_row
 from .markdown_render import COPY_SCHEME, append_rendered, code_wraps, render_markdown, plain_text, set_code_wrap
 from .markdown_stream import MarkdownStream
 from .provenance import COLOURS, merge_runs
@@ -72,6 +73,7 @@ class Transcript(QTextBrowser):
         self.show_provenance = True
         # (tokens, exact) of a text with the loaded model's tokenizer, for the file cards (the chat sets it)
         self.count_tokens: Callable[[str], tuple[int, bool]] | None = None
+        self.load_image: Callable[[str], bytes | None] | None = None  # a question's picture by sha256 (the history's)
         self._stream_start: int | None = None
         self._stream_head: int | None = None  # where the streaming answer's header begins
         self._messages: list[Message] = []
@@ -239,8 +241,10 @@ class Transcript(QTextBrowser):
             typed, files = split_attachments(m.content, m.spans)
             cursor.insertBlock(QTextBlockFormat(), QTextCharFormat())
             insert_user_text(cursor, typed)
+            pics = image_refs(m.spans)
+            picture_row(cursor, pics, self.load_image, first=not typed, ratio=self.devicePixelRatioF())
             for i, (name, text) in enumerate(files):
-                file_card(cursor, name, text, f"{ACTION_SCHEME}:file:{m.id}:{i}", first=not typed and not i,
+                file_card(cursor, name, text, f"{ACTION_SCHEME}:file:{m.id}:{i}", first=not (typed or i or pics),
                           tokens=self.count_tokens(text) if self.count_tokens is not None else None)
         self._actions(cursor, m, last, reason)
 
@@ -312,6 +316,9 @@ class Transcript(QTextBrowser):
             action, _, ident = url.path().partition(":")
             if action == "file":
                 self._open_file(ident)
+            elif action == "picture":  # a thumbnail: the picture whole
+                self.file_view = open_picture(self, ident, [r for m in self._messages for r in image_refs(m.spans)],
+                                              self.load_image)
             elif action == SOURCE_ACTION and ident.replace(":", "").isdigit() and ident.count(":") == 1:
                 self.sourceClicked.emit(*(int(x) for x in ident.split(":")))
             elif ident.isdigit():

@@ -57,6 +57,17 @@ def image_prompt(projector: Any, tokenize: Callable[[Any], list[int]], prompt: A
     return projector.expand(tokens, [decode_image(im) for im in images])
 
 
+def picture_tokens(projector: Any, images: Sequence[ImageInput], target_name: str) -> list[int]:
+    """The prompt tokens each picture takes with `projector` (its image tokens and the text
+    around them), each decoded within its pixel limit but not encoded, and counted once per
+    content: what a chat with pictures is fitted to the context by before it is sent (the app
+    counts its text with `tokens_for`). A target without a projector refused in one line."""
+    if projector is None:
+        raise PromptError(image_refusal(target_name))
+    counted = [projector.counted(im.sha256) for im in images]
+    return [n if n is not None else projector.image_tokens(decode_image(im)) for n, im in zip(counted, images)]
+
+
 def image_refusal(target_name: str) -> str:
     """The one line for a picture sent to a target without a projector."""
     return (f"{target_name} reads text only: load it with its vision projector (--mmproj FILE, "

@@ -146,7 +146,7 @@ def test_a_database_made_by_the_release_before_opens_with_everything_and_is_sear
     assert h.find("quarter") == [(c, "the quarterly forecast")], "old messages are indexed on the first open"
     h.close()
     with sqlite3.connect(path) as db:
-        assert db.execute("PRAGMA user_version").fetchone()[0] == 3
+        assert db.execute("PRAGMA user_version").fetchone()[0] == 4  # migrated to this release (4: pictures)
     db.close()
 
 

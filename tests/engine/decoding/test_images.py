@@ -77,6 +77,18 @@ def test_a_picture_is_encoded_once_and_its_reading_reused_on_the_next_turn(seein
     assert prefill.cached > 16  # the picture stayed in the context: only the new turn was read
 
 
+@pytest.mark.parametrize("size", [(32, 32), (120, 48)])
+def test_image_tokens_counts_what_a_picture_adds_to_the_prompt_without_encoding_it(seeing, size):
+    picture = ImageInput(png_bytes(*size, seed=31))
+    before = seeing.projector.cache.encoded
+    [n] = seeing.image_tokens([picture])
+    assert seeing.image_tokens([picture]) == [n] and seeing.projector.cache.encoded == before, "counted, not encoded"
+    slots = seeing.tokens_for(MEDIA_MARKER + "\n" + QUESTION, media=True)
+    tokens, _spans = seeing.prompt_input(GenerationRequest(QUESTION, images=[picture]))
+    assert len(tokens) == len(slots) - 1 + n, "the slot becomes the picture's tokens and the text around them"
+    assert seeing.image_tokens([picture]) == [n], "the same count once it is encoded"
+
+
 def test_a_text_only_target_given_a_picture_says_so_in_one_line(tiny_hybrid):
     e = Engine(tiny_hybrid, n_ctx=256, n_threads=1, metrics_log=False, calibration=False)
     try:
@@ -84,6 +96,8 @@ def test_a_text_only_target_given_a_picture_says_so_in_one_line(tiny_hybrid):
             e.generate(QUESTION, images=[PICTURE], max_tokens=4)
         assert str(err.value) == (f"{tiny_hybrid.name} reads text only: load it with its vision projector "
                                   "(--mmproj FILE, or an mmproj-*.gguf beside it) to send images")
+        with pytest.raises(PromptError, match="reads text only"):
+            e.image_tokens([ImageInput(PICTURE)])
     finally:
         e.close()
 

@@ -7,7 +7,7 @@ import zlib
 
 import pytest
 
-from engine.documents.images import (ImageError, ImageInput, check_images, decode_image, image_format)
+from engine.documents.images import (ImageError, ImageInput, check_images, decode_image, image_format, image_size)
 from image_files import png_bytes
 
 
@@ -68,6 +68,18 @@ def test_a_damaged_file_is_one_line():
     with pytest.raises(ImageError) as e:
         decode_image(ImageInput(data[:60], name="cut.png"))
     assert str(e.value).startswith("cut.png is a damaged PNG file (") and "\n" not in str(e.value)
+
+
+def test_the_size_alone_is_read_within_the_same_bounds_without_decoding():
+    """What a picture held for later is checked by (the app's attachments, a chat archive)."""
+    assert image_size(ImageInput(png_bytes(24, 16, fmt="WEBP"))) == (24, 16)
+    with pytest.raises(ImageError, match=r"^big\.png is 8000 x 8000 pixels; images are limited to 50 megapixels$"):
+        image_size(ImageInput(_png_claiming(8000, 8000), name="big.png"))
+    with pytest.raises(ImageError, match=r"^x is a GIF file; send PNG, JPEG or WebP$"):
+        image_size(ImageInput(png_bytes(8, 8, fmt="GIF"), name="x"))
+    with pytest.raises(ImageError) as e:
+        image_size(ImageInput(b"\x89PNG\r\n\x1a\n" + b"\0" * 30, name="cut.png"))
+    assert str(e.value).startswith("cut.png is a damaged PNG file (") and "object at 0x" not in str(e.value)
 
 
 def test_images_must_be_a_list():

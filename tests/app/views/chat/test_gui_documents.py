@@ -69,8 +69,9 @@ def test_a_pasted_pdf_and_docx_attach_and_a_scan_is_one_message(qtbot, window, t
     scan = scanned_pdf(tmp_path / "scan.pdf")
     (tmp_path / "p.png").write_bytes(b"\x89PNG\r\n\x1a\n" + b"\0" * 16)
     attach(qtbot, chat, scan, tmp_path / "p.png")
-    assert len(window.errors) == 1 and window.errors[0].split("\n")[0].startswith("scan.pdf: no text layer")
-    assert window.errors[0].split("\n")[1].startswith("p.png: a PNG image has no text")
+    assert len(window.errors) == 2 and window.errors[1].startswith("scan.pdf: no text layer")
+    assert window.errors[0].startswith("tiny reads text only: pictures need a model that sees"), \
+        "a PNG is a picture now, refused at once for a model that reads text only (test_gui_pictures.py)"
     assert len(chat.attachments.items()) == 2
 
 
