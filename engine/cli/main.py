@@ -155,8 +155,6 @@ def _validated_inputs(args: argparse.Namespace) -> str:
         from .tooluse import check_tool_flags
 
         check_tool_flags(args)
-        if args.images and args.mcp:
-            raise UsageError("--image cannot be combined with --mcp yet (the tool loop reads text only)")
     return prompt
 
 

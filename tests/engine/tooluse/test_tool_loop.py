@@ -109,3 +109,28 @@ def test_tandem_tools_lists_each_servers_tools(capsys, mcp_json):
     (server,) = json.loads(capsys.readouterr().out)["servers"]
     assert server["name"] == "ships" and server["transport"] == "stdio"
     assert "track_shipment" in [t["name"] for t in server["tools"]]
+
+
+def test_the_loop_keeps_the_questions_picture_in_every_step(capsys, tiny_vision, mcp_json, tmp_path):
+    """`generate --image --mcp`: the tiny seeing target forced to call the tool, the result read,
+    and the answer written with the picture still in its prompt."""
+    from image_files import png_bytes
+
+    target, _ = tiny_vision
+    label = tmp_path / "label.png"
+    label.write_bytes(png_bytes(32, 32, seed=2))
+    rc = main(["generate", QUESTION, "--target", str(target), "--image", str(label), "--mcp", str(mcp_json), "--chat",
+               "--json", "--tool-choice", "track_shipment", "--allow-tools", "all", "--max-tokens", "200", "--ctx", "4096",
+               "--threads", "1"])
+    out, err = capsys.readouterr()
+    assert rc == 0, err
+    got = json.loads(out)
+    assert [c["name"] for c in got["tool_calls"]] == ["track_shipment"]
+    first, last = got["steps"][0], got["steps"][-1]
+    assert len(got["steps"]) == 2 and last["prompt_tokens"] > first["prompt_tokens"]
+    plain = main(["generate", QUESTION, "--target", str(target), "--mcp", str(mcp_json), "--chat", "--json",
+                  "--tool-choice", "track_shipment", "--allow-tools", "all", "--max-tokens", "200", "--ctx", "4096",
+                  "--threads", "1"])
+    assert plain == 0
+    without = json.loads(capsys.readouterr().out)
+    assert first["prompt_tokens"] >= without["steps"][0]["prompt_tokens"] + 16  # the picture, in the first step
