@@ -134,6 +134,11 @@ def read_document(path: str | Path, name: str | None = None) -> Document:
     return doc
 
 
+class NoTextLayer(DocumentError):
+    """A PDF without a text layer: nothing to read as text, but its pages are pictures a model
+    that sees can read (pdf_images.py)."""
+
+
 def _read(kind: str, p: Path, name: str) -> Document:
     if kind == "text":
         text, undecodable = decode(p.read_bytes())
@@ -150,7 +155,7 @@ def _read(kind: str, p: Path, name: str) -> Document:
         if locked:
             raise DocumentError(f"{name}: the PDF is password-protected; save an unlocked copy")
         if not any(s.text for s in pages):
-            raise DocumentError(f"{name}: no text layer in its {len(pages)} page(s) (a scanned or image-only PDF); "
+            raise NoTextLayer(f"{name}: no text layer in its {len(pages)} page(s) (a scanned or image-only PDF); "
                                 "run OCR on it first, or send its pages as pictures to a model that sees")
         return Document(name, kind, tuple(pages), "page")
     readers: dict[str, tuple[Callable[[str], list[Section]], str]] = {

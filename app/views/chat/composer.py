@@ -116,8 +116,8 @@ class Composer(QObject):
             paths = [p for p in paths if p not in pictures]
         if not paths:
             return
-        batch = Reading(ReadFiles(paths, self._count_off_thread, self.context_size()), [Path(p).name for p in paths],
-                        conversation=self.conversation_id)
+        reader = ReadFiles(paths, self._count_off_thread, self.context_size(), pictures=self.session.sees_images)
+        batch = Reading(reader, [Path(p).name for p in paths], conversation=self.conversation_id)
         self._readers.append(batch)
         batch.worker.read.connect(lambda r: (batch.results.append(r), self._attach_ready()))
         batch.worker.finished.connect(lambda: (setattr(batch, "done", True), self._attach_ready()))
@@ -157,6 +157,9 @@ class Composer(QObject):
                     r = batch.results.pop(0)
                     batch.pending.remove(Path(r.path).name)
                     self._show_reading()
+                    if r.pictures:  # a scan's pages, for the model that sees
+                        self._attach_pages(batch, r)
+                        continue
                     a = self._attach_read(r, batch.refused)
                     if a is not None:
                         self._attach_to(batch.conversation, a)
@@ -186,6 +189,15 @@ class Composer(QObject):
             self.attachments.add(a)
         else:
             self._pending_files[conversation] = with_file(self._pending_files.get(conversation, []), a)
+
+    def _attach_pages(self, batch: Reading, r: FileRead) -> None:
+        """A scanned PDF's pages as picture chips, in the chat it was added in (a chat left
+        meanwhile gets a line saying to attach it there again)."""
+        if batch.conversation != self.conversation_id:
+            batch.refused.append(f"{Path(r.path).name}: its pages were ready after you left the chat it was added "
+                                 "to; attach it there again")
+            return
+        self.pictures.attach([(im.name, lambda im=im: image_attachment(im.data, im.name)) for im in r.pictures])
 
     def _attach_read(self, r: FileRead, refused: list[str]) -> Attachment | None:
         """The attachment a file read by ReadFiles makes. A file without text, or unreadable, is

@@ -18,6 +18,7 @@ from PySide6.QtCore import QEvent, QMimeData, QObject, Qt, Signal
 from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QPlainTextEdit, QSizePolicy, QToolButton, QWidget
 
 from engine.documents import MAX_TEXT_BYTES, Document, attachment_block as _block, read_document
+from engine.documents.reader import NoTextLayer
 from engine.errors import DocumentError
 
 from ..controls.elided_label import ElidedLabel
@@ -52,7 +53,12 @@ class Attachment:
 
 
 class AttachmentError(ValueError):
-    """A file that cannot be attached; the message is one line for the user."""
+    """A file that cannot be attached; the message is one line for the user. `scanned`: a PDF
+    without a text layer, whose pages a model that sees can take as pictures."""
+
+    def __init__(self, message: str, *, scanned: bool = False):
+        super().__init__(message)
+        self.scanned = scanned
 
 
 def read_attachment(path: str | Path) -> Document:
@@ -60,7 +66,7 @@ def read_attachment(path: str | Path) -> Document:
     try:
         return read_document(path)
     except DocumentError as e:
-        raise AttachmentError(str(e)) from None
+        raise AttachmentError(str(e), scanned=isinstance(e, NoTextLayer)) from None
 
 
 def read_text_file(path: str | Path) -> tuple[str, str]:

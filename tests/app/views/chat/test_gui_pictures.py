@@ -271,3 +271,23 @@ def test_a_picture_attached_before_a_text_only_model_is_loaded_is_refused_at_sen
                         "projector beside it); load one to send pictures"]
     assert w.history.conversations() == [] and len(w.chat.attachments.images()) == 1, "nothing stored; the chip stays"
     w.close()
+
+
+def test_a_scanned_pdf_attaches_as_its_pages_pictures_for_a_model_that_sees(qtbot, seeing, tmp_path, monkeypatch,
+                                                                            tiny_target):
+    """Its pages rendered on the reading worker, each a picture chip named after its page; the
+    same file given to a text-only model is refused as a document without text."""
+    from image_files import scanned_pdf_with_pictures
+
+    scan = scanned_pdf_with_pictures(tmp_path / "scan.pdf", pages=2, width=40, height=60)
+    seeing.chat.attach_files([str(scan)])
+    qtbot.waitUntil(lambda: len(seeing.chat.attachments.images()) == 2, timeout=30000)
+    assert [im.name for im in seeing.chat.attachments.images()] == ["scan.pdf, page 1", "scan.pdf, page 2"]
+    assert not seeing.errors and seeing.chat.attachments.items() == []
+
+    w = _make_window(qtbot, tmp_path / "other", monkeypatch)
+    _load(qtbot, w, tiny_target, "lookup", n_ctx=512)
+    w.chat.attach_files([str(scan)])
+    qtbot.waitUntil(lambda: bool(w.errors), timeout=30000)
+    assert w.errors[0].startswith("scan.pdf: no text layer") and w.chat.attachments.images() == []
+    w.close()
