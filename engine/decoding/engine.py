@@ -25,7 +25,6 @@ from ..models.compat import require_compatible, require_target
 from ..models.resolve import model_file
 from .drafting.choice import DraftChoice, DraftSpec
 from .drafting.drafters import Drafter
-from .drafting.lookup_drafter import PromptLookupDrafter
 from .drafting.factory import make_drafter
 from ..llamacpp.mtp import SHARED_CACHE_DRAFTERS
 from .drafting.suffix_drafter import LEAD_IN, SuffixDrafter
@@ -212,12 +211,8 @@ class Engine(BaseEngine):
             if dec is not None:
                 return dec
             rt = self._runtime_here()  # the drafter's context and the target's read the same settings
-
-            def load_draft(path: Any) -> tuple[Model, bool]:
-                dm = self.load_draft(path, on_progress)
-                return dm, str(dm.path.resolve()) in self._bridged
-
-            drafter = make_drafter(choice, self.target, rt, load_draft=load_draft, history=self._history_drafter)
+            drafter = make_drafter(choice, self.target, rt, load_draft=lambda p: self._draft_model(p, on_progress),
+                                   history=self._history_drafter)
             cost = self._costs.setdefault(key, CostModel())
             self._load_calibration(cost, drafter)
             dec = Decoder(self.target, drafter, runtime=rt, cost=cost, queue=self.queue, prompt_cache=self.prompt_cache)
@@ -255,14 +250,19 @@ class Engine(BaseEngine):
             for drafter in self._suffix_drafters():
                 drafter.history_path = self.draft_history_path() if on else None
 
-    def free_drafter(self, kind: str) -> Drafter | None:
-        """A new drafter that needs no context ("none", "lookup", "suffix": over this engine's one
-        store of past answers), for a decoder this engine does not own (a parallel slot's)."""
-        self._check_open()
-        if kind not in ("none", "lookup", "suffix"):
-            raise TandemError(f"{kind!r} is not a free draft: use 'none', 'lookup' or 'suffix'")
+    def slot_drafter(self, draft_model: DraftSpec) -> Drafter | None:
+        """A new drafter for a decoder this engine does not own (a parallel slot's): a free one
+        (the suffix draft over this engine's one store of past answers), or a draft file's with
+        a context of its own on the draft model this engine loads once."""
+        choice, rt = DraftChoice.parse(draft_model), self._runtime_here()
         with self._lock:
-            return None if kind == "none" else PromptLookupDrafter() if kind == "lookup" else self._history_drafter(True)
+            self._check_open()
+            return make_drafter(choice, self.target, rt, load_draft=self._draft_model, history=self._history_drafter)
+
+    def _draft_model(self, path: Any, on_progress: Callable[[float], bool] | None = None) -> tuple[Model, bool]:
+        """A draft file's Model (loaded once) and whether it is bridged: `make_drafter`'s `load_draft`."""
+        dm = self.load_draft(path, on_progress)
+        return dm, str(dm.path.resolve()) in self._bridged
 
     def attach(self, part: Any) -> None:
         """Keep `part` (built over this engine's target elsewhere: the server's parallel slots) until

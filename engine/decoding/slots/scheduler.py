@@ -57,9 +57,11 @@ class SlotScheduler:
     """Runs requests on `n_slots` sequences of one context, one shared decode per step.
 
     `drafters` names the drafts a request may ask for, each with what makes a slot's drafter
-    (called once per slot and name; None: no draft). Free drafters only (prompt lookup, suffix):
-    a model draft across slots (one draft context with N sequences) is not built yet. `stream`
-    may be called from any thread; the slots run on one thread of the scheduler's own.
+    (called once per slot and name; None: no draft): a free drafter (prompt lookup, suffix) or a
+    draft model's, each slot's with a context of its own on the draft model loaded once (its
+    drafts are made slot by slot, not yet batched across slots; Auto prices them so). Not the
+    target's MTP head or Gemma 4's assistant: they read the target's own single-sequence context.
+    `stream` may be called from any thread; the slots run on one thread of the scheduler's own.
     """
 
     def __init__(self, target: Model, n_slots: int, *, runtime: RuntimeParams | None = None,
@@ -77,10 +79,10 @@ class SlotScheduler:
                 decoders = {}
                 for name, make in drafters.items():
                     d = make()
-                    if d is not None and d.contexts:
+                    if d is not None and d.kind == "mtp":
                         d.close()
-                        raise ParallelUnsupported(f"parallel slots draft with free drafters only (none, lookup, suffix) "
-                                                  f"so far, not {d.kind}: a model draft across slots is not built yet")
+                        raise ParallelUnsupported("parallel slots cannot draft with an MTP head (or Gemma 4's "
+                                                  "assistant) yet: it reads the target's own context, not a slot's")
                     decoders[name] = Decoder(target, d, cost=self.cost, context=self.shared.view(i))
                 self.slots.append(_Slot(i, decoders, next(iter(decoders.values()))))
         except BaseException:

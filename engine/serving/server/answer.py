@@ -180,12 +180,12 @@ class AnswerCore:
             if not self.served.has_draft_model:
                 raise ApiError(400, "draft 'model': this server was started without a draft model; "
                                     "use 'lookup', 'suffix' or 'none'", param="draft", code="invalid_value")
-            return self.served.draft
+            return "model" if self.slots is not None else self.served.draft
         if choice == "mtp" and not getattr(self.eng.target, "n_nextn", 0):
             raise ApiError(400, f"draft 'mtp': {Path(self.eng.target.path).name} has no MTP layers; "
                                 "use 'lookup' or 'none'", param="draft", code="invalid_value")
-        if self.slots is not None:  # "lookup", "suffix" or "none", or a 400 saying so
-            return slot_draft_spec(choice, self.config.parallel)
+        if self.slots is not None:  # one of the drafts the slots run, or a 400 saying which they are
+            return slot_draft_spec(choice, self.config.parallel, self.slots.drafts)
         return DraftChoice.parse(choice).spec  # "lookup", "mtp", "suffix" or "none", checked by the request's schema
 
     def logit_controls(self, req: Any) -> tuple[dict[int, float] | None, Any]:

@@ -108,7 +108,8 @@ class Generation:
         with self.queue.turn(job):
             tokens = eng.tokens_for(req.prompt, chat=req.chat, system=req.system, limit=eng.n_ctx,
                                     parse_special=req.parse_special)
-            draft = DraftChoice.parse(req.draft).kind.value
+            draft = req.draft if isinstance(req.draft, str) and req.draft in self.slots.drafts \
+                else DraftChoice.parse(req.draft).kind.value  # "model": the served draft model's slot drafter
             for ev in self.slots.stream(tokens, req, job.cancel, draft=draft):
                 self.queue.notify(job, ev)
                 yield ev

@@ -7,7 +7,7 @@ import logging
 import os
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Union
+from typing import Any, Sequence, Union
 from urllib.parse import urlsplit
 
 from ...decoding.drafting.choice import DraftChoice
@@ -159,24 +159,26 @@ def parallel_slots(served: ServedModel, config: ServerConfig) -> Any:
     if not isinstance(eng, Engine) or eng.rpc is not None:
         raise TandemError("--parallel needs a target on this machine: a target split over RPC workers runs one "
                           "request at a time")
-    default = DraftChoice.parse(served.draft).kind.value
-    if default not in SLOT_DRAFTS:
-        raise TandemError(f"--parallel {n} drafts with {', '.join(SLOT_DRAFTS)} so far, not {served.default_draft!r}: "
-                          "a model draft across slots is not built yet (use --draft lookup, suffix or none)")
+    if DraftChoice.parse(served.draft).kind.value == "mtp":
+        raise TandemError(f"--parallel {n} cannot draft with the target's MTP head yet (it reads the target's own "
+                          "context, not a slot's): use --draft lookup, suffix, none or a draft model")
     runtime = replace(eng.runtime, n_ctx=eng.n_ctx * n)
-    slots = SlotScheduler(eng.target, n, runtime=runtime,
-                          drafters={k: (lambda k=k: eng.free_drafter(k)) for k in SLOT_DRAFTS})
+    drafters = {k: (lambda k=k: eng.slot_drafter(k)) for k in SLOT_DRAFTS}
+    if served.has_draft_model:  # each slot's draft context on the one loaded draft model
+        drafters = {"model": lambda: eng.slot_drafter(served.draft), **drafters}
+    slots = SlotScheduler(eng.target, n, runtime=runtime, drafters=drafters)
     eng.attach(slots)
     eng.queue.slots = n
     return slots
 
 
-def slot_draft_spec(choice: str, parallel: int) -> str:
-    """A request's draft in the slots ("lookup", "suffix" or "none"), or a 400 saying what they run."""
-    kind = DraftChoice.parse(choice).kind.value
-    if kind not in SLOT_DRAFTS:
-        raise ApiError(400, f"draft {choice!r}: the parallel slots (--parallel {parallel}) draft with 'lookup', "
-                            "'suffix' or 'none' so far", param="draft", code="invalid_value")
+def slot_draft_spec(choice: str, parallel: int, drafts: Sequence[str]) -> str:
+    """A request's draft in the slots (one of their `drafts`: "model", "lookup", "suffix", "none"),
+    or a 400 saying what they run."""
+    kind = "model" if choice == "model" else DraftChoice.parse(choice).kind.value
+    if kind not in drafts:
+        raise ApiError(400, f"draft {choice!r}: the parallel slots (--parallel {parallel}) draft with "
+                            f"{', '.join(repr(d) for d in drafts)}", param="draft", code="invalid_value")
     return kind
 
 

@@ -113,12 +113,39 @@ def test_a_bad_parallel_is_one_line(tiny_target, parallel):
         eng.close()
 
 
-def test_a_model_draft_is_refused_in_parallel_in_one_line(tiny_target, tiny_draft):
+def test_a_server_with_a_draft_model_drafts_with_it_in_every_slot(tiny_target, tiny_draft):
+    """The served draft model is each slot's default draft (a context of its own per slot); the
+    answers sent at once are each the answer alone, and a request may still name a free draft."""
+    from engine.serving.server import ServedModel, ServerConfig, ServerThread, create_app
+
+    eng = Engine(tiny_target, n_ctx=512, metrics_log=False, calibration=False)
+    try:
+        alone = [eng.generate(p, max_tokens=20 + 9 * i, draft_model=tiny_draft, lookahead=3).text
+                 for i, p in enumerate(PROMPTS[:4])]
+        with ServerThread(create_app(ServedModel(eng, "m", draft=tiny_draft, lookahead=3),
+                                     ServerConfig(parallel=2))) as srv:
+            got: dict[int, dict] = {}
+            threads = [threading.Thread(target=lambda i=i: got.__setitem__(i, _complete(srv.url, i)))
+                       for i in range(4)]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join(120)
+            assert [got[i]["choices"][0]["text"] for i in range(4)] == alone
+            assert _complete(srv.url, 0, draft="lookup")["choices"][0]["text"] == alone[0]
+            r = httpx.post(f"{srv.url}/v1/completions", timeout=60,
+                           json={"model": "m", "prompt": "x", "max_tokens": 2, "draft": "mtp"})
+            assert r.status_code == 400 and "has no MTP layers" in r.json()["error"]["message"]
+    finally:
+        eng.close()
+
+
+def test_an_mtp_draft_is_refused_in_parallel_in_one_line(tiny_hybrid):
     from engine.serving.server import ServedModel, ServerConfig, create_app
 
-    eng = Engine(tiny_target, n_ctx=256, metrics_log=False, calibration=False)
+    eng = Engine(tiny_hybrid, n_ctx=256, metrics_log=False, calibration=False)
     try:
-        with pytest.raises(TandemError, match="a model draft across slots is not built yet"):
-            create_app(ServedModel(eng, "m", draft=tiny_draft), ServerConfig(parallel=2))
+        with pytest.raises(TandemError, match="cannot draft with the target's MTP head yet"):
+            create_app(ServedModel(eng, "m", draft="mtp"), ServerConfig(parallel=2))
     finally:
         eng.close()
