@@ -16,7 +16,9 @@ import hashlib
 import io
 import re
 import warnings
+from contextlib import contextmanager
 from dataclasses import dataclass, field
+from typing import Any, Iterator
 
 from ..errors import TandemError
 
@@ -137,10 +139,10 @@ def _reason(e: BaseException) -> str:
     return re.sub(r"\s*<[^<>]*object at 0x[0-9a-f]+>", "", str(e))[:80].strip() or type(e).__name__
 
 
-def image_size(image: ImageInput, *, max_pixels: int = MAX_IMAGE_PIXELS, max_bytes: int = MAX_IMAGE_BYTES) -> tuple[int, int]:
-    """(width, height) from the header alone, after the byte and format checks and within the
-    pixel limit: what a picture held for later (the app's attachments, a chat archive) is
-    checked by before it is kept; ImageError in one line otherwise. No pixel is decoded."""
+@contextmanager
+def _opened(image: ImageInput, max_bytes: int, max_pixels: int) -> Iterator[tuple[Any, str, int, int]]:
+    """(Pillow's image, format, width, height) after the byte, format and pixel checks, with only
+    the header read so far, under the decompression-bomb guard; Pillow's errors become one line."""
     fmt = check_bytes(image, max_bytes=max_bytes)
     try:
         from PIL import Image
@@ -151,49 +153,41 @@ def image_size(image: ImageInput, *, max_pixels: int = MAX_IMAGE_PIXELS, max_byt
             warnings.simplefilter("error", Image.DecompressionBombWarning)
             with Image.open(io.BytesIO(image.data), formats=[fmt]) as im:
                 w, h = im.size
-    except (Image.DecompressionBombError, Image.DecompressionBombWarning):
-        raise ImageError(f"{image.name} claims more pixels than an image may have") from None
-    except (OSError, ValueError, SyntaxError, EOFError) as e:
-        raise ImageError(f"{image.name} is a damaged {fmt} file ({_reason(e)})") from None
-    if w <= 0 or h <= 0:
-        raise ImageError(f"{image.name} has no pixels ({w} x {h})")
-    if w * h > max_pixels:
-        raise ImageError(f"{image.name} is {w} x {h} pixels; images are limited to {max_pixels / 1e6:.0f} megapixels")
-    return w, h
-
-
-def decode_image(image: ImageInput, *, max_pixels: int = MAX_IMAGE_PIXELS,
-                 max_bytes: int = MAX_IMAGE_BYTES) -> DecodedImage:
-    """The picture's RGB pixels (transparency flattened onto white), after the byte, format and
-    pixel checks; ImageError in one line when any fails or the file is damaged."""
-    fmt = check_bytes(image, max_bytes=max_bytes)
-    try:
-        from PIL import Image
-    except ImportError:
-        raise ImageError("reading images needs Pillow: pip install 'tandem-studio[vision]'") from None
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("error", Image.DecompressionBombWarning)
-            with Image.open(io.BytesIO(image.data), formats=[fmt]) as im:  # the header only, so far
-                w, h = im.size
                 if w <= 0 or h <= 0:
                     raise ImageError(f"{image.name} has no pixels ({w} x {h})")
                 if w * h > max_pixels:
                     raise ImageError(f"{image.name} is {w} x {h} pixels; images are limited to "
                                      f"{max_pixels / 1e6:.0f} megapixels")
-                im.seek(0)  # the first frame of an animation
-                if im.mode in ("RGBA", "LA", "P", "PA"):
-                    rgba = im.convert("RGBA")
-                    flat = Image.new("RGB", rgba.size, (255, 255, 255))
-                    flat.paste(rgba, mask=rgba.getchannel("A"))
-                    rgb = flat
-                else:
-                    rgb = im.convert("RGB")
-                data = rgb.tobytes()
+                yield im, fmt, w, h
     except ImageError:
         raise
     except (Image.DecompressionBombError, Image.DecompressionBombWarning):
         raise ImageError(f"{image.name} claims more pixels than an image may have") from None
     except (OSError, ValueError, SyntaxError, EOFError) as e:
         raise ImageError(f"{image.name} is a damaged {fmt} file ({_reason(e)})") from None
+
+
+def image_size(image: ImageInput, *, max_pixels: int = MAX_IMAGE_PIXELS, max_bytes: int = MAX_IMAGE_BYTES) -> tuple[int, int]:
+    """(width, height) from the header alone, after the byte and format checks and within the
+    pixel limit: what a picture held for later (the app's attachments, a chat archive) is
+    checked by before it is kept; ImageError in one line otherwise. No pixel is decoded."""
+    with _opened(image, max_bytes, max_pixels) as (_, _, w, h):
+        return w, h
+
+
+def decode_image(image: ImageInput, *, max_pixels: int = MAX_IMAGE_PIXELS,
+                 max_bytes: int = MAX_IMAGE_BYTES) -> DecodedImage:
+    """The picture's RGB pixels (transparency flattened onto white), after the byte, format and
+    pixel checks; ImageError in one line when any fails or the file is damaged."""
+    with _opened(image, max_bytes, max_pixels) as (im, fmt, w, h):
+        from PIL import Image  # _opened said it in one line if Pillow is missing
+
+        im.seek(0)  # the first frame of an animation
+        if im.mode in ("RGBA", "LA", "P", "PA"):
+            rgba = im.convert("RGBA")
+            rgb = Image.new("RGB", rgba.size, (255, 255, 255))
+            rgb.paste(rgba, mask=rgba.getchannel("A"))
+        else:
+            rgb = im.convert("RGB")
+        data = rgb.tobytes()
     return DecodedImage(data, w, h, fmt, image.sha256)

@@ -26,6 +26,7 @@ from starlette.concurrency import run_in_threadpool
 
 from ....documents.images import FORMATS, MAX_IMAGE_BYTES, MAX_IMAGES, ImageError, image_format
 from ..error_shapes import send_error
+from .middleware import replaying
 
 FETCH_SECONDS = 15.0  # one picture, connection to last byte
 MAX_REDIRECTS = 3
@@ -175,13 +176,4 @@ class FetchImageUrls:
             body = inlined
             scope = dict(scope, headers=[(k, str(len(body)).encode() if k == b"content-length" else v)
                                          for k, v in scope.get("headers", ())])
-        replayed = False
-
-        async def replay() -> Any:
-            nonlocal replayed
-            if not replayed:
-                replayed = True
-                return {"type": "http.request", "body": body, "more_body": False}
-            return await receive()
-
-        await self.app(scope, replay, send)
+        await self.app(scope, replaying(body, receive), send)
