@@ -110,9 +110,10 @@ class ChatServers:
         with self._lock:
             return self._names if self._hub is not None else ()
 
-    def hub(self, servers: Sequence[Any]) -> Any:
+    def hub(self, servers: Sequence[Any], cancel: Any = None) -> Any:
         """The running hub of exactly `servers` (McpServerConfig), started if needed (blocks:
-        the worker's thread); McpServerError names a server that did not start."""
+        the worker's thread); McpServerError names a server that did not start; a Stop
+        (`cancel.cancelled`) while they start stops them and raises Cancelled at once."""
         from engine.tooluse.hub import McpHub
 
         from engine.errors import TandemError
@@ -124,7 +125,7 @@ class ChatServers:
             old, self._hub, self._names, stops = self._hub, None, (), self._stops
         if old is not None:
             old.close()
-        hub = McpHub(servers, start_timeout=START_TIMEOUT_S).start()
+        hub = McpHub(servers, start_timeout=START_TIMEOUT_S).start(cancel)
         with self._lock:
             stale = stops != self._stops
             if not stale:

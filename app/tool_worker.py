@@ -16,6 +16,8 @@ from typing import Any, Callable, Iterator, Mapping, Sequence
 
 from PySide6.QtCore import Signal
 
+from engine.errors import Cancelled
+
 from .tool_servers import CALL_TIMEOUT_S, ChatServers
 from .workers import GenerationWorker, FrameCoalescer, LateFlush
 
@@ -102,8 +104,11 @@ class ToolGenerationWorker(GenerationWorker):
         from engine.tooluse.toolset import Allowance
 
         self.progress.emit("Starting the MCP servers…")
-        hub = self.servers.hub(self.configs)
-        if self.cancelled:  # stopped while the servers started: an empty, stopped answer
+        try:
+            hub = self.servers.hub(self.configs, cancel=self)  # Stop ends the wait at once
+        except Cancelled:
+            hub = None
+        if hub is None or self.cancelled:  # stopped while the servers started: an empty, stopped answer
             self.done.emit(DoneEvent("", [], RunStats(finish_reason="cancelled", stopped_by="cancel")))
             return
         loop = ToolLoop(self.engine, hub, Allowance(every=True), choice=self.choice, call_timeout=self.timeout,

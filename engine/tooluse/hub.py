@@ -20,7 +20,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
-from ..errors import TandemError
+from ..errors import Cancelled, TandemError
 from .config import McpServerConfig
 from .results import ToolResult, result_of
 
@@ -76,13 +76,18 @@ class McpHub:
         self._closed = False
 
     # -- life ----------------------------------------------------------------------------------
-    def start(self) -> "McpHub":
+    def start(self, cancel: Any = None) -> "McpHub":
         """Start every server and list its tools; the first that fails closes the others and
-        raises one line naming it."""
+        raises one line naming it. `cancel` (anything with `.cancelled`: a CancelToken, a
+        worker): a Stop while they start closes them and raises Cancelled at once."""
         self._thread.start()
         atexit.register(self.close)
         try:
-            self._await(self._start_all(), self.start_timeout * max(1, len(self.servers)) + 5)
+            fut = asyncio.run_coroutine_threadsafe(self._start_all(), self._loop)
+            _result(fut, self.start_timeout * max(1, len(self.servers)) + 5, cancel)
+        except _Stopped:
+            self.close()
+            raise Cancelled("stopped while the MCP servers started") from None
         except BaseException:
             self.close()
             raise
@@ -161,6 +166,9 @@ class McpHub:
     async def _stop_all(self) -> None:
         if self._stop is not None:
             self._stop.set()
+        for cfg, task in zip(self.servers, self._tasks):
+            if cfg.name not in self._sessions:  # still starting (a Stop, a failed start): nothing to wait for
+                task.cancel()
         if self._tasks:
             _, pending = await asyncio.wait(self._tasks, timeout=STOP_TIMEOUT_S)
             for t in pending:

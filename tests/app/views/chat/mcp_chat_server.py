@@ -44,10 +44,16 @@ if __name__ == "__main__":
     ap = argparse.ArgumentParser()
     ap.add_argument("--lifetime", type=float, default=120.0)
     ap.add_argument("--tools", default="server_pid,touch,hang")
+    ap.add_argument("--slow-start", type=float, default=0.0, help="seconds before it answers at all")
     args = ap.parse_args()
     for name in args.tools.split(","):
         server.add_tool(globals()[name])
     timer = threading.Timer(args.lifetime, lambda: os._exit(0))
     timer.daemon = True
     timer.start()
+    if args.slow_start:
+        import time
+
+        Path(os.environ["PID_FILE"]).write_text(str(os.getpid())) if os.environ.get("PID_FILE") else None
+        time.sleep(args.slow_start)
     server.run("stdio")

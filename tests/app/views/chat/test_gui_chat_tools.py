@@ -38,7 +38,9 @@ def window(qtbot, tmp_path, monkeypatch, tiny_target, touched):
     config = tmp_path / "mcp.json"
     config.write_text(json.dumps({"mcpServers": {
         "ships": {"command": sys.executable, "args": [str(SERVER)], "env": {"TOUCH_FILE": str(touched)}},
-        "faulty": {"command": sys.executable, "args": [str(SERVER), "--tools", "broken"]}}}), encoding="utf-8")
+        "faulty": {"command": sys.executable, "args": [str(SERVER), "--tools", "broken"]},
+        "sleepy": {"command": sys.executable, "args": [str(SERVER), "--tools", "server_pid", "--slow-start", "60"],
+                   "env": {"PID_FILE": str(tmp_path / "sleepy.pid")}}}}), encoding="utf-8")
     settings = QSettings(str(tmp_path / "s.ini"), QSettings.Format.IniFormat)
     settings.setValue(CONFIG_KEY, str(config))
     errors: list[str] = []
@@ -209,3 +211,19 @@ def test_the_servers_child_stops_with_the_chats_tools_the_chat_and_the_app(qtbot
     pid = run_pid()
     window.close()  # the app quits: the close waits for the child
     assert not _pid_alive(pid)
+
+
+def test_stop_while_the_servers_start_ends_the_answer_at_once_and_stops_them(qtbot, window, tmp_path):
+    """A server that takes a minute to answer its first message: Stop during "Starting the MCP
+    servers…" ends the answer within seconds (not at the 30 s start limit) and its child ends."""
+    pid_file = tmp_path / "sleepy.pid"
+    _ask(qtbot, window, "server_pid", server="sleepy")
+    qtbot.waitUntil(pid_file.exists, timeout=30000)
+    pid = int(pid_file.read_text())
+    assert _pid_alive(pid)
+    began = time.monotonic()
+    window.chat.stop_btn.click()
+    answer = _answered(qtbot, window)
+    assert time.monotonic() - began < 10
+    assert answer.status == "stopped" and not answer.tool_calls and not window.errors
+    qtbot.waitUntil(lambda: not _pid_alive(pid), timeout=15000)
