@@ -10,6 +10,7 @@ hands the GUI an ApprovalRequest and the worker waits for its answer, checking S
 
 from __future__ import annotations
 
+import json
 import threading
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Iterator, Mapping, Sequence
@@ -77,6 +78,23 @@ def call_record(record: Any) -> dict[str, Any]:
     return {"server": record.server or "", "tool": record.name, "arguments": record.arguments,
             "result": record.result, "error": bool(record.is_error), "allowed": bool(record.allowed),
             "seconds": round(float(record.seconds), 3)}
+
+
+def replayed_calls(message_id: int, calls: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """An earlier answer's calls as the conversation the next question is sent with: the
+    assistant's calls, then each result as the model read it (so it can still refer to them).
+    Calls read back from the history (an imported archive) are used only as text."""
+    kept = [c for c in calls if isinstance(c.get("tool"), str) and c.get("tool")]
+    if not kept:
+        return []
+    ids = [f"call_{message_id}_{i}" for i in range(len(kept))]
+    asked = [{"id": i, "type": "function", "function": {
+        "name": c["tool"], "arguments": c["arguments"] if isinstance(c.get("arguments"), str)
+        else json.dumps(c.get("arguments") if c.get("arguments") is not None else {}, ensure_ascii=False)}}
+        for i, c in zip(ids, kept)]
+    return [{"role": "assistant", "content": "", "tool_calls": asked}] + [
+        {"role": "tool", "tool_call_id": i, "name": c["tool"], "content": str(c.get("result") or "")}
+        for i, c in zip(ids, kept)]
 
 
 class ToolGenerationWorker(GenerationWorker):

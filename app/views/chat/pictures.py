@@ -19,6 +19,7 @@ from engine.documents.images import MAX_IMAGES, MEDIA_MARKER, ImageError, ImageI
 from ...history import History, HistoryError, Message
 from ...history.pictures import image_bytes, image_refs, image_span, keep_images
 from ...session import Session
+from ...tool_worker import replayed_calls
 from ...widgets.attachments.attachments import AttachmentChips
 from ...widgets.attachments.images import ImageAttachment, image_attachment
 
@@ -107,11 +108,16 @@ def has_pictures(m: Message) -> bool:
 
 
 def conversation(history: History, msgs: Sequence[Message]) -> tuple[list[dict], list[list[ImageInput]]]:
-    """`msgs` as chat messages (each question with a marker per picture before its text) and
-    each one's pictures; ImageError for a picture no longer stored, HistoryError on a read."""
+    """`msgs` as chat messages (each question with a marker per picture before its text; an
+    answer that called tools, its calls and their results first) and each one's pictures;
+    ImageError for a picture no longer stored, HistoryError on a read."""
     chat: list[dict] = []
     pictures: list[list[ImageInput]] = []
     for m in msgs:
+        if m.role == "assistant" and m.tool_calls:
+            turns = replayed_calls(m.id, m.tool_calls)
+            chat += turns
+            pictures += [[] for _ in turns]
         if m.role not in ("user", "assistant") or not (m.content or has_pictures(m)):
             continue
         images = stored_images(history, m) if has_pictures(m) else []

@@ -26,7 +26,7 @@ from starlette.concurrency import run_in_threadpool
 
 from ....documents.images import FORMATS, MAX_IMAGE_BYTES, MAX_IMAGES, ImageError, image_format
 from ..error_shapes import send_error
-from .middleware import replaying
+from .json_body import replaying
 
 FETCH_SECONDS = 15.0  # one picture, connection to last byte
 MAX_REDIRECTS = 3

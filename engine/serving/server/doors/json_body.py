@@ -8,14 +8,14 @@ cut out by splitting at the quotes, the brackets left summed with `itertools.acc
 a third of what parsing the same body costs), and a body nested deeper than `MAX_DEPTH` is
 refused before any parser sees it. `BodyLimit` (the middleware every request passes)
 checks every body this way; `parse_object` is the reader of the routes that parse their
-own body (Responses, Ollama, Anthropic).
+own body (Responses, Ollama, Anthropic); `replaying` hands a body received whole to the app.
 """
 
 from __future__ import annotations
 
 import json
 from itertools import accumulate
-from typing import Any
+from typing import Any, Awaitable, Callable
 
 MAX_DEPTH = 128  # arrays and objects inside one another; a deep tool schema nests ~60
 EMPTY = "the request body is empty; send a JSON object (with 'Content-Type: application/json')"
@@ -77,3 +77,18 @@ def parse_object(raw: bytes) -> dict[str, Any]:
     if not isinstance(body, dict):
         raise BodyError("the request body must be a JSON object")
     return body
+
+
+def replaying(body: bytes, receive: Any) -> Callable[[], Awaitable[Any]]:
+    """A `receive` that hands the app the body, received whole already, then passes the
+    client's later messages (a disconnect) through."""
+    replayed = False
+
+    async def replay() -> Any:
+        nonlocal replayed
+        if not replayed:
+            replayed = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        return await receive()
+
+    return replay

@@ -7,7 +7,7 @@ API's error shape (`error_shapes`)."""
 from __future__ import annotations
 
 import logging
-from typing import Any, Awaitable, Callable
+from typing import Any
 
 from fastapi import FastAPI
 from starlette.middleware.cors import CORSMiddleware
@@ -65,28 +65,13 @@ class BodyLimit:
         if json_body.too_deep(body):
             await send_error(scope, send, 400, json_body.too_deep_message(), code="body_too_deep")
             return
-        await self.app(scope, replaying(body, receive), send)
+        await self.app(scope, json_body.replaying(body, receive), send)
 
     async def _refuse(self, scope: Any, send: Any, declared: int | None) -> None:
         size = f"{declared:,} bytes" if declared is not None else "more than that"
         await send_error(scope, send, 413, f"the request body is {size} but this server accepts at most "
                          f"{self.max_bytes:,} bytes (start it with a larger --max-body)", code="request_too_large",
                          close=True)
-
-
-def replaying(body: bytes, receive: Any) -> Callable[[], Awaitable[Any]]:
-    """A `receive` that hands the app the body, received whole already, then passes the
-    client's later messages (a disconnect) through."""
-    replayed = False
-
-    async def replay() -> Any:
-        nonlocal replayed
-        if not replayed:
-            replayed = True
-            return {"type": "http.request", "body": body, "more_body": False}
-        return await receive()
-
-    return replay
 
 
 def _content_length(scope: Any) -> int | None:

@@ -227,3 +227,30 @@ def test_stop_while_the_servers_start_ends_the_answer_at_once_and_stops_them(qtb
     assert time.monotonic() - began < 10
     assert answer.status == "stopped" and not answer.tool_calls and not window.errors
     qtbot.waitUntil(lambda: not _pid_alive(pid), timeout=15000)
+
+
+def test_the_next_question_is_sent_with_the_earlier_calls_and_their_results(qtbot, window, monkeypatch):
+    """After an answer that called a tool, the follow-up's prompt carries that call and the result
+    the model read, before the answer (so "what was that number?" can be answered), with the
+    chat's tools on or off."""
+    from app import workers
+
+    _ask(qtbot, window, "server_pid")
+    _dialog(qtbot, window).allow_once.click()
+    first = _answered(qtbot, window)
+    pid = first.tool_calls[0]["result"]
+    sent: list = []
+    real = workers.GenerationWorker.__init__
+    monkeypatch.setattr(workers.GenerationWorker, "__init__",
+                        lambda self, engine, request: (sent.append(request), real(self, engine, request))[1])
+    window.chat.settings_panel.tools.boxes["ships"].setChecked(False)  # a plain answer this time
+    window.chat.prompt.setPlainText("What was that number?")
+    window.chat.send()
+    _answered(qtbot, window)
+    messages = sent[-1].prompt
+    roles = [m["role"] for m in messages]
+    at = roles.index("tool")
+    assert roles[at - 1] == "assistant" and messages[at - 1]["tool_calls"][0]["function"]["name"] == "server_pid"
+    assert messages[at]["content"] == pid and messages[at]["tool_call_id"] == messages[at - 1]["tool_calls"][0]["id"]
+    assert roles[at + 1:] == ["assistant", "user"] and messages[at + 1]["content"] == first.content
+    assert not window.errors
