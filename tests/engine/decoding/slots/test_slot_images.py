@@ -1,0 +1,129 @@
+"""Pictures in the parallel slots (#49, #48): a request's pictures are read in its slot's own
+sequence, each in a decode of its own between the shared passes, and each request writes the
+text it writes alone on the single-sequence engine, beside text-only requests and other
+pictures, with no draft, prompt lookup and a draft model (which reads the placeholders); a
+reused slot reads a picture again unless the same picture stands at the same place."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from engine import Engine
+from engine.decoding.events import DoneEvent, PrefillEvent
+from engine.decoding.request import GenerationRequest
+from engine.decoding.slots.scheduler import SlotScheduler
+from engine.documents.images import MEDIA_MARKER
+from engine.errors import PromptError
+from engine.llamacpp.runtime import RuntimeParams
+from image_files import png_bytes
+
+A, B, C = png_bytes(32, 32, seed=3), png_bytes(40, 24, seed=9), png_bytes(32, 32, seed=11)
+Q = "the value of the data is the value of"
+# (prompt, pictures, max_tokens): pictures of two sizes, two in one prompt, text beside them,
+# a text prompt longer than a batch of 64 (read in chunks while pictures are read beside it)
+ASKS = [(Q, [A], 30), ("def count items def count items def count", [], 40), ("return total and", [B], 25),
+        (f"{MEDIA_MARKER} and {MEDIA_MARKER} which is larger", [A, B], 35),
+        (" ".join(["the list of items in the data"] * 12), [], 20), (Q, [B], 45)]
+
+
+@pytest.fixture(scope="module")
+def seeing(tiny_vision_llama):
+    target, projector = tiny_vision_llama
+    e = Engine(target, mmproj=projector, n_ctx=512, n_threads=1, metrics_log=False, calibration=False)
+    yield e
+    e.close()
+
+
+@pytest.fixture(scope="module")
+def alone(seeing) -> list[DoneEvent]:
+    """Each ask's answer on the single-sequence engine, target alone."""
+    out = []
+    for prompt, images, m in ASKS:
+        events = list(seeing.stream(prompt, images=images, max_tokens=m, prompt_cache=False))
+        out.append(events[-1])
+    return out
+
+
+def _slots(seeing: Engine, n: int, drafters) -> SlotScheduler:
+    return SlotScheduler(seeing.target, n, runtime=RuntimeParams(n_ctx=512 * n, n_batch=64, n_threads=1),
+                         drafters=drafters)
+
+
+def _ask(seeing: Engine, sched: SlotScheduler, prompt, images, m: int, lookahead=3) -> list:
+    tokens, spans = seeing.prompt_input(GenerationRequest(prompt, images=images))
+    return list(sched.stream(tokens, GenerationRequest(tokens, max_tokens=m, lookahead=lookahead), images=spans))
+
+
+def _together(seeing: Engine, sched: SlotScheduler) -> list[list]:
+    events: list[list] = [[] for _ in ASKS]
+    errors: list[BaseException] = []
+
+    def go(i: int) -> None:
+        time.sleep(0.003 * i)
+        try:
+            events[i] = _ask(seeing, sched, *ASKS[i])
+        except BaseException as e:  # noqa: BLE001 - handed to the test
+            errors.append(e)
+
+    threads = [threading.Thread(target=go, args=(i,)) for i in range(len(ASKS))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    assert not errors, errors
+    return events
+
+
+@pytest.mark.parametrize("draft", ["none", "lookup", "model"])
+@pytest.mark.parametrize("n_slots", [2, 4])
+def test_a_request_with_pictures_in_a_slot_writes_its_text_alone(seeing, alone, tiny_draft, draft, n_slots):
+    spec = str(tiny_draft) if draft == "model" else draft
+    sched = _slots(seeing, n_slots, {draft: lambda: seeing.slot_drafter(spec)})
+    try:
+        events = _together(seeing, sched)
+    finally:
+        sched.close()
+    for i, (ref, evs) in enumerate(zip(alone, events)):
+        done = evs[-1]
+        assert isinstance(done, DoneEvent), f"ask {i} ended with {done!r}"
+        assert done.tokens == ref.tokens, f"{n_slots} slots, {draft}: ask {i} wrote {done.text!r}, alone {ref.text!r}"
+        assert done.stats.prompt_tokens == ref.stats.prompt_tokens
+    if draft != "none":
+        assert sum(e[-1].stats.drafted for e in events) > 0
+    if draft == "model":  # the text-only draft model drafted after a picture, reading its placeholders
+        assert events[0][-1].stats.drafted > 0
+
+
+def test_a_reused_slot_reads_another_picture_at_the_same_place_again(seeing):
+    """The same text with another picture of the same size: the placeholder runs are alike, but
+    the slot keeps only the text before the picture and reads the new one; the same picture at
+    the same place is kept."""
+    want = {p: list(seeing.stream(Q, images=[p], max_tokens=30, prompt_cache=False))[-1] for p in (A, C)}
+    assert want[A].tokens != want[C].tokens, "the two pictures must lead to other texts for this test to tell"
+    _, [span] = seeing.prompt_input(GenerationRequest(Q, images=[A]))
+    sched = _slots(seeing, 2, {"none": lambda: None})
+    try:
+        first = _ask(seeing, sched, Q, [A], 30)
+        second = _ask(seeing, sched, Q, [C], 30)
+        third = _ask(seeing, sched, Q, [C], 30)
+    finally:
+        sched.close()
+    assert first[-1].tokens == want[A].tokens
+    assert second[-1].tokens == want[C].tokens
+    assert third[-1].tokens == want[C].tokens
+    cached = [[e for e in evs if isinstance(e, PrefillEvent)][0].cached for evs in (second, third)]
+    assert cached[0] == span.start  # the text before the picture kept, the picture read again
+    assert cached[1] > span.end  # the same picture at the same place: kept
+
+
+def test_a_picture_ending_the_prompt_is_refused_in_one_line(seeing):
+    tokens, spans = seeing.prompt_input(GenerationRequest(Q, images=[A]))
+    sched = _slots(seeing, 2, {"none": lambda: None})
+    try:
+        with pytest.raises(PromptError, match="^a picture cannot end the prompt: text must follow it$"):
+            list(sched.stream(tokens[:spans[0].end], GenerationRequest(tokens[:spans[0].end]), images=spans))
+    finally:
+        sched.close()
