@@ -2,7 +2,8 @@
 sequence, each in a decode of its own between the shared passes, and each request writes the
 text it writes alone on the single-sequence engine, beside text-only requests and other
 pictures, with no draft, prompt lookup and a draft model (which reads the placeholders); a
-reused slot reads a picture again unless the same picture stands at the same place."""
+reused slot reads a picture again unless the same picture stands at the same place. On a
+target at plain positions and on one at M-RoPE positions."""
 
 from __future__ import annotations
 
@@ -29,9 +30,11 @@ ASKS = [(Q, [A], 30), ("def count items def count items def count", [], 40), ("r
         (" ".join(["the list of items in the data"] * 12), [], 20), (Q, [B], 45)]
 
 
-@pytest.fixture(scope="module")
-def seeing(tiny_vision_llama):
-    target, projector = tiny_vision_llama
+@pytest.fixture(scope="module", params=["tiny_vision_llama", "tiny_vision_qwen3vl"])
+def seeing(request):
+    """A seeing attention target: a llama (pictures at plain positions), and Qwen3-VL's text
+    model (M-RoPE: a picture takes fewer positions than cells, each sequence keeps its shift)."""
+    target, projector = request.getfixturevalue(request.param)
     e = Engine(target, mmproj=projector, n_ctx=512, n_threads=1, metrics_log=False, calibration=False)
     yield e
     e.close()
