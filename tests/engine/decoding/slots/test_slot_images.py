@@ -122,6 +122,23 @@ def test_a_reused_slot_reads_another_picture_at_the_same_place_again(seeing):
     assert cached[1] > span.end  # the same picture at the same place: kept
 
 
+def test_a_picture_just_before_the_last_prompt_token_ends_the_reading(seeing):
+    """The last prompt token is read with the first step: a picture right before it is the
+    last thing the slot reads of its prompt, and then the slot steps."""
+    tokens, [span] = seeing.prompt_input(GenerationRequest(Q, images=[A]))
+    prompt = tokens[:span.end] + [tokens[-1]]
+    dec = seeing.decoder(None)
+    dec.forget_prompts()
+    alone = list(dec.run(prompt, GenerationRequest(prompt, max_tokens=20), images=[span]))[-1]
+    sched = _slots(seeing, 2, {"none": lambda: None})
+    try:
+        events = list(sched.stream(prompt, GenerationRequest(prompt, max_tokens=20), images=[span]))
+    finally:
+        sched.close()
+    assert [(e.done, e.total) for e in events if isinstance(e, PrefillEvent)][-1] == (span.end, span.end)
+    assert events[-1].tokens == alone.tokens
+
+
 def test_a_picture_ending_the_prompt_is_refused_in_one_line(seeing):
     tokens, spans = seeing.prompt_input(GenerationRequest(Q, images=[A]))
     sched = _slots(seeing, 2, {"none": lambda: None})
