@@ -235,7 +235,7 @@ class SlotScheduler:
         plans: list[tuple[_Slot, StepPlan]] = []
         chunks: list[tuple[_Slot, int]] = []
         stepping = [s for s in self.slots if s.job is not None and s.todo is None]
-        unread = sum(len(s.todo) - s.read for s in self.slots if s.job is not None and s.todo is not None)
+        unread = sum(self._text_left(s) for s in self.slots if s.job is not None and s.todo is not None)
         planned = BatchLoad(min(unread, max(0, budget - len(stepping))), 0.0)  # prompt chunks: rows, no tokens yet
         for n, slot in enumerate(stepping):
             later = len(stepping) - n - 1  # slots still to plan: a row and a token each at least
@@ -294,6 +294,11 @@ class SlotScheduler:
         """The first of the slot's pictures not read yet (None: only text is left)."""
         at = slot.cached + slot.read
         return next((s for s in slot.job.images if s.start >= at), None)  # type: ignore[union-attr]
+
+    def _text_left(self, slot: _Slot) -> int:
+        """The prompt rows the slot has still to read in shared passes (its pictures are read apart)."""
+        at = slot.cached + slot.read
+        return len(slot.todo) - slot.read - sum(s.n_tokens for s in slot.job.images if s.start >= at)  # type: ignore[union-attr, arg-type]
 
     def _text_ahead(self, slot: _Slot) -> int:
         """How much of the slot's prompt is text before its next picture (or its end)."""
