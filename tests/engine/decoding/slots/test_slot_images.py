@@ -50,8 +50,8 @@ def alone(seeing) -> list[DoneEvent]:
     return out
 
 
-def _slots(seeing: Engine, n: int, drafters) -> SlotScheduler:
-    return SlotScheduler(seeing.target, n, runtime=RuntimeParams(n_ctx=512 * n, n_batch=64, n_threads=1),
+def _slots(seeing: Engine, n: int, drafters, n_batch: int = 64) -> SlotScheduler:
+    return SlotScheduler(seeing.target, n, runtime=RuntimeParams(n_ctx=512 * n, n_batch=n_batch, n_threads=1),
                          drafters=drafters)
 
 
@@ -147,3 +147,29 @@ def test_a_picture_ending_the_prompt_is_refused_in_one_line(seeing):
             list(sched.stream(tokens[:spans[0].end], GenerationRequest(tokens[:spans[0].end]), images=spans))
     finally:
         sched.close()
+
+
+@pytest.mark.parametrize("n_batch", [512, 64])
+def test_gemma4_pictures_read_with_non_causal_attention_in_a_slot_are_read_as_alone(tiny_vision_gemma4, n_batch):
+    """Gemma reads a picture with causal attention off: mtmd's helper turns it off for the
+    picture's own decode only, so the slots beside it are untouched. With a batch smaller than
+    the picture (64 here, 81 image tokens) the helper reads it in pieces on both paths alike."""
+    target, projector, _ = tiny_vision_gemma4
+    e = Engine(target, mmproj=projector, n_ctx=512, n_batch=n_batch, n_threads=1, metrics_log=False, calibration=False)
+    try:
+        asks = [(Q, [A], 30), ("return total and", [], 30), (Q, [C], 30), ("return total and", [B], 30)]
+        alone = [list(e.stream(p, images=i, max_tokens=m, prompt_cache=False))[-1].tokens for p, i, m in asks]
+        sched = _slots(e, 2, {"none": lambda: None}, n_batch=n_batch)
+        try:
+            got: list = [None] * len(asks)
+            threads = [threading.Thread(target=lambda k=k: got.__setitem__(k, _ask(e, sched, *asks[k])[-1].tokens))
+                       for k in range(len(asks))]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join(120)
+        finally:
+            sched.close()
+        assert got == alone
+    finally:
+        e.close()
