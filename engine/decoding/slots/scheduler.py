@@ -298,7 +298,8 @@ class SlotScheduler:
     def _text_left(self, slot: _Slot) -> int:
         """The prompt rows the slot has still to read in shared passes (its pictures are read apart)."""
         at = slot.cached + slot.read
-        return len(slot.todo) - slot.read - sum(s.n_tokens for s in slot.job.images if s.start >= at)  # type: ignore[union-attr, arg-type]
+        pictures = sum(s.n_tokens for s in slot.job.images if s.start >= at)  # type: ignore[union-attr]
+        return len(slot.todo) - slot.read - pictures  # type: ignore[arg-type]
 
     def _text_ahead(self, slot: _Slot) -> int:
         """How much of the slot's prompt is text before its next picture (or its end)."""
