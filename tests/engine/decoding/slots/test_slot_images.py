@@ -173,3 +173,32 @@ def test_gemma4_pictures_read_with_non_causal_attention_in_a_slot_are_read_as_al
         assert got == alone
     finally:
         e.close()
+
+
+def test_seeded_sampling_after_pictures_in_four_slots_draws_what_each_draws_alone(seeing):
+    """Sampled, seeded, with lookup drafts: each request in a fresh sequence, its text read in
+    one chunk on each side of its picture as alone, draws the tokens it draws alone."""
+    asks = [a for a in ASKS if a[1]][:4]
+    opts = {"temperature": 0.9, "top_k": 40, "draft_model": "lookup", "lookahead": 3}
+    alone = [list(seeing.stream(p, images=i, max_tokens=m, seed=100 + k, prompt_cache=False, **opts))[-1]
+             for k, (p, i, m) in enumerate(asks)]
+    sched = _slots(seeing, 4, {"lookup": lambda: seeing.slot_drafter("lookup")}, n_batch=512)
+    got: list = [None] * len(asks)
+
+    def go(k: int) -> None:
+        prompt, images, m = asks[k]
+        req = GenerationRequest.from_options(prompt, images=images, max_tokens=m, seed=100 + k, **opts)
+        tokens, spans = seeing.prompt_input(req)
+        run = GenerationRequest.from_options(tokens, max_tokens=m, seed=100 + k, **opts)
+        got[k] = list(sched.stream(tokens, run, images=spans))[-1]
+
+    try:
+        threads = [threading.Thread(target=go, args=(k,)) for k in range(len(asks))]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(120)
+    finally:
+        sched.close()
+    assert [g.tokens for g in got] == [a.tokens for a in alone]
+    assert sum(g.stats.drafted for g in got) > 0
