@@ -148,6 +148,30 @@ def tiny_vision(models_dir, vocab) -> tuple[Path, Path]:
 
 
 @pytest.fixture(scope="session")
+def tiny_vision_llama(models_dir, vocab) -> tuple[Path, Path]:
+    """(target, projector): an attention-only llama that sees (a random qwen3vl projector read at
+    plain positions), in a folder of its own: the seeing target the parallel slots can run."""
+    from engine.models.tiny_projector import write_projector
+    from engine.models.tinymodel import write_model
+
+    folder = models_dir / "vision-llama"
+    target = write_model(folder / "llama-vl.gguf", seed=1, n_layer=2, name="tiny-vl-llama", vocab=vocab)
+    return target, write_projector(folder / "mmproj-llama-vl.gguf")
+
+
+@pytest.fixture(scope="session")
+def tiny_vision_qwen3vl(models_dir, vocab) -> tuple[Path, Path]:
+    """(target, projector): Qwen3-VL's attention-only text model that reads pictures at M-RoPE
+    positions (fewer than their cells), and a random qwen3vl projector for it."""
+    from engine.models.tiny_archs import write_arch_model
+    from engine.models.tiny_projector import write_projector
+
+    folder = models_dir / "vision-qwen3vl"
+    target = write_arch_model(folder / "qwen3vl.gguf", "qwen3vl", seed=0, vocab=vocab)
+    return target, write_projector(folder / "mmproj-qwen3vl.gguf")
+
+
+@pytest.fixture(scope="session")
 def tiny_vision_gemma4(models_dir, vocab) -> tuple[Path, Path, Path]:
     """(target, projector, assistant): the tiny Gemma 4, a random gemma4v projector, and the
     assistant that drafts from the target's own cache."""

@@ -115,12 +115,7 @@ class Context(Closing):
     def position(self, index: int) -> int:
         """The position of `tokens[index]` (a picture's cells: its first position, where the cache
         is cut)."""
-        shift = 0
-        for span in self.images:
-            if index < span.end:
-                return (span.start - shift) if index >= span.start else index - shift
-            shift += span.shift
-        return index - shift
+        return position_in(self.images, index)
 
     def decode(self, tokens: Sequence[int], *, logits: str = "last", abortable: bool = False) -> np.ndarray:
         """Append `tokens` to the KV cache; return logits rows as a numpy *view*.
@@ -187,14 +182,7 @@ class Context(Closing):
         proposal), always leaving the last token to decode since its logits are needed.
         `images`: the pictures inside `tokens`; one kept must be the same picture at the same
         place. Returns how many positions were kept."""
-        keep = min(common_prefix(self.tokens, tokens), len(tokens) - 1)
-        for span in self.images:
-            if span.start < keep and not any(span.same(other) for other in images):
-                keep = span.start
-        for span in images:
-            if span.start < keep and not any(span.same(other) for other in self.images):
-                keep = span.start
-        self.truncate(keep)
+        self.truncate(kept_prefix(self.tokens, self.images, tokens, images))
         return self.n_past
 
     def feed(self, tokens: Sequence[int], *, last_logits: bool = False, abortable: bool = False,
@@ -272,9 +260,7 @@ class Context(Closing):
         falls inside goes whole: the cache then keeps fewer than `n`."""
         if n >= self.n_past:
             return
-        for span in self.images:
-            if span.start < n < span.end:
-                n = span.start
+        n = picture_cut(self.images, n)
         if not self.recurrent:
             if not llama_cpp.llama_memory_seq_rm(self._mem, 0, self.position(n), -1):
                 raise DecodeError("this model's memory cannot be partially rolled back")
@@ -402,6 +388,41 @@ def keyed(tokens: Sequence[int], images: Sequence[Any]) -> np.ndarray:
         if s.end <= len(out):
             out[s.start:s.end] = s.key_id
     return out
+
+
+def position_in(images: Sequence[Any], index: int) -> int:
+    """The position of a token list's entry `index`, its pictures `images` (ImageSpans, in
+    order) taking `shift` fewer positions than cells each (a picture's cells: its first)."""
+    shift = 0
+    for span in images:
+        if index < span.end:
+            return (span.start - shift) if index >= span.start else index - shift
+        shift += span.shift
+    return index - shift
+
+
+def picture_cut(images: Sequence[Any], n: int) -> int:
+    """Where a cache holding `images` is cut to drop index `n` on: `n`, or the start of the
+    picture `n` falls inside (a picture goes whole)."""
+    for span in images:
+        if span.start < n < span.end:
+            n = span.start
+    return n
+
+
+def kept_prefix(held: Sequence[int], held_images: Sequence[Any], tokens: Sequence[int], images: Sequence[Any]) -> int:
+    """How much of a cache holding `held` (its pictures `held_images`) a prompt of `tokens` (its
+    pictures `images`) keeps: their common prefix, the last token left to decode, and never a
+    picture that is not the same picture (content) at the same place on both sides: placeholder
+    runs alike say nothing of what was read in them."""
+    keep = min(common_prefix(held, tokens), len(tokens) - 1)
+    for span in held_images:
+        if span.start < keep and not any(span.same(other) for other in images):
+            keep = span.start
+    for span in images:
+        if span.start < keep and not any(span.same(other) for other in held_images):
+            keep = span.start
+    return keep
 
 
 def common_prefix(a: Sequence[int], b: Sequence[int]) -> int:

@@ -5,18 +5,22 @@ its own sequence id. One `decode` call carries rows of several sequences (a prom
 a verify batch of another) in one `llama_decode`; each sequence is rolled back or cleared alone.
 Attention-only targets: a hybrid or recurrent target needs a state snapshot per sequence to
 take rejected drafts back, which is not built yet, so it is refused here in one line.
+
+Pictures: a llama_batch carries token ids or embeddings, not both, so a sequence's picture is
+read in a decode of its own (`read_image`, between the shared ones), on its sequence id. Each
+sequence keeps its pictures and their position shift (M-RoPE) by `Context`'s rules.
 """
 
 from __future__ import annotations
 
 import ctypes
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Any, Sequence
 
 import numpy as np
 
 from ..errors import DecodeError, ModelLoadError, TandemError
-from .context import _raw_function, common_prefix
+from .context import _raw_function, kept_prefix, picture_cut, position_in
 from .llama import Closing, Model, default_threads, free_context, log_tail, recent_log_errors
 from .runtime import RuntimeParams
 
@@ -39,9 +43,10 @@ class Part:
 
 class SharedContext(Closing):
     """N sequences in one context, one KV stream each. `tokens[seq]` mirrors what the KV cache holds for `seq`,
-    position by position; each sequence may hold up to `n_ctx_seq` positions (the context
-    divided between them, as llama-server divides it between its slots; llama.cpp rounds each
-    share up to its padding, so `n_ctx` may come out larger than asked)."""
+    cell by cell (a picture: a run of placeholders, its span in `images[seq]`); each sequence may
+    hold up to `n_ctx_seq` cells (the context divided between them, as llama-server divides it
+    between its slots; llama.cpp rounds each share up to its padding, so `n_ctx` may come out
+    larger than asked)."""
 
     def __init__(self, model: Model, runtime: RuntimeParams | None, n_seq: int):
         model._require_open()
@@ -86,6 +91,12 @@ class SharedContext(Closing):
         self._seq_ptrs = [self._batch.seq_id[i] for i in range(nb)]
         self._get_logits = _raw_function("llama_get_logits", ctypes.c_void_p, [ctypes.c_void_p])
         self.tokens: list[list[int]] = [[] for _ in range(n_seq)]
+        self.images: list[list[Any]] = [[] for _ in range(n_seq)]  # each sequence's ImageSpans, in order
+        self._shift = [0] * n_seq  # positions each sequence's pictures take fewer than their cells
+
+    def position(self, seq: int, index: int) -> int:
+        """The position of `tokens[seq][index]` (a picture's cells: its first)."""
+        return position_in(self.images[seq], index)
 
     def decode(self, parts: Sequence[Part]) -> list[np.ndarray]:
         """Append each part's tokens to its sequence in one `llama_decode`; return, per part, its
@@ -103,7 +114,8 @@ class SharedContext(Closing):
             if have + m > self.n_ctx_seq:
                 raise DecodeError(f"context full: sequence {p.seq} holds {have} + {m} tokens > {self.n_ctx_seq}")
             self._b_token[i:i + m] = p.tokens
-            self._b_pos[i:i + m] = np.arange(have, have + m, dtype=np.int32)
+            pos0 = have - self._shift[p.seq]
+            self._b_pos[i:i + m] = np.arange(pos0, pos0 + m, dtype=np.int32)
             for j in range(i, i + m):
                 self._seq_ptrs[j][0] = p.seq
             if p.logits == "all":
@@ -123,7 +135,7 @@ class SharedContext(Closing):
         rc = llama_cpp.llama_decode(self._ctx, self._batch)
         if rc != 0:
             for p in parts:  # a failed decode may leave some ubatches in memory: restore our view
-                llama_cpp.llama_memory_seq_rm(self._mem, p.seq, len(self.tokens[p.seq]), -1)
+                self._forget_past(p.seq)
             if rc == 1:
                 raise DecodeError(f"no KV slot for {n} tokens (context {self.n_ctx})")
             raise DecodeError(f"llama_decode failed with code {rc}")
@@ -141,18 +153,44 @@ class SharedContext(Closing):
             r += w
         return out
 
+    def read_image(self, seq: int, span: Any) -> None:
+        """Read one picture (an `ImageSpan` starting at the end of `seq`) into `seq` alone, in
+        decodes of its own through the projector (mtmd's helper, on this sequence id)."""
+        have = len(self.tokens[seq])
+        if span.start != have:
+            raise DecodeError(f"a picture placed at {span.start} cannot be read at {have} (sequence {seq})")
+        if have + span.n_tokens > self.n_ctx_seq:
+            raise DecodeError(f"context full: sequence {seq} holds {have} + {span.n_tokens} image tokens > {self.n_ctx_seq}")
+        rc = span.decode(self._ctx, have - self._shift[seq], self.n_batch, None, seq)
+        if rc != 0:
+            self._forget_past(seq)
+            raise DecodeError(f"reading the picture failed with code {rc} ({recent_log_errors() or 'no detail'})")
+        self.tokens[seq].extend([span.image.projector.placeholder] * span.n_tokens)
+        self.images[seq].append(span)
+        self._shift[seq] += span.shift
+
+    def _forget_past(self, seq: int) -> None:
+        """Drop what a failed decode may have left in `seq`'s cache past what `tokens[seq]` holds."""
+        llama_cpp.llama_memory_seq_rm(self._mem, seq, self.position(seq, len(self.tokens[seq])), -1)
+
     def truncate(self, seq: int, n: int) -> None:
-        """Drop `seq`'s KV entries from position `n` on (its rejected drafts, a changed prompt)."""
+        """Drop `seq`'s KV entries from index `n` on (its rejected drafts, a changed prompt); a
+        picture `n` falls inside goes whole, as `Context.truncate` drops it."""
         if n >= len(self.tokens[seq]):
             return
-        if not llama_cpp.llama_memory_seq_rm(self._mem, seq, n, -1):
+        n = picture_cut(self.images[seq], n)
+        if not llama_cpp.llama_memory_seq_rm(self._mem, seq, self.position(seq, n), -1):
             raise DecodeError("this model's memory cannot be partially rolled back")
         del self.tokens[seq][n:]
+        if self.images[seq] and self.images[seq][-1].end > n:
+            self.images[seq] = [s for s in self.images[seq] if s.end <= n]
+            self._shift[seq] = sum(s.shift for s in self.images[seq])
 
     def clear(self, seq: int) -> None:
         """Empty one sequence (its slot was freed); the others keep theirs."""
         llama_cpp.llama_memory_seq_rm(self._mem, seq, -1, -1)
         self.tokens[seq].clear()
+        self.images[seq], self._shift[seq] = [], 0
 
     def view(self, seq: int) -> "SequenceView":
         return SequenceView(self, seq)
@@ -182,15 +220,26 @@ class SequenceView:
         return self.shared.tokens[self.seq]
 
     @property
+    def images(self) -> list[Any]:
+        return self.shared.images[self.seq]
+
+    @property
     def n_past(self) -> int:
         return len(self.shared.tokens[self.seq])
 
-    def reuse_prefix(self, tokens: Sequence[int]) -> int:
+    def position(self, index: int) -> int:
+        return self.shared.position(self.seq, index)
+
+    def reuse_prefix(self, tokens: Sequence[int], images: Sequence[Any] = ()) -> int:
         """Keep what this sequence already holds of `tokens` (the slot's last request began the
-        same way), leaving the last token to decode; returns how many positions were kept."""
-        keep = min(common_prefix(self.tokens, tokens), len(tokens) - 1)
-        self.truncate(keep)
-        return keep
+        same way), leaving the last token to decode; a picture kept is the same picture at the
+        same place (`images`: those in `tokens`). Returns how many entries were kept."""
+        self.truncate(kept_prefix(self.tokens, self.images, tokens, images))
+        return self.n_past
+
+    def read_image(self, span: Any) -> None:
+        """Read a picture at this sequence's end, in a decode of its own."""
+        self.shared.read_image(self.seq, span)
 
     def truncate(self, n: int) -> None:
         self.shared.truncate(self.seq, n)

@@ -122,11 +122,12 @@ class ImageSpan:
     def same(self, other: "ImageSpan") -> bool:
         return self.start == other.start and self.image.key == other.image.key
 
-    def decode(self, lctx: Any, pos0: int, n_batch: int, on_batch: Callable[[int, int], None] | None) -> int:
-        """Read the embeddings into `lctx` from position `pos0` (mtmd's helper: batches, M-RoPE
-        positions, non-causal attention where the family wants it); `on_batch(offset, n)` after
-        each batch. Returns llama.cpp's code (0: read)."""
-        return self.image.projector.decode(self.image, lctx, pos0, n_batch, on_batch)
+    def decode(self, lctx: Any, pos0: int, n_batch: int, on_batch: Callable[[int, int], None] | None,
+               seq: int = 0) -> int:
+        """Read the embeddings into `lctx`'s sequence `seq` from position `pos0` (mtmd's helper:
+        batches, M-RoPE positions, non-causal attention where the family wants it);
+        `on_batch(offset, n)` after each batch. Returns llama.cpp's code (0: read)."""
+        return self.image.projector.decode(self.image, lctx, pos0, n_batch, on_batch, seq)
 
 
 class ImageCache:
@@ -304,7 +305,9 @@ class Projector(Closing):
             m.mtmd_bitmap_free(bitmap)
 
     def decode(self, image: EncodedImage, lctx: Any, pos0: int, n_batch: int,
-               on_batch: Callable[[int, int], None] | None) -> int:
+               on_batch: Callable[[int, int], None] | None, seq: int = 0) -> int:
+        """The picture's embeddings into `lctx`'s sequence `seq` (a parallel slot's, or 0) from
+        `pos0`, in decodes of their own: a llama_batch carries embeddings or token ids, not both."""
         m = _mtmd()
         done = [0]
         failed: list[BaseException] = []
@@ -323,7 +326,7 @@ class Projector(Closing):
         cb = m.mtmd_helper_post_decode_callback(after)
         new_pos = llama_cpp.llama_pos(0)
         embd = image.embd.ctypes.data_as(ctypes.POINTER(ctypes.c_float))
-        rc = int(m.mtmd_helper_decode_image_chunk(self._ctx, lctx, image.chunk.ptr, embd, pos0, 0, n_batch,
+        rc = int(m.mtmd_helper_decode_image_chunk(self._ctx, lctx, image.chunk.ptr, embd, pos0, seq, n_batch,
                                                   ctypes.byref(new_pos), cb, None))
         if failed:
             raise failed[0]

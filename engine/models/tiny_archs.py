@@ -1,10 +1,13 @@
 """Tiny random GGUFs of the 2026 architectures: hybrid Qwen3.5 (optionally with its MTP
-head), LFM2 (short convolutions + attention), and Gemma 4 with its assistant drafter (a
-separate MTP model that reads the target's own KV cache).
+head), LFM2 (short convolutions + attention), Gemma 4 with its assistant drafter (a
+separate MTP model that reads the target's own KV cache), and Qwen3-VL's text model
+(attention only, M-RoPE: a picture takes fewer positions than cells, on a target the
+parallel slots run).
 
 The tests need models llama.cpp loads as what they are (hybrid, with nextn layers, a
 `gemma4-assistant` drafter) without downloading gigabytes. Tensor names and shapes follow
-the vendored llama.cpp's loaders (src/models/qwen35.cpp, lfm2.cpp, gemma4.cpp, gemma4-assistant.cpp); the
+the vendored llama.cpp's loaders (src/models/qwen35.cpp, lfm2.cpp, gemma4.cpp, gemma4-assistant.cpp,
+qwen3vl.cpp); the
 vocabulary is `tinymodel.make_vocab`'s, so the same arch with another seed gives the same
 vocabulary and other weights (a same-family draft for a target). Random weights, float32.
 """
@@ -21,7 +24,7 @@ import gguf
 
 from .tiny_vocab import Vocab, make_vocab, write_tokenizer
 
-ARCHS = ("qwen35", "lfm2", "gemma4", "gemma4-assistant")
+ARCHS = ("qwen35", "lfm2", "gemma4", "gemma4-assistant", "qwen3vl")
 
 _Rand = Callable[..., np.ndarray]
 
@@ -53,7 +56,8 @@ def write_arch_model(path: str | os.PathLike[str], arch: str, *, mtp: bool = Fal
     if arch == "gemma4-assistant":  # drafts for the gemma4 target: its hidden states are the target's width
         n_embd = max(32, n_embd // 2)
         out = emb = rand(n_vocab, n_embd, s=1.0)  # tied: the assistant's output is its embedding
-    {"qwen35": _qwen35, "lfm2": _lfm2, "gemma4": _gemma4, "gemma4-assistant": _gemma4_assistant}[arch](
+    {"qwen35": _qwen35, "lfm2": _lfm2, "gemma4": _gemma4, "gemma4-assistant": _gemma4_assistant,
+     "qwen3vl": _qwen3vl}[arch](
         w, rand, emb=emb, out=out, n_embd=n_embd, mtp=mtp)
     w.write_header_to_file()
     w.write_kv_data_to_file()
@@ -144,6 +148,35 @@ def _qwen35(w: gguf.GGUFWriter, rand: _Rand, *, emb: np.ndarray, out: np.ndarray
             w.add_tensor(p + "ssm_alpha.weight", rand(n_v_heads, n_embd))
             w.add_tensor(p + "ssm_norm.weight", _ones(d_state))
             w.add_tensor(p + "ssm_out.weight", rand(n_embd, value_dim))
+        _mlp(w, rand, p, n_embd, n_ff)
+
+
+def _qwen3vl(w: gguf.GGUFWriter, rand: _Rand, *, emb: np.ndarray, out: np.ndarray, n_embd: int, mtp: bool) -> None:
+    """Qwen3 attention blocks (q/k norms) with M-RoPE's sections and no deepstack layers: the
+    text model of a Qwen3-VL, whose pictures (a qwen3vl projector's) advance the position by
+    max(w, h) of their grid, not by their cells."""
+    arch = "qwen3vl"
+    n_layer, n_ff, n_head, n_head_kv, head = 2, 128, 2, 1, 32
+    _common(w, n_embd=n_embd, n_layer=n_layer, n_ff=n_ff)
+    w.add_head_count(n_head)
+    w.add_head_count_kv(n_head_kv)
+    w.add_key_length(head)
+    w.add_value_length(head)
+    w.add_rope_dimension_count(head)
+    w.add_array(f"{arch}.rope.dimension_sections", [head // 8, head // 8, 0, 0])
+    w.add_tensor("token_embd.weight", emb)
+    w.add_tensor("output_norm.weight", _ones(n_embd))
+    w.add_tensor("output.weight", out)
+    for il in range(n_layer):
+        p = f"blk.{il}."
+        w.add_tensor(p + "attn_norm.weight", _ones(n_embd))
+        w.add_tensor(p + "attn_q.weight", rand(head * n_head, n_embd))
+        w.add_tensor(p + "attn_k.weight", rand(head * n_head_kv, n_embd))
+        w.add_tensor(p + "attn_v.weight", rand(head * n_head_kv, n_embd))
+        w.add_tensor(p + "attn_output.weight", rand(n_embd, head * n_head))
+        w.add_tensor(p + "attn_q_norm.weight", _ones(head))
+        w.add_tensor(p + "attn_k_norm.weight", _ones(head))
+        w.add_tensor(p + "ffn_norm.weight", _ones(n_embd))
         _mlp(w, rand, p, n_embd, n_ff)
 
 

@@ -171,11 +171,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--arch", default="llama", choices=("llama", *ARCHS))
     p.add_argument("--mtp", action="store_true", help="qwen35: add one multi-token-prediction layer")
     p.add_argument("--seed", type=int, default=0, help="the weights' seed (the vocabulary stays the same)")
-    p.add_argument("--mmproj", metavar="PROJ.gguf", help="llama, qwen35, gemma4: also write a matching vision projector here")
+    p.add_argument("--mmproj", metavar="PROJ.gguf",
+                   help="llama, qwen35, qwen3vl, gemma4: also write a matching vision projector here")
     a = p.parse_args(argv)
     try:
-        if a.mmproj and a.arch not in ("llama", "qwen35", "gemma4"):
-            raise ValueError(f"--mmproj applies to llama, qwen35 and gemma4 only, not {a.arch}")
+        if a.mmproj and a.arch not in ("llama", "qwen35", "qwen3vl", "gemma4"):
+            raise ValueError(f"--mmproj applies to llama, qwen35, qwen3vl and gemma4 only, not {a.arch}")
         if a.arch == "llama":
             if a.mtp:
                 raise ValueError("--mtp applies to qwen35 only, not llama")

@@ -1,7 +1,8 @@
 """Parallel slots: up to N generations at once over one target, one llama.cpp decode per step.
 
 - scheduler.py: `SlotScheduler`, which admits requests into free slots (the rest wait), reads
-  new prompts in chunks inside the running slots' batches, and runs every slot's step as the
+  new prompts in chunks inside the running slots' batches (a prompt's pictures each in a decode
+  of its own for its slot), and runs every slot's step as the
   single-sequence decoder's own halves (`Decoder.plan_step`, `judge`, `settle`) around one
   shared `llama_decode` (engine/llamacpp/sequences.py's `SharedContext`).
 

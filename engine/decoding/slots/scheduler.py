@@ -6,6 +6,11 @@ scheduler calls its step halves (`plan_step` drafts, `judge` verifies the slot's
 with its own `Verifier` and rolls back its own rejected tail, `settle` emits) around the
 shared pass, so the exact acceptance rule, the events and the stats are the decoder's own.
 Requests beyond N wait; a cancelled request ends at the next step and frees its slot.
+
+A prompt's pictures (`ImageSpan`s from the target's projector, as `Decoder.run` takes them) are
+read where their spans start, each in a decode of its own for its slot's sequence just before
+the shared pass (a llama_batch carries embeddings or token ids, not both); a prompt chunk stops
+at a picture. Drafters see the placeholder run, as on the single-sequence path.
 """
 
 from __future__ import annotations
@@ -15,10 +20,10 @@ import threading
 import time
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Callable, Iterator, Mapping, Sequence
+from typing import Any, Callable, Iterator, Mapping, Sequence
 
-from ...errors import TandemError
-from ...llamacpp.context import common_prefix
+from ...errors import PromptError, TandemError
+from ...llamacpp.context import common_prefix, keyed
 from ...llamacpp.llama import Model
 from ...llamacpp.runtime import RuntimeParams
 from ...llamacpp.sequences import ParallelUnsupported, Part, SharedContext
@@ -36,6 +41,7 @@ class _Job:
     request: GenerationRequest
     cancel: CancelToken
     draft: str
+    images: list[Any] = field(default_factory=list)  # the pictures in `prompt` (ImageSpans), in order
     events: "_queue.SimpleQueue[Event | BaseException | None]" = field(default_factory=_queue.SimpleQueue)
 
 
@@ -114,15 +120,19 @@ class SlotScheduler:
         return list(self.slots[0].decoders)
 
     def stream(self, prompt_tokens: Sequence[int], request: GenerationRequest | None = None,
-               cancel: CancelToken | None = None, *, draft: str | None = None) -> Iterator[Event]:
+               cancel: CancelToken | None = None, *, draft: str | None = None,
+               images: Sequence[Any] = ()) -> Iterator[Event]:
         """Generate from `prompt_tokens` in the next free slot with the draft named `draft` (None:
         the first of `drafts`), yielding the decoder's events (the last a `DoneEvent`). Leaving the
-        iteration early cancels the request."""
+        iteration early cancels the request. `images`: the pictures among the tokens (`ImageSpan`s
+        from the target's projector, as `Decoder.run` takes them)."""
         prompt = list(prompt_tokens)
         draft = self.drafts[0] if draft is None else draft
         if draft not in self.slots[0].decoders:
             raise TandemError(f"the parallel slots draft with {', '.join(self.drafts)}, not {draft!r}")
-        job = _Job(prompt, request or GenerationRequest(prompt), cancel or CancelToken(), draft)
+        if images and images[-1].end >= len(prompt):
+            raise PromptError("a picture cannot end the prompt: text must follow it")
+        job = _Job(prompt, request or GenerationRequest(prompt), cancel or CancelToken(), draft, list(images))
         with self._cond:
             if self._closed:
                 raise EngineClosedError("this engine was closed: load the model again")
@@ -193,9 +203,10 @@ class SlotScheduler:
         """Free slots, the one holding the longest start of the next waiting prompt first
         (its sequence keeps that prefix: the prompt is read from where they part)."""
         free = [s for s in self.slots if s.job is None]
-        if self._waiting and len(free) > 1:
-            head = self._waiting[0].prompt
-            free.sort(key=lambda s: -common_prefix(self.shared.tokens[s.index], head))
+        if self._waiting and len(free) > 1:  # pictures compared by content (their cells keyed)
+            head = keyed(self._waiting[0].prompt, self._waiting[0].images)
+            shared = self.shared
+            free.sort(key=lambda s: -common_prefix(keyed(shared.tokens[s.index], shared.images[s.index]), head))
         return free
 
     def _admit(self, slot: _Slot, job: _Job) -> None:
@@ -205,8 +216,9 @@ class SlotScheduler:
         except BaseException as e:  # bad prompt or request: that request's error alone
             job.events.put(e)
             return
+        run.images = job.images
         slot.job, slot.run = job, run
-        slot.cached = dec.ctx.reuse_prefix(job.prompt)
+        slot.cached = dec.ctx.reuse_prefix(job.prompt, job.images)
         slot.todo, slot.read = job.prompt[slot.cached:-1], 0
         job.events.put(PrefillEvent(0, len(slot.todo), cached=slot.cached))
         if not slot.todo:
@@ -223,7 +235,7 @@ class SlotScheduler:
         plans: list[tuple[_Slot, StepPlan]] = []
         chunks: list[tuple[_Slot, int]] = []
         stepping = [s for s in self.slots if s.job is not None and s.todo is None]
-        unread = sum(len(s.todo) - s.read for s in self.slots if s.job is not None and s.todo is not None)
+        unread = sum(self._text_left(s) for s in self.slots if s.job is not None and s.todo is not None)
         planned = BatchLoad(min(unread, max(0, budget - len(stepping))), 0.0)  # prompt chunks: rows, no tokens yet
         for n, slot in enumerate(stepping):
             later = len(stepping) - n - 1  # slots still to plan: a row and a token each at least
@@ -250,8 +262,8 @@ class SlotScheduler:
                 slot.run.end("cancelled", "cancel")  # type: ignore[attr-defined]
                 slot.run.t_prefill = time.perf_counter()  # type: ignore[attr-defined]
                 self._finish(slot)
-            elif budget > 0:
-                take = min(budget, len(slot.todo) - slot.read)
+            elif self._read_pictures(slot) and slot.todo is not None and budget > 0:
+                take = min(budget, self._text_ahead(slot))
                 chunks.append((slot, take))
                 budget -= take
         parts = [Part(s.index, p.rows, "all" if p.drafts else "last") for s, p in plans]
@@ -277,6 +289,42 @@ class SlotScheduler:
             slot.job.events.put(PrefillEvent(slot.read, total, cached=slot.cached))  # type: ignore[union-attr]
             if slot.read == total:
                 self._prompt_read(slot)
+
+    def _next_picture(self, slot: _Slot) -> Any:
+        """The first of the slot's pictures not read yet (None: only text is left)."""
+        at = slot.cached + slot.read
+        return next((s for s in slot.job.images if s.start >= at), None)  # type: ignore[union-attr]
+
+    def _text_left(self, slot: _Slot) -> int:
+        """The prompt rows the slot has still to read in shared passes (its pictures are read apart)."""
+        at = slot.cached + slot.read
+        pictures = sum(s.n_tokens for s in slot.job.images if s.start >= at)  # type: ignore[union-attr]
+        return len(slot.todo) - slot.read - pictures  # type: ignore[arg-type]
+
+    def _text_ahead(self, slot: _Slot) -> int:
+        """How much of the slot's prompt is text before its next picture (or its end)."""
+        span = self._next_picture(slot)
+        end = len(slot.todo) if span is None else span.start - slot.cached  # type: ignore[arg-type]
+        return end - slot.read
+
+    def _read_pictures(self, slot: _Slot) -> bool:
+        """Read the pictures the slot's prompt has next, each in a decode of its own for its
+        sequence; False when one failed (the slot's request fails with it). The slot's prompt
+        may be read whole by then."""
+        job = slot.job
+        assert job is not None and slot.todo is not None
+        while (span := self._next_picture(slot)) is not None and span.start == slot.cached + slot.read:
+            try:
+                slot.decoder.ctx.read_image(span)  # type: ignore[attr-defined]
+            except BaseException as e:
+                self._fail(slot, e)
+                return False
+            slot.read += span.n_tokens
+            job.events.put(PrefillEvent(slot.read, len(slot.todo), cached=slot.cached))
+            if slot.read == len(slot.todo):
+                self._prompt_read(slot)
+                break
+        return True
 
     def _settle(self, slot: _Slot, plan: StepPlan, logits, t_pass: float) -> None:
         dec, run, job = slot.decoder, slot.run, slot.job

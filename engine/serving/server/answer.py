@@ -276,7 +276,7 @@ class AnswerCore:
         tools = ToolUse(req, self.eng.target.chat_template)
         job = self.admit("count_tokens", uuid.uuid4().hex[:24])
         try:  # a picture counts its image tokens: the prompt as the engine will read it
-            images = checked_pictures(self.eng, False, req.images())
+            images = checked_pictures(self.eng, req.images())
             tokens = await self.prompt_tokens(req.engine_messages(), True, tools.tools, req.parse_special_in_content,
                                               None, bool(images))
             return len(tokens if not images else (await run_in_threadpool(
@@ -316,7 +316,7 @@ class AnswerCore:
         suffix = None if chat else getattr(req, "suffix", None) or None  # "": no suffix
         tools = ToolUse(req, self.eng.target.chat_template, grammar_vocab(self.eng.target)) if chat else None
         controls = self.controls(req)
-        images = checked_pictures(self.eng, self.slots is not None, req.images()) if chat else ()
+        images = checked_pictures(self.eng, req.images()) if chat else ()
         parse_special = req.parse_special_in_content if chat else req.prompt_is_markup
         kind = "chat" if chat else "text"
         request_id = uuid.uuid4().hex[:24]

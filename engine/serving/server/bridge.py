@@ -102,15 +102,15 @@ class Generation:
             self._put(_END)
 
     def _in_slot(self) -> Iterator[Any]:
-        """The request in a parallel slot: its turn beside the others', its prompt's tokens as
-        `Engine.stream` reads them, the slot's events handed to the queue's listeners too."""
+        """The request in a parallel slot: its turn beside the others', its prompt's tokens and
+        pictures as `Engine.stream` reads them (`prompt_input`: each picture encoded once, by
+        content), the slot's events handed to the queue's listeners too."""
         eng, req, job = self.engine, self.request, self.job
         with self.queue.turn(job):
-            tokens = eng.tokens_for(req.prompt, chat=req.chat, system=req.system, limit=eng.n_ctx,
-                                    parse_special=req.parse_special)
+            tokens, images = eng.prompt_input(req)
             draft = req.draft if isinstance(req.draft, str) and req.draft in self.slots.drafts \
                 else DraftChoice.parse(req.draft).kind.value  # "model": the served draft model's slot drafter
-            for ev in self.slots.stream(tokens, req, job.cancel, draft=draft):
+            for ev in self.slots.stream(tokens, req, job.cancel, draft=draft, images=images):
                 self.queue.notify(job, ev)
                 yield ev
 

@@ -182,18 +182,13 @@ def slot_draft_spec(choice: str, parallel: int, drafts: Sequence[str]) -> str:
     return kind
 
 
-def checked_pictures(eng: Any, parallel: bool, images: tuple) -> tuple:
-    """`images`, when this served engine can read them; a 400 in one line when it cannot (a
-    target without a projector, or parallel slots, which read text)."""
-    if not images:
+def checked_pictures(eng: Any, images: tuple) -> tuple:
+    """`images`, when this served engine can read them (one at a time or in parallel slots); a
+    400 in one line for a target without a projector."""
+    if not images or getattr(eng, "projector", None) is not None:
         return images
-    if getattr(eng, "projector", None) is None:
-        from ...decoding.prompting.media import image_refusal
+    from ...decoding.prompting.media import image_refusal
 
-        name = eng.target.path.name if hasattr(eng, "target") else "the model"
-        why = image_refusal(name).replace("load it with", "start the server with")
-    elif parallel:
-        why = "pictures are read with --parallel 1 only (the slots read text)"
-    else:
-        return images
+    name = eng.target.path.name if hasattr(eng, "target") else "the model"
+    why = image_refusal(name).replace("load it with", "start the server with")
     raise ApiError(400, why, param="messages", code="images_not_supported")

@@ -92,3 +92,38 @@ def test_a_hybrid_target_is_refused_in_one_line_saying_why(tiny_hybrid):
     with pytest.raises(ParallelUnsupported, match="state snapshot per sequence.*--parallel 1"):
         SharedContext(m, RuntimeParams(n_ctx=256), 2)
     m.close()
+
+
+def test_a_picture_read_in_one_sequence_is_read_as_a_lone_context_reads_it(tiny_vision_llama):
+    """A picture goes into its sequence alone (a decode of its own, on its sequence id), beside
+    another sequence's text: the rows after it are a lone context's; a cut inside it drops it
+    whole, and reusing the sequence with another picture at the same place keeps the text before."""
+    from engine.documents.images import IMAGE_SLOT, ImageInput, decode_image
+    from engine.llamacpp.vision import Projector
+    from image_files import png_bytes
+
+    model = Model(tiny_vision_llama[0])
+    proj = Projector(model, tiny_vision_llama[1], n_threads=1)
+    try:
+        text = model.tokenize("the value of") + [IMAGE_SLOT] + model.tokenize(" is the data", add_special=False)
+        tokens, [span] = proj.expand(text, [decode_image(ImageInput(png_bytes(32, 32, seed=3)))])
+        lone = Context(model, RuntimeParams(n_ctx=256))
+        ref = [rows.copy() for _, rows in lone.feed(tokens, images=[span], last_logits=True)][-1]
+        lone.close()
+        shared = SharedContext(model, RuntimeParams(n_ctx=512), 2)
+        other = _prompts(model)[1]
+        shared.decode([Part(0, other[:10], "none"), Part(1, tokens[:span.start], "none")])
+        shared.read_image(1, span)
+        assert shared.images[1] == [span] and shared.tokens[1][span.start:span.end] == [proj.placeholder] * span.n_tokens
+        rows = shared.decode([Part(1, tokens[span.end:], "last"), Part(0, other[10:], "last")])
+        assert np.allclose(rows[0][0], ref[0], rtol=0, atol=1e-4)
+        view = shared.view(1)
+        _, [again] = proj.expand(text, [decode_image(ImageInput(png_bytes(32, 32, seed=11)))])
+        assert view.reuse_prefix(tokens, [again]) == span.start and view.images == []  # another picture there
+        shared.read_image(1, span)
+        shared.truncate(1, span.start + 3)  # inside the picture: it goes whole
+        assert view.n_past == span.start and view.images == []
+        shared.close()
+    finally:
+        proj.close()
+        model.close()

@@ -149,3 +149,46 @@ def test_an_mtp_draft_is_refused_in_parallel_in_one_line(tiny_hybrid):
             create_app(ServedModel(eng, "m", draft="mtp"), ServerConfig(parallel=2))
     finally:
         eng.close()
+
+
+def test_pictures_sent_at_once_to_parallel_slots_are_each_answered_as_alone(tiny_vision_llama):
+    """OpenAI image_url requests on --parallel 2 (beside a text one, more than the slots hold):
+    each answer is the engine's alone for the same picture; the slots read the pictures."""
+    import base64
+
+    from engine.documents.images import MEDIA_MARKER
+    from engine.serving.server import ServedModel, ServerConfig, ServerThread, create_app
+    from image_files import png_bytes
+
+    pictures = [png_bytes(32, 32, seed=4), None, png_bytes(40, 24, seed=5)]
+    q = "What is in this picture?"
+
+    def message(picture):
+        if picture is None:
+            return [{"role": "user", "content": q}]
+        url = "data:image/png;base64," + base64.b64encode(picture).decode()
+        return [{"role": "user", "content": [{"type": "text", "text": q}, {"type": "image_url", "image_url": {"url": url}}]}]
+
+    target, projector = tiny_vision_llama
+    eng = Engine(target, mmproj=projector, n_ctx=512, metrics_log=False, calibration=False)
+    try:
+        alone = [eng.generate([{"role": "user", "content": q + (MEDIA_MARKER if p else "")}], chat=True,
+                              images=[p] if p else [], max_tokens=24 + 4 * i).text for i, p in enumerate(pictures)]
+        with ServerThread(create_app(ServedModel(eng, "m", draft="lookup", lookahead=3),
+                                     ServerConfig(parallel=2))) as srv:
+            got: dict[int, httpx.Response] = {}
+
+            def ask(i: int) -> None:
+                got[i] = httpx.post(f"{srv.url}/v1/chat/completions", timeout=120, json={
+                    "model": "m", "messages": message(pictures[i]), "max_tokens": 24 + 4 * i, "temperature": 0})
+
+            threads = [threading.Thread(target=ask, args=(i,)) for i in range(len(pictures))]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join(120)
+            assert all(got[i].status_code == 200 for i in got), [got[i].text for i in got]
+            assert [got[i].json()["choices"][0]["message"]["content"] for i in range(len(pictures))] == alone
+            assert got[0].json()["usage"]["prompt_tokens"] >= got[1].json()["usage"]["prompt_tokens"] + 16
+    finally:
+        eng.close()
