@@ -57,6 +57,9 @@ class _Slot:
     todo: list[int] | None = None  # prompt still to read (None: reading done, the slot steps)
     read: int = 0
     cached: int = 0
+    finished: int = 0  # requests this slot has answered to their end (for /metrics)
+    generated: int = 0  # tokens it wrote for them
+    accepted: int = 0  # drafted tokens the target accepted in it
 
 
 class SlotScheduler:
@@ -109,6 +112,10 @@ class SlotScheduler:
     def busy(self) -> list[bool]:
         """Per slot, whether it runs a request now."""
         return [s.job is not None for s in self.slots]
+
+    def counts(self) -> list[tuple[int, int, int]]:
+        """Per slot, (requests answered to their end, tokens written, drafted tokens accepted)."""
+        return [(s.finished, s.generated, s.accepted) for s in self.slots]
 
     @property
     def waiting(self) -> int:
@@ -353,6 +360,9 @@ class SlotScheduler:
             return
         for ev in flushed:
             job.events.put(ev)
+        slot.finished += 1
+        slot.generated += done.stats.generated_tokens
+        slot.accepted += done.stats.accepted
         job.events.put(done)
         job.events.put(None)
         self._free(slot)

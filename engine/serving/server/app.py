@@ -44,7 +44,7 @@ def create_app(served: ServedModel, config: ServerConfig | None = None) -> FastA
     queue: GenerationQueue = served.engine.queue
     queue.max_waiting = config.max_waiting
     slots = parallel_slots(served, config)  # None: one answer at a time
-    metrics = ServerMetrics(queue)
+    metrics = ServerMetrics(queue, slots)
     app = FastAPI(title="Tandem", description="OpenAI-compatible local speculative decoding", version="1",
                   docs_url=None, redoc_url=None, openapi_url=None)
     app.state.served, app.state.config, app.state.queue, app.state.metrics = served, config, queue, metrics

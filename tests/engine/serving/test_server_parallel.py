@@ -79,6 +79,34 @@ def test_a_streamed_answer_in_a_slot_is_the_whole_answer(served):
     assert text == alone
 
 
+def _metrics(url: str) -> dict[str, float]:
+    out = {}
+    for line in httpx.get(f"{url}/metrics").text.splitlines():
+        if line and not line.startswith("#"):
+            name, value = line.rsplit(" ", 1)
+            out[name] = float(value)
+    return out
+
+
+def test_metrics_say_each_slots_requests_tokens_and_accepted_drafts(served):
+    eng, url = served
+    before = _metrics(url)
+    answers = [_complete(url, i) for i in range(3)]
+    after = _metrics(url)
+
+    def per_slot(name: str, m: dict[str, float]) -> float:
+        return sum(m.get(f'{name}{{slot="{i}"}}', 0.0) for i in range(3))
+
+    assert per_slot("tandem_slot_requests_total", after) - per_slot("tandem_slot_requests_total", before) == 3
+    written = sum(a["usage"]["completion_tokens"] for a in answers)
+    assert per_slot("tandem_slot_tokens_generated_total", after) - per_slot("tandem_slot_tokens_generated_total",
+                                                                            before) == written
+    assert after["tandem_tokens_generated_total"] - before.get("tandem_tokens_generated_total", 0) == written
+    assert per_slot("tandem_slot_draft_tokens_accepted_total", after) >= 0
+    assert [after[f'tandem_slot_busy{{slot="{i}"}}'] for i in range(3)] == [0.0, 0.0, 0.0]
+    assert after["tandem_requests_running"] == 0.0
+
+
 def test_props_and_slots_say_how_many_slots_and_which_are_busy(served):
     eng, url = served
     props = httpx.get(f"{url}/props").json()
