@@ -53,12 +53,13 @@ def create_app(served: ServedModel, config: ServerConfig | None = None) -> FastA
     check_key = key_check(config)
     core = AnswerCore(served, config, queue, metrics, app.state.stopping, slots=slots)
     embeddings = Embeddings(core)
-    ollama = Ollama(core, embeddings, OllamaModels(core))
     folder = FolderAnswers(config.library, served.engine) if config.library is not None else None
+    ollama = Ollama(core, embeddings, OllamaModels(core), folder)
     routers = [completions_router(Completions(core, folder), check_key), infill_router(Infill(core), check_key),
                embeddings_router(embeddings, check_key),
                listing_router(served, config, queue, metrics, check_key), llama_extras_router(served, config, check_key, slots),
-               responses_router(Responses(core), check_key), anthropic_router(Messages(core), config),
+               responses_router(Responses(core, library=folder), check_key),
+               anthropic_router(Messages(core, folder), config),
                ollama_router(ollama, check_key)] + ([library_router(folder, check_key)] if folder is not None else [])
     for router in routers:
         app.include_router(router)

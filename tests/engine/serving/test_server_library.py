@@ -118,3 +118,39 @@ def test_serve_with_a_folder_that_is_not_there_is_one_line_before_the_model_load
     assert cli(["serve", "--target", str(tiny_target), "--port", str(port), "--library", str(tmp_path / "nowhere")]) == 2
     err = capsys.readouterr().err.strip()
     assert err == f"tandem: error: {tmp_path / 'nowhere'}: no such folder", err
+
+
+def test_every_chat_api_answers_from_the_folder_with_its_sources(server):
+    """Responses, Anthropic and Ollama take "library": true as the chat API does: the sources in
+    the body, and streamed in the stream's last piece (the completed response, message_delta,
+    the done line)."""
+    aurora = brief(0)
+    q = f"Who leads project {aurora.project} and what is its budget?"
+    msgs = [{"role": "user", "content": q}]
+    common = {"model": "tiny", "temperature": 0, "library": True}
+    bodies = {
+        "/v1/responses": {**common, "input": q, "max_output_tokens": 8},
+        "/v1/messages": {**common, "messages": msgs, "max_tokens": 8},
+        "/api/chat": {**common, "messages": msgs, "stream": False, "options": {"num_predict": 8}},
+    }
+    for path, body in bodies.items():
+        r = httpx.post(f"{server.url}{path}", json=body, timeout=120)
+        assert r.status_code == 200, (path, r.text)
+        assert r.json()["sources"][0]["file"] == aurora.file, path
+
+    def last_data(path: str, body: dict) -> dict:
+        with httpx.stream("POST", f"{server.url}{path}", json={**body, "stream": True}, timeout=120) as r:
+            assert r.status_code == 200, path
+            lines = [ln for ln in r.iter_lines() if ln]
+        if path == "/api/chat":
+            return json.loads(lines[-1])
+        events = [json.loads(ln[len("data: "):]) for ln in lines if ln.startswith("data: ")]
+        kinds = {"/v1/responses": ("response.completed", "response.incomplete"), "/v1/messages": ("message_delta",)}
+        return next(e for e in events if e["type"] in kinds[path])
+
+    assert last_data("/v1/responses", bodies["/v1/responses"])["response"]["sources"][0]["file"] == aurora.file
+    assert last_data("/v1/messages", bodies["/v1/messages"])["sources"][0]["file"] == aurora.file
+    done = last_data("/api/chat", bodies["/api/chat"])
+    assert done["done"] is True and done["sources"][0]["file"] == aurora.file
+    r = httpx.post(f"{server.url}/v1/messages", timeout=60, json={**bodies["/v1/messages"], "library": "yes"})
+    assert r.status_code == 400 and "'library' must be true or false" in r.json()["error"]["message"]

@@ -27,6 +27,7 @@ from ..error_shapes import anthropic_error
 from ..errors import ApiError
 from ..schemas import ChatCompletionRequest, schema_type
 from ..wire import dumps, provenance_items, timings, usage
+from .library import FolderAnswers, asked_sources
 from .translate import content_of, data_uri, extensions, image_part, provenance, read_body, validate
 
 CHAT_NAMES = {  # the chat request's fields as this API names them, for errors met after translation
@@ -218,10 +219,10 @@ def tool_input(arguments: str) -> Any:
 
 
 class Messages:
-    """The Messages endpoint of one served engine."""
+    """The Messages endpoint of one served engine (and the served folder, when there is one)."""
 
-    def __init__(self, core: AnswerCore):
-        self.core = core
+    def __init__(self, core: AnswerCore, library: FolderAnswers | None = None):
+        self.core, self.library = core, library
 
     def chat_request(self, req: AnthropicRequest, raw: dict[str, Any]) -> ChatCompletionRequest:
         tools, output = chat_tools(req), req.response_format()
@@ -241,11 +242,12 @@ class Messages:
         chat = self.chat_request(req, raw)
         mid = "msg_" + uuid.uuid4().hex[:24]
         model = req.model or self.core.served.id
+        sources = await asked_sources(self.library, self.core, chat)
         answering = await self.core.begin(chat)
         if req.stream:  # message_start tells the prompt's size, as Anthropic's does
             events = answering.choice(0).events()
             return EventSourceResponse(self.sse(events, chat, mid, model, req.stop_sequences,
-                                                answering.prompt_sizes[0]), sep="\n",
+                                                answering.prompt_sizes[0], sources), sep="\n",
                                        shutdown_grace_period=SHUTDOWN_GRACE_S)
         a = await answering.choice(0).whole(request)
         text = a.content or ""
@@ -258,6 +260,8 @@ class Messages:
                 "usage": anthropic_usage(usage(a.outcome)), "timings": timings(a.outcome)}
         if chat.provenance:
             body["provenance"] = provenance_items(a.tokens)
+        if sources is not None:
+            body["sources"] = sources
         return body
 
     async def count_tokens(self, request: Request) -> dict[str, Any]:
@@ -268,9 +272,10 @@ class Messages:
         return {"input_tokens": await self.core.count(self.chat_request(req, raw))}
 
     async def sse(self, events: Any, chat: ChatCompletionRequest, mid: str, model: str, stops: list[str] | None,
-                  n_prompt: int = 0):
+                  n_prompt: int = 0, sources: list[dict[str, Any]] | None = None):
         """Anthropic's events; `message_start` counts the whole prompt as input, and
-        `message_delta` splits it into what was read and what came from the cache."""
+        `message_delta` splits it into what was read and what came from the cache (and carries
+        the folder's sources, when the request asked the folder)."""
 
         def event(kind: str, **fields: Any) -> dict[str, str]:
             return {"event": kind, "data": dumps({"type": kind, **fields})}
@@ -315,7 +320,8 @@ class Messages:
                         yield e
                     reason = stop_reason(ev.finish, ev.outcome.stats.stopped_by)
                     yield event("message_delta", delta={"stop_reason": reason, "stop_sequence": matched_stop(reason, stops)},
-                                usage=anthropic_usage(usage(ev.outcome)), timings=timings(ev.outcome))
+                                usage=anthropic_usage(usage(ev.outcome)), timings=timings(ev.outcome),
+                                **({"sources": sources} if sources is not None else {}))
                     yield event("message_stop")
                 elif isinstance(ev, Failed):
                     yield event("error", error=anthropic_error(failed_status(ev), ev.message)["error"])

@@ -1,9 +1,11 @@
 """`tandem serve --library DIR`: a chat request that sets `"library": true` is answered from the
-folder. Its index (engine/library/) is brought up to date first (with a watch, only the files
+folder, on every API that writes chat answers (OpenAI chat, Responses, Anthropic, Ollama). Its index (engine/library/) is brought up to date first (with a watch, only the files
 that changed since the last question are read), the engine's best passages for the last user
 message that fit the context go into that message numbered, as `tandem ask` puts them, and the
-answer carries `sources` ([{"n", "file", "page" or "section", "score"}]): in the body, or in a
-chunk of its own before `[DONE]` when streamed. `GET /v1/library` says what the index holds.
+answer carries `sources` ([{"n", "file", "page" or "section", "score"}]): in the body, or, streamed,
+in the stream's last piece (OpenAI: a chunk of its own before `[DONE]`; Responses: the completed
+response; Anthropic: `message_delta`; Ollama: the `done` line). `GET /v1/library` says what the
+index holds.
 Nothing is ranked here: this module only asks `engine.library`."""
 
 from __future__ import annotations
@@ -77,6 +79,17 @@ class FolderAnswers:
         return {"object": "library", "folder": str(self.library.folder), "files": held.files,
                 "passages": held.passages, "watching": self.library.watch is not None,
                 "unreadable": [{"file": f, "reason": r} for f, r in held.unreadable]}
+
+
+async def asked_sources(folder: FolderAnswers | None, core: Any, req: Any) -> list[dict[str, Any]] | None:
+    """The folder's passages put in a chat request that asks for them (`"library": true`); their
+    sources (None: not asked). A server without a folder says so in one line."""
+    if not FolderAnswers.wanted(req):
+        return None
+    if folder is None:
+        raise ApiError(400, "'library': this server was started without --library DIR", param="library")
+    core.check_model(req.model)  # an unknown model is said before the folder is read
+    return await folder.prepare(req)
 
 
 def library_router(answers: FolderAnswers, check_key: Callable[..., Any]) -> APIRouter:

@@ -22,6 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from ..answer import AnswerCore, CallArgs, CallStart, End, Failed, Text
 from ..wire import dumps, provenance_items, timings, usage
+from .library import FolderAnswers, asked_sources
 from .translate import calls_as_dicts, content_of, data_uri, extensions, image_part, now_iso, provenance, read_body, validate
 from .embeddings import Embeddings
 from ..errors import ApiError
@@ -163,8 +164,9 @@ def ollama_calls(calls: list[dict[str, Any]]) -> list[dict[str, Any]]:
 class Ollama:
     """The generating endpoints of Ollama's API for one served engine."""
 
-    def __init__(self, core: AnswerCore, embeddings: Embeddings, models: OllamaModels):
-        self.core, self.embeddings, self.models = core, embeddings, models
+    def __init__(self, core: AnswerCore, embeddings: Embeddings, models: OllamaModels,
+                 library: FolderAnswers | None = None):
+        self.core, self.embeddings, self.models, self.library = core, embeddings, models, library
 
     def loaded(self, name: str) -> dict[str, Any]:
         """Ollama's answer to an empty request: the model is loaded (clients use it to preload)."""
@@ -215,10 +217,11 @@ class Ollama:
         return await self.run(request, req, body.stream, shown, chat=False)
 
     async def run(self, request: Request, req: Any, stream: bool, name: str, chat: bool) -> Any:
+        sources = await asked_sources(self.library, self.core, req)
         answering = await self.core.begin(req)
         if stream:
             events = answering.choice(0).events()
-            return StreamingResponse(self.lines(events, req, name, chat), media_type="application/x-ndjson")
+            return StreamingResponse(self.lines(events, req, name, chat, sources), media_type="application/x-ndjson")
         a = await answering.choice(0).whole(request)
         text = a.content or ""
         out: dict[str, Any] = {"model": name, "created_at": now_iso()}
@@ -232,9 +235,11 @@ class Ollama:
                    **durations(usage(a.outcome), timings(a.outcome)))
         if req.provenance:
             out["provenance"] = provenance_items(a.tokens)
+        if sources is not None:
+            out["sources"] = sources
         return out
 
-    async def lines(self, events: Any, req: Any, name: str, chat: bool):
+    async def lines(self, events: Any, req: Any, name: str, chat: bool, sources: list[dict[str, Any]] | None = None):
         def line(text: str, calls: list[dict[str, Any]] | None = None, **more: Any) -> str:
             piece: dict[str, Any] = {"message": {"role": "assistant", "content": text}} if chat else {"response": text}
             if calls:
@@ -255,7 +260,8 @@ class Ollama:
                     if calls and chat:  # Ollama sends a call whole, in a message of its own
                         yield line("", ollama_calls([calls[i] for i in sorted(calls)]), done=False)
                     yield line("", done=True, done_reason="length" if ev.finish == "length" else "stop",
-                               **durations(usage(ev.outcome), timings(ev.outcome)))
+                               **durations(usage(ev.outcome), timings(ev.outcome)),
+                               **({"sources": sources} if sources is not None else {}))
                 elif isinstance(ev, Failed):
                     yield dumps({"error": ev.message}) + "\n"
         finally:

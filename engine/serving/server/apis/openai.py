@@ -16,8 +16,7 @@ from ....decoding.events import TokenEvent
 from ..answer import (SHUTDOWN_GRACE_S, AnswerCore, Answering, CallArgs, CallStart, End, Failed, Read, Text)
 from ..schemas import ChatCompletionRequest, CompletionRequest
 from ..wire import Outcome, dumps, provenance_items
-from ..errors import ApiError
-from .library import FolderAnswers
+from .library import FolderAnswers, asked_sources
 from .openai_wire import CompletionShape
 
 
@@ -28,17 +27,8 @@ class Completions:
     def __init__(self, core: AnswerCore, library: FolderAnswers | None = None):
         self.core, self.library = core, library
 
-    async def sources(self, req: Any) -> list[dict[str, Any]] | None:
-        """The folder's passages put in a request that asks for them; their sources (None: not asked)."""
-        if not FolderAnswers.wanted(req):
-            return None
-        if self.library is None:
-            raise ApiError(400, "'library': this server was started without --library DIR", param="library")
-        self.core.check_model(req.model)  # an unknown model is said before the folder is read
-        return await self.library.prepare(req)
-
     async def generate(self, request: Request, req: Union[ChatCompletionRequest, CompletionRequest]) -> Response:
-        sources = await self.sources(req)
+        sources = await asked_sources(self.library, self.core, req)
         answering = await self.core.begin(req)
         shape = CompletionShape(answering.kind, answering.request_id, self.core.served.id)
         if req.stream:

@@ -25,6 +25,7 @@ from ..answer import SHUTDOWN_GRACE_S, AnswerCore, CallArgs, CallStart, End, Fai
 from ..errors import ApiError
 from ..schemas import ChatCompletionRequest
 from ..wire import dumps, provenance_items, timings, usage
+from .library import FolderAnswers, asked_sources
 from .translate import content_of, extensions, image_part, provenance, read_body, validate
 
 MAX_STORED = 256  # responses kept for previous_response_id (and GET), oldest forgotten first
@@ -183,8 +184,8 @@ def response_format(text: dict[str, Any] | None) -> dict[str, Any] | None:
 class Responses:
     """The Responses endpoint of one served engine, with its store."""
 
-    def __init__(self, core: AnswerCore, store: ResponseStore | None = None):
-        self.core, self.store = core, store or ResponseStore()
+    def __init__(self, core: AnswerCore, store: ResponseStore | None = None, library: FolderAnswers | None = None):
+        self.core, self.store, self.library = core, store or ResponseStore(), library
 
     def chat_request(self, req: ResponsesRequest, raw: dict[str, Any]) -> tuple[ChatCompletionRequest, list]:
         """The chat request, and the conversation so far (without the instructions) to store."""
@@ -216,6 +217,7 @@ class Responses:
         self.core.check_model(req.model)
         chat, conversation = self.chat_request(req, raw)
         shape = ResponseShape(req, self.core.served.id)
+        shape.sources = await asked_sources(self.library, self.core, chat)
         answering = await self.core.begin(chat)
         if req.stream:
             events = answering.choice(0).events()
@@ -317,6 +319,7 @@ class ResponseShape:
 
     def __init__(self, req: ResponsesRequest, model: str):
         self.req, self.model = req, model
+        self.sources: list[dict[str, Any]] | None = None  # the folder's, when the request asked it
         self.id = "resp_" + uuid.uuid4().hex
         self.created = int(time.time())
         self._n = 0
@@ -357,6 +360,8 @@ class ResponseShape:
                          "output_tokens_details": {"reasoning_tokens": 0},
                          "total_tokens": usage.get("total_tokens", 0)}
         body["timings"] = timings
+        if self.sources is not None:
+            body["sources"] = self.sources
         return body
 
 

@@ -24,7 +24,7 @@ from ....documents.images import ImageError, image_from_url
 from ..errors import ApiError, validation_message
 from ..wire import provenance_items
 
-EXTENSIONS = ("draft", "lookahead", "provenance")  # Tandem's own fields, accepted by every API
+EXTENSIONS = ("draft", "lookahead", "provenance", "library")  # Tandem's own fields, accepted by every API
 
 
 async def read_body(request: Request) -> dict[str, Any]:
