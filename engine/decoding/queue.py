@@ -54,6 +54,7 @@ class Job:
     thread: int | None = None  # the thread holding the turn, while it runs
     generating: bool = False  # a decoder run is inside this turn now
     side_by_side: bool = False  # runs in a parallel slot: beside other such jobs, up to the queue's `slots`
+    beside: bool = False  # needs no slot (embeddings, in a context of their own): runs beside the slots' jobs
 
 
 class GenerationQueue:
@@ -63,6 +64,7 @@ class GenerationQueue:
         self.max_waiting = max_waiting
         self.slots = 1  # side-by-side jobs that may run at once (the server's parallel slots)
         self._side: set[Job] = set()  # side-by-side jobs running now
+        self._beside: set[Job] = set()  # jobs that need no slot, running now beside them
         self._cond = threading.Condition()
         self._waiting: deque[Job] = deque()
         self._preparing: set[Job] = set()  # admitted, still being checked (prompt counted): not in line yet
@@ -97,7 +99,8 @@ class GenerationQueue:
     @property
     def busy(self) -> bool:
         with self._cond:
-            return self._running is not None or bool(self._side) or bool(self._waiting) or bool(self._preparing)
+            return (self._running is not None or bool(self._side) or bool(self._beside) or bool(self._waiting)
+                    or bool(self._preparing))
 
     def retry_after_s(self) -> int:
         """A guess at when a refused request could get in: the queue ahead times a typical job."""
@@ -106,7 +109,7 @@ class GenerationQueue:
 
     # -- turns ---------------------------------------------------------------------------
     def submit(self, source: str, *, bounded: bool = True, cancel: CancelToken | None = None, ready: bool = True,
-               side_by_side: bool = False, **info: Any) -> Job:
+               side_by_side: bool = False, beside: bool = False, **info: Any) -> Job:
         """Take a place in line; raises `QueueFull` when `bounded` and the line is full.
 
         `ready=False` admits the job without a place in line yet (call `ready(job)` once its
@@ -116,7 +119,8 @@ class GenerationQueue:
             ahead = len(self._waiting) + len(self._preparing)
             if bounded and ahead >= self.max_waiting and (self._running is not None or self._side or ahead):
                 raise QueueFull(ahead, self.max_waiting, self._retry_after_locked())
-            job = Job(f"{next(self._ids):06d}", source, cancel or CancelToken(), info=info, side_by_side=side_by_side)
+            job = Job(f"{next(self._ids):06d}", source, cancel or CancelToken(), info=info, side_by_side=side_by_side,
+                      beside=beside)
             if ready:
                 self._waiting.append(job)
             else:
@@ -137,20 +141,24 @@ class GenerationQueue:
 
     def wait_turn(self, job: Job, poll_s: float = 0.05) -> None:
         """Block until `job` is first in line and nothing runs (a side-by-side job: nothing but
-        side-by-side jobs, fewer than `slots`); then it runs.
+        side-by-side jobs, fewer than `slots`; a job that needs no slot: nothing exclusive, and
+        it passes the jobs waiting for a slot); then it runs.
 
         Raises `Cancelled` (and leaves the line) if the job's cancel token fires first.
         """
         with self._cond:
-            if self._running is job or job in self._side:
+            if self._running is job or job in self._side or job in self._beside:
                 return
-            while not (self._waiting and self._waiting[0] is job and self._room_for(job)):
+            # A job that needs no slot does not queue behind the ones waiting for a slot.
+            while not (self._waiting and (job.beside or self._waiting[0] is job) and self._room_for(job)):
                 if job.cancel.cancelled:
                     self._drop(job)
                     raise Cancelled("cancelled while waiting in the queue")
                 self._cond.wait(poll_s)
-            self._waiting.popleft()
-            if job.side_by_side:
+            self._waiting.remove(job)
+            if job.beside:
+                self._beside.add(job)
+            elif job.side_by_side:
                 self._side.add(job)
             else:
                 self._running = job
@@ -160,7 +168,9 @@ class GenerationQueue:
     def _room_for(self, job: Job) -> bool:
         if self._running is not None:
             return False
-        return len(self._side) < self.slots if job.side_by_side else not self._side
+        if job.beside:
+            return True
+        return len(self._side) < self.slots if job.side_by_side else not self._side and not self._beside
 
     def _drop(self, job: Job) -> None:
         self._preparing.discard(job)
@@ -173,10 +183,11 @@ class GenerationQueue:
     def finish(self, job: Job) -> None:
         """End `job`'s turn (or its wait) and let the next one in."""
         with self._cond:
-            if self._running is job or job in self._side:
+            if self._running is job or job in self._side or job in self._beside:
                 if self._running is job:
                     self._running = None
                 self._side.discard(job)
+                self._beside.discard(job)
                 if job.started is not None:
                     self._durations.append(time.monotonic() - job.started)
             self._drop(job)
@@ -184,7 +195,8 @@ class GenerationQueue:
     def cancel_all(self, source: str | None = None) -> int:
         """Cancel the running and waiting jobs (of one source, or all); returns how many."""
         with self._cond:
-            jobs = list(self._waiting) + list(self._preparing) + list(self._side) + ([self._running] if self._running is not None else [])
+            jobs = (list(self._waiting) + list(self._preparing) + list(self._side) + list(self._beside)
+                    + ([self._running] if self._running is not None else []))
         hit = [j for j in jobs if source is None or j.source == source]
         for j in hit:
             j.cancel.cancel()
@@ -212,9 +224,10 @@ class GenerationQueue:
         generators advanced in turn) would wait for itself forever: it gets an error at once.
         """
         me = threading.get_ident()
-        with self._cond:
-            running = self._running
-        if running is not None and running.thread == me:
+        with self._cond:  # this thread's own turn: the one running, or one beside it (a slot's, an embedding's)
+            mine = [j for j in (self._running, *self._side, *self._beside) if j is not None and j.thread == me]
+        running = mine[0] if mine else None
+        if running is not None:
             if running.generating:
                 raise TandemError(
                     "this engine is already generating in this thread: finish or close the first "

@@ -4,7 +4,9 @@ answer it gets alone; /props and /slots say how many slots there are and which a
 from __future__ import annotations
 
 import threading
+import time
 
+import numpy as np
 import pytest
 
 httpx = pytest.importorskip("httpx")
@@ -218,5 +220,41 @@ def test_pictures_sent_at_once_to_parallel_slots_are_each_answered_as_alone(tiny
             assert all(got[i].status_code == 200 for i in got), [got[i].text for i in got]
             assert [got[i].json()["choices"][0]["message"]["content"] for i in range(len(pictures))] == alone
             assert got[0].json()["usage"]["prompt_tokens"] >= got[1].json()["usage"]["prompt_tokens"] + 16
+    finally:
+        eng.close()
+
+
+def test_embeddings_run_beside_busy_slots_at_once(tiny_target):
+    """An embeddings request needs no slot (its own context): with every slot answering a long
+    request it is answered at once, not after them (it hung for good before: the embedding's turn
+    was a slot's, which the engine did not recognise as its own)."""
+    from engine.serving.server import ServedModel, ServerConfig, ServerThread, create_app
+
+    eng = Engine(tiny_target, n_ctx=512, metrics_log=False, calibration=False)
+    try:
+        with ServerThread(create_app(ServedModel(eng, "m", draft="lookup"), ServerConfig(parallel=2))) as srv:
+            long_done: list[float] = []
+
+            def long_answer(i: int) -> None:
+                _complete(srv.url, i, max_tokens=400, ignore_eos=True)
+                long_done.append(time.monotonic())
+
+            threads = [threading.Thread(target=long_answer, args=(i,)) for i in range(2)]
+            for t in threads:
+                t.start()
+            deadline = time.monotonic() + 60
+            while eng.queue.running_side_by_side < 2 and time.monotonic() < deadline:
+                time.sleep(0.01)
+            assert eng.queue.running_side_by_side == 2  # both slots answer
+            r = httpx.post(f"{srv.url}/v1/embeddings", json={"model": "m", "input": ["hello world", "the list"]},
+                           timeout=60)
+            embedded = time.monotonic()
+            for t in threads:
+                t.join(120)
+            assert r.status_code == 200, r.text
+            assert len(r.json()["data"]) == 2 and len(r.json()["data"][0]["embedding"]) == eng.target.n_embd
+            assert len(long_done) == 2 and embedded < min(long_done)  # it did not wait for them
+            alone = eng.embed([eng.embedding_tokens("hello world")])[0]
+            assert abs(float(np.dot(alone, np.asarray(r.json()["data"][0]["embedding"]))) - 1.0) < 1e-4
     finally:
         eng.close()

@@ -99,7 +99,7 @@ class Embeddings:
 
     async def create(self, request: Request, req: EmbeddingRequest) -> dict[str, Any]:
         self.check(req)
-        job = self.core.admit("embeddings", uuid.uuid4().hex[:24])
+        job = self.core.admit("embeddings", uuid.uuid4().hex[:24], own_context=True)
         try:
             token_lists = await run_in_threadpool(self.tokens, req.input)
         except RpcError as e:
