@@ -114,13 +114,16 @@ class GenerationQueue:
 
         `ready=False` admits the job without a place in line yet (call `ready(job)` once its
         prompt is checked, or `finish(job)` to give up): the server counts prompts while they
-        hold a place in the limit, so a flood of large prompts is refused, not tokenised at once."""
+        hold a place in the limit, so a flood of large prompts is refused, not tokenised at once.
+        `beside`: the job needs no parallel slot (embeddings, in a context of their own): with
+        slots it runs beside theirs at once; without, it takes its turn as any other."""
         with self._cond:
             ahead = len(self._waiting) + len(self._preparing)
             if bounded and ahead >= self.max_waiting and (self._running is not None or self._side or ahead):
                 raise QueueFull(ahead, self.max_waiting, self._retry_after_locked())
-            job = Job(f"{next(self._ids):06d}", source, cancel or CancelToken(), info=info, side_by_side=side_by_side,
-                      beside=beside)
+            beside = beside and self.slots > 1  # a job needing no slot: beside the slots, when there are some
+            job = Job(f"{next(self._ids):06d}", source, cancel or CancelToken(), info=info,
+                      side_by_side=side_by_side and not beside, beside=beside)
             if ready:
                 self._waiting.append(job)
             else:

@@ -229,14 +229,10 @@ class AnswerCore:
         return self.eng.target.piece(token)
 
     def admit(self, kind: str, request_id: str, *, own_context: bool = False) -> Job:
-        """A place in the queue's limit before the prompt is counted (counting costs CPU too).
-        `own_context` (embeddings): with parallel slots it needs none of them, so it runs beside
-        them at once instead of waiting for a slot to free."""
+        """A place in the queue's limit before its prompt is counted (counting costs CPU); own_context: needs no slot."""
         try:
-            slots = self.slots is not None
-            return self.queue.submit("server", ready=False, side_by_side=slots and not own_context,
-                                     beside=slots and own_context, endpoint=kind, request_id=request_id,
-                                     model=self.served.id)
+            return self.queue.submit("server", ready=False, side_by_side=self.slots is not None, beside=own_context,
+                                     endpoint=kind, request_id=request_id, model=self.served.id)
         except QueueFull as e:
             raise ApiError(503, str(e), type="server_error", code="queue_full",
                            headers={"Retry-After": str(e.retry_after_s)})
