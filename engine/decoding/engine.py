@@ -147,7 +147,8 @@ class Engine(BaseEngine):
         self.target = target if isinstance(target, Model) else Model(target, **target_kw)
         self._owns_target = not isinstance(target, Model)
         self.projector = None if mmproj is None else Projector(  # (a refused one: the target is freed with self)
-            self.target, mmproj, n_threads=self.n_threads, use_gpu=supports_gpu_offload() and self.runtime.n_gpu_layers != 0)
+            self.target, mmproj, n_threads=self.n_threads, batch=self.runtime.n_batch,
+            use_gpu=supports_gpu_offload() and self.runtime.n_gpu_layers != 0)
         self._drafts: dict[str, Model] = {}
         self._bridged: set[str] = set()  # drafts of another vocabulary (bridged through text)
         self._decoders: dict[str, Decoder] = {}

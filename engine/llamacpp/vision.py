@@ -160,14 +160,34 @@ class Projector(Closing):
     """A target's projector file loaded with libmtmd: pictures in, `ImageSpan`s out."""
 
     def __init__(self, model: Model, path: str | os.PathLike[str], *, n_threads: int | None = None,
-                 use_gpu: bool = False, max_image_tokens: int | None = None):
+                 use_gpu: bool = False, max_image_tokens: int | None = None, batch: int | None = None):
         """`max_image_tokens`: scale pictures down to at most this many image tokens (None: the
-        family's own limit)."""
+        family's own limit). `batch`: the target context's batch; a projector whose pictures are
+        read with non-causal attention (Gemma 3, Gemma 4 but E2B/E4B) must read a picture in one
+        batch (split, its cells could not see those of later batches), so its pictures are
+        scaled down to it."""
         m = _mtmd()
         self.path = Path(path)
         if not self.path.is_file():
             raise ModelLoadError(f"{self.path}: no such projector file")
         self.model = model
+        self._open(m, n_threads, use_gpu, max_image_tokens)
+        self.non_causal = bool(m.mtmd_decode_use_non_causal(self._ctx, None))
+        if self.non_causal and batch and not (max_image_tokens and max_image_tokens <= batch):
+            m.mtmd_free(self._ctx)
+            try:
+                self._open(m, n_threads, use_gpu, batch)
+            except ModelLoadError:  # below the family's smallest picture: each one is refused when read
+                self._open(m, n_threads, use_gpu, max_image_tokens)
+        self.batch = batch
+        self.mrope = bool(m.mtmd_decode_use_mrope(self._ctx))
+        self.n_embd = int(llama_cpp.llama_model_n_embd_inp(model._require_open()))
+        self.placeholder = _placeholder(model)
+        self.cache = ImageCache()
+        self._counts: dict[str, int] = {}  # image_tokens of pictures not encoded yet, by content
+        self._lock = threading.Lock()  # one encode at a time: mtmd's context holds one output
+
+    def _open(self, m: Any, n_threads: int | None, use_gpu: bool, max_image_tokens: int | None) -> None:
         params = m.mtmd_context_params_default()
         params.use_gpu = bool(use_gpu)
         params.print_timings = False
@@ -177,19 +197,13 @@ class Projector(Closing):
         if max_image_tokens:
             params.image_max_tokens = int(max_image_tokens)
         log_tail.clear()
-        self._ctx = m.mtmd_init_from_file(os.fsencode(self.path), model._require_open(), params)
+        self._ctx = m.mtmd_init_from_file(os.fsencode(self.path), self.model._require_open(), params)
         if not self._ctx:
             detail = recent_log_errors() or "not a projector llama.cpp reads"
-            raise ModelLoadError(f"{self.path.name} cannot be {model.path.name}'s projector ({detail})")
+            raise ModelLoadError(f"{self.path.name} cannot be {self.model.path.name}'s projector ({detail})")
         if not m.mtmd_support_vision(self._ctx):
             self.close()
             raise UnsupportedModelError(f"{self.path.name} is an audio projector; Tandem sends it pictures only")
-        self.mrope = bool(m.mtmd_decode_use_mrope(self._ctx))
-        self.n_embd = int(llama_cpp.llama_model_n_embd_inp(model._require_open()))
-        self.placeholder = _placeholder(model)
-        self.cache = ImageCache()
-        self._counts: dict[str, int] = {}  # image_tokens of pictures not encoded yet, by content
-        self._lock = threading.Lock()  # one encode at a time: mtmd's context holds one output
 
     def expand(self, tokens: Sequence[int], images: Sequence[DecodedImage]) -> tuple[list[int], list[ImageSpan]]:
         """`tokens` with each IMAGE_SLOT replaced by its picture's text and placeholder run, and
@@ -307,7 +321,12 @@ class Projector(Closing):
     def decode(self, image: EncodedImage, lctx: Any, pos0: int, n_batch: int,
                on_batch: Callable[[int, int], None] | None, seq: int = 0) -> int:
         """The picture's embeddings into `lctx`'s sequence `seq` (a parallel slot's, or 0) from
-        `pos0`, in decodes of their own: a llama_batch carries embeddings or token ids, not both."""
+        `pos0`, in decodes of their own: a llama_batch carries embeddings or token ids, not both.
+        A picture read with non-causal attention goes in one batch, or is refused in one line."""
+        n_cells = int(image.embd.shape[0])
+        if self.non_causal and n_cells > n_batch:
+            raise PromptError(f"this picture takes {n_cells} image tokens, which {self.path.name} reads in one batch, "
+                              f"but the batch holds {n_batch}: raise n_batch (the batch size) or send a smaller picture")
         m = _mtmd()
         done = [0]
         failed: list[BaseException] = []

@@ -102,3 +102,40 @@ def test_the_image_cache_is_bounded_by_count_and_bytes():
     assert cache.get("big") is not None and cache.get("b") is None  # bytes: 10 + 90 rows fit, 120 do not
     cache.put(image("huge", 500))
     assert cache.get("huge") is not None and cache.get("big") is None  # the newest stays, whatever its size
+
+
+def test_a_non_causal_projectors_picture_is_read_in_one_batch(tiny_vision_gemma4, tiny_vision):
+    """Gemma's projector (but E2B/E4B) is read with non-causal attention: split over batches, a
+    cell could not see the later ones. Its pictures are scaled to the batch; one that cannot be
+    (below the family's smallest picture) is refused in one line. A causal projector's are not
+    scaled."""
+    from engine import Engine
+    from engine.documents.images import ImageInput, decode_image
+    from engine.errors import PromptError
+    from image_files import png_bytes
+
+    target, projector, _ = tiny_vision_gemma4
+    picture = ImageInput(png_bytes(256, 256, seed=1))
+
+    def engine(path, proj, n_batch):
+        return Engine(path, n_ctx=4096, n_batch=n_batch, mmproj=proj, metrics_log=False, calibration=False)
+
+    big, small, tiny = engine(target, projector, 2048), engine(target, projector, 128), engine(target, projector, 64)
+    try:
+        assert small.projector.non_causal
+        cells = small.projector.encode(decode_image(picture)).embd.shape[0]
+        assert cells <= 128 < big.projector.encode(decode_image(picture)).embd.shape[0]
+        assert small.generate("Describe:", images=[picture], max_tokens=4).stats.prompt_tokens > cells
+        with pytest.raises(PromptError, match="reads in one batch, but the batch holds 64: raise n_batch"):
+            tiny.generate("Describe:", images=[picture], max_tokens=4)
+    finally:
+        for e in (big, small, tiny):
+            e.close()
+    qwen, qwen_projector = tiny_vision
+    wide, narrow = engine(qwen, qwen_projector, 2048), engine(qwen, qwen_projector, 64)
+    try:
+        assert not narrow.projector.non_causal
+        assert narrow.image_tokens([picture]) == wide.image_tokens([picture])  # causal: read in any batches
+    finally:
+        wide.close()
+        narrow.close()

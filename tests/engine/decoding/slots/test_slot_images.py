@@ -149,11 +149,12 @@ def test_a_picture_ending_the_prompt_is_refused_in_one_line(seeing):
         sched.close()
 
 
-@pytest.mark.parametrize("n_batch", [512, 64])
+@pytest.mark.parametrize("n_batch", [512, 128])
 def test_gemma4_pictures_read_with_non_causal_attention_in_a_slot_are_read_as_alone(tiny_vision_gemma4, n_batch):
     """Gemma reads a picture with causal attention off: mtmd's helper turns it off for the
-    picture's own decode only, so the slots beside it are untouched. With a batch smaller than
-    the picture (64 here, 81 image tokens) the helper reads it in pieces on both paths alike."""
+    picture's own decode only, so the slots beside it are untouched. The picture (81 image
+    tokens) is read in one batch (a batch smaller than a non-causal picture is refused:
+    test_vision_context)."""
     target, projector, _ = tiny_vision_gemma4
     e = Engine(target, mmproj=projector, n_ctx=512, n_batch=n_batch, n_threads=1, metrics_log=False, calibration=False)
     try:
