@@ -81,7 +81,10 @@ def test_the_suffix_memory_starts_empty_at_each_repetition_and_grows_within_a_ru
             # request 1 drafts from no past answer, in every repetition and configuration
             assert "suffix:history" not in got[(rep, 1)].accepted_by, (cfg, rep, got[(rep, 1)].accepted_by)
             assert got[(rep, 2)].accepted_by.get("suffix:history", 0) > 0, (cfg, rep)
-        assert got[(1, 1)].accepted_by == got[(0, 1)].accepted_by  # the repetitions measure the same thing
+        if cfg == "suffix k=4":  # the repetitions measure the same thing: a fixed k drafts the same
+            assert got[(1, 1)].accepted_by == got[(0, 1)].accepted_by
+        # (Auto chooses k from the costs it measures as it goes, so on a busy machine one
+        # repetition may try a draft the other did not: only its output is the same.)
         assert got[(1, 1)].tokens == got[(0, 1)].tokens
     assert all(r.identical for r in res.runs if r.mode != "target")  # greedy: what target alone wrote
 
