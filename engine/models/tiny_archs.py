@@ -90,6 +90,27 @@ def _mlp(w: gguf.GGUFWriter, rand: _Rand, p: str, n_embd: int, n_ff: int) -> Non
     w.add_tensor(p + "ffn_down.weight", rand(n_embd, n_ff))
 
 
+def _mrope_attention_keys(w: gguf.GGUFWriter, arch: str, n_head: int, n_head_kv: int, head: int) -> None:
+    """The attention keys Qwen3.5 and Qwen3-VL share: heads, head sizes and M-RoPE's sections."""
+    w.add_head_count(n_head)
+    w.add_head_count_kv(n_head_kv)
+    w.add_key_length(head)
+    w.add_value_length(head)
+    w.add_rope_dimension_count(head)
+    w.add_array(f"{arch}.rope.dimension_sections", [head // 8, head // 8, 0, 0])
+
+
+def _qk_norm_attention(w: gguf.GGUFWriter, rand: _Rand, p: str, n_embd: int, n_head: int, n_head_kv: int, head: int,
+                       *, gated: bool = False) -> None:
+    """One attention block's tensors with q/k norms (`gated`: Qwen3.5's query carries its gate too)."""
+    w.add_tensor(p + "attn_q.weight", rand(head * n_head * (2 if gated else 1), n_embd))
+    w.add_tensor(p + "attn_k.weight", rand(head * n_head_kv, n_embd))
+    w.add_tensor(p + "attn_v.weight", rand(head * n_head_kv, n_embd))
+    w.add_tensor(p + "attn_output.weight", rand(n_embd, head * n_head))
+    w.add_tensor(p + "attn_q_norm.weight", _ones(head))
+    w.add_tensor(p + "attn_k_norm.weight", _ones(head))
+
+
 def _qwen35(w: gguf.GGUFWriter, rand: _Rand, *, emb: np.ndarray, out: np.ndarray, n_embd: int, mtp: bool) -> None:
     """Gated-delta-net layers with a full-attention layer every second one (Qwen3.5's 3:1
     shrunk to 1:1); the MTP layer, when asked, is one more full-attention block with the
@@ -100,12 +121,7 @@ def _qwen35(w: gguf.GGUFWriter, rand: _Rand, *, emb: np.ndarray, out: np.ndarray
     key_dim, value_dim = d_state * n_group, d_state * n_v_heads
     n_layer = n_trunk + (1 if mtp else 0)
     _common(w, n_embd=n_embd, n_layer=n_layer, n_ff=n_ff)
-    w.add_head_count(n_head)
-    w.add_head_count_kv(n_head_kv)
-    w.add_key_length(head)
-    w.add_value_length(head)
-    w.add_rope_dimension_count(head)
-    w.add_array(f"{arch}.rope.dimension_sections", [head // 8, head // 8, 0, 0])
+    _mrope_attention_keys(w, arch, n_head, n_head_kv, head)
     w.add_uint32(f"{arch}.full_attention_interval", 2)
     w.add_uint32(f"{arch}.ssm.conv_kernel", 4)
     w.add_uint32(f"{arch}.ssm.inner_size", value_dim)
@@ -119,12 +135,7 @@ def _qwen35(w: gguf.GGUFWriter, rand: _Rand, *, emb: np.ndarray, out: np.ndarray
     w.add_tensor("output.weight", out)
 
     def attention(p: str) -> None:
-        w.add_tensor(p + "attn_q.weight", rand(head * n_head * 2, n_embd))
-        w.add_tensor(p + "attn_k.weight", rand(head * n_head_kv, n_embd))
-        w.add_tensor(p + "attn_v.weight", rand(head * n_head_kv, n_embd))
-        w.add_tensor(p + "attn_output.weight", rand(n_embd, head * n_head))
-        w.add_tensor(p + "attn_q_norm.weight", _ones(head))
-        w.add_tensor(p + "attn_k_norm.weight", _ones(head))
+        _qk_norm_attention(w, rand, p, n_embd, n_head, n_head_kv, head, gated=True)
 
     for il in range(n_layer):
         p = f"blk.{il}."
@@ -158,24 +169,14 @@ def _qwen3vl(w: gguf.GGUFWriter, rand: _Rand, *, emb: np.ndarray, out: np.ndarra
     arch = "qwen3vl"
     n_layer, n_ff, n_head, n_head_kv, head = 2, 128, 2, 1, 32
     _common(w, n_embd=n_embd, n_layer=n_layer, n_ff=n_ff)
-    w.add_head_count(n_head)
-    w.add_head_count_kv(n_head_kv)
-    w.add_key_length(head)
-    w.add_value_length(head)
-    w.add_rope_dimension_count(head)
-    w.add_array(f"{arch}.rope.dimension_sections", [head // 8, head // 8, 0, 0])
+    _mrope_attention_keys(w, arch, n_head, n_head_kv, head)
     w.add_tensor("token_embd.weight", emb)
     w.add_tensor("output_norm.weight", _ones(n_embd))
     w.add_tensor("output.weight", out)
     for il in range(n_layer):
         p = f"blk.{il}."
         w.add_tensor(p + "attn_norm.weight", _ones(n_embd))
-        w.add_tensor(p + "attn_q.weight", rand(head * n_head, n_embd))
-        w.add_tensor(p + "attn_k.weight", rand(head * n_head_kv, n_embd))
-        w.add_tensor(p + "attn_v.weight", rand(head * n_head_kv, n_embd))
-        w.add_tensor(p + "attn_output.weight", rand(n_embd, head * n_head))
-        w.add_tensor(p + "attn_q_norm.weight", _ones(head))
-        w.add_tensor(p + "attn_k_norm.weight", _ones(head))
+        _qk_norm_attention(w, rand, p, n_embd, n_head, n_head_kv, head)
         w.add_tensor(p + "ffn_norm.weight", _ones(n_embd))
         _mlp(w, rand, p, n_embd, n_ff)
 
