@@ -7,6 +7,7 @@ from __future__ import annotations
 import threading
 import time
 from dataclasses import replace
+from typing import Any, Callable
 
 import pytest
 
@@ -62,26 +63,31 @@ def _alone(eng: Engine, requests: list[GenerationRequest], draft: str | None) ->
     return out
 
 
-def _together(sched: SlotScheduler, requests: list[GenerationRequest], stagger_s: float = 0.003) -> list[list]:
-    """Every request from its own thread, the i-th starting i staggers later; each one's events."""
-    events: list[list] = [[] for _ in requests]
+def at_once(calls: list[Callable[[], Any]], stagger_s: float = 0.0) -> list[Any]:
+    """Each call from a thread of its own, the i-th starting i staggers later; their results in
+    order (a call that raised fails the test with its error)."""
+    results: list[Any] = [None] * len(calls)
     errors: list[BaseException] = []
 
     def go(i: int) -> None:
         time.sleep(stagger_s * i)
         try:
-            for ev in sched.stream(requests[i].prompt, requests[i]):
-                events[i].append(ev)
+            results[i] = calls[i]()
         except BaseException as e:  # noqa: BLE001 - handed to the test
             errors.append(e)
 
-    threads = [threading.Thread(target=go, args=(i,)) for i in range(len(requests))]
+    threads = [threading.Thread(target=go, args=(i,)) for i in range(len(calls))]
     for t in threads:
         t.start()
     for t in threads:
         t.join(120)
     assert not errors, errors
-    return events
+    return results
+
+
+def _together(sched: SlotScheduler, requests: list[GenerationRequest], stagger_s: float = 0.003) -> list[list]:
+    """Every request from its own thread, the i-th starting i staggers later; each one's events."""
+    return at_once([lambda r=r: list(sched.stream(r.prompt, r)) for r in requests], stagger_s)
 
 
 def _check_same(eng: Engine, requests, alone: list[DoneEvent], events: list[list], label: str) -> None:
@@ -266,18 +272,9 @@ def test_requests_of_different_drafts_share_the_slots_and_each_writes_its_answer
     kinds = ["none", "lookup", "suffix"]
     sched = SlotScheduler(eng.target, 3, runtime=RuntimeParams(n_ctx=1536, n_batch=64),
                           drafters={k: (lambda k=k: eng.slot_drafter(k)) for k in kinds})
-    events: list[list] = [[] for _ in requests]
-
-    def go(i: int) -> None:
-        time.sleep(0.003 * i)
-        events[i].extend(sched.stream(requests[i].prompt, requests[i], draft=kinds[i % 3]))
-
     try:
-        threads = [threading.Thread(target=go, args=(i,)) for i in range(len(requests))]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join(120)
+        events = at_once([lambda i=i: list(sched.stream(requests[i].prompt, requests[i], draft=kinds[i % 3]))
+                          for i in range(len(requests))], 0.003)
     finally:
         sched.close()
     _check_same(eng, requests, alone, events, "mixed drafts")

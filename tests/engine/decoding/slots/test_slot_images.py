@@ -7,8 +7,6 @@ target at plain positions and on one at M-RoPE positions."""
 
 from __future__ import annotations
 
-import threading
-import time
 
 import pytest
 
@@ -20,6 +18,7 @@ from engine.documents.images import MEDIA_MARKER
 from engine.errors import PromptError
 from engine.llamacpp.runtime import RuntimeParams
 from image_files import png_bytes
+from test_scheduler import at_once
 
 A, B, C = png_bytes(32, 32, seed=3), png_bytes(40, 24, seed=9), png_bytes(32, 32, seed=11)
 Q = "the value of the data is the value of"
@@ -61,23 +60,7 @@ def _ask(seeing: Engine, sched: SlotScheduler, prompt, images, m: int, lookahead
 
 
 def _together(seeing: Engine, sched: SlotScheduler) -> list[list]:
-    events: list[list] = [[] for _ in ASKS]
-    errors: list[BaseException] = []
-
-    def go(i: int) -> None:
-        time.sleep(0.003 * i)
-        try:
-            events[i] = _ask(seeing, sched, *ASKS[i])
-        except BaseException as e:  # noqa: BLE001 - handed to the test
-            errors.append(e)
-
-    threads = [threading.Thread(target=go, args=(i,)) for i in range(len(ASKS))]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(120)
-    assert not errors, errors
-    return events
+    return at_once([lambda a=a: _ask(seeing, sched, *a) for a in ASKS], 0.003)
 
 
 @pytest.mark.parametrize("draft", ["none", "lookup", "model"])
@@ -162,13 +145,7 @@ def test_gemma4_pictures_read_with_non_causal_attention_in_a_slot_are_read_as_al
         alone = [list(e.stream(p, images=i, max_tokens=m, prompt_cache=False))[-1].tokens for p, i, m in asks]
         sched = _slots(e, 2, {"none": lambda: None}, n_batch=n_batch)
         try:
-            got: list = [None] * len(asks)
-            threads = [threading.Thread(target=lambda k=k: got.__setitem__(k, _ask(e, sched, *asks[k])[-1].tokens))
-                       for k in range(len(asks))]
-            for t in threads:
-                t.start()
-            for t in threads:
-                t.join(120)
+            got = [events[-1].tokens for events in at_once([lambda a=a: _ask(e, sched, *a) for a in asks])]
         finally:
             sched.close()
         assert got == alone
@@ -184,21 +161,16 @@ def test_seeded_sampling_after_pictures_in_four_slots_draws_what_each_draws_alon
     alone = [list(seeing.stream(p, images=i, max_tokens=m, seed=100 + k, prompt_cache=False, **opts))[-1]
              for k, (p, i, m) in enumerate(asks)]
     sched = _slots(seeing, 4, {"lookup": lambda: seeing.slot_drafter("lookup")}, n_batch=512)
-    got: list = [None] * len(asks)
 
-    def go(k: int) -> None:
+    def go(k: int) -> DoneEvent:
         prompt, images, m = asks[k]
         req = GenerationRequest.from_options(prompt, images=images, max_tokens=m, seed=100 + k, **opts)
         tokens, spans = seeing.prompt_input(req)
         run = GenerationRequest.from_options(tokens, max_tokens=m, seed=100 + k, **opts)
-        got[k] = list(sched.stream(tokens, run, images=spans))[-1]
+        return list(sched.stream(tokens, run, images=spans))[-1]
 
     try:
-        threads = [threading.Thread(target=go, args=(k,)) for k in range(len(asks))]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join(120)
+        got = at_once([lambda k=k: go(k) for k in range(len(asks))])
     finally:
         sched.close()
     assert [g.tokens for g in got] == [a.tokens for a in alone]
