@@ -15,6 +15,7 @@ from ..units import human_bytes as _human
 from ..units import human_duration as _duration
 
 if TYPE_CHECKING:
+    from ..models.catalog import Catalog
     from ..models.partial import PairPartial
 
 
@@ -109,6 +110,7 @@ def cmd_models(args: argparse.Namespace) -> int:
     if any(p.sees for p in cat.pairs.values()):
         print("images: the target reads pictures; its projector is downloaded with it (sizes include it).")
     _print_partials(partials)
+    _print_embedding_models(cat)
     imported = store.imported_models()
     if imported:
         print("\nImported (tandem import):")
@@ -116,6 +118,18 @@ def cmd_models(args: argparse.Namespace) -> int:
             flag = "" if m.exists else "  [missing]"
             print(f"  {m.name:30s} {m.architecture:10s} {_human(m.size):>9s}  {m.path}{flag}")
     return 0
+
+
+def _print_embedding_models(cat: Catalog) -> None:
+    """The catalog's embedding models (in no pair): the Library ranks by meaning with one on disk."""
+    from ..models import store
+
+    if not cat.embedding_models:
+        return
+    print("\nEmbedding models (`tandem ask` and the Library rank passages by meaning with one on disk):")
+    for m in cat.embedding_models:
+        word = store.STATE_WORDS[store.model_state(m)]
+        print(f"  {m.id:30s} {_human(m.bytes):>9s}  {word}" + ("" if word != "not downloaded" else f": tandem pull {m.id}"))
 
 
 def _print_partials(partials: list[PairPartial]) -> None:

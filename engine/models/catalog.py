@@ -1,6 +1,7 @@
 """The catalog of matched pairs (`models.toml`): which files make a pair, where they come from.
 
-Users pick a pair, not two files. Each model lists its file(s) on Hugging Face with size
+Users pick a pair, not two files. A model of `kind = "embedding"` (a small encoder the Library
+ranks passages by meaning with) is in no pair: it is pulled by its id and never loaded to chat. Each model lists its file(s) on Hugging Face with size
 and sha256, optional alternative sources (the PyPI chunk mirror), and the architecture
 numbers needed to estimate memory before anything is downloaded. A model that sees names its
 vision projector (`projector`, an mmproj GGUF): downloaded with it, loaded beside it.
@@ -23,6 +24,7 @@ CATALOG_PATH = catalog_path()
 _ID = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
 _SHA = re.compile(r"^[0-9a-f]{64}$")
 TAGS = {"code", "chat", "writing", "reasoning"}
+KINDS = ("chat", "embedding")  # a model that answers (the default), or one that turns texts into vectors
 
 
 class CatalogError(TandemError):
@@ -77,6 +79,11 @@ class ModelSpec:
     # Its vision projector (mmproj): the model reads pictures with it. Optional for running the
     # model on text, so a model on disk without it is still ready (it just does not see).
     projector: FileSpec | None = None
+    kind: str = "chat"  # "embedding": never a pair's target or draft (KINDS)
+    # What an embedding model was trained to read before a question and before a stored passage
+    # (nomic-embed-text: "search_query: ", "search_document: "); "" when it needs none.
+    query_prefix: str = ""
+    document_prefix: str = ""
 
     @property
     def downloads(self) -> tuple[FileSpec, ...]:
@@ -165,6 +172,11 @@ class Catalog:
     def default(self) -> PairSpec:
         return self.pairs[self.default_pair]
 
+    @property
+    def embedding_models(self) -> list[ModelSpec]:
+        """The models of kind "embedding", in catalog order (the first one on disk is the Library's default)."""
+        return [m for m in self.models.values() if m.kind == "embedding"]
+
 
 def _req(d: dict[str, Any], key: str, typ: type | tuple[type, ...], where: str) -> Any:
     if key not in d:
@@ -203,6 +215,15 @@ def _parse_model(mid: str, m: Any) -> ModelSpec:
     files = tuple(_parse_file(f, repo, revision, f"{where} file {i}") for i, f in enumerate(_req(m, "files", list, where)))
     if not files:
         raise CatalogError(f"{where}: no files")
+    kind = m.get("kind", "chat")
+    if kind not in KINDS:
+        raise CatalogError(f"{where}: kind must be one of {', '.join(KINDS)}, not {kind!r}")
+    # An encoder keeps no KV cache: an embedding model may leave out the cache's numbers (0).
+    arch_num = (lambda key: _req(m, key, int, where)) if kind == "chat" else \
+        (lambda key: _req(m, key, int, where) if key in m else 0)
+    prefixes = {key: _req(m, key, str, where) for key in ("query_prefix", "document_prefix") if key in m}
+    if prefixes and kind != "embedding":
+        raise CatalogError(f"{where}: query_prefix and document_prefix belong to an embedding model")
     return ModelSpec(
         id=mid,
         title=_req(m, "title", str, where),
@@ -213,13 +234,15 @@ def _parse_model(mid: str, m: Any) -> ModelSpec:
         context_length=_req(m, "context_length", int, where),
         tokenizer=_req(m, "tokenizer", str, where),
         params_b=float(_req(m, "params_b", (int, float), where)),
-        n_layers=_req(m, "n_layers", int, where),
-        n_kv_heads=_req(m, "n_kv_heads", int, where),
-        head_dim=_req(m, "head_dim", int, where),
+        n_layers=arch_num("n_layers"),
+        n_kv_heads=arch_num("n_kv_heads"),
+        head_dim=arch_num("head_dim"),
         files=files,
         gated=bool(m.get("gated", False)),
         mtp_layers=_req(m, "mtp_layers", int, where) if "mtp_layers" in m else 0,
         projector=_parse_projector(m, repo, revision, where),
+        kind=kind,
+        **prefixes,
     )
 
 
@@ -280,6 +303,8 @@ def _parse_pair(i: int, p: Any, models: dict[str, ModelSpec]) -> PairSpec:
     for role, mid in (("target", t), ("draft", d)):
         if mid not in models:
             raise CatalogError(f"{where}: {role} {mid!r} is not a model in the catalog")
+        if models[mid].kind != "chat":
+            raise CatalogError(f"{where}: {role} {mid!r} is an embedding model, not one that generates text")
     bridged = p.get("bridged", False)
     if not isinstance(bridged, bool):
         raise CatalogError(f"{where}: 'bridged' must be true or false")
@@ -316,8 +341,8 @@ def _preferred_drafts(p: dict[str, Any], models: dict[str, ModelSpec], target: M
         raise CatalogError(f"{where}: 'preferred_draft' must be a table of backend = model id")
     out = []
     for backend, mid in table.items():
-        if not isinstance(mid, str) or mid not in models:
-            raise CatalogError(f"{where}: preferred_draft.{backend} {mid!r} is not a model in the catalog")
+        if not isinstance(mid, str) or mid not in models or models[mid].kind != "chat":
+            raise CatalogError(f"{where}: preferred_draft.{backend} {mid!r} is not a chat model in the catalog")
         if models[mid].tokenizer != target.tokenizer:
             raise CatalogError(f"{where}: preferred_draft.{backend} {mid!r} has another tokenizer than the target")
         out.append((backend.lower(), models[mid]))

@@ -29,6 +29,9 @@ def model_file(value: str | os.PathLike[str], role: str = "model") -> Path:
     if cat is not None:
         ids = [text] if text in cat.models else [m.id for m in cat.models.values()
                                                   if any(f.filename == text for f in m.files)]
+        if role in ("target", "draft") and any(cat.models[i].kind == "embedding" for i in ids):
+            raise ModelFileError(f"{role} {text!r} is an embedding model (it turns texts into vectors for the "
+                                 "Library's ranking, it does not write): name a chat model")
         for model_id in ids:
             found = store.find_model(model_id, cat)
             if found is not None:

@@ -67,6 +67,8 @@ class ModelsView(QWidget):
         """Downloaded catalog models and imported files, for the combination check."""
         entries: list[tuple[str, str]] = []
         for m in self.catalog.models.values():
+            if m.kind != "chat":  # an embedding model neither targets nor drafts
+                continue
             try:
                 p = store.locate_model(m)
             except OSError:

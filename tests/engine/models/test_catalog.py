@@ -58,7 +58,9 @@ def test_files_have_sizes_hashes_and_pinned_revisions(cat):
 
 def test_model_numbers_are_sane(cat):
     for m in cat.models.values():
-        assert m.params_b > 0 and m.n_layers > 0 and m.n_kv_heads > 0 and m.head_dim > 0, m.id
+        assert m.params_b > 0, m.id
+        if m.kind == "chat":  # an embedding model (an encoder) keeps no KV cache: no cache numbers
+            assert m.n_layers > 0 and m.n_kv_heads > 0 and m.head_dim > 0, m.id
         assert m.context_length >= 2048, m.id
         # a Q4 file holds 4.5-6 bits per parameter (small models more: their embeddings stay wider);
         # catches a size or parameter count off by a factor
@@ -148,3 +150,40 @@ def test_an_mtp_catalog_pair_drafts_with_its_head(tmp_path):
     base["models"]["m"]["mtp_layers"] = 0
     with pytest.raises(CatalogError, match="'mtp' pair drafts with its target's own MTP layers"):
         catalog.parse(base)
+
+
+def test_the_librarys_embedding_model_is_in_no_pair(cat):
+    """The catalog's embedding model: pulled by its id, never a pair's target or draft, no cache
+    to count, and the task prefixes nomic-embed-text was trained with."""
+    [emb] = cat.embedding_models
+    assert emb.id == "nomic-embed-text-v1.5-q8_0" and emb.kind == "embedding"
+    assert (emb.files[0].filename, emb.files[0].bytes) == ("nomic-embed-text-v1.5.Q8_0.gguf", 146146432)
+    assert emb.kv_bytes_per_token() == 0
+    assert (emb.query_prefix, emb.document_prefix) == ("search_query: ", "search_document: ")
+    assert all(emb not in p.models for p in cat.pairs.values())
+    assert all(m.kind == "chat" for p in cat.pairs.values() for m in p.models)
+
+
+def test_parse_keeps_embedding_models_out_of_pairs(raw):
+    import copy
+
+    bad = copy.deepcopy(raw)
+    emb_id = next(mid for mid, m in bad["models"].items() if m.get("kind") == "embedding")
+    bad["pairs"][0]["target"] = emb_id
+    bad["pairs"][0]["bridged"] = True
+    with pytest.raises(CatalogError, match="is an embedding model, not one that generates text"):
+        catalog.parse(bad)
+    bad = copy.deepcopy(raw)
+    bad["models"][emb_id]["kind"] = "reranker"
+    with pytest.raises(CatalogError, match="kind must be one of chat, embedding, not 'reranker'"):
+        catalog.parse(bad)
+    bad = copy.deepcopy(raw)
+    chat = next(iter(bad["models"].values()))
+    chat["query_prefix"] = "q: "
+    with pytest.raises(CatalogError, match="belong to an embedding model"):
+        catalog.parse(bad)
+    bad = copy.deepcopy(raw)
+    del chat["n_layers"]
+    del next(iter(bad["models"].values()))["n_layers"]
+    with pytest.raises(CatalogError, match="missing 'n_layers'"):  # a chat model still needs its cache numbers
+        catalog.parse(bad)
