@@ -28,6 +28,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("question", help="the question; '-' reads stdin, '@FILE' reads a file")
     p.add_argument("--folder", required=True, help="the folder of documents (indexed in Tandem's data folder, "
                                                    "updated before each question; nothing leaves this machine)")
+    p.add_argument("--embed-model", metavar="PATH|ID|none",
+                   help="an embedding GGUF (a path or a catalog id) that ranks passages by meaning beside their "
+                        "words; default: the catalog's embedding model when it is downloaded (`tandem pull "
+                        "nomic-embed-text-v1.5-q8_0`); 'none': by words alone")
     p.add_argument("--top", type=int, default=6,
                    help=f"passages retrieved, best first (1..{MAX_TOP}; those that fit the context are used; default 6)")
     p.add_argument("--target", help="target GGUF path or catalog model id")
@@ -55,6 +59,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 def cmd_ask(args: argparse.Namespace) -> int:
     from ..decoding.cancel import CancelToken
     from ..library import Library
+    from ..llamacpp.text_embedder import library_embedder
 
     question = _question(args)
     check_runtime_flags(args)
@@ -62,17 +67,24 @@ def cmd_ask(args: argparse.Namespace) -> int:
         raise UsageError(f"--top must be in 1..{MAX_TOP}, got {args.top}")
     cancel = CancelToken()
     restore = install_sigint(cancel)
+    embedder = None
     try:
         with Library(args.folder) as lib:
             models = resolve_pair(args)  # a model that is not there is said before the folder is read
+            lib.embedder = embedder = library_embedder(args.embed_model, n_threads=args.threads)
             report = lib.update(progress=IndexProgress(), cancelled=lambda: cancel.cancelled)
             if report.cancelled:
                 print("tandem: interrupted (what was indexed is kept)", file=sys.stderr)
                 return 130
             say_index(report, args.folder)
             hits = lib.search(question, args.top)
+        if embedder is not None:
+            embedder.close()
+            embedder = None
         return _answer(args, models, question, hits, report, cancel)
     finally:
+        if embedder is not None:
+            embedder.close()
         restore()
 
 
@@ -100,6 +112,10 @@ def say_index(report: Any, folder: str) -> None:
     if report.added or report.changed or report.removed:
         print(f"tandem: indexed {folder}: {report.added} new, {report.changed} changed, {report.removed} removed; "
               f"{report.files} files, {report.passages} passages", file=sys.stderr)
+    if report.embedded or report.vectors_left_out:
+        print(f"tandem: {report.embedded} passages embedded; {report.vectors} ranked by meaning too"
+              + (f", {report.vectors_left_out} past the limit by their words alone" if report.vectors_left_out
+                 else ""), file=sys.stderr)
     if report.unreadable:
         named = "; ".join(f"{f} ({why})" for f, why in report.unreadable[:UNREADABLE_NAMED])
         more = len(report.unreadable) - UNREADABLE_NAMED

@@ -7,9 +7,13 @@ process re-reads only what changed (watch.py), ranked by BM25 (search.py), and p
 prompt within its token budget with numbered sources to cite (asking.py). `Library`
 (library.py) holds them together for `tandem ask` and the app.
 
-Ranking is text alone (BM25): the catalog has no small embedding model, so nothing else is
-claimed. This room may import only engine's helpers (errors, paths, units) and
-engine.documents; the token count a prompt is fitted with is handed in by the caller.
+With an embedding model (the catalog's nomic-embed-text once pulled, or one named), each
+passage also gets a vector, kept in the same SQLite file as float32 BLOBs and scored with numpy
+(vectors.py), and BM25 and the vectors are fused by reciprocal rank (k = 60); without one,
+ranking is BM25 alone. The model is loaded by the caller (engine/llamacpp/text_embedder.py)
+and handed in as an `Embedder`: nothing here loads a model, and nothing leaves the machine.
+This room may import only engine's helpers (errors, paths, units) and engine.documents; the
+token count a prompt is fitted with is handed in by the caller.
 """
 
 from .asking import AskPrompt, DraftRuns, drafted_from, fit_prompt, fit_to_context, source_entry, sources_lines
@@ -17,6 +21,7 @@ from .indexer import IndexReport
 from .library import Library
 from .search import Hit
 from .store import index_path
+from .vectors import Embedder
 
 __all__ = ["Library", "IndexReport", "Hit", "AskPrompt", "fit_prompt", "fit_to_context", "source_entry",
-           "sources_lines", "DraftRuns", "drafted_from", "index_path"]
+           "sources_lines", "DraftRuns", "drafted_from", "index_path", "Embedder"]

@@ -65,19 +65,29 @@ def fit_to_context(count: Callable[[str, bool], int], question: str, hits: Seque
 
 
 def source_entry(n: int, hit: Hit) -> dict:
-    """One entry of `--json`'s sources: the file, its page (a number) or section, the score."""
+    """One entry of `--json`'s sources: the file, its page (a number) or section, the score (and
+    the cosine to the question when vectors ranked it)."""
     entry: dict = {"n": n, "file": hit.path}
     if hit.unit == "page" and hit.anchor.isdigit():
         entry["page"] = int(hit.anchor)
     else:
         entry["section"] = hit.anchor if hit.unit in ("section", "chapter") else f"{hit.unit.capitalize()} {hit.anchor}"
     entry["score"] = hit.score
+    if hit.cosine is not None:
+        entry["cosine"] = hit.cosine
     return entry
 
 
 def sources_lines(sources: Sequence[Hit]) -> list[str]:
-    """The sources under an answer, one line each: "[1] briefs/aurora.docx, page 2 (score 7.31)"."""
-    return [f"[{i + 1}] {h.path}, {h.where} (score {h.score:.2f})" for i, h in enumerate(sources)]
+    """The sources under an answer, one line each: "[1] briefs/aurora.docx, page 2 (score 7.31)",
+    or with vectors "(fused score 0.0325, similarity 0.81)"."""
+    return [f"[{i + 1}] {h.path}, {h.where} ({_score(h)})" for i, h in enumerate(sources)]
+
+
+def _score(h: Hit) -> str:
+    if not h.fused:
+        return f"score {h.score:.2f}"
+    return f"fused score {h.score:.4f}" + (f", similarity {h.cosine:.2f}" if h.cosine is not None else "")
 
 
 MIN_RUN_CHARS = 4  # a shorter drafted run ("the ") could come from anywhere

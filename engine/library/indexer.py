@@ -39,12 +39,16 @@ class IndexReport:
     unreadable: list[tuple[str, str]] = field(default_factory=list)
     cancelled: bool = False
     left_out: int = 0  # document files past MAX_FILES, not indexed
+    embedded: int = 0  # passages given a vector by this update (vectors.py)
+    vectors: int = 0  # passages with a vector, after the update (0: ranked by their words alone)
+    vectors_left_out: int = 0  # passages past vectors.MAX_VECTORS, ranked by their words alone
 
     def to_dict(self) -> dict:
         return {"added": self.added, "changed": self.changed, "removed": self.removed,
                 "unchanged": self.unchanged, "files": self.files, "passages": self.passages,
                 "unreadable": [{"file": f, "reason": r} for f, r in self.unreadable],
-                "cancelled": self.cancelled, "left_out": self.left_out}
+                "cancelled": self.cancelled, "left_out": self.left_out, "embedded": self.embedded,
+                "vectors": self.vectors, "vectors_left_out": self.vectors_left_out}
 
 
 def is_document(name: str) -> bool:

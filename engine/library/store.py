@@ -1,6 +1,7 @@
 """One folder's index on disk: a SQLite file under Tandem's data folder holding each file's
 size, modification time and content digest (what the next update compares), its passages, and
-an FTS5 table that ranks them by BM25. An index of another schema version is rebuilt."""
+an FTS5 table that ranks them by BM25, and their vectors when an embedding model made any
+(vectors.py). An index of another schema version is rebuilt."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from ..errors import TandemError
 from .chunks import Passage
 
 log = logging.getLogger(__name__)
-SCHEMA = 1
+SCHEMA = 2  # 2: passage vectors (vectors.py), dropped with their file
 _TABLES = """
 CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT);
 CREATE TABLE IF NOT EXISTS files(path TEXT PRIMARY KEY, size INTEGER, mtime_ns INTEGER, digest TEXT,
@@ -23,6 +24,7 @@ CREATE TABLE IF NOT EXISTS files(path TEXT PRIMARY KEY, size INTEGER, mtime_ns I
 CREATE TABLE IF NOT EXISTS passages(id INTEGER PRIMARY KEY, path TEXT, ord INTEGER, unit TEXT, anchor TEXT,
                                     text TEXT);
 CREATE INDEX IF NOT EXISTS passages_by_path ON passages(path);
+CREATE TABLE IF NOT EXISTS vectors(id INTEGER PRIMARY KEY, vec BLOB);
 CREATE VIRTUAL TABLE IF NOT EXISTS passages_fts USING fts5(text, name, tokenize='porter unicode61 remove_diacritics 2');
 """
 
@@ -92,7 +94,7 @@ class IndexStore:
             row = db.execute("SELECT value FROM meta WHERE key='schema'").fetchone()
             version = row[0] if row else None
         if version is not None and version != str(SCHEMA):
-            for table in ("meta", "files", "passages", "passages_fts"):
+            for table in ("meta", "files", "passages", "passages_fts", "vectors"):
                 db.execute(f"DROP TABLE IF EXISTS {table}")
         db.executescript(_TABLES)
         db.execute("INSERT OR REPLACE INTO meta VALUES ('schema', ?), ('folder', ?)", (str(SCHEMA), folder))
@@ -121,6 +123,7 @@ class IndexStore:
 
     def drop(self, path: str) -> None:
         self.db.execute("DELETE FROM passages_fts WHERE rowid IN (SELECT id FROM passages WHERE path=?)", (path,))
+        self.db.execute("DELETE FROM vectors WHERE id IN (SELECT id FROM passages WHERE path=?)", (path,))
         self.db.execute("DELETE FROM passages WHERE path=?", (path,))
         self.db.execute("DELETE FROM files WHERE path=?", (path,))
 
