@@ -131,3 +131,61 @@ def test_a_missing_model_is_said_before_the_folder_is_read(briefs, capsys):
     assert cli(["ask", "Who leads project Lynx?", "--folder", str(folder), "--target", "no-such-model.gguf"]) == 2
     err = capsys.readouterr().err.strip()
     assert err.count("\n") == 0 and "no-such-model.gguf" in err and "indexed" not in err, err
+
+
+# -- ranking by meaning ------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def tiny_bert(tmp_path_factory, vocab):
+    from engine.models.tiny_bert import write_bert_model
+
+    return write_bert_model(tmp_path_factory.mktemp("ask-bert") / "tiny-bert.gguf", vocab=vocab)
+
+
+def test_the_catalogs_embedding_model_on_disk_ranks_by_meaning_too(briefs, capsys, monkeypatch, tiny_target,
+                                                                  tiny_bert):
+    """With the catalog's embedding model downloaded, `ask` embeds the passages (once) and fuses
+    the rankings: the sources carry their cosine; `--embed-model none` is BM25 alone."""
+    from engine.models import store
+
+    real = store.locate_model
+    monkeypatch.setattr(store, "locate_model", lambda spec, **kw: tiny_bert if spec.kind == "embedding" else real(spec, **kw))
+    folder, all_briefs = briefs
+    kestrel = next(b for b in all_briefs if b.project == "Kestrel")
+    question = "Who leads project Kestrel and what is its budget?"
+    got = _ask(capsys, question, "--folder", str(folder), "--target", str(tiny_target), "--max-tokens", "1",
+               "--draft", "none")
+    assert got["library"]["vectors"] == got["library"]["passages"] > 0
+    assert all("cosine" in s and "score" in s for s in got["sources"])
+    assert kestrel.file in [s["file"] for s in got["sources"]]
+    again = _ask(capsys, question, "--folder", str(folder), "--target", str(tiny_target), "--max-tokens", "1",
+                 "--draft", "none")
+    assert again["library"]["embedded"] == 0  # kept from the first question
+    plain = _ask(capsys, question, "--folder", str(folder), "--target", str(tiny_target), "--max-tokens", "1",
+                 "--draft", "none", "--embed-model", "none")
+    assert plain["sources"][0]["file"] == kestrel.file and all("cosine" not in s for s in plain["sources"])
+
+
+def test_a_bad_embedding_model_is_one_line_and_an_embedding_model_is_no_target(tmp_path, capsys, tiny_target):
+    folder = tmp_path / "b"
+    brief_folder(folder, 2)
+    bad = tmp_path / "embed.gguf"
+    bad.write_bytes(b"not a model at all")
+    assert cli(["ask", "Who leads project Aurora?", "--folder", str(folder), "--target", str(tiny_target),
+                "--embed-model", str(bad)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "embed.gguf" in err and "Traceback" not in err, err
+    assert cli(["ask", "Who leads project Aurora?", "--folder", str(folder),
+                "--target", "nomic-embed-text-v1.5-q8_0"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "is an embedding model" in err, err
+
+
+def test_tandem_models_lists_the_embedding_model_apart_from_the_pairs(capsys):
+    from engine.cli.main import main
+
+    assert main(["models"]) == 0
+    out = capsys.readouterr().out
+    pairs, _, rest = out.partition("Embedding models")
+    assert "nomic-embed-text" not in pairs
+    assert "nomic-embed-text-v1.5-q8_0      146.1 MB  " in rest, rest
+    assert "not downloaded: tandem pull nomic-embed-text-v1.5-q8_0" in rest or "on disk" in rest, rest

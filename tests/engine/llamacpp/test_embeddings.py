@@ -255,3 +255,47 @@ def test_smollm2_embeddings_are_deterministic_and_normalised():
         assert e.generate(texts[0], max_tokens=16, temperature=0).text == before
     finally:
         e.close()
+
+
+def test_an_encoder_is_pooled_as_it_declares_in_one_batch(tmp_path, vocab):
+    """An embedding model (a BERT encoder declaring mean pooling) is pooled by llama.cpp, the
+    input in one micro-batch, as llama-server pools it; the server's mean-pooling refusal for it
+    is unchanged (/v1/embeddings serves generation models)."""
+    import llama_cpp
+
+    from engine.llamacpp.embedding import embedding_refusal, own_pooling
+    from engine.llamacpp.llama import Model
+    from engine.models.tiny_bert import write_bert_model
+
+    m = Model(write_bert_model(tmp_path / "bert.gguf", vocab=vocab))
+    ctx = EmbeddingContext(m, RuntimeParams(n_ctx=4096, n_batch=16, n_threads=1))
+    try:
+        assert own_pooling(m) == llama_cpp.LLAMA_POOLING_TYPE_MEAN and "not a causal" in embedding_refusal(m)
+        assert ctx.n_ctx == ctx.n_batch == 512  # the model's trained context, read at once
+        toks = m.tokenize(" ".join([TEXT, OTHER] * 3))
+        assert len(toks) > 16
+        v = ctx.embed(toks)
+        mean = np.zeros(m.n_embd)  # llama.cpp's own states, averaged here: the same vector
+        p = llama_cpp.llama_context_default_params()
+        p.n_ctx = p.n_batch = p.n_ubatch = 512
+        p.n_seq_max, p.n_threads, p.n_threads_batch = 1, 1, 1
+        p.embeddings, p.pooling_type = True, llama_cpp.LLAMA_POOLING_TYPE_NONE
+        raw = m.init_context(p)
+        batch = llama_cpp.llama_batch_init(len(toks), 0, 1)
+        try:
+            for i, t in enumerate(toks):
+                batch.token[i], batch.pos[i], batch.n_seq_id[i], batch.logits[i] = t, i, 1, 1
+                batch.seq_id[i][0] = 0
+            batch.n_tokens = len(toks)
+            assert llama_cpp.llama_decode(raw, batch) == 0
+            ptr = llama_cpp.llama_get_embeddings(raw)
+            mean = np.ctypeslib.as_array(ctypes.cast(ptr, ctypes.POINTER(ctypes.c_float)),
+                                         shape=(len(toks), m.n_embd)).mean(axis=0)
+        finally:
+            llama_cpp.llama_batch_free(batch)
+            llama_cpp.llama_free(raw)
+        np.testing.assert_allclose(v, mean / np.linalg.norm(mean), atol=2e-5)
+        np.testing.assert_array_equal(ctx.embed(toks), v)
+    finally:
+        ctx.close()
+        m.close()
