@@ -6,7 +6,12 @@ the engine's (`Library.search`): this object only holds the folders and schedule
 
 A folder's watch notes what changed; a timer looks every WATCH_POLL_MS and re-indexes a
 folder with changes, so a file saved while the app runs is found at the next question and
-a deleted one is gone from the answers."""
+a deleted one is gone from the answers.
+
+The embedding model (setting EMBED_KEY: the catalog's once downloaded by default, "none", or
+a GGUF path) is loaded by the first update's worker, off the GUI thread, and shared by every
+folder: their passages are then ranked by meaning beside their words (engine/library/vectors.py).
+A model that cannot be used is said once; the folders are then ranked by their words alone."""
 
 from __future__ import annotations
 
@@ -23,6 +28,7 @@ from . import workers
 
 log = logging.getLogger("tandem.app")
 SETTINGS_KEY = "library/folders"
+EMBED_KEY = "library/embed_model"  # "": the catalog's embedding model when downloaded; "none"; or a GGUF path / id
 WATCH_POLL_MS = 1000
 
 
@@ -38,6 +44,7 @@ class FolderState:
     current: str = ""
     files: int = 0
     passages: int = 0
+    vectors: int = 0  # passages ranked by meaning too (an embedding model made their vectors)
     unreadable: list[tuple[str, str]] = field(default_factory=list)
     error: str = ""
     watching: bool = False
@@ -60,6 +67,9 @@ class LibraryShelf(QObject):
         self._closing = False
         self._orphan: tuple[Any, bool] | None = None  # a removed folder whose update is stopping
         self._thread: Any = None
+        self._embedder: Any = None  # engine.llamacpp.text_embedder.TextEmbedder, made by the first update
+        self._embedder_tried = False
+        self._embed_error = ""  # why the embedding model cannot be used, said once from the GUI thread
         self._timer = QTimer(self)
         self._timer.setInterval(WATCH_POLL_MS)
         self._timer.timeout.connect(self._poll)
@@ -121,6 +131,7 @@ class LibraryShelf(QObject):
             lib = None  # a stored folder that is gone: listed, failed, so it can be removed
             self.states[folder] = FolderState(folder, "failed", error=str(e))
             return True
+        lib.embedder = self._embedder
         self._libs[folder] = lib
         self.states[folder] = FolderState(folder, watching=watching)
         self.update(folder)
@@ -164,7 +175,7 @@ class LibraryShelf(QObject):
         self._running = folder
         st = self.states[folder]
         st.state, st.done, st.total, st.current, st.error = "indexing", 0, 0, "", ""
-        w = workers.IndexWorker(self._libs[folder])
+        w = workers.IndexWorker(self._libs[folder], prepare=self._load_embedder)
         w.progress.connect(lambda done, total, name, f=folder: self._progress(f, done, total, name))
         w.result.connect(lambda report, f=folder: self._done(f, report))
         w.failed.connect(lambda msg, f=folder: self._failed(f, msg))
@@ -185,6 +196,7 @@ class LibraryShelf(QObject):
             return
         st.state = "stopped" if report.cancelled else "ready"
         st.files, st.passages, st.unreadable = report.files, report.passages, list(report.unreadable)
+        st.vectors = report.vectors
         st.current = ""
         self.changed.emit(folder)
 
@@ -200,10 +212,31 @@ class LibraryShelf(QObject):
         orphan, self._orphan = self._orphan, None
         if orphan is not None:
             self._close(*orphan)
+        if self._embed_error:
+            self.failed.emit(self._embed_error)
+            self._embed_error = ""
         if not self._closing:
             if ran in self.states:
                 self.changed.emit(ran)  # no update running now (the page's Stop)
             self._next()
+
+    def _load_embedder(self) -> None:
+        """On the index worker's thread, once: the embedding model the setting names (or the
+        catalog's on disk) loaded and handed to every folder; a failure is kept to be said."""
+        if self._embedder_tried:
+            return
+        self._embedder_tried = True
+        from engine.llamacpp.text_embedder import library_embedder
+
+        choice = str(self._settings.value(EMBED_KEY, "") or "").strip() or None
+        try:
+            self._embedder = library_embedder(choice)
+        except TandemError as e:
+            log.warning("the Library's embedding model cannot be used: %s", e)
+            self._embed_error = f"The Library ranks by words alone: {e}"
+            return
+        for lib in list(self._libs.values()):
+            lib.embedder = self._embedder
 
     def _poll(self) -> None:
         """Re-index a watched folder whose files changed (the watch noted them)."""
@@ -242,6 +275,9 @@ class LibraryShelf(QObject):
         for lib in self._libs.values():
             self._close(lib, False)
         self._libs = {}
+        if self._embedder is not None:
+            self._embedder.close()
+            self._embedder = None
 
     @staticmethod
     def _close(lib: Any, delete_index: bool) -> None:

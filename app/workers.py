@@ -448,9 +448,11 @@ class IndexWorker(Worker):
     progress = Signal(int, int, str)  # files done, files in all, the file now
     result = Signal(object)  # engine.library.IndexReport
 
-    def __init__(self, library: Any):
+    def __init__(self, library: Any, prepare: Callable[[], None] | None = None):
+        """`prepare`: run on this thread before the update (the shelf loads its embedding model)."""
         super().__init__()
         self.library = library
+        self._prepare = prepare
         self._shown = 0.0
 
     def _progress(self, done: int, total: int, name: str) -> None:
@@ -460,4 +462,6 @@ class IndexWorker(Worker):
             self.progress.emit(done, total, name)
 
     def work(self) -> None:
+        if self._prepare is not None:
+            self._prepare()
         self.result.emit(self.library.update(progress=self._progress, cancelled=lambda: self.cancelled))

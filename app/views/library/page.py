@@ -30,6 +30,8 @@ def status_line(shelf: LibraryShelf, st: FolderState) -> str:
         return f"{name}: waiting to be indexed" + (f" ({counts})" if st.files else "")
     if st.state == "stopped":
         return f"{name}: stopped ({counts} so far; Re-index goes on)"
+    if st.vectors:
+        counts += ", ranked by meaning too"
     return f"{name}: {counts}" + (" · kept current while Tandem runs" if st.watching else "")
 
 
@@ -45,7 +47,8 @@ class LibraryView(QWidget):
         intro = QLabel(
             "Folders of documents to ask from the chat (choose one under the prompt). Each is indexed on this "
             f"machine, in {shelf.index_folder()}; nothing leaves it. A file saved, added or deleted while Tandem "
-            "runs is indexed again by itself.")
+            "runs is indexed again by itself. With an embedding model on disk (`tandem pull "
+            "nomic-embed-text-v1.5-q8_0`), passages are ranked by their meaning as well as their words.")
         intro.setWordWrap(True)
         intro.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         self.intro = intro

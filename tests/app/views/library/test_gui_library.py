@@ -270,3 +270,38 @@ def test_without_a_watch_the_folder_is_indexed_and_reindex_finds_a_new_file(qtbo
                         timeout=30000)
     finally:
         view.shutdown()
+
+
+def test_the_embedding_model_setting_ranks_by_meaning_or_says_once_why_not(qtbot, tmp_path, folder, vocab):
+    """The setting names an embedding GGUF (the tiny BERT): the first update loads it off the
+    GUI thread, the folder's line says it is ranked by meaning, answers' passages carry their
+    cosine. A file that cannot embed is said once, and the folder is still indexed by its words."""
+    from app.library_shelf import EMBED_KEY, LibraryShelf
+    from app.views.library import LibraryView
+    from engine.models.tiny_bert import write_bert_model
+
+    for model, ok in ((write_bert_model(tmp_path / "bert.gguf", vocab=vocab), True),
+                      (tmp_path / "broken.gguf", False)):
+        if not ok:
+            model.write_bytes(b"not a model")
+        settings = QSettings(str(tmp_path / f"e{ok}.ini"), QSettings.Format.IniFormat)
+        settings.setValue(EMBED_KEY, str(model))
+        view = LibraryView(LibraryShelf(settings))
+        qtbot.addWidget(view)
+        errors: list[str] = []
+        view.error.connect(errors.append)
+        try:
+            view.add_folder(str(folder))
+            qtbot.waitUntil(lambda: _ready(view.shelf, folder), timeout=60000)
+            hits = view.shelf.search(str(folder), "Who leads project Aurora?")
+            line = view.folder_list.item(0).text()
+            if ok:
+                assert "ranked by meaning too" in line and errors == []
+                assert hits and all(h.fused and h.cosine is not None for h in hits)
+            else:
+                qtbot.waitUntil(lambda: bool(errors), timeout=5000)
+                assert len(errors) == 1 and errors[0].startswith("The Library ranks by words alone: ")
+                assert "broken.gguf" in errors[0] and "\n" not in errors[0]
+                assert "ranked by meaning" not in line and hits and not hits[0].fused
+        finally:
+            view.shutdown()
