@@ -144,18 +144,22 @@ def cmd_serve(args: argparse.Namespace) -> int:
         from .images import projector_for
 
         args.projector = projector_for(target, args, needed=False)
-    library = _open_library(args.library) if args.library is not None else None
+    library = _open_library(args.library, args.embed_model) if args.library is not None else None
     try:
         return _serve(args, target, draft, library, api_key, cors, max_body, aliases, any_name, hosts)
     finally:
         if library is not None:
             library.close()
+            if library.embedder is not None:
+                library.embedder.close()
 
 
-def _open_library(folder: str) -> Any:
+def _open_library(folder: str, embed_model: str | None = None) -> Any:
     """--library DIR: the folder's index brought up to date (progress on a terminal, unreadable
-    files named) and watched while the server runs (without watchdog: updated at each question)."""
+    files named) and watched while the server runs (without watchdog: updated at each question);
+    ranked by meaning too with --embed-model, or the catalog's embedding model when downloaded."""
     from ..library import Library
+    from ..llamacpp.text_embedder import library_embedder
     from .ask import IndexProgress, say_index
 
     if not folder.strip():
@@ -168,9 +172,12 @@ def _open_library(folder: str) -> Any:
         print(f"tandem: warning: {e}; the folder is checked for changes at each question instead", file=sys.stderr)
         lib = Library(folder)
     try:
+        lib.embedder = library_embedder(embed_model)
         say_index(lib.update(progress=IndexProgress()), folder)
     except BaseException:
         lib.close()
+        if lib.embedder is not None:
+            lib.embedder.close()
         raise
     return lib
 
@@ -265,6 +272,9 @@ def register(sub: Any) -> None:
     s.add_argument("--library", metavar="DIR",
                    help="a folder of documents that chat requests setting \"library\": true are answered from, with "
                         "their sources (indexed in Tandem's data folder and watched while the server runs)")
+    s.add_argument("--embed-model", metavar="PATH|ID|none",
+                   help="with --library: an embedding GGUF that ranks passages by meaning beside their words "
+                        "(default: the catalog's embedding model when it is downloaded; 'none': by words alone)")
     s.add_argument("--fetch-image-urls", action="store_true",
                    help="fetch pictures that requests name by http(s) URL (default: refused; only data: URIs). "
                         "Anyone who may call the server can then make this machine fetch a URL")

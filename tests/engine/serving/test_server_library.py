@@ -88,6 +88,7 @@ def test_the_library_endpoint_says_what_the_index_holds(server):
     assert body["folder"] == str(server.folder.resolve()) and body["watching"] is True
     assert body["files"] >= 10 and body["passages"] >= body["files"]
     assert [u["file"] for u in body["unreadable"]] == ["program.txt"]
+    assert body["vectors"] == 0  # no embedding model: ranked by words alone
 
 
 def test_a_library_that_is_not_true_or_false_is_one_line(server):
@@ -154,3 +155,28 @@ def test_every_chat_api_answers_from_the_folder_with_its_sources(server):
     assert done["done"] is True and done["sources"][0]["file"] == aurora.file
     r = httpx.post(f"{server.url}/v1/messages", timeout=60, json={**bodies["/v1/messages"], "library": "yes"})
     assert r.status_code == 400 and "'library' must be true or false" in r.json()["error"]["message"]
+
+
+def test_serve_library_with_an_embedding_model_ranks_by_meaning_and_a_bad_one_is_one_line(capsys, tmp_path, vocab,
+                                                                                         tiny_target):
+    from engine.cli.serve import _open_library
+    from engine.models.tiny_bert import write_bert_model
+
+    folder = tmp_path / "briefs"
+    brief_folder(folder, 3)
+    lib = _open_library(str(folder), str(write_bert_model(tmp_path / "bert.gguf", vocab=vocab)))
+    try:
+        assert lib.embedder is not None and lib.held().vectors == lib.held().passages > 0
+        assert lib.search("Who leads project Aurora?")[0].fused
+    finally:
+        lib.close()
+        lib.embedder.close()
+    assert "passages embedded; " in capsys.readouterr().err
+    (tmp_path / "broken.gguf").write_bytes(b"no model here")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    assert cli(["serve", "--target", str(tiny_target), "--port", str(port), "--library", str(folder),
+                "--embed-model", str(tmp_path / "broken.gguf")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("tandem: error: ") and "broken.gguf" in err and "\n" not in err, err

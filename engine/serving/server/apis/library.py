@@ -77,7 +77,7 @@ class FolderAnswers:
         except TandemError as e:
             raise ApiError(500, f"library: {e}", type="server_error") from None
         return {"object": "library", "folder": str(self.library.folder), "files": held.files,
-                "passages": held.passages, "watching": self.library.watch is not None,
+                "passages": held.passages, "vectors": held.vectors, "watching": self.library.watch is not None,
                 "unreadable": [{"file": f, "reason": r} for f, r in held.unreadable]}
 
 
