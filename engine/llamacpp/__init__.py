@@ -4,7 +4,9 @@
 - sequences.py: several sequences in one context (SharedContext), decoded in one batch, each
   rolled back or freed alone: the parallel slots' seam (attention targets only);
 - fim.py: the fill-in-the-middle tokens a vocabulary reports;
-- embedding.py: the embedding context;
+- embedding.py: the embedding context (a generation model mean-pooled, an encoder pooled as it declares);
+- text_embedder.py: an embedding GGUF loaded for the Library's passages and questions (TextEmbedder),
+  and which one the Library uses (library_embedder);
 - vision.py: a target's vision projector (mmproj) through libmtmd: pictures encoded once by
   content hash, read into the target's Context as ImageSpans;
 - grammar_sampler.py: llama.cpp's grammar sampler and its parser's reason, for the sampling wing;
