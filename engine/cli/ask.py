@@ -59,7 +59,6 @@ def register(sub: argparse._SubParsersAction) -> None:
 def cmd_ask(args: argparse.Namespace) -> int:
     from ..decoding.cancel import CancelToken
     from ..library import Library
-    from ..llamacpp.text_embedder import library_embedder
 
     question = _question(args)
     check_runtime_flags(args)
@@ -71,7 +70,7 @@ def cmd_ask(args: argparse.Namespace) -> int:
     try:
         with Library(args.folder) as lib:
             models = resolve_pair(args)  # a model that is not there is said before the folder is read
-            lib.embedder = embedder = library_embedder(args.embed_model, n_threads=args.threads)
+            lib.embedder = embedder = open_embedder(args.embed_model, args.threads)
             report = lib.update(progress=IndexProgress(), cancelled=lambda: cancel.cancelled)
             if report.cancelled:
                 print("tandem: interrupted (what was indexed is kept)", file=sys.stderr)
@@ -101,6 +100,21 @@ def _question(args: argparse.Namespace) -> str:
     if not args.folder.strip():
         raise UsageError("--folder is empty: name the folder of documents to ask")
     return got.text.strip()
+
+
+def open_embedder(choice: str | None, threads: int | None = None) -> Any:
+    """The Library's embedding model: the one --embed-model names (one that cannot be used is an
+    error), or the catalog's when downloaded (one that cannot be used is a warning: by words alone)."""
+    from ..errors import TandemError
+    from ..llamacpp.text_embedder import library_embedder
+
+    try:
+        return library_embedder(choice, n_threads=threads)
+    except TandemError as e:
+        if choice is not None:
+            raise
+        CONSOLE.warn(f"{e}; passages are ranked by their words alone")
+        return None
 
 
 def say_index(report: Any, folder: str) -> None:

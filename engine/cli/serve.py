@@ -159,8 +159,7 @@ def _open_library(folder: str, embed_model: str | None = None) -> Any:
     files named) and watched while the server runs (without watchdog: updated at each question);
     ranked by meaning too with --embed-model, or the catalog's embedding model when downloaded."""
     from ..library import Library
-    from ..llamacpp.text_embedder import library_embedder
-    from .ask import IndexProgress, say_index
+    from .ask import IndexProgress, open_embedder, say_index
 
     if not folder.strip():
         raise TandemError("--library is empty: name the folder of documents to serve")
@@ -172,7 +171,7 @@ def _open_library(folder: str, embed_model: str | None = None) -> Any:
         print(f"tandem: warning: {e}; the folder is checked for changes at each question instead", file=sys.stderr)
         lib = Library(folder)
     try:
-        lib.embedder = library_embedder(embed_model)
+        lib.embedder = open_embedder(embed_model)
         say_index(lib.update(progress=IndexProgress()), folder)
     except BaseException:
         lib.close()

@@ -165,7 +165,10 @@ def test_the_catalogs_embedding_model_on_disk_ranks_by_meaning_too(briefs, capsy
     assert plain["sources"][0]["file"] == kestrel.file and all("cosine" not in s for s in plain["sources"])
 
 
-def test_a_bad_embedding_model_is_one_line_and_an_embedding_model_is_no_target(tmp_path, capsys, tiny_target):
+def test_a_bad_embedding_model_is_one_line_and_an_embedding_model_is_no_target(tmp_path, capsys, monkeypatch,
+                                                                              tiny_target):
+    from engine.models import store
+
     folder = tmp_path / "b"
     brief_folder(folder, 2)
     bad = tmp_path / "embed.gguf"
@@ -174,6 +177,16 @@ def test_a_bad_embedding_model_is_one_line_and_an_embedding_model_is_no_target(t
                 "--embed-model", str(bad)]) == 2
     err = capsys.readouterr().err.strip()
     assert err.count("\n") == 0 and "embed.gguf" in err and "Traceback" not in err, err
+    # the catalog's, damaged on disk, was not asked for: a warning, and the words alone rank
+    real = store.locate_model
+    monkeypatch.setattr(store, "locate_model", lambda spec, **kw: bad if spec.kind == "embedding" else real(spec, **kw))
+    assert cli(["ask", "Who leads project Aurora?", "--folder", str(folder), "--target", str(tiny_target),
+                "--max-tokens", "1", "--json"]) == 0
+    out, err = capsys.readouterr()
+    got = json.loads(out)
+    assert got["library"]["vectors"] == 0 and all("cosine" not in s for s in got["sources"])
+    assert "embed.gguf" in err and "passages are ranked by their words alone" in err, err
+    monkeypatch.undo()
     assert cli(["ask", "Who leads project Aurora?", "--folder", str(folder),
                 "--target", "nomic-embed-text-v1.5-q8_0"]) == 2
     err = capsys.readouterr().err.strip()
