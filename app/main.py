@@ -13,7 +13,7 @@ ASSETS = Path(__file__).resolve().parent.parent / "assets"
 
 def self_test(model: str | None = None) -> int:
     """Load a model, generate greedily alone and with itself as the draft, exit 0 when both
-    give the same tokens (the packaged bundle's check). Without `model` a tiny generated
+    give the same tokens and the optional parts work (the packaged bundle's check). Without `model` a tiny generated
     model is used; it is too small to reach llama.cpp's SIMD kernels, so a check of the
     bundle on another CPU passes a real quantized GGUF."""
     import tempfile
@@ -42,7 +42,19 @@ def self_test(model: str | None = None) -> int:
     kernels = load.status_text() if load and load.dynamic else "CPU kernels: this build's own"
     print(f"self-test: {'ok' if ok else 'FAILED'} ({path.name}: {len(plain.tokens)} tokens, "
           f"acceptance {spec.stats.acceptance_rate:.0%}, {kernels})")
-    return 0 if ok else 1
+    return 0 if ok and _parts_ok() else 1
+
+
+def _parts_ok() -> bool:
+    """The optional parts (documents, pictures, tools, library, server), each made to work once,
+    a line each. A bundle (sys.frozen) must carry them all; from source a part not installed is
+    a note, and only a broken one fails."""
+    from engine.cli.parts import part_checks
+
+    checks = part_checks(required=bool(getattr(sys, "frozen", False)))
+    for c in checks:
+        print(f"  {c.name}: {'ok' if c.ok else 'FAILED'} ({c.detail})")
+    return all(c.ok for c in checks)
 
 
 def _rpc_endpoints(value: str) -> list[str]:
