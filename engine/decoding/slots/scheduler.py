@@ -28,7 +28,7 @@ from ...llamacpp.llama import Model
 from ...llamacpp.runtime import RuntimeParams
 from ...llamacpp.sequences import ParallelUnsupported, Part, SharedContext
 from ..cancel import CancelToken
-from ..decoder import Decoder, EngineClosedError, StepPlan
+from ..decoder import RECURRENT_SNAPSHOTS, Decoder, EngineClosedError, StepPlan
 from ..drafting.cost_model import BatchLoad, CostModel, expected_tokens
 from ..drafting.drafter_api import Drafter
 from ..events import Event, PrefillEvent
@@ -75,27 +75,27 @@ class SlotScheduler:
 
     def __init__(self, target: Model, n_slots: int, *, runtime: RuntimeParams | None = None,
                  drafters: Mapping[str, Callable[[], Drafter | None]] | None = None):
-        drafters = drafters or {"none": lambda: None}
-        self.shared = SharedContext(target, runtime, n_slots)
+        made = self._make_drafters(drafters or {"none": lambda: None}, n_slots)
+        try:
+            # A hybrid target takes each slot's rejected drafts back through its own snapshots.
+            self.shared = SharedContext(target, runtime, n_slots,
+                                        rollback=RECURRENT_SNAPSHOTS if any(d for m in made for d in m.values()) else 0)
+        except BaseException:
+            _close(made)
+            raise
         if self.shared.n_batch < n_slots:
             self.shared.close()
+            _close(made)
             raise TandemError(f"the batch ({self.shared.n_batch} tokens) must hold at least one token per slot ({n_slots})")
         # Shared by the slots, not the engine's: a batched pass's time is not a lone pass's.
         self.cost = CostModel()
         self.slots: list[_Slot] = []
         try:
-            for i in range(n_slots):
-                decoders = {}
-                for name, make in drafters.items():
-                    d = make()
-                    if d is not None and d.kind == "mtp":
-                        d.close()
-                        raise ParallelUnsupported("parallel slots cannot draft with an MTP head (or Gemma 4's "
-                                                  "assistant) yet: it reads the target's own context, not a slot's")
-                    decoders[name] = Decoder(target, d, cost=self.cost, context=self.shared.view(i))
+            for i, mine in enumerate(made):
+                decoders = {name: Decoder(target, d, cost=self.cost, context=self.shared.view(i)) for name, d in mine.items()}
                 self.slots.append(_Slot(i, decoders, next(iter(decoders.values()))))
         except BaseException:
-            self._free_drafters()
+            _close(made)
             self.shared.close()
             raise
         self.target = target
@@ -178,11 +178,26 @@ class SlotScheduler:
         self._free_drafters()
         self.shared.close()
 
+    @staticmethod
+    def _make_drafters(drafters: Mapping[str, Callable[[], Drafter | None]], n_slots: int) -> list[dict[str, Drafter | None]]:
+        """Each slot's drafter of each name (the MTP heads refused: they read the target's own context)."""
+        made: list[dict[str, Drafter | None]] = []
+        try:
+            for _ in range(n_slots):
+                mine: dict[str, Drafter | None] = {}
+                made.append(mine)
+                for name, make in drafters.items():
+                    d = mine[name] = make()
+                    if d is not None and d.kind == "mtp":
+                        raise ParallelUnsupported("parallel slots cannot draft with an MTP head (or Gemma 4's "
+                                                  "assistant) yet: it reads the target's own context, not a slot's")
+        except BaseException:
+            _close(made)
+            raise
+        return made
+
     def _free_drafters(self) -> None:
-        for s in self.slots:
-            for dec in s.decoders.values():
-                if dec.drafter is not None:
-                    dec.drafter.close()
+        _close([{n: dec.drafter for n, dec in s.decoders.items()} for s in self.slots])
 
     # -- the slots' thread ---------------------------------------------------------------
     def _loop(self) -> None:
@@ -376,6 +391,13 @@ class SlotScheduler:
         if slot.run is not None:
             slot.run.verifier.close()  # type: ignore[attr-defined]
         slot.job = slot.run = slot.todo = None
+
+
+def _close(made: list[dict[str, Drafter | None]]) -> None:
+    for mine in made:
+        for d in mine.values():
+            if d is not None:
+                d.close()
 
 
 def _expected(slot: _Slot, plan: StepPlan) -> float:

@@ -1,0 +1,97 @@
+"""Parallel slots on hybrid targets (tiny Qwen3.5 and LFM2: a recurrent state beside attention):
+each request's greedy output is its output alone with 1 to 8 slots, its rejected drafts taken
+back in its own sequence by llama.cpp's snapshots or, past them, its own checkpoint; the MTP
+head is still refused in one line."""
+
+from __future__ import annotations
+
+import pytest
+
+from engine import Engine
+from engine.decoding.drafting.drafter_api import Drafter, Proposal
+from engine.decoding.request import GenerationRequest
+from engine.decoding.slots.scheduler import SlotScheduler
+from engine.llamacpp.recurrent import Rollback
+from engine.llamacpp.runtime import RuntimeParams
+from engine.llamacpp.sequences import ParallelUnsupported
+
+from test_scheduler import PROMPTS, _alone, _check_same, _together
+
+# k per request: 12 and 16 reach past the 8 snapshots a slot keeps (its checkpoint takes them back)
+KS = [3, 12, 2, 9, 5, 1, 8, 16]
+
+
+@pytest.fixture(scope="module", params=["qwen35", "lfm2"])
+def hybrid(request, tiny_hybrid, tiny_lfm2):
+    e = Engine(tiny_hybrid if request.param == "qwen35" else tiny_lfm2, n_ctx=512, n_threads=1,
+               metrics_log=False, calibration=False)
+    yield e
+    e.close()
+
+
+def _requests(eng: Engine) -> list[GenerationRequest]:
+    return [GenerationRequest(eng.tokens_for(p), lookahead=KS[i], max_tokens=30 + 5 * i) for i, p in enumerate(PROMPTS)]
+
+
+class _Oracle(Drafter):
+    """Knows each request's greedy answer and proposes k tokens of it, the first 0, 1, ... k of
+    them right in turn and the rest wrong: every length of rejected tail gets taken back."""
+
+    kind = "oracle"
+
+    def __init__(self, answers: list[tuple[list[int], list[int]]]):
+        self.answers, self.turn = answers, 0
+
+    def propose(self, context, k, sampler, rules=None):
+        prompt, answer = next((p, a) for p, a in self.answers if list(context[: len(p)]) == p)
+        right, self.turn = self.turn % (k + 1), self.turn + 1
+        at = len(context) - len(prompt)
+        toks = answer[at:at + right] + [(t + 1) % 300 + 3 for t in answer[at + right:at + k]]
+        return Proposal(toks, [None] * len(toks))
+
+
+def _run(eng: Engine, n_slots: int, make, requests) -> list[list]:
+    sched = SlotScheduler(eng.target, n_slots, runtime=RuntimeParams(n_ctx=512 * n_slots, n_batch=64, n_threads=1),
+                          drafters={"d": make})
+    try:
+        return _together(sched, requests)
+    finally:
+        sched.close()
+
+
+@pytest.mark.parametrize("n_slots", [1, 2, 4, 8])
+def test_rejected_drafts_of_every_length_are_taken_back_per_slot(hybrid, n_slots, monkeypatch):
+    requests = _requests(hybrid)
+    alone = _alone(hybrid, requests, None)
+    answers = [(r.prompt, a.tokens) for r, a in zip(requests, alone)]
+    marked: set[int] = set()
+    mark = Rollback.mark
+    monkeypatch.setattr(Rollback, "mark", lambda self, held: (marked.add(self.seq), mark(self, held))[1])
+    events = _run(hybrid, n_slots, lambda: _Oracle(answers), requests)
+    _check_same(hybrid, requests, alone, events, f"{hybrid.target.architecture}, {n_slots} slots, oracle")
+    drafted, accepted = sum(e[-1].stats.drafted for e in events), sum(e[-1].stats.accepted for e in events)
+    assert 0 < accepted < drafted
+    assert marked and marked <= set(range(n_slots))  # checkpoints of the slots' own sequences (k past the snapshots)
+
+
+@pytest.mark.parametrize("n_slots", [2, 4])
+@pytest.mark.parametrize("draft", ["lookup", "model"])
+def test_lookup_and_a_hybrid_draft_model_in_slots_write_each_answer_alone(hybrid, tiny_hybrid_draft, tiny_lfm2_draft,
+                                                                         draft, n_slots):
+    spec = "lookup" if draft == "lookup" else str(tiny_hybrid_draft if hybrid.target.architecture == "qwen35"
+                                                  else tiny_lfm2_draft)
+    requests = _requests(hybrid)[:6]
+    alone = _alone(hybrid, requests, None)
+    events = _run(hybrid, n_slots, lambda: hybrid.slot_drafter(spec), requests)
+    _check_same(hybrid, requests, alone, events, f"{hybrid.target.architecture}, {n_slots} slots, {draft}")
+    assert sum(e[-1].stats.drafted for e in events) > sum(e[-1].stats.accepted for e in events)
+
+
+def test_the_targets_mtp_head_is_refused_in_the_slots_in_one_line(tiny_hybrid):
+    """The MTP head reads the target's own single-sequence context, not a slot's sequence."""
+    e = Engine(tiny_hybrid, n_ctx=256, n_threads=1, metrics_log=False, calibration=False)
+    try:
+        with pytest.raises(ParallelUnsupported, match="cannot draft with an MTP head"):
+            SlotScheduler(e.target, 2, runtime=RuntimeParams(n_ctx=512), drafters={"mtp": lambda: e.slot_drafter("mtp")})
+    finally:
+        e.close()
