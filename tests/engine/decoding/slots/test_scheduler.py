@@ -248,9 +248,8 @@ def test_a_draft_model_drafts_in_every_slot_and_each_answer_is_its_answer_alone(
 
 
 def test_an_mtp_head_is_refused_in_the_slots_in_one_line(eng):
-    """An MTP head (or Gemma 4's assistant, also kind "mtp") reads the target's own context; the
-    targets with one are hybrids, which the shared context refuses first, so the guard is met
-    here with a stand-in of that kind."""
+    """An MTP head (or Gemma 4's assistant, also kind "mtp") reads the target's own context: a
+    stand-in of that kind on an attention target (the real head on a hybrid: test_hybrid_slots)."""
     closed = []
 
     class Head(PromptLookupDrafter):
