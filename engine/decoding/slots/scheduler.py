@@ -7,6 +7,12 @@ with its own `Verifier` and rolls back its own rejected tail, `settle` emits) ar
 shared pass, so the exact acceptance rule, the events and the stats are the decoder's own.
 Requests beyond N wait; a cancelled request ends at the next step and frees its slot.
 
+Hybrid targets (Qwen3.5, LFM2) run too: each slot's sequence takes its rejected drafts back by its
+own snapshots or checkpoint (`SharedContext`), and a slot that verifies drafts has its rows
+decoded in a `llama_decode` of their own after the shared one, so on a hybrid the drafting slots'
+verify passes are not batched together (a slot reused by the next request keeps its state only
+when it holds a start of the new prompt whole).
+
 A prompt's pictures (`ImageSpan`s from the target's projector, as `Decoder.run` takes them) are
 read where their spans start, each in a decode of its own for its slot's sequence just before
 the shared pass (a llama_batch carries embeddings or token ids, not both); a prompt chunk stops
@@ -69,7 +75,8 @@ class SlotScheduler:
     (called once per slot and name; None: no draft): a free drafter (prompt lookup, suffix) or a
     draft model's, each slot's with a context of its own on the draft model loaded once (its
     drafts are made slot by slot, not yet batched across slots; Auto prices them so). Not the
-    target's MTP head or Gemma 4's assistant: they read the target's own single-sequence context.
+    target's MTP head or Gemma 4's assistant: they read the target's own single-sequence context
+    (its hidden states, through `llama_cpp_ext`), refused in one line.
     `stream` may be called from any thread; the slots run on one thread of the scheduler's own.
     """
 
