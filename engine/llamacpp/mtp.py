@@ -132,7 +132,11 @@ class MtpContext(Closing):
         self._ctx = model.init_context(params)
         if not self._ctx:
             raise ModelLoadError(f"{model.path}: could not create the MTP context ({recent_log_errors() or 'out of memory?'})")
-        self._ext.llama_set_embeddings_nextn(self._ctx, True, True)  # its own hidden state, output rows only
+        # Its own hidden state of every row: "masked" (output rows only) would hand back the first
+        # row of the batch, not the output one, as the head's graph takes its hidden states before
+        # it picks the output rows; a catch-up batch's last row is the one `extend` chains from.
+        self._ext.llama_set_embeddings_nextn(self._ctx, True, False)
+        self._last_rows = 0  # rows of the last decode: its last holds the hidden state `extend` pairs
         self.n_batch = int(llama_cpp.llama_n_batch(self._ctx))
         self._mem = llama_cpp.llama_get_memory(self._ctx)
         self._batch = llama_cpp.llama_batch_init(self.n_batch, self.n_embd, 1)
@@ -165,7 +169,7 @@ class MtpContext(Closing):
     def extend(self, token: int) -> np.ndarray:
         """Append a drafted token, paired with the head's own last hidden state; its logits row.
         (An assistant reading the target's cache drafts every token at the same position.)"""
-        ptr = self._ext.llama_get_embeddings_nextn_ith(self._ctx, -1)  # the last output row
+        ptr = self._ext.llama_get_embeddings_nextn_ith(self._ctx, self._last_rows - 1)  # the last row read
         if not ptr:
             raise DecodeError("llama.cpp returned no hidden state from the MTP head")
         h = np.ctypeslib.as_array(ptr, shape=(self.n_embd,)).copy()
@@ -189,6 +193,7 @@ class MtpContext(Closing):
             raise DecodeError(f"the MTP head's decode failed with code {rc}")
         if not self.shared:
             self.tokens.extend(int(t) for t in tokens)
+        self._last_rows = n
         if keep:
             return np.empty(0, dtype=np.float32)
         ptr = llama_cpp.llama_get_logits_ith(self._ctx, -1)
