@@ -55,7 +55,9 @@ def mtp_refusal(target: Any) -> str | None:
 
 class HiddenStates:
     """The target context's hidden state per position, recorded after each of its decodes
-    (llama.cpp keeps only the last batch's), so the MTP head can catch up later."""
+    (llama.cpp keeps only the last batch's), so the MTP head can catch up later. `target` may be
+    one sequence of a shared context (a `SequenceView`): its rows are read where they stood in
+    the pass (llama.cpp hands every row back in the batch's order)."""
 
     def __init__(self, target: Context):
         self._ext = _ext()
@@ -65,7 +67,8 @@ class HiddenStates:
         self.rows = np.zeros((max(16, min(target.n_ctx, 1024)), self.n_embd), dtype=np.float32)
         target.after_decode = self.record
 
-    def record(self, start: int, n: int) -> None:
+    def record(self, start: int, n: int, row: int = 0) -> None:
+        """Keep the hidden states of positions start.. start+n, rows row.. of the last decode."""
         ptr = self._ext.llama_get_embeddings_nextn(self._target._ctx)
         if not ptr:
             raise DecodeError("llama.cpp returned no hidden states for the MTP head")
@@ -73,7 +76,7 @@ class HiddenStates:
             grown = np.zeros((min(self._target.n_ctx, max(2 * len(self.rows), start + n)), self.n_embd), np.float32)
             grown[: len(self.rows)] = self.rows
             self.rows = grown
-        self.rows[start:start + n] = np.ctypeslib.as_array(ptr, shape=(n, self.n_embd))
+        self.rows[start:start + n] = np.ctypeslib.as_array(ptr, shape=(row + n, self.n_embd))[row:]
 
     def before(self, p: int) -> np.ndarray:
         """h_{p-1}: the hidden state the MTP head pairs with the token at position p."""

@@ -16,13 +16,17 @@ one: its snapshots are then the last thing written to its cell. The rest still s
 Pictures: a llama_batch carries token ids or embeddings, not both, so a sequence's picture is
 read in a decode of its own (`read_image`, between the shared ones), on its sequence id. Each
 sequence keeps its pictures and their position shift (M-RoPE) by `Context`'s rules.
+
+A target's own MTP head drafts per sequence: a `SequenceView` is what the head binds to (its own
+MTP context per slot), and each sequence's `after_decode` hands it that sequence's hidden states,
+found at the rows the sequence took in each pass (llama.cpp returns every row in batch order).
 """
 
 from __future__ import annotations
 
 import ctypes
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
@@ -106,6 +110,9 @@ class SharedContext(Closing):
         self._rollbacks = [Rollback(self._ctx, self._mem, i, self.rollback_depth) for i in range(n_seq)] \
             if self.recurrent else None
         self._alone: set[int] = set()  # sequences whose next rows are decoded alone (guarded)
+        # Per sequence, called with (first index, count, row in the pass) after each decode of it
+        # (a slot's MTP head records the target's hidden states of its own rows).
+        self.after_decode: list[Callable[[int, int, int], None] | None] = [None] * n_seq
 
     def position(self, seq: int, index: int) -> int:
         """The position of `tokens[seq][index]` (a picture's cells: its first)."""
@@ -167,10 +174,15 @@ class SharedContext(Closing):
             if rc == 1:
                 raise DecodeError(f"no KV slot for {n} tokens (context {self.n_ctx})")
             raise DecodeError(f"llama_decode failed with code {rc}")
+        row = 0
         for p in parts:
+            start = len(self.tokens[p.seq])
             self.tokens[p.seq].extend(map(int, p.tokens))
             if self._rollbacks is not None:
                 self._rollbacks[p.seq].decoded(len(p.tokens))
+            if (record := self.after_decode[p.seq]) is not None:
+                record(start, len(p.tokens), row)
+            row += len(p.tokens)
         total = sum(wanted)
         out: list[np.ndarray] = []
         if total:
@@ -191,7 +203,9 @@ class SharedContext(Closing):
             raise DecodeError(f"a picture placed at {span.start} cannot be read at {have} (sequence {seq})")
         if have + span.n_tokens > self.n_ctx_seq:
             raise DecodeError(f"context full: sequence {seq} holds {have} + {span.n_tokens} image tokens > {self.n_ctx_seq}")
-        rc = span.decode(self._ctx, have - self._shift[seq], self.n_batch, None, seq)
+        record = self.after_decode[seq]
+        rc = span.decode(self._ctx, have - self._shift[seq], self.n_batch,
+                         None if record is None else (lambda offset, n: record(have + offset, n, 0)), seq)
         if rc != 0:
             self._forget_past(seq)
             raise DecodeError(f"reading the picture failed with code {rc} ({recent_log_errors() or 'no detail'})")
@@ -266,6 +280,21 @@ class SequenceView:
         self.n_vocab = shared.n_vocab
         self.recurrent = shared.recurrent
         self.rollback_depth = shared.rollback_depth
+        self.n_threads = shared.n_threads
+
+    @property
+    def _ctx(self) -> Any:
+        """The shared llama.cpp context (what an MTP head links to and reads hidden states from)."""
+        return self.shared._ctx
+
+    @property
+    def after_decode(self) -> Callable[[int, int, int], None] | None:
+        """Called with (first index, count, row in the pass) after each decode of this sequence."""
+        return self.shared.after_decode[self.seq]
+
+    @after_decode.setter
+    def after_decode(self, record: Callable[[int, int, int], None] | None) -> None:
+        self.shared.after_decode[self.seq] = record
 
     @property
     def tokens(self) -> list[int]:
@@ -322,6 +351,9 @@ class SequenceView:
     def decode(self, tokens: Sequence[int], *, logits: str = "last", abortable: bool = False) -> np.ndarray:
         """This sequence alone in a decode (the shared batch is the scheduler's)."""
         return self.shared.decode([Part(self.seq, tokens, logits)])[0]
+
+    def close(self) -> None:
+        """Nothing of its own to free: the shared context is the scheduler's to close."""
 
     def abort(self) -> None:
         """A cancel never aborts a shared decode (it carries the other slots' rows too): the

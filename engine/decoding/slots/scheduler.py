@@ -74,9 +74,9 @@ class SlotScheduler:
     `drafters` names the drafts a request may ask for, each with what makes a slot's drafter
     (called once per slot and name; None: no draft): a free drafter (prompt lookup, suffix) or a
     draft model's, each slot's with a context of its own on the draft model loaded once (its
-    drafts are made slot by slot, not yet batched across slots; Auto prices them so). Not the
-    target's MTP head or Gemma 4's assistant: they read the target's own single-sequence context
-    (its hidden states, through `llama_cpp_ext`), refused in one line.
+    drafts are made slot by slot, not yet batched across slots; Auto prices them so), or the
+    target's MTP head, each slot's an MTP context of its own fed its sequence's hidden states.
+    Not Gemma 4's assistant: it reads the target's KV cache as one sequence (refused in one line).
     `stream` may be called from any thread; the slots run on one thread of the scheduler's own.
     """
 
@@ -187,7 +187,8 @@ class SlotScheduler:
 
     @staticmethod
     def _make_drafters(drafters: Mapping[str, Callable[[], Drafter | None]], n_slots: int) -> list[dict[str, Drafter | None]]:
-        """Each slot's drafter of each name (the MTP heads refused: they read the target's own context)."""
+        """Each slot's drafter of each name (Gemma 4's assistant refused: it reads the target's KV
+        cache as one sequence; the target's own MTP head reads its slot's hidden states)."""
         made: list[dict[str, Drafter | None]] = []
         try:
             for _ in range(n_slots):
@@ -195,9 +196,9 @@ class SlotScheduler:
                 made.append(mine)
                 for name, make in drafters.items():
                     d = mine[name] = make()
-                    if d is not None and d.kind == "mtp":
-                        raise ParallelUnsupported("parallel slots cannot draft with an MTP head (or Gemma 4's "
-                                                  "assistant) yet: it reads the target's own context, not a slot's")
+                    if d is not None and d.kind == "mtp" and d.model is not None:
+                        raise ParallelUnsupported("parallel slots cannot draft with Gemma 4's assistant yet: it "
+                                                  "reads the target's KV cache as one sequence, not a slot's")
         except BaseException:
             _close(made)
             raise

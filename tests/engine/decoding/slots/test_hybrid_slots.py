@@ -1,7 +1,7 @@
 """Parallel slots on hybrid targets (tiny Qwen3.5 and LFM2: a recurrent state beside attention):
 each request's greedy output is its output alone with 1 to 8 slots, its rejected drafts taken
-back in its own sequence by llama.cpp's snapshots or, past them, its own checkpoint; the MTP
-head is still refused in one line."""
+back in its own sequence by llama.cpp's snapshots or, past them, its own checkpoint; the
+target's MTP head drafts in each slot what it drafts alone; Gemma 4's assistant is refused."""
 
 from __future__ import annotations
 
@@ -87,11 +87,48 @@ def test_lookup_and_a_hybrid_draft_model_in_slots_write_each_answer_alone(hybrid
     assert sum(e[-1].stats.drafted for e in events) > sum(e[-1].stats.accepted for e in events)
 
 
-def test_the_targets_mtp_head_is_refused_in_the_slots_in_one_line(tiny_hybrid):
-    """The MTP head reads the target's own single-sequence context, not a slot's sequence."""
-    e = Engine(tiny_hybrid, n_ctx=256, n_threads=1, metrics_log=False, calibration=False)
+@pytest.mark.parametrize("n_slots", [1, 2, 4, 8])
+def test_the_targets_mtp_head_drafts_in_each_slot_what_it_drafts_alone(tiny_hybrid, n_slots, monkeypatch):
+    """Each slot's MTP head has a context of its own and reads its own sequence's hidden states,
+    found where its rows stood in each shared pass: every proposal in the slots is the one the
+    head makes alone at the same context (sent at once, so prompts share passes; without the
+    rows' place in the pass, dozens differ), and each answer is its answer alone."""
+    from engine.decoding.drafting.mtp_drafter import MTPDrafter
+
+    e = Engine(tiny_hybrid, n_ctx=512, n_threads=1, metrics_log=False, calibration=False)
+    proposals: dict[str, set] = {"alone": set(), "slots": set()}
+    into = ["alone"]
+    propose = MTPDrafter.propose
+
+    def recorded(self, context, k, sampler, rules=None):
+        out = propose(self, context, k, sampler, rules) if rules is not None else propose(self, context, k, sampler)
+        proposals[into[0]].add((tuple(context), tuple(out.tokens)))
+        return out
+
+    monkeypatch.setattr(MTPDrafter, "propose", recorded)
     try:
-        with pytest.raises(ParallelUnsupported, match="cannot draft with an MTP head"):
-            SlotScheduler(e.target, 2, runtime=RuntimeParams(n_ctx=512), drafters={"mtp": lambda: e.slot_drafter("mtp")})
+        requests = _requests(e)[:7]
+        alone = _alone(e, requests, "mtp")
+        into[0] = "slots"
+        sched = SlotScheduler(e.target, n_slots, runtime=RuntimeParams(n_ctx=512 * n_slots, n_batch=64, n_threads=1),
+                              drafters={"mtp": lambda: e.slot_drafter("mtp")})
+        try:
+            events = _together(sched, requests, 0.0)
+        finally:
+            sched.close()
+        _check_same(e, requests, alone, events, f"{n_slots} slots, mtp")
+        assert all(ev[-1].stats.drafted == a.stats.drafted for ev, a in zip(events, alone))
+        assert len(proposals["alone"]) > 100 and proposals["slots"] == proposals["alone"]
+    finally:
+        e.close()
+
+
+def test_gemma4s_assistant_is_refused_in_the_slots_in_one_line(tiny_gemma4, tiny_gemma4_assistant):
+    """The assistant reads the target's KV cache as one sequence, not a slot's."""
+    e = Engine(tiny_gemma4, n_ctx=256, n_threads=1, metrics_log=False, calibration=False)
+    try:
+        with pytest.raises(ParallelUnsupported, match="cannot draft with Gemma 4's assistant"):
+            SlotScheduler(e.target, 2, runtime=RuntimeParams(n_ctx=512),
+                          drafters={"model": lambda: e.slot_drafter(str(tiny_gemma4_assistant))})
     finally:
         e.close()
