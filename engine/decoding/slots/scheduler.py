@@ -231,12 +231,18 @@ class SlotScheduler:
 
     def _free_slots(self) -> list[_Slot]:
         """Free slots, the one holding the longest start of the next waiting prompt first
-        (its sequence keeps that prefix: the prompt is read from where they part)."""
+        (its sequence keeps that prefix: the prompt is read from where they part; on a hybrid
+        only a sequence that is a start of the prompt whole keeps anything)."""
         free = [s for s in self.slots if s.job is None]
         if self._waiting and len(free) > 1:  # pictures compared by content (their cells keyed)
             head = keyed(self._waiting[0].prompt, self._waiting[0].images)
             shared = self.shared
-            free.sort(key=lambda s: -common_prefix(keyed(shared.tokens[s.index], shared.images[s.index]), head))
+
+            def kept(s: _Slot) -> int:
+                held = keyed(shared.tokens[s.index], shared.images[s.index])
+                n = min(common_prefix(held, head), len(head) - 1)  # the last token is read, as reuse_prefix leaves it
+                return 0 if shared.recurrent and n < len(held) else n
+            free.sort(key=lambda s: -kept(s))
         return free
 
     def _admit(self, slot: _Slot, job: _Job) -> None:

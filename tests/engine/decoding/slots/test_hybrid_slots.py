@@ -87,6 +87,31 @@ def test_lookup_and_a_hybrid_draft_model_in_slots_write_each_answer_alone(hybrid
     assert sum(e[-1].stats.drafted for e in events) > sum(e[-1].stats.accepted for e in events)
 
 
+def test_a_hybrid_slot_keeps_its_state_for_the_conversation_going_on_and_only_for_it(hybrid):
+    """A slot's recurrent state cannot be cut back: the next request keeps it when the slot holds
+    a start of its prompt whole (the conversation going on: the slot holding it is chosen), and
+    reads its prompt from the start otherwise; each answer is its answer alone."""
+    from engine.decoding.events import PrefillEvent
+
+    first = _requests(hybrid)[0]
+    sched = SlotScheduler(hybrid.target, 2, runtime=RuntimeParams(n_ctx=1024, n_batch=64, n_threads=1),
+                          drafters={"lookup": lambda: hybrid.slot_drafter("lookup")})
+    try:
+        done = list(sched.stream(first.prompt, first))[-1]
+        more = first.prompt + done.tokens + hybrid.target.tokenize(" and the value of", add_special=False)
+        other = _requests(hybrid)[2]
+        asks = [GenerationRequest(more, lookahead=3, max_tokens=20), other]
+        held = [list(t) for t in sched.shared.tokens]
+        got = [list(sched.stream(r.prompt, r)) for r in asks]
+    finally:
+        sched.close()
+    holder = next(t for t in held if t)
+    assert more[:len(holder)] == holder
+    cached = [next(e for e in evs if isinstance(e, PrefillEvent)).cached for evs in got]
+    assert cached == [len(holder), 0]
+    _check_same(hybrid, asks, _alone(hybrid, asks, None), got, f"{hybrid.target.architecture}, reused slots")
+
+
 @pytest.mark.parametrize("n_slots", [1, 2, 4, 8])
 def test_the_targets_mtp_head_drafts_in_each_slot_what_it_drafts_alone(tiny_hybrid, n_slots, monkeypatch):
     """Each slot's MTP head has a context of its own and reads its own sequence's hidden states,
