@@ -69,10 +69,11 @@ class SharedContext(Closing):
         threads = rt.n_threads or default_threads()
         params = llama_cpp.llama_context_default_params()
         params.n_ctx = rt.n_ctx
-        params.n_batch = params.n_ubatch = max(rt.n_batch, rollback + 2)  # as Context's
+        params.n_batch = params.n_ubatch = rt.n_batch
         params.n_seq_max = n_seq
         if model.recurrent_state:
             params.n_rs_seq = rollback
+            params.n_batch = params.n_ubatch = max(rt.n_batch, rollback + 2)  # as Context's
         # A stream per sequence, not one unified buffer: each sequence's cells stay in position
         # order as a lone context's do, so its attention sums in the same order. (Unified, a
         # sequence written after another was cleared took the freed cells before its own earlier
