@@ -2,7 +2,9 @@
 
 - llama.py: the model and its decode context (Model, Context), llama.cpp's log routing;
 - sequences.py: several sequences in one context (SharedContext), decoded in one batch, each
-  rolled back or freed alone: the parallel slots' seam (attention targets only);
+  rolled back or freed alone: the parallel slots' seam (hybrid targets and MTP heads too);
+- recurrent.py: the one way a hybrid's sequence is rolled back (Rollback: snapshots, checkpoint,
+  re-read), for Context and each SharedContext sequence;
 - fim.py: the fill-in-the-middle tokens a vocabulary reports;
 - embedding.py: the embedding context (a generation model mean-pooled, an encoder pooled as it declares);
 - text_embedder.py: an embedding GGUF loaded for the Library's passages and questions (TextEmbedder),

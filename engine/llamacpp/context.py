@@ -15,6 +15,7 @@ import numpy as np
 from ..errors import Cancelled, DecodeError, ModelLoadError
 from .llama import Closing, Model, default_threads, free_context, log_tail, recent_log_errors
 from .build import build_id
+from .recurrent import Rollback
 from .runtime import RuntimeParams
 from ..models.calibration import content_id
 
@@ -28,10 +29,10 @@ class Context(Closing):
     compute common prefixes and roll back by truncating.
 
     A hybrid or recurrent model (Qwen3.5, LFM2, Nemotron-H, Mamba) keeps a state that a
-    plain truncation cannot rewind. `truncate` still works on it, exactly, three ways, the
-    cheapest first: llama.cpp's per-token snapshots of the last decode (`rollback` of them,
-    where the architecture supports it), else the checkpoint `guard` saved before that
-    decode, else reading the kept tokens again from the start.
+    plain truncation cannot rewind. `truncate` still works on it, exactly, through its
+    `Rollback` (recurrent.py): llama.cpp's per-token snapshots of the last decode (`rollback`
+    of them, where the architecture supports it), else the checkpoint `guard` saved before
+    that decode, else reading the kept tokens again from the start.
 
     Pictures (`ImageSpan`s of engine/llamacpp/vision.py) are read by `feed` where their spans
     say; in `tokens` each is a run of placeholder ids, one per KV cell. A picture may take
@@ -51,7 +52,9 @@ class Context(Closing):
         take back at once (llama.cpp's `n_rs_seq`; it keeps that many state snapshots)."""
         model._require_open()
         rt = runtime or RuntimeParams()
-        n_ctx, n_batch = rt.n_ctx, max(rt.n_batch, rollback + 1)
+        # llama.cpp keeps a sequence's last rollback + 1 tokens in one ubatch, and asserts the
+        # ubatch holds more than that
+        n_ctx, n_batch = rt.n_ctx, max(rt.n_batch, rollback + 2)
         self.model = model
         threads = rt.n_threads or default_threads()
         params = llama_cpp.llama_context_default_params()
@@ -102,9 +105,7 @@ class Context(Closing):
         self.recurrent = model.recurrent_state
         # Snapshots llama.cpp really keeps (it gives 0 to an architecture it cannot roll back).
         self.rollback_depth: int = int(llama_cpp.llama_n_rs_seq(self._ctx)) if self.recurrent else 0
-        self._last_batch = 0  # tokens of the last decode: the snapshots cover only those
-        self._rolled = False  # a snapshot roll-back is single-use until the next decode
-        self._checkpoint: tuple[int, ctypes.Array] | None = None  # (n_past, recurrent state)
+        self._rollback = Rollback(self._ctx, self._mem, 0, self.rollback_depth) if self.recurrent else None
         # Called with (first position, count) after each decode (the MTP head records hidden states).
         self.after_decode: Callable[[int, int], None] | None = None
 
@@ -159,7 +160,8 @@ class Context(Closing):
                 raise DecodeError(f"no KV slot for {n} tokens at position {start} (context {self.n_ctx})")
             raise DecodeError(f"llama_decode failed with code {rc}")
         self.tokens.extend(map(int, tokens))
-        self._last_batch, self._rolled = n, False
+        if self._rollback is not None:
+            self._rollback.decoded(n)
         if self.after_decode is not None:
             self.after_decode(start, n)
         if n_out == 0:
@@ -249,7 +251,8 @@ class Context(Closing):
         self.tokens.extend([span.image.projector.placeholder] * span.n_tokens)
         self.images.append(span)
         self._shift += span.shift
-        self._last_batch, self._rolled = 0, False  # no snapshot reaches into a picture
+        if self._rollback is not None:
+            self._rollback.decoded(0)  # no snapshot reaches into a picture
 
     def abort(self) -> None:
         """Ask an `abortable` decode running in another thread to stop."""
@@ -261,22 +264,12 @@ class Context(Closing):
         if n >= self.n_past:
             return
         n = picture_cut(self.images, n)
-        if not self.recurrent:
-            if not llama_cpp.llama_memory_seq_rm(self._mem, 0, self.position(n), -1):
-                raise DecodeError("this model's memory cannot be partially rolled back")
-            self._cut(n)
+        if self._rollback is not None:
+            self._rollback.truncate(self, n)
             return
-        if self._checkpoint is not None and n < self._checkpoint[0]:
-            self._checkpoint = None  # the positions it was saved after are being rewritten
-        back = self.n_past - n
-        # llama.cpp's snapshot slots hold the states after each of the last decode's tokens
-        # but its first: going back further would read a slot this decode never wrote.
-        if (not self._rolled and back <= min(self.rollback_depth, self._last_batch - 1)
-                and llama_cpp.llama_memory_seq_rm(self._mem, 0, self.position(n), -1)):
-            self._cut(n)
-            self._rolled = True
-            return
-        self._rewind(n)
+        if not llama_cpp.llama_memory_seq_rm(self._mem, 0, self.position(n), -1):
+            raise DecodeError("this model's memory cannot be partially rolled back")
+        self._cut(n)
 
     def _cut(self, n: int) -> None:
         """Forget the tokens (and pictures) from index n on, once the cache has."""
@@ -288,34 +281,13 @@ class Context(Closing):
     def guard(self, batch: int, back: int) -> None:
         """Before a decode of `batch` tokens that may be taken back by up to `back`: on a
         recurrent model whose snapshots will not reach that far, save a checkpoint here."""
-        if self.recurrent and back > min(self.rollback_depth, batch - 1):
-            self.mark()
+        if self._rollback is not None:
+            self._rollback.guard(self.n_past, batch, back)
 
     def mark(self) -> None:
         """Save the recurrent state at the current position (`truncate` restores it)."""
-        if not self.recurrent:
-            return
-        flags = llama_cpp.LLAMA_STATE_SEQ_FLAGS_PARTIAL_ONLY
-        size = int(llama_cpp.llama_state_seq_get_size_ext(self._ctx, 0, flags))
-        old = self._checkpoint
-        buf = old[1] if old is not None and len(old[1]) == size else (ctypes.c_uint8 * size)()
-        got = int(llama_cpp.llama_state_seq_get_data_ext(self._ctx, buf, size, 0, flags))
-        self._checkpoint = (self.n_past, buf) if got == size else None
-
-    def _rewind(self, n: int) -> None:
-        """Back to position n through the checkpoint (or the start), reading the kept tokens again."""
-        kept = self.tokens[:n]
-        images = [s for s in self.images if s.end <= n]
-        cp = self._checkpoint
-        if cp is not None and cp[0] <= n:
-            flags = llama_cpp.LLAMA_STATE_SEQ_FLAGS_PARTIAL_ONLY
-            restored = int(llama_cpp.llama_state_seq_set_data_ext(self._ctx, cp[1], len(cp[1]), 0, flags)) > 0
-            if restored and llama_cpp.llama_memory_seq_rm(self._mem, 0, self.position(cp[0]), -1):
-                self._cut(cp[0])
-                self._replay(kept[cp[0]:], images)
-                return
-        self.clear()
-        self._replay(kept, images)
+        if self._rollback is not None:
+            self._rollback.mark(self.n_past)
 
     def _replay(self, tokens: Sequence[int], images: Sequence[Any] = ()) -> None:
         for _ in self.feed(list(tokens), images=images):
@@ -360,8 +332,8 @@ class Context(Closing):
         llama_cpp.llama_memory_clear(self._mem, True)
         self.tokens.clear()
         self.images, self._shift = [], 0
-        self._checkpoint = None
-        self._last_batch = 0
+        if self._rollback is not None:
+            self._rollback.forget()
 
     def close(self) -> None:
         if getattr(self, "_ctx", None):

@@ -55,7 +55,9 @@ def mtp_refusal(target: Any) -> str | None:
 
 class HiddenStates:
     """The target context's hidden state per position, recorded after each of its decodes
-    (llama.cpp keeps only the last batch's), so the MTP head can catch up later."""
+    (llama.cpp keeps only the last batch's), so the MTP head can catch up later. `target` may be
+    one sequence of a shared context (a `SequenceView`): its rows are read where they stood in
+    the pass (llama.cpp hands every row back in the batch's order)."""
 
     def __init__(self, target: Context):
         self._ext = _ext()
@@ -65,7 +67,8 @@ class HiddenStates:
         self.rows = np.zeros((max(16, min(target.n_ctx, 1024)), self.n_embd), dtype=np.float32)
         target.after_decode = self.record
 
-    def record(self, start: int, n: int) -> None:
+    def record(self, start: int, n: int, row: int = 0) -> None:
+        """Keep the hidden states of positions start.. start+n, rows row.. of the last decode."""
         ptr = self._ext.llama_get_embeddings_nextn(self._target._ctx)
         if not ptr:
             raise DecodeError("llama.cpp returned no hidden states for the MTP head")
@@ -73,7 +76,7 @@ class HiddenStates:
             grown = np.zeros((min(self._target.n_ctx, max(2 * len(self.rows), start + n)), self.n_embd), np.float32)
             grown[: len(self.rows)] = self.rows
             self.rows = grown
-        self.rows[start:start + n] = np.ctypeslib.as_array(ptr, shape=(n, self.n_embd))
+        self.rows[start:start + n] = np.ctypeslib.as_array(ptr, shape=(row + n, self.n_embd))[row:]
 
     def before(self, p: int) -> np.ndarray:
         """h_{p-1}: the hidden state the MTP head pairs with the token at position p."""
@@ -132,7 +135,11 @@ class MtpContext(Closing):
         self._ctx = model.init_context(params)
         if not self._ctx:
             raise ModelLoadError(f"{model.path}: could not create the MTP context ({recent_log_errors() or 'out of memory?'})")
-        self._ext.llama_set_embeddings_nextn(self._ctx, True, True)  # its own hidden state, output rows only
+        # Its own hidden state of every row: "masked" (output rows only) would hand back the first
+        # row of the batch, not the output one, as the head's graph takes its hidden states before
+        # it picks the output rows; a catch-up batch's last row is the one `extend` chains from.
+        self._ext.llama_set_embeddings_nextn(self._ctx, True, False)
+        self._last_rows = 0  # rows of the last decode: its last holds the hidden state `extend` pairs
         self.n_batch = int(llama_cpp.llama_n_batch(self._ctx))
         self._mem = llama_cpp.llama_get_memory(self._ctx)
         self._batch = llama_cpp.llama_batch_init(self.n_batch, self.n_embd, 1)
@@ -165,7 +172,7 @@ class MtpContext(Closing):
     def extend(self, token: int) -> np.ndarray:
         """Append a drafted token, paired with the head's own last hidden state; its logits row.
         (An assistant reading the target's cache drafts every token at the same position.)"""
-        ptr = self._ext.llama_get_embeddings_nextn_ith(self._ctx, -1)  # the last output row
+        ptr = self._ext.llama_get_embeddings_nextn_ith(self._ctx, self._last_rows - 1)  # the last row read
         if not ptr:
             raise DecodeError("llama.cpp returned no hidden state from the MTP head")
         h = np.ctypeslib.as_array(ptr, shape=(self.n_embd,)).copy()
@@ -189,6 +196,7 @@ class MtpContext(Closing):
             raise DecodeError(f"the MTP head's decode failed with code {rc}")
         if not self.shared:
             self.tokens.extend(int(t) for t in tokens)
+        self._last_rows = n
         if keep:
             return np.empty(0, dtype=np.float32)
         ptr = llama_cpp.llama_get_logits_ith(self._ctx, -1)

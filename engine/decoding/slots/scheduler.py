@@ -7,6 +7,12 @@ with its own `Verifier` and rolls back its own rejected tail, `settle` emits) ar
 shared pass, so the exact acceptance rule, the events and the stats are the decoder's own.
 Requests beyond N wait; a cancelled request ends at the next step and frees its slot.
 
+Hybrid targets (Qwen3.5, LFM2) run too: each slot's sequence takes its rejected drafts back by its
+own snapshots or checkpoint (`SharedContext`), and a slot that verifies drafts has its rows
+decoded in a `llama_decode` of their own after the shared one, so on a hybrid the drafting slots'
+verify passes are not batched together (a slot reused by the next request keeps its state only
+when it holds a start of the new prompt whole).
+
 A prompt's pictures (`ImageSpan`s from the target's projector, as `Decoder.run` takes them) are
 read where their spans start, each in a decode of its own for its slot's sequence just before
 the shared pass (a llama_batch carries embeddings or token ids, not both); a prompt chunk stops
@@ -28,7 +34,7 @@ from ...llamacpp.llama import Model
 from ...llamacpp.runtime import RuntimeParams
 from ...llamacpp.sequences import ParallelUnsupported, Part, SharedContext
 from ..cancel import CancelToken
-from ..decoder import Decoder, EngineClosedError, StepPlan
+from ..decoder import RECURRENT_SNAPSHOTS, Decoder, EngineClosedError, StepPlan
 from ..drafting.cost_model import BatchLoad, CostModel, expected_tokens
 from ..drafting.drafter_api import Drafter
 from ..events import Event, PrefillEvent
@@ -68,34 +74,35 @@ class SlotScheduler:
     `drafters` names the drafts a request may ask for, each with what makes a slot's drafter
     (called once per slot and name; None: no draft): a free drafter (prompt lookup, suffix) or a
     draft model's, each slot's with a context of its own on the draft model loaded once (its
-    drafts are made slot by slot, not yet batched across slots; Auto prices them so). Not the
-    target's MTP head or Gemma 4's assistant: they read the target's own single-sequence context.
+    drafts are made slot by slot, not yet batched across slots; Auto prices them so), or the
+    target's MTP head, each slot's an MTP context of its own fed its sequence's hidden states.
+    Not Gemma 4's assistant: it reads the target's KV cache as one sequence (refused in one line).
     `stream` may be called from any thread; the slots run on one thread of the scheduler's own.
     """
 
     def __init__(self, target: Model, n_slots: int, *, runtime: RuntimeParams | None = None,
                  drafters: Mapping[str, Callable[[], Drafter | None]] | None = None):
-        drafters = drafters or {"none": lambda: None}
-        self.shared = SharedContext(target, runtime, n_slots)
+        made = self._make_drafters(drafters or {"none": lambda: None}, n_slots)
+        try:
+            # A hybrid target takes each slot's rejected drafts back through its own snapshots.
+            self.shared = SharedContext(target, runtime, n_slots,
+                                        rollback=RECURRENT_SNAPSHOTS if any(d for m in made for d in m.values()) else 0)
+        except BaseException:
+            _close(made)
+            raise
         if self.shared.n_batch < n_slots:
             self.shared.close()
+            _close(made)
             raise TandemError(f"the batch ({self.shared.n_batch} tokens) must hold at least one token per slot ({n_slots})")
         # Shared by the slots, not the engine's: a batched pass's time is not a lone pass's.
         self.cost = CostModel()
         self.slots: list[_Slot] = []
         try:
-            for i in range(n_slots):
-                decoders = {}
-                for name, make in drafters.items():
-                    d = make()
-                    if d is not None and d.kind == "mtp":
-                        d.close()
-                        raise ParallelUnsupported("parallel slots cannot draft with an MTP head (or Gemma 4's "
-                                                  "assistant) yet: it reads the target's own context, not a slot's")
-                    decoders[name] = Decoder(target, d, cost=self.cost, context=self.shared.view(i))
+            for i, mine in enumerate(made):
+                decoders = {name: Decoder(target, d, cost=self.cost, context=self.shared.view(i)) for name, d in mine.items()}
                 self.slots.append(_Slot(i, decoders, next(iter(decoders.values()))))
         except BaseException:
-            self._free_drafters()
+            _close(made)
             self.shared.close()
             raise
         self.target = target
@@ -178,11 +185,27 @@ class SlotScheduler:
         self._free_drafters()
         self.shared.close()
 
+    @staticmethod
+    def _make_drafters(drafters: Mapping[str, Callable[[], Drafter | None]], n_slots: int) -> list[dict[str, Drafter | None]]:
+        """Each slot's drafter of each name (Gemma 4's assistant refused: it reads the target's KV
+        cache as one sequence; the target's own MTP head reads its slot's hidden states)."""
+        made: list[dict[str, Drafter | None]] = []
+        try:
+            for _ in range(n_slots):
+                mine: dict[str, Drafter | None] = {}
+                made.append(mine)
+                for name, make in drafters.items():
+                    d = mine[name] = make()
+                    if d is not None and d.kind == "mtp" and d.model is not None:
+                        raise ParallelUnsupported("parallel slots cannot draft with Gemma 4's assistant yet: it "
+                                                  "reads the target's KV cache as one sequence, not a slot's")
+        except BaseException:
+            _close(made)
+            raise
+        return made
+
     def _free_drafters(self) -> None:
-        for s in self.slots:
-            for dec in s.decoders.values():
-                if dec.drafter is not None:
-                    dec.drafter.close()
+        _close([{n: dec.drafter for n, dec in s.decoders.items()} for s in self.slots])
 
     # -- the slots' thread ---------------------------------------------------------------
     def _loop(self) -> None:
@@ -208,12 +231,18 @@ class SlotScheduler:
 
     def _free_slots(self) -> list[_Slot]:
         """Free slots, the one holding the longest start of the next waiting prompt first
-        (its sequence keeps that prefix: the prompt is read from where they part)."""
+        (its sequence keeps that prefix: the prompt is read from where they part; on a hybrid
+        only a sequence that is a start of the prompt whole keeps anything)."""
         free = [s for s in self.slots if s.job is None]
         if self._waiting and len(free) > 1:  # pictures compared by content (their cells keyed)
             head = keyed(self._waiting[0].prompt, self._waiting[0].images)
             shared = self.shared
-            free.sort(key=lambda s: -common_prefix(keyed(shared.tokens[s.index], shared.images[s.index]), head))
+
+            def kept(s: _Slot) -> int:
+                held = keyed(shared.tokens[s.index], shared.images[s.index])
+                n = min(common_prefix(held, head), len(head) - 1)  # the last token is read, as reuse_prefix leaves it
+                return 0 if shared.recurrent and n < len(held) else n
+            free.sort(key=lambda s: -kept(s))
         return free
 
     def _admit(self, slot: _Slot, job: _Job) -> None:
@@ -376,6 +405,13 @@ class SlotScheduler:
         if slot.run is not None:
             slot.run.verifier.close()  # type: ignore[attr-defined]
         slot.job = slot.run = slot.todo = None
+
+
+def _close(made: list[dict[str, Drafter | None]]) -> None:
+    for mine in made:
+        for d in mine.values():
+            if d is not None:
+                d.close()
 
 
 def _expected(slot: _Slot, plan: StepPlan) -> float:

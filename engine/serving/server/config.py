@@ -134,7 +134,8 @@ def model_not_found(name: str, served: ServedModel, config: ServerConfig) -> Api
 # -- --parallel N: the answers in N slots of one context, side by side (engine/decoding/slots) ----------
 # With N > 1 the server builds one `SlotScheduler` over the served engine's target (each slot holds
 # the engine's whole context, so a prompt that fits the engine fits a slot), with the free drafts a
-# request may name; the engine keeps it and frees it before its target. Each answer's job runs side
+# request may name (and the target's MTP head where it has one); the engine keeps it and frees it
+# before its target. Each answer's job runs side
 # by side with the others in the engine's queue (the app's chat still runs alone between them).
 MAX_PARALLEL = 64
 SLOT_DRAFTS = ("none", "lookup", "suffix")
@@ -159,11 +160,11 @@ def parallel_slots(served: ServedModel, config: ServerConfig) -> Any:
     if not isinstance(eng, Engine) or eng.rpc is not None:
         raise TandemError("--parallel needs a target on this machine: a target split over RPC workers runs one "
                           "request at a time")
-    if DraftChoice.parse(served.draft).kind.value == "mtp":
-        raise TandemError(f"--parallel {n} cannot draft with the target's MTP head yet (it reads the target's own "
-                          "context, not a slot's): use --draft lookup, suffix, none or a draft model")
     runtime = replace(eng.runtime, n_ctx=eng.n_ctx * n)
     drafters = {k: (lambda k=k: eng.slot_drafter(k)) for k in SLOT_DRAFTS}
+    if DraftChoice.parse(served.draft).kind.value == "mtp" or getattr(eng.target, "n_nextn", 0) > 0:
+        # each slot's own MTP context over the target's head, reading its slot's hidden states
+        drafters = {"mtp": lambda: eng.slot_drafter("mtp"), **drafters}
     if served.has_draft_model:  # each slot's draft context on the one loaded draft model
         drafters = {"model": lambda: eng.slot_drafter(served.draft), **drafters}
     slots = SlotScheduler(eng.target, n, runtime=runtime, drafters=drafters)

@@ -40,3 +40,48 @@ def test_the_real_build_has_them(tiny_hybrid, tiny_target):
     finally:
         hybrid.close()
         plain.close()
+
+
+def test_the_head_chains_from_the_last_row_it_read_however_the_context_was_read(tiny_hybrid):
+    """`extend` pairs a drafted token with the head's hidden state of the last position: the
+    same whether the head read the context in one batch, the last token alone, or after
+    another context sharing its first token (llama.cpp's "masked" rows gave the batch's first)."""
+    import numpy as np
+
+    from engine.llamacpp.context import Context
+    from engine.llamacpp.runtime import RuntimeParams
+
+    model = Model(tiny_hybrid)
+    rng = np.random.default_rng(0)
+    a = [int(t) for t in rng.integers(3, model.n_vocab, size=12)]
+    other = a[:1] + [int(t) for t in rng.integers(3, model.n_vocab, size=9)]
+
+    def drafts(first: list[list[int]]) -> list[np.ndarray]:
+        ctx = Context(model, RuntimeParams(n_ctx=256, n_batch=64, n_threads=1))
+        hidden = mtp.HiddenStates(ctx)
+        head = mtp.MtpContext(ctx, hidden)
+        try:
+            for c in first:
+                ctx.clear()
+                ctx.decode(c[:-1], logits="none")
+                head.sync(c)
+                head.extend(5)
+                head.truncate(len(c))
+            ctx.clear()
+            ctx.decode(a[:-1], logits="none")
+            rows = [head.sync(a).copy()]
+            for _ in range(2):
+                rows.append(head.extend(int(np.argmax(rows[-1]))).copy())
+            return rows
+        finally:
+            head.close()
+            hidden.close()
+            ctx.close()
+
+    try:
+        want = drafts([a[:-1]])  # the last token read alone
+        for first in ([], [other]):
+            got = drafts(first)
+            assert all(np.abs(g - w).max() < 1e-4 for g, w in zip(got, want)), f"after {len(first)} other contexts"
+    finally:
+        model.close()

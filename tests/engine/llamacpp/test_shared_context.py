@@ -10,7 +10,7 @@ from engine.errors import DecodeError, TandemError
 from engine.llamacpp.context import Context
 from engine.llamacpp.llama import Model
 from engine.llamacpp.runtime import RuntimeParams
-from engine.llamacpp.sequences import ParallelUnsupported, Part, SharedContext
+from engine.llamacpp.sequences import Part, SharedContext
 
 
 @pytest.fixture(scope="module")
@@ -87,11 +87,46 @@ def test_a_bad_number_of_sequences_is_one_line(target, n):
         SharedContext(target, RuntimeParams(n_ctx=256), n)
 
 
-def test_a_hybrid_target_is_refused_in_one_line_saying_why(tiny_hybrid):
+def _lone_next(model: Model, tokens: list[int], nxt: int) -> np.ndarray:
+    ctx = Context(model, RuntimeParams(n_ctx=256))
+    try:
+        ctx.decode(tokens, logits="none")
+        return ctx.decode([nxt], logits="last")[0].copy()
+    finally:
+        ctx.close()
+
+
+@pytest.mark.parametrize("back", [1, 4, 12])  # 12: past the 8 snapshots, through the checkpoint
+def test_each_hybrid_sequence_takes_its_drafts_back_alone(tiny_hybrid, back):
+    """A hybrid target's sequences are rolled back each by its own snapshots or checkpoint. The
+    cells are laid out so that llama.cpp's ubatch of sequences 1 and 2 moves sequence 0's state
+    to another cell (read in the order 2, 0, 1, each takes the next free cell): sequence 0's
+    guarded verify rows, decoded in that same pass, would lose their snapshots (checked: without
+    the pass of their own, back 1 and 4 read the next row wrong), so they go in a decode of
+    their own after it."""
     m = Model(tiny_hybrid)
-    with pytest.raises(ParallelUnsupported, match="state snapshot per sequence.*--parallel 1"):
-        SharedContext(m, RuntimeParams(n_ctx=256), 2)
-    m.close()
+    shared = SharedContext(m, RuntimeParams(n_ctx=1024, n_batch=64), 3, rollback=8)
+    try:
+        assert shared.recurrent and shared.rollback_depth == 8
+        prompts = _prompts(m)[:3]
+        for seq in (2, 0, 1):
+            shared.decode([Part(seq, prompts[seq], "none")])
+        drafts = [int(t) for t in np.random.default_rng(1).integers(3, m.n_vocab, size=back + 2)]
+        shared.guard(0, len(drafts), back)
+        shared.decode([Part(0, drafts, "all"), Part(1, [7], "last"), Part(2, [9], "last")])
+        shared.truncate(0, shared.view(0).n_past - back)
+        assert shared.tokens[0] == prompts[0] + drafts[:2]
+        rows = shared.decode([Part(0, [11], "last"), Part(1, [12], "last"), Part(2, [13], "last")])
+        want = [_lone_next(m, prompts[0] + drafts[:2], 11), _lone_next(m, prompts[1] + [7], 12),
+                _lone_next(m, prompts[2] + [9], 13)]
+        for seq in range(3):
+            assert np.abs(rows[seq][0] - want[seq]).max() < 1e-3, f"sequence {seq}, {back} back"
+        shared.clear(1)  # freed: its state starts again from nothing, the others keep theirs
+        again = shared.decode([Part(1, prompts[1], "last")])[0][0]
+        assert np.abs(again - _lone_next(m, prompts[1][:-1], prompts[1][-1])).max() < 1e-3
+    finally:
+        shared.close()
+        m.close()
 
 
 def test_a_picture_read_in_one_sequence_is_read_as_a_lone_context_reads_it(tiny_vision_llama):

@@ -170,13 +170,26 @@ def test_a_server_with_a_draft_model_drafts_with_it_in_every_slot(tiny_target, t
         eng.close()
 
 
-def test_an_mtp_draft_is_refused_in_parallel_in_one_line(tiny_hybrid):
-    from engine.serving.server import ServedModel, ServerConfig, create_app
+def test_a_hybrid_target_drafting_with_its_mtp_head_answers_in_parallel_as_alone(tiny_hybrid):
+    """`--draft mtp --parallel 2` on a hybrid: each slot drafts with its own MTP context, takes its
+    drafts back in its own sequence, and each answer is the engine's alone; lookup runs beside."""
+    from engine.serving.server import ServedModel, ServerConfig, ServerThread, create_app
 
-    eng = Engine(tiny_hybrid, n_ctx=256, metrics_log=False, calibration=False)
+    eng = Engine(tiny_hybrid, n_ctx=256, n_threads=1, metrics_log=False, calibration=False)
     try:
-        with pytest.raises(TandemError, match="cannot draft with the target's MTP head yet"):
-            create_app(ServedModel(eng, "m", draft="mtp"), ServerConfig(parallel=2))
+        alone = [eng.generate(p, max_tokens=20 + 9 * i, draft_model="mtp", lookahead=3).text
+                 for i, p in enumerate(PROMPTS[:3])]
+        with ServerThread(create_app(ServedModel(eng, "m", draft="mtp", lookahead=3),
+                                     ServerConfig(parallel=2))) as srv:
+            got: dict[int, dict] = {}
+            threads = [threading.Thread(target=lambda i=i: got.__setitem__(i, _complete(srv.url, i)))
+                       for i in range(3)]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join(120)
+            assert [got[i]["choices"][0]["text"] for i in range(3)] == alone
+            assert _complete(srv.url, 1, draft="lookup")["choices"][0]["text"] == alone[1]
     finally:
         eng.close()
 

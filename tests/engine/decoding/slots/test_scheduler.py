@@ -247,19 +247,19 @@ def test_a_draft_model_drafts_in_every_slot_and_each_answer_is_its_answer_alone(
     assert by_model > 0 and sum(e[-1].stats.accepted for e in events) < drafted
 
 
-def test_an_mtp_head_is_refused_in_the_slots_in_one_line(eng):
-    """An MTP head (or Gemma 4's assistant, also kind "mtp") reads the target's own context; the
-    targets with one are hybrids, which the shared context refuses first, so the guard is met
-    here with a stand-in of that kind."""
+def test_an_assistant_reading_the_targets_cache_is_refused_in_the_slots_in_one_line(eng):
+    """A drafter of kind "mtp" with a model of its own (Gemma 4's assistant) reads the target's KV
+    cache as one sequence: a stand-in of that kind (the real one: test_hybrid_slots)."""
     closed = []
 
     class Head(PromptLookupDrafter):
         kind = "mtp"
+        model = eng.target
 
         def close(self) -> None:
             closed.append(self)
 
-    with pytest.raises(ParallelUnsupported, match="cannot draft with an MTP head"):
+    with pytest.raises(ParallelUnsupported, match="cannot draft with Gemma 4's assistant"):
         SlotScheduler(eng.target, 2, runtime=RuntimeParams(n_ctx=512), drafters={"mtp": Head})
     assert closed  # the one made is closed
 

@@ -1,0 +1,159 @@
+"""Parallel slots on hybrid targets (tiny Qwen3.5 and LFM2: a recurrent state beside attention):
+each request's greedy output is its output alone with 1 to 8 slots, its rejected drafts taken
+back in its own sequence by llama.cpp's snapshots or, past them, its own checkpoint; the
+target's MTP head drafts in each slot what it drafts alone; Gemma 4's assistant is refused."""
+
+from __future__ import annotations
+
+import pytest
+
+from engine import Engine
+from engine.decoding.drafting.drafter_api import Drafter, Proposal
+from engine.decoding.request import GenerationRequest
+from engine.decoding.slots.scheduler import SlotScheduler
+from engine.llamacpp.recurrent import Rollback
+from engine.llamacpp.runtime import RuntimeParams
+from engine.llamacpp.sequences import ParallelUnsupported
+
+from test_scheduler import PROMPTS, _alone, _check_same, _together
+
+# k per request: 12 and 16 reach past the 8 snapshots a slot keeps (its checkpoint takes them back)
+KS = [3, 12, 2, 9, 5, 1, 8, 16]
+
+
+@pytest.fixture(scope="module", params=["qwen35", "lfm2"])
+def hybrid(request, tiny_hybrid, tiny_lfm2):
+    e = Engine(tiny_hybrid if request.param == "qwen35" else tiny_lfm2, n_ctx=512, n_threads=1,
+               metrics_log=False, calibration=False)
+    yield e
+    e.close()
+
+
+def _requests(eng: Engine) -> list[GenerationRequest]:
+    return [GenerationRequest(eng.tokens_for(p), lookahead=KS[i], max_tokens=30 + 5 * i) for i, p in enumerate(PROMPTS)]
+
+
+class _Oracle(Drafter):
+    """Knows each request's greedy answer and proposes k tokens of it, the first 0, 1, ... k of
+    them right in turn and the rest wrong: every length of rejected tail gets taken back."""
+
+    kind = "oracle"
+
+    def __init__(self, answers: list[tuple[list[int], list[int]]]):
+        self.answers, self.turn = answers, 0
+
+    def propose(self, context, k, sampler, rules=None):
+        prompt, answer = next((p, a) for p, a in self.answers if list(context[: len(p)]) == p)
+        right, self.turn = self.turn % (k + 1), self.turn + 1
+        at = len(context) - len(prompt)
+        toks = answer[at:at + right] + [(t + 1) % 300 + 3 for t in answer[at + right:at + k]]
+        return Proposal(toks, [None] * len(toks))
+
+
+def _run(eng: Engine, n_slots: int, make, requests) -> list[list]:
+    sched = SlotScheduler(eng.target, n_slots, runtime=RuntimeParams(n_ctx=512 * n_slots, n_batch=64, n_threads=1),
+                          drafters={"d": make})
+    try:
+        return _together(sched, requests)
+    finally:
+        sched.close()
+
+
+@pytest.mark.parametrize("n_slots", [1, 2, 4, 8])
+def test_rejected_drafts_of_every_length_are_taken_back_per_slot(hybrid, n_slots, monkeypatch):
+    requests = _requests(hybrid)
+    alone = _alone(hybrid, requests, None)
+    answers = [(r.prompt, a.tokens) for r, a in zip(requests, alone)]
+    marked: set[int] = set()
+    mark = Rollback.mark
+    monkeypatch.setattr(Rollback, "mark", lambda self, held: (marked.add(self.seq), mark(self, held))[1])
+    events = _run(hybrid, n_slots, lambda: _Oracle(answers), requests)
+    _check_same(hybrid, requests, alone, events, f"{hybrid.target.architecture}, {n_slots} slots, oracle")
+    drafted, accepted = sum(e[-1].stats.drafted for e in events), sum(e[-1].stats.accepted for e in events)
+    assert 0 < accepted < drafted
+    assert marked and marked <= set(range(n_slots))  # checkpoints of the slots' own sequences (k past the snapshots)
+
+
+@pytest.mark.parametrize("n_slots", [2, 4])
+@pytest.mark.parametrize("draft", ["lookup", "model"])
+def test_lookup_and_a_hybrid_draft_model_in_slots_write_each_answer_alone(hybrid, tiny_hybrid_draft, tiny_lfm2_draft,
+                                                                         draft, n_slots):
+    spec = "lookup" if draft == "lookup" else str(tiny_hybrid_draft if hybrid.target.architecture == "qwen35"
+                                                  else tiny_lfm2_draft)
+    requests = _requests(hybrid)[:6]
+    alone = _alone(hybrid, requests, None)
+    events = _run(hybrid, n_slots, lambda: hybrid.slot_drafter(spec), requests)
+    _check_same(hybrid, requests, alone, events, f"{hybrid.target.architecture}, {n_slots} slots, {draft}")
+    assert sum(e[-1].stats.drafted for e in events) > sum(e[-1].stats.accepted for e in events)
+
+
+def test_a_hybrid_slot_keeps_its_state_for_the_conversation_going_on_and_only_for_it(hybrid):
+    """A slot's recurrent state cannot be cut back: the next request keeps it when the slot holds
+    a start of its prompt whole (the conversation going on: the slot holding it is chosen), and
+    reads its prompt from the start otherwise; each answer is its answer alone."""
+    from engine.decoding.events import PrefillEvent
+
+    first = _requests(hybrid)[0]
+    sched = SlotScheduler(hybrid.target, 2, runtime=RuntimeParams(n_ctx=1024, n_batch=64, n_threads=1),
+                          drafters={"lookup": lambda: hybrid.slot_drafter("lookup")})
+    try:
+        done = list(sched.stream(first.prompt, first))[-1]
+        more = first.prompt + done.tokens + hybrid.target.tokenize(" and the value of", add_special=False)
+        other = _requests(hybrid)[2]
+        asks = [GenerationRequest(more, lookahead=3, max_tokens=20), other]
+        held = [list(t) for t in sched.shared.tokens]
+        got = [list(sched.stream(r.prompt, r)) for r in asks]
+    finally:
+        sched.close()
+    holder = next(t for t in held if t)
+    assert more[:len(holder)] == holder
+    cached = [next(e for e in evs if isinstance(e, PrefillEvent)).cached for evs in got]
+    assert cached == [len(holder), 0]
+    _check_same(hybrid, asks, _alone(hybrid, asks, None), got, f"{hybrid.target.architecture}, reused slots")
+
+
+@pytest.mark.parametrize("n_slots", [1, 2, 4, 8])
+def test_the_targets_mtp_head_drafts_in_each_slot_what_it_drafts_alone(tiny_hybrid, n_slots, monkeypatch):
+    """Each slot's MTP head has a context of its own and reads its own sequence's hidden states,
+    found where its rows stood in each shared pass: every proposal in the slots is the one the
+    head makes alone at the same context (sent at once, so prompts share passes; without the
+    rows' place in the pass, dozens differ), and each answer is its answer alone."""
+    from engine.decoding.drafting.mtp_drafter import MTPDrafter
+
+    e = Engine(tiny_hybrid, n_ctx=512, n_threads=1, metrics_log=False, calibration=False)
+    proposals: dict[str, set] = {"alone": set(), "slots": set()}
+    into = ["alone"]
+    propose = MTPDrafter.propose
+
+    def recorded(self, context, k, sampler, rules=None):
+        out = propose(self, context, k, sampler, rules) if rules is not None else propose(self, context, k, sampler)
+        proposals[into[0]].add((tuple(context), tuple(out.tokens)))
+        return out
+
+    monkeypatch.setattr(MTPDrafter, "propose", recorded)
+    try:
+        requests = _requests(e)[:7]
+        alone = _alone(e, requests, "mtp")
+        into[0] = "slots"
+        sched = SlotScheduler(e.target, n_slots, runtime=RuntimeParams(n_ctx=512 * n_slots, n_batch=64, n_threads=1),
+                              drafters={"mtp": lambda: e.slot_drafter("mtp")})
+        try:
+            events = _together(sched, requests, 0.0)
+        finally:
+            sched.close()
+        _check_same(e, requests, alone, events, f"{n_slots} slots, mtp")
+        assert all(ev[-1].stats.drafted == a.stats.drafted for ev, a in zip(events, alone))
+        assert len(proposals["alone"]) > 100 and proposals["slots"] == proposals["alone"]
+    finally:
+        e.close()
+
+
+def test_gemma4s_assistant_is_refused_in_the_slots_in_one_line(tiny_gemma4, tiny_gemma4_assistant):
+    """The assistant reads the target's KV cache as one sequence, not a slot's."""
+    e = Engine(tiny_gemma4, n_ctx=256, n_threads=1, metrics_log=False, calibration=False)
+    try:
+        with pytest.raises(ParallelUnsupported, match="cannot draft with Gemma 4's assistant"):
+            SlotScheduler(e.target, 2, runtime=RuntimeParams(n_ctx=512),
+                          drafters={"model": lambda: e.slot_drafter(str(tiny_gemma4_assistant))})
+    finally:
+        e.close()
