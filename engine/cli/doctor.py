@@ -1,5 +1,5 @@
-"""`tandem doctor`: versions, backend and devices, the model store, the optional parts (parts.py),
-and what to do next."""
+"""`tandem doctor`: versions, backend and devices, the model store, and what to do next
+(main.py adds the optional parts' checks, parts.py)."""
 
 from __future__ import annotations
 
@@ -87,9 +87,7 @@ def run_checks() -> list[Check]:
             checks.append(Check(f"default {role}", True, f"{m.id}: verified (sha256) at {p}"))
         except Exception as e:  # noqa: BLE001 - reported, not raised
             checks.append(Check(f"default {role}", False, f"{m.id}: {e}", f"delete it and run `tandem pull {pair.id}`"))
-    from .parts import part_checks
-
-    return checks + part_checks()
+    return checks
 
 
 def _backend_load_checks(load: "BackendLoad | None") -> list[Check]:

@@ -315,8 +315,9 @@ def cmd_stats(args: argparse.Namespace) -> int:
 
 def cmd_doctor(args: argparse.Namespace) -> int:
     from . import doctor
+    from .parts import part_checks
 
-    checks = doctor.run_checks()
+    checks = doctor.run_checks() + part_checks()
     print(doctor.report(checks))
     return 0 if all(c.ok for c in checks) else 1
 

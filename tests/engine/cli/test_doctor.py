@@ -18,6 +18,10 @@ def test_doctor_says_how_to_get_the_default_pair(tmp_path, monkeypatch, capsys):
     rc = cli(["doctor"])
     out = capsys.readouterr().out
     assert rc == 1 and "-> tandem pull qwen2.5-coder-1.5b" in out and "problem(s)" in out
+    # the optional parts follow, each made to work (the test extras install them all)
+    for part in ("documents", "pictures", "tools (MCP)", "library", "server"):
+        assert any(line.startswith(f"ok {part} ") for line in out.splitlines()), (part, out)
+    assert "a tool listed and called" in out and "with FTS5" in out
 
 
 def test_doctor_flags_a_damaged_model_file(tmp_path, monkeypatch):
