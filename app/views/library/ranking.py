@@ -7,9 +7,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from PySide6.QtCore import Qt, Signal
-from PySide6.QtGui import QStandardItemModel
-from PySide6.QtWidgets import QComboBox, QFileDialog, QHBoxLayout, QLabel, QWidget
+from PySide6.QtCore import QEvent, Qt, Signal
+from PySide6.QtGui import QPalette, QStandardItemModel
+from PySide6.QtWidgets import QComboBox, QFileDialog, QHBoxLayout, QLabel, QVBoxLayout, QWidget
 
 from engine.errors import TandemError
 from engine.models.catalog import Catalog, ModelSpec
@@ -33,7 +33,7 @@ def _catalog_models(catalog: Catalog | None) -> list[ModelSpec]:
 
 
 class RankingChoice(QWidget):
-    """"Rank passages by: [choice]" and the state of that choice in one line."""
+    """"Rank passages by: [choice]" and, under it, the state of that choice in one line."""
 
     showModels = Signal()  # the user asked for the Models page (to download the model)
 
@@ -42,8 +42,9 @@ class RankingChoice(QWidget):
         self.shelf = shelf
         self.models = _catalog_models(catalog)
         self.on_disk: dict[str, bool] = {}
-        lay = QHBoxLayout(self)
+        lay = QVBoxLayout(self)
         lay.setContentsMargins(0, 0, 0, 0)
+        row = QHBoxLayout()
         label = QLabel("Rank passages by")
         self.combo = QComboBox()
         self.combo.setToolTip("Words: the passages sharing the question's words (BM25). An embedding model adds "
@@ -53,9 +54,11 @@ class RankingChoice(QWidget):
         self.state.setWordWrap(True)
         self.state.setTextInteractionFlags(Qt.TextInteractionFlag.TextBrowserInteraction)
         self.state.linkActivated.connect(lambda _link: self.showModels.emit())
-        lay.addWidget(label)
-        lay.addWidget(self.combo)
-        lay.addWidget(self.state, 1)
+        row.addWidget(label)
+        row.addWidget(self.combo)
+        row.addStretch(1)
+        lay.addLayout(row)
+        lay.addWidget(self.state)  # its own line: a long reason never squeezes the choice
         self.combo.activated.connect(self._chosen)
         shelf.rankingChanged.connect(self.show_state)
         self.refresh()
@@ -129,7 +132,9 @@ class RankingChoice(QWidget):
             return f"Ranked by meaning and words ({embedder.path.name})."
         if not choice and self.models and not any(self.on_disk.values()):
             m = self.models[0]
-            return (f"Not downloaded ({human_bytes(m.bytes)}): <a href='models'>Download it on the Models page</a>. "
+            link = self.palette().color(QPalette.ColorRole.Link).name()  # the theme's: readable on dark too
+            return (f"Not downloaded ({human_bytes(m.bytes)}): <a href='models' style='color: {link}'>Download it on "
+                    "the Models page</a>. "
                     "Until then passages are ranked by their words.")
         if not self.shelf.folders():
             return "Loaded when a folder is indexed."
@@ -140,3 +145,9 @@ class RankingChoice(QWidget):
         self.state.setTextFormat(Qt.TextFormat.RichText if "<a " in text else Qt.TextFormat.PlainText)
         self.state.setText(text)
         self.state.setToolTip(text if "<a " not in text else "")
+
+    def changeEvent(self, event: QEvent) -> None:
+        """The theme changed: the link takes the new palette's colour."""
+        super().changeEvent(event)
+        if event.type() in (QEvent.Type.PaletteChange, QEvent.Type.ApplicationPaletteChange):
+            self.show_state()

@@ -5,6 +5,8 @@ progress, cancel, resume and sha256 check as a pair) and Delete…."""
 
 from __future__ import annotations
 
+from html import escape
+
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import QGridLayout, QGroupBox, QHBoxLayout, QLabel, QProgressBar, QPushButton, QVBoxLayout, QWidget
 
@@ -33,7 +35,9 @@ class EmbeddingPanel(QGroupBox):
     statesChanged = Signal()  # an embedding model arrived or was deleted: the Library looks again
 
     def __init__(self, session: Session, catalog: Catalog, parent: QWidget | None = None):
-        super().__init__("Embedding models: the Library ranks passages by meaning with one", parent)
+        super().__init__("Embedding models, for the Library", parent)  # short: a group's title is its minimum width
+        self.setToolTip("The Library ranks passages by meaning, beside their words, with one on disk "
+                        "(Library page: Rank passages by)")
         self.session = session
         self.models = catalog.embedding_models
         self.states: dict[str, str] = {}  # model id -> store.model_state ("verified", "present", "missing")
@@ -41,12 +45,12 @@ class EmbeddingPanel(QGroupBox):
         self.dark = False
         lay = QVBoxLayout(self)
         grid = QGridLayout()
-        self.rows: dict[str, tuple[QLabel, QLabel, QPushButton, QPushButton]] = {}
+        self.rows: dict[str, tuple[QLabel, QPushButton, QPushButton]] = {}
         for r, m in enumerate(self.models):
-            title = QLabel(f"<b>{m.title}</b> · {m.quant} · {human_bytes(m.bytes)}")
-            title.setToolTip(f"{m.repo} · {m.files[0].filename} · license {m.license}")
-            state = QLabel("")
-            state.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+            info = QLabel("")  # title, quant, size and what is on disk (_sync)
+            info.setToolTip(f"{m.repo} · {m.files[0].filename} · license {m.license}")
+            info.setWordWrap(True)  # a narrow window wraps it instead of scrolling sideways
+            info.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
             download = QPushButton("Download")
             fit_texts(download, DOWNLOAD_TEXTS)
             download.setToolTip("Fetch it (resumes a partial download; every file is checked by sha256)")
@@ -54,10 +58,10 @@ class EmbeddingPanel(QGroupBox):
             delete = QPushButton("Delete…")
             delete.setToolTip("Remove its file (or what a stopped download left) from the model cache (asks first)")
             delete.clicked.connect(lambda _=False, m=m: self.delete(m))
-            for c, w in enumerate((title, state, download, delete)):
+            for c, w in enumerate((info, download, delete)):
                 grid.addWidget(w, r, c)
-            self.rows[m.id] = (title, state, download, delete)
-        grid.setColumnStretch(1, 1)
+            self.rows[m.id] = (info, download, delete)
+        grid.setColumnStretch(0, 1)
         lay.addLayout(grid)
         bar = QHBoxLayout()
         self.progress = QProgressBar()
@@ -73,6 +77,7 @@ class EmbeddingPanel(QGroupBox):
         lay.addLayout(bar)
         lay.addWidget(self.line)
         self._show_bar(False)
+        self._show_line("")
         dl = session.downloads
         dl.changed.connect(self._download_changed)
         dl.finished.connect(self._download_finished)
@@ -99,18 +104,20 @@ class EmbeddingPanel(QGroupBox):
                 self.states[m.id], self.partials[m.id] = store.model_state(m), partial.model_partial(m)
             except OSError as e:  # an unreadable cache folder must not break the page
                 self.states[m.id], self.partials[m.id] = "missing", None
-                self.line.setText(f"Cannot read the model cache: {e.strerror or e}")
+                self._show_line(f"Cannot read the model cache: {e.strerror or e}")
         self._sync()
 
     def _sync(self) -> None:
         downloading = self.session.downloads.active
+        pal = theme.palette(self.dark)  # green on disk, orange partial: as the pairs table colours them
         for m in self.models:
-            _, state, download, delete = self.rows[m.id]
+            info, download, delete = self.rows[m.id]
             st, pm = self.states.get(m.id, "missing"), self.partials.get(m.id)
-            state.setText(self.state_word(m))
             ok = st != "missing"
-            pal = theme.palette(self.dark)  # green on disk, orange partial: as the pairs table colours them
-            state.setStyleSheet(f"color: {pal.good}" if ok else f"color: {pal.warn}" if pm is not None else "")
+            word = escape(self.state_word(m))
+            colour = pal.good if ok else pal.warn if pm is not None else ""
+            info.setText(f"<b>{escape(m.title)}</b> · {m.quant} · {human_bytes(m.bytes)} · "
+                         + (f"<span style='color: {colour}'>{word}</span>" if colour else word))
             download.setText("Verify files" if ok else "Resume" if pm is not None and pm.resumable else "Download")
             download.setEnabled(not downloading)
             delete.setEnabled(not downloading and (ok or pm is not None))
@@ -134,7 +141,7 @@ class EmbeddingPanel(QGroupBox):
             self._show_bar(st.bar_visible)
             self.progress.setValue(round(1000 * st.fraction))
             self.progress.setFormat(st.bar_format)
-            self.line.setText(st.text)
+            self._show_line(st.text)
         self._sync()
 
     def _download_finished(self, st: DownloadStatus) -> None:
@@ -179,7 +186,12 @@ class EmbeddingPanel(QGroupBox):
         self._say(f"Deleted {what}: {human_bytes(freed)} freed")
         return True
 
-    def _say(self, text: str, *, error: bool = False) -> bool:
+    def _show_line(self, text: str) -> None:
+        """The download's line, or what Delete did; no room taken while there is none."""
         self.line.setText(text)
+        self.line.setVisible(bool(text))
+
+    def _say(self, text: str, *, error: bool = False) -> bool:
+        self._show_line(text)
         (self.error if error else self.message).emit(text)
         return False

@@ -67,8 +67,9 @@ def test_the_embedding_row_downloads_and_deletes_and_the_library_follows(qtbot, 
     models.error.connect(errors.append)
     shelf, panel, ranking = library.shelf, models.embedding, library.ranking
     try:
-        title, state, download_btn, delete_btn = panel.rows["tiny-bert"]
-        assert "Tiny BERT" in title.text() and state.text() == "not downloaded"
+        info, download_btn, delete_btn = panel.rows["tiny-bert"]
+        bert = cat.model("tiny-bert")
+        assert "Tiny BERT" in info.text() and info.text().endswith(" · not downloaded")
         assert download_btn.isEnabled() and not delete_btn.isEnabled()
         assert [p.id for p in models.pairs.model.pairs] == ["tiny"], "not mixed with the pairs"
         assert not ranking.combo.model().item(1).isEnabled() and "Models page" in ranking.state.text()
@@ -80,7 +81,8 @@ def test_the_embedding_row_downloads_and_deletes_and_the_library_follows(qtbot, 
         session.downloads.changed.connect(lambda _st: pair_bar.append(models.pairs.progress.isVisible()))
         with qtbot.waitSignal(panel.statesChanged, timeout=60000):
             download_btn.click()
-        assert state.text() == "on disk, sha256 verified" and download_btn.text() == "Verify files"
+        assert panel.state_word(bert) == "on disk, sha256 verified" and download_btn.text() == "Verify files"
+        assert "on disk, sha256 verified</span>" in info.text()
         assert delete_btn.isEnabled() and not any(pair_bar), "the pairs' bar is not the embedding model's"
         assert all("tiny-bert" not in path for _, path in models.compat.choices), "never offered as a chat model"
         qtbot.waitUntil(lambda: shelf.embedder is not None and shelf.states[str(folder)].state == "ready",
@@ -91,7 +93,7 @@ def test_the_embedding_row_downloads_and_deletes_and_the_library_follows(qtbot, 
 
         monkeypatch.setattr(embedding, "confirm", lambda *_: True)
         delete_btn.click()
-        assert state.text() == "not downloaded" and not delete_btn.isEnabled()
+        assert info.text().endswith(" · not downloaded") and not delete_btn.isEnabled()
         assert shelf.embedder is None and not shelf.search(str(folder), "Who leads project Aurora?")[0].fused
         assert errors == []
     finally:
