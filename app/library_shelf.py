@@ -79,6 +79,7 @@ class LibraryShelf(QObject):
         self._embed_gen = 0  # counts choices: a load finished for an older one is not used
         self._embed_lock = threading.Lock()  # the GUI thread's reload against the worker's load
         self._retired: list[Any] = []  # models replaced, closed by the next load (no update runs then)
+        self._embed_path: Path | None = None  # the file the default choice loaded (or is loading), None: none on disk
         self._timer = QTimer(self)
         self._timer.setInterval(WATCH_POLL_MS)
         self._timer.timeout.connect(self._poll)
@@ -253,8 +254,8 @@ class LibraryShelf(QObject):
         the embedding model now on disk (or drops the one deleted) without a restart."""
         if self.embed_choice() or not self._embedder_tried:
             return  # another choice, or nothing loaded yet (the next update looks anyway)
-        have = self._embedder.path if self._embedder is not None else None
-        if default_embedding_path() != have:
+        path = default_embedding_path()
+        if path != self._embed_path or (path is not None and self.embed_problem):  # another file, or one repaired
             self._reload_embedder()
 
     def _reload_embedder(self) -> None:
@@ -285,6 +286,7 @@ class LibraryShelf(QObject):
         from engine.llamacpp.text_embedder import library_embedder
 
         choice = self.embed_choice() or None
+        self._embed_path = default_embedding_path() if choice is None else None  # models_changed compares it
         try:
             embedder, problem = library_embedder(choice), ""
         except TandemError as e:
