@@ -249,13 +249,14 @@ class LibraryShelf(QObject):
         self._settings.setValue(EMBED_KEY, choice)
         self._reload_embedder()
 
-    def models_changed(self) -> None:
+    def models_changed(self, *, fetched: bool = False) -> None:
         """A catalog model arrived or was deleted: with the default choice, the Library takes up
-        the embedding model now on disk (or drops the one deleted) without a restart."""
+        the embedding model now on disk (or drops the one deleted) without a restart. `fetched`:
+        the Models page fetched or deleted one, so a model that failed is tried again (once)."""
         if self.embed_choice() or not self._embedder_tried:
             return  # another choice, or nothing loaded yet (the next update looks anyway)
         path = default_embedding_path()
-        if path != self._embed_path or (path is not None and self.embed_problem):  # another file, or one repaired
+        if path != self._embed_path or (fetched and path is not None and self.embed_problem):  # or one repaired
             self._reload_embedder()
 
     def _reload_embedder(self) -> None:

@@ -195,12 +195,13 @@ class LibraryView(QWidget):
     def models_changed(self) -> None:
         """A model was downloaded or deleted (Models page): the choice's list and the shelf look again."""
         self.ranking.refresh()
-        self.shelf.models_changed()
+        self.shelf.models_changed(fetched=True)
 
     def showEvent(self, event: QShowEvent) -> None:
-        """Shown: a model pulled in a terminal meanwhile is seen too."""
+        """Shown: a model pulled in a terminal meanwhile is seen too (one that failed is not tried again)."""
         super().showEvent(event)
-        self.models_changed()
+        self.ranking.refresh()
+        self.shelf.models_changed()
 
     def shutdown(self) -> None:
         self.shelf.shutdown()
