@@ -9,13 +9,17 @@ folder with changes, so a file saved while the app runs is found at the next que
 a deleted one is gone from the answers.
 
 The embedding model (setting EMBED_KEY: the catalog's once downloaded by default, "none", or
-a GGUF path) is loaded by the first update's worker, off the GUI thread, and shared by every
-folder: their passages are then ranked by meaning beside their words (engine/library/vectors.py).
-A model that cannot be used is said once; the folders are then ranked by their words alone."""
+a GGUF path) is loaded by an update's worker, off the GUI thread, and shared by every folder:
+their passages are then ranked by meaning beside their words (engine/library/vectors.py). A
+model that cannot be used is said once; the folders are then ranked by their words alone. A
+new choice (`set_embed_choice`), or the default model arriving or deleted (`models_changed`),
+takes effect at once: the folders rank by words until the next update, queued then, has loaded
+the new model and embedded what it has not embedded yet; the old model is closed by that update."""
 
 from __future__ import annotations
 
 import logging
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -55,6 +59,7 @@ class LibraryShelf(QObject):
 
     changed = Signal(str)  # a folder's state changed (added, progress, done, removed)
     failed = Signal(str)  # one line for the window (a folder that cannot be added)
+    rankingChanged = Signal()  # the embedding model was chosen, loaded, dropped or failed
 
     def __init__(self, settings: QSettings, parent: QObject | None = None, *, watch: bool = True):
         super().__init__(parent)
@@ -67,9 +72,14 @@ class LibraryShelf(QObject):
         self._closing = False
         self._orphan: tuple[Any, bool] | None = None  # a removed folder whose update is stopping
         self._thread: Any = None
-        self._embedder: Any = None  # engine.llamacpp.text_embedder.TextEmbedder, made by the first update
-        self._embedder_tried = False
+        self._embedder: Any = None  # engine.llamacpp.text_embedder.TextEmbedder, made by an update
+        self._embedder_tried = False  # the choice was tried: loaded, none, or failed (embed_problem)
         self._embed_error = ""  # why the embedding model cannot be used, said once from the GUI thread
+        self.embed_problem = ""  # the same, kept for the Library page while that choice stands
+        self._embed_gen = 0  # counts choices: a load finished for an older one is not used
+        self._embed_lock = threading.Lock()  # the GUI thread's reload against the worker's load
+        self._retired: list[Any] = []  # models replaced, closed by the next load (no update runs then)
+        self._embed_path: Path | None = None  # the file the default choice loaded (or is loading), None: none on disk
         self._timer = QTimer(self)
         self._timer.setInterval(WATCH_POLL_MS)
         self._timer.timeout.connect(self._poll)
@@ -215,28 +225,83 @@ class LibraryShelf(QObject):
         if self._embed_error:
             self.failed.emit(self._embed_error)
             self._embed_error = ""
+        self.rankingChanged.emit()
         if not self._closing:
             if ran in self.states:
                 self.changed.emit(ran)  # no update running now (the page's Stop)
             self._next()
 
-    def _load_embedder(self) -> None:
-        """On the index worker's thread, once: the embedding model the setting names (or the
-        catalog's on disk) loaded and handed to every folder; a failure is kept to be said."""
-        if self._embedder_tried:
+    # -- the embedding model --------------------------------------------------------------
+    def embed_choice(self) -> str:
+        """The setting: "" (the catalog's embedding model when downloaded), "none", or a GGUF path / id."""
+        return str(self._settings.value(EMBED_KEY, "") or "").strip()
+
+    @property
+    def embedder(self) -> Any:
+        """The loaded embedding model (TextEmbedder), or None: the folders rank by words."""
+        return self._embedder
+
+    def set_embed_choice(self, choice: str) -> None:
+        """Save a new choice; it takes effect without a restart (see the module's docstring)."""
+        choice = choice.strip()
+        if choice == self.embed_choice():
             return
-        self._embedder_tried = True
+        self._settings.setValue(EMBED_KEY, choice)
+        self._reload_embedder()
+
+    def models_changed(self, *, fetched: bool = False) -> None:
+        """A catalog model arrived or was deleted: with the default choice, the Library takes up
+        the embedding model now on disk (or drops the one deleted) without a restart. `fetched`:
+        the Models page fetched or deleted one, so a model that failed is tried again (once)."""
+        if self.embed_choice() or not self._embedder_tried:
+            return  # another choice, or nothing loaded yet (the next update looks anyway)
+        path = default_embedding_path()
+        if path != self._embed_path or (fetched and path is not None and self.embed_problem):  # or one repaired
+            self._reload_embedder()
+
+    def _reload_embedder(self) -> None:
+        """Drop the model in use (closed later, by the next load) and re-index every folder."""
+        with self._embed_lock:
+            self._embed_gen += 1
+            self._embedder_tried = False
+            self.embed_problem = self._embed_error = ""
+            if self._embedder is not None:
+                self._retired.append(self._embedder)
+            self._embedder = None
+            for lib in self._libs.values():
+                lib.embedder = None  # ranked by words until the new model is loaded
+        self.rankingChanged.emit()
+        for folder in list(self._libs):
+            self.update(folder)
+
+    def _load_embedder(self) -> None:
+        """On the index worker's thread, once per choice: the embedding model the setting names
+        (or the catalog's on disk) loaded and handed to every folder; a failure is kept to be said."""
+        with self._embed_lock:
+            if self._embedder_tried:
+                return
+            self._embedder_tried = True
+            gen, retired, self._retired = self._embed_gen, self._retired, []
+        for old in retired:
+            old.close()
         from engine.llamacpp.text_embedder import library_embedder
 
-        choice = str(self._settings.value(EMBED_KEY, "") or "").strip() or None
+        choice = self.embed_choice() or None
+        self._embed_path = default_embedding_path() if choice is None else None  # models_changed compares it
         try:
-            self._embedder = library_embedder(choice)
+            embedder, problem = library_embedder(choice), ""
         except TandemError as e:
             log.warning("the Library's embedding model cannot be used: %s", e)
-            self._embed_error = f"The Library ranks by words alone: {e}"
-            return
-        for lib in list(self._libs.values()):
-            lib.embedder = self._embedder
+            embedder, problem = None, str(e)
+        with self._embed_lock:
+            if gen != self._embed_gen:  # the choice changed while this one loaded: closed by the next load
+                if embedder is not None:
+                    self._retired.append(embedder)
+                return
+            self._embedder, self.embed_problem = embedder, problem
+            self._embed_error = f"The Library ranks by words alone: {problem}" if problem else ""
+            for lib in list(self._libs.values()):
+                lib.embedder = embedder
 
     def _poll(self) -> None:
         """Re-index a watched folder whose files changed (the watch noted them)."""
@@ -275,9 +340,10 @@ class LibraryShelf(QObject):
         for lib in self._libs.values():
             self._close(lib, False)
         self._libs = {}
-        if self._embedder is not None:
-            self._embedder.close()
-            self._embedder = None
+        for embedder in self._retired + [self._embedder]:
+            if embedder is not None:
+                embedder.close()
+        self._embedder, self._retired = None, []
 
     @staticmethod
     def _close(lib: Any, delete_index: bool) -> None:
@@ -288,3 +354,14 @@ class LibraryShelf(QObject):
         if delete_index:
             for suffix in ("", "-wal", "-shm"):
                 Path(f"{lib.index}{suffix}").unlink(missing_ok=True)
+
+
+def default_embedding_path() -> Path | None:
+    """The file of the catalog's first embedding model on disk (what the default choice loads), or None."""
+    from engine.models import catalog, store
+
+    try:
+        specs = catalog.load().embedding_models
+        return next((p for p in (store.locate_model(m) for m in specs) if p is not None), None)
+    except (TandemError, OSError):
+        return None

@@ -146,7 +146,7 @@ class MainWindow(QMainWindow):
         from .views.bench_view import BenchView
 
         self.views["Race"] = RaceView(self.session, gpu=bool(self.hw.gpus))  # the first race suits the machine
-        self.views["Models"] = ModelsView(self.session, self.catalog, self.hw)
+        self.views["Models"] = models = ModelsView(self.session, self.catalog, self.hw)
         self.views["Bench"] = BenchView(self.session)
         self.views["Bench"].useSetting.connect(self.use_chat_setting)
         from .views.settings_view import SettingsView, history_draft, performance
@@ -159,7 +159,9 @@ class MainWindow(QMainWindow):
         self.settings_view.historyDraftChanged.connect(self._apply_history_draft)
         self.settings_view.historyCleared.connect(self._history_cleared)
         self.views["Settings"] = self.settings_view
-        self.views["Library"] = LibraryView(self.shelf)  # last: Ctrl+5 stays Settings
+        self.views["Library"] = library = LibraryView(self.shelf, catalog=self.catalog)  # last: Ctrl+5 stays Settings
+        library.showModels.connect(lambda: self.nav.setCurrentRow(PAGES.index("Models")))
+        models.embedding.statesChanged.connect(library.models_changed)  # the Library takes up a model downloaded
         self._apply_performance(performance(self.settings))
         self.session.history_draft = history_draft(self.settings)
         for name in PAGES:

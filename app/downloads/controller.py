@@ -15,7 +15,7 @@ from PySide6.QtCore import QObject, Signal, SignalInstance, Slot
 from engine.models.catalog import PairSpec
 
 from .. import workers
-from .job import DownloadJob, DownloadStatus
+from .job import DownloadJob, DownloadStatus, Fetched
 
 
 class DownloadHost(Protocol):
@@ -56,11 +56,12 @@ class DownloadController(QObject):
         """The latest status, also after the download ended; None before the first."""
         return self.job.status if self.job is not None else None
 
-    def download(self, pair: PairSpec, *, source: str = "auto", then_load: bool = False) -> bool:
-        """Fetch both models of a pair (verified, resumable); False when one is already running."""
+    def download(self, pair: Fetched, *, source: str = "auto", then_load: bool = False) -> bool:
+        """Fetch both models of a pair, or one model (`OneModel`: loaded by no pair, so never
+        `then_load`), verified and resumable; False when a download is already running."""
         if self.active:
             return False
-        job = DownloadJob(pair, then_load=then_load)
+        job = DownloadJob(pair, then_load=then_load and isinstance(pair, PairSpec))
         w = workers.DownloadWorker(job.models, source=source)
         # Bound methods, not lambdas: they run in the GUI thread (see Session.run).
         w.progress.connect(self._on_progress)
@@ -120,7 +121,7 @@ class DownloadController(QObject):
         st = job.finish()
         self.changed.emit(st)
         self.finished.emit(st)
-        if st.ok and job.then_load:
+        if st.ok and job.then_load and isinstance(job.pair, PairSpec):
             self._pending_load = job.pair
             self._load_pending()
 

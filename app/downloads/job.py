@@ -1,4 +1,5 @@
-"""One pair's download as a small state machine, without Qt.
+"""One pair's download (or one catalog model's: the Library's embedding model, as `OneModel`)
+as a small state machine, without Qt.
 
 The download worker reports bytes per file; people want one bar for the whole pair, one
 line of text (percent, bytes, speed, ETA), and an honest ending (every file verified,
@@ -36,10 +37,37 @@ ENDED = (Phase.DONE, Phase.FAILED, Phase.CANCELLED)
 
 
 @dataclass(frozen=True)
+class OneModel:
+    """A catalog model fetched on its own, in no pair (the Library's embedding model): what a
+    download reads of a pair (id, title, models, bytes), so both go through one download path."""
+
+    model: ModelSpec
+
+    @property
+    def id(self) -> str:
+        return self.model.id
+
+    @property
+    def title(self) -> str:
+        return self.model.title
+
+    @property
+    def models(self) -> list[ModelSpec]:
+        return [self.model]
+
+    @property
+    def bytes(self) -> int:
+        return self.model.bytes
+
+
+Fetched = PairSpec | OneModel  # what one download fetches
+
+
+@dataclass(frozen=True)
 class DownloadStatus:
     """What every listener shows at one moment of a download."""
 
-    pair: PairSpec
+    pair: Fetched  # a pair, or OneModel (the Models page's embedding section shows those)
     phase: Phase
     fraction: float  # 0..1 of the pair's bytes (of the file being hashed while verifying)
     bar_format: str  # a QProgressBar format: "%p%" is the percentage
@@ -77,8 +105,8 @@ class DownloadStatus:
         return ""
 
 
-def pair_models(pair: PairSpec) -> list[ModelSpec]:
-    """The models to fetch for a pair: the target, and the draft unless it is the target itself."""
+def pair_models(pair: Fetched) -> list[ModelSpec]:
+    """The models to fetch: a pair's target, and its draft unless it is the target itself."""
     return pair.models
 
 
@@ -99,9 +127,10 @@ def progress_text(p: Progress, done: int | None = None, total: int | None = None
 
 
 class DownloadJob:
-    """The state of one pair's download, fed by the worker's events; each returns the new status."""
+    """The state of one pair's (or one model's) download, fed by the worker's events; each returns
+    the new status."""
 
-    def __init__(self, pair: PairSpec, *, then_load: bool = False):
+    def __init__(self, pair: Fetched, *, then_load: bool = False):
         self.pair = pair
         self.then_load = then_load
         self.models = pair_models(pair)
@@ -185,13 +214,13 @@ class DownloadJob:
         return f"{kept}the partial file is kept: Resume continues it"
 
 
-def _resumable_on_disk(pair: PairSpec) -> bool:
+def _resumable_on_disk(pair: Fetched) -> bool:
     """Whether the pair has a partial download that Resume continues (what the Download buttons read)."""
     try:
-        found = partial.pair_partial(pair)
+        found = [partial.model_partial(m) for m in pair.models]
     except OSError:
         return True  # the cache cannot be read: the Hub's download keeps its partial file
-    return found is not None and found.resumable
+    return any(pm is not None and pm.resumable for pm in found)
 
 
 def _clamp(x: float) -> float:

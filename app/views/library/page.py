@@ -1,16 +1,20 @@
-"""The Library page: a list of folders with one status line each, the running update's
-progress, and the unreadable files of the folder chosen, one line each with why. Nothing here
-reads a file: the shelf's worker indexes, the engine decides what is readable."""
+"""The Library page: how passages are ranked (ranking.py), a list of folders with one status
+line each, the running update's progress, and the unreadable files of the folder chosen, one
+line each with why. Nothing here reads a file: the shelf's worker indexes, the engine decides
+what is readable."""
 
 from __future__ import annotations
 
 from PySide6.QtCore import Qt, QUrl, Signal
-from PySide6.QtGui import QDesktopServices
+from PySide6.QtGui import QDesktopServices, QShowEvent
 from PySide6.QtWidgets import (
     QFileDialog, QHBoxLayout, QLabel, QListWidget, QListWidgetItem, QProgressBar, QPushButton, QVBoxLayout, QWidget,
 )
 
+from engine.models.catalog import Catalog
+
 from ...library_shelf import FolderState, LibraryShelf
+from .ranking import RankingChoice
 
 ROLE_FOLDER = Qt.ItemDataRole.UserRole
 
@@ -38,8 +42,9 @@ def status_line(shelf: LibraryShelf, st: FolderState) -> str:
 class LibraryView(QWidget):
     message = Signal(str)  # a one-line notice for the status bar
     error = Signal(str)
+    showModels = Signal()  # to the Models page (where the embedding model is downloaded)
 
-    def __init__(self, shelf: LibraryShelf, parent: QWidget | None = None):
+    def __init__(self, shelf: LibraryShelf, parent: QWidget | None = None, *, catalog: Catalog | None = None):
         super().__init__(parent)
         self.shelf = shelf
         lay = QVBoxLayout(self)
@@ -47,8 +52,7 @@ class LibraryView(QWidget):
         intro = QLabel(
             "Folders of documents to ask from the chat (choose one under the prompt). Each is indexed on this "
             f"machine, in {shelf.index_folder()}; nothing leaves it. A file saved, added or deleted while Tandem "
-            "runs is indexed again by itself. With an embedding model on disk (`tandem pull "
-            "nomic-embed-text-v1.5-q8_0`), passages are ranked by their meaning as well as their words.")
+            "runs is indexed again by itself.")
         intro.setWordWrap(True)
         intro.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         self.intro = intro
@@ -79,7 +83,9 @@ class LibraryView(QWidget):
         self.empty = QLabel("No folder yet: Add folder… to index one (PDF, Word, spreadsheets, slides, web pages, "
                             "EPUB, RTF, Markdown and text files are read).")
         self.empty.setWordWrap(True)
-        for w in (title, intro):
+        self.ranking = RankingChoice(shelf, catalog)
+        self.ranking.showModels.connect(self.showModels)
+        for w in (title, intro, self.ranking):
             lay.addWidget(w)
         lay.addLayout(row)
         lay.addWidget(self.empty)
@@ -185,6 +191,17 @@ class LibraryView(QWidget):
         for name, why in bad:
             QListWidgetItem(f"{name}: {why}", self.unreadable).setToolTip(why)
         self._show_progress()
+
+    def models_changed(self) -> None:
+        """A model was downloaded or deleted (Models page): the choice's list and the shelf look again."""
+        self.ranking.refresh()
+        self.shelf.models_changed(fetched=True)
+
+    def showEvent(self, event: QShowEvent) -> None:
+        """Shown: a model pulled in a terminal meanwhile is seen too (one that failed is not tried again)."""
+        super().showEvent(event)
+        self.ranking.refresh()
+        self.shelf.models_changed()
 
     def shutdown(self) -> None:
         self.shelf.shutdown()

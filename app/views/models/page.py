@@ -1,5 +1,6 @@
-"""Models: the catalog's pairs (with downloads, loading and unloading) above, importing
-local GGUFs and checking any combination below; .gguf files dropped anywhere are imported."""
+"""Models: the catalog's pairs (with downloads, loading and unloading) above, the Library's
+embedding models apart from them, importing local GGUFs and checking any combination below;
+.gguf files dropped anywhere are imported."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from engine.models.hardware import Hardware
 from ...session import Session
 from ...widgets.controls.reflow import Reflow
 from .compat import CompatPanel
+from .embedding import EmbeddingPanel
 from .imports import ImportsPanel
 from .pairs import PairsPanel
 
@@ -32,20 +34,26 @@ class ModelsView(QWidget):
         self.pairs = PairsPanel(session, catalog, hw)
         self.imports = ImportsPanel(session)
         self.compat = CompatPanel(session)
+        self.embedding = EmbeddingPanel(session, catalog)
+        self.embedding.setVisible(bool(self.embedding.models))
         split = QSplitter(Qt.Orientation.Vertical)
         QVBoxLayout(self).addWidget(split)
         split.addWidget(self.pairs)
         bottom = QWidget()
-        bl = QHBoxLayout(bottom)
+        bv = QVBoxLayout(bottom)
+        bv.setContentsMargins(0, 0, 0, 0)
+        bv.addWidget(self.embedding)
+        bl = QHBoxLayout()
         bl.setContentsMargins(0, 0, 0, 0)
         bl.addWidget(self.imports, 1)
         bl.addWidget(self.compat, 1)
+        bv.addLayout(bl, 1)
         self._reflow = Reflow(self, bl, [self.imports.side_by_side_width, self.compat])  # stacked in a narrow window
         split.addWidget(bottom)
         split.setStretchFactor(0, 3)
         split.setStretchFactor(1, 2)
         split.setSizes([480, 300])
-        for part in (self.pairs, self.imports, self.compat):
+        for part in (self.pairs, self.embedding, self.imports, self.compat):
             part.message.connect(self.message)
             part.error.connect(self.error)
         self.pairs.statesChanged.connect(self._offer_models)
@@ -55,12 +63,13 @@ class ModelsView(QWidget):
         self.refresh()
 
     def set_dark(self, dark: bool) -> None:
-        for part in (self.pairs, self.imports, self.compat):
+        for part in (self.pairs, self.embedding, self.imports, self.compat):
             part.set_dark(dark)
 
     def refresh(self) -> None:
         """Re-read what is on disk: pair states, imported models, the combination lists."""
         self.pairs.rescan()  # -> statesChanged -> _offer_models
+        self.embedding.refresh()
         self.imports.refresh()
 
     def _offer_models(self, *_: Any) -> None:

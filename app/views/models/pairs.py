@@ -42,6 +42,11 @@ def _sees(p: PairSpec) -> str:
             "with it and loaded beside it.")
 
 
+def _of_a_pair(st: DownloadStatus | None) -> bool:
+    """The download is a pair's (this panel shows it), not one model's (the embedding section's)."""
+    return st is not None and isinstance(st.pair, PairSpec)
+
+
 class PairsPanel(QWidget):
     """The pairs table with its details line, download bar and actions."""
 
@@ -230,6 +235,8 @@ class PairsPanel(QWidget):
 
     def _download_failed(self, message: str) -> None:
         """The error, or (Hugging Face unreachable, the pair mirrored) the mirror offered instead."""
+        if not _of_a_pair(self.session.downloads.status):
+            return  # the embedding section says it
         last, self._last_download = self._last_download, None
         if last is not None and last[1] == "hub" and hub_unreachable(message):
             pair = self.catalog.pair(last[0])
@@ -244,6 +251,9 @@ class PairsPanel(QWidget):
         self.select_pair(st.pair.id)
 
     def _download_changed(self, st: DownloadStatus) -> None:
+        if not _of_a_pair(st):  # an embedding model: its own section shows the bar
+            self.sync_buttons()
+            return
         self.progress.setVisible(st.bar_visible)
         self.progress.setValue(round(1000 * st.fraction))
         self.progress.setFormat(st.bar_format)
@@ -259,6 +269,8 @@ class PairsPanel(QWidget):
             self.download_pair(retry[0], then_load=retry[1])
             return
         self.rescan()
+        if not _of_a_pair(st):
+            return
         if st.headline:
             self.message.emit(st.headline)
         self.downloadFinished.emit(st.ok)

@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from app.downloads.job import DownloadJob, Phase, pair_models, progress_text
+from app.downloads.job import DownloadJob, OneModel, Phase, pair_models, progress_text
 from engine.models import catalog as catalog_mod
 from engine.models import store
 from engine.models.catalog import FileSpec, ModelSpec, PairSpec
@@ -130,3 +130,19 @@ def test_a_self_drafting_pair_is_fetched_once():
 
 def test_progress_text_without_speed_or_eta():
     assert progress_text(Progress("a.gguf", 0, 0)) == "Downloading a.gguf — 0.0% · 0 B of 0 B"
+
+
+def test_one_model_alone_is_fetched_as_a_pair_is(tmp_path, monkeypatch):
+    """The Library's embedding model (in no pair): the same bar, words and endings, its own title."""
+    _hf_cache(tmp_path, monkeypatch)
+    job = DownloadJob(OneModel(_model("embed", 2000)), then_load=True)
+    assert pair_models(job.pair) == [job.pair.model] and job.sizes == [2000]
+    st = job.progress(Progress("embed.gguf", 500, 2000))
+    assert (st.fraction, st.bar_format) == (0.25, "Embed: %p%")
+    job.cancel()
+    assert job.finish().text == "Download cancelled; no partial file was kept: Download starts over."
+    job = DownloadJob(OneModel(_model("embed", 2000)))
+    job.file_done()
+    job.all_done()
+    st = job.finish()
+    assert st.ok and st.headline == "Downloaded Embed" and st.text == "Embed: every file is on disk and verified."

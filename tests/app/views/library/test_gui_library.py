@@ -272,36 +272,59 @@ def test_without_a_watch_the_folder_is_indexed_and_reindex_finds_a_new_file(qtbo
         view.shutdown()
 
 
-def test_the_embedding_model_setting_ranks_by_meaning_or_says_once_why_not(qtbot, tmp_path, folder, vocab):
-    """The setting names an embedding GGUF (the tiny BERT): the first update loads it off the
-    GUI thread, the folder's line says it is ranked by meaning, answers' passages carry their
-    cosine. A file that cannot embed is said once, and the folder is still indexed by its words."""
+def test_the_ranking_choice_changes_without_a_restart_and_a_broken_model_is_one_line(qtbot, tmp_path, folder, vocab):
+    """The setting names an embedding GGUF (the tiny BERT): the first update loads it off the GUI
+    thread, the folder's line says it is ranked by meaning, hits carry their cosine. The page's
+    "Rank passages by" switches to words (BM25 at once) and back (the next update loads the model
+    again) in the same run; a file that cannot embed is said once, and the words alone rank."""
     from app.library_shelf import EMBED_KEY, LibraryShelf
     from app.views.library import LibraryView
     from engine.models.tiny_bert import write_bert_model
 
-    for model, ok in ((write_bert_model(tmp_path / "bert.gguf", vocab=vocab), True),
-                      (tmp_path / "broken.gguf", False)):
-        if not ok:
-            model.write_bytes(b"not a model")
-        settings = QSettings(str(tmp_path / f"e{ok}.ini"), QSettings.Format.IniFormat)
-        settings.setValue(EMBED_KEY, str(model))
-        view = LibraryView(LibraryShelf(settings))
-        qtbot.addWidget(view)
-        errors: list[str] = []
-        view.error.connect(errors.append)
-        try:
-            view.add_folder(str(folder))
-            qtbot.waitUntil(lambda: _ready(view.shelf, folder), timeout=60000)
-            hits = view.shelf.search(str(folder), "Who leads project Aurora?")
-            line = view.folder_list.item(0).text()
-            if ok:
-                assert "ranked by meaning too" in line and errors == []
-                assert hits and all(h.fused and h.cosine is not None for h in hits)
-            else:
-                qtbot.waitUntil(lambda: bool(errors), timeout=5000)
-                assert len(errors) == 1 and errors[0].startswith("The Library ranks by words alone: ")
-                assert "broken.gguf" in errors[0] and "\n" not in errors[0]
-                assert "ranked by meaning" not in line and hits and not hits[0].fused
-        finally:
-            view.shutdown()
+    bert = write_bert_model(tmp_path / "bert.gguf", vocab=vocab)
+    broken = tmp_path / "broken.gguf"
+    broken.write_bytes(b"not a model")
+    settings = QSettings(str(tmp_path / "e.ini"), QSettings.Format.IniFormat)
+    settings.setValue(EMBED_KEY, str(bert))
+    view = LibraryView(LibraryShelf(settings))
+    qtbot.addWidget(view)
+    shelf, ranking = view.shelf, view.ranking
+    errors: list[str] = []
+    view.error.connect(errors.append)
+
+    def hits():
+        return shelf.search(str(folder), "Who leads project Aurora?")
+
+    def ranked_by_meaning() -> bool:
+        return shelf.embedder is not None and _ready(shelf, folder) and not shelf.busy
+
+    try:
+        assert ranking.combo.currentText() == "Meaning and words: bert.gguf"
+        view.add_folder(str(folder))
+        qtbot.waitUntil(ranked_by_meaning, timeout=60000)
+        assert "ranked by meaning too" in view.folder_list.item(0).text() and errors == []
+        assert all(h.fused and h.cosine is not None for h in hits())
+        assert ranking.state.text() == "Ranked by meaning and words (bert.gguf)."
+
+        ranking.combo.setCurrentIndex(0)
+        ranking.combo.activated.emit(0)  # "Words only", as a click chooses it
+        assert settings.value(EMBED_KEY) == "none" and not hits()[0].fused, "BM25 at once"
+        qtbot.waitUntil(lambda: _ready(shelf, folder) and not shelf.busy, timeout=60000)
+        assert "ranked by meaning" not in view.folder_list.item(0).text()
+        assert ranking.state.text().endswith("(BM25).") and not hits()[0].fused
+
+        ranking.choose(str(bert))  # back, as "Another GGUF file…" gives it
+        assert not hits()[0].fused, "words until the model is loaded again"
+        qtbot.waitUntil(ranked_by_meaning, timeout=60000)
+        assert all(h.fused and h.cosine is not None for h in hits()) and errors == []
+
+        ranking.choose(str(broken))
+        qtbot.waitUntil(lambda: bool(errors), timeout=60000)
+        qtbot.waitUntil(lambda: _ready(shelf, folder) and not shelf.busy, timeout=60000)
+        assert len(errors) == 1 and errors[0].startswith("The Library ranks by words alone: ")
+        assert "broken.gguf" in errors[0] and "\n" not in errors[0]
+        assert ranking.state.text().startswith("Ranked by words alone: ") and "broken.gguf" in ranking.state.text()
+        assert ranking.combo.currentText() == "Meaning and words: broken.gguf"
+        assert "ranked by meaning" not in view.folder_list.item(0).text() and not hits()[0].fused
+    finally:
+        view.shutdown()
