@@ -16,7 +16,7 @@ library-WxH-THEME.png (the page) and library-answer-WxH-THEME.png (the answer, i
 the first one opened in the side pane). `--views tools` saves the chat's tool use at 1024x700
 instead, light and dark: the approval dialog and the answer with its call card
 (tools-approval-THEME.png, tools-card-THEME.png), with tools/tool_loop_server.py as the MCP
-server. `--views pictures` saves the chat's pictures at 1024x700 instead, light and dark: a chart
+server (the default pair calls by itself; SmolLM2-135M's first step is made to call). `--views pictures` saves the chat's pictures at 1024x700 instead, light and dark: a chart
 attached and a screenshot pasted as chips (pictures-attached-THEME.png), then sent, their
 thumbnails in the question (pictures-sent-THEME.png), with the tiny model that sees the tests use
 (tools/picture_shots.py). --scale runs the app at that scale factor (QT_SCALE_FACTOR; the window then
@@ -112,7 +112,7 @@ def main() -> int:
         win.session.load(target, draft, label=f"{target.stem} + {draft.stem}")
     shots.wait(lambda: win.session.engine is not None and not win.session.busy)
     if views == ["tools"]:
-        tools_shots(shots, win, Path(tmp), a.themes.split(","))
+        tools_shots(shots, win, Path(tmp), a.themes.split(","), force=pair is None)
         win.close()
         return 0
     if "chat" in views:
@@ -259,10 +259,11 @@ def library_ask(shots: Shots, win, tmp: Path) -> None:
         QDesktopServices.openUrl = real
 
 
-def tools_shots(shots: Shots, win, tmp: Path, themes: list[str]) -> None:
+def tools_shots(shots: Shots, win, tmp: Path, themes: list[str], force: bool) -> None:
     """In each theme, a new chat with the operations desk's MCP server on: the approval
-    dialog over the window, then the answer with its call card, at 1024x700. The first step
-    is forced to call track_shipment (SmolLM2-135M rarely calls by itself; the id is its own)."""
+    dialog over the window, then the answer with its call card, at 1024x700. With the default
+    pair the model chooses the call itself; `force` (SmolLM2-135M, which rarely calls by
+    itself) makes the first step call track_shipment."""
     import json
 
     from PySide6.QtWidgets import QApplication
@@ -279,9 +280,10 @@ def tools_shots(shots: Shots, win, tmp: Path, themes: list[str]) -> None:
         win.set_theme(theme)
         chat.new_conversation()
         chat.apply_settings({**chat.settings(), "drafter": "lookup", "lookahead": "auto", "temperature": 0.0,
-                             "max_tokens": 80})
+                             "max_tokens": 160})
         chat.settings_panel.tools.boxes["desk"].setChecked(True)
-        chat.tools.choice = "track_shipment"
+        if force:
+            chat.tools.choice = "track_shipment"
         chat.prompt.setPlainText("Where is shipment NX-4471 now, and when does it arrive? Use the tools.")
         chat.send()
         shots.wait(lambda: chat.tools.dialog is not None and chat.tools.dialog.isVisible())

@@ -59,6 +59,9 @@ def test_bundle_builds_and_passes_its_self_test(tmp_path, tiny_target):
     r = subprocess.run([str(exe), "--self-test"], capture_output=True, text=True, timeout=300, env=env)
     assert r.returncode == 0, r.stdout + r.stderr
     assert "self-test: ok" in r.stdout
+    # every optional part made to work inside the bundle (frozen, a missing one fails the self-test)
+    for part in ("documents", "pictures", "tools (MCP)", "library", "server"):
+        assert f"  {part}: ok (" in r.stdout, (part, r.stdout)
     r = subprocess.run([str(exe), "cli", "models"], capture_output=True, text=True, timeout=300, env=env)
     assert r.returncode == 0 and "qwen2.5-coder-1.5b" in r.stdout, r.stdout + r.stderr
     _bundled_rpc_split_matches_local(exe, tiny_target, env, tmp_path / "worker.log")
