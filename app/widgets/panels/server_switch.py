@@ -164,6 +164,8 @@ class ServerSwitch(QWidget):
         self.server, self._engine, self._slots = server, engine, slots
         engine.queue.add_listener(self._on_event)
         self.url.setText(f"{server.url}/v1")
+        self.port.hide()  # the address says the port and the label the slots: room for the pair's name
+        self.slots.hide()
         if slots is not None:  # a chat answer takes one of them from now
             self.session.slots, self.session.slots_draft = slots, self.session.pair.draft
             self.show_slots()
@@ -200,8 +202,9 @@ class ServerSwitch(QWidget):
             _free_slots(engine, slots)
 
     def _enable_boxes(self) -> None:
-        self.port.setEnabled(True)
-        self.slots.setEnabled(True)
+        for box in (self.port, self.slots):
+            box.setEnabled(True)
+            box.show()
 
     @Slot()
     def show_slots(self) -> None:
