@@ -256,3 +256,20 @@ def test_the_chat_page_answers_in_a_slot_while_the_server_runs(qtbot, tmp_path, 
     assert (where_off, where_on) == (None, "model") and on == off
     assert "tok/s" in chat.stats_label.text() and len(chat.charts.series) > 0
     w.close()
+
+
+def test_switched_off_mid_answer_the_chat_ends_in_its_slot_then_the_slots_are_freed(qtbot, serving):
+    session, switch = serving
+    request = chat_request(session, 30)
+    expected = alone(session, request)
+    start(qtbot, switch, 2)
+    slots, held = session.slots, {"on": True}
+    w, answers = chat_worker(qtbot, session, request, Gate(lambda: held["on"] and any(slots.busy())))
+    qtbot.waitUntil(lambda: any(slots.busy()), timeout=WAIT)
+    switch.set_on(False)
+    assert session.slots is None and not switch.running  # the next chat answer takes its turn
+    held["on"] = False
+    qtbot.waitUntil(lambda: bool(answers) and not session.busy, timeout=WAIT)
+    assert list(answers[0].tokens) == expected  # not cut by the server stopping
+    with pytest.raises(EngineClosedError):  # freed once the answer ended
+        next(slots.stream([1, 2, 3]))
