@@ -273,3 +273,22 @@ def test_switched_off_mid_answer_the_chat_ends_in_its_slot_then_the_slots_are_fr
     assert list(answers[0].tokens) == expected  # not cut by the server stopping
     with pytest.raises(EngineClosedError):  # freed once the answer ended
         next(slots.stream([1, 2, 3]))
+
+
+def test_slots_the_target_cannot_run_leave_one_request_at_a_time_and_say_why(qtbot, serving, monkeypatch):
+    from engine.errors import TandemError
+    from engine.serving.server import app as server_app
+
+    real = server_app.parallel_slots
+
+    def refuse(served, config):
+        if config.parallel > 1:
+            raise TandemError("parallel slots cannot draft with this assistant yet")
+        return real(served, config)
+
+    monkeypatch.setattr(server_app, "parallel_slots", refuse)
+    session, switch = serving
+    with qtbot.waitSignal(switch.message, timeout=WAIT) as said:
+        start(qtbot, switch, 2)
+    assert "one request at a time (parallel slots cannot draft with this assistant yet)" in said.args[0]
+    assert switch.running and session.slots is None and switch.in_use.text() == ""
