@@ -136,7 +136,7 @@ class ServerSwitch(QWidget):
             try:
                 server = ServerThread(app, "127.0.0.1", port).start()
             except BaseException:
-                _free_slots(engine, slots)
+                _free_slots(engine, slots, unused=True)
                 raise
             self._started.emit((engine, server, slots, note))
         except ImportError as e:
@@ -156,7 +156,7 @@ class ServerSwitch(QWidget):
         engine, server, slots, note = result
         if not self.button.isChecked() or engine is not self.session.engine:
             server.stop()  # switched off, or the pair changed, while it was starting
-            _free_slots(engine, slots)
+            _free_slots(engine, slots, unused=True)
             self._enable_boxes()
             if self.button.isChecked():
                 self._start()
@@ -301,7 +301,12 @@ def _machine_slots() -> int:
     return default_parallel()
 
 
-def _free_slots(engine: Any, slots: Any) -> None:
-    """Close a server's slots (None: it ran none) unless the engine has closed them with it."""
-    if slots is not None and engine.detach(slots):
+def _free_slots(engine: Any, slots: Any, *, unused: bool = False) -> None:
+    """Close a server's slots (None: it ran none) unless the engine has closed them with it;
+    `unused`: a server that never served, whose engine's queue is given back its one slot."""
+    if slots is None:
+        return
+    if unused:
+        engine.queue.slots = 1
+    if engine.detach(slots):
         slots.close()

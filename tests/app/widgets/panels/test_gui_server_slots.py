@@ -292,3 +292,21 @@ def test_slots_the_target_cannot_run_leave_one_request_at_a_time_and_say_why(qtb
         start(qtbot, switch, 2)
     assert "one request at a time (parallel slots cannot draft with this assistant yet)" in said.args[0]
     assert switch.running and session.slots is None and switch.in_use.text() == ""
+
+
+def test_a_busy_port_frees_the_slots_made_for_it(qtbot, serving, monkeypatch):
+    from engine.decoding.slots import scheduler
+
+    made: list = []
+    real = scheduler.SlotScheduler.__init__
+    monkeypatch.setattr(scheduler.SlotScheduler, "__init__", lambda self, *a, **k: (made.append(self), real(self, *a, **k))[1])
+    session, switch = serving
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen(1)
+        switch.port.setValue(s.getsockname()[1])
+        switch.slots.setValue(2)
+        with qtbot.waitSignal(switch.error, timeout=WAIT):
+            switch.set_on(True)
+    assert len(made) == 1 and not session.engine.detach(made[0])  # closed, not kept by the engine
+    assert session.engine.queue.slots == 1 and session.slots is None and not switch.running
