@@ -107,9 +107,14 @@ def chat_worker(qtbot, session: Session, request: GenerationRequest, gate: Gate)
     return w, answers
 
 
-def test_the_slot_count_box_offers_the_machines_default(qtbot, serving):
-    _, switch = serving
-    assert switch.slots.value() == default_parallel()
+def test_the_slot_count_box_offers_the_machines_default(qtbot, serving, monkeypatch):
+    from engine.models import hardware
+
+    assert 1 <= default_parallel() <= 4
+    monkeypatch.setattr(hardware, "default_parallel", lambda hw=None: 3)  # a machine that suits three
+    switch = ServerSwitch(serving[0], port=free_port())
+    qtbot.addWidget(switch)
+    assert switch.slots.value() == 3
 
 
 def test_a_chat_answer_and_a_client_answer_stream_side_by_side_each_as_alone(qtbot, serving):
