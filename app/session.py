@@ -50,6 +50,8 @@ class Session(QObject):
         self.n_threads: int | None = None  # Settings → Performance; None: the engine's default
         self.n_gpu_layers: int | None = None
         self.history_draft = True  # Settings → Suffix draft memory: past answers kept in a file
+        self.slots: Any = None  # the local server's parallel slots (a SlotScheduler) while it runs them: chat answers run in one
+        self.slots_draft: Any = None  # the draft file they were built with (their "model" draft)
         self.projector_note = ""  # why the projector beside the loaded target was not loaded ("": none to say)
         self._busy = ""
         self._threads: list[tuple[QThread, workers.Worker]] = []

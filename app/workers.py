@@ -292,15 +292,21 @@ class GenerationWorker(EngineWorker):
     draft_reading = Signal(int, int)  # the model draft catching up with the prompt: done, total
     done = Signal(object)  # DoneEvent
 
-    def __init__(self, engine: Any, request: "GenerationRequest"):
+    def __init__(self, engine: Any, request: "GenerationRequest", slots: Any = None, model_draft: Any = None):
+        """`slots`: the local server's parallel slots (a `SlotScheduler` over `engine`'s target):
+        the answer runs in one beside the server's requests when they run its draft (`model_draft`:
+        the draft file they were built with); otherwise, and without slots, it takes its turn."""
         super().__init__()
         from engine import LiveLookahead
+        from engine.decoding.slots.turn import slot_draft
 
         self.engine = engine
         if not isinstance(request.lookahead, LiveLookahead):  # the view passes one; a test may not
             request = request.with_(lookahead=LiveLookahead(request.lookahead))
         self.request = request
         self.live: LiveLookahead = request.lookahead  # the slider and Auto switch change this, mid-answer
+        self.slots = slots
+        self.slot_draft = slot_draft(request.draft, slots.drafts, model_draft) if slots is not None else None
 
     def set_lookahead(self, value: Any) -> None:
         """From the GUI thread: applies from the next step."""
@@ -311,12 +317,18 @@ class GenerationWorker(EngineWorker):
 
         toks = FrameCoalescer(self.tokens.emit)
         steps = FrameCoalescer(self.steps.emit, lead=toks)  # one frame: its tokens, then its steps
-        # Through the engine's queue: a local-server request and this answer wait for each other.
         queue = self.engine.queue
-        job = queue.submit("chat", bounded=False, cancel=self.token)
+        if self.slot_draft is not None:  # in a slot of the local server's, beside its requests
+            from engine.decoding.slots.turn import stream_in_slot
+
+            job = queue.submit("chat", bounded=False, cancel=self.token, side_by_side=True)
+            events = stream_in_slot(self.engine, self.slots, self.request, job, self.slot_draft)
+        else:  # through the engine's queue: a local-server request and this answer wait for each other
+            job = queue.submit("chat", bounded=False, cancel=self.token)
+            events = queue.stream(self.engine, self.request, job)
         try:
             with LateFlush(lambda: (steps,)):
-                self._consume(queue.stream(self.engine, self.request, job), toks, steps)
+                self._consume(events, toks, steps)
         except Cancelled:  # stopped while a server request was running: an empty, stopped answer
             self.done.emit(DoneEvent("", [], RunStats(finish_reason="cancelled", stopped_by="cancel")))
 

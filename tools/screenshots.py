@@ -19,7 +19,8 @@ instead, light and dark: the approval dialog and the answer with its call card
 server (the default pair calls by itself; SmolLM2-135M's first step is made to call). `--views pictures` saves the chat's pictures at 1024x700 instead, light and dark: a chart
 attached and a screenshot pasted as chips (pictures-attached-THEME.png), then sent, their
 thumbnails in the question (pictures-sent-THEME.png), with the tiny model that sees the tests use
-(tools/picture_shots.py). --scale runs the app at that scale factor (QT_SCALE_FACTOR; the window then
+(tools/picture_shots.py). `--views server` saves the local server's slots in use at 1024x700,
+light and dark (tools/server_shots.py). --scale runs the app at that scale factor (QT_SCALE_FACTOR; the window then
 has WxH device pixels) and saves only the set, as VIEW-WxH-SCALEx-THEME.png. The app's own
 data (history, settings) goes to a temporary folder.
 """
@@ -96,7 +97,7 @@ def main() -> int:
         return 0
     # Models first (nothing loaded yet): the catalog with fit verdicts
     win.nav.setCurrentRow(2)
-    if views != ["tools"]:
+    if views not in (["tools"], ["server"]):
         shots.shot("models")
     if pair is not None:  # through the model bar, as a user loads it: the pair's own title
         bar = win.chat.model_bar
@@ -113,6 +114,12 @@ def main() -> int:
     shots.wait(lambda: win.session.engine is not None and not win.session.busy)
     if views == ["tools"]:
         tools_shots(shots, win, Path(tmp), a.themes.split(","), force=pair is None)
+        win.close()
+        return 0
+    if views == ["server"]:  # the local server's slots in use: tools/server_shots.py
+        from tools.server_shots import server_shots
+
+        server_shots(shots, win, a.themes.split(","))
         win.close()
         return 0
     if "chat" in views:

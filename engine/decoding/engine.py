@@ -54,7 +54,6 @@ def _encodable(value: Any) -> Any:
     """Text the tokenizer can encode: lone surrogates (from a shell or a careless caller)
     become U+FFFD, with a warning, instead of a UnicodeEncodeError deep in llama.cpp."""
     import warnings
-
     from .prompting.prompt_text import clean
 
     if isinstance(value, str):
@@ -83,9 +82,8 @@ def prompt_tokens(model: Model, prompt: Prompt, *, chat: bool = False, system: s
             raise PromptError("the prompt is empty")
         if not chat:
             return tokenize_within(model, prompt, limit, add_special=True, parse_special=parse_special, media=media)
-        messages: list[Message] = ([{"role": "system", "content": system}] if system else []) + [
-            {"role": "user", "content": prompt}
-        ]
+        messages: list[Message] = [{"role": "system", "content": system}] if system else []
+        messages.append({"role": "user", "content": prompt})
     elif prompt and all(isinstance(t, int) for t in prompt):
         return list(prompt)  # type: ignore[arg-type]
     else:
@@ -100,8 +98,7 @@ class Engine(BaseEngine):
 
     Runtime settings come as a `RuntimeParams` (or the same names as keywords). One
     generation runs at a time per engine: other threads queue; `close()` from any thread
-    cancels a running generation, waits for its step to end, then frees the models.
-    """
+    cancels a running generation, waits for its step to end, then frees the models."""
 
     def __init__(
         self,
@@ -272,6 +269,11 @@ class Engine(BaseEngine):
             self._check_open()
             self._attached.append(part)
 
+    def detach(self, part: Any) -> bool:
+        """Give back an attached part to close now (an app's server switched off); False: closed with this engine."""
+        with self._lock:
+            return any(p is part for p in self._attached) and not self._attached.remove(part)
+
     def _history_drafter(self, with_lookup: bool) -> SuffixDrafter:
         """A suffix drafter over this engine's one store of past answers (read once, shared by
         the suffix choice and every model draft's free companion)."""
@@ -290,8 +292,7 @@ class Engine(BaseEngine):
             if self._answers is None and self.history_draft and self.draft_history_path().exists():
                 self._history_drafter(with_lookup=False)  # reads the file once; every suffix drafter shares it
             answers = self._answers.answers() if self._answers is not None else []
-        n = len(tail)
-        return n > 0 and any(len(a) > n and a[:n].tolist() == tail for a in answers)
+        return bool(tail) and any(len(a) > len(tail) and a[:len(tail)].tolist() == tail for a in answers)
 
     def _suffix_drafters(self) -> list[SuffixDrafter]:
         """The drafters that keep past answers, in every decoder of this engine."""

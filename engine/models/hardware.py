@@ -160,6 +160,16 @@ def machine(devices: Sequence[Device] = ()) -> Hardware:
     return Hardware(vm.total, vm.available, physical_cores(), usable_cpus(), list(devices), _nvml())
 
 
+def default_parallel(hw: Hardware | None = None) -> int:
+    """The parallel slots offered where nobody chose (the app's server switch; `tandem serve` keeps
+    1): two, so one answer runs beside another; four with 8 or more physical cores and 16 GB free
+    (each slot holds a whole context); one with under 2 GB free."""
+    hw = hw or machine()
+    if hw.ram_available < 2 * GB:
+        return 1
+    return 4 if hw.cores_physical >= 8 and hw.ram_available >= 16 * GB else 2
+
+
 # -- memory bandwidth: what bounds decode speed ----------------------------------------------
 @dataclass(frozen=True)
 class Bandwidth:

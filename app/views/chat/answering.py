@@ -156,8 +156,15 @@ class AnswerStream(QObject):
             self._on_failed(str(e))
             self._on_finished()
             return None
+        slots = self._session.slots  # the local server's parallel slots, while it runs some
         if w is None:
-            return workers.GenerationWorker(self._session.engine, request)
+            w = workers.GenerationWorker(self._session.engine, request, slots=slots, model_draft=self._session.slots_draft)
+            if slots is not None and w.slot_draft is None:
+                self._notify("This answer waits for the local server's requests: the server's slots do not run "
+                             "its draft (they run " + ", ".join(slots.drafts) + ")")
+            return w
+        if slots is not None:
+            self._notify("With tools on, this answer waits for the local server's requests (it runs outside its slots)")
         w.call.connect(self._on_call)
         w.approval.connect(self._on_approval)
         w.progress.connect(self._view.transcript.set_progress)

@@ -5,6 +5,8 @@
   of its own for its slot), and runs every slot's step as the
   single-sequence decoder's own halves (`Decoder.plan_step`, `judge`, `settle`) around one
   shared `llama_decode` (engine/llamacpp/sequences.py's `SharedContext`).
+- turn.py: a generation's turn in the slots through the engine's queue (`stream_in_slot`), as
+  the server's requests and the app's chat take it, and which slot draft a draft choice is.
 
 It sits above decoding's top (it runs the top's decoder, events and requests) and below the
 server that schedules its answers through it.

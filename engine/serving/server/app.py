@@ -48,6 +48,7 @@ def create_app(served: ServedModel, config: ServerConfig | None = None) -> FastA
     app = FastAPI(title="Tandem", description="OpenAI-compatible local speculative decoding", version="1",
                   docs_url=None, redoc_url=None, openapi_url=None)
     app.state.served, app.state.config, app.state.queue, app.state.metrics = served, config, queue, metrics
+    app.state.slots = slots  # the engine keeps them (attached); a host stopping early closes them (detach_slots)
     app.state.stopping = threading.Event()  # set by the runner on shutdown: cut answers say so
     install_error_handlers(app)
     check_key = key_check(config)

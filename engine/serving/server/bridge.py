@@ -20,6 +20,7 @@ from ...decoding.events import DoneEvent, PrefillEvent, RunStats, TokenEvent
 from ...decoding.queue import GenerationQueue, Job
 from ...decoding.request import GenerationRequest
 from ...decoding.drafting.choice import DraftChoice
+from ...decoding.slots.turn import stream_in_slot
 from .redact import server_side
 
 log = logging.getLogger("tandem.server")
@@ -102,17 +103,12 @@ class Generation:
             self._put(_END)
 
     def _in_slot(self) -> Iterator[Any]:
-        """The request in a parallel slot: its turn beside the others', its prompt's tokens and
-        pictures as `Engine.stream` reads them (`prompt_input`: each picture encoded once, by
-        content), the slot's events handed to the queue's listeners too."""
-        eng, req, job = self.engine, self.request, self.job
-        with self.queue.turn(job):
-            tokens, images = eng.prompt_input(req)
-            draft = req.draft if isinstance(req.draft, str) and req.draft in self.slots.drafts \
-                else DraftChoice.parse(req.draft).kind.value  # "model": the served draft model's slot drafter
-            for ev in self.slots.stream(tokens, req, job.cancel, draft=draft, images=images):
-                self.queue.notify(job, ev)
-                yield ev
+        """The request in a parallel slot (engine/decoding/slots/turn.py), with the draft its
+        check chose ("model": the served draft model's slot drafter)."""
+        req = self.request
+        draft = req.draft if isinstance(req.draft, str) and req.draft in self.slots.drafts \
+            else DraftChoice.parse(req.draft).kind.value
+        return stream_in_slot(self.engine, self.slots, req, self.job, draft)
 
     async def __aiter__(self) -> AsyncIterator[PrefillEvent | TokenEvent | DoneEvent]:
         while True:

@@ -162,3 +162,12 @@ def test_nvml_is_shut_down_also_when_a_device_fails(monkeypatch):
     monkeypatch.setitem(sys.modules, "pynvml", fake)
     assert hardware._nvml() == [{"name": "GPU0", "free": 1, "total": 2}]
     assert calls == ["init", "shutdown"]
+
+
+def test_the_default_slot_count_follows_cores_and_free_memory():
+    from engine.models.hardware import default_parallel
+
+    assert default_parallel(_hw(ram_free=1, cores=16)) == 1  # under 2 GB free: one at a time
+    assert default_parallel(_hw(ram_free=8, cores=2)) == 2  # one answer beside another
+    assert default_parallel(_hw(ram_free=8, cores=16)) == 2  # each slot holds a whole context
+    assert default_parallel(_hw(ram_free=32, cores=8)) == 4

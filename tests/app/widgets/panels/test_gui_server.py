@@ -44,8 +44,10 @@ def loaded(qtbot, tiny_target, tiny_draft):
     session.shutdown()
 
 
-def test_switch_serves_the_loaded_pair_and_draws_requests_in_the_charts(qtbot, loaded):
+@pytest.mark.parametrize("slots", [1, 2])
+def test_switch_serves_the_loaded_pair_and_draws_requests_in_the_charts(qtbot, loaded, slots):
     session, switch, charts = loaded
+    switch.slots.setValue(slots)  # 1: one request at a time; 2: in parallel slots
     switch.set_on(True)
     qtbot.waitUntil(lambda: switch.running, timeout=15000)
     url = switch.server.url
@@ -56,8 +58,9 @@ def test_switch_serves_the_loaded_pair_and_draws_requests_in_the_charts(qtbot, l
     assert r.status_code == 200 and r.json()["usage"]["completion_tokens"] == 12
     qtbot.waitUntil(lambda: sum(charts.series.emitted) == 12, timeout=5000)  # every step reached the charts
     assert max(charts.series.k) == 3
+    assert (session.slots is not None) == (slots > 1)
     switch.set_on(False)
-    assert not switch.running and switch.url.text() == ""
+    assert not switch.running and switch.url.text() == "" and session.slots is None
     with pytest.raises(httpx.ConnectError):
         httpx.get(url + "/health", timeout=2)
 
