@@ -5,6 +5,9 @@
   of its own for its slot), and runs every slot's step as the
   single-sequence decoder's own halves (`Decoder.plan_step`, `judge`, `settle`) around one
   shared `llama_decode` (engine/llamacpp/sequences.py's `SharedContext`).
+- planning.py: `plan_slots`, a step's first half: every slot's plan, the draft model's decodes
+  of all the slots drafting with it made together (drafting/batched_drafter.py's `DraftBatch`),
+  Auto in each slot planning under the rest of the pass.
 
 It sits above decoding's top (it runs the top's decoder, events and requests) and below the
 server that schedules its answers through it.

@@ -134,11 +134,11 @@ def test_auto_prices_each_slots_drafts_against_the_whole_pass_it_joins(eng):
                           drafters={"d": _drafter("lookup", eng.target.n_vocab)})
     loads, passes, observed = [], [], []
     decode, observe = sched.shared.decode, sched.cost.observe_verify
-    plan_step = type(sched.slots[0].decoder).plan_step
+    steps = type(sched.slots[0].decoder).planning
 
     def planning(dec, run):
         loads.append(sched.cost.load)
-        return plan_step(dec, run)
+        return steps(dec, run)
 
     def shared_pass(parts):
         passes.append(sum(len(p.tokens) for p in parts))
@@ -150,7 +150,7 @@ def test_auto_prices_each_slots_drafts_against_the_whole_pass_it_joins(eng):
 
     for slot in sched.slots:
         for dec in slot.decoders.values():
-            dec.plan_step = planning.__get__(dec)
+            dec.planning = planning.__get__(dec)
     sched.shared.decode, sched.cost.observe_verify = shared_pass, observing
     try:
         events = _together(sched, requests, stagger_s=0.0)
