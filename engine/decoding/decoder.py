@@ -360,11 +360,11 @@ class Decoder:
 
     def plan_step(self, run: _Run) -> StepPlan | None:
         """A step's first half: check the limits, choose k, draft. None: the run ended."""
-        return steps_alone(self.planning(run))
+        return steps_alone(self.planning(run, batched=False))
 
-    def planning(self, run: _Run) -> "Steps[StepPlan | None]":
-        """`plan_step` in steps: a drafter batched with other slots' yields the draft decodes it
-        needs, for the parallel slots to run with theirs (drafter_api.py's `proposing`)."""
+    def planning(self, run: _Run, *, batched: bool = True) -> "Steps[StepPlan | None]":
+        """`plan_step` in steps: `batched`, the drafter proposes in steps (`proposing`), yielding
+        the draft decodes it needs for the parallel slots to make with theirs; else `propose`."""
         ctx, drafter = self.ctx, self.drafter
         if run.cancel.cancelled or self._closed:
             run.end("cancelled", "cancel")
@@ -391,7 +391,7 @@ class Decoder:
                 return None
             t_d0 = time.perf_counter()
             if asks:
-                prop, offered, k_req = yield from self._proposing(run, k_req, room)
+                prop, offered, k_req = yield from self._proposing(run, k_req, room, batched)
             run.lookahead.record(len(prop.tokens))
             if prop.tokens:
                 ctx.guard(1 + len(prop.tokens), len(prop.tokens))  # a recurrent state may have to come back
@@ -456,7 +456,7 @@ class Decoder:
         read_ev = self._read_draft(run, self.cost.snapshot().read_chunk())
         return (k_req if started and not run.reading else 0), read_ev
 
-    def _proposing(self, run: _Run, k_req: int, room: int) -> "Steps[tuple[Proposal, Proposal, int]]":
+    def _proposing(self, run: _Run, k_req: int, room: int, batched: bool) -> "Steps[tuple[Proposal, Proposal, int]]":
         """The drafter's proposal under the step's rules: (what is verified, what was offered,
         the k asked). A free drafter's offer may be longer than what is verified."""
         drafter = self.drafter
@@ -465,7 +465,10 @@ class Decoder:
         rules = DraftContext(policy.draft_gate(self.cost) if drafter.cost_class == "model" else None,
                              policy.trims_proposals, verifier.row_processor, verifier.grammar, policy, self.cost, room)
         try:
-            prop = yield from drafter.proposing(run.context, k_req, verifier.sampler, rules)
+            if batched:
+                prop = yield from drafter.proposing(run.context, k_req, verifier.sampler, rules)
+            else:
+                prop = drafter.propose(run.context, k_req, verifier.sampler, rules)
         except NonFiniteLogits as e:  # say which model: the draft's file is the damaged one
             raise NonFiniteLogits.found(e.kind, model_label(drafter.model, "draft model")) from None
         if prop.asked is None:

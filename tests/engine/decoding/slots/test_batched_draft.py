@@ -1,0 +1,150 @@
+"""The draft model batched across parallel slots (drafting/batched_drafter.py): the slots drafting
+with it decode on the sequences of one draft context, one `llama_decode` per draft position for
+all of them; each request's greedy output is still its output alone, sampled ones keep the exact
+rule, and the drafts stay batched (counted, so the feature cannot fall back to slot by slot)."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from engine import Engine
+from engine.decoding.cancel import CancelToken
+from engine.decoding.drafting.batched_drafter import BatchedModelDrafter
+from engine.decoding.drafting.lookahead import Fixed
+from engine.decoding.events import DoneEvent, TokenEvent
+from engine.decoding.request import GenerationRequest
+from engine.decoding.sampling.params import SamplingParams
+from engine.decoding.slots.scheduler import SlotScheduler
+from engine.llamacpp.runtime import RuntimeParams
+
+from test_decoder import _chi_square, _exact_two_token_distribution
+from test_scheduler import _alone, _check_same, _requests, _together, at_once
+
+
+@pytest.fixture(scope="module")
+def eng(tiny_target):
+    e = Engine(tiny_target, n_ctx=512, metrics_log=False)
+    yield e
+    e.close()
+
+
+def _slots(eng: Engine, n_slots: int, draft) -> SlotScheduler:
+    return SlotScheduler(eng.target, n_slots, runtime=RuntimeParams(n_ctx=512 * n_slots, n_batch=64),
+                         drafters={"model": lambda: eng.slot_drafter(str(draft))})
+
+
+def _drafting_passes(sched: SlotScheduler) -> list[list[int]]:
+    """Record, per `llama_decode` on the draft model's context, the sequences it carried."""
+    (batch,) = sched.draft_batches.values()
+    passes: list[list[int]] = []
+    one_pass = batch.shared._pass
+
+    def counted(parts):
+        passes.append([p.seq for p in parts])
+        return one_pass(parts)
+
+    batch.shared._pass = counted
+    return passes
+
+
+@pytest.mark.parametrize("pair", ["other", "self"])
+@pytest.mark.parametrize("n_slots", [1, 2, 4, 8])
+def test_greedy_output_with_the_batched_draft_model_is_each_requests_alone(eng, tiny_draft, tiny_target, pair, n_slots):
+    """Requests of other lengths and limits (finishing at other times), each with its own fixed k
+    (1 to 5), staggered: a draft that disagrees often (rejected tails rolled back per sequence)
+    and the target as its own draft (long accepted runs, several tokens to catch up)."""
+    requests = _requests(eng, count=10)
+    alone = _alone(eng, requests, None)
+    sched = _slots(eng, n_slots, tiny_draft if pair == "other" else tiny_target)
+    try:
+        drafters = [s.decoder.drafter.model_drafter for s in sched.slots]
+        assert all(isinstance(d, BatchedModelDrafter) for d in drafters)
+        assert [d.ctx.seq for d in drafters] == list(range(n_slots))  # a sequence each of one context
+        assert len(sched.draft_batches) == 1
+        events = _together(sched, requests)
+    finally:
+        sched.close()
+    _check_same(eng, requests, alone, events, f"{n_slots} slots, batched draft model ({pair})")
+    by_model = sum(e[-1].stats.accepted_by.get("model", 0) for e in events)
+    drafted = sum(e[-1].stats.drafted for e in events)
+    assert by_model > 0 and drafted > 0
+    if pair == "other":
+        assert sum(e[-1].stats.accepted for e in events) < drafted
+
+
+def test_the_draft_models_decodes_carry_every_drafting_slot_at_once(eng, tiny_target):
+    """Four requests at once, k = 3 each: the draft passes carry rows of several sequences, about
+    one pass per draft position for all of them, where slot by slot took one per slot."""
+    requests = [GenerationRequest(r.prompt, lookahead=Fixed(3), max_tokens=40) for r in _requests(eng, count=4)]
+    sched = _slots(eng, 4, tiny_target)
+    passes = _drafting_passes(sched)
+    try:
+        events = _together(sched, requests, stagger_s=0.0)
+    finally:
+        sched.close()
+    assert all(isinstance(e[-1], DoneEvent) for e in events)
+    rows_by_slot = sum(len(p) for p in passes)  # the decodes slot by slot would have taken, at least
+    together = [p for p in passes if len(set(p)) > 1]
+    assert len(together) >= len(passes) // 2, passes
+    assert rows_by_slot >= 2 * len(passes), (rows_by_slot, len(passes))
+
+
+def test_a_cancel_beside_the_batched_drafts_frees_its_slot_and_the_others_finish_as_alone(eng, tiny_draft):
+    requests = _requests(eng, count=6)
+    long = GenerationRequest(eng.tokens_for("the value of"), lookahead=Fixed(4), max_tokens=400)
+    alone = _alone(eng, requests, None)
+    sched = _slots(eng, 4, tiny_draft)
+    cancel, seen = CancelToken(), []
+
+    def cancelled_run() -> None:
+        for ev in sched.stream(long.prompt, long, cancel):
+            seen.append(ev)
+            if sum(isinstance(e, TokenEvent) for e in seen) == 5:
+                cancel.cancel()
+
+    try:
+        t = threading.Thread(target=cancelled_run)
+        t.start()
+        while not any(isinstance(e, TokenEvent) for e in seen):
+            time.sleep(0.001)
+        events = _together(sched, requests)
+        t.join(60)
+    finally:
+        sched.close()
+    done = seen[-1]
+    assert isinstance(done, DoneEvent) and done.stats.finish_reason == "cancelled"
+    assert 5 <= len(done.tokens) < 30
+    _check_same(eng, requests, alone, events, "beside a cancelled run, batched draft model")
+
+
+def test_sampling_with_the_batched_draft_model_in_four_slots_keeps_the_targets_distribution(eng, tiny_draft):
+    """Two sampled tokens after one prompt, 1200 seeds through 4 slots drafting together with a
+    draft that disagrees often (its own q, so the residual draws decide much): the pairs follow
+    the target's exact distribution (chi-square)."""
+    params = SamplingParams(temperature=1.0, top_k=6)
+    prompt = eng.tokens_for("the value of")
+    exact = _exact_two_token_distribution(eng.target, prompt, params)
+    sched = _slots(eng, 4, tiny_draft)
+    passes = _drafting_passes(sched)
+    n, workers = 1200, 4
+    counts: dict[tuple[int, int], int] = {}
+    lock = threading.Lock()
+
+    def draw(w: int) -> None:
+        for seed in range(w, n, workers):
+            r = GenerationRequest(prompt, lookahead=Fixed(2), max_tokens=2,
+                                  sampling=SamplingParams(temperature=1.0, top_k=6, seed=seed))
+            done = list(sched.stream(prompt, r))[-1]
+            assert isinstance(done, DoneEvent) and len(done.tokens) == 2
+            with lock:
+                counts[tuple(done.tokens)] = counts.get(tuple(done.tokens), 0) + 1
+
+    try:
+        at_once([lambda w=w: draw(w) for w in range(workers)])
+    finally:
+        sched.close()
+    assert any(len(set(p)) > 1 for p in passes)  # the slots drafted together
+    assert _chi_square(counts, exact, n) > 0.01
