@@ -10,6 +10,8 @@ its gates, grammar and logits processors, its k), made in steps (`proposing`) th
 decode to the batch. Its roll-back is the sequence's own (prefix reuse at the next proposal).
 A draft model with a recurrent state (a hybrid) keeps a context per slot, drafted slot by slot:
 llama.cpp's recurrent cache moves a sequence's state in a batch of several without its snapshots.
+So do a bridged draft (another vocabulary, its text tokenised per step) and an MTP head (its own
+context per slot, fed that slot's hidden states).
 """
 
 from __future__ import annotations
