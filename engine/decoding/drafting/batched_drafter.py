@@ -29,7 +29,7 @@ from .draft_context import NO_RULES, DraftContext
 from .drafter_api import DraftRows, Drafter, Proposal, Steps, steps_alone
 from .drafters import ModelDrafter
 
-__all__ = ["BatchedModelDrafter", "DraftBatch", "batch_model_drafts"]
+__all__ = ["BatchedModelDrafter", "DraftBatch", "plain_model_draft"]
 
 
 class DraftBatch:
@@ -42,11 +42,29 @@ class DraftBatch:
                            n_threads=per_seq.n_threads)
         self.shared = SharedContext(model, rt, n_seq)
         self.model = model
-        self.passes = 0  # llama_decode calls of drafting (what the slots' tests count)
 
-    def drafter(self, seq: int, like: ModelDrafter) -> "BatchedModelDrafter":
-        """Slot `seq`'s drafter, drafting as `like` does (its p_min and the target's vocabulary)."""
-        return BatchedModelDrafter(self, seq, p_min=like.p_min, target_vocab=like.target_vocab)
+    @classmethod
+    def like(cls, drafter: Drafter | None, n_seq: int) -> "DraftBatch | None":
+        """A batch for `n_seq` slots drafting as `drafter` does with its model (its own context's
+        size, batch and threads), where it is a plain attention model draft; else None."""
+        mine = plain_model_draft(drafter)
+        if mine is None:
+            return None
+        own = mine.ctx
+        return cls(mine.model, RuntimeParams(n_ctx=own.n_ctx, n_batch=own.n_batch, n_threads=own.n_threads), n_seq)
+
+    def adopt(self, drafter: Drafter | None, seq: int) -> Drafter | None:
+        """`drafter` (a slot's, bare or beside free drafters) drafting on sequence `seq` of this
+        batch, its own context closed; as it is where it holds no plain draft of this model."""
+        mine = plain_model_draft(drafter)
+        if mine is None or mine.model is not self.model:
+            return drafter
+        batched = BatchedModelDrafter(self, seq, p_min=mine.p_min, target_vocab=mine.target_vocab)
+        mine.close()
+        if drafter is mine:
+            return batched
+        drafter.model_drafter = batched  # type: ignore[union-attr]
+        return drafter
 
     def run(self, wants: dict[Hashable, DraftRows]) -> tuple[dict[Hashable, np.ndarray], dict[Hashable, float]]:
         """Decode what each slot asks for (its tokens on its sequence) in as few passes as the batch
@@ -67,7 +85,6 @@ class DraftBatch:
             t = time.perf_counter()
             out = self.shared.decode(parts)
             seconds, n = time.perf_counter() - t, sum(len(p.tokens) for p in parts)
-            self.passes += 1
             for key, part, got in zip(owners, parts, out):
                 spent[key] += seconds * len(part.tokens) / n
                 del left[key][:len(part.tokens)]
@@ -119,27 +136,10 @@ class BatchedModelDrafter(ModelDrafter):
         """Nothing of its own: the batch's context is closed by whoever made the batch."""
 
 
-def batch_model_drafts(made: Sequence[Drafter | None]) -> tuple[DraftBatch | None, list[Drafter | None]]:
-    """One draft's per-slot drafters (`made`) with their plain model drafts (bare or beside free
-    drafters) on one `DraftBatch`, their own contexts closed: (the batch, the slots' drafters).
-    No batch where they are not one attention draft model's (none, free drafters, an MTP head, a
-    bridge, a hybrid draft): they stay as made, each drafting on its own."""
-    inner = [getattr(d, "model_drafter", d) for d in made]
-    lone = [d for d in inner if type(d) is ModelDrafter]
-    if not lone or len(lone) < len(made):
-        return None, list(made)
-    model = lone[0].model
-    if model is None or model.recurrent_state or any(d.model is not model for d in lone):
-        return None, list(made)
-    own = lone[0].ctx
-    batch = DraftBatch(model, RuntimeParams(n_ctx=own.n_ctx, n_batch=own.n_batch, n_threads=own.n_threads), len(made))
-    out: list[Drafter | None] = []
-    for seq, (d, mine) in enumerate(zip(made, lone)):
-        batched = batch.drafter(seq, mine)
-        mine.close()
-        if d is mine:
-            out.append(batched)
-        else:
-            d.model_drafter = batched  # type: ignore[union-attr]
-            out.append(d)
-    return batch, out
+def plain_model_draft(drafter: Drafter | None) -> ModelDrafter | None:
+    """The plain model draft `drafter` is or holds beside free drafters, on a model without a
+    recurrent state; None for any other (none, free drafters, an MTP head, a bridge, a hybrid)."""
+    inner = getattr(drafter, "model_drafter", drafter)
+    if type(inner) is not ModelDrafter or inner.model.recurrent_state:
+        return None
+    return inner

@@ -38,7 +38,7 @@ from ...llamacpp.runtime import RuntimeParams
 from ...llamacpp.sequences import ParallelUnsupported, Part, SharedContext
 from ..cancel import CancelToken
 from ..decoder import RECURRENT_SNAPSHOTS, Decoder, EngineClosedError, StepPlan
-from ..drafting.batched_drafter import DraftBatch, batch_model_drafts
+from ..drafting.batched_drafter import DraftBatch
 from ..drafting.cost_model import CostModel
 from ..drafting.drafter_api import Drafter
 from ..events import Event, PrefillEvent
@@ -87,26 +87,15 @@ class SlotScheduler:
 
     def __init__(self, target: Model, n_slots: int, *, runtime: RuntimeParams | None = None,
                  drafters: Mapping[str, Callable[[], Drafter | None]] | None = None):
+        self.draft_batches: dict[SharedContext, DraftBatch] = {}
         made = self._make_drafters(drafters or {"none": lambda: None}, n_slots)
-        try:
-            # Each draft model's slots draft on the sequences of one context, their decodes batched.
-            self.draft_batches: dict[SharedContext, DraftBatch] = {}
-            for name in made[0]:
-                batch, theirs = batch_model_drafts([mine[name] for mine in made])
-                if batch is not None:
-                    self.draft_batches[batch.shared] = batch
-                    for mine, d in zip(made, theirs):
-                        mine[name] = d
-        except BaseException:
-            _close(made)
-            self._close_batches()
-            raise
         try:
             # A hybrid target takes each slot's rejected drafts back through its own snapshots.
             self.shared = SharedContext(target, runtime, n_slots,
                                         rollback=RECURRENT_SNAPSHOTS if any(d for m in made for d in m.values()) else 0)
         except BaseException:
             _close(made)
+            self._close_batches()
             raise
         if self.shared.n_batch < n_slots:
             self.shared.close()
@@ -206,13 +195,15 @@ class SlotScheduler:
         self._close_batches()
         self.shared.close()
 
-    @staticmethod
-    def _make_drafters(drafters: Mapping[str, Callable[[], Drafter | None]], n_slots: int) -> list[dict[str, Drafter | None]]:
+    def _make_drafters(self, drafters: Mapping[str, Callable[[], Drafter | None]], n_slots: int) -> list[dict[str, Drafter | None]]:
         """Each slot's drafter of each name (Gemma 4's assistant refused: it reads the target's KV
-        cache as one sequence; the target's own MTP head reads its slot's hidden states)."""
+        cache as one sequence; the target's own MTP head reads its slot's hidden states). A plain
+        model draft moves onto its slot's sequence of one `DraftBatch` per name, as it is made
+        (its own context closed at once: one is held at a time beside the batch's)."""
         made: list[dict[str, Drafter | None]] = []
+        batches: dict[str, DraftBatch] = {}
         try:
-            for _ in range(n_slots):
+            for seq in range(n_slots):
                 mine: dict[str, Drafter | None] = {}
                 made.append(mine)
                 for name, make in drafters.items():
@@ -220,13 +211,18 @@ class SlotScheduler:
                     if d is not None and d.kind == "mtp" and d.model is not None:
                         raise ParallelUnsupported("parallel slots cannot draft with Gemma 4's assistant yet: it "
                                                   "reads the target's KV cache as one sequence, not a slot's")
+                    if seq == 0 and (batch := DraftBatch.like(d, n_slots)) is not None:
+                        batches[name] = self.draft_batches[batch.shared] = batch
+                    if name in batches:
+                        mine[name] = batches[name].adopt(d, seq)
         except BaseException:
             _close(made)
+            self._close_batches()
             raise
         return made
 
     def _close_batches(self) -> None:
-        for batch in getattr(self, "draft_batches", {}).values():
+        for batch in self.draft_batches.values():
             batch.close()
 
     def _free_drafters(self) -> None:

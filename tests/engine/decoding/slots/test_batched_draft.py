@@ -148,3 +148,34 @@ def test_sampling_with_the_batched_draft_model_in_four_slots_keeps_the_targets_d
         sched.close()
     assert any(len(set(p)) > 1 for p in passes)  # the slots drafted together
     assert _chi_square(counts, exact, n) > 0.01
+
+
+def test_a_slots_drafting_is_priced_at_its_share_of_the_batched_passes(eng, tiny_target):
+    """Auto learns a draft token's cost from what each slot is charged: its share of the draft
+    passes it had rows in (they add up to the passes' time), not the wall time of every slot's
+    drafting, which would price each drafted token as if the slots drafted one after another."""
+    requests = [GenerationRequest(r.prompt, lookahead=Fixed(3), max_tokens=40) for r in _requests(eng, count=4)]
+    sched = _slots(eng, 4, tiny_target)
+    (batch,) = sched.draft_batches.values()
+    ran, charged = [], []
+    run, observe = batch.run, sched.cost.observe_draft
+
+    def timed(wants):
+        t = time.perf_counter()
+        rows, seconds = run(wants)
+        ran.append(time.perf_counter() - t)
+        return rows, seconds
+
+    def observing(drafted, seconds):
+        charged.append(seconds)
+        observe(drafted, seconds)
+
+    batch.run, sched.cost.observe_draft = timed, observing
+    try:
+        events = _together(sched, requests, stagger_s=0.0)
+    finally:
+        sched.close()
+    assert all(isinstance(e[-1], DoneEvent) for e in events)
+    assert len(charged) > 4 and 0 < sum(charged) <= sum(ran)
+    drafting = sum(e[-1].stats.draft_s for e in events)
+    assert drafting <= sum(ran) * 1.05 + 0.05  # the requests' draft time, each its own share
