@@ -42,8 +42,8 @@ from ..drafting.batched_drafter import DraftBatch
 from ..drafting.cost_model import CostModel
 from ..drafting.drafter_api import Drafter
 from ..events import Event, PrefillEvent
-from .planning import plan_slots
 from ..request import GenerationRequest
+from .planning import plan_slots
 
 
 @dataclass

@@ -179,3 +179,22 @@ def test_a_slots_drafting_is_priced_at_its_share_of_the_batched_passes(eng, tiny
     assert len(charged) > 4 and 0 < sum(charged) <= sum(ran)
     drafting = sum(e[-1].stats.draft_s for e in events)
     assert drafting <= sum(ran) * 1.05 + 0.05  # the requests' draft time, each its own share
+
+
+def test_a_hybrid_draft_model_keeps_a_context_per_slot(tiny_hybrid, tiny_hybrid_draft):
+    """A draft with a recurrent state is not batched (llama.cpp's recurrent cache moves a sequence's
+    state in a batch of several without its snapshots): each slot drafts on a context of its own,
+    as before (its answers: test_hybrid_slots)."""
+    e = Engine(tiny_hybrid, n_ctx=256, metrics_log=False)
+    try:
+        sched = SlotScheduler(e.target, 2, runtime=RuntimeParams(n_ctx=512, n_batch=64, n_threads=1),
+                              drafters={"model": lambda: e.slot_drafter(str(tiny_hybrid_draft))})
+        try:
+            assert sched.draft_batches == {}
+            drafters = [s.decoder.drafter.model_drafter for s in sched.slots]
+            assert not any(isinstance(d, BatchedModelDrafter) for d in drafters)
+            assert len({id(d.ctx) for d in drafters}) == 2
+        finally:
+            sched.close()
+    finally:
+        e.close()
