@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import threading
 import time
+from dataclasses import replace
 
 import pytest
 
@@ -21,6 +22,7 @@ from engine.decoding.slots.scheduler import SlotScheduler
 from engine.llamacpp.runtime import RuntimeParams
 
 from test_decoder import _chi_square, _exact_two_token_distribution
+from test_mixed_drafter import Alternate
 from test_scheduler import _alone, _check_same, _requests, _together, at_once
 
 
@@ -73,6 +75,42 @@ def test_greedy_output_with_the_batched_draft_model_is_each_requests_alone(eng, 
     assert by_model > 0 and drafted > 0
     if pair == "other":
         assert sum(e[-1].stats.accepted for e in events) < drafted
+
+
+class GatedTurns(Alternate):
+    """The model draft and a free proposal in turn, the model's drafting stopped by a confidence
+    gate (after two tokens, at the first below 0.9): each slot's draft ends where its own rows
+    say, so the slots drop out of the batch's positions at different times."""
+
+    def choose(self, room, cost, unread=0):
+        return min(5, room)
+
+    def draft_gate(self, cost):
+        return lambda i, conf: (True, i < 2 or conf > 0.9)
+
+    def fresh(self):
+        return GatedTurns(self.counter)
+
+
+def test_the_model_beside_free_drafters_under_a_gate_drafts_batched_and_each_answer_is_alone(eng, tiny_target):
+    """The slots' drafter as the server makes it (the model with the suffix draft and prompt lookup
+    beside it, one chosen per step by the policy) under a gate that stops each draft by its own
+    confidence: greedy output is each request's alone, and the model's drafts were batched."""
+    requests = [replace(r, lookahead=GatedTurns()) for r in _requests(eng, count=8)]
+    sched = _slots(eng, 4, tiny_target)
+    passes = _drafting_passes(sched)
+    try:
+        events = _together(sched, requests)
+    finally:
+        sched.close()
+    alone = _alone(eng, requests, None)
+    _check_same(eng, requests, alone, events, "4 slots, the model and free drafters in turn, gated")
+    by: dict[str, int] = {}
+    for e in events:
+        for src, n in e[-1].stats.accepted_by.items():
+            by[src] = by.get(src, 0) + n
+    assert by.get("model", 0) > 0 and sum(n for s, n in by.items() if s != "model") > 0, by
+    assert any(len(set(p)) > 1 for p in passes)
 
 
 def test_the_draft_models_decodes_carry_every_drafting_slot_at_once(eng, tiny_target):
