@@ -130,6 +130,8 @@ class BatchedModelDrafter(ModelDrafter):
                 token = drafting.send((yield DraftRows(ctx, [token], k - len(out.tokens))))
         except StopIteration:
             pass
+        finally:
+            drafting.close()  # its grammar clone too, when the slot's plan is dropped midway
         return out
 
     def close(self) -> None:

@@ -88,6 +88,8 @@ class ModelDrafter(Drafter):
                 token = drafting.send(self._next_row(token))
         except StopIteration:
             pass
+        finally:
+            drafting.close()
 
     def _drafting_under(self, rules: DraftContext, row: np.ndarray, context: Sequence[int], k: int,
                         sampler: Sampler, out: Proposal) -> Generator[int, np.ndarray, None]:
