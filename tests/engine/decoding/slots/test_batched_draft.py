@@ -236,3 +236,20 @@ def test_a_hybrid_draft_model_keeps_a_context_per_slot(tiny_hybrid, tiny_hybrid_
             sched.close()
     finally:
         e.close()
+
+
+def test_grammar_constrained_requests_draft_batched_within_their_own_grammar(eng, tiny_target):
+    """Each slot's model draft drafts within a clone of its own request's grammar (other grammars
+    beside it, or none): greedy output is each request's alone."""
+    grammars = ['root ::= [a-z ]+', None, 'root ::= ("the" | "value" | "of" | " ")+', 'root ::= [a-m ]+']
+    requests = [replace(r, grammar=grammars[i % 4], lookahead=Fixed(3)) for i, r in enumerate(_requests(eng, count=8))]
+    sched = _slots(eng, 4, tiny_target)
+    passes = _drafting_passes(sched)
+    try:
+        events = _together(sched, requests)
+    finally:
+        sched.close()
+    _check_same(eng, requests, _alone(eng, requests, None), events, "4 slots, grammars, batched draft model")
+    assert all(set(events[i][-1].text) <= set("abcdefghijklm ") for i in range(3, 8, 4))  # held to their grammar
+    assert sum(e[-1].stats.accepted_by.get("model", 0) for e in events) > 0
+    assert any(len(set(p)) > 1 for p in passes)
