@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Iterator, Sequence
 from ..errors import Cancelled, NonFiniteLogits, PromptError, TandemError
 from .cancel import CancelToken
 from .drafting.cost_model import CostModel, TextAcceptance
+from .drafting.drafter_api import Steps, steps_alone
 from .drafting.drafters import DraftContext, Drafter, Proposal
 from .events import DoneEvent, DraftReadEvent, Event, PrefillEvent, RunStats, StepEvent, TokenEvent
 from .sampling.finite import model_label
@@ -107,6 +108,7 @@ class StepPlan:
     t_v1: float = 0.0
     read: DraftReadEvent | None = None  # the model draft read a chunk of the context before this step
     pass_observed: bool = False  # the pass was shared (parallel slots): its runner priced all its rows
+    draft_s: float | None = None  # the drafting's own seconds where not t_d1 - t_d0 (a slot's share of batched passes)
 
 
 class Decoder:
@@ -358,6 +360,11 @@ class Decoder:
 
     def plan_step(self, run: _Run) -> StepPlan | None:
         """A step's first half: check the limits, choose k, draft. None: the run ended."""
+        return steps_alone(self.planning(run, batched=False))
+
+    def planning(self, run: _Run, *, batched: bool = True) -> "Steps[StepPlan | None]":
+        """`plan_step` in steps: `batched`, the drafter proposes in steps (`proposing`), yielding
+        the draft decodes it needs for the parallel slots to make with theirs; else `propose`."""
         ctx, drafter = self.ctx, self.drafter
         if run.cancel.cancelled or self._closed:
             run.end("cancelled", "cancel")
@@ -384,7 +391,7 @@ class Decoder:
                 return None
             t_d0 = time.perf_counter()
             if asks:
-                prop, offered, k_req = self._propose(run, k_req, room)
+                prop, offered, k_req = yield from self._proposing(run, k_req, room, batched)
             run.lookahead.record(len(prop.tokens))
             if prop.tokens:
                 ctx.guard(1 + len(prop.tokens), len(prop.tokens))  # a recurrent state may have to come back
@@ -402,11 +409,12 @@ class Decoder:
         """A step's second half: the verdict's costs, feedback, tokens and stats."""
         drafter, drafts, result, prop = self.drafter, plan.drafts, plan.result, plan.prop
         t_d0, t_d1, t_v1 = plan.t_d0, plan.t_d1, plan.t_v1
+        drafting = plan.draft_s if plan.draft_s is not None else t_d1 - t_d0
         if not plan.pass_observed:
             self.cost.observe_verify(len(plan.rows), t_v1 - t_d1)
         if drafts:
             assert drafter is not None
-            drafter.measure(self.cost, prop, result.accepted, t_d1 - t_d0)
+            drafter.measure(self.cost, prop, result.accepted, drafting)
             drafter.feedback(len(drafts), result.accepted)
         if run.acceptance is not None:
             run.acceptance.observe_step(plan.offered, len(drafts), result.accepted, result.token)
@@ -427,9 +435,9 @@ class Decoder:
         if drafts:
             src = prop.source or drafter.kind  # type: ignore[union-attr]
             st.accepted_by[src] = st.accepted_by.get(src, 0) + used
-        st.draft_s, st.verify_s = st.draft_s + t_d1 - t_d0, st.verify_s + t_v1 - t_d1
+        st.draft_s, st.verify_s = st.draft_s + drafting, st.verify_s + t_v1 - t_d1
         ev = StepEvent(run.step, plan.k_req, len(drafts), result.accepted, run.emitted_this_step,
-                       (t_d1 - t_d0) * 1000.0, (t_v1 - t_d1) * 1000.0, time.perf_counter() - run.t0)
+                       drafting * 1000.0, (t_v1 - t_d1) * 1000.0, time.perf_counter() - run.t0)
         run.pending = result.token
         run.step += 1
         return StepResult(tokens, ev, bool(run.finish), plan.read)
@@ -448,7 +456,7 @@ class Decoder:
         read_ev = self._read_draft(run, self.cost.snapshot().read_chunk())
         return (k_req if started and not run.reading else 0), read_ev
 
-    def _propose(self, run: _Run, k_req: int, room: int) -> tuple[Proposal, Proposal, int]:
+    def _proposing(self, run: _Run, k_req: int, room: int, batched: bool) -> "Steps[tuple[Proposal, Proposal, int]]":
         """The drafter's proposal under the step's rules: (what is verified, what was offered,
         the k asked). A free drafter's offer may be longer than what is verified."""
         drafter = self.drafter
@@ -457,7 +465,10 @@ class Decoder:
         rules = DraftContext(policy.draft_gate(self.cost) if drafter.cost_class == "model" else None,
                              policy.trims_proposals, verifier.row_processor, verifier.grammar, policy, self.cost, room)
         try:
-            prop = drafter.propose(run.context, k_req, verifier.sampler, rules)
+            if batched:
+                prop = yield from drafter.proposing(run.context, k_req, verifier.sampler, rules)
+            else:
+                prop = drafter.propose(run.context, k_req, verifier.sampler, rules)
         except NonFiniteLogits as e:  # say which model: the draft's file is the damaged one
             raise NonFiniteLogits.found(e.kind, model_label(drafter.model, "draft model")) from None
         if prop.asked is None:

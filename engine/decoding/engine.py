@@ -249,9 +249,9 @@ class Engine(BaseEngine):
                 drafter.history_path = self.draft_history_path() if on else None
 
     def slot_drafter(self, draft_model: DraftSpec) -> Drafter | None:
-        """A new drafter for a decoder this engine does not own (a parallel slot's): a free one
-        (the suffix draft over this engine's one store of past answers), or a draft file's with
-        a context of its own on the draft model this engine loads once."""
+        """A new drafter for a parallel slot's decoder: a free one (the suffix draft over this engine's
+        store of past answers), or a draft file's on the draft model this engine loads once (the
+        scheduler moves a plain model draft onto its sequence of one batched draft context)."""
         choice, rt = DraftChoice.parse(draft_model), self._runtime_here()
         with self._lock:
             self._check_open()

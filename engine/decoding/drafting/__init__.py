@@ -4,7 +4,8 @@ The one interface the decoder drafts through (drafter_api.py: Drafter, Proposal;
 what one step tells `propose`), the drafters (drafters.py: a model draft; lookup_drafter.py:
 prompt lookup; bridge_drafter.py: another vocabulary bridged through text; mtp_drafter.py;
 suffix_drafter.py; mixed_drafter.py: a model draft with the free drafters beside it, choosing
-among them per step),
+among them per step; batched_drafter.py: a draft model's work for the parallel slots, one draft
+context with a sequence per slot, their decodes batched),
 the draft choice parsed once (choice.py: none, lookup, a file, a Model, a Drafter) and the
 drafter it names (factory.py), the lookahead policies (lookahead.py: Fixed, Auto, the live
 handle a slider moves), the sources Auto set aside for not being accepted (set_aside.py) and

@@ -3,13 +3,18 @@ how its proposal held (`measure`, `feedback`), as llama.cpp's `common_speculativ
 
 Whatever a drafter is inside (a model, prompt lookup, a model with free drafters beside it
 that it chooses among), the decoder sees only these members and the `Proposal` they return.
+A proposal may also be made in steps (`proposing`): a drafter whose decodes are batched with
+other sequences' (the parallel slots' draft model, batched_drafter.py) hands each decode it
+needs to whoever drives the steps; `steps_alone` drives them with decodes of their own.
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Generator, Sequence, TypeVar
+
+import numpy as np
 
 from ...llamacpp.context import Context
 from ...llamacpp.llama import Model
@@ -20,7 +25,36 @@ if TYPE_CHECKING:  # pragma: no cover
     from .cost_model import CostModel
     from .lookahead import Lookahead
 
-__all__ = ["Drafter", "Proposal", "read_ahead"]
+__all__ = ["DraftRows", "Drafter", "Proposal", "read_ahead", "steps_alone"]
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class DraftRows:
+    """A decode a drafter proposing in steps asks for: `tokens` appended to its draft sequence
+    `ctx` (a `SequenceView` of a shared draft context), the last one's logits row sent back.
+    `k`: the most tokens the proposal may still draft (what a batch's planner counts on)."""
+
+    ctx: Any
+    tokens: list[int]
+    k: int = 0
+
+
+# A proposal (or a step's plan) made in steps: it yields the decodes it needs, is sent each one's row.
+Steps = Generator[DraftRows, np.ndarray, T]
+
+
+def steps_alone(steps: "Steps[T]") -> T:
+    """Drive `steps` to their end with a decode of their own for each row they ask for."""
+    try:
+        want = next(steps)
+        while True:
+            for _, logits in want.ctx.feed(want.tokens, last_logits=True):
+                pass
+            want = steps.send(logits[0])
+    except StopIteration as done:
+        return done.value
 
 
 def read_ahead(ctx: Context, tokens: Sequence[int], limit: int | None,
@@ -114,6 +148,12 @@ class Drafter(ABC):
     @abstractmethod
     def propose(self, context: Sequence[int], k: int, sampler: Sampler, rules: DraftContext = NO_RULES) -> Proposal:
         """Up to k tokens that might follow `context` (all tokens so far), following `rules`."""
+
+    def proposing(self, context: Sequence[int], k: int, sampler: Sampler,
+                  rules: DraftContext = NO_RULES) -> "Steps[Proposal]":
+        """`propose` in steps (module docstring): this drafter decodes on its own, so at once."""
+        return self.propose(context, k, sampler, rules)
+        yield  # pragma: no cover - makes this a generator, as a batched drafter's is
 
     def measure(self, cost: "CostModel", proposal: Proposal, accepted: int, seconds: float) -> None:
         """Teach the decoder's cost model what the last proposal (as verified) cost and how it

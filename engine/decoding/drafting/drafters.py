@@ -5,7 +5,7 @@ target to verify. (Prompt lookup, the drafter without a model, is lookup_drafter
 
 from __future__ import annotations
 
-from typing import Callable, Sequence
+from typing import Callable, Generator, Sequence
 
 import numpy as np
 
@@ -81,18 +81,33 @@ class ModelDrafter(Drafter):
     def _draft_under(self, rules: DraftContext, row: np.ndarray, context: Sequence[int], k: int, sampler: Sampler,
                      out: Proposal) -> None:
         """`_draft` within a clone of the step's grammar (the committed state is the verifier's)."""
+        drafting = self._drafting_under(rules, row, context, k, sampler, out)
+        try:
+            token = next(drafting)
+            while True:
+                token = drafting.send(self._next_row(token))
+        except StopIteration:
+            pass
+        finally:
+            drafting.close()
+
+    def _drafting_under(self, rules: DraftContext, row: np.ndarray, context: Sequence[int], k: int,
+                        sampler: Sampler, out: Proposal) -> Generator[int, np.ndarray, None]:
+        """`_drafting` within a clone of the step's grammar (the committed state is the verifier's)."""
         grammar = rules.grammar.clone() if rules.grammar is not None else None
         try:
-            self._draft(row, context, k, sampler, out, grammar, rules)
+            yield from self._drafting(row, context, k, sampler, out, grammar, rules)
         finally:
             if grammar is not None:
                 grammar.close()
 
-    def _draft(self, row: np.ndarray, context: Sequence[int], k: int, sampler: Sampler, out: Proposal,
-               grammar: GrammarState | None, rules: DraftContext) -> None:
-        """Up to k tokens from `row` on; within `grammar` (advanced as drafted) when given."""
+    def _drafting(self, row: np.ndarray, context: Sequence[int], k: int, sampler: Sampler, out: Proposal,
+                  grammar: GrammarState | None, rules: DraftContext) -> Generator[int, np.ndarray, None]:
+        """Up to k tokens from `row` on; within `grammar` (advanced as drafted) when given. Yields
+        each token the next row must follow and is sent that row (`_next_row` alone, or a batch's)."""
         gate, process = rules.confidence_gate, rules.row_processor
         conf: list[float] = []
+        out.confidence = conf
         for i in range(k):
             if process is not None:
                 row = process(row, [*context, *out.tokens])
@@ -123,10 +138,9 @@ class ModelDrafter(Drafter):
             if grammar is not None:
                 grammar.accept(tok)
             if i < k - 1 and more:
-                row = self._next_row(tok)
+                row = yield tok
             elif not more:
                 break
-        out.confidence = conf
 
     def _next_row(self, token: int) -> np.ndarray:
         """The draft's logits row after `token` (drafting goes on from there)."""

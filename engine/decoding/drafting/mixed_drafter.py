@@ -18,6 +18,7 @@ from ...llamacpp.llama import Model
 from ..sampling.sampler import Sampler
 from .cost_model import CostModel
 from .draft_context import NO_RULES, DraftContext
+from .drafter_api import Steps, steps_alone
 from .drafters import Drafter, Proposal
 from .lookup_drafter import PromptLookupDrafter
 from .lookahead import Lookahead
@@ -83,10 +84,15 @@ class MixedDrafter(Drafter):
     def propose(self, context: Sequence[int], k: int, sampler: Sampler, rules: DraftContext = NO_RULES) -> Proposal:
         """`k` is the model's (0: Auto would not draft with it now). Under a policy that chooses
         sources the free proposals are weighed against it; otherwise the model drafts alone."""
+        return steps_alone(self.proposing(context, k, sampler, rules))
+
+    def proposing(self, context: Sequence[int], k: int, sampler: Sampler,
+                  rules: DraftContext = NO_RULES) -> Steps[Proposal]:
+        """`propose` in steps: the model's own (batched with other slots' in the parallel slots)."""
         chooser = self._chooser(rules)
         self.last_free = False
         if chooser is None:
-            self.last = self.model_drafter.propose(context, k, sampler, rules) if k > 0 else Proposal()
+            self.last = (yield from self.model_drafter.proposing(context, k, sampler, rules)) if k > 0 else Proposal()
             return self.last
         free = [p for p in (self.suffix.propose(context, chooser.room, sampler, rules),
                             self.lookup.propose(context, chooser.room, sampler, rules)) if p.tokens]
@@ -96,7 +102,7 @@ class MixedDrafter(Drafter):
         chances = [self.trust.chances(p.source, p.confidence or [0.5] * len(p.tokens)) for p in free]
         pick = chooser.pick(k, chances)
         if pick.index == MODEL:
-            self.last = self.model_drafter.propose(context, pick.k, sampler, rules)
+            self.last = yield from self.model_drafter.proposing(context, pick.k, sampler, rules)
         elif pick.index >= 0:
             chosen = free[pick.index].cut(pick.k)
             chosen.asked = chooser.room  # a free source was asked for all the step has room for

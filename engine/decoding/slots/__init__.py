@@ -7,6 +7,9 @@
   shared `llama_decode` (engine/llamacpp/sequences.py's `SharedContext`).
 - turn.py: a generation's turn in the slots through the engine's queue (`stream_in_slot`), as
   the server's requests and the app's chat take it, and which slot draft a draft choice is.
+- planning.py: `plan_slots`, a step's first half: every slot's plan, the draft model's decodes
+  of all the slots drafting with it made together (drafting/batched_drafter.py's `DraftBatch`),
+  Auto in each slot planning under the rest of the pass.
 
 It sits above decoding's top (it runs the top's decoder, events and requests) and below the
 server that schedules its answers through it.

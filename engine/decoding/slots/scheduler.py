@@ -2,9 +2,12 @@
 active slot's rows: a new prompt's next chunk, or a running slot's pending token and drafts.
 
 Each slot is the single-sequence `Decoder` on its own sequence of a `SharedContext`: the
-scheduler calls its step halves (`plan_step` drafts, `judge` verifies the slot's own rows
+scheduler calls its step halves (`planning` drafts, `judge` verifies the slot's own rows
 with its own `Verifier` and rolls back its own rejected tail, `settle` emits) around the
 shared pass, so the exact acceptance rule, the events and the stats are the decoder's own.
+The slots drafting with a draft model draft together, on the sequences of one draft context
+(drafting/batched_drafter.py): their catch-up in one decode, then one decode per draft position
+carrying a row per slot still drafting, each slot with its own k, sampling and roll-back.
 Requests beyond N wait; a cancelled request ends at the next step and frees its slot.
 
 Hybrid targets (Qwen3.5, LFM2) run too: each slot's sequence takes its rejected drafts back by its
@@ -35,10 +38,12 @@ from ...llamacpp.runtime import RuntimeParams
 from ...llamacpp.sequences import ParallelUnsupported, Part, SharedContext
 from ..cancel import CancelToken
 from ..decoder import RECURRENT_SNAPSHOTS, Decoder, EngineClosedError, StepPlan
-from ..drafting.cost_model import BatchLoad, CostModel, expected_tokens
+from ..drafting.batched_drafter import DraftBatch
+from ..drafting.cost_model import CostModel
 from ..drafting.drafter_api import Drafter
 from ..events import Event, PrefillEvent
 from ..request import GenerationRequest
+from .planning import plan_slots
 
 
 @dataclass
@@ -72,16 +77,17 @@ class SlotScheduler:
     """Runs requests on `n_slots` sequences of one context, one shared decode per step.
 
     `drafters` names the drafts a request may ask for, each with what makes a slot's drafter
-    (called once per slot and name; None: no draft): a free drafter (prompt lookup, suffix) or a
-    draft model's, each slot's with a context of its own on the draft model loaded once (its
-    drafts are made slot by slot, not yet batched across slots; Auto prices them so), or the
-    target's MTP head, each slot's an MTP context of its own fed its sequence's hidden states.
+    (called once per slot and name; None: no draft): a free drafter (prompt lookup, suffix), a
+    draft model's (its slots then draft on the sequences of one draft context, `DraftBatch`, their
+    decodes batched each step; a hybrid or bridged draft keeps a context per slot, drafting slot
+    by slot), or the target's MTP head, each slot's an MTP context of its own fed its hidden states.
     Not Gemma 4's assistant: it reads the target's KV cache as one sequence (refused in one line).
     `stream` may be called from any thread; the slots run on one thread of the scheduler's own.
     """
 
     def __init__(self, target: Model, n_slots: int, *, runtime: RuntimeParams | None = None,
                  drafters: Mapping[str, Callable[[], Drafter | None]] | None = None):
+        self.draft_batches: dict[SharedContext, DraftBatch] = {}
         made = self._make_drafters(drafters or {"none": lambda: None}, n_slots)
         try:
             # A hybrid target takes each slot's rejected drafts back through its own snapshots.
@@ -89,10 +95,12 @@ class SlotScheduler:
                                         rollback=RECURRENT_SNAPSHOTS if any(d for m in made for d in m.values()) else 0)
         except BaseException:
             _close(made)
+            self._close_batches()
             raise
         if self.shared.n_batch < n_slots:
             self.shared.close()
             _close(made)
+            self._close_batches()
             raise TandemError(f"the batch ({self.shared.n_batch} tokens) must hold at least one token per slot ({n_slots})")
         # Shared by the slots, not the engine's: a batched pass's time is not a lone pass's.
         self.cost = CostModel()
@@ -103,6 +111,7 @@ class SlotScheduler:
                 self.slots.append(_Slot(i, decoders, next(iter(decoders.values()))))
         except BaseException:
             _close(made)
+            self._close_batches()
             self.shared.close()
             raise
         self.target = target
@@ -183,15 +192,18 @@ class SlotScheduler:
         if self._thread is not threading.current_thread():
             self._thread.join()
         self._free_drafters()
+        self._close_batches()
         self.shared.close()
 
-    @staticmethod
-    def _make_drafters(drafters: Mapping[str, Callable[[], Drafter | None]], n_slots: int) -> list[dict[str, Drafter | None]]:
+    def _make_drafters(self, drafters: Mapping[str, Callable[[], Drafter | None]], n_slots: int) -> list[dict[str, Drafter | None]]:
         """Each slot's drafter of each name (Gemma 4's assistant refused: it reads the target's KV
-        cache as one sequence; the target's own MTP head reads its slot's hidden states)."""
+        cache as one sequence; the target's own MTP head reads its slot's hidden states). A plain
+        model draft moves onto its slot's sequence of one `DraftBatch` per name, as it is made
+        (its own context closed at once: one is held at a time beside the batch's)."""
         made: list[dict[str, Drafter | None]] = []
+        batches: dict[str, DraftBatch] = {}
         try:
-            for _ in range(n_slots):
+            for seq in range(n_slots):
                 mine: dict[str, Drafter | None] = {}
                 made.append(mine)
                 for name, make in drafters.items():
@@ -199,10 +211,19 @@ class SlotScheduler:
                     if d is not None and d.kind == "mtp" and d.model is not None:
                         raise ParallelUnsupported("parallel slots cannot draft with Gemma 4's assistant yet: it "
                                                   "reads the target's KV cache as one sequence, not a slot's")
+                    if seq == 0 and (batch := DraftBatch.like(d, n_slots)) is not None:
+                        batches[name] = self.draft_batches[batch.shared] = batch
+                    if name in batches:
+                        mine[name] = batches[name].adopt(d, seq)
         except BaseException:
             _close(made)
+            self._close_batches()
             raise
         return made
+
+    def _close_batches(self) -> None:
+        for batch in self.draft_batches.values():
+            batch.close()
 
     def _free_drafters(self) -> None:
         _close([{n: dec.drafter for n, dec in s.decoders.items()} for s in self.slots])
@@ -268,28 +289,21 @@ class SlotScheduler:
     def _step(self) -> None:
         """One shared decode: every stepping slot's plan, then the prompts' chunks in what is left."""
         budget = self.shared.n_batch
-        plans: list[tuple[_Slot, StepPlan]] = []
         chunks: list[tuple[_Slot, int]] = []
         stepping = [s for s in self.slots if s.job is not None and s.todo is None]
         unread = sum(self._text_left(s) for s in self.slots if s.job is not None and s.todo is not None)
-        planned = BatchLoad(min(unread, max(0, budget - len(stepping))), 0.0)  # prompt chunks: rows, no tokens yet
+        made = plan_slots(stepping, min(unread, max(0, budget - len(stepping))), self.cost, self.draft_batches,
+                          self._finish, self._fail)
+        plans: list[tuple[_Slot, StepPlan]] = []
         for n, slot in enumerate(stepping):
-            later = len(stepping) - n - 1  # slots still to plan: a row and a token each at least
-            try:
-                with self.cost.loaded(BatchLoad(planned.rows + later, planned.tokens + later)):
-                    plan = slot.decoder.plan_step(slot.run)  # type: ignore[arg-type]
-            except BaseException as e:
-                self._fail(slot, e)
+            plan = made.get(n)
+            if plan is None:
                 continue
-            if plan is None:  # limits or a cancel ended it
-                self._finish(slot)
-                continue
-            fits = budget - later  # one row for each slot after this one
+            fits = budget - (len(stepping) - n - 1)  # one row for each slot after this one
             if len(plan.rows) > fits:  # fewer drafts: still exact, the rest are drafted again
                 plan.prop = plan.prop.cut(fits - 1)
                 plan.drafts, plan.rows = plan.prop.tokens, plan.rows[:fits]
             budget -= len(plan.rows)
-            planned = BatchLoad(planned.rows + len(plan.rows), planned.tokens + _expected(slot, plan))
             plans.append((slot, plan))
         for slot in self.slots:
             if slot.job is None or slot.todo is None:
@@ -365,6 +379,8 @@ class SlotScheduler:
     def _settle(self, slot: _Slot, plan: StepPlan, logits, t_pass: float) -> None:
         dec, run, job = slot.decoder, slot.run, slot.job
         assert job is not None
+        if plan.draft_s is None:  # its own drafting, not the slots' planned after it
+            plan.draft_s = plan.t_d1 - plan.t_d0
         plan.t_d1 = t_pass  # the slot's verify time is the shared pass's
         try:
             dec.judge(run, plan, logits)  # type: ignore[arg-type]
@@ -412,15 +428,3 @@ def _close(made: list[dict[str, Drafter | None]]) -> None:
         for d in mine.values():
             if d is not None:
                 d.close()
-
-
-def _expected(slot: _Slot, plan: StepPlan) -> float:
-    """The tokens a slot's plan is expected to give: Auto's own prediction for the k it chose,
-    else the acceptance measured so far."""
-    k = len(plan.drafts)
-    if k == 0:
-        return 1.0
-    predicted = getattr(slot.run.lookahead.current, "last_prediction", None)  # type: ignore[union-attr]
-    if predicted is not None and predicted.k == k:
-        return predicted.tokens_per_step
-    return expected_tokens(k, slot.decoder.cost.alpha)

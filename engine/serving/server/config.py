@@ -165,7 +165,7 @@ def parallel_slots(served: ServedModel, config: ServerConfig) -> Any:
     if DraftChoice.parse(served.draft).kind.value == "mtp" or getattr(eng.target, "n_nextn", 0) > 0:
         # each slot's own MTP context over the target's head, reading its slot's hidden states
         drafters = {"mtp": lambda: eng.slot_drafter("mtp"), **drafters}
-    if served.has_draft_model:  # each slot's draft context on the one loaded draft model
+    if served.has_draft_model:  # the slots draft together on one context of the loaded draft model
         drafters = {"model": lambda: eng.slot_drafter(served.draft), **drafters}
     slots = SlotScheduler(eng.target, n, runtime=runtime, drafters=drafters)
     eng.attach(slots)

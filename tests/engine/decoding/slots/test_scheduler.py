@@ -134,11 +134,11 @@ def test_auto_prices_each_slots_drafts_against_the_whole_pass_it_joins(eng):
                           drafters={"d": _drafter("lookup", eng.target.n_vocab)})
     loads, passes, observed = [], [], []
     decode, observe = sched.shared.decode, sched.cost.observe_verify
-    plan_step = type(sched.slots[0].decoder).plan_step
+    steps = type(sched.slots[0].decoder).planning
 
     def planning(dec, run):
         loads.append(sched.cost.load)
-        return plan_step(dec, run)
+        return steps(dec, run)
 
     def shared_pass(parts):
         passes.append(sum(len(p.tokens) for p in parts))
@@ -150,7 +150,7 @@ def test_auto_prices_each_slots_drafts_against_the_whole_pass_it_joins(eng):
 
     for slot in sched.slots:
         for dec in slot.decoders.values():
-            dec.plan_step = planning.__get__(dec)
+            dec.planning = planning.__get__(dec)
     sched.shared.decode, sched.cost.observe_verify = shared_pass, observing
     try:
         events = _together(sched, requests, stagger_s=0.0)
@@ -228,15 +228,17 @@ def test_a_bad_request_fails_alone_and_the_others_run(eng):
 
 @pytest.mark.parametrize("n_slots", [1, 2, 4])
 def test_a_draft_model_drafts_in_every_slot_and_each_answer_is_its_answer_alone(eng, tiny_draft, n_slots):
-    """Each slot's drafter has a context of its own on the one loaded draft model (the engine's
-    `slot_drafter`); greedy output is each request's output alone, with the draft model's drafts
-    accepted and rejected tails rolled back in each slot's own draft context too."""
+    """Each slot's drafter drafts on a sequence of its own of one context on the one loaded draft
+    model (the engine's `slot_drafter`, batched by the slots: test_batched_draft.py); greedy output
+    is each request's output alone, with the draft model's drafts accepted and rejected tails
+    rolled back in each slot's own draft sequence too."""
     requests = _requests(eng, count=6)
     alone = _alone(eng, requests, None)
     sched = SlotScheduler(eng.target, n_slots, runtime=RuntimeParams(n_ctx=512 * n_slots, n_batch=64),
                           drafters={"model": lambda: eng.slot_drafter(str(tiny_draft))})
     try:
-        assert len({id(s.decoder.drafter.contexts[0]) for s in sched.slots}) == n_slots  # one context each
+        assert len({s.decoder.drafter.contexts[0].seq for s in sched.slots}) == n_slots  # a sequence each
+        assert len({id(s.decoder.drafter.contexts[0].shared) for s in sched.slots}) == 1  # of one context
         assert len({id(s.decoder.drafter.model) for s in sched.slots}) == 1  # one draft model
         events = _together(sched, requests)
     finally:

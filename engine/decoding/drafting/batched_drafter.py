@@ -1,0 +1,147 @@
+"""A draft model's work batched across the parallel slots: one draft context with a sequence per
+slot (`SharedContext`, as the target's), so that the slots drafting with the model this step read
+their catch-up tokens together and then their drafts position by position together, one
+`llama_decode` per position carrying a row per slot still drafting (llama-server's way), where a
+context per slot took a decode per slot and position.
+
+`DraftBatch` owns that context and runs a step's decodes (`run`); each slot drafts through a
+`BatchedModelDrafter` on its own sequence: the model drafter's own drafting (greedy or sampled,
+its gates, grammar and logits processors, its k), made in steps (`proposing`) that hand each
+decode to the batch. Its roll-back is the sequence's own (prefix reuse at the next proposal).
+A draft model with a recurrent state (a hybrid) keeps a context per slot, drafted slot by slot:
+llama.cpp's recurrent cache moves a sequence's state in a batch of several without its snapshots.
+So do a bridged draft (another vocabulary, its text tokenised per step) and an MTP head (its own
+context per slot, fed that slot's hidden states).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Hashable, Sequence
+
+import numpy as np
+
+from ...llamacpp.llama import Model
+from ...llamacpp.runtime import RuntimeParams
+from ...llamacpp.sequences import Part, SequenceView, SharedContext
+from ..sampling.sampler import Sampler
+from .draft_context import NO_RULES, DraftContext
+from .drafter_api import DraftRows, Drafter, Proposal, Steps, steps_alone
+from .drafters import ModelDrafter
+
+__all__ = ["BatchedModelDrafter", "DraftBatch", "plain_model_draft"]
+
+
+class DraftBatch:
+    """One draft model's context for `n_seq` slots, a sequence each (`per_seq` holds what one
+    slot's own draft context held: its size, batch and threads)."""
+
+    def __init__(self, model: Model, per_seq: RuntimeParams, n_seq: int):
+        # A pass carries one row per slot at least; a slot's share is its own context's size.
+        rt = RuntimeParams(n_ctx=per_seq.n_ctx * n_seq, n_batch=max(per_seq.n_batch, n_seq),
+                           n_threads=per_seq.n_threads)
+        self.shared = SharedContext(model, rt, n_seq)
+        self.model = model
+
+    @classmethod
+    def like(cls, drafter: Drafter | None, n_seq: int) -> "DraftBatch | None":
+        """A batch for `n_seq` slots drafting as `drafter` does with its model (its own context's
+        size, batch and threads), where it is a plain attention model draft; else None."""
+        mine = plain_model_draft(drafter)
+        if mine is None:
+            return None
+        own = mine.ctx
+        return cls(mine.model, RuntimeParams(n_ctx=own.n_ctx, n_batch=own.n_batch, n_threads=own.n_threads), n_seq)
+
+    def adopt(self, drafter: Drafter | None, seq: int) -> Drafter | None:
+        """`drafter` (a slot's, bare or beside free drafters) drafting on sequence `seq` of this
+        batch, its own context closed; as it is where it holds no plain draft of this model."""
+        mine = plain_model_draft(drafter)
+        if mine is None or mine.model is not self.model:
+            return drafter
+        batched = BatchedModelDrafter(self, seq, p_min=mine.p_min, target_vocab=mine.target_vocab)
+        mine.close()
+        if drafter is mine:
+            return batched
+        drafter.model_drafter = batched  # type: ignore[union-attr]
+        return drafter
+
+    def run(self, wants: dict[Hashable, DraftRows]) -> tuple[dict[Hashable, np.ndarray], dict[Hashable, float]]:
+        """Decode what each slot asks for (its tokens on its sequence) in as few passes as the batch
+        allows, the shortest first so that every slot's next draft position shares the first pass;
+        per slot, its last row and its share of the passes' seconds (by the rows it had in each)."""
+        left = {key: list(w.tokens) for key, w in sorted(wants.items(), key=lambda kv: len(kv[1].tokens))}
+        rows: dict[Hashable, np.ndarray] = {}
+        spent = dict.fromkeys(wants, 0.0)
+        while left:
+            budget, parts, owners = self.shared.n_batch, [], []
+            for key, tokens in left.items():
+                if budget == 0:
+                    break
+                take = tokens[:budget]
+                parts.append(Part(wants[key].ctx.seq, take, "last" if len(take) == len(tokens) else "none"))
+                owners.append(key)
+                budget -= len(take)
+            t = time.perf_counter()
+            out = self.shared.decode(parts)
+            seconds, n = time.perf_counter() - t, sum(len(p.tokens) for p in parts)
+            for key, part, got in zip(owners, parts, out):
+                spent[key] += seconds * len(part.tokens) / n
+                del left[key][:len(part.tokens)]
+                if not left[key]:
+                    rows[key] = got[0]
+                    del left[key]
+        return rows, spent
+
+    def close(self) -> None:
+        self.shared.close()
+
+
+class BatchedModelDrafter(ModelDrafter):
+    """A slot's model draft on its sequence of a `DraftBatch`: `proposing` yields each decode
+    (its catch-up, then one token a position) for the slots' scheduler to batch; `propose`, called
+    alone, decodes them itself."""
+
+    def __init__(self, batch: DraftBatch, seq: int, *, p_min: float = 0.0, target_vocab: int | None = None):
+        self.model = batch.model
+        self.batch = batch
+        self.ctx: SequenceView = batch.shared.view(seq)  # type: ignore[assignment]
+        self.p_min = p_min
+        self.target_vocab = target_vocab or batch.model.n_vocab
+
+    def propose(self, context: Sequence[int], k: int, sampler: Sampler, rules: DraftContext = NO_RULES) -> Proposal:
+        return steps_alone(self.proposing(context, k, sampler, rules))
+
+    def proposing(self, context: Sequence[int], k: int, sampler: Sampler,
+                  rules: DraftContext = NO_RULES) -> Steps[Proposal]:
+        out = Proposal()
+        ctx = self.ctx
+        if k <= 0 or not context:
+            return out
+        keep = ctx.reuse_prefix(context)  # drops the drafts the target rejected last step
+        k = min(k, ctx.n_ctx - len(context))
+        if k <= 0:
+            return out
+        row = yield DraftRows(ctx, list(context[keep:]), k)
+        drafting = self._drafting_under(rules, row, context, k, sampler, out)
+        try:
+            token = next(drafting)
+            while True:
+                token = drafting.send((yield DraftRows(ctx, [token], k - len(out.tokens))))
+        except StopIteration:
+            pass
+        finally:
+            drafting.close()  # its grammar clone too, when the slot's plan is dropped midway
+        return out
+
+    def close(self) -> None:
+        """Nothing of its own: the batch's context is closed by whoever made the batch."""
+
+
+def plain_model_draft(drafter: Drafter | None) -> ModelDrafter | None:
+    """The plain model draft `drafter` is or holds beside free drafters, on a model without a
+    recurrent state; None for any other (none, free drafters, an MTP head, a bridge, a hybrid)."""
+    inner = getattr(drafter, "model_drafter", drafter)
+    if type(inner) is not ModelDrafter or inner.model.recurrent_state:
+        return None
+    return inner
