@@ -13,7 +13,7 @@ pytest.importorskip("pytestqt")
 
 from PySide6.QtCore import Qt  # noqa: E402
 
-from engine.decoding.events import PrefillEvent  # noqa: E402
+from engine.decoding.events import PrefillEvent, TokenEvent  # noqa: E402
 from fakehub import fakehub  # noqa: E402,F401  (fixture)
 from test_gui_chat_input import _load, _make_window, attach  # noqa: E402
 
@@ -29,31 +29,36 @@ def window(qtbot, tmp_path, monkeypatch, tiny_target):
     w.close()
 
 
-def _slow_prefill(monkeypatch, engine) -> None:
-    """The engine reads the prompt slowly: a pause after each prompt-progress event."""
+def _slow_prefill(monkeypatch, engine) -> list[str]:
+    """The engine reads the prompt slowly: a pause after each prompt-progress event. Returns the
+    kinds of the events it has handed on so far ("prefill", "token" or "other"), in order."""
     real = engine.stream
+    handed: list[str] = []
 
     def stream(request, *args, **kw):
         for ev in real(request, *args, **kw):
+            handed.append("prefill" if isinstance(ev, PrefillEvent) else "token" if isinstance(ev, TokenEvent)
+                          else "other")
             yield ev
             if isinstance(ev, PrefillEvent):
                 time.sleep(SLOW_S)
 
     monkeypatch.setattr(engine, "stream", stream)
+    return handed
 
 
 def test_first_answer_shows_prompt_progress_in_the_transcript_and_never_waits_for_measuring(qtbot, window, monkeypatch):
-    """Auto's first answer with no stored costs: prompt progress within 0.5 s of Send, then the
-    first token (the engine measures this machine after it, not before: no waiting line)."""
+    """Auto's first answer with no stored costs: prompt progress while the prompt is read, before
+    the first token (the engine measures this machine after it, not before: no waiting line).
+    Ordered by the events, not timed: the test must pass on a busy machine."""
     chat = window.chat
-    _slow_prefill(monkeypatch, window.session.engine)
+    handed = _slow_prefill(monkeypatch, window.session.engine)
     chat.apply_settings({"drafter": "model", "lookahead": "auto", "temperature": 0.0, "max_tokens": 8})
     chat.prompt.setPlainText("the value of the class " * 6)
     seen: list[str] = []
-    t0 = time.perf_counter()
     qtbot.mouseClick(chat.send_btn, Qt.MouseButton.LeftButton)
-    qtbot.waitUntil(lambda: chat.transcript.progress_text().startswith("Reading the prompt"), timeout=500)
-    assert time.perf_counter() - t0 < 0.5 + SLOW_S  # waitUntil's own limit says 0.5 s; the clock agrees
+    qtbot.waitUntil(lambda: chat.transcript.progress_text().startswith("Reading the prompt"), timeout=60000)
+    assert "prefill" in handed and "token" not in handed, f"the progress line came after the answer began: {handed}"
     label = chat.transcript._progress
     assert label.isVisible() and chat.transcript.viewport().rect().contains(label.geometry())
 
@@ -231,7 +236,7 @@ def test_copy_export_and_use_in_chat_each_say_so_in_a_toast(qtbot, window, tmp_p
     assert _toast(window) is None or not _toast(window).isVisible()
     qtbot.mouseClick(chat.copy_btn, Qt.MouseButton.LeftButton)
     _assert_toast(window, "Answer copied")
-    qtbot.waitUntil(lambda: not _toast(window).isVisible(), timeout=5000)  # it goes by itself
+    qtbot.waitUntil(lambda: not _toast(window).isVisible(), timeout=60000)  # it goes by itself
 
     out = tmp_path / "talk.md"
     monkeypatch.setattr(QFileDialog, "getSaveFileName", lambda *a, **k: (str(out), ""))
@@ -268,7 +273,7 @@ def test_closing_mid_answer_asks_first_and_the_partial_says_the_app_was_closed(q
     chat.apply_settings({"drafter": "none", "max_tokens": 20000})
     chat.prompt.setPlainText("the value of")
     qtbot.mouseClick(chat.send_btn, Qt.MouseButton.LeftButton)
-    qtbot.waitUntil(lambda: chat.stream.tokens != [], timeout=10000)
+    qtbot.waitUntil(lambda: chat.stream.tokens != [], timeout=60000)
     window.close()
     assert asked and "Stop it and quit" in asked[0]
     assert window.isVisible() and chat.worker is not None, "No keeps the window and the answer going"
@@ -276,7 +281,7 @@ def test_closing_mid_answer_asks_first_and_the_partial_says_the_app_was_closed(q
     reply[0] = QMessageBox.StandardButton.Yes
     window.close()
     assert not window.isVisible()
-    qtbot.waitUntil(lambda: (window.history.messages(cid)[-1].stats or {}).get("stopped_by") == "close", timeout=10000)
+    qtbot.waitUntil(lambda: (window.history.messages(cid)[-1].stats or {}).get("stopped_by") == "close", timeout=60000)
     answer = window.history.messages(cid)[-1]
     assert answer.status == "stopped" and answer.content
     assert stop_reason(answer) == "stopped: the app was closed"
@@ -347,7 +352,7 @@ def test_status_bar_names_the_drafter_in_use_and_the_meter_counts_max_tokens(qtb
     chat.meter.update_now()
     before = chat.meter.used
     chat.max_tokens.setValue(100)
-    qtbot.waitUntil(lambda: chat.meter.used == before - 412, timeout=3000)
+    qtbot.waitUntil(lambda: chat.meter.used == before - 412, timeout=60000)
     assert "max tokens" in chat.meter.toolTip()
 
 

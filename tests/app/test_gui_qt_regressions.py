@@ -73,5 +73,5 @@ def test_a_worker_is_let_go_on_the_gui_thread_after_its_thread_has_ended(qtbot):
     view = View()
     weakref.finalize(view.worker, lambda: freed_on.append(threading.current_thread().name))
     workers.start(view.worker)
-    qtbot.waitUntil(lambda: bool(freed_on), timeout=5000)
+    qtbot.waitUntil(lambda: bool(freed_on), timeout=60000)
     assert freed_on == [threading.main_thread().name]

@@ -20,7 +20,7 @@ from test_gui_feedback import _best_contrast  # noqa: E402
 def _active(qtbot, window) -> None:  # noqa: F811
     window.show()
     window.activateWindow()
-    qtbot.waitUntil(lambda: QApplication.activeWindow() is window, timeout=5000)
+    qtbot.waitUntil(lambda: QApplication.activeWindow() is window, timeout=60000)
 
 
 def test_shortcuts_regenerate_continue_copy_attach_export_and_search(qtbot, window, monkeypatch):  # noqa: F811
@@ -94,10 +94,10 @@ def test_dark_theme_shows_where_the_keyboard_focus_is(qtbot, window):  # noqa: F
         bg = QApplication.instance().palette().color(QPalette.ColorRole.Window)
         window.show()
         window.activateWindow()
-        qtbot.waitUntil(lambda: QApplication.activeWindow() is window, timeout=5000)
+        qtbot.waitUntil(lambda: QApplication.activeWindow() is window, timeout=60000)
         for widget in (window.chat.send_btn, window.chat.search):
             widget.setFocus(Qt.FocusReason.TabFocusReason)
-            qtbot.waitUntil(widget.hasFocus, timeout=5000)
+            qtbot.waitUntil(widget.hasFocus, timeout=60000)
             w, h = widget.width(), widget.height()
             edges = [QRect(0, 0, w, 3), QRect(0, h - 3, w, 3)]
             assert min(_best_contrast(widget, r, bg) for r in edges) >= 3.0, f"{type(widget).__name__}: focus visible"

@@ -72,7 +72,7 @@ def test_run_button_says_why_it_is_disabled(qtbot, session, tiny_target):
         assert view.start_btn.toolTip() == view.why_label.text()
     finally:
         release.set()
-    qtbot.waitUntil(lambda: not session.busy, timeout=10000)
+    qtbot.waitUntil(lambda: not session.busy, timeout=60000)
     assert view.start_btn.isEnabled()
 
 
@@ -146,11 +146,11 @@ def test_a_one_repetition_run_is_not_coloured_has_tooltips_and_no_single_point_p
     assert not view.use_btn.isEnabled()
     click_row(qtbot, view.table, 1)
     assert view.use_btn.isEnabled()
-    with qtbot.waitSignal(view.useSetting, timeout=2000) as sig:
+    with qtbot.waitSignal(view.useSetting, timeout=60000) as sig:
         qtbot.mouseClick(view.use_btn, Qt.MouseButton.LeftButton)
     assert sig.args == [{"drafter": "lookup", "lookahead": 2}]
     click_row(qtbot, view.table, 0)
-    with qtbot.waitSignal(view.useSetting, timeout=2000) as sig:
+    with qtbot.waitSignal(view.useSetting, timeout=60000) as sig:
         qtbot.mouseClick(view.use_btn, Qt.MouseButton.LeftButton)
     assert sig.args == [{"drafter": "none", "lookahead": "auto"}]
 
@@ -244,7 +244,7 @@ def test_delete_pair_asks_refuses_while_loaded_and_removes_the_cache_files(qtbot
     assert opened == [str(store.repo_dir("tiny-org/target-GGUF") / "snapshots" / ("a" * 40))]
     # The same actions on a right click on the row.
     pairs.table.customContextMenuRequested.emit(pairs.table.visualRect(pairs.model.index(0, 0)).center())
-    qtbot.waitUntil(lambda: pairs.row_menu.isVisible(), timeout=2000)
+    qtbot.waitUntil(lambda: pairs.row_menu.isVisible(), timeout=60000)
     actions = {a.text(): a for a in pairs.row_menu.actions()}
     assert set(actions) == {"Load", "Verify files", "Delete…", "Show in folder"}
     assert all(a.isEnabled() for a in actions.values())
@@ -290,14 +290,14 @@ def test_an_imported_gguf_loads_with_prompt_lookup_or_no_draft_and_is_forgotten_
     view = ModelsView(session, catalog_mod.load(), small_machine())
     qtbot.addWidget(view)
     view.imports.import_file(mine)
-    qtbot.waitUntil(lambda: view.imports.model.rowCount() == 1, timeout=10000)
+    qtbot.waitUntil(lambda: view.imports.model.rowCount() == 1, timeout=60000)
     compat = view.compat
     drafts = [compat.draft_combo.itemData(i) for i in range(compat.draft_combo.count())]
     assert drafts[:3] == ["", "lookup", "none"] and str(mine) in drafts
 
     compat.target_combo.setCurrentIndex(compat.target_combo.findData(str(mine)))
     compat.draft_combo.setCurrentIndex(compat.draft_combo.findData("lookup"))
-    qtbot.waitUntil(lambda: compat.load_btn.isEnabled(), timeout=10000)
+    qtbot.waitUntil(lambda: compat.load_btn.isEnabled(), timeout=60000)
     assert "✓ Ready" in compat.verdict_label.text() and "prompt lookup" in compat.verdict_label.text()
     qtbot.mouseClick(compat.load_btn, Qt.MouseButton.LeftButton)
     qtbot.waitUntil(lambda: session.engine is not None and not session.busy, timeout=60000)
@@ -314,7 +314,7 @@ def test_an_imported_gguf_loads_with_prompt_lookup_or_no_draft_and_is_forgotten_
 
     session.unload()
     compat.draft_combo.setCurrentIndex(compat.draft_combo.findData("none"))
-    qtbot.waitUntil(lambda: compat.load_btn.isEnabled(), timeout=10000)
+    qtbot.waitUntil(lambda: compat.load_btn.isEnabled(), timeout=60000)
     qtbot.mouseClick(compat.load_btn, Qt.MouseButton.LeftButton)
     qtbot.waitUntil(lambda: session.engine is not None and not session.busy, timeout=60000)
     assert session.pair.target == mine and session.pair.draft is None

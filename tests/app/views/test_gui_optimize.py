@@ -42,7 +42,7 @@ def test_cancel_and_close_while_running(qtbot, tiny_target, tiny_draft):
     dlg.close()  # asks the worker to stop; the window stays until it has
     assert dlg.isVisible()
     _wait_idle(qtbot, dlg)
-    qtbot.waitUntil(lambda: not dlg.isVisible(), timeout=10_000)
+    qtbot.waitUntil(lambda: not dlg.isVisible(), timeout=60000)
     assert dlg.result is None and "Cancelled" in dlg.status.text()
 
 

@@ -22,7 +22,7 @@ def window(qtbot, tmp_path, monkeypatch, tiny_target):
     w.errors = errors  # type: ignore[attr-defined]
     qtbot.addWidget(w)
     w.session.load(tiny_target, tiny_target, label="tiny self-draft")
-    qtbot.waitUntil(lambda: w.session.engine is not None, timeout=10000)
+    qtbot.waitUntil(lambda: w.session.engine is not None, timeout=60000)
     yield w
     w.close()
 
@@ -134,7 +134,7 @@ def test_a_bad_model_shows_an_error_and_the_window_lives(qtbot, window, tmp_path
     bad = tmp_path / "bad.gguf"
     bad.write_bytes(b"not a model at all")
     window.session.load(bad, None, label="bad")
-    qtbot.waitUntil(lambda: bool(window.errors), timeout=10000)
+    qtbot.waitUntil(lambda: bool(window.errors), timeout=60000)
     assert "not a GGUF file" in window.errors[0] and "bad.gguf" in window.errors[0]
     assert window.session.engine is not None  # the previous pair is still loaded
     _send(qtbot, window, "the value of")  # and still works
@@ -191,7 +191,7 @@ def test_closing_mid_generation_stops_cleanly_and_keeps_the_partial(qtbot, windo
     chat.apply_settings({"drafter": "none", "max_tokens": 20000})
     chat.prompt.setPlainText("the value of")
     chat.send()
-    qtbot.waitUntil(lambda: chat.stream.tokens != [], timeout=10000)
+    qtbot.waitUntil(lambda: chat.stream.tokens != [], timeout=60000)
     cid = chat.conversation_id
     thread = window.session._threads[0][0]
     window.close()  # cancels, waits for the worker, saves what was written

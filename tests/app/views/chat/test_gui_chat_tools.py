@@ -49,7 +49,7 @@ def window(qtbot, tmp_path, monkeypatch, tiny_target, touched):
     w.errors = errors  # type: ignore[attr-defined]
     qtbot.addWidget(w)
     w.session.load(tiny_target, tiny_target, label="tiny", n_ctx=4096)
-    qtbot.waitUntil(lambda: w.session.engine is not None, timeout=10000)
+    qtbot.waitUntil(lambda: w.session.engine is not None, timeout=60000)
     yield w
     w.close()
 

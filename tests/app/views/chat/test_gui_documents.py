@@ -92,7 +92,7 @@ def test_a_document_is_read_off_the_window_thread(qtbot, window, tmp_path, monke
     notices: list[str] = []
     chat.message.connect(notices.append)
     chat.attach_files([str(WRITERS["pdf"](tmp_path / "big.pdf"))])
-    qtbot.waitUntil(lambda: "thread" in seen, timeout=5000)
+    qtbot.waitUntil(lambda: "thread" in seen, timeout=60000)
     assert seen["thread"] is not threading.main_thread(), "read on a worker thread"
     assert not release.is_set() and chat.reading
     assert not chat.reading_label.isHidden() and chat.reading_label.text() == "Reading big.pdf…"
@@ -123,7 +123,7 @@ def test_a_model_closed_while_a_document_is_counted_waits_for_the_count(qtbot, w
 
     chat.counter.count = slow_count
     chat.attach_files([str(WRITERS["pdf"](tmp_path / "notes.pdf"))])
-    qtbot.waitUntil(started.is_set, timeout=5000)
+    qtbot.waitUntil(started.is_set, timeout=60000)
     threading.Timer(0.3, release.set).start()
     window.session.engineClosing.emit(window.session.engine)  # what the session says just before close()
     assert done, "the close waited for the count in flight"
@@ -276,7 +276,7 @@ def test_screenshot_of_the_chips_and_the_export_menu(qtbot, window, tmp_path):  
     window.show()
     _conversation(window, "complete")
     attach(qtbot, chat, *(WRITERS[kind](tmp_path / f"report.{kind}") for kind in ("pdf", "docx", "xlsx")))
-    qtbot.waitUntil(lambda: all(c.isVisible() for c in chat.attachments.chips), timeout=5000)
+    qtbot.waitUntil(lambda: all(c.isVisible() for c in chat.attachments.chips), timeout=60000)
     chat.meter.update_now()
     qtbot.wait(50)  # the posted layout requests run: the picture shows the settled row
     row = chat.attachments.chips
@@ -284,7 +284,7 @@ def test_screenshot_of_the_chips_and_the_export_menu(qtbot, window, tmp_path):  
     assert chat.answer_column.grab().save(str(out / "attach_chips.png"))
     menu = chat.export_btn.menu()
     menu.popup(chat.export_btn.mapToGlobal(chat.export_btn.rect().bottomLeft()))
-    qtbot.waitUntil(menu.isVisible, timeout=5000)
+    qtbot.waitUntil(menu.isVisible, timeout=60000)
     assert menu.grab().save(str(out / "export_menu.png"))
     assert [a.text() for a in menu.actions() if a.text()][:2] == [
         "Whole conversation (Markdown, Word, PDF, HTML, JSON)…", "Last answer (Markdown, Word, PDF, HTML)…"]

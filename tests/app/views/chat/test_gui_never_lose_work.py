@@ -19,7 +19,7 @@ def _show_active(qtbot, window) -> None:
     """The window shown and active: its shortcuts answer keys only then."""
     window.show()
     window.activateWindow()
-    qtbot.waitUntil(lambda: QApplication.activeWindow() is window, timeout=5000)
+    qtbot.waitUntil(lambda: QApplication.activeWindow() is window, timeout=60000)
 
 
 def test_esc_closes_the_file_viewer_and_not_the_answer(qtbot, window, monkeypatch):  # noqa: F811
@@ -31,7 +31,7 @@ def test_esc_closes_the_file_viewer_and_not_the_answer(qtbot, window, monkeypatc
     _show_active(qtbot, window)
     viewer = FileViewer("notes.txt", "text of the notes", parent=chat.transcript)
     viewer.show()
-    qtbot.waitUntil(viewer.isVisible, timeout=5000)
+    qtbot.waitUntil(viewer.isVisible, timeout=60000)
     qtbot.keyClick(viewer.text, Qt.Key.Key_Escape)
     assert not viewer.isVisible(), "Esc closed the viewer"
     assert stops == [], "and did not stop the answer"

@@ -155,7 +155,7 @@ def test_regenerate_keeps_versions_browsable_reopenable_and_exported_as_chosen(q
     assert _version_label(chat) == "2/3" and _answer(chat).content == texts[1]
     _focus_link(qtbot, chat.transcript, f"msg:older:{first.id}")  # ‹ again with the keyboard: Tab, Enter
     qtbot.keyClick(chat.transcript, Qt.Key.Key_Return)
-    qtbot.waitUntil(lambda: _version_label(chat) == "1/3", timeout=2000)
+    qtbot.waitUntil(lambda: _version_label(chat) == "1/3", timeout=60000)
     assert texts[0] in chat.transcript.toPlainText() and texts[2] not in chat.transcript.toPlainText()
     assert _answer(chat).content == texts[0], "the choice is stored"
 
@@ -172,7 +172,7 @@ def test_regenerate_keeps_versions_browsable_reopenable_and_exported_as_chosen(q
     item = w2.chat.conv_list.item(0)
     qtbot.mouseClick(w2.chat.conv_list.viewport(), Qt.MouseButton.LeftButton,
                      pos=w2.chat.conv_list.visualItemRect(item).center())
-    qtbot.waitUntil(lambda: w2.chat.conversation_id == first.conversation_id, timeout=2000)
+    qtbot.waitUntil(lambda: w2.chat.conversation_id == first.conversation_id, timeout=60000)
     assert _version_label(w2.chat) == "1/3" and texts[0] in w2.chat.transcript.toPlainText()
     click_anchor(qtbot, w2.chat.transcript, f"msg:newer:{first.id}")
     assert _version_label(w2.chat) == "2/3" and texts[1] in w2.chat.transcript.toPlainText()
@@ -227,7 +227,7 @@ def test_a_sent_file_card_shows_name_size_and_the_models_token_count(qtbot, tmp_
     assert "\ufffc code.py · 310 B · tokens: no model loaded" in shown, "no model: it says so, no guess"
     _load(qtbot, w, tiny_target)
     n = len(w.session.engine.target.tokenize(body, add_special=False, parse_special=False))
-    qtbot.waitUntil(lambda: f"\ufffc code.py · 310 B · {n:,} tokens" in chat.transcript.toPlainText(), timeout=2000)
+    qtbot.waitUntil(lambda: f"\ufffc code.py · 310 B · {n:,} tokens" in chat.transcript.toPlainText(), timeout=60000)
     user = h.messages(c.id)[0]
     click_anchor(qtbot, chat.transcript, f"msg:file:{user.id}:0")
     viewer = chat.transcript.findChild(FileViewer)

@@ -31,13 +31,13 @@ def test_add_shows_devices_memory_round_trip_and_errors(qtbot):
     qtbot.addWidget(w)
     changed = []
     w.changed.connect(changed.append)
-    with qtbot.waitSignal(w.probed, timeout=5000):
+    with qtbot.waitSignal(w.probed, timeout=60000):
         w.entry.setText("10.0.0.5:50052")
         w.add_button.click()
     assert w.endpoints() == ["10.0.0.5:50052"] and w.entry.text() == ""
     assert [cell(w, 0, c) for c in range(5)] == ["10.0.0.5:50052", "ready (RPC 7.0.0)", "2", "3.0 of 8.0 GB + 1.0 of 8.0 GB", "0.42 ms"]
     assert w.workers_free() == [("10.0.0.5:50052", 4 * 10**9)]
-    with qtbot.waitSignal(w.probed, timeout=5000):
+    with qtbot.waitSignal(w.probed, timeout=60000):
         w.add("10.0.0.6:1")
     assert cell(w, 1, 1) == "unreachable" and "connection refused" in w.message.text()
     assert w.workers_free() == [("10.0.0.5:50052", 4 * 10**9)]  # only reachable workers count
@@ -62,7 +62,7 @@ def test_a_silent_worker_costs_a_timeout_not_a_frozen_window(qtbot):
         w.add(f"127.0.0.1:{port}")
         assert time.monotonic() - t0 < 0.5  # add() returned before the probe finished
         assert cell(w, 0, 1) == "checking…"
-        qtbot.waitUntil(lambda: cell(w, 0, 1) == "unreachable", timeout=5000)
+        qtbot.waitUntil(lambda: cell(w, 0, 1) == "unreachable", timeout=60000)
         assert "no answer within 1 s" in w.message.text()
     finally:
         srv.close()
@@ -100,7 +100,7 @@ def test_status_button_opens_the_dialog_that_chooses_the_workers(qtbot, window):
     dlg.workers._prober = fake_probe
     qtbot.mouseClick(dlg.use_button, Qt.MouseButton.LeftButton)
     assert window.session.rpc_endpoints == () and "at least one worker" in dlg.state.text()
-    with qtbot.waitSignal(dlg.workers.probed, timeout=5000):
+    with qtbot.waitSignal(dlg.workers.probed, timeout=60000):
         qtbot.keyClicks(dlg.workers.entry, "10.0.0.5:50052")
         qtbot.keyClick(dlg.workers.entry, Qt.Key.Key_Return)
     qtbot.mouseClick(dlg.use_button, Qt.MouseButton.LeftButton)
@@ -159,7 +159,7 @@ def test_a_worker_lost_mid_answer_keeps_the_app_and_the_answer_and_offers_a_loca
         qtbot.waitUntil(lambda: len(streamed) >= 10, timeout=30000)
         a.kill()
         qtbot.waitUntil(lambda: chat.worker is None, timeout=30000)
-        qtbot.waitUntil(lambda: s.engine is None, timeout=10000)
+        qtbot.waitUntil(lambda: s.engine is None, timeout=60000)
         assert len(window.errors) == 1 and window.errors[0].startswith(f"RPC worker {a.endpoint} was lost mid-generation")
         answer = window.history.messages(chat.conversation_id)[-1]
         assert answer.role == "assistant" and answer.status == "failed"

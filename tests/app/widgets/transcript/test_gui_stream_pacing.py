@@ -65,10 +65,10 @@ def test_the_queued_tokens_render_when_the_timer_fires(qtbot):
     qtbot.addWidget(tr)
     tr.begin_stream()
     tr.append_tokens([Tok("one")])
-    qtbot.waitUntil(lambda: tr.edits == 1, timeout=5000)
+    qtbot.waitUntil(lambda: tr.edits == 1, timeout=60000)
     tr.append_tokens([Tok(" two")])
     tr.append_tokens([Tok(" three")])
-    qtbot.waitUntil(lambda: tr.edits == 2, timeout=5000)
+    qtbot.waitUntil(lambda: tr.edits == 2, timeout=60000)
     assert tr.stream_text() == "one two three"
 
 

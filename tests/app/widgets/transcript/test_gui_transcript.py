@@ -273,7 +273,7 @@ def test_the_stats_line_is_live_while_streaming(qtbot, win):
     chat.prompt.setPlainText("the data of")
     chat.send()
     seen: list[str] = []
-    qtbot.waitUntil(lambda: seen.append(chat.stats_label.text()) or "tokens ·" in seen[-1], timeout=10000)
+    qtbot.waitUntil(lambda: seen.append(chat.stats_label.text()) or "tokens ·" in seen[-1], timeout=60000)
     chat.stop()
     _wait(qtbot, chat)
     live = [s for s in seen if s.startswith("Generating")]
