@@ -109,7 +109,14 @@ def assistant_refusal(target: Any, head: Any) -> str | None:
 
 class MtpContext(Closing):
     """The MTP head's context, positions aligned with the target's. A head inside the target's
-    file keeps its own KV cache; a separate assistant (`head`) reads the target's."""
+    file keeps its own KV cache; a separate assistant (`head`) reads the target's, on the
+    target's sequence (a `SequenceView`'s `seq`; 0 for a lone context).
+
+    An assistant's context must have as many sequences as the target's (`n_seq_max`, a stream
+    each, not unified): llama.cpp's cache over another (`mem_other`) shares that cache's cell
+    lists and sizes them to its own stream count when it is made, clearing them, so it is made
+    before the target decodes (a slot's drafter binds as its scheduler starts), and a token of
+    sequence s attends the target's stream s (llama-server drafts its slots the same way)."""
 
     def __init__(self, target: Context, hidden: HiddenStates, head: Any = None):
         self._ext = _ext()
@@ -126,9 +133,18 @@ class MtpContext(Closing):
         params = llama_cpp.llama_context_default_params()
         params.ctx_type = llama_cpp.LLAMA_CONTEXT_TYPE_MTP
         params.ctx_other = target._ctx
-        params.n_ctx = target.n_ctx
+        # The target's own head keeps a cache of its own: one sequence, 0. An assistant reads
+        # the target's: its whole context, every sequence, drafting on the target's.
+        self.seq = int(getattr(target, "seq", 0)) if self.shared else 0
+        params.n_ctx = int(llama_cpp.llama_n_ctx(target._ctx)) if self.shared else target.n_ctx
         params.n_batch = params.n_ubatch = target.n_batch
-        params.n_seq_max = 1
+        params.n_seq_max = int(llama_cpp.llama_n_seq_max(target._ctx)) if self.shared else 1
+        params.kv_unified = False
+        if self.shared:  # made over a target holding tokens, it would clear the target's cells
+            mem = llama_cpp.llama_get_memory(target._ctx)
+            if any(llama_cpp.llama_memory_seq_pos_max(mem, s) >= 0 for s in range(params.n_seq_max)):
+                raise DecodeError(f"{model.path.name} must bind before its target reads anything: "
+                                  "llama.cpp clears the target's cache under it")
         params.n_threads = params.n_threads_batch = target.n_threads
         params.no_perf = True
         log_tail.clear()
@@ -149,7 +165,7 @@ class MtpContext(Closing):
         self._b_embd = np.ctypeslib.as_array(self._batch.embd, shape=(self.n_batch, self.n_embd))
         for i in range(self.n_batch):
             self._batch.n_seq_id[i] = 1
-            self._batch.seq_id[i][0] = 0
+            self._batch.seq_id[i][0] = self.seq
         self.tokens: list[int] = []
 
     def sync(self, context: Sequence[int]) -> np.ndarray:

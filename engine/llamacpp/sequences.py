@@ -20,6 +20,8 @@ sequence keeps its pictures and their position shift (M-RoPE) by `Context`'s rul
 A target's own MTP head drafts per sequence: a `SequenceView` is what the head binds to (its own
 MTP context per slot), and each sequence's `after_decode` hands it that sequence's hidden states,
 found at the rows the sequence took in each pass (llama.cpp returns every row in batch order).
+Gemma 4's assistant binds the same way; its context reads this one's KV cache (all `n_seq`
+sequences, a stream each) on the view's `seq` (mtp.py `MtpContext`).
 """
 
 from __future__ import annotations

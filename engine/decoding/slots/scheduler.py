@@ -35,7 +35,7 @@ from ...errors import PromptError, TandemError
 from ...llamacpp.context import common_prefix, keyed
 from ...llamacpp.llama import Model
 from ...llamacpp.runtime import RuntimeParams
-from ...llamacpp.sequences import ParallelUnsupported, Part, SharedContext
+from ...llamacpp.sequences import Part, SharedContext
 from ..cancel import CancelToken
 from ..decoder import RECURRENT_SNAPSHOTS, Decoder, EngineClosedError, StepPlan
 from ..drafting.batched_drafter import DraftBatch
@@ -80,8 +80,9 @@ class SlotScheduler:
     (called once per slot and name; None: no draft): a free drafter (prompt lookup, suffix), a
     draft model's (its slots then draft on the sequences of one draft context, `DraftBatch`, their
     decodes batched each step; a hybrid or bridged draft keeps a context per slot, drafting slot
-    by slot), or the target's MTP head, each slot's an MTP context of its own fed its hidden states.
-    Not Gemma 4's assistant: it reads the target's KV cache as one sequence (refused in one line).
+    by slot), or an MTP head: the target's own, each slot's an MTP context of its own fed its hidden
+    states, or Gemma 4's assistant, each slot's a context over the target's cache drafting on its
+    sequence id.
     `stream` may be called from any thread; the slots run on one thread of the scheduler's own.
     """
 
@@ -196,8 +197,8 @@ class SlotScheduler:
         self.shared.close()
 
     def _make_drafters(self, drafters: Mapping[str, Callable[[], Drafter | None]], n_slots: int) -> list[dict[str, Drafter | None]]:
-        """Each slot's drafter of each name (Gemma 4's assistant refused: it reads the target's KV
-        cache as one sequence; the target's own MTP head reads its slot's hidden states). A plain
+        """Each slot's drafter of each name (an MTP head, the target's own or Gemma 4's assistant,
+        binds to its slot's sequence when its decoder is made). A plain
         model draft moves onto its slot's sequence of one `DraftBatch` per name, as it is made
         (its own context closed at once: one is held at a time beside the batch's)."""
         made: list[dict[str, Drafter | None]] = []
@@ -208,9 +209,6 @@ class SlotScheduler:
                 made.append(mine)
                 for name, make in drafters.items():
                     d = mine[name] = make()
-                    if d is not None and d.kind == "mtp" and d.model is not None:
-                        raise ParallelUnsupported("parallel slots cannot draft with Gemma 4's assistant yet: it "
-                                                  "reads the target's KV cache as one sequence, not a slot's")
                     if seq == 0 and (batch := DraftBatch.like(d, n_slots)) is not None:
                         batches[name] = self.draft_batches[batch.shared] = batch
                     if name in batches:

@@ -6,6 +6,7 @@ the position before it."""
 
 from __future__ import annotations
 
+import llama_cpp
 import numpy as np
 import pytest
 
@@ -158,6 +159,27 @@ def test_mtp_head_pairs_each_token_with_the_previous_positions_hidden_state(tiny
     dec.close()
     model.close()
     if assistant is not None:
+        assistant.close()
+
+
+def test_an_assistant_bound_after_its_target_read_tokens_is_one_line(tiny_gemma4, tiny_gemma4_assistant):
+    """llama.cpp clears the target's cache cells under an assistant context it makes: one made
+    over a target that holds tokens would read nothing, so it is refused (the target keeps them)."""
+    from engine.errors import DecodeError
+
+    model, assistant = Model(tiny_gemma4), Model(tiny_gemma4_assistant)
+    ctx = Context(model, RuntimeParams(n_ctx=256, n_threads=1))
+    hidden = HiddenStates(ctx)
+    try:
+        ctx.decode(model.tokenize(PROMPTS[0]), logits="none")
+        with pytest.raises(DecodeError, match="must bind before its target reads anything") as err:
+            MtpContext(ctx, hidden, assistant)
+        assert "\n" not in str(err.value)
+        assert llama_cpp.llama_memory_seq_pos_max(llama_cpp.llama_get_memory(ctx._ctx), 0) == ctx.n_past - 1
+    finally:
+        hidden.close()
+        ctx.close()
+        model.close()
         assistant.close()
 
 

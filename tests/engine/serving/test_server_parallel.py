@@ -194,6 +194,32 @@ def test_a_hybrid_target_drafting_with_its_mtp_head_answers_in_parallel_as_alone
         eng.close()
 
 
+def test_gemma4_served_with_its_assistant_answers_in_parallel_as_alone(tiny_gemma4, tiny_gemma4_assistant):
+    """`--draft <assistant> --parallel 2` on Gemma 4: each slot's assistant reads the target's KV
+    cache on its own sequence; the answers sent at once are each the engine's alone, and drafted."""
+    from engine.serving.server import ServedModel, ServerConfig, ServerThread, create_app
+
+    eng = Engine(tiny_gemma4, n_ctx=256, n_threads=1, metrics_log=False, calibration=False)
+    try:
+        alone = [eng.generate(p, max_tokens=20 + 9 * i, draft_model=str(tiny_gemma4_assistant), lookahead=3)
+                 for i, p in enumerate(PROMPTS[:3])]
+        app = create_app(ServedModel(eng, "m", draft=str(tiny_gemma4_assistant), lookahead=3), ServerConfig(parallel=2))
+        heads = [s.decoders["model"].drafter for s in app.state.slots.slots]
+        assert all(h.kind == "mtp" and h.model is not None for h in heads)  # each slot's own assistant
+        with ServerThread(app) as srv:
+            got: dict[int, dict] = {}
+            threads = [threading.Thread(target=lambda i=i: got.__setitem__(i, _complete(srv.url, i)))
+                       for i in range(3)]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join(120)
+            assert [got[i]["choices"][0]["text"] for i in range(3)] == [a.text for a in alone]
+            assert all(a.stats.drafted > 0 for a in alone)
+    finally:
+        eng.close()
+
+
 def test_pictures_sent_at_once_to_parallel_slots_are_each_answered_as_alone(tiny_vision_llama):
     """OpenAI image_url requests on --parallel 2 (beside a text one, more than the slots hold):
     each answer is the engine's alone for the same picture; the slots read the pictures."""

@@ -21,7 +21,6 @@ from engine.decoding.sampling.params import SamplingParams
 from engine.decoding.slots.scheduler import SlotScheduler
 from engine.errors import PromptError, TandemError
 from engine.llamacpp.runtime import RuntimeParams
-from engine.llamacpp.sequences import ParallelUnsupported
 
 PROMPTS = ["the value of", "def count items def count items def count", "return total and",
            "import data for the class import data for the class", "while item is not",
@@ -247,23 +246,6 @@ def test_a_draft_model_drafts_in_every_slot_and_each_answer_is_its_answer_alone(
     by_model = sum(e[-1].stats.accepted_by.get("model", 0) for e in events)
     drafted = sum(e[-1].stats.drafted for e in events)
     assert by_model > 0 and sum(e[-1].stats.accepted for e in events) < drafted
-
-
-def test_an_assistant_reading_the_targets_cache_is_refused_in_the_slots_in_one_line(eng):
-    """A drafter of kind "mtp" with a model of its own (Gemma 4's assistant) reads the target's KV
-    cache as one sequence: a stand-in of that kind (the real one: test_hybrid_slots)."""
-    closed = []
-
-    class Head(PromptLookupDrafter):
-        kind = "mtp"
-        model = eng.target
-
-        def close(self) -> None:
-            closed.append(self)
-
-    with pytest.raises(ParallelUnsupported, match="cannot draft with Gemma 4's assistant"):
-        SlotScheduler(eng.target, 2, runtime=RuntimeParams(n_ctx=512), drafters={"mtp": Head})
-    assert closed  # the one made is closed
 
 
 def test_requests_of_different_drafts_share_the_slots_and_each_writes_its_answer_alone(eng):
