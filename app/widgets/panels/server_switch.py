@@ -117,8 +117,8 @@ class ServerSwitch(QWidget):
 
     def _start_in_thread(self, engine: Any, draft: Any, served_id: str, port: int, n: int) -> None:
         """Off the GUI thread: importing FastAPI, making the slots' context and starting uvicorn
-        take a moment. Slots the target cannot run (split over RPC workers, Gemma 4's assistant)
-        leave one request at a time, with a line saying why."""
+        take a moment. Slots the target cannot run (split over RPC workers, or the slots' context
+        refused) leave one request at a time, with a line saying why."""
         try:
             from engine import Engine, TandemError
             from engine.serving.server import ServedModel, ServerConfig, ServerThread, create_app

@@ -288,14 +288,14 @@ def test_slots_the_target_cannot_run_leave_one_request_at_a_time_and_say_why(qtb
 
     def refuse(served, config):
         if config.parallel > 1:
-            raise TandemError("parallel slots cannot draft with this assistant yet")
+            raise TandemError("the slots cannot run this target (a stand-in refusal)")
         return real(served, config)
 
     monkeypatch.setattr(server_app, "parallel_slots", refuse)
     session, switch = serving
     with qtbot.waitSignal(switch.message, timeout=WAIT) as said:
         start(qtbot, switch, 2)
-    assert "one request at a time (parallel slots cannot draft with this assistant yet)" in said.args[0]
+    assert "one request at a time (the slots cannot run this target (a stand-in refusal))" in said.args[0]
     assert switch.running and session.slots is None and switch.in_use.text() == ""
 
 
