@@ -177,6 +177,8 @@ def bench(args: argparse.Namespace, target: Any, draft: Any, folder: Path) -> tu
     questions = load_questions(args.set, args.per_kind)[:args.limit]
     with Library(folder) as lib:
         report = lib.update()
+        for name, why in report.unreadable:  # a reader missing here: its questions will say "file MISSING"
+            print(f"library_quote_bench: warning: {name} could not be read ({why})", file=sys.stderr)
         hits = {q["id"]: lib.search(q["question"], args.top) for q in questions}
     eng = Engine(target, runtime=RuntimeParams(n_ctx=args.ctx, n_threads=args.threads), history_draft=False,
                  prompt_cache=False, metrics_log=False)
