@@ -237,21 +237,25 @@ def main(argv: list[str] | None = None) -> int:
     for name in ("per_kind", "limit"):
         if getattr(args, name) is not None and getattr(args, name) < 1:
             ap.error(f"--{name.replace('_', '-')} must be at least 1")
-    # a fresh data folder: no calibration, draft history or index from earlier runs (removed after, as is the
-    # temporary documents folder; the caller's TANDEM_HOME is put back)
-    home, before = tempfile.mkdtemp(prefix="tandem-quote-bench-"), os.environ.get("TANDEM_HOME")
-    os.environ["TANDEM_HOME"] = home
     from engine.cli.common import resolve_pair
     from engine.errors import TandemError
     from tools.library_quote_suite.documents import write_folder
 
     args.rpc = None
+    try:
+        target, draft = resolve_pair(args)  # as `tandem ask` resolves it (a draft `tandem optimize-draft` kept, too)
+    except TandemError as e:
+        print(f"library_quote_bench: error: {e}", file=sys.stderr)
+        return 2
+    # then a fresh data folder: no calibration, draft history or index from earlier runs (removed after, as is
+    # the temporary documents folder; the caller's TANDEM_HOME is put back)
+    home, before = tempfile.mkdtemp(prefix="tandem-quote-bench-"), os.environ.get("TANDEM_HOME")
+    os.environ["TANDEM_HOME"] = home
     folder = Path(args.folder) if args.folder else Path(tempfile.mkdtemp(prefix="tandem-quote-suite-"))
     try:
-        target, draft = resolve_pair(args)
         write_folder(folder)
         rows, meta = bench(args, target, draft, folder)
-    except TandemError as e:
+    except (TandemError, OSError) as e:  # OSError: a --folder that cannot be written
         print(f"library_quote_bench: error: {e}", file=sys.stderr)
         return 2
     finally:

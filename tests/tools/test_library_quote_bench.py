@@ -90,7 +90,11 @@ def test_a_difference_fails_the_run(tiny_target, tmp_path, capsys, monkeypatch):
     assert "auto parted from none" in printed
 
 
-def test_a_missing_model_is_one_line(tmp_path, capsys):
+def test_a_missing_model_or_an_unwritable_folder_is_one_line(tiny_target, tmp_path, capsys):
     assert qb.main(["--target", str(tmp_path / "nope.gguf"), "--per-kind", "1", "--repeat", "1"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("library_quote_bench: error: ") and err.count("\n") == 1
+    (tmp_path / "a-file").write_text("x")
+    assert qb.main(["--target", str(tiny_target), "--folder", str(tmp_path / "a-file"), "--repeat", "1"]) == 2
     err = capsys.readouterr().err
     assert err.startswith("library_quote_bench: error: ") and err.count("\n") == 1
