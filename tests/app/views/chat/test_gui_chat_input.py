@@ -237,9 +237,9 @@ def test_long_chat_drops_the_oldest_turns_and_says_so(qtbot, tmp_path, monkeypat
 
     orig = workers.GenerationWorker.__init__
 
-    def spy(self, engine, request):
+    def spy(self, engine, request, **kw):
         sent.append((request.prompt, request.system))
-        orig(self, engine, request)
+        orig(self, engine, request, **kw)
 
     monkeypatch.setattr(workers.GenerationWorker, "__init__", spy)
     notices = []

@@ -242,7 +242,7 @@ def test_the_next_question_is_sent_with_the_earlier_calls_and_their_results(qtbo
     sent: list = []
     real = workers.GenerationWorker.__init__
     monkeypatch.setattr(workers.GenerationWorker, "__init__",
-                        lambda self, engine, request: (sent.append(request), real(self, engine, request))[1])
+                        lambda self, engine, request, **kw: (sent.append(request), real(self, engine, request, **kw))[1])
     window.chat.settings_panel.tools.boxes["ships"].setChecked(False)  # a plain answer this time
     window.chat.prompt.setPlainText("What was that number?")
     window.chat.send()

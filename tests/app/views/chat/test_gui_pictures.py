@@ -130,7 +130,7 @@ def _spy(monkeypatch) -> list:
     sent: list = []
     real = workers.GenerationWorker.__init__
     monkeypatch.setattr(workers.GenerationWorker, "__init__",
-                        lambda self, engine, request: (sent.append(request), real(self, engine, request))[1])
+                        lambda self, engine, request, **kw: (sent.append(request), real(self, engine, request, **kw))[1])
     return sent
 
 
