@@ -79,9 +79,12 @@ class Session(QObject):
                 raise RuntimeError(f"busy with {self._busy}")
             self._set_busy(job)
             self._jobs.add(worker)
+        # Connected before the thread starts: a worker that ends at once (a file that is not a
+        # model) would otherwise emit `finished` before anyone listens, its error never said
+        # and the session busy for good (seen on a loaded machine).
+        worker.finished.connect(self._worker_finished)
         thread = workers.start(worker)
         self._threads.append((thread, worker))
-        worker.finished.connect(self._worker_finished)
         return thread
 
     @Slot()

@@ -211,3 +211,24 @@ def test_a_failed_save_on_send_is_shown_in_the_window_and_the_text_kept(qtbot, w
     assert window.errors and "Could not save" in window.errors[0] and "read-only" in window.errors[0]
     assert chat.prompt.toPlainText().startswith("the count of")  # nothing typed is lost
     assert chat.worker is None  # no answer started for a question that was not saved
+
+
+def test_a_load_that_fails_before_its_thread_is_watched_is_still_said(qtbot, tmp_path, monkeypatch):
+    """A worker that ends at once (a file that is not a model) may emit `finished` before
+    `Session.run` has connected to it; on a loaded machine the load's error was then never
+    said and the session stayed busy for good. Here the worker runs to its end inside
+    `workers.start`, the earliest it can end."""
+    from PySide6.QtCore import QThread
+
+    from app import workers
+    from app.session import Session
+
+    session = Session()
+    errors: list[str] = []
+    session.loadFailed.connect(errors.append)
+    monkeypatch.setattr(workers, "start", lambda worker: (worker.run(), QThread())[1])
+    bad = tmp_path / "bad.gguf"
+    bad.write_bytes(b"not a model at all")
+    session.load(bad, None, label="bad")
+    assert len(errors) == 1 and "not a GGUF file" in errors[0], errors
+    assert session.busy == "", "the session is free again"
