@@ -159,7 +159,7 @@ def test_catalog_rejects_a_bad_preferred_draft():
     with open(catalog.CATALOG_PATH, "rb") as fh:
         raw = tomllib.load(fh)
     raw["pairs"][0]["preferred_draft"] = {"cpu": "no-such-model"}
-    with pytest.raises(CatalogError, match="preferred_draft.cpu 'no-such-model' is not a model"):
+    with pytest.raises(CatalogError, match="preferred_draft.cpu 'no-such-model' is not a chat model in the catalog"):
         catalog.parse(raw)
     raw["pairs"][0]["preferred_draft"] = "q4_0"
     with pytest.raises(CatalogError, match="must be a table"):
