@@ -350,6 +350,9 @@ def test_race_rewrites_its_live_speed_a_few_times_a_second_not_per_batch(qtbot, 
         race.start()
         race.worker.tokens.connect(lambda side, toks: batches.append(side))
     wall = time.perf_counter() - t0
+    # The replay begins when the race's worker has ended, which comes after its result: on a
+    # busy machine a Stop sent at the result found no replay yet to stop.
+    qtbot.waitUntil(lambda: race.replaying, timeout=60000)
     race.stop_replay()
     r = res.args[0]
     assert r["target"].stats.generated_tokens > 200
