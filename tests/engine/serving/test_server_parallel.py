@@ -37,6 +37,17 @@ def _complete(url: str, i: int, **extra) -> dict:
     return r.json()
 
 
+def _complete_at_once(url: str, n: int) -> dict[int, dict]:
+    """Requests 0..n-1, each sent from a thread of its own at once: their answers by number."""
+    got: dict[int, dict] = {}
+    threads = [threading.Thread(target=lambda i=i: got.__setitem__(i, _complete(url, i))) for i in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    return got
+
+
 def test_answers_sent_at_once_are_each_the_answer_alone(served):
     eng, url = served
     alone = [eng.generate(p, max_tokens=20 + 9 * i, draft_model="lookup", lookahead=3).text
@@ -154,13 +165,7 @@ def test_a_server_with_a_draft_model_drafts_with_it_in_every_slot(tiny_target, t
                  for i, p in enumerate(PROMPTS[:4])]
         with ServerThread(create_app(ServedModel(eng, "m", draft=tiny_draft, lookahead=3),
                                      ServerConfig(parallel=2))) as srv:
-            got: dict[int, dict] = {}
-            threads = [threading.Thread(target=lambda i=i: got.__setitem__(i, _complete(srv.url, i)))
-                       for i in range(4)]
-            for t in threads:
-                t.start()
-            for t in threads:
-                t.join(120)
+            got = _complete_at_once(srv.url, 4)
             assert [got[i]["choices"][0]["text"] for i in range(4)] == alone
             assert _complete(srv.url, 0, draft="lookup")["choices"][0]["text"] == alone[0]
             r = httpx.post(f"{srv.url}/v1/completions", timeout=60,
@@ -181,13 +186,7 @@ def test_a_hybrid_target_drafting_with_its_mtp_head_answers_in_parallel_as_alone
                  for i, p in enumerate(PROMPTS[:3])]
         with ServerThread(create_app(ServedModel(eng, "m", draft="mtp", lookahead=3),
                                      ServerConfig(parallel=2))) as srv:
-            got: dict[int, dict] = {}
-            threads = [threading.Thread(target=lambda i=i: got.__setitem__(i, _complete(srv.url, i)))
-                       for i in range(3)]
-            for t in threads:
-                t.start()
-            for t in threads:
-                t.join(120)
+            got = _complete_at_once(srv.url, 3)
             assert [got[i]["choices"][0]["text"] for i in range(3)] == alone
             assert _complete(srv.url, 1, draft="lookup")["choices"][0]["text"] == alone[1]
     finally:
@@ -207,13 +206,7 @@ def test_gemma4_served_with_its_assistant_answers_in_parallel_as_alone(tiny_gemm
         heads = [s.decoders["model"].drafter for s in app.state.slots.slots]
         assert all(h.kind == "mtp" and h.model is not None for h in heads)  # each slot's own assistant
         with ServerThread(app) as srv:
-            got: dict[int, dict] = {}
-            threads = [threading.Thread(target=lambda i=i: got.__setitem__(i, _complete(srv.url, i)))
-                       for i in range(3)]
-            for t in threads:
-                t.start()
-            for t in threads:
-                t.join(120)
+            got = _complete_at_once(srv.url, 3)
             assert [got[i]["choices"][0]["text"] for i in range(3)] == [a.text for a in alone]
             assert all(a.stats.drafted > 0 for a in alone)
     finally:
