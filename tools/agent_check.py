@@ -16,13 +16,9 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
-import os
-import socket
-import subprocess
-import sys
-import time
-from collections.abc import Iterator
 from typing import Any
+
+from tools.serve_process import served
 
 SYSTEM = ("You are a helpful assistant. Call a tool when you need data; when a tool result is given, "
           "answer the user's question from it in plain language.")
@@ -33,42 +29,6 @@ TOOLS = [{"type": "function", "function": {"name": "get_weather", "description":
 RESULT = {"temperature_c": 18, "sky": "cloudy"}
 FIM = {"input_prefix": "def fibonacci(n):\n    \"\"\"Return the n-th Fibonacci number.\"\"\"\n",
        "input_suffix": "\n\nprint(fibonacci(10))\n", "n_predict": 48, "temperature": 0}
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-@contextlib.contextmanager
-def served(pair: str) -> Iterator[str]:
-    """`tandem serve --pair PAIR --alias '*'` on a free loopback port, stopped on exit."""
-    import httpx
-
-    port = _free_port()
-    env = dict(os.environ, OMP_WAIT_POLICY=os.environ.get("OMP_WAIT_POLICY", "PASSIVE"))
-    proc = subprocess.Popen([sys.executable, "-m", "engine.cli", "serve", "--pair", pair, "--port", str(port),
-                             "--alias", "*"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env)
-    base = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 600
-        while time.monotonic() < deadline:
-            if proc.poll() is not None:
-                raise SystemExit(f"the server stopped: {proc.stderr.read()[-2000:] if proc.stderr else ''}")
-            with contextlib.suppress(httpx.HTTPError):
-                if httpx.get(base + "/health", timeout=2).status_code == 200:
-                    break
-            time.sleep(0.5)
-        else:
-            raise SystemExit("the server did not come up within 600 s")
-        yield base
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
 
 
 def _openai(base: str, system: list[dict[str, Any]]) -> list[tuple[str, bool, str]]:
@@ -173,7 +133,7 @@ def main(argv: list[str] | None = None) -> int:
     group.add_argument("--no-system", action="store_true", help="send no system prompt")
     args = ap.parse_args(argv)
     system = None if args.no_system else args.system
-    with contextlib.nullcontext(args.url) if args.url else served(args.pair) as base:
+    with contextlib.nullcontext(args.url) if args.url else served("--pair", args.pair, "--alias", "*") as base:
         results = run(base, system)
     for name, ok, detail in results:
         print(f"{'ok  ' if ok else 'FAIL'} {name}: {detail}")

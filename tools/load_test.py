@@ -28,7 +28,7 @@ import threading
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 
 @dataclass
@@ -81,8 +81,10 @@ def _pct(values: Sequence[float], q: int) -> float | None:
     return round(values[i], 3)
 
 
-def stream_one(http: Any, url: str, model: str, prompt: Any, max_tokens: int, draft: str | None, index: int) -> Sent:
-    """One greedy streamed chat request; tokens from the usage chunk (else one per content chunk)."""
+def stream_one(http: Any, url: str, model: str, prompt: Any, max_tokens: int, draft: str | None, index: int,
+               on_first: Callable[[], None] | None = None) -> Sent:
+    """One greedy streamed chat request; tokens from the usage chunk (else one per content chunk).
+    `on_first` is called at its first content token (another request may then be sent beside it)."""
     messages = prompt if isinstance(prompt, list) else [{"role": "user", "content": prompt}]
     body: dict[str, Any] = {"model": model, "messages": messages, "max_tokens": max_tokens, "temperature": 0,
                             "stream": True, "stream_options": {"include_usage": True}}
@@ -107,6 +109,8 @@ def stream_one(http: Any, url: str, model: str, prompt: Any, max_tokens: int, dr
                     if piece:
                         if sent.first is None:
                             sent.first = time.perf_counter()
+                            if on_first is not None:
+                                on_first()
                         parts.append(piece)
                         chunks += 1
     except Exception as e:  # noqa: BLE001 - a failed request is counted, the round goes on
