@@ -109,7 +109,8 @@ def _checked_options(args: argparse.Namespace) -> tuple[str | None, tuple[str, .
     api_key = _api_key(args)
     if args.queue < 0:
         raise TandemError(f"--queue must be >= 0, got {args.queue}")
-    check_parallel(args.parallel)
+    if args.parallel != "auto":
+        check_parallel(args.parallel)
     cors = tuple(args.cors_origin or ())
     refused = check_cors(cors, api_key=api_key, allow_any_origin=args.allow_any_origin_without_key)
     if refused:
@@ -191,6 +192,7 @@ def _serve(args: argparse.Namespace, target: Path, draft: Any, library: Any, api
 
     eng = engine_for(target, RuntimeParams(n_ctx=args.ctx, n_threads=args.threads), args)  # --rpc: a child process
     try:
+        parallel, why = _parallel(args)
         if draft is not None:
             eng.decoder(draft)  # load and check the draft before the first request
         eng.decoder(None)
@@ -198,12 +200,13 @@ def _serve(args: argparse.Namespace, target: Path, draft: Any, library: Any, api
                              aliases=aliases, catalog_id=catalog_id_of(target))
         config = ServerConfig(api_key=api_key, max_waiting=args.queue, temperature=args.temperature,
                               any_model_name=any_name, cors_origins=cors, max_body=max_body,
-                              early_role_chunk=args.early_role_chunk, allowed_hosts=hosts, parallel=args.parallel,
+                              early_role_chunk=args.early_role_chunk, allowed_hosts=hosts, parallel=parallel,
                               library=library, fetch_image_urls=args.fetch_image_urls)
         app = create_app(served, config)
         split = f", target split over {len(eng.endpoints)} RPC worker(s)" if getattr(args, "rpc", None) else ""
         draft_text = DraftChoice.parse(draft).label
-        slots_text = f", {args.parallel} slots" if args.parallel > 1 else ""
+        slots_text = f", {parallel} slots" if parallel > 1 else ""
+        slots_text += f" ({why})" if why else ""
         slots_text += f", sees images ({args.projector.name})" if getattr(args, "projector", None) else ""
         slots_text += ", fetches image URLs" if args.fetch_image_urls else ""
         print(f"tandem: serving {served.id} ({target.name}, {draft_text}, lookahead {args.lookahead}, "
@@ -220,6 +223,30 @@ def _serve(args: argparse.Namespace, target: Path, draft: Any, library: Any, api
     finally:
         eng.close()
     return 0
+
+
+def _parallel(args: argparse.Namespace) -> tuple[int, str]:
+    """The slots to run and, where `--parallel auto` chose them, why: the machine's default
+    (`hardware.default_parallel`, as the app's server switch offers), one request at a time for
+    a target split over RPC workers (the slots need it on this machine)."""
+    if args.parallel != "auto":
+        return args.parallel, ""
+    if getattr(args, "rpc", None):
+        return 1, "--parallel auto: one request at a time, the target is split over RPC workers"
+    from ..models.hardware import default_parallel, machine
+
+    hw = machine()
+    n = default_parallel(hw)
+    return n, f"--parallel auto: {hw.cores_physical} cores, {hw.ram_available / 2**30:.0f} GB free"
+
+
+def _parallel_arg(text: str) -> int | str:
+    if text.strip().lower() == "auto":
+        return "auto"
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"give a whole number of slots or 'auto', got {text!r}") from None
 
 
 def register(sub: Any) -> None:
@@ -244,11 +271,11 @@ def register(sub: Any) -> None:
     s.add_argument("--api-key", help="require 'Authorization: Bearer KEY' (also from TANDEM_API_KEY)")
     s.add_argument("--ctx", type=int, default=4096, help="context size in tokens")
     s.add_argument("--threads", type=int, default=None)
-    s.add_argument("--queue", type=int, default=16, help="requests that may wait behind the running one (default 16); "
+    s.add_argument("--queue", type=int, default=16, help="requests that may wait for a free slot (default 16); "
                                                           "more get 503 with Retry-After")
-    s.add_argument("--parallel", type=int, default=1, metavar="N",
-                   help="answer up to N requests side by side in slots of one context (default 1; each slot holds "
-                        "the whole --ctx; drafts: lookup, suffix or none; an attention-only target)")
+    s.add_argument("--parallel", type=_parallel_arg, default="auto", metavar="N|auto",
+                   help="answer up to N requests side by side in slots of one context, each slot holding the whole "
+                        "--ctx (default auto: 2, or 4 with 8+ cores and 16 GB free, 1 under 2 GB free or with --rpc)")
     s.add_argument("--max-body", default="4M", help="largest request body accepted, in bytes or with K/M/G (default 4M, "
                                                      "at least 1); larger ones get 413 before they are read")
     s.add_argument("--temperature", type=float, default=1.0, help="for requests that do not say (default 1.0, as OpenAI)")

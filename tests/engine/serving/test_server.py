@@ -428,6 +428,30 @@ def test_serve_alias_and_any_model_name_flags_reach_the_server(monkeypatch, tiny
     assert serve.catalog_id_of(tiny_target) is None
 
 
+def test_serve_chooses_its_slots_for_the_machine_unless_told(monkeypatch, tiny_target, capsys):
+    """--parallel auto (the default) takes the machine's default, as the app's switch offers it,
+    and says so on the start line; a number is kept; a word that is neither is one line."""
+    from engine.cli.main import main
+    from engine.models import hardware
+
+    seen = []
+    monkeypatch.setattr("engine.serving.server.serve_forever", lambda app, *a, **k: seen.append(app.state.config))
+    monkeypatch.setattr(hardware, "default_parallel", lambda hw=None: 3)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    common = ["serve", "--target", str(tiny_target), "--draft", "lookup", "--port", str(port), "--ctx", "256"]
+    assert main(common) == 0
+    assert seen[-1].parallel == 3 and ", 3 slots (--parallel auto: " in capsys.readouterr().err
+    assert main([*common, "--parallel", "1"]) == 0
+    assert seen[-1].parallel == 1 and "slots" not in capsys.readouterr().err
+    with pytest.raises(SystemExit) as e:
+        main([*common, "--parallel", "many"])
+    assert e.value.code == 2 and "give a whole number of slots or 'auto', got 'many'" in capsys.readouterr().err
+    assert main([*common, "--parallel", "0"]) == 2 and "--parallel must be" in capsys.readouterr().err
+    assert len(seen) == 2
+
+
 # -- the command -----------------------------------------------------------------------------
 @pytest.fixture
 def busy_port():
