@@ -1,19 +1,22 @@
 """The side pane a Library source opens in: which file and where ("briefs/aurora.pdf, page 2"),
 the cited page itself when the source is a PDF's page (pdf_page_view.py, rendered off the GUI
-thread), the passage the answer was given, as it was when it was asked, and Open file, Open
-folder and Close."""
+thread), the passage the answer was given, as it was when it was asked, Open file and Open folder,
+and a close button beside the title."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 from PySide6.QtCore import Qt, Signal
-from PySide6.QtWidgets import QHBoxLayout, QLabel, QPushButton, QSplitter, QTextBrowser, QVBoxLayout, QWidget
+from PySide6.QtWidgets import (
+    QHBoxLayout, QLabel, QPushButton, QSplitter, QTextBrowser, QToolButton, QVBoxLayout, QWidget,
+)
 
 from ...history import source_place
 from .pdf_page_view import PdfPageView
 
 MIN_WIDTH = 180  # beside the transcript at 1024 px with the chat list docked
+PAGE_SHARE = 3  # a PDF's page takes 3 parts of the pane's height to its passage's 1 (the user drags it)
 
 
 def source_file(source: dict) -> Path | None:
@@ -56,7 +59,7 @@ class SourcePane(QWidget):
         self.split.setChildrenCollapsible(False)
         self.split.addWidget(self.page)
         self.split.addWidget(self.passage)
-        self.split.setStretchFactor(0, 3)
+        self.split.setStretchFactor(0, PAGE_SHARE)
         self.split.setStretchFactor(1, 1)
         row = QHBoxLayout()
         self.open_btn = QPushButton("Open file")
@@ -64,12 +67,18 @@ class SourcePane(QWidget):
                                  "where that program can)")
         self.folder_btn = QPushButton("Open folder")
         self.folder_btn.setToolTip("Show the folder that holds the file")
-        self.close_btn = QPushButton("Close")
+        self.close_btn = QToolButton()  # beside the title: the row below keeps the pane as narrow as before
+        self.close_btn.setText("\u2715")
+        self.close_btn.setAutoRaise(True)
+        self.close_btn.setToolTip("Close the pane")
+        self.close_btn.setAccessibleName("Close")
         row.addWidget(self.open_btn)
         row.addWidget(self.folder_btn)
         row.addStretch(1)
-        row.addWidget(self.close_btn)
-        lay.addWidget(self.title)
+        top = QHBoxLayout()
+        top.addWidget(self.title, 1)
+        top.addWidget(self.close_btn, 0, Qt.AlignmentFlag.AlignTop)
+        lay.addLayout(top)
         lay.addWidget(self.note)
         lay.addWidget(self.split, 1)
         lay.addLayout(row)
@@ -91,6 +100,7 @@ class SourcePane(QWidget):
         self.show()
         if page is not None and path is not None and not note:
             self.page.show()
+            self.split.setSizes([PAGE_SHARE * 1000, 1000])  # the page most of the height, its text below
             self.page.show_page(path, page)
         else:
             self.page.clear()
