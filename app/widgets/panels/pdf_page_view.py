@@ -8,13 +8,14 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from PySide6.QtCore import Qt, Signal
+from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtGui import QImage, QPixmap, QResizeEvent
 from PySide6.QtWidgets import QLabel, QScrollArea, QSizePolicy, QVBoxLayout, QWidget
 
 from ... import workers
 
 RENDER_MIN_WIDTH = 480  # logical pixels: a page rendered for a narrow pane still reads when the pane is widened
+SHARPER = 1.2  # the pane widened past 1.2 times the rendered width: the page is rendered again at the new width
 
 
 class PdfPageView(QWidget):
@@ -43,17 +44,26 @@ class PdfPageView(QWidget):
         self.render_seconds = 0.0  # the last render's time on its thread, for measuring
         self._serial = 0  # the request shown; a slower, older render's result is dropped
         self._worker: workers.CallWorker | None = None
+        self._asked: tuple[Path, int] | None = None  # the page shown, to render again when the pane widens
+        self._again = QTimer(self)  # once the user stops dragging the pane wider
+        self._again.setSingleShot(True)
+        self._again.setInterval(200)
+        self._again.timeout.connect(self._render_wider)
 
     def show_page(self, path: Path, page: int) -> None:
         """Render `page` of `path` off the GUI thread; the pane shows the line meanwhile."""
-        from engine.documents.pdf_page import render_page
-
-        self._serial += 1
-        serial, width = self._serial, self._render_width()
+        self._asked = (path, page)
         self.picture = None
         self.image.clear()
         self.scroll.hide()
         self.line.setText(f"Page {page}: rendering…")
+        self._render(path, page)
+
+    def _render(self, path: Path, page: int) -> None:
+        from engine.documents.pdf_page import render_page
+
+        self._serial += 1
+        serial, width = self._serial, self._render_width()
 
         def render() -> tuple[int, object, float]:
             from engine.errors import TandemError
@@ -74,6 +84,7 @@ class PdfPageView(QWidget):
     def clear(self) -> None:
         """Nothing shown (another source, or not a PDF page); a render under way is dropped."""
         self._serial += 1
+        self._asked = None
         self.picture = None
         self.image.clear()
         self.line.setText("")
@@ -115,3 +126,12 @@ class PdfPageView(QWidget):
     def resizeEvent(self, event: QResizeEvent) -> None:  # noqa: N802 - Qt's name
         super().resizeEvent(event)
         self._fit()
+        if self.picture is not None and self._render_width() > self.picture.width() * SHARPER:
+            self._again.start()
+
+    def _render_wider(self) -> None:
+        """The same page at the pane's new width; the one shown stays until it is ready."""
+        from engine.documents.pdf_page import PAGE_MAX_WIDTH
+
+        if self._asked is not None and self.picture is not None and self.picture.width() < PAGE_MAX_WIDTH:
+            self._render(*self._asked)

@@ -93,6 +93,17 @@ def test_an_older_render_never_replaces_the_page_asked_for_since(qtbot, pane, tm
     assert pane.page.line.text() == "Page 3 of 3" and shown == [True]
 
 
+def test_a_pane_widened_renders_the_page_again_at_its_width(qtbot, pane, tmp_path):
+    text_pdf(tmp_path / "report.pdf", PAGES)
+    pane.show()
+    pane.show_source(_source(tmp_path))
+    qtbot.waitUntil(lambda: pane.page.picture is not None, timeout=20000)
+    first = pane.page.picture.width()
+    pane.resize(1400, 700)
+    qtbot.waitUntil(lambda: pane.page.picture.width() > first * 2, timeout=20000)
+    assert pane.page.picture.width() <= 1400 * pane.devicePixelRatioF() and pane.page.line.text() == "Page 2 of 3"
+
+
 class _Transcript(QObject):
     sourceClicked = Signal(int, int)
 
