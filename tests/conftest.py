@@ -73,6 +73,15 @@ def vocab():
 
 
 @pytest.fixture(scope="session")
+def tiny_bert(models_dir, vocab) -> Path:
+    """The tiny BERT encoder (mean pooling, 32 dimensions, the tiny models' vocabulary) that ranks a
+    Library by meaning in the tests, written once; read, never changed."""
+    from engine.models.tiny_bert import write_bert_model
+
+    return write_bert_model(models_dir / "tiny-bert.gguf", vocab=vocab)
+
+
+@pytest.fixture(scope="session")
 def tiny_target(models_dir, vocab) -> Path:
     from engine.models.tinymodel import write_model
 

@@ -1,33 +1,18 @@
 """Small documents of every kind Tandem attaches, written by the same libraries that read them
-(and a PDF written object by object with pypdf), for the CLI's and the app's tests."""
+(and a PDF written object by object with pypdf: tools/text_pdf.py), for the CLI's and the app's tests."""
 
 from __future__ import annotations
 
 from pathlib import Path
+
+from tools.text_pdf import lines_pdf
 
 FACT = "The secret colour of the project is teal."
 
 
 def text_pdf(path: Path, pages: list[str]) -> Path:
     """A PDF whose pages carry `pages` as a real text layer (Helvetica, one line each)."""
-    from pypdf import PdfWriter
-    from pypdf.generic import DecodedStreamObject, DictionaryObject, NameObject
-
-    w = PdfWriter()
-    font = w._add_object(DictionaryObject({
-        NameObject("/Type"): NameObject("/Font"), NameObject("/Subtype"): NameObject("/Type1"),
-        NameObject("/BaseFont"): NameObject("/Helvetica"), NameObject("/Encoding"): NameObject("/WinAnsiEncoding")}))
-    for text in pages:
-        page = w.add_blank_page(612, 792)
-        stream = DecodedStreamObject()
-        escaped = text.replace("\\", "\\\\").replace("(", "\\(").replace(")", "\\)")
-        stream.set_data(f"BT /F1 12 Tf 72 720 Td ({escaped}) Tj ET".encode("latin-1"))
-        page[NameObject("/Contents")] = w._add_object(stream)
-        page[NameObject("/Resources")] = DictionaryObject({
-            NameObject("/Font"): DictionaryObject({NameObject("/F1"): font})})
-    with open(path, "wb") as f:
-        w.write(f)
-    return path
+    return lines_pdf(path, [[text] for text in pages])
 
 
 def scanned_pdf(path: Path) -> Path:

@@ -13,7 +13,7 @@ models, chat-1440x900, chat-1024x700, race and bench (.png), then each view with
 VIEW-WxH-THEME.png, taken from the screen (the real window as drawn), not rendered
 offscreen. `--views library` adds a folder of briefs to the Library and asks it from the chat:
 library-WxH-THEME.png (the page) and library-answer-WxH-THEME.png (the answer, its sources and
-the first one opened in the side pane). `--views tools` saves the chat's tool use at 1024x700
+the first one, a PDF's page, opened in the side pane). `--views tools` saves the chat's tool use at 1024x700
 instead, light and dark: the approval dialog and the answer with its call card
 (tools-approval-THEME.png, tools-card-THEME.png), with tools/tool_loop_server.py as the MCP
 server (the default pair calls by itself; SmolLM2-135M's first step is made to call). `--views pictures` saves the chat's pictures at 1024x700 instead, light and dark: a chart
@@ -234,11 +234,20 @@ BRIEFS = [("Aurora", "Mara Lindqvist", "1.2 million EUR"), ("Basilisk", "Tomás 
 
 
 def library_ask(shots: Shots, win, tmp: Path) -> None:
-    """A folder of five briefs (and one binary file named .txt, listed as unreadable) added to
-    the Library, then asked from a new chat: the answer cites its sources; the first is opened."""
+    """A folder of five briefs (one a two-page PDF, and one binary file named .txt, listed as
+    unreadable) added to the Library, then asked from a new chat about the PDF's project: the
+    answer cites its sources; the first (the PDF's page 2) is opened, its page in the pane."""
+    from tools.text_pdf import lines_pdf
+
     folder = tmp / "briefs"
     folder.mkdir()
     for project, lead, budget in BRIEFS:
+        if project == "Cormorant":  # the one asked: a PDF, so its source shows the cited page
+            lines_pdf(folder / f"brief-{project.lower()}.pdf", [
+                ["Field brief", "", "A two-year programme of field work and reporting."],
+                ["Lead and budget", "", f"Project {project} is led by {lead}. Its budget is {budget}.",
+                 "Reports are due each quarter."]], size=12, leading=16)
+            continue
         (folder / f"brief-{project.lower()}.md").write_text(
             f"# Project {project}\n\nA two-year programme of field work and reporting.\n\n## Lead and budget\n\n"
             f"Project {project} is led by {lead}. Its budget is {budget}.\n", encoding="utf-8")
@@ -264,6 +273,9 @@ def library_ask(shots: Shots, win, tmp: Path) -> None:
         chat.library.open_source(answer.id, 1)
     finally:
         QDesktopServices.openUrl = real
+    page = chat.source_pane.page  # a PDF's page renders on a worker thread
+    shots.wait(lambda: page.isHidden() or page.picture is not None or "cannot" in page.line.text(), 60)
+    print(f"library: source [1] is {answer.stats['sources'][0].get('file')}; pane: {page.line.text() or 'no page'}")
 
 
 def tools_shots(shots: Shots, win, tmp: Path, themes: list[str], force: bool) -> None:

@@ -6,6 +6,7 @@ pages. Each page without text is rendered with PDFium (pypdfium2: PDFium's own r
 external programs) to a PNG no larger than RENDER_SIDE pixels on its long side, named
 "scan.pdf, page 3". Bounded like every input: the pages a request may carry (MAX_IMAGES), the
 pixels a page may have, and the time rendering may take; a locked or damaged PDF is one line.
+PDFium is used under pdf_page.PDFIUM_LOCK (it is not thread-safe).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from .images import MAX_IMAGES, ImageError, ImageInput, check_bytes
 from .model import Refused
 from .reader import MAX_DOCUMENT_BYTES
 from .blocks import visible_name
+from .pdf_page import PDFIUM_LOCK
 
 RENDER_SIDE = 1600  # pixels on a page's long side: a letter page at ~145 dpi, small print still legible
 RENDER_SECONDS = 60.0  # rendering every page asked for; a PDF that takes longer is refused
@@ -64,6 +66,11 @@ def pdf_page_images(path: str | os.PathLike[str], pages: list[int] | None = None
     except ImportError:
         raise ImageError("reading a scanned PDF's pages needs pypdfium2: pip install 'tandem-studio[vision]'") \
             from None
+    with PDFIUM_LOCK:  # PDFium is not thread-safe: the app's source pane may be rendering a page
+        return _render_pages(pdfium, path, name, wanted)
+
+
+def _render_pages(pdfium, path: str | os.PathLike[str], name: str, wanted: list[int]) -> tuple[ImageInput, ...]:
     deadline = time.monotonic() + RENDER_SECONDS
     out = []
     try:

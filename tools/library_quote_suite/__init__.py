@@ -5,5 +5,5 @@ to quote, list and give table rows from them, in a tuning set and a held-out set
 document. documents.py writes both (writers.py the files); tuning.jsonl and heldout.jsonl are its questions, kept in
 the repository so a change to the generator shows in review.
 
-May import: the standard library and the `docs` extra's writers (python-docx, openpyxl, pypdf).
+May import: the standard library, the `docs` extra's writers (python-docx, openpyxl, pypdf) and tools.text_pdf.
 """

@@ -1,5 +1,5 @@
 """A document of blocks written as DOCX (python-docx), XLSX (openpyxl), PDF (pypdf, a real text
-layer written object by object as tests/document_files.py does, one line per wrapped line),
+layer written by tools/text_pdf.py as the tests' PDFs are, one line per wrapped line),
 HTML, Markdown or plain text: the formats an analyst's folder holds and the Library reads.
 
 A block is ("title" | "heading" | "para" | "item" | "table", value); a table's value is its
@@ -12,6 +12,8 @@ import html
 import textwrap
 from pathlib import Path
 from typing import Any
+
+from ..text_pdf import lines_pdf
 
 Blocks = list[tuple[str, Any]]
 FIXED_TIME = dt.datetime(2025, 1, 6, 9, 0)  # document properties say this, not when the suite was written
@@ -74,28 +76,8 @@ def _lines(blocks: Blocks) -> list[str]:
 
 def _pdf(path: Path, blocks: Blocks) -> None:
     """One page per 48 wrapped lines of Helvetica 11 pt, each line its own text-showing operator."""
-    from pypdf import PdfWriter
-    from pypdf.generic import DecodedStreamObject, DictionaryObject, NameObject
-
     lines = [w for line in _lines(blocks) for w in (textwrap.wrap(line, 88) or [""])]
-    w = PdfWriter()
-    font = w._add_object(DictionaryObject({
-        NameObject("/Type"): NameObject("/Font"), NameObject("/Subtype"): NameObject("/Type1"),
-        NameObject("/BaseFont"): NameObject("/Helvetica"), NameObject("/Encoding"): NameObject("/WinAnsiEncoding")}))
-    for start in range(0, len(lines), 48):
-        page = w.add_blank_page(612, 792)
-        shown = " T* ".join(f"({_pdf_escape(line)}) Tj" for line in lines[start:start + 48])
-        stream = DecodedStreamObject()
-        stream.set_data(f"BT /F1 11 Tf 14 TL 56 740 Td {shown} ET".encode("latin-1"))
-        page[NameObject("/Contents")] = w._add_object(stream)
-        page[NameObject("/Resources")] = DictionaryObject({
-            NameObject("/Font"): DictionaryObject({NameObject("/F1"): font})})
-    with open(path, "wb") as f:
-        w.write(f)
-
-
-def _pdf_escape(text: str) -> str:
-    return text.replace("\\", "\\\\").replace("(", "\\(").replace(")", "\\)")
+    lines_pdf(path, [lines[start:start + 48] for start in range(0, len(lines), 48)], size=11, leading=14, at=(56, 740))
 
 
 def _html(path: Path, blocks: Blocks) -> None:

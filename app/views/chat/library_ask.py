@@ -1,12 +1,11 @@
 """Asking a Library folder from the chat: the box under the prompt that chooses the folder
 (kept with the chat, in its settings), the question's prompt built from the engine's best
 passages with their numbers (engine.library: search, fit_to_context, source_entry; nothing is
-ranked here), the sources kept with the answer, and a source clicked: its file opened and the
-passage shown in the side pane."""
+ranked here), the sources kept with the answer, and a source clicked: its file opened (a PDF at
+the cited page where the viewer can) and the passage shown in the side pane, with the page."""
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any, Callable
 
 from PySide6.QtCore import QObject, Qt, QUrl, Signal
@@ -14,7 +13,7 @@ from PySide6.QtGui import QDesktopServices
 from PySide6.QtWidgets import QComboBox
 
 from ...library_shelf import LibraryShelf
-from ...widgets.panels.source_pane import SourcePane
+from ...widgets.panels.source_pane import SourcePane, pdf_page, source_file
 from ...widgets.transcript.sources import source_of
 from ...widgets.transcript.transcript import Transcript
 
@@ -39,6 +38,7 @@ class LibraryAsk(QObject):
         box.currentIndexChanged.connect(lambda _i: None if self._filling else self.edited.emit())
         transcript.sourceClicked.connect(self.open_source)
         pane.openFile.connect(self.open_file)
+        pane.openFolder.connect(self.open_folder)
         if shelf is not None:
             shelf.changed.connect(lambda _f: self.refill())
         self.refill()
@@ -128,7 +128,7 @@ class LibraryAsk(QObject):
         source = source_of(self._transcript.message(message_id), n)
         if source is None:
             return
-        path = self._path(source)
+        path = source_file(source)
         note = "" if path is not None and path.is_file() else \
             "The file is no longer in the folder: the passage as the answer was given it."
         self._pane.show_source(source, note)
@@ -136,14 +136,29 @@ class LibraryAsk(QObject):
             self.open_file(source)
 
     def open_file(self, source: dict) -> None:
-        path = self._path(source)
+        """The source's file in the program the system opens it with; a PDF's page as a
+        `file:…#page=N` URL, which browsers, Evince and Okular open at that page (a viewer that
+        does not opens it at its start: the notice says which page)."""
+        path = source_file(source)
         if path is None or not path.is_file():
             self._notify(f"{source.get('file', 'The file')} is no longer in the folder")
             return
-        QDesktopServices.openUrl(QUrl.fromLocalFile(str(path)))
-        self._notify(f"Opened {source['file']} ({source.get('where') or 'its passage in the pane'})")
+        url, page = QUrl.fromLocalFile(str(path)), pdf_page(source)
+        if page is None:
+            QDesktopServices.openUrl(url)
+            self._notify(f"Opened {source['file']} ({source.get('where') or 'its passage in the pane'})")
+            return
+        at_page = QUrl(url)
+        at_page.setFragment(f"page={page}")
+        if not QDesktopServices.openUrl(at_page):  # no program for the URL as it is: the file itself
+            QDesktopServices.openUrl(url)
+        self._notify(f"Opened {source['file']} at page {page} (a viewer that opens it at its start: go to page {page})")
 
-    @staticmethod
-    def _path(source: dict) -> Path | None:
-        folder, file = source.get("folder"), source.get("file")
-        return Path(str(folder)) / str(file) if folder and file else None
+    def open_folder(self, source: dict) -> None:
+        """The folder that holds the source's file, in the system's file manager."""
+        path = source_file(source)
+        if path is None or not path.parent.is_dir():
+            self._notify(f"The folder of {source.get('file', 'the file')} is gone")
+            return
+        QDesktopServices.openUrl(QUrl.fromLocalFile(str(path.parent)))
+        self._notify(f"Opened the folder of {source['file']}")

@@ -134,13 +134,6 @@ def test_a_missing_model_is_said_before_the_folder_is_read(briefs, capsys):
 
 
 # -- ranking by meaning ------------------------------------------------------------------------
-@pytest.fixture(scope="module")
-def tiny_bert(tmp_path_factory, vocab):
-    from engine.models.tiny_bert import write_bert_model
-
-    return write_bert_model(tmp_path_factory.mktemp("ask-bert") / "tiny-bert.gguf", vocab=vocab)
-
-
 def test_the_catalogs_embedding_model_on_disk_ranks_by_meaning_too(briefs, capsys, monkeypatch, tiny_target,
                                                                   tiny_bert):
     """With the catalog's embedding model downloaded, `ask` embeds the passages (once) and fuses

@@ -194,13 +194,6 @@ def test_a_cancel_keeps_what_was_embedded_and_the_next_update_embeds_the_rest(tm
 
 
 # -- through llama.cpp -------------------------------------------------------------------------
-@pytest.fixture(scope="module")
-def tiny_bert(tmp_path_factory, vocab):
-    from engine.models.tiny_bert import write_bert_model
-
-    return write_bert_model(tmp_path_factory.mktemp("bert") / "tiny-bert.gguf", vocab=vocab)
-
-
 def test_the_tiny_bert_embeds_the_library_through_llama_cpp(tmp_path, tiny_bert):
     from engine.llamacpp.text_embedder import library_embedder
 

@@ -257,7 +257,7 @@ def test_smollm2_embeddings_are_deterministic_and_normalised():
         e.close()
 
 
-def test_an_encoder_is_pooled_as_it_declares_in_one_batch(tmp_path, vocab):
+def test_an_encoder_is_pooled_as_it_declares_in_one_batch(tiny_bert):
     """An embedding model (a BERT encoder declaring mean pooling) is pooled by llama.cpp, the
     input in one micro-batch, as llama-server pools it; the server's mean-pooling refusal for it
     is unchanged (/v1/embeddings serves generation models)."""
@@ -265,9 +265,8 @@ def test_an_encoder_is_pooled_as_it_declares_in_one_batch(tmp_path, vocab):
 
     from engine.llamacpp.embedding import embedding_refusal, own_pooling
     from engine.llamacpp.llama import Model
-    from engine.models.tiny_bert import write_bert_model
 
-    m = Model(write_bert_model(tmp_path / "bert.gguf", vocab=vocab))
+    m = Model(tiny_bert)
     ctx = EmbeddingContext(m, RuntimeParams(n_ctx=4096, n_batch=16, n_threads=1))
     try:
         assert own_pooling(m) == llama_cpp.LLAMA_POOLING_TYPE_MEAN and "not a causal" in embedding_refusal(m)

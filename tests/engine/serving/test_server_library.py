@@ -157,14 +157,12 @@ def test_every_chat_api_answers_from_the_folder_with_its_sources(server):
     assert r.status_code == 400 and "'library' must be true or false" in r.json()["error"]["message"]
 
 
-def test_serve_library_with_an_embedding_model_ranks_by_meaning_and_a_bad_one_is_one_line(capsys, tmp_path, vocab,
+def test_serve_library_with_an_embedding_model_ranks_by_meaning_and_a_bad_one_is_one_line(capsys, tmp_path, tiny_bert,
                                                                                          tiny_target):
     from engine.cli.serve import _open_library
-    from engine.models.tiny_bert import write_bert_model
-
     folder = tmp_path / "briefs"
     brief_folder(folder, 3)
-    lib = _open_library(str(folder), str(write_bert_model(tmp_path / "bert.gguf", vocab=vocab)))
+    lib = _open_library(str(folder), str(tiny_bert))
     try:
         assert lib.embedder is not None and lib.held().vectors == lib.held().passages > 0
         assert lib.search("Who leads project Aurora?")[0].fused

@@ -272,16 +272,15 @@ def test_without_a_watch_the_folder_is_indexed_and_reindex_finds_a_new_file(qtbo
         view.shutdown()
 
 
-def test_the_ranking_choice_changes_without_a_restart_and_a_broken_model_is_one_line(qtbot, tmp_path, folder, vocab):
+def test_the_ranking_choice_changes_without_a_restart_and_a_broken_model_is_one_line(qtbot, tmp_path, folder,
+                                                                                      tiny_bert):
     """The setting names an embedding GGUF (the tiny BERT): the first update loads it off the GUI
     thread, the folder's line says it is ranked by meaning, hits carry their cosine. The page's
     "Rank passages by" switches to words (BM25 at once) and back (the next update loads the model
     again) in the same run; a file that cannot embed is said once, and the words alone rank."""
     from app.library_shelf import EMBED_KEY, LibraryShelf
     from app.views.library import LibraryView
-    from engine.models.tiny_bert import write_bert_model
-
-    bert = write_bert_model(tmp_path / "bert.gguf", vocab=vocab)
+    bert = tiny_bert
     broken = tmp_path / "broken.gguf"
     broken.write_bytes(b"not a model")
     settings = QSettings(str(tmp_path / "e.ini"), QSettings.Format.IniFormat)
@@ -299,12 +298,12 @@ def test_the_ranking_choice_changes_without_a_restart_and_a_broken_model_is_one_
         return shelf.embedder is not None and _ready(shelf, folder) and not shelf.busy
 
     try:
-        assert ranking.combo.currentText() == "Meaning and words: bert.gguf"
+        assert ranking.combo.currentText() == "Meaning and words: tiny-bert.gguf"
         view.add_folder(str(folder))
         qtbot.waitUntil(ranked_by_meaning, timeout=60000)
         assert "ranked by meaning too" in view.folder_list.item(0).text() and errors == []
         assert all(h.fused and h.cosine is not None for h in hits())
-        assert ranking.state.text() == "Ranked by meaning and words (bert.gguf)."
+        assert ranking.state.text() == "Ranked by meaning and words (tiny-bert.gguf)."
 
         ranking.combo.setCurrentIndex(0)
         ranking.combo.activated.emit(0)  # "Words only", as a click chooses it

@@ -26,15 +26,13 @@ GB = 10**9
 
 
 @pytest.fixture
-def cat(fakehub, monkeypatch, tmp_path, vocab):
+def cat(fakehub, monkeypatch, tiny_bert):
     """A pair of two small random files and the tiny BERT as the catalog's embedding model,
     served by the fake Hub; the engine's catalog.load() gives this catalog (the Library reads it)."""
-    from engine.models.tiny_bert import write_bert_model
-
     monkeypatch.setattr(download, "RETRY_WAIT", 0.0)
     models = {}
     for mid, data in (("tiny-target", os.urandom(40_000)), ("tiny-draft", os.urandom(10_000)),
-                      ("tiny-bert", write_bert_model(tmp_path / "bert.gguf", vocab=vocab).read_bytes())):
+                      ("tiny-bert", tiny_bert.read_bytes())):
         repo, fname = f"tiny-org/{mid}-GGUF", f"{mid}.gguf"
         s = fakehub.add(repo, fname, data)
         models[mid] = {"title": mid, "repo": repo, "revision": s.commit, "quant": "F32", "license": "mit",
