@@ -1,13 +1,14 @@
-"""A generation's turn in the parallel slots: the server's requests and the app's chat take it
-the same way (a side-by-side job in the engine's queue, the prompt read as `Engine.stream` reads
-it, the slot's events handed to the queue's listeners too), and which of the slots' drafts a
-request's draft choice is."""
+"""A generation's turn in the parallel slots: the server's requests and the app's chat (its plain
+answers and each model turn of its tool loop) take it the same way (a side-by-side job in the
+engine's queue, the prompt read as `Engine.stream` reads it, the slot's events handed to the
+queue's listeners too), and which of the slots' drafts a request's draft choice is."""
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Any, Iterator, Sequence
 
+from ..cancel import CancelToken
 from ..drafting.choice import DraftChoice, DraftKind
 from ..events import Event
 from ..queue import Job
@@ -49,3 +50,20 @@ def stream_in_slot(engine: Any, slots: Any, request: GenerationRequest, job: Job
         for ev in slots.stream(tokens, request, job.cancel, draft=draft, images=images):
             queue.notify(job, ev)
             yield ev
+
+
+def take_turn(engine: Any, request: GenerationRequest, cancel: CancelToken | None = None, *, source: str = "chat",
+              slots: Any = None, draft: str | None = None) -> Iterator[Event]:
+    """`request`'s events once it has its turn: in a slot of `slots` beside the others when the
+    slots run its draft (`draft`, from `slot_draft`), otherwise through the engine's queue, one at
+    a time. The place in line is taken when the iteration begins and given back when it ends or
+    is closed, so a caller that generates several times (the tool loop's turns) holds nothing in
+    between (not while a call waits for the user's approval). Raises `Cancelled` when `cancel`
+    fires before the turn comes."""
+    queue = engine.queue
+    if slots is not None and draft is not None:
+        job = queue.submit(source, bounded=False, cancel=cancel, side_by_side=True)
+        yield from stream_in_slot(engine, slots, request, job, draft)
+    else:
+        job = queue.submit(source, bounded=False, cancel=cancel)
+        yield from queue.stream(engine, request, job)
