@@ -1,8 +1,9 @@
 """A chat with tools on beside the local server's parallel slots: each model turn of the tool
 loop (the answer that writes the call, then the answer after the tool's result) takes a slot as
 one more client, streaming at the same time as a client's answer, each the answer it gives alone;
-a call that waits for the user's approval holds no slot; Stop frees the turn's slot at once; with
-one slot the loop's turns take the engine's queue as before.
+a call that waits for the user's approval holds no slot; Stop frees the turn's slot at once, and
+ends a turn still waiting in line as a stopped answer with its calls; with one slot the loop's
+turns take the engine's queue as before.
 
 A real MCP server over stdio (tests/app/views/chat/mcp_chat_server.py), the tiny model forced
 to call its `server_pid` tool. Which request runs when is made certain by `Gate`s, not timed."""
@@ -171,3 +172,24 @@ def test_one_slot_keeps_the_tool_loop_in_the_engines_queue(qtbot, serving, serve
     assert len(a.calls) == 1 and done.stats.generated_tokens > 0
     # each turn through the queue, one at a time (Engine.stream's own turn), as before
     assert turns == [("test", False), ("direct", False), ("direct", False)]
+
+
+def test_stop_while_the_next_turn_waits_for_a_slot_ends_the_answer_with_its_calls(qtbot, serving, servers):
+    session, switch = serving
+    start(qtbot, switch, 2)
+    q, waiting = session.engine.queue, []
+    a = Answer(qtbot, session, servers, tool_request(session), slots=session.slots, approve=waiting.append)
+    qtbot.waitUntil(lambda: bool(waiting), timeout=WAIT)
+    holder = q.submit("test", bounded=False)
+    q.wait_turn(holder)  # the engine held (a race, say): the loop's next turn cannot start
+    try:
+        waiting[0].answer(ALLOW_ONCE)
+        qtbot.waitUntil(lambda: bool(a.calls) and q.waiting == 1, timeout=WAIT)  # the next turn waits in line
+        a.w.cancel()  # Stop
+        done = a.wait(qtbot, session)
+    finally:
+        q.finish(holder)
+    assert done.stats.finish_reason == "cancelled" and done.text == ""
+    assert done.stats.generated_tokens > 0  # the turn that wrote the call
+    assert a.calls[0]["allowed"] and a.calls[0]["result"].isdigit()
+    assert not q.busy
