@@ -1,7 +1,8 @@
 """A generation's turn in the parallel slots: the server's requests and the app's chat (its plain
 answers and each model turn of its tool loop) take it the same way (a side-by-side job in the
 engine's queue, the prompt read as `Engine.stream` reads it, the slot's events handed to the
-queue's listeners too), and which of the slots' drafts a request's draft choice is."""
+queue's listeners too: `run_turn`, and `take_turn` for a caller without a job yet), and which of
+the slots' drafts a request's draft choice is."""
 
 from __future__ import annotations
 
@@ -60,10 +61,16 @@ def take_turn(engine: Any, request: GenerationRequest, cancel: CancelToken | Non
     is closed, so a caller that generates several times (the tool loop's turns) holds nothing in
     between (not while a call waits for the user's approval). Raises `Cancelled` when `cancel`
     fires before the turn comes."""
-    queue = engine.queue
+    in_slot = slots is not None and draft is not None
+    job = engine.queue.submit(source, bounded=False, cancel=cancel, side_by_side=in_slot)
+    yield from run_turn(engine, request, job, slots=slots, draft=draft)
+
+
+def run_turn(engine: Any, request: GenerationRequest, job: Job, *, slots: Any = None,
+             draft: str | None = None) -> Iterator[Event]:
+    """`request`'s events in `job`'s turn (a job already in the engine's queue: the server's,
+    admitted before its prompt was counted): in a slot of `slots` with the draft named `draft`
+    when both are given (`job` submitted `side_by_side`), else through the queue, alone."""
     if slots is not None and draft is not None:
-        job = queue.submit(source, bounded=False, cancel=cancel, side_by_side=True)
-        yield from stream_in_slot(engine, slots, request, job, draft)
-    else:
-        job = queue.submit(source, bounded=False, cancel=cancel)
-        yield from queue.stream(engine, request, job)
+        return stream_in_slot(engine, slots, request, job, draft)
+    return engine.queue.stream(engine, request, job)
