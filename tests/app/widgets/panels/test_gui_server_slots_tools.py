@@ -2,8 +2,9 @@
 loop (the answer that writes the call, then the answer after the tool's result) takes a slot as
 one more client, streaming at the same time as a client's answer, each the answer it gives alone;
 a call that waits for the user's approval holds no slot; Stop frees the turn's slot at once, and
-ends a turn still waiting in line as a stopped answer with its calls; with one slot the loop's
-turns take the engine's queue as before.
+ends a turn still waiting in line as a stopped answer with its calls; the server switched off
+while a call waits leaves the slots to the answer's next turn, then frees them; with one slot
+the loop's turns take the engine's queue as before.
 
 A real MCP server over stdio (tests/app/views/chat/mcp_chat_server.py), the tiny model forced
 to call its `server_pid` tool. Which request runs when is made certain by `Gate`s, not timed."""
@@ -193,3 +194,24 @@ def test_stop_while_the_next_turn_waits_for_a_slot_ends_the_answer_with_its_call
     assert done.stats.generated_tokens > 0  # the turn that wrote the call
     assert a.calls[0]["allowed"] and a.calls[0]["result"].isdigit()
     assert not q.busy
+
+
+def test_switched_off_while_a_call_waits_the_next_turn_ends_in_the_kept_slots(qtbot, serving, servers):
+    """The server stops while the user decides: the slots are kept for the answer's next turn
+    (the chat's answer is not cut, and is the one it gives alone), then freed."""
+    from engine.decoding.decoder import EngineClosedError
+
+    session, switch = serving
+    expected, _ = alone(qtbot, session, servers)
+    start(qtbot, switch, 2)
+    slots, waiting = session.slots, []
+    a = Answer(qtbot, session, servers, tool_request(session), slots=slots, approve=waiting.append)
+    qtbot.waitUntil(lambda: bool(waiting), timeout=WAIT)
+    switch.set_on(False)
+    assert session.slots is None and not switch.running
+    waiting[0].answer(ALLOW_ONCE)
+    done = a.wait(qtbot, session)
+    assert done.text == expected.text and list(done.tokens) == list(expected.tokens)
+    assert sum(n for n, _, _ in slots.counts()) == 2  # both turns ran in the slots
+    with pytest.raises(EngineClosedError):  # freed once the answer ended
+        next(slots.stream([1, 2, 3]))
