@@ -2,15 +2,15 @@
 their results, and again, until the model answers in prose or the step limit.
 
 Each step is an ordinary generation of the engine (`Engine.stream`, or the caller's `stream`: a
-turn in the parallel slots) with the request's own
-draft and sampling: the calls are read with the server's readers (engine.toolcalls), the auto
-grammar or a forced call's grammar goes to the verifier, so the output is the target's under
-any draft; the tool results are part of the next prompt, which prompt lookup and the suffix
-drafter draft from. A call of a tool that is not allowed is not run: the model gets an error
-result saying so, and the caller a record with `allowed` False. At the step limit the last
-step offers no tools, so the model answers with what it has. A call cut off by the token
-limit (its arguments not a whole JSON object) is not run: the record says why and the loop
-ends there, since the next step would write the same cut call.
+turn in the parallel slots) with the request's own draft and sampling: the calls are read with
+the server's readers (engine.toolcalls), the auto grammar or a forced call's grammar goes to the
+verifier, so the output is the target's under any draft; the tool results are part of the next
+prompt, which prompt lookup and the suffix drafter draft from. A call of a tool that is not
+allowed is not run: the model gets an error result saying so, and the caller a record with
+`allowed` False. At the step limit the last step offers no tools, so the model answers with
+what it has. A call cut off by the token limit (its arguments not a whole JSON object) is not
+run: the record says why and the loop ends there, since the next step would write the same cut
+call.
 
 `approve` lets a person decide each call before it runs (the app's approval dialog): it is
 called on the loop's thread and may wait; a refusal is an error result the model reads, and a
