@@ -43,7 +43,8 @@ class ChatTools(QObject):
             names, error = [], str(e)
         self.box.set_servers(names, error)
 
-    def worker(self, engine: Any, request: Any, *, slots: Any = None, model_draft: Any = None) -> ToolGenerationWorker | None:
+    def worker(self, engine: Any, request: Any, *, slots: Any = None,
+               model_draft: Any = None) -> ToolGenerationWorker | None:
         """The worker for an answer when this chat has servers on (None: a plain answer);
         TandemError when the mcp.json cannot be read now. `slots`, `model_draft`: the local
         server's parallel slots and their draft file, which each model turn runs in."""
