@@ -51,7 +51,7 @@ class Answer:
     """A tool chat's worker run as the chat runs it, with what it emitted; `approve` decides
     each call on the GUI thread when it is asked (by default: allowed once, at once)."""
 
-    def __init__(self, qtbot, session: Session, servers, request: GenerationRequest, *, slots=None,
+    def __init__(self, session: Session, servers, request: GenerationRequest, *, slots=None,
                  gate: Gate | None = None, approve=None):
         hub, configs = servers
         self.w = ToolGenerationWorker(session.engine, request, hub, configs, always=set(), choice="server_pid",
@@ -80,7 +80,7 @@ def allow(req) -> None:
 
 def alone(qtbot, session: Session, servers) -> tuple[DoneEvent, list[dict]]:
     """The tool chat's answer with nothing beside it (its turns on the engine's single sequence)."""
-    a = Answer(qtbot, session, servers, tool_request(session))
+    a = Answer(session, servers, tool_request(session))
     return a.wait(qtbot, session), a.calls
 
 
@@ -109,7 +109,7 @@ def test_a_tool_chat_and_a_client_answer_run_side_by_side_each_as_alone(qtbot, s
     phase = {"alone": True, "both": True}
     # the loop's first turn is held alone in its slot (the client's request waits), then while both run
     gate = Gate(lambda: (phase["alone"] and sum(slots.busy()) == 1) or (phase["both"] and all(slots.busy())))
-    a = Answer(qtbot, session, servers, tool_request(session), slots=slots, gate=gate)
+    a = Answer(session, servers, tool_request(session), slots=slots, gate=gate)
     assert a.w.slot_draft == "model"
     qtbot.waitUntil(lambda: sum(slots.busy()) == 1, timeout=WAIT)
     result: dict = {}
@@ -139,7 +139,7 @@ def test_an_approval_holds_no_slot_and_stop_in_the_next_turn_frees_its_slot(qtbo
     held = {"on": False, "stopped": False}
     # once the call is allowed, the loop's next turn (the answer after its result) is held in its slot until Stop
     gate = Gate(lambda: held["on"] and not held["stopped"])
-    a = Answer(qtbot, session, servers, tool_request(session), slots=slots, gate=gate, approve=waiting.append)
+    a = Answer(session, servers, tool_request(session), slots=slots, gate=gate, approve=waiting.append)
     qtbot.waitUntil(lambda: bool(waiting), timeout=WAIT)  # the call waits for the user
     qtbot.waitUntil(lambda: not any(slots.busy()) and q.running_side_by_side == 0, timeout=WAIT)
     qtbot.waitUntil(lambda: switch.in_use.text() == "slots 0/2 busy", timeout=WAIT)
@@ -165,7 +165,7 @@ def test_one_slot_keeps_the_tool_loop_in_the_engines_queue(qtbot, serving, serve
     monkeypatch.setattr(q, "submit", lambda source, **kw: (
         turns.append((source, bool(kw.get("side_by_side")))), submit(source, **kw))[1])
     with q.turn(q.submit("test", bounded=False)):  # holds the engine: the loop's first turn waits for it
-        a = Answer(qtbot, session, servers, tool_request(session), slots=session.slots)
+        a = Answer(session, servers, tool_request(session), slots=session.slots)
         assert a.w.slot_draft is None
         qtbot.waitUntil(lambda: q.waiting == 1, timeout=WAIT)
         assert not a.done
@@ -179,7 +179,7 @@ def test_stop_while_the_next_turn_waits_for_a_slot_ends_the_answer_with_its_call
     session, switch = serving
     start(qtbot, switch, 2)
     q, waiting = session.engine.queue, []
-    a = Answer(qtbot, session, servers, tool_request(session), slots=session.slots, approve=waiting.append)
+    a = Answer(session, servers, tool_request(session), slots=session.slots, approve=waiting.append)
     qtbot.waitUntil(lambda: bool(waiting), timeout=WAIT)
     holder = q.submit("test", bounded=False)
     q.wait_turn(holder)  # the engine held (a race, say): the loop's next turn cannot start
@@ -205,7 +205,7 @@ def test_switched_off_while_a_call_waits_the_next_turn_ends_in_the_kept_slots(qt
     expected, _ = alone(qtbot, session, servers)
     start(qtbot, switch, 2)
     slots, waiting = session.slots, []
-    a = Answer(qtbot, session, servers, tool_request(session), slots=slots, approve=waiting.append)
+    a = Answer(session, servers, tool_request(session), slots=slots, approve=waiting.append)
     qtbot.waitUntil(lambda: bool(waiting), timeout=WAIT)
     switch.set_on(False)
     assert session.slots is None and not switch.running
