@@ -105,13 +105,22 @@ class ToolGenerationWorker(GenerationWorker):
     progress = Signal(str)  # "Starting the MCP servers…", "Waiting for the model…"
 
     def __init__(self, engine: Any, request: Any, servers: ChatServers, configs: Sequence[Any], *,
-                 always: set[str], choice: str = "auto", timeout: float | None = None):
-        super().__init__(engine, request)
+                 always: set[str], choice: str = "auto", timeout: float | None = None, slots: Any = None,
+                 model_draft: Any = None):
+        """`slots`, `model_draft`: as GenerationWorker's; each model turn of the loop takes a slot
+        of its own (the answer, then the answer after each tool's result), none held between."""
+        super().__init__(engine, request, slots=slots, model_draft=model_draft)
         self.servers, self.configs, self.choice = servers, list(configs), choice
         self.timeout = CALL_TIMEOUT_S if timeout is None else timeout
         self.gate = ApprovalGate(self._ask, lambda: self.cancelled, always)
         self._last: Any = None
         self._result: Any = None
+
+    def _turn(self, request: Any, cancel: Any) -> Iterator[Any]:
+        """One model turn of the loop in a slot of the local server's, beside its requests."""
+        from engine.decoding.slots.turn import take_turn
+
+        return take_turn(self.engine, request, cancel, slots=self.slots, draft=self.slot_draft)
 
     def _ask(self, req: ApprovalRequest) -> None:
         self.approval.emit(req)
@@ -130,12 +139,18 @@ class ToolGenerationWorker(GenerationWorker):
             self.done.emit(DoneEvent("", [], RunStats(finish_reason="cancelled", stopped_by="cancel")))
             return
         loop = ToolLoop(self.engine, hub, Allowance(every=True), choice=self.choice, call_timeout=self.timeout,
-                        approve=self.gate)
+                        approve=self.gate, stream=self._turn if self.slot_draft is not None else None)
         toks = FrameCoalescer(self.tokens.emit)
         steps = FrameCoalescer(self.steps.emit, lead=toks)
         self.progress.emit("Waiting for the model…")
-        with LateFlush(lambda: (steps,)):
-            self._consume(self._steps_of(loop, steps), toks, steps)
+        try:
+            with LateFlush(lambda: (steps,)):
+                self._consume(self._steps_of(loop, steps), toks, steps)
+        except Cancelled:  # stopped while a turn waited for a slot: no answer yet (a step before wrote calls)
+            last = self._last
+            stats = last.stats if last is not None else RunStats()
+            self.done.emit(DoneEvent("", [], replace(stats, finish_reason="cancelled", stopped_by="cancel")))
+            return
         result, last = self._result, self._last
         if result is None or last is None:
             return

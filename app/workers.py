@@ -317,15 +317,11 @@ class GenerationWorker(EngineWorker):
 
         toks = FrameCoalescer(self.tokens.emit)
         steps = FrameCoalescer(self.steps.emit, lead=toks)  # one frame: its tokens, then its steps
-        queue = self.engine.queue
-        if self.slot_draft is not None:  # in a slot of the local server's, beside its requests
-            from engine.decoding.slots.turn import stream_in_slot
+        from engine.decoding.slots.turn import take_turn
 
-            job = queue.submit("chat", bounded=False, cancel=self.token, side_by_side=True)
-            events = stream_in_slot(self.engine, self.slots, self.request, job, self.slot_draft)
-        else:  # through the engine's queue: a local-server request and this answer wait for each other
-            job = queue.submit("chat", bounded=False, cancel=self.token)
-            events = queue.stream(self.engine, self.request, job)
+        # in a slot of the local server's, beside its requests, or through the engine's queue
+        # (a local-server request and this answer wait for each other)
+        events = take_turn(self.engine, self.request, self.token, slots=self.slots, draft=self.slot_draft)
         try:
             with LateFlush(lambda: (steps,)):
                 self._consume(events, toks, steps)

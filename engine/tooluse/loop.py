@@ -1,15 +1,16 @@
 """The tool loop: offer the MCP tools, generate, read the calls, run the allowed ones, append
 their results, and again, until the model answers in prose or the step limit.
 
-Each step is an ordinary generation of the engine (`Engine.stream`) with the request's own
-draft and sampling: the calls are read with the server's readers (engine.toolcalls), the auto
-grammar or a forced call's grammar goes to the verifier, so the output is the target's under
-any draft; the tool results are part of the next prompt, which prompt lookup and the suffix
-drafter draft from. A call of a tool that is not allowed is not run: the model gets an error
-result saying so, and the caller a record with `allowed` False. At the step limit the last
-step offers no tools, so the model answers with what it has. A call cut off by the token
-limit (its arguments not a whole JSON object) is not run: the record says why and the loop
-ends there, since the next step would write the same cut call.
+Each step is an ordinary generation of the engine (`Engine.stream`, or the caller's `stream`: a
+turn in the parallel slots) with the request's own draft and sampling: the calls are read with
+the server's readers (engine.toolcalls), the auto grammar or a forced call's grammar goes to the
+verifier, so the output is the target's under any draft; the tool results are part of the next
+prompt, which prompt lookup and the suffix drafter draft from. A call of a tool that is not
+allowed is not run: the model gets an error result saying so, and the caller a record with
+`allowed` False. At the step limit the last step offers no tools, so the model answers with
+what it has. A call cut off by the token limit (its arguments not a whole JSON object) is not
+run: the record says why and the loop ends there, since the next step would write the same cut
+call.
 
 `approve` lets a person decide each call before it runs (the app's approval dialog): it is
 called on the loop's thread and may wait; a refusal is an error result the model reads, and a
@@ -41,6 +42,8 @@ CUT_OFF = ("the answer reached its token limit while writing this call, so it wa
            "raise the maximum tokens and ask again")
 # (offered name, tool, arguments) -> None: run it, or the refusal the model reads
 Approve = Callable[[str, McpTool, Mapping[str, Any]], "str | None"]
+# (a turn's request, the loop's cancel token) -> that turn's engine events
+Stream = Callable[[GenerationRequest, "CancelToken | None"], Iterator[Event]]
 
 
 @dataclass(frozen=True)
@@ -101,11 +104,15 @@ class ToolLoop:
 
     def __init__(self, engine: Any, hub: McpHub, allowance: Allowance, *, choice: str = "auto",
                  max_steps: int = MAX_STEPS, call_timeout: float = CALL_TIMEOUT_S, bounds: Bounds | None = None,
-                 approve: Approve | None = None):
+                 approve: Approve | None = None, stream: Stream | None = None):
         """`choice`: the first step's tool choice ("auto", "required" or a tool's name; later
         steps are "auto"), `max_steps`: generations that may call tools before the last one,
-        `approve`: asked before each allowed call runs (None: the allowance alone decides)."""
+        `approve`: asked before each allowed call runs (None: the allowance alone decides),
+        `stream`: how each step generates (None: `Engine.stream`, a turn of the engine's queue;
+        the app passes a turn in the local server's parallel slots, slots/turn.py's `take_turn`).
+        Each step's turn ends before its calls run, so a call waiting for approval holds none."""
         self.engine, self.hub, self.allowance, self.approve = engine, hub, allowance, approve
+        self.stream: Stream = stream or (lambda req, cancel: engine.stream(req, cancel=cancel))
         self.choice, self.max_steps, self.call_timeout = choice, max(1, max_steps), call_timeout
         self.bounds = bounds or Bounds.for_context(engine.n_ctx)
         self.tools = ToolSet(hub.tools, self.bounds, self.count)
@@ -134,7 +141,7 @@ class ToolLoop:
             step_req = request.with_(prompt=tokens, chat=False, system=None)
             step_req = reading.constrain(step_req) if reading else step_req
             done = None
-            for ev in self.engine.stream(step_req, cancel=cancel):
+            for ev in self.stream(step_req, cancel):
                 if isinstance(ev, DoneEvent):
                     done = ev
                 yield ev

@@ -150,21 +150,24 @@ class AnswerStream(QObject):
         request = self._settings.request(prompt, chat=chat, draft=self.draft_spec())
         if images:
             request = request.with_(images=tuple(images))
+        # the local server's parallel slots, while it runs some: the answer (each model turn of
+        # the tool loop) runs in one when they run its draft
+        slots, model_draft = self._session.slots, self._session.slots_draft
         try:
-            w = self._tools.worker(self._session.engine, request) if self._tools is not None and chat else None
+            w = self._tools.worker(self._session.engine, request, slots=slots, model_draft=model_draft) \
+                if self._tools is not None and chat else None
         except TandemError as e:
             self._on_failed(str(e))
             self._on_finished()
             return None
-        slots = self._session.slots  # the local server's parallel slots, while it runs some
+        plain = w is None
         if w is None:
-            w = workers.GenerationWorker(self._session.engine, request, slots=slots, model_draft=self._session.slots_draft)
-            if slots is not None and w.slot_draft is None:
-                self._notify("This answer waits for the local server's requests: the server's slots do not run "
-                             "its draft (they run " + ", ".join(slots.drafts) + ")")
+            w = workers.GenerationWorker(self._session.engine, request, slots=slots, model_draft=model_draft)
+        if slots is not None and w.slot_draft is None:
+            self._notify("This answer waits for the local server's requests: the server's slots do not run "
+                         "its draft (they run " + ", ".join(slots.drafts) + ")")
+        if plain:
             return w
-        if slots is not None:
-            self._notify("With tools on, this answer waits for the local server's requests (it runs outside its slots)")
         w.call.connect(self._on_call)
         w.approval.connect(self._on_approval)
         w.progress.connect(self._view.transcript.set_progress)

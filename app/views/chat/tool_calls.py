@@ -43,9 +43,11 @@ class ChatTools(QObject):
             names, error = [], str(e)
         self.box.set_servers(names, error)
 
-    def worker(self, engine: Any, request: Any) -> ToolGenerationWorker | None:
+    def worker(self, engine: Any, request: Any, *, slots: Any = None,
+               model_draft: Any = None) -> ToolGenerationWorker | None:
         """The worker for an answer when this chat has servers on (None: a plain answer);
-        TandemError when the mcp.json cannot be read now."""
+        TandemError when the mcp.json cannot be read now. `slots`, `model_draft`: the local
+        server's parallel slots and their draft file, which each model turn runs in."""
         chosen = self.box.chosen()
         if not chosen:
             return None
@@ -53,7 +55,7 @@ class ChatTools(QObject):
         if not configs:
             return None
         w = ToolGenerationWorker(engine, request, self.servers, configs, always=set(self.box.always),
-                                 choice=self.choice, timeout=self.timeout)
+                                 choice=self.choice, timeout=self.timeout, slots=slots, model_draft=model_draft)
         w.approval.connect(self.ask)
         return w
 

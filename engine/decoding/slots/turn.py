@@ -1,13 +1,15 @@
-"""A generation's turn in the parallel slots: the server's requests and the app's chat take it
-the same way (a side-by-side job in the engine's queue, the prompt read as `Engine.stream` reads
-it, the slot's events handed to the queue's listeners too), and which of the slots' drafts a
-request's draft choice is."""
+"""A generation's turn in the parallel slots: the server's requests and the app's chat (its plain
+answers and each model turn of its tool loop) take it the same way (a side-by-side job in the
+engine's queue, the prompt read as `Engine.stream` reads it, the slot's events handed to the
+queue's listeners too: `run_turn`, and `take_turn` for a caller without a job yet), and which of
+the slots' drafts a request's draft choice is."""
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Any, Iterator, Sequence
 
+from ..cancel import CancelToken
 from ..drafting.choice import DraftChoice, DraftKind
 from ..events import Event
 from ..queue import Job
@@ -49,3 +51,26 @@ def stream_in_slot(engine: Any, slots: Any, request: GenerationRequest, job: Job
         for ev in slots.stream(tokens, request, job.cancel, draft=draft, images=images):
             queue.notify(job, ev)
             yield ev
+
+
+def take_turn(engine: Any, request: GenerationRequest, cancel: CancelToken | None = None, *, source: str = "chat",
+              slots: Any = None, draft: str | None = None) -> Iterator[Event]:
+    """`request`'s events once it has its turn: in a slot of `slots` beside the others when the
+    slots run its draft (`draft`, from `slot_draft`), otherwise through the engine's queue, one at
+    a time. The place in line is taken when the iteration begins and given back when it ends or
+    is closed, so a caller that generates several times (the tool loop's turns) holds nothing in
+    between (not while a call waits for the user's approval). Raises `Cancelled` when `cancel`
+    fires before the turn comes."""
+    in_slot = slots is not None and draft is not None
+    job = engine.queue.submit(source, bounded=False, cancel=cancel, side_by_side=in_slot)
+    yield from run_turn(engine, request, job, slots=slots, draft=draft)
+
+
+def run_turn(engine: Any, request: GenerationRequest, job: Job, *, slots: Any = None,
+             draft: str | None = None) -> Iterator[Event]:
+    """`request`'s events in `job`'s turn (a job already in the engine's queue: the server's,
+    admitted before its prompt was counted): in a slot of `slots` with the draft named `draft`
+    when both are given (`job` submitted `side_by_side`), else through the queue, alone."""
+    if slots is not None and draft is not None:
+        return stream_in_slot(engine, slots, request, job, draft)
+    return engine.queue.stream(engine, request, job)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
-from typing import Any, AsyncIterator, Callable, Iterator
+from typing import Any, AsyncIterator, Callable
 
 from ...errors import Cancelled, NonFiniteLogits, TandemError
 from ...llamacpp.rpc_backend import RpcError
@@ -20,7 +20,7 @@ from ...decoding.events import DoneEvent, PrefillEvent, RunStats, TokenEvent
 from ...decoding.queue import GenerationQueue, Job
 from ...decoding.request import GenerationRequest
 from ...decoding.drafting.choice import DraftChoice
-from ...decoding.slots.turn import stream_in_slot
+from ...decoding.slots.turn import run_turn
 from .redact import server_side
 
 log = logging.getLogger("tandem.server")
@@ -73,7 +73,7 @@ class Generation:
     def _work(self) -> None:
         first_prefill, prompt_done = True, False
         try:
-            events = self.queue.stream(self.engine, self.request, self.job) if self.slots is None else self._in_slot()
+            events = run_turn(self.engine, self.request, self.job, slots=self.slots, draft=self._slot_draft())
             for ev in events:
                 if isinstance(ev, DoneEvent):
                     self.observe(ev.stats)
@@ -102,13 +102,14 @@ class Generation:
         finally:
             self._put(_END)
 
-    def _in_slot(self) -> Iterator[Any]:
-        """The request in a parallel slot (engine/decoding/slots/turn.py), with the draft its
-        check chose ("model": the served draft model's slot drafter)."""
+    def _slot_draft(self) -> str | None:
+        """The slots' name of the draft the request's check chose ("model": the served draft
+        model's slot drafter); None without slots (the request takes the queue's turn)."""
+        if self.slots is None:
+            return None
         req = self.request
-        draft = req.draft if isinstance(req.draft, str) and req.draft in self.slots.drafts \
+        return req.draft if isinstance(req.draft, str) and req.draft in self.slots.drafts \
             else DraftChoice.parse(req.draft).kind.value
-        return stream_in_slot(self.engine, self.slots, req, self.job, draft)
 
     async def __aiter__(self) -> AsyncIterator[PrefillEvent | TokenEvent | DoneEvent]:
         while True:

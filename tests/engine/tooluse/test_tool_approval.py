@@ -29,8 +29,8 @@ def setup(tiny_target):
     eng.close()
 
 
-def _run(eng, hub, approve, cancel=None):
-    loop = ToolLoop(eng, hub, Allowance.parse("all"), choice="server_pid", max_steps=1, approve=approve)
+def _run(eng, hub, approve, cancel=None, stream=None):
+    loop = ToolLoop(eng, hub, Allowance.parse("all"), choice="server_pid", max_steps=1, approve=approve, stream=stream)
     req = GenerationRequest.from_options("Which process are you?", draft_model=None, chat=True, max_tokens=40)
     events = list(loop.run(req, cancel=cancel))
     return [e.record for e in events if isinstance(e, CallEvent)], next(e.result for e in events if isinstance(e, LoopDone))
@@ -102,3 +102,19 @@ def test_a_call_cut_off_by_the_token_limit_is_not_run_and_ends_the_loop(setup):
     assert len(records) == 1 and records[0].is_error and "token limit" in records[0].result, (budget, records)
     assert records[0].server == "ships" and asked == []  # never offered to run
     assert len(result.steps) == 1 and not result.cancelled  # the loop ended there
+
+
+def test_each_step_runs_through_the_given_stream_and_ends_before_its_call_is_approved(setup):
+    """The app's turn in a slot (`stream`): each model turn is one iteration of it, over before
+    the call waits for approval, so no turn or slot is held while the user decides."""
+    eng, hub = setup
+    log: list[str] = []
+
+    def stream(req, cancel):
+        log.append("turn")
+        yield from eng.stream(req, cancel=cancel)
+        log.append("turn over")
+
+    (record,), result = _run(eng, hub, lambda *a: log.append("approve"), stream=stream)
+    assert log == ["turn", "turn over", "approve", "turn", "turn over"]
+    assert record.allowed and record.result.isdigit() and len(result.steps) == 2

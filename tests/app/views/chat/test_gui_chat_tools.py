@@ -1,7 +1,7 @@
 """The chat runs MCP tools: the tiny model (its call forced by the loop's tool choice), a real
 MCP server over stdio (mcp_chat_server.py), the approval dialog answered as a user would;
-the call cards, the saved calls, the export, and the server's child process stopped with the
-chat's tools (pytest-qt, offscreen)."""
+the call cards, the saved calls, the export, the answer in a slot of the local server's, and
+the server's child process stopped with the chat's tools (pytest-qt, offscreen)."""
 
 from __future__ import annotations
 
@@ -253,4 +253,28 @@ def test_the_next_question_is_sent_with_the_earlier_calls_and_their_results(qtbo
     assert roles[at - 1] == "assistant" and messages[at - 1]["tool_calls"][0]["function"]["name"] == "server_pid"
     assert messages[at]["content"] == pid and messages[at]["tool_call_id"] == messages[at - 1]["tool_calls"][0]["id"]
     assert roles[at + 1:] == ["assistant", "user"] and messages[at + 1]["content"] == first.content
+    assert not window.errors
+
+
+def test_with_the_local_servers_slots_the_answer_runs_in_one_without_a_waiting_notice(qtbot, window):
+    """Through the window: the same answer with the server off (the engine's queue) and on with
+    two slots (each model turn in a slot); no "waits for the local server's requests" notice."""
+    from test_gui_server_slots import free_port, start
+
+    def answer() -> tuple[str, list, str | None]:
+        window.chat.new_conversation()
+        _ask(qtbot, window, "touch")  # its result the same from any server process (a new chat starts one)
+        where = window.chat.worker.slot_draft
+        _dialog(qtbot, window).allow_once.click()
+        m = _answered(qtbot, window)
+        return m.content, [c["result"] for c in m.tool_calls], where
+
+    off = answer()
+    said: list[str] = []
+    window.chat.message.connect(said.append)
+    window.server_switch.port.setValue(free_port())
+    start(qtbot, window.server_switch, 2)
+    on = answer()
+    assert (off[2], on[2]) == (None, "none") and on[:2] == off[:2] and on[1] == ["touched"]
+    assert not any("waits for the local server" in s for s in said), said
     assert not window.errors
