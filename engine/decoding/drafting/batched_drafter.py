@@ -10,13 +10,17 @@ its gates, grammar and logits processors, its k), made in steps (`proposing`) th
 decode to the batch. Its roll-back is the sequence's own (prefix reuse at the next proposal).
 A draft model with a recurrent state (a hybrid) keeps a context per slot, drafted slot by slot:
 llama.cpp's recurrent cache moves a sequence's state in a batch of several without its snapshots.
-So do a bridged draft (another vocabulary, its text tokenised per step) and an MTP head (its own
-context per slot, fed that slot's hidden states).
+So does a bridged draft (another vocabulary, its text tokenised per step). An MTP head's slots
+draft together the same way, in a head context of their own (mtp_drafter.py, `HeadBatch`).
+
+A decode carrying several sequences is not bit-identical to each decoded alone (ggml's kernels
+sum in another order for another batch shape: a tiny model's rows move by ~1e-6), so a draft at
+a near-tie of its two best logits may differ from the lone one; the target verifies every token,
+so each answer is its answer alone.
 """
 
 from __future__ import annotations
 
-import time
 from typing import Hashable, Sequence
 
 import numpy as np
@@ -26,7 +30,7 @@ from ...llamacpp.runtime import RuntimeParams
 from ...llamacpp.sequences import Part, SequenceView, SharedContext
 from ..sampling.sampler import Sampler
 from .draft_context import NO_RULES, DraftContext
-from .drafter_api import DraftRows, Drafter, Proposal, Steps, steps_alone
+from .drafter_api import DraftRows, Drafter, Proposal, Steps, batched_passes, steps_alone
 from .drafters import ModelDrafter
 
 __all__ = ["BatchedModelDrafter", "DraftBatch", "plain_model_draft"]
@@ -70,28 +74,12 @@ class DraftBatch:
         """Decode what each slot asks for (its tokens on its sequence) in as few passes as the batch
         allows, the shortest first so that every slot's next draft position shares the first pass;
         per slot, its last row and its share of the passes' seconds (by the rows it had in each)."""
-        left = {key: list(w.tokens) for key, w in sorted(wants.items(), key=lambda kv: len(kv[1].tokens))}
-        rows: dict[Hashable, np.ndarray] = {}
-        spent = dict.fromkeys(wants, 0.0)
-        while left:
-            budget, parts, owners = self.shared.n_batch, [], []
-            for key, tokens in left.items():
-                if budget == 0:
-                    break
-                take = tokens[:budget]
-                parts.append(Part(wants[key].ctx.seq, take, "last" if len(take) == len(tokens) else "none"))
-                owners.append(key)
-                budget -= len(take)
-            t = time.perf_counter()
-            out = self.shared.decode(parts)
-            seconds, n = time.perf_counter() - t, sum(len(p.tokens) for p in parts)
-            for key, part, got in zip(owners, parts, out):
-                spent[key] += seconds * len(part.tokens) / n
-                del left[key][:len(part.tokens)]
-                if not left[key]:
-                    rows[key] = got[0]
-                    del left[key]
-        return rows, spent
+        def decode(pieces: list[tuple[Hashable, list[int], bool]]) -> list[np.ndarray | None]:
+            out = self.shared.decode([Part(wants[key].ctx.seq, take, "last" if ends else "none")
+                                      for key, take, ends in pieces])
+            return [got[0] if ends else None for (_, _, ends), got in zip(pieces, out)]
+
+        return batched_passes(wants, self.shared.n_batch, decode)
 
     def close(self) -> None:
         self.shared.close()

@@ -12,7 +12,9 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, Generator, Sequence, TypeVar
+from typing import TYPE_CHECKING, Any, Callable, Generator, Hashable, Mapping, Sequence, TypeVar
+
+import time
 
 import numpy as np
 
@@ -25,7 +27,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from .cost_model import CostModel
     from .lookahead import Lookahead
 
-__all__ = ["DraftRows", "Drafter", "Proposal", "read_ahead", "steps_alone"]
+__all__ = ["DraftRows", "Drafter", "Proposal", "batched_passes", "read_ahead", "steps_alone"]
 
 T = TypeVar("T")
 
@@ -40,6 +42,12 @@ class DraftRows:
     tokens: list[int]
     k: int = 0
 
+    def alone(self) -> np.ndarray:
+        """This decode made on its own (no batch drives it): its last row's logits."""
+        for _, logits in self.ctx.feed(self.tokens, last_logits=True):
+            pass
+        return logits[0]
+
 
 # A proposal (or a step's plan) made in steps: it yields the decodes it needs, is sent each one's row.
 Steps = Generator[DraftRows, np.ndarray, T]
@@ -50,11 +58,44 @@ def steps_alone(steps: "Steps[T]") -> T:
     try:
         want = next(steps)
         while True:
-            for _, logits in want.ctx.feed(want.tokens, last_logits=True):
-                pass
-            want = steps.send(logits[0])
+            want = steps.send(want.alone())
     except StopIteration as done:
         return done.value
+
+
+# One pass's pieces, (whose want, its tokens in this pass, whether they end it) -> per piece its
+# last row's logits where they end it (None otherwise).
+PassDecode = Callable[[list[tuple[Hashable, list[int], bool]]], Sequence["np.ndarray | None"]]
+
+
+def batched_passes(wants: Mapping[Hashable, DraftRows], n_batch: int,
+                   decode: PassDecode) -> tuple[dict[Hashable, np.ndarray], dict[Hashable, float]]:
+    """Decode what each want asks for in as few passes of `n_batch` rows as they fit, the
+    shortest first so that every drafting sequence's next position shares the first pass (a
+    long catch-up goes on in the room left, chunk by chunk); per want, its last row and its
+    share of the passes' seconds (by the rows it had in each)."""
+    left = {key: list(w.tokens) for key, w in sorted(wants.items(), key=lambda kv: len(kv[1].tokens))}
+    rows: dict[Hashable, np.ndarray] = {}
+    spent = dict.fromkeys(wants, 0.0)
+    while left:
+        budget, pieces = n_batch, []
+        for key, tokens in left.items():
+            if budget == 0:
+                break
+            take = tokens[:budget]
+            pieces.append((key, take, len(take) == len(tokens)))
+            budget -= len(take)
+        t = time.perf_counter()
+        out = decode(pieces)
+        seconds, n = time.perf_counter() - t, sum(len(take) for _, take, _ in pieces)
+        for (key, take, ends), got in zip(pieces, out):
+            spent[key] += seconds * len(take) / n
+            del left[key][:len(take)]
+            if ends:
+                assert got is not None
+                rows[key] = got
+                del left[key]
+    return rows, spent
 
 
 def read_ahead(ctx: Context, tokens: Sequence[int], limit: int | None,

@@ -1,25 +1,26 @@
 """The first half of a slots' step: every stepping slot's plan (`Decoder.planning`), the draft
-model's decodes of all the slots drafting with it made together (`DraftBatch.run`), and Auto in
-each slot planning under what the others put in the shared pass (`BatchLoad`)."""
+model's decodes of all the slots drafting with it made together (`DraftBatch.run`), so too an
+MTP head's (`HeadBatch.run`), and Auto in each slot planning under what the others put in the
+shared pass (`BatchLoad`)."""
 
 from __future__ import annotations
 
 from typing import Any, Callable, Mapping, Sequence
 
-from ...llamacpp.sequences import SharedContext
 from ..decoder import StepPlan
 from ..drafting.batched_drafter import DraftBatch
 from ..drafting.cost_model import BatchLoad, CostModel, expected_tokens
 from ..drafting.drafter_api import DraftRows, Steps
+from ..drafting.mtp_drafter import HeadBatch
 
 __all__ = ["plan_slots"]
 
 
-def plan_slots(stepping: Sequence[Any], prompt_rows: int, cost: CostModel, batches: Mapping[SharedContext, DraftBatch],
+def plan_slots(stepping: Sequence[Any], prompt_rows: int, cost: CostModel, batches: Mapping[Any, DraftBatch | HeadBatch],
                finish: Callable[[Any], None], fail: Callable[[Any, BaseException], None]) -> dict[int, StepPlan]:
     """Each stepping slot's plan, by its place in `stepping` (a slot whose run ended is handed
     to `finish`, one whose planning raised to `fail`; neither has a plan). The slots drafting
-    with a draft model draft together: their catch-up tokens in one decode, then one decode per
+    with a draft model (or an MTP head) draft together: their catch-up tokens in one decode, then one decode per
     draft position with a row per slot still drafting; each slot's drafting is then priced at
     its share of those passes (`StepPlan.draft_s`), not at the wall time of all of them. Auto in
     a slot plans under `prompt_rows` and what the slots before it put in the pass (their rows,
