@@ -20,7 +20,7 @@ its slots' MTP heads the same way). Each slot keeps its own k, sampling, grammar
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, Hashable, Sequence
+from typing import Callable, Hashable, Mapping, Sequence
 
 import numpy as np
 
@@ -30,7 +30,7 @@ from ...llamacpp.mtp import HiddenStates, MtpContext, MtpHeads, assistant_refusa
 from ...errors import UnsupportedModelError
 from ..sampling.sampler import Sampler
 from .draft_context import NO_RULES, DraftContext
-from .drafter_api import Drafter, DraftRows, Steps, batched_passes, steps_alone
+from .drafter_api import Drafter, DraftRows, PassDecode, Steps, batched_passes, one_pass, steps_alone
 from .drafters import ModelDrafter, Proposal
 
 __all__ = ["HeadBatch", "HeadRows", "MTPDrafter", "mtp_draft"]
@@ -47,13 +47,16 @@ class HeadRows(DraftRows):
         return run_heads(self.ctx.heads, {0: self})[0][0]
 
 
-def run_heads(heads: MtpHeads, wants: "dict[Hashable, HeadRows]") -> tuple[dict[Hashable, np.ndarray], dict[Hashable, float]]:
+def run_heads(heads: MtpHeads, wants: "Mapping[Hashable, HeadRows]") -> tuple[dict[Hashable, np.ndarray | None], dict[Hashable, float]]:
     """Each want's rows decoded on its sequence of `heads`, several sequences a pass."""
+    return batched_passes(wants, heads.n_batch, _head_decoder(heads, wants))
+
+
+def _head_decoder(heads: MtpHeads, wants: "Mapping[Hashable, HeadRows]") -> PassDecode:
     def decode(pieces: list[tuple[Hashable, list[int], bool]]) -> list[np.ndarray | None]:
         return heads.decode([wants[key].ctx.part(take, drafted=wants[key].drafted, logits=ends)
                              for key, take, ends in pieces])
-
-    return batched_passes(wants, heads.n_batch, decode)
+    return decode
 
 
 class MTPDrafter(ModelDrafter):
@@ -161,8 +164,13 @@ class HeadBatch:
         if mine is not None:
             mine.share(self.heads)
 
-    def run(self, wants: "dict[Hashable, HeadRows]") -> tuple[dict[Hashable, np.ndarray], dict[Hashable, float]]:
+    def run(self, wants: "Mapping[Hashable, HeadRows]") -> tuple[dict[Hashable, np.ndarray | None], dict[Hashable, float]]:
         return run_heads(self.heads, wants)
+
+    def step(self, wants: "Mapping[Hashable, HeadRows]",
+             left: dict[Hashable, list[int]]) -> tuple[dict[Hashable, np.ndarray | None], dict[Hashable, float]]:
+        """One pass over what the slots' heads ask for (`one_pass`)."""
+        return one_pass(wants, left, self.heads.n_batch, _head_decoder(self.heads, wants))
 
     def close(self) -> None:
         self.heads.close()

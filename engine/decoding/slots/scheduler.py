@@ -6,7 +6,8 @@ scheduler calls its step halves (`planning` drafts, `judge` verifies the slot's 
 with its own `Verifier` and rolls back its own rejected tail, `settle` emits) around the
 shared pass, so the exact acceptance rule, the events and the stats are the decoder's own.
 The slots drafting with a draft model draft together, on the sequences of one draft context
-(drafting/batched_drafter.py): their catch-up in one decode, then one decode per draft position
+(drafting/batched_drafter.py): their catch-ups and a new slot's read of its prompt (at its first
+step, a chunk a pass beside the others' drafting), then one decode per draft position
 carrying a row per slot still drafting, each slot with its own k, sampling and roll-back; the
 slots drafting with an MTP head the same way, on the sequences of one head context (`HeadBatch`).
 Requests beyond N wait; a cancelled request ends at the next step and frees its slot.
@@ -296,7 +297,9 @@ class SlotScheduler:
 
     def _prompt_read(self, slot: _Slot) -> None:
         slot.todo = None
-        for ev in slot.decoder._ready(slot.run):  # type: ignore[arg-type]
+        # A model draft reads the prompt at the slot's first step, in the draft passes it shares
+        # with the other slots (a chunk a pass), not alone here.
+        for ev in slot.decoder._ready(slot.run, read_now=False):  # type: ignore[arg-type]
             slot.job.events.put(ev)  # type: ignore[union-attr]
 
     def _step(self) -> None:
