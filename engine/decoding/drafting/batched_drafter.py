@@ -73,7 +73,8 @@ class DraftBatch:
         drafter.model_drafter = batched  # type: ignore[union-attr]
         return drafter
 
-    def run(self, wants: Mapping[Hashable, DraftRows]) -> tuple[dict[Hashable, np.ndarray | None], dict[Hashable, float]]:
+    def run(self, wants: Mapping[Hashable, DraftRows]) -> tuple[dict[Hashable, np.ndarray | None],
+                                                                dict[Hashable, float]]:
         """Decode what each slot asks for (its tokens on its sequence) in as few passes as the batch
         allows; per slot, its last row and its share of the passes' seconds."""
         return batched_passes(wants, self.shared.n_batch, self._decoder(wants))

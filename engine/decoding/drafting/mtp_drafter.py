@@ -47,7 +47,10 @@ class HeadRows(DraftRows):
         return run_heads(self.ctx.heads, {0: self})[0][0]
 
 
-def run_heads(heads: MtpHeads, wants: "Mapping[Hashable, HeadRows]") -> tuple[dict[Hashable, np.ndarray | None], dict[Hashable, float]]:
+Rows = tuple[dict[Hashable, "np.ndarray | None"], dict[Hashable, float]]  # per want: its last row, its seconds
+
+
+def run_heads(heads: MtpHeads, wants: "Mapping[Hashable, HeadRows]") -> Rows:
     """Each want's rows decoded on its sequence of `heads`, several sequences a pass."""
     return batched_passes(wants, heads.n_batch, _head_decoder(heads, wants))
 
@@ -164,11 +167,10 @@ class HeadBatch:
         if mine is not None:
             mine.share(self.heads)
 
-    def run(self, wants: "Mapping[Hashable, HeadRows]") -> tuple[dict[Hashable, np.ndarray | None], dict[Hashable, float]]:
+    def run(self, wants: "Mapping[Hashable, HeadRows]") -> Rows:
         return run_heads(self.heads, wants)
 
-    def step(self, wants: "Mapping[Hashable, HeadRows]",
-             left: dict[Hashable, list[int]]) -> tuple[dict[Hashable, np.ndarray | None], dict[Hashable, float]]:
+    def step(self, wants: "Mapping[Hashable, HeadRows]", left: dict[Hashable, list[int]]) -> Rows:
         """One pass over what the slots' heads ask for (`one_pass`)."""
         return one_pass(wants, left, self.heads.n_batch, _head_decoder(self.heads, wants))
 

@@ -16,14 +16,15 @@ from ..drafting.mtp_drafter import HeadBatch
 __all__ = ["plan_slots"]
 
 
-def plan_slots(stepping: Sequence[Any], prompt_rows: int, cost: CostModel, batches: Mapping[Any, DraftBatch | HeadBatch],
-               finish: Callable[[Any], None], fail: Callable[[Any, BaseException], None]) -> dict[int, StepPlan]:
+def plan_slots(stepping: Sequence[Any], prompt_rows: int, cost: CostModel,
+               batches: Mapping[Any, DraftBatch | HeadBatch], finish: Callable[[Any], None],
+               fail: Callable[[Any, BaseException], None]) -> dict[int, StepPlan]:
     """Each stepping slot's plan, by its place in `stepping` (a slot whose run ended is handed
     to `finish`, one whose planning raised to `fail`; neither has a plan). The slots drafting
     with a draft model (or an MTP head) draft together, a pass at a time: their catch-up tokens
     and a new slot's read of its prompt (a chunk a pass, in the room the drafting slots leave),
-    one decode per draft position with a row per slot still drafting; each slot's drafting is then priced at
-    its share of those passes (`StepPlan.draft_s`), not at the wall time of all of them. Auto in
+    one decode per draft position with a row per slot still drafting; each slot's drafting is
+    then priced at its share of those passes (`StepPlan.draft_s`), not at the wall time of all of them. Auto in
     a slot plans under `prompt_rows` and what the slots before it put in the pass (their rows,
     or 1 + k while they draft) plus a row and a token for each slot after it."""
     steps: dict[int, Steps[StepPlan | None]] = {}

@@ -113,9 +113,9 @@ def test_a_hybrid_slot_keeps_its_state_for_the_conversation_going_on_and_only_fo
 
 # How far apart two logits may be for a proposal made in a head decode carrying several slots to
 # pick the other of them: such a decode is not bit-identical to one sequence's alone (ggml's
-# kernels sum in another order for another batch shape; the plain draft batch's rows move by
-# ~1e-6 too, /tmp experiments in the report), and the head's own chained hidden states carry
-# that on (up to ~0.02 on this tiny head). A greedy tie that close may break the other way.
+# kernels sum in another order for another batch shape: ~1e-6 a row on this tiny head, as on a
+# plain draft model's shared context, llamacpp/mtp.py), and the head's KV and its own chained
+# hidden states carry that on (up to ~0.02 here). A greedy tie that close may break the other way.
 TIE = 1e-3
 
 
@@ -124,8 +124,6 @@ def _mtp_proposals_match(path, spec: str, n_slots: int, monkeypatch, skip: tuple
     assistant file): every proposal made in the slots is the one made alone at that context (but
     where the lone head's two best logits are within `TIE`: then at most one in fifty), and each
     answer (greedy) is its answer alone."""
-    import numpy as np
-
     from engine.decoding.drafting.mtp_drafter import MTPDrafter
 
     e = Engine(path, n_ctx=512, n_threads=1, metrics_log=False, calibration=False)
