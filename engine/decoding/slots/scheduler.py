@@ -404,6 +404,8 @@ class SlotScheduler:
         except BaseException as e:
             self._fail(slot, e)
             return
+        if result.read is not None:  # the draft's read of the prompt, now made in the step's plan
+            job.events.put(result.read)
         for ev in result.tokens:
             job.events.put(ev)
         if result.step is not None:

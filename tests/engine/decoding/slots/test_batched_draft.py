@@ -326,3 +326,14 @@ def test_a_long_prompt_is_read_a_chunk_a_pass_beside_the_other_slots_drafting(ti
     beside = [ps for ps in reads if any(p.seq != 3 for p in ps)]
     assert sum(len(p.tokens) for ps in reads for p in ps if p.seq == 3) >= 199
     assert len(reads) >= 3 and len(beside) >= 2, [[(p.seq, len(p.tokens), p.logits) for p in ps] for ps in reads]
+
+
+def test_a_slots_draft_read_of_its_prompt_is_told_to_the_request(eng, tiny_target):
+    """The draft's read, now made at the slot's first step, still tells the request how far it got
+    (`DraftReadEvent`, as the single-sequence path does): its start and its end, all read."""
+    from engine.decoding.events import DraftReadEvent
+
+    request = _long_requests(eng, 100)[0]
+    (events,), _ = _run_slots(eng, 2, tiny_target, [request])
+    reads = [(e.done, e.total) for e in events if isinstance(e, DraftReadEvent)]
+    assert reads[0][0] == 0 and reads[-1][0] == reads[-1][1] > 90, reads
