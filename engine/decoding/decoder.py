@@ -71,6 +71,7 @@ class _Run:
     # it has not caught up; 0 once it has (its proposals then read the few new ones themselves).
     unread: int = 0
     reading: bool = False  # the model drafter is catching up, a chunk between target steps
+    read_whole: bool = False  # its next read is all it has not read (the slots' deferred prompt read)
     draft_read: int = 0  # tokens it has read so far this run
     acceptance: TextAcceptance | None = None  # what this text's proposals were worth (Auto trims by it)
     logprobs: list[tuple[float, list[tuple[int, float]]]] = field(default_factory=list)  # per generated token, if asked
@@ -302,8 +303,9 @@ class Decoder:
             self._remember(run)
         yield from self._ready(run)
 
-    def _ready(self, run: _Run) -> Iterator[DraftReadEvent]:
-        """The prompt is read: get the drafter ready (a model draft reads it only if it will draft)."""
+    def _ready(self, run: _Run, *, read_now: bool = True) -> Iterator[DraftReadEvent]:
+        """The prompt is read: get the drafter ready (a model draft reads it only if it will draft;
+        not `read_now`, the parallel slots', at its first step, with the other slots' decodes)."""
         drafter = self.drafter
         if drafter is not None:
             drafter.begin(run.prompt)
@@ -312,7 +314,10 @@ class Decoder:
                     run.unread = drafter.unread(run.context) if not self._closed else 0
             if run.unread and run.lookahead.current.drafts_from_start:
                 yield DraftReadEvent(0, run.unread)
-                yield self._read_draft(run, None)
+                if read_now:
+                    yield self._read_draft(run, None)
+                else:
+                    run.read_whole = True
         run.t_prefill = time.perf_counter()
         run.stats.prefill_s = run.t_prefill - run.t0
 
@@ -326,18 +331,24 @@ class Decoder:
                 self.prompt_cache.store(self.ctx)
 
     def _read_draft(self, run: _Run, limit: int | None) -> DraftReadEvent:
+        return steps_alone(self._reading_draft(run, limit, batched=False))
+
+    def _reading_draft(self, run: _Run, limit: int | None, batched: bool) -> "Steps[DraftReadEvent]":
         """Let a model drafter read `limit` more tokens of the context it has not seen (None:
-        all), timed apart from drafting; what it cost teaches Auto's pricing of the next read."""
+        all), timed apart from drafting; what it cost teaches Auto's pricing of the next read.
+        `batched`: read in steps (`reading`), its decodes made with the parallel slots'."""
         assert self.drafter is not None
-        before, left = run.unread, run.unread
+        before, left, charged = run.unread, run.unread, None
         t = time.perf_counter()
         try:
             with self._step_lock:
-                if not self._closed:
+                if not self._closed and batched:
+                    left, charged = yield from self.drafter.reading(run.context, limit, lambda: run.cancel.cancelled)
+                elif not self._closed:
                     left = self.drafter.read(run.context, limit, lambda: run.cancel.cancelled)
         except Cancelled:
             pass  # the step loop sees the cancel and finishes cleanly
-        spent = time.perf_counter() - t
+        spent = time.perf_counter() - t if charged is None else charged
         run.stats.draft_sync_s += spent
         read = max(0, before - left)
         if read and not run.cancel.cancelled:
@@ -380,7 +391,7 @@ class Decoder:
         read_ev: DraftReadEvent | None = None
         if drafter is not None:
             room = min(room_ctx, remaining - 1)
-            k_req, read_ev = self._choose(run, room)
+            k_req, read_ev = yield from self._choosing(run, room, batched)
             if run.cancel.cancelled:
                 run.end("cancelled", "cancel")
                 return None
@@ -442,7 +453,7 @@ class Decoder:
         run.step += 1
         return StepResult(tokens, ev, bool(run.finish), plan.read)
 
-    def _choose(self, run: _Run, room: int) -> tuple[int, DraftReadEvent | None]:
+    def _choosing(self, run: _Run, room: int, batched: bool) -> "Steps[tuple[int, DraftReadEvent | None]]":
         """The step's k, as the policy chooses it (Auto weighs the model draft's reading of what
         it has not seen). A model draft that must read first catches up a chunk a step (about a
         target step's worth), those steps plain for it (free sources beside it may still propose)."""
@@ -453,7 +464,9 @@ class Decoder:
             run.reading = started = k_req > 0 and run.unread > 0
         if not run.reading:
             return k_req, None
-        read_ev = self._read_draft(run, self.cost.snapshot().read_chunk())
+        limit = None if run.read_whole else self.cost.snapshot().read_chunk()
+        run.read_whole = False
+        read_ev = yield from self._reading_draft(run, limit, batched)
         return (k_req if started and not run.reading else 0), read_ev
 
     def _proposing(self, run: _Run, k_req: int, room: int, batched: bool) -> "Steps[tuple[Proposal, Proposal, int]]":

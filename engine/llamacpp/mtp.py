@@ -10,11 +10,18 @@ module is the one place Tandem touches it.
 The pairing (llama.cpp's): the MTP context holds, at position p, the token x_p with the
 target's hidden state h_{p-1} of the position before (zeros before the first). Its output
 at p predicts x_{p+1}; chaining its own hidden state drafts further.
+
+One head context may hold a sequence per parallel slot (`MtpHeads`): a llama_batch carries each
+row's token, position, sequence id and hidden state, so one decode reads rows of several slots
+(as llama-server's MTP draft does, common/speculative.cpp), and the head's hidden states come
+back per row in the batch's order. Such a decode is not bit-identical to each sequence alone
+(another batch shape, another order of sums: ~1e-6 on a tiny head, as on a plain model).
 """
 
 from __future__ import annotations
 
 import ctypes
+from dataclasses import dataclass
 from typing import Any, Sequence
 
 import numpy as np
@@ -107,40 +114,52 @@ def assistant_refusal(target: Any, head: Any) -> str | None:
     return None
 
 
-class MtpContext(Closing):
-    """The MTP head's context, positions aligned with the target's. A head inside the target's
-    file keeps its own KV cache; a separate assistant (`head`) reads the target's, on the
-    target's sequence (a `SequenceView`'s `seq`; 0 for a lone context).
+@dataclass
+class HeadPart:
+    """One sequence's rows in an MTP head decode: `tokens` at positions start.. of sequence `seq`,
+    each paired with its row of `hidden`; `logits`: the last row's logits are wanted."""
+
+    seq: int
+    tokens: list[int]
+    start: int
+    hidden: np.ndarray
+    logits: bool
+
+
+class MtpHeads(Closing):
+    """The MTP head's llama.cpp context, with a sequence per slot (`n_seq`; one for a lone
+    decoder): one `decode` carries rows of several sequences, as llama-server drafts its slots'
+    MTP heads (common/speculative.cpp). A head inside the target's file keeps its own KV cache,
+    a stream per sequence (not unified: each sequence's cells stay in position order, its sums
+    in a lone context's order); a separate assistant (`head`) reads the target's on the target's
+    sequence ids.
 
     An assistant's context must have as many sequences as the target's (`n_seq_max`, a stream
     each, not unified): llama.cpp's cache over another (`mem_other`) shares that cache's cell
     lists and sizes them to its own stream count when it is made, clearing them, so it is made
-    before the target decodes (a slot's drafter binds as its scheduler starts), and a token of
+    before the target decodes (the slots' heads bind as their scheduler starts), and a token of
     sequence s attends the target's stream s (llama-server drafts its slots the same way)."""
 
-    def __init__(self, target: Context, hidden: HiddenStates, head: Any = None):
+    def __init__(self, target: Context, head: Any = None, n_seq: int = 1):
         self._ext = _ext()
         model = head if head is not None else target.model
         if head is None and model.n_nextn <= 0:
             raise UnsupportedModelError(mtp_refusal(model) or "no MTP layers")
         if head is not None and (refusal := assistant_refusal(target.model, head)):
             raise UnsupportedModelError(refusal)
-        self.shared = head is not None
-        self.hidden = hidden
-        self.n_embd = hidden.n_embd
+        self.on_target_cache = head is not None
+        self.n_embd = int(target.model.n_embd)
         self.n_vocab = model.n_vocab
-        self._pos = 0
         params = llama_cpp.llama_context_default_params()
         params.ctx_type = llama_cpp.LLAMA_CONTEXT_TYPE_MTP
         params.ctx_other = target._ctx
-        # The target's own head keeps a cache of its own: one sequence, 0. An assistant reads
+        # The target's own head keeps a cache of its own, `n_seq` sequences. An assistant reads
         # the target's: its whole context, every sequence, drafting on the target's.
-        self.seq = int(getattr(target, "seq", 0)) if self.shared else 0
-        params.n_ctx = int(llama_cpp.llama_n_ctx(target._ctx)) if self.shared else target.n_ctx
-        params.n_batch = params.n_ubatch = target.n_batch
-        params.n_seq_max = int(llama_cpp.llama_n_seq_max(target._ctx)) if self.shared else 1
+        params.n_ctx = int(llama_cpp.llama_n_ctx(target._ctx)) if head is not None else target.n_ctx * n_seq
+        params.n_batch = params.n_ubatch = max(target.n_batch, n_seq)
+        params.n_seq_max = int(llama_cpp.llama_n_seq_max(target._ctx)) if head is not None else n_seq
         params.kv_unified = False
-        if self.shared:  # made over a target holding tokens, it would clear the target's cells
+        if head is not None:  # made over a target holding tokens, it would clear the target's cells
             mem = llama_cpp.llama_get_memory(target._ctx)
             if any(llama_cpp.llama_memory_seq_pos_max(mem, s) >= 0 for s in range(params.n_seq_max)):
                 raise DecodeError(f"{model.path.name} must bind before its target reads anything: "
@@ -153,9 +172,9 @@ class MtpContext(Closing):
             raise ModelLoadError(f"{model.path}: could not create the MTP context ({recent_log_errors() or 'out of memory?'})")
         # Its own hidden state of every row: "masked" (output rows only) would hand back the first
         # row of the batch, not the output one, as the head's graph takes its hidden states before
-        # it picks the output rows; a catch-up batch's last row is the one `extend` chains from.
+        # it picks the output rows; unmasked rows come back in the batch's order.
         self._ext.llama_set_embeddings_nextn(self._ctx, True, False)
-        self._last_rows = 0  # rows of the last decode: its last holds the hidden state `extend` pairs
+        self.n_seq = int(params.n_seq_max)
         self.n_batch = int(llama_cpp.llama_n_batch(self._ctx))
         self._mem = llama_cpp.llama_get_memory(self._ctx)
         self._batch = llama_cpp.llama_batch_init(self.n_batch, self.n_embd, 1)
@@ -165,63 +184,52 @@ class MtpContext(Closing):
         self._b_embd = np.ctypeslib.as_array(self._batch.embd, shape=(self.n_batch, self.n_embd))
         for i in range(self.n_batch):
             self._batch.n_seq_id[i] = 1
-            self._batch.seq_id[i][0] = self.seq
-        self.tokens: list[int] = []
+        self.tokens: list[list[int]] = [[] for _ in range(self.n_seq)]  # each own-cache sequence's
+        # Per sequence, the head's own hidden state of its last row read: what a drafted token pairs with.
+        self.last_h: list[np.ndarray | None] = [None] * self.n_seq
 
-    def sync(self, context: Sequence[int]) -> np.ndarray:
-        """Hold (x_p, h_{p-1}) for every position of `context` (its last token is the one the
-        target has not read yet); return the logits row predicting the token after it."""
-        last = len(context) - 1
-        if self.shared:  # the target's cache holds the context: only its last token is read
-            self._pos = last
-            return self._decode([context[last]], self.hidden.before(last)[None, :], last, keep=False)
-        keep = min(common_prefix(self.tokens, context), last)
-        self.truncate(keep)
-        row = None
-        for start in range(keep, len(context), self.n_batch):
-            chunk = list(context[start:start + self.n_batch])
-            hid = np.stack([self.hidden.before(p) for p in range(start, start + len(chunk))])
-            row = self._decode(chunk, hid, start, keep=start + len(chunk) < len(context))
-        assert row is not None
-        return row
-
-    def extend(self, token: int) -> np.ndarray:
-        """Append a drafted token, paired with the head's own last hidden state; its logits row.
-        (An assistant reading the target's cache drafts every token at the same position.)"""
-        ptr = self._ext.llama_get_embeddings_nextn_ith(self._ctx, self._last_rows - 1)  # the last row read
-        if not ptr:
-            raise DecodeError("llama.cpp returned no hidden state from the MTP head")
-        h = np.ctypeslib.as_array(ptr, shape=(self.n_embd,)).copy()
-        pos = self._pos if self.shared else len(self.tokens)
-        return self._decode([token], h[None, :], pos, keep=False)
-
-    def _decode(self, tokens: list[int], hidden: np.ndarray, start: int, *, keep: bool) -> np.ndarray:
-        """Decode at positions start.. ; `keep`: a catch-up chunk (no logits wanted)."""
-        n = len(tokens)
-        b = self._batch
-        for i, t in enumerate(tokens):
-            self._tok[i] = t
-            b.pos[i] = start + i
-            b.logits[i] = 0 if (keep or i < n - 1) else 1
-        self._b_embd[:n] = hidden
+    def decode(self, parts: Sequence[HeadPart]) -> list[np.ndarray | None]:
+        """All `parts` in one `llama_decode`; per part its last row's logits (a copy) where wanted."""
+        n = sum(len(p.tokens) for p in parts)
+        if not 0 < n <= self.n_batch:
+            raise DecodeError(f"an MTP head batch of {n} rows (it holds 1 to {self.n_batch})")
+        b, i, ends = self._batch, 0, []
+        for p in parts:
+            for j, t in enumerate(p.tokens):
+                self._tok[i + j] = t
+                b.pos[i + j] = p.start + j
+                b.seq_id[i + j][0] = p.seq
+                b.logits[i + j] = 1 if (p.logits and j == len(p.tokens) - 1) else 0
+            self._b_embd[i:i + len(p.tokens)] = p.hidden
+            i += len(p.tokens)
+            ends.append(i - 1)
         b.n_tokens = n
         rc = llama_cpp.llama_decode(self._ctx, b)
         if rc != 0:
-            if not self.shared:
-                llama_cpp.llama_memory_seq_rm(self._mem, 0, start, -1)
+            if not self.on_target_cache:
+                for p in parts:
+                    llama_cpp.llama_memory_seq_rm(self._mem, p.seq, p.start, -1)
             raise DecodeError(f"the MTP head's decode failed with code {rc}")
-        if not self.shared:
-            self.tokens.extend(int(t) for t in tokens)
-        self._last_rows = n
-        if keep:
-            return np.empty(0, dtype=np.float32)
-        ptr = llama_cpp.llama_get_logits_ith(self._ctx, -1)
-        return np.ctypeslib.as_array(ptr, shape=(self.n_vocab,))
+        out: list[np.ndarray | None] = []
+        for p, end in zip(parts, ends):
+            if not self.on_target_cache:
+                self.tokens[p.seq].extend(int(t) for t in p.tokens)
+            ptr = self._ext.llama_get_embeddings_nextn_ith(self._ctx, end)
+            if not ptr:
+                raise DecodeError("llama.cpp returned no hidden state from the MTP head")
+            self.last_h[p.seq] = np.ctypeslib.as_array(ptr, shape=(self.n_embd,)).copy()
+            if p.logits:
+                row = llama_cpp.llama_get_logits_ith(self._ctx, end)
+                out.append(np.ctypeslib.as_array(row, shape=(self.n_vocab,)).copy())
+            else:
+                out.append(None)
+        return out
 
-    def truncate(self, n: int) -> None:
-        if not self.shared and n < len(self.tokens):
-            llama_cpp.llama_memory_seq_rm(self._mem, 0, n, -1)
-            del self.tokens[n:]
+    def truncate(self, seq: int, n: int) -> None:
+        """Drop an own-cache sequence's entries from index `n` on (an assistant keeps none)."""
+        if not self.on_target_cache and n < len(self.tokens[seq]):
+            llama_cpp.llama_memory_seq_rm(self._mem, seq, n, -1)
+            del self.tokens[seq][n:]
 
     def close(self) -> None:
         if getattr(self, "_ctx", None):
@@ -229,3 +237,78 @@ class MtpContext(Closing):
             free_context(self._ctx, self._batch)
             self._ctx = None
 
+
+class MtpContext:
+    """One sequence of an MTP head context (`heads`; without one, a context of its own with one
+    sequence), positions aligned with the target's, fed `hidden`: the target's hidden states of
+    its sequence. `sync` and `extend` decode alone; `begin` and `part` give the rows to decode
+    in a batch of several sequences (`MtpHeads.decode`)."""
+
+    def __init__(self, target: Context, hidden: HiddenStates, head: Any = None, *, heads: MtpHeads | None = None):
+        self._own = heads is None
+        self.heads = heads if heads is not None else MtpHeads(target, head)
+        self.hidden = hidden
+        self.n_vocab = self.heads.n_vocab
+        self.n_batch = self.heads.n_batch
+        # The target's sequence where the head has a sequence per slot (or reads the target's
+        # cache on its ids); 0 in a head context of its own with one sequence.
+        self.seq = int(getattr(target, "seq", 0)) if self.heads.n_seq > 1 else 0
+        self._pos = 0  # an assistant's position: every drafted token sits at the last one
+
+    @property
+    def shared(self) -> MtpHeads:
+        """The head context this sequence decodes in (what the slots' planner batches by)."""
+        return self.heads
+
+    @property
+    def tokens(self) -> list[int]:
+        return self.heads.tokens[self.seq]
+
+    def begin(self, context: Sequence[int]) -> int:
+        """Keep what the sequence holds of `context` (never its last token: its logits are
+        wanted) and return the index from which `context` is still to be read."""
+        last = len(context) - 1
+        if self.heads.on_target_cache:  # the target's cache holds the context: only its last token is read
+            self._pos = last
+            return last
+        keep = min(common_prefix(self.tokens, context), last)
+        self.truncate(keep)
+        return keep
+
+    def part(self, tokens: Sequence[int], *, drafted: bool, logits: bool) -> HeadPart:
+        """The rows of `tokens` next on this sequence: a drafted token paired with the head's own
+        last hidden state, a context token at p with the target's h_{p-1}."""
+        start = self._pos if self.heads.on_target_cache else len(self.tokens)
+        if drafted:
+            h = self.heads.last_h[self.seq]
+            if h is None:
+                raise DecodeError("the MTP head drafts on from a row it has not read")
+            hid = h[None, :]
+        else:
+            hid = np.stack([self.hidden.before(p) for p in range(start, start + len(tokens))])
+        return HeadPart(self.seq, list(tokens), start, hid, logits)
+
+    def sync(self, context: Sequence[int]) -> np.ndarray:
+        """Hold (x_p, h_{p-1}) for every position of `context` (its last token is the one the
+        target has not read yet); return the logits row predicting the token after it."""
+        rest = list(context[self.begin(context):])
+        row = None
+        for i in range(0, len(rest), self.n_batch):
+            chunk = rest[i:i + self.n_batch]
+            row = self.heads.decode([self.part(chunk, drafted=False, logits=i + len(chunk) == len(rest))])[0]
+        assert row is not None
+        return row
+
+    def extend(self, token: int) -> np.ndarray:
+        """Append a drafted token, paired with the head's own last hidden state; its logits row.
+        (An assistant reading the target's cache drafts every token at the same position.)"""
+        row = self.heads.decode([self.part([token], drafted=True, logits=True)])[0]
+        assert row is not None
+        return row
+
+    def truncate(self, n: int) -> None:
+        self.heads.truncate(self.seq, n)
+
+    def close(self) -> None:
+        if self._own:
+            self.heads.close()

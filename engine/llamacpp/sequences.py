@@ -17,11 +17,11 @@ Pictures: a llama_batch carries token ids or embeddings, not both, so a sequence
 read in a decode of its own (`read_image`, between the shared ones), on its sequence id. Each
 sequence keeps its pictures and their position shift (M-RoPE) by `Context`'s rules.
 
-A target's own MTP head drafts per sequence: a `SequenceView` is what the head binds to (its own
-MTP context per slot), and each sequence's `after_decode` hands it that sequence's hidden states,
-found at the rows the sequence took in each pass (llama.cpp returns every row in batch order).
-Gemma 4's assistant binds the same way; its context reads this one's KV cache (all `n_seq`
-sequences, a stream each) on the view's `seq` (mtp.py `MtpContext`).
+A target's own MTP head drafts per sequence: a `SequenceView` is what a slot's head binds to (its
+sequence of the slots' one MTP head context), and each sequence's `after_decode` hands it that
+sequence's hidden states, found at the rows the sequence took in each pass (llama.cpp returns
+every row in batch order). Gemma 4's assistant binds the same way; its context reads this one's
+KV cache (all `n_seq` sequences, a stream each) on the view's `seq` (mtp.py `MtpHeads`).
 """
 
 from __future__ import annotations

@@ -2,7 +2,10 @@
 slot (`SharedContext`, as the target's), so that the slots drafting with the model this step read
 their catch-up tokens together and then their drafts position by position together, one
 `llama_decode` per position carrying a row per slot still drafting (llama-server's way), where a
-context per slot took a decode per slot and position.
+context per slot took a decode per slot and position. A slot's read of a new prompt (`reading`)
+goes in the same passes, a chunk a pass in the room the drafting slots leave, so slots starting
+together read their prompts in shared decodes and a long prompt never holds the others' drafting
+for its whole length.
 
 `DraftBatch` owns that context and runs a step's decodes (`run`); each slot drafts through a
 `BatchedModelDrafter` on its own sequence: the model drafter's own drafting (greedy or sampled,
@@ -10,14 +13,18 @@ its gates, grammar and logits processors, its k), made in steps (`proposing`) th
 decode to the batch. Its roll-back is the sequence's own (prefix reuse at the next proposal).
 A draft model with a recurrent state (a hybrid) keeps a context per slot, drafted slot by slot:
 llama.cpp's recurrent cache moves a sequence's state in a batch of several without its snapshots.
-So do a bridged draft (another vocabulary, its text tokenised per step) and an MTP head (its own
-context per slot, fed that slot's hidden states).
+So does a bridged draft (another vocabulary, its text tokenised per step). An MTP head's slots
+draft together the same way, in a head context of their own (mtp_drafter.py, `HeadBatch`).
+
+A decode carrying several sequences is not bit-identical to each decoded alone (ggml's kernels
+sum in another order for another batch shape: a tiny model's rows move by ~1e-6), so a draft at
+a near-tie of its two best logits may differ from the lone one; the target verifies every token,
+so each answer is its answer alone.
 """
 
 from __future__ import annotations
 
-import time
-from typing import Hashable, Sequence
+from typing import Callable, Hashable, Mapping, Sequence
 
 import numpy as np
 
@@ -26,7 +33,7 @@ from ...llamacpp.runtime import RuntimeParams
 from ...llamacpp.sequences import Part, SequenceView, SharedContext
 from ..sampling.sampler import Sampler
 from .draft_context import NO_RULES, DraftContext
-from .drafter_api import DraftRows, Drafter, Proposal, Steps, steps_alone
+from .drafter_api import DraftRows, Drafter, PassDecode, Proposal, Steps, batched_passes, one_pass, steps_alone
 from .drafters import ModelDrafter
 
 __all__ = ["BatchedModelDrafter", "DraftBatch", "plain_model_draft"]
@@ -66,32 +73,24 @@ class DraftBatch:
         drafter.model_drafter = batched  # type: ignore[union-attr]
         return drafter
 
-    def run(self, wants: dict[Hashable, DraftRows]) -> tuple[dict[Hashable, np.ndarray], dict[Hashable, float]]:
+    def run(self, wants: Mapping[Hashable, DraftRows]) -> tuple[dict[Hashable, np.ndarray | None],
+                                                                dict[Hashable, float]]:
         """Decode what each slot asks for (its tokens on its sequence) in as few passes as the batch
-        allows, the shortest first so that every slot's next draft position shares the first pass;
-        per slot, its last row and its share of the passes' seconds (by the rows it had in each)."""
-        left = {key: list(w.tokens) for key, w in sorted(wants.items(), key=lambda kv: len(kv[1].tokens))}
-        rows: dict[Hashable, np.ndarray] = {}
-        spent = dict.fromkeys(wants, 0.0)
-        while left:
-            budget, parts, owners = self.shared.n_batch, [], []
-            for key, tokens in left.items():
-                if budget == 0:
-                    break
-                take = tokens[:budget]
-                parts.append(Part(wants[key].ctx.seq, take, "last" if len(take) == len(tokens) else "none"))
-                owners.append(key)
-                budget -= len(take)
-            t = time.perf_counter()
-            out = self.shared.decode(parts)
-            seconds, n = time.perf_counter() - t, sum(len(p.tokens) for p in parts)
-            for key, part, got in zip(owners, parts, out):
-                spent[key] += seconds * len(part.tokens) / n
-                del left[key][:len(part.tokens)]
-                if not left[key]:
-                    rows[key] = got[0]
-                    del left[key]
-        return rows, spent
+        allows; per slot, its last row and its share of the passes' seconds."""
+        return batched_passes(wants, self.shared.n_batch, self._decoder(wants))
+
+    def step(self, wants: Mapping[Hashable, DraftRows],
+             left: dict[Hashable, list[int]]) -> tuple[dict[Hashable, np.ndarray | None], dict[Hashable, float]]:
+        """One pass over what the slots ask for (`one_pass`: `left` carries a long read on)."""
+        return one_pass(wants, left, self.shared.n_batch, self._decoder(wants))
+
+    def _decoder(self, wants: Mapping[Hashable, DraftRows]) -> PassDecode:
+        def decode(pieces: list[tuple[Hashable, list[int], bool]]) -> list[np.ndarray | None]:
+            last = [ends and not wants[key].reads for key, _, ends in pieces]
+            out = self.shared.decode([Part(wants[key].ctx.seq, take, "last" if lst else "none")
+                                      for (key, take, _), lst in zip(pieces, last)])
+            return [got[0] if lst else None for lst, got in zip(last, out)]
+        return decode
 
     def close(self) -> None:
         self.shared.close()
@@ -133,6 +132,18 @@ class BatchedModelDrafter(ModelDrafter):
         finally:
             drafting.close()  # its grammar clone too, when the slot's plan is dropped midway
         return out
+
+    def reading(self, context: Sequence[int], limit: int | None = None,
+                cancelled: Callable[[], bool] = lambda: False) -> Steps[tuple[int, float | None]]:
+        """`read` (the next `limit` tokens of the context, never its last) as one read the batch
+        makes with the other slots' decodes, a chunk a pass."""
+        ctx = self.ctx
+        keep = ctx.reuse_prefix(context)
+        end = len(context) - 1 if limit is None else min(len(context) - 1, keep + max(0, limit))
+        seconds = None
+        if end > keep and not cancelled():
+            seconds = yield DraftRows(ctx, list(context[keep:end]), 0, reads=True)
+        return max(0, len(context) - 1 - ctx.n_past), seconds
 
     def close(self) -> None:
         """Nothing of its own: the batch's context is closed by whoever made the batch."""

@@ -12,7 +12,9 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, Generator, Sequence, TypeVar
+from typing import TYPE_CHECKING, Any, Callable, Generator, Hashable, Mapping, Sequence, TypeVar
+
+import time
 
 import numpy as np
 
@@ -25,7 +27,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from .cost_model import CostModel
     from .lookahead import Lookahead
 
-__all__ = ["DraftRows", "Drafter", "Proposal", "read_ahead", "steps_alone"]
+__all__ = ["DraftRows", "Drafter", "Proposal", "batched_passes", "one_pass", "read_ahead", "steps_alone"]
 
 T = TypeVar("T")
 
@@ -39,6 +41,15 @@ class DraftRows:
     ctx: Any
     tokens: list[int]
     k: int = 0
+    # A read ahead (a draft reading the prompt): no row is wanted; the seconds of the passes it
+    # had rows in (its share) are sent back instead.
+    reads: bool = False
+
+    def alone(self) -> np.ndarray:
+        """This decode made on its own (no batch drives it): its last row's logits."""
+        for _, logits in self.ctx.feed(self.tokens, last_logits=not self.reads):
+            pass
+        return logits[0] if not self.reads else np.empty(0, dtype=np.float32)
 
 
 # A proposal (or a step's plan) made in steps: it yields the decodes it needs, is sent each one's row.
@@ -50,11 +61,59 @@ def steps_alone(steps: "Steps[T]") -> T:
     try:
         want = next(steps)
         while True:
-            for _, logits in want.ctx.feed(want.tokens, last_logits=True):
-                pass
-            want = steps.send(logits[0])
+            want = steps.send(want.alone())
     except StopIteration as done:
         return done.value
+
+
+# One pass's pieces, (whose want, its tokens in this pass, whether they end it) -> per piece its
+# last row's logits where they end it (None otherwise).
+PassDecode = Callable[[list[tuple[Hashable, list[int], bool]]], Sequence["np.ndarray | None"]]
+
+
+def batched_passes(wants: Mapping[Hashable, DraftRows], n_batch: int,
+                   decode: PassDecode) -> tuple[dict[Hashable, np.ndarray | None], dict[Hashable, float]]:
+    """Decode what each want asks for in as few passes of `n_batch` rows as they fit
+    (`one_pass` until none is left); per want, its last row and its share of the passes' seconds."""
+    left: dict[Hashable, list[int]] = {}
+    rows: dict[Hashable, np.ndarray | None] = {}
+    spent = dict.fromkeys(wants, 0.0)
+    while len(rows) < len(wants):
+        done, seconds = one_pass({k: w for k, w in wants.items() if k not in rows}, left, n_batch, decode)
+        rows.update(done)
+        for key, s in seconds.items():
+            spent[key] += s
+    return rows, spent
+
+
+def one_pass(wants: Mapping[Hashable, DraftRows], left: dict[Hashable, list[int]], n_batch: int,
+             decode: PassDecode) -> tuple[dict[Hashable, np.ndarray | None], dict[Hashable, float]]:
+    """One pass of up to `n_batch` rows over `wants` (`left`: each want's tokens not decoded yet,
+    kept between passes), the shortest first so that every drafting sequence's next position
+    takes part and a long read goes on in the room left, a chunk a pass, never stalling the
+    others' drafting for its whole length. Returns the wants it finished, with their last rows
+    (None for a read), and each want's share of the pass's seconds (by its rows in it)."""
+    for key, w in wants.items():
+        left.setdefault(key, list(w.tokens))
+    budget, pieces = n_batch, []
+    for key in sorted(wants, key=lambda k: len(left[k])):
+        if budget == 0:
+            break
+        take = left[key][:budget]
+        pieces.append((key, take, len(take) == len(left[key])))
+        budget -= len(take)
+    t = time.perf_counter()
+    out = decode(pieces)
+    seconds, n = time.perf_counter() - t, sum(len(take) for _, take, _ in pieces)
+    done: dict[Hashable, np.ndarray | None] = {}
+    spent: dict[Hashable, float] = {}
+    for (key, take, ends), got in zip(pieces, out):
+        spent[key] = seconds * len(take) / n
+        del left[key][:len(take)]
+        if ends:
+            done[key] = got
+            del left[key]
+    return done, spent
 
 
 def read_ahead(ctx: Context, tokens: Sequence[int], limit: int | None,
@@ -139,6 +198,14 @@ class Drafter(ABC):
         not pay for the whole prompt; the decoder calls it in chunks between target steps.
         Returns how many are left unread."""
         return 0
+
+    def reading(self, context: Sequence[int], limit: int | None = None,
+                cancelled: "Callable[[], bool]" = lambda: False) -> "Steps[tuple[int, float | None]]":
+        """`read` in steps (a batched draft yields its read, `DraftRows.reads`, for the parallel
+        slots to make with theirs): how many are left unread, and the seconds the batch charged
+        it (None: it read on its own, timed by the caller)."""
+        return self.read(context, limit, cancelled), None
+        yield  # pragma: no cover - makes this a generator, as a batched drafter's is
 
     def wants_proposal(self, k: int, room: int, policy: "Lookahead") -> bool:
         """Whether the step asks for a proposal: the policy chose k > 0 tokens (a drafter with

@@ -77,6 +77,10 @@ class MixedDrafter(Drafter):
              cancelled: "Callable[[], bool]" = lambda: False) -> int:
         return self.model_drafter.read(context, limit, cancelled)
 
+    def reading(self, context: Sequence[int], limit: int | None = None,
+                cancelled: "Callable[[], bool]" = lambda: False) -> Steps[tuple[int, float | None]]:
+        return (yield from self.model_drafter.reading(context, limit, cancelled))
+
     def wants_proposal(self, k: int, room: int, policy: Lookahead) -> bool:
         """Under a policy that chooses sources a free proposal may draft where the model would not."""
         return k > 0 or (room > 0 and policy.chooses_sources)

@@ -1,27 +1,30 @@
 """The first half of a slots' step: every stepping slot's plan (`Decoder.planning`), the draft
-model's decodes of all the slots drafting with it made together (`DraftBatch.run`), and Auto in
-each slot planning under what the others put in the shared pass (`BatchLoad`)."""
+model's decodes of all the slots drafting with it made together (`DraftBatch.run`), so too an
+MTP head's (`HeadBatch.run`), and Auto in each slot planning under what the others put in the
+shared pass (`BatchLoad`)."""
 
 from __future__ import annotations
 
 from typing import Any, Callable, Mapping, Sequence
 
-from ...llamacpp.sequences import SharedContext
 from ..decoder import StepPlan
 from ..drafting.batched_drafter import DraftBatch
 from ..drafting.cost_model import BatchLoad, CostModel, expected_tokens
 from ..drafting.drafter_api import DraftRows, Steps
+from ..drafting.mtp_drafter import HeadBatch
 
 __all__ = ["plan_slots"]
 
 
-def plan_slots(stepping: Sequence[Any], prompt_rows: int, cost: CostModel, batches: Mapping[SharedContext, DraftBatch],
-               finish: Callable[[Any], None], fail: Callable[[Any, BaseException], None]) -> dict[int, StepPlan]:
+def plan_slots(stepping: Sequence[Any], prompt_rows: int, cost: CostModel,
+               batches: Mapping[Any, DraftBatch | HeadBatch], finish: Callable[[Any], None],
+               fail: Callable[[Any, BaseException], None]) -> dict[int, StepPlan]:
     """Each stepping slot's plan, by its place in `stepping` (a slot whose run ended is handed
     to `finish`, one whose planning raised to `fail`; neither has a plan). The slots drafting
-    with a draft model draft together: their catch-up tokens in one decode, then one decode per
-    draft position with a row per slot still drafting; each slot's drafting is then priced at
-    its share of those passes (`StepPlan.draft_s`), not at the wall time of all of them. Auto in
+    with a draft model (or an MTP head) draft together, a pass at a time: their catch-up tokens
+    and a new slot's read of its prompt (a chunk a pass, in the room the drafting slots leave),
+    one decode per draft position with a row per slot still drafting; each slot's drafting is
+    then priced at its share of those passes (`StepPlan.draft_s`), not at the wall time of all of them. Auto in
     a slot plans under `prompt_rows` and what the slots before it put in the pass (their rows,
     or 1 + k while they draft) plus a row and a token for each slot after it."""
     steps: dict[int, Steps[StepPlan | None]] = {}
@@ -61,20 +64,27 @@ def plan_slots(stepping: Sequence[Any], prompt_rows: int, cost: CostModel, batch
 
     for i in range(len(stepping)):
         advance(i, None)
+    left: dict[Any, dict[int, list[int]]] = {}  # per batch, each want's tokens not decoded yet
+    reads: dict[int, float] = {}  # a slot's read's seconds so far (timed apart from its drafting)
     while wants:
-        for shared in {w.ctx.shared for w in wants.values()}:
+        for shared in {w.ctx.shared for w in wants.values()}:  # a pass of each batch, then the next
             mine = {i: w for i, w in wants.items() if w.ctx.shared is shared}
             try:
-                rows, seconds = batches[shared].run(mine)
+                rows, seconds = batches[shared].step(mine, left.setdefault(shared, {}))
             except BaseException as e:  # the draft pass failed for every slot in it
                 for i in mine:
                     steps[i].close()
                     del wants[i]
+                    left[shared].pop(i, None)
                     fail(stepping[i], e)
                 continue
-            for i in mine:
-                spent[i] = spent.get(i, 0.0) + seconds[i]
-                advance(i, rows[i])
+            for i, s in seconds.items():
+                if mine[i].reads:
+                    reads[i] = reads.get(i, 0.0) + s
+                else:
+                    spent[i] = spent.get(i, 0.0) + s
+            for i, row in rows.items():
+                advance(i, reads.pop(i) if mine[i].reads else row)
     return plans
 
 

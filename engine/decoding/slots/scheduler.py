@@ -6,8 +6,10 @@ scheduler calls its step halves (`planning` drafts, `judge` verifies the slot's 
 with its own `Verifier` and rolls back its own rejected tail, `settle` emits) around the
 shared pass, so the exact acceptance rule, the events and the stats are the decoder's own.
 The slots drafting with a draft model draft together, on the sequences of one draft context
-(drafting/batched_drafter.py): their catch-up in one decode, then one decode per draft position
-carrying a row per slot still drafting, each slot with its own k, sampling and roll-back.
+(drafting/batched_drafter.py): their catch-ups and a new slot's read of its prompt (at its first
+step, a chunk a pass beside the others' drafting), then one decode per draft position
+carrying a row per slot still drafting, each slot with its own k, sampling and roll-back; the
+slots drafting with an MTP head the same way, on the sequences of one head context (`HeadBatch`).
 Requests beyond N wait; a cancelled request ends at the next step and frees its slot.
 
 Hybrid targets (Qwen3.5, LFM2) run too: each slot's sequence takes its rejected drafts back by its
@@ -41,6 +43,7 @@ from ..decoder import RECURRENT_SNAPSHOTS, Decoder, EngineClosedError, StepPlan
 from ..drafting.batched_drafter import DraftBatch
 from ..drafting.cost_model import CostModel
 from ..drafting.drafter_api import Drafter
+from ..drafting.mtp_drafter import HeadBatch
 from ..events import Event, PrefillEvent
 from ..request import GenerationRequest
 from .planning import plan_slots
@@ -80,15 +83,15 @@ class SlotScheduler:
     (called once per slot and name; None: no draft): a free drafter (prompt lookup, suffix), a
     draft model's (its slots then draft on the sequences of one draft context, `DraftBatch`, their
     decodes batched each step; a hybrid or bridged draft keeps a context per slot, drafting slot
-    by slot), or an MTP head: the target's own, each slot's an MTP context of its own fed its hidden
-    states, or Gemma 4's assistant, each slot's a context over the target's cache drafting on its
-    sequence id.
+    by slot), or an MTP head: the target's own or Gemma 4's assistant, its slots' heads sequences of
+    one head context (`HeadBatch`, made over the shared context before anything is decoded), each
+    fed its slot's hidden states (an assistant reads the target's cache on its slot's sequence id).
     `stream` may be called from any thread; the slots run on one thread of the scheduler's own.
     """
 
     def __init__(self, target: Model, n_slots: int, *, runtime: RuntimeParams | None = None,
                  drafters: Mapping[str, Callable[[], Drafter | None]] | None = None):
-        self.draft_batches: dict[SharedContext, DraftBatch] = {}
+        self.draft_batches: dict[Any, DraftBatch | HeadBatch] = {}  # by the context a slot's draft rows name
         made = self._make_drafters(drafters or {"none": lambda: None}, n_slots)
         try:
             # A hybrid target takes each slot's rejected drafts back through its own snapshots.
@@ -107,6 +110,7 @@ class SlotScheduler:
         self.cost = CostModel()
         self.slots: list[_Slot] = []
         try:
+            self._share_heads(made)
             for i, mine in enumerate(made):
                 decoders = {name: Decoder(target, d, cost=self.cost, context=self.shared.view(i)) for name, d in mine.items()}
                 self.slots.append(_Slot(i, decoders, next(iter(decoders.values()))))
@@ -219,6 +223,18 @@ class SlotScheduler:
             raise
         return made
 
+    def _share_heads(self, made: list[dict[str, Drafter | None]]) -> None:
+        """Per draft name whose drafter is an MTP head, one head context with a sequence per slot
+        (`HeadBatch`), made over the shared target before anything is decoded (an assistant's
+        must be) and before the slots' decoders bind their heads to it."""
+        for name, first in made[0].items():
+            batch = HeadBatch.like(first, self.shared.view(0), len(made))
+            if batch is None:
+                continue
+            self.draft_batches[batch.heads] = batch
+            for mine in made:
+                batch.adopt(mine[name])
+
     def _close_batches(self) -> None:
         for batch in self.draft_batches.values():
             batch.close()
@@ -281,7 +297,9 @@ class SlotScheduler:
 
     def _prompt_read(self, slot: _Slot) -> None:
         slot.todo = None
-        for ev in slot.decoder._ready(slot.run):  # type: ignore[arg-type]
+        # A model draft reads the prompt at the slot's first step, in the draft passes it shares
+        # with the other slots (a chunk a pass), not alone here.
+        for ev in slot.decoder._ready(slot.run, read_now=False):  # type: ignore[arg-type]
             slot.job.events.put(ev)  # type: ignore[union-attr]
 
     def _step(self) -> None:
@@ -386,6 +404,8 @@ class SlotScheduler:
         except BaseException as e:
             self._fail(slot, e)
             return
+        if result.read is not None:  # the draft's read of the prompt, now made in the step's plan
+            job.events.put(result.read)
         for ev in result.tokens:
             job.events.put(ev)
         if result.step is not None:

@@ -21,7 +21,7 @@ from engine.decoding.request import GenerationRequest
 from engine.errors import UnsupportedModelError
 from engine.llamacpp.context import Context
 from engine.llamacpp.llama import Model
-from engine.llamacpp.mtp import HiddenStates, MtpContext
+from engine.llamacpp.mtp import HeadPart, HiddenStates, MtpContext
 from engine.llamacpp.runtime import RuntimeParams
 
 from test_decoder import _chi_square, _exact_two_token_distribution
@@ -128,14 +128,21 @@ def test_mtp_head_pairs_each_token_with_the_previous_positions_hidden_state(tiny
     drafter = MTPDrafter(model, assistant)
     dec = Decoder(model, drafter, runtime=rt)
     rows: list[tuple[list[int], np.ndarray]] = []
-    sync = drafter._head.sync
+    proposing = drafter.proposing
 
-    def recording(context):
-        row = sync(context)
-        rows.append((list(context), row.copy()))
-        return row
+    def recording(context, k, sampler, rules):  # the row its first decode (the context's) gave
+        steps = proposing(context, k, sampler, rules)
+        try:
+            want = next(steps)
+            first = row = yield want
+            rows.append((list(context), first.copy()))
+            while True:
+                want = steps.send(row)
+                row = yield want
+        except StopIteration as done:
+            return done.value
 
-    drafter._head.sync = recording
+    drafter.proposing = recording
     prompt = model.tokenize(PROMPTS[0])
     for _ in dec.run(prompt, GenerationRequest(prompt, lookahead=Fixed(3), max_tokens=30)):
         pass
@@ -148,9 +155,10 @@ def test_mtp_head_pairs_each_token_with_the_previous_positions_hidden_state(tiny
             ref.decode(context[:-1], logits="none")
             pairs = np.vstack([np.zeros((1, hidden.n_embd), np.float32), hidden.rows[: len(context) - 1]])
             if shared:  # one pair: the last token with the hidden state before it, at its position
-                want = head._decode(context[-1:], pairs[-1:], len(context) - 1, keep=False).copy()
+                part = HeadPart(head.seq, context[-1:], len(context) - 1, pairs[-1:], True)
             else:
-                want = head._decode(context, pairs, 0, keep=False).copy()
+                part = HeadPart(head.seq, context, 0, pairs, True)
+            want = head.heads.decode([part])[0]
         finally:
             head.close()
             hidden.close()

@@ -8,6 +8,7 @@ from __future__ import annotations
 import threading
 import time
 from dataclasses import replace
+from typing import Callable
 
 import pytest
 
@@ -23,7 +24,7 @@ from engine.llamacpp.runtime import RuntimeParams
 
 from test_decoder import _chi_square, _exact_two_token_distribution
 from test_mixed_drafter import Alternate
-from test_scheduler import _alone, _check_same, _requests, _together, at_once
+from test_scheduler import PROMPTS, _alone, _check_same, _requests, _together, at_once
 
 
 @pytest.fixture(scope="module")
@@ -38,18 +39,35 @@ def _slots(eng: Engine, n_slots: int, draft) -> SlotScheduler:
                          drafters={"model": lambda: eng.slot_drafter(str(draft))})
 
 
-def _drafting_passes(sched: SlotScheduler) -> list[list[int]]:
-    """Record, per `llama_decode` on the draft model's context, the sequences it carried."""
+def _drafting_passes(sched: SlotScheduler, parts: list | None = None) -> list[list[int]]:
+    """Record, per `llama_decode` on the draft model's context, the sequences it carried (and
+    into `parts`, its parts themselves)."""
     (batch,) = sched.draft_batches.values()
     passes: list[list[int]] = []
     one_pass = batch.shared._pass
 
-    def counted(parts):
-        passes.append([p.seq for p in parts])
-        return one_pass(parts)
+    def counted(ps):
+        passes.append([p.seq for p in ps])
+        if parts is not None:
+            parts.append(list(ps))
+        return one_pass(ps)
 
     batch.shared._pass = counted
     return passes
+
+
+def _run_slots(eng: Engine, n_slots: int, draft, requests, *, stagger_s: float | None = None,
+               watch: Callable[[SlotScheduler], object] = _drafting_passes) -> tuple[list[list], object]:
+    """`requests` sent at once to `n_slots` slots drafting with `draft` (the i-th `stagger_s`
+    later, `_together`'s default when None), the scheduler closed after: each request's events,
+    and what `watch` set up on the scheduler before they ran (the draft passes, by default)."""
+    sched = _slots(eng, n_slots, draft)
+    try:
+        seen = watch(sched)
+        events = _together(sched, requests) if stagger_s is None else _together(sched, requests, stagger_s)
+    finally:
+        sched.close()
+    return events, seen
 
 
 @pytest.mark.parametrize("pair", ["other", "self"])
@@ -60,15 +78,14 @@ def test_greedy_output_with_the_batched_draft_model_is_each_requests_alone(eng, 
     and the target as its own draft (long accepted runs, several tokens to catch up)."""
     requests = _requests(eng, count=10)
     alone = _alone(eng, requests, None)
-    sched = _slots(eng, n_slots, tiny_draft if pair == "other" else tiny_target)
-    try:
+
+    def drafters(sched: SlotScheduler) -> None:
         drafters = [s.decoder.drafter.model_drafter for s in sched.slots]
         assert all(isinstance(d, BatchedModelDrafter) for d in drafters)
         assert [d.ctx.seq for d in drafters] == list(range(n_slots))  # a sequence each of one context
         assert len(sched.draft_batches) == 1
-        events = _together(sched, requests)
-    finally:
-        sched.close()
+
+    events, _ = _run_slots(eng, n_slots, tiny_draft if pair == "other" else tiny_target, requests, watch=drafters)
     _check_same(eng, requests, alone, events, f"{n_slots} slots, batched draft model ({pair})")
     by_model = sum(e[-1].stats.accepted_by.get("model", 0) for e in events)
     drafted = sum(e[-1].stats.drafted for e in events)
@@ -97,12 +114,7 @@ def test_the_model_beside_free_drafters_under_a_gate_drafts_batched_and_each_ans
     beside it, one chosen per step by the policy) under a gate that stops each draft by its own
     confidence: greedy output is each request's alone, and the model's drafts were batched."""
     requests = [replace(r, lookahead=GatedTurns()) for r in _requests(eng, count=8)]
-    sched = _slots(eng, 4, tiny_target)
-    passes = _drafting_passes(sched)
-    try:
-        events = _together(sched, requests)
-    finally:
-        sched.close()
+    events, passes = _run_slots(eng, 4, tiny_target, requests)
     alone = _alone(eng, requests, None)
     _check_same(eng, requests, alone, events, "4 slots, the model and free drafters in turn, gated")
     by: dict[str, int] = {}
@@ -117,12 +129,7 @@ def test_the_draft_models_decodes_carry_every_drafting_slot_at_once(eng, tiny_ta
     """Four requests at once, k = 3 each: the draft passes carry rows of several sequences, about
     one pass per draft position for all of them, where slot by slot took one per slot."""
     requests = [GenerationRequest(r.prompt, lookahead=Fixed(3), max_tokens=40) for r in _requests(eng, count=4)]
-    sched = _slots(eng, 4, tiny_target)
-    passes = _drafting_passes(sched)
-    try:
-        events = _together(sched, requests, stagger_s=0.0)
-    finally:
-        sched.close()
+    events, passes = _run_slots(eng, 4, tiny_target, requests, stagger_s=0.0)
     assert all(isinstance(e[-1], DoneEvent) for e in events)
     rows_by_slot = sum(len(p) for p in passes)  # the decodes slot by slot would have taken, at least
     together = [p for p in passes if len(set(p)) > 1]
@@ -193,26 +200,25 @@ def test_a_slots_drafting_is_priced_at_its_share_of_the_batched_passes(eng, tiny
     passes it had rows in (they add up to the passes' time), not the wall time of every slot's
     drafting, which would price each drafted token as if the slots drafted one after another."""
     requests = [GenerationRequest(r.prompt, lookahead=Fixed(3), max_tokens=40) for r in _requests(eng, count=4)]
-    sched = _slots(eng, 4, tiny_target)
-    (batch,) = sched.draft_batches.values()
     ran, charged = [], []
-    run, observe = batch.run, sched.cost.observe_draft
 
-    def timed(wants):
-        t = time.perf_counter()
-        rows, seconds = run(wants)
-        ran.append(time.perf_counter() - t)
-        return rows, seconds
+    def timing(sched: SlotScheduler) -> None:
+        (batch,) = sched.draft_batches.values()
+        step, observe = batch.step, sched.cost.observe_draft
 
-    def observing(drafted, seconds):
-        charged.append(seconds)
-        observe(drafted, seconds)
+        def timed(wants, left):
+            t = time.perf_counter()
+            rows, seconds = step(wants, left)
+            ran.append(time.perf_counter() - t)
+            return rows, seconds
 
-    batch.run, sched.cost.observe_draft = timed, observing
-    try:
-        events = _together(sched, requests, stagger_s=0.0)
-    finally:
-        sched.close()
+        def observing(drafted, seconds):
+            charged.append(seconds)
+            observe(drafted, seconds)
+
+        batch.step, sched.cost.observe_draft = timed, observing
+
+    events, _ = _run_slots(eng, 4, tiny_target, requests, stagger_s=0.0, watch=timing)
     assert all(isinstance(e[-1], DoneEvent) for e in events)
     assert len(charged) > 4 and 0 < sum(charged) <= sum(ran)
     drafting = sum(e[-1].stats.draft_s for e in events)
@@ -243,13 +249,91 @@ def test_grammar_constrained_requests_draft_batched_within_their_own_grammar(eng
     beside it, or none): greedy output is each request's alone."""
     grammars = ['root ::= [a-z ]+', None, 'root ::= ("the" | "value" | "of" | " ")+', 'root ::= [a-m ]+']
     requests = [replace(r, grammar=grammars[i % 4], lookahead=Fixed(3)) for i, r in enumerate(_requests(eng, count=8))]
-    sched = _slots(eng, 4, tiny_target)
-    passes = _drafting_passes(sched)
-    try:
-        events = _together(sched, requests)
-    finally:
-        sched.close()
+    events, passes = _run_slots(eng, 4, tiny_target, requests)
     _check_same(eng, requests, _alone(eng, requests, None), events, "4 slots, grammars, batched draft model")
     assert all(set(events[i][-1].text) <= set("abcdefghijklm ") for i in range(3, 8, 4))  # held to their grammar
     assert sum(e[-1].stats.accepted_by.get("model", 0) for e in events) > 0
     assert any(len(set(p)) > 1 for p in passes)
+
+
+LONG = ["the value of the list of items in the data is the total", "def count items in the class and return total",
+        "import data for the class while item is not in the list", "print the total value of the items and the sum"]
+
+
+def _long_requests(eng: Engine, n: int) -> list[GenerationRequest]:
+    """Four prompts of `n` tokens each, k = 3: a draft model reads each before its first step."""
+    return [GenerationRequest(eng.tokens_for(" ".join([p] * 40))[:n], lookahead=Fixed(3), max_tokens=12) for p in LONG]
+
+
+def _reads(parts: list) -> list[list[tuple[int, int]]]:
+    """Per draft pass that read a prompt (a part without logits), its reads: (sequence, tokens)."""
+    return [r for r in ([(p.seq, len(p.tokens)) for p in ps if p.logits == "none"] for ps in parts) if r]
+
+
+def test_slots_starting_together_read_their_prompts_in_shared_draft_passes(eng, tiny_target):
+    """Four slots whose prompts the target reads in one pass: their draft model reads the four
+    prompts in shared passes (fewer than one decode a slot, as each read alone took: here one
+    pass for all four), and each answer is its answer alone."""
+    requests = _long_requests(eng, 110)
+    parts: list = []
+    sched = SlotScheduler(eng.target, 4, runtime=RuntimeParams(n_ctx=2048, n_batch=1024),
+                          drafters={"model": lambda: eng.slot_drafter(str(tiny_target))})
+    _drafting_passes(sched, parts)
+    try:
+        events = _together(sched, requests, stagger_s=0.0)
+    finally:
+        sched.close()
+    _check_same(eng, requests, _alone(eng, requests, None), events, "4 slots reading their prompts together")
+    reads = _reads(parts)
+    read_by = {seq for r in reads for seq, _ in r}
+    assert read_by == {0, 1, 2, 3}
+    assert len(reads) < len(read_by), reads  # alone: a decode (at least) for each slot's read
+    assert any(len({seq for seq, _ in r}) > 1 for r in reads), reads
+
+
+def test_a_long_prompt_is_read_a_chunk_a_pass_beside_the_other_slots_drafting(tiny_target):
+    """A draft context of 64-row passes: a request of ~200 tokens arriving while three slots draft
+    has its prompt read by the draft in several passes, each also carrying the drafting slots'
+    rows, so their drafting goes on while it reads (read in one go, alone, it held them for its
+    whole length); answers are each alone."""
+    e = Engine(tiny_target, n_ctx=512, n_batch=64, metrics_log=False)
+    try:
+        requests = [GenerationRequest(e.tokens_for(p), lookahead=Fixed(3), max_tokens=150) for p in PROMPTS[:3]]
+        requests.append(_long_requests(e, 200)[0])
+        parts: list = []
+        sched = _slots(e, 4, tiny_target)
+        _drafting_passes(sched, parts)
+        events: list = [None] * 4
+
+        def run(i: int) -> None:
+            events[i] = list(sched.stream(requests[i].prompt, requests[i]))
+
+        try:
+            threads = [threading.Thread(target=run, args=(i,)) for i in range(3)]
+            for t in threads:
+                t.start()
+            while not any(p.logits == "last" for ps in list(parts) for p in ps):  # the three draft
+                time.sleep(0.001)
+            run(3)
+            for t in threads:
+                t.join(120)
+        finally:
+            sched.close()
+        _check_same(e, requests, _alone(e, requests, None), events, "a long read beside three drafting slots")
+    finally:
+        e.close()
+    reads = [ps for ps in parts if any(p.seq == 3 and p.logits == "none" for p in ps)]
+    beside = [ps for ps in reads if any(p.seq != 3 for p in ps)]
+    assert sum(len(p.tokens) for ps in reads for p in ps if p.seq == 3) >= 199
+    assert len(reads) >= 3 and len(beside) >= 2, [[(p.seq, len(p.tokens), p.logits) for p in ps] for ps in reads]
+
+
+def test_a_slots_draft_read_of_its_prompt_is_told_to_the_request(eng, tiny_target):
+    """The draft's read, now made at the slot's first step, still tells the request how far it got
+    (`DraftReadEvent`, as the single-sequence path does): its start and its end, all read."""
+    from engine.decoding.events import DraftReadEvent
+
+    request = _long_requests(eng, 100)[0]
+    (events,), _ = _run_slots(eng, 2, tiny_target, [request])
+    reads = [(e.done, e.total) for e in events if isinstance(e, DraftReadEvent)]
+    assert reads[0][0] == 0 and reads[-1][0] == reads[-1][1] > 90, reads

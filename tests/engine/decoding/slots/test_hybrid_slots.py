@@ -111,23 +111,40 @@ def test_a_hybrid_slot_keeps_its_state_for_the_conversation_going_on_and_only_fo
     _check_same(hybrid, asks, _alone(hybrid, asks, None), got, f"{hybrid.target.architecture}, reused slots")
 
 
+# How far apart two logits may be for a proposal made in a head decode carrying several slots to
+# pick the other of them: such a decode is not bit-identical to one sequence's alone (ggml's
+# kernels sum in another order for another batch shape: ~1e-6 a row on this tiny head, as on a
+# plain draft model's shared context, llamacpp/mtp.py), and the head's KV and its own chained
+# hidden states carry that on (up to ~0.02 here). A greedy tie that close may break the other way.
+TIE = 1e-3
+
+
 def _mtp_proposals_match(path, spec: str, n_slots: int, monkeypatch, skip: tuple[int, ...] = ()) -> None:
     """Requests sent at once to `n_slots` slots drafting with the MTP head `spec` ("mtp", or an
-    assistant file): every proposal made in the slots is the one made alone at that context, and
-    each answer (greedy) is its answer alone."""
+    assistant file): every proposal made in the slots is the one made alone at that context (but
+    where the lone head's two best logits are within `TIE`: then at most one in fifty), and each
+    answer (greedy) is its answer alone."""
     from engine.decoding.drafting.mtp_drafter import MTPDrafter
 
     e = Engine(path, n_ctx=512, n_threads=1, metrics_log=False, calibration=False)
-    proposals: dict[str, set] = {"alone": set(), "slots": set()}
+    proposals: dict[str, dict] = {"alone": {}, "slots": {}}
     into = ["alone"]
-    propose = MTPDrafter.propose
+    proposing = MTPDrafter.proposing
 
-    def recorded(self, context, k, sampler, rules=None):
-        out = propose(self, context, k, sampler, rules) if rules is not None else propose(self, context, k, sampler)
-        proposals[into[0]].add((tuple(context), tuple(out.tokens)))
+    def recorded(self, context, k, sampler, rules=None):  # alone, `propose` drives these steps too
+        steps = proposing(self, context, k, sampler, rules) if rules is not None else proposing(self, context, k, sampler)
+        rows = []
+        try:
+            want = next(steps)
+            while True:
+                rows.append((yield want))
+                want = steps.send(rows[-1])
+        except StopIteration as done:
+            out = done.value
+        proposals[into[0]][tuple(context), k] = (tuple(out.tokens), [r.copy() for r in rows])
         return out
 
-    monkeypatch.setattr(MTPDrafter, "propose", recorded)
+    monkeypatch.setattr(MTPDrafter, "proposing", recorded)
     try:
         requests = [r for i, r in enumerate(_requests(e)[:7]) if i not in skip]
         alone = _alone(e, requests, spec)
@@ -139,27 +156,130 @@ def _mtp_proposals_match(path, spec: str, n_slots: int, monkeypatch, skip: tuple
         finally:
             sched.close()
         _check_same(e, requests, alone, events, f"{n_slots} slots, {spec}")
-        assert all(ev[-1].stats.drafted == a.stats.drafted for ev, a in zip(events, alone))
-        assert len(proposals["alone"]) > 100 and proposals["slots"] == proposals["alone"]
+        lone, slots = proposals["alone"], proposals["slots"]
+        assert len(lone) > 100
+        ties = []
+        for key, (tokens, _) in slots.items():
+            if key in lone and lone[key][0] != tokens:
+                i = next(i for i, (a, b) in enumerate(zip(lone[key][0], tokens)) if a != b)
+                row = lone[key][1][i]
+                assert row[lone[key][0][i]] - row[tokens[i]] < TIE, (key, i)  # a near-tie, nothing else
+                ties.append(key)
+        assert len(ties) <= len(slots) // 50, ties
+        if not ties:  # the same steps, the same drafts
+            assert {k: t for k, (t, _) in slots.items()} == {k: t for k, (t, _) in lone.items()}
+            assert all(ev[-1].stats.drafted == a.stats.drafted for ev, a in zip(events, alone))
     finally:
         e.close()
 
 
 @pytest.mark.parametrize("n_slots", [1, 2, 4, 8])
 def test_the_targets_mtp_head_drafts_in_each_slot_what_it_drafts_alone(tiny_hybrid, n_slots, monkeypatch):
-    """Each slot's MTP head has a context of its own and reads its own sequence's hidden states,
-    found where its rows stood in each shared pass: every proposal in the slots is the one the
-    head makes alone at the same context (sent at once, so prompts share passes; without the
-    rows' place in the pass, dozens differ), and each answer is its answer alone."""
+    """Each slot's MTP head is a sequence of one head context and reads its own sequence's hidden
+    states, found where its rows stood in each shared pass: every proposal in the slots is the
+    one the head makes alone at the same context but at a near-tie (sent at once, so prompts
+    share passes; without the rows' place in the pass, dozens differ), and each answer is its
+    answer alone."""
     _mtp_proposals_match(tiny_hybrid, "mtp", n_slots, monkeypatch)
 
 
 @pytest.mark.parametrize("n_slots", [1, 2, 4])
 def test_gemma4s_assistant_drafts_in_each_slot_what_it_drafts_alone(tiny_gemma4, tiny_gemma4_assistant, n_slots,
                                                                    monkeypatch):
-    """Each slot's assistant reads the target's KV cache on its own sequence id (a context with
-    the target's sequences, its stream per slot): its proposals in the slots are those it makes
+    """Each slot's assistant reads the target's KV cache on its own sequence id (one head context
+    with the target's sequences, its stream per slot): its proposals in the slots are those it makes
     alone at the same context, and each answer is its answer alone. (Not the prompt longer than
     a batch: read in a slot with no draft at all, its answer parts from the lone one at a tie of
     the target's two best logits, margin 0.000, the assistant not running.)"""
     _mtp_proposals_match(tiny_gemma4, str(tiny_gemma4_assistant), n_slots, monkeypatch, skip=(5,))
+
+
+def _head_passes(sched: SlotScheduler) -> list[list[int]]:
+    """Record, per `llama_decode` of the slots' one MTP head context, the sequences it carried."""
+    from engine.decoding.drafting.mtp_drafter import HeadBatch
+
+    (batch,) = sched.draft_batches.values()
+    assert isinstance(batch, HeadBatch)
+    passes: list[list[int]] = []
+    decode = batch.heads.decode
+
+    def counted(parts):
+        passes.append([p.seq for p in parts])
+        return decode(parts)
+
+    batch.heads.decode = counted
+    return passes
+
+
+@pytest.mark.parametrize("head", ["mtp", "assistant"])
+def test_the_slots_mtp_heads_draft_together_in_one_head_context(tiny_hybrid, tiny_gemma4, tiny_gemma4_assistant, head):
+    """Four requests at once, k = 3 each: the slots' heads are sequences of one head context and its
+    decodes carry rows of several slots, about one per draft position for all of them, where a
+    head per slot took one per slot and position."""
+    from engine.decoding.drafting.lookahead import Fixed
+
+    path, spec = (tiny_hybrid, "mtp") if head == "mtp" else (tiny_gemma4, str(tiny_gemma4_assistant))
+    e = Engine(path, n_ctx=512, n_threads=1, metrics_log=False, calibration=False)
+    try:
+        requests = [GenerationRequest(r.prompt, lookahead=Fixed(3), max_tokens=30) for r in _requests(e)[:4]]
+        sched = SlotScheduler(e.target, 4, runtime=RuntimeParams(n_ctx=2048, n_batch=64, n_threads=1),
+                              drafters={"mtp": lambda: e.slot_drafter(spec)})
+        passes = _head_passes(sched)
+        try:
+            heads = {id(s.decoder.drafter.model_drafter._head.heads) for s in sched.slots}
+            seqs = [s.decoder.drafter.model_drafter._head.seq for s in sched.slots]
+            events = _together(sched, requests, 0.0)
+        finally:
+            sched.close()
+        _check_same(e, requests, _alone(e, requests, spec), events, f"4 slots, {spec}, k = 3")
+    finally:
+        e.close()
+    assert len(heads) == 1 and seqs == [0, 1, 2, 3]
+    assert sum(ev[-1].stats.drafted for ev in events) > 0
+    rows_by_slot = sum(len(p) for p in passes)  # the decodes a head per slot would have taken
+    together = [p for p in passes if len(set(p)) > 1]
+    assert len(together) >= len(passes) // 2, passes
+    assert rows_by_slot >= 2 * len(passes), (rows_by_slot, len(passes))
+
+
+def test_sampling_with_the_slots_mtp_heads_drafting_together_keeps_the_targets_distribution(tiny_hybrid):
+    """Two sampled tokens after one prompt, 600 seeds through 4 slots whose MTP heads draft together
+    (the head's own q, so the residual draws decide much): the pairs follow the target's exact
+    distribution (chi-square), and the heads' decodes carried several slots."""
+    import threading
+
+    from engine.decoding.drafting.lookahead import Fixed
+    from engine.decoding.events import DoneEvent
+    from engine.decoding.sampling.params import SamplingParams
+    from test_decoder import _chi_square, _exact_two_token_distribution
+    from test_scheduler import at_once
+
+    e = Engine(tiny_hybrid, n_ctx=512, n_threads=1, metrics_log=False, calibration=False)
+    params = SamplingParams(temperature=1.0, top_k=6)
+    prompt = e.tokens_for("the value of")
+    counts: dict[tuple[int, int], int] = {}
+    lock = threading.Lock()
+    n, workers = 600, 4
+    try:
+        exact = _exact_two_token_distribution(e.target, prompt, params)
+        sched = SlotScheduler(e.target, 4, runtime=RuntimeParams(n_ctx=2048, n_batch=64, n_threads=1),
+                              drafters={"mtp": lambda: e.slot_drafter("mtp")})
+        passes = _head_passes(sched)
+
+        def draw(w: int) -> None:
+            for seed in range(w, n, workers):
+                r = GenerationRequest(prompt, lookahead=Fixed(2), max_tokens=2,
+                                      sampling=SamplingParams(temperature=1.0, top_k=6, seed=seed))
+                done = list(sched.stream(prompt, r))[-1]
+                assert isinstance(done, DoneEvent) and len(done.tokens) == 2
+                with lock:
+                    counts[tuple(done.tokens)] = counts.get(tuple(done.tokens), 0) + 1
+
+        try:
+            at_once([lambda w=w: draw(w) for w in range(workers)])
+        finally:
+            sched.close()
+    finally:
+        e.close()
+    assert any(len(set(p)) > 1 for p in passes)
+    assert _chi_square(counts, exact, n) > 0.01
