@@ -84,6 +84,11 @@ def tandem_command(sp, model: str) -> list[str]:
            "--any-model-name"]
     if sp.temperature is not None:
         cmd += ["--temperature", str(sp.temperature)]
+    # their slots where a test sets them (else each server chooses for the machine); their n_ctx
+    # is shared by the slots and Tandem's --ctx is each slot's, so each slot here holds at least
+    # what theirs would (the model here, SmolLM2, spends more tokens on a prompt than theirs)
+    if getattr(sp, "n_slots", None):
+        cmd += ["--parallel", str(sp.n_slots)]
     if sp.n_ctx:
         cmd += ["--ctx", str(sp.n_ctx)]
     if sp.n_threads:
