@@ -224,7 +224,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     options = ["--target", args.target] if args.target else (["--pair", args.pair] if args.pair else [])
     if args.serve_draft:
         options += ["--draft", args.serve_draft]
-    options += ["--parallel", str(args.parallel), "--ctx", str(args.ctx), "--no-history-draft"]
+    # "m": the model name the requests send, whatever the served id is
+    options += ["--parallel", str(args.parallel), "--ctx", str(args.ctx), "--no-history-draft", "--alias", "m"]
     infills, fours = run(lambda: served(*options), args.repeat, args.draft, args.chat_tokens, args.max_tokens)
     md = table(infills, fours)
     print(md)

@@ -80,7 +80,7 @@ def test_the_command_writes_its_results(starts, tmp_path, monkeypatch, capsys):
     out = tmp_path / "check"
     assert slots_check.main(["--target", "fim.gguf", "--parallel", "2", "--chat-tokens", "12", "--max-tokens", "4",
                              "--repeat", "1", "--out", str(out)]) == 0
-    assert seen[0] == ("--target", "fim.gguf", "--parallel", "2", "--ctx", "2048", "--no-history-draft")
+    assert seen[0] == ("--target", "fim.gguf", "--parallel", "2", "--ctx", "2048", "--no-history-draft", "--alias", "m")
     data = json.loads((out / "results.json").read_text())
     assert len(data["infill"]) == 1 and len(data["four"]) == 1
     assert (out / "table.md").read_text().startswith("| repetition |") and "four at once" in capsys.readouterr().out
@@ -89,8 +89,10 @@ def test_the_command_writes_its_results(starts, tmp_path, monkeypatch, capsys):
 def test_the_served_child_comes_up_answers_and_stops(tiny_target):
     from tools.serve_process import served
 
-    with served("--target", str(tiny_target), "--ctx", "256", "--draft", "none", "--no-history-draft") as base:
+    with served("--target", str(tiny_target), "--ctx", "256", "--draft", "none", "--no-history-draft",
+                "--alias", "m") as base:
         assert httpx.get(base + "/health", timeout=30).status_code == 200
+        slots_check.warm_up(lambda: httpx.Client(timeout=120), base)  # the tool's requests name the model "m"
     with pytest.raises(httpx.HTTPError):
         httpx.get(base + "/health", timeout=5)
 
