@@ -1,9 +1,9 @@
 """Several clients at once against an OpenAI-compatible server: aggregate tokens/s and time to
 first token at 1, 2, 4 and 8 concurrent clients, each draft beside the others in one run.
 
-    # Tandem, started here on the default pair with 4 slots:
+    # Tandem on the default pair with 4 slots, a fresh `tandem serve` child for every round:
     python -m tools.load_test --pair qwen2.5-coder-1.5b --parallel 4 --clients 1,2,4,8 \\
-        --drafts none,lookup --suite code_editing --max-tokens 128 --repeat 3 --out docs/results/load
+        --drafts none,lookup,model --suite code_editing --max-tokens 128 --repeat 3 --out docs/results/load
     # a peer already listening (its drafts are its own), e.g. llama-cpp-python 0.3.36's server
     # (needs `pip install starlette-context`, which the venv leaves out):
     python -m llama_cpp.server --model TARGET.gguf --n_ctx 2048 --port 8081 &
@@ -13,13 +13,17 @@ A round is `clients` threads taking the round's prompts from one queue (each cli
 next request when its last one ended), every request greedy and streamed. Aggregate tokens/s
 = all completion tokens / (first request sent -> last token of the round); TTFT per request.
 Rounds are interleaved: repetition r runs every (clients, draft) pair before repetition r + 1,
-so load on the machine falls on all alike. The text of every request is compared with the
+so load on the machine falls on all alike. With --pair or --target every round has a server of
+its own (`tandem serve --no-history-draft` in a child process, as a client meets it): the suffix
+drafter beside a draft model keeps past answers in memory, so a server kept across rounds would
+draft a repeated prompt from its earlier answer. The text of every request is compared with the
 same prompt's text at 1 client (identical or not: greedy output must not depend on the load).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import queue
 import statistics
@@ -29,6 +33,8 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
+
+from tools.serve_process import served
 
 
 @dataclass
@@ -192,14 +198,16 @@ def table(rounds: Sequence[Round]) -> str:
     return "\n".join(lines)
 
 
-def run(url: str, model: str, prompts: Sequence[Any], clients: Sequence[int], drafts: Sequence[str | None],
-        max_tokens: int, repeat: int, log: Any = sys.stderr) -> list[Round]:
-    """Every (clients, draft) round, `repeat` times, interleaved."""
+def run(url: str | Callable[[], Any], model: str, prompts: Sequence[Any], clients: Sequence[int],
+        drafts: Sequence[str | None], max_tokens: int, repeat: int, log: Any = sys.stderr) -> list[Round]:
+    """Every (clients, draft) round, `repeat` times, interleaved. `url`: a server's, or a factory
+    of fresh servers (a context manager giving a URL), one per round."""
     rounds = []
     for rep in range(repeat):
         for c in clients:
             for d in drafts:
-                rnd = run_round(url, model, prompts, c, d, max_tokens, rep)
+                with (contextlib.nullcontext(url) if isinstance(url, str) else url()) as base:
+                    rnd = run_round(base, model, prompts, c, d, max_tokens, rep)
                 print(f"rep {rep + 1} clients {c} draft {rnd.draft}: {rnd.rate:.2f} tok/s, wall {rnd.wall:.1f} s",
                       file=log, flush=True)
                 rounds.append(rnd)
@@ -213,27 +221,24 @@ def _prompts(suite: str, limit: int) -> list[Any]:
     return [p.prompt for p in load_suite(suite).prompts if p.chat and p.fim is None][:limit]
 
 
-def _serve(pair: str | None, target: str | None, parallel: int, n_ctx: int) -> tuple[Any, Any, str]:
-    """Tandem's server on a catalog pair's target (or a GGUF) with `parallel` slots, in this
-    process: (engine, server, url). The slots draft with the free drafters, per request."""
-    from engine import Engine
-    from engine.cli.common import resolve_pair
-    from engine.serving.server import ServedModel, ServerConfig, ServerThread, create_app
-
-    path, _ = resolve_pair(argparse.Namespace(pair=pair, target=target, draft=None))
-    eng = Engine(path, n_ctx=n_ctx, metrics_log=False)
-    srv = ServerThread(create_app(ServedModel(eng, "m", draft="lookup", lookahead="auto"),
-                                  ServerConfig(parallel=parallel, list_catalog=False))).start()
-    return eng, srv, srv.url
+def serve_options(pair: str | None, target: str | None, draft: str | None, parallel: int, n_ctx: int) -> list[str]:
+    """`tandem serve`'s options for a round's server: the pair (its draft model served, so
+    "model" is a draft requests may name) or a target with `draft` (default lookup), `parallel`
+    slots of `n_ctx` each, no stored answers, answering to "m"."""
+    where = ["--pair", pair] if pair else ["--target", str(target), "--draft", draft or "lookup"]
+    return [*where, "--parallel", str(parallel), "--ctx", str(n_ctx), "--no-history-draft", "--alias", "m",
+            "--log-level", "warning"]
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m tools.load_test", description=__doc__.split("\n\n")[0])
     where = ap.add_mutually_exclusive_group(required=True)
-    where.add_argument("--pair", help="start Tandem's server on this catalog pair's target, in this process")
-    where.add_argument("--target", help="start Tandem's server on this GGUF, in this process")
+    where.add_argument("--pair", help="start Tandem's server on this catalog pair (its draft model served), a "
+                                      "child process per round")
+    where.add_argument("--target", help="start Tandem's server on this GGUF, a child process per round")
     where.add_argument("--url", help="a server already listening (a peer): its drafts are its own")
     ap.add_argument("--model", default="m", help="the model name sent to --url (default m)")
+    ap.add_argument("--serve-draft", default=None, help="with --target: the server's --draft (default lookup)")
     ap.add_argument("--parallel", type=int, default=4, help="slots of Tandem's server (default 4)")
     ap.add_argument("--ctx", type=int, default=2048, help="context per slot (default 2048)")
     ap.add_argument("--clients", default="1,2,4,8")
@@ -246,20 +251,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = ap.parse_args(argv)
     clients = [int(c) for c in args.clients.split(",")]
     prompts = _prompts(args.suite, args.limit)
-    eng = srv = None
     if args.pair or args.target:
-        eng, srv, url = _serve(args.pair, args.target, args.parallel, args.ctx)
+        options = serve_options(args.pair, args.target, args.serve_draft, args.parallel, args.ctx)
+        server: str | Callable[[], Any] = lambda: served(*options)
         drafts: list[str | None] = list(args.drafts.split(","))
         model = "m"
     else:
-        url, drafts, model = args.url.rstrip("/"), [None], args.model
-    try:
-        rounds = run(url, model, prompts, clients, drafts, args.max_tokens, args.repeat)
-    finally:
-        if srv is not None:
-            srv.stop()
-        if eng is not None:
-            eng.close()
+        server, drafts, model = args.url.rstrip("/"), [None], args.model
+    rounds = run(server, model, prompts, clients, drafts, args.max_tokens, args.repeat)
     md = table(rounds)
     print(md)
     if args.out:

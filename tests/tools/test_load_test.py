@@ -42,6 +42,37 @@ def test_rounds_at_one_and_two_clients_count_every_token_and_match_one_clients_t
     assert md.count("\n") == 5 and "| 2 | lookup |" in md and "4/4" in md
 
 
+def test_with_a_server_factory_every_round_has_a_fresh_server(tiny_target):
+    """A draft model's suffix companion remembers answers: a server kept across rounds would
+    draft a repeated prompt from its earlier answer."""
+    import contextlib
+
+    from engine.serving.server import ServedModel, ServerConfig, ServerThread, create_app
+
+    urls = []
+
+    @contextlib.contextmanager
+    def fresh():
+        eng = Engine(tiny_target, n_ctx=512, metrics_log=False)
+        try:
+            with ServerThread(create_app(ServedModel(eng, "m", draft="lookup", lookahead="auto"),
+                                         ServerConfig(parallel=2, list_catalog=False))) as srv:
+                urls.append(srv.url)
+                yield srv.url
+        finally:
+            eng.close()
+
+    rounds = load_test.run(fresh, "m", PROMPTS[:2], [1, 2], ["none", "lookup"], max_tokens=6, repeat=1)
+    assert len(rounds) == 4 and len(set(urls)) == 4 and not any(s.error for r in rounds for s in r.sent)
+
+
+def test_the_servers_options_serve_the_pairs_draft_or_the_targets_choice():
+    assert load_test.serve_options("qwen2.5-coder-1.5b", None, None, 4, 2048)[:2] == ["--pair", "qwen2.5-coder-1.5b"]
+    opts = load_test.serve_options(None, "t.gguf", None, 2, 512)
+    assert opts[:4] == ["--target", "t.gguf", "--draft", "lookup"] and "--no-history-draft" in opts
+    assert opts[opts.index("--parallel") + 1] == "2" and opts[opts.index("--alias") + 1] == "m"
+
+
 def test_a_server_that_is_not_there_gives_errors_per_request():
     rnd = load_test.run_round("http://127.0.0.1:9", "m", PROMPTS[:2], 2, "none", 4, timeout=5)
     assert len(rnd.sent) == 2 and all(s.error and s.tokens == 0 for s in rnd.sent)
