@@ -97,7 +97,7 @@ def stream_one(http: Any, url: str, model: str, prompt: Any, max_tokens: int, dr
     if draft is not None:
         body["draft"], body["lookahead"] = draft, "auto"
     sent = Sent(index, time.perf_counter())
-    chunks, usage = 0, None
+    chunks, usage, finish = 0, None, None
     parts: list[str] = []
     try:
         with http.stream("POST", url + "/v1/chat/completions", json=body) as r:
@@ -111,6 +111,7 @@ def stream_one(http: Any, url: str, model: str, prompt: Any, max_tokens: int, dr
                 chunk = json.loads(line[6:])
                 usage = chunk.get("usage") or usage
                 for choice in chunk.get("choices") or []:
+                    finish = choice.get("finish_reason") or finish
                     piece = (choice.get("delta") or {}).get("content")
                     if piece:
                         if sent.first is None:
@@ -122,6 +123,8 @@ def stream_one(http: Any, url: str, model: str, prompt: Any, max_tokens: int, dr
     except Exception as e:  # noqa: BLE001 - a failed request is counted, the round goes on
         sent.error = f"{type(e).__name__}: {e}"
     sent.end = time.perf_counter()
+    if sent.error is None and finish is None:  # a 200 whose answer stopped unsaid: lost, not an answer
+        sent.error = f"the stream ended without a finish_reason after {chunks} content chunks"
     sent.text = "".join(parts)
     sent.tokens = int(usage["completion_tokens"]) if usage and "completion_tokens" in usage else chunks
     return sent

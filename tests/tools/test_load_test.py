@@ -87,3 +87,21 @@ def test_the_command_writes_its_table_and_rounds(tiny_target, tmp_path, capsys):
     assert len(data["rounds"]) == 4 and all(r["requests"] == 2 for r in data["rounds"])
     assert (out / "table.md").read_text().startswith("| clients | draft |")
     assert "| 1 | none |" in capsys.readouterr().out
+
+
+def test_a_stream_that_ends_without_a_finish_reason_is_an_error_not_an_answer():
+    """llama-cpp-python's server, by default, ends a running stream when another request comes
+    (HTTP 200, no tokens, no finish_reason): counted as a lost request, not a short answer."""
+    import httpx
+
+    def handler(finish):
+        chunk = {"choices": [{"delta": {"content": "hi"}, "finish_reason": finish}]}
+        body = f"data: {json.dumps(chunk)}\n\ndata: [DONE]\n\n"
+        return lambda request: httpx.Response(200, text=body, headers={"content-type": "text/event-stream"})
+
+    with httpx.Client(transport=httpx.MockTransport(handler(None))) as http:
+        lost = load_test.stream_one(http, "http://x", "m", "hello", 8, None, 0)
+    with httpx.Client(transport=httpx.MockTransport(handler("stop"))) as http:
+        kept = load_test.stream_one(http, "http://x", "m", "hello", 8, None, 0)
+    assert lost.error == "the stream ended without a finish_reason after 1 content chunks"
+    assert kept.error is None and kept.text == "hi" and kept.tokens == 1
