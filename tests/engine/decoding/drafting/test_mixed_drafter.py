@@ -79,6 +79,27 @@ def test_the_chooser_weighs_acceptance_against_cost():
     assert cpu.pick(0, [[0.5] * 4]).index == PLAIN  # where a wider pass is dear, a guess does not pay
 
 
+def test_in_a_shared_pass_the_chooser_prices_what_a_proposal_adds_to_every_slots_pass():
+    """This 2-core CPU's measured pass times (1.5B target, rows 1-7: one row 80 ms, then about
+    48 ms a row). Alone a likely 3-token lookup pays; beside three other slots (3 rows, 3
+    tokens) its 3 rows cost about what 3 tokens of the others cost, so plain decoding wins.
+    Priced as if alone, the chooser verified such proposals in full batches (lookup at 4
+    clients: 0.92x the aggregate of no draft)."""
+    from dataclasses import replace
+
+    from engine.decoding.drafting.cost_model import BatchLoad
+
+    curve = Costs([(1, 0.080), (2, 0.106), (3, 0.144), (4, 0.191), (5, 0.280), (6, 0.314), (7, 0.349)],
+                  0.03, 0.4, alpha=0.7)
+    likely = [[0.8, 0.7, 0.6]]
+    alone = SourceChooser(curve, room=8).pick(0, likely)
+    assert alone.index == 0 and alone.k >= 2
+    shared = SourceChooser(replace(curve, load=BatchLoad(3, 3.0)), room=8)
+    assert shared.pick(0, likely).index == PLAIN
+    assert shared.pick(0, [[0.99] * 6]).index == 0  # a near-certain long one still pays for its rows
+    assert shared.model_rate(2) < shared.pick(0, []).tokens_per_s  # the model's draft likewise
+
+
 class OnGpu(Auto):
     """Auto, choosing among sources by the GPU-like curve whatever the cost model measured."""
 
