@@ -24,7 +24,7 @@ from engine.llamacpp.runtime import RuntimeParams
 
 from test_decoder import _chi_square, _exact_two_token_distribution
 from test_mixed_drafter import Alternate
-from test_scheduler import PROMPTS, _alone, _check_same, _requests, _together, at_once
+from test_scheduler import PROMPTS, _alone, _check_same, _requests, _together, sampled_pairs
 
 
 @pytest.fixture(scope="module")
@@ -174,23 +174,8 @@ def test_sampling_with_the_batched_draft_model_in_four_slots_keeps_the_targets_d
     exact = _exact_two_token_distribution(eng.target, prompt, params)
     sched = _slots(eng, 4, tiny_draft)
     passes = _drafting_passes(sched)
-    n, workers = 1200, 4
-    counts: dict[tuple[int, int], int] = {}
-    lock = threading.Lock()
-
-    def draw(w: int) -> None:
-        for seed in range(w, n, workers):
-            r = GenerationRequest(prompt, lookahead=Fixed(2), max_tokens=2,
-                                  sampling=SamplingParams(temperature=1.0, top_k=6, seed=seed))
-            done = list(sched.stream(prompt, r))[-1]
-            assert isinstance(done, DoneEvent) and len(done.tokens) == 2
-            with lock:
-                counts[tuple(done.tokens)] = counts.get(tuple(done.tokens), 0) + 1
-
-    try:
-        at_once([lambda w=w: draw(w) for w in range(workers)])
-    finally:
-        sched.close()
+    n = 1200
+    counts = sampled_pairs(sched, prompt, n, 4, params)
     assert any(len(set(p)) > 1 for p in passes)  # the slots drafted together
     assert _chi_square(counts, exact, n) > 0.01
 

@@ -246,39 +246,20 @@ def test_sampling_with_the_slots_mtp_heads_drafting_together_keeps_the_targets_d
     """Two sampled tokens after one prompt, 600 seeds through 4 slots whose MTP heads draft together
     (the head's own q, so the residual draws decide much): the pairs follow the target's exact
     distribution (chi-square), and the heads' decodes carried several slots."""
-    import threading
-
-    from engine.decoding.drafting.lookahead import Fixed
-    from engine.decoding.events import DoneEvent
     from engine.decoding.sampling.params import SamplingParams
     from test_decoder import _chi_square, _exact_two_token_distribution
-    from test_scheduler import at_once
+    from test_scheduler import sampled_pairs
 
     e = Engine(tiny_hybrid, n_ctx=512, n_threads=1, metrics_log=False, calibration=False)
     params = SamplingParams(temperature=1.0, top_k=6)
     prompt = e.tokens_for("the value of")
-    counts: dict[tuple[int, int], int] = {}
-    lock = threading.Lock()
-    n, workers = 600, 4
+    n = 600
     try:
         exact = _exact_two_token_distribution(e.target, prompt, params)
         sched = SlotScheduler(e.target, 4, runtime=RuntimeParams(n_ctx=2048, n_batch=64, n_threads=1),
                               drafters={"mtp": lambda: e.slot_drafter("mtp")})
         passes = _head_passes(sched)
-
-        def draw(w: int) -> None:
-            for seed in range(w, n, workers):
-                r = GenerationRequest(prompt, lookahead=Fixed(2), max_tokens=2,
-                                      sampling=SamplingParams(temperature=1.0, top_k=6, seed=seed))
-                done = list(sched.stream(prompt, r))[-1]
-                assert isinstance(done, DoneEvent) and len(done.tokens) == 2
-                with lock:
-                    counts[tuple(done.tokens)] = counts.get(tuple(done.tokens), 0) + 1
-
-        try:
-            at_once([lambda w=w: draw(w) for w in range(workers)])
-        finally:
-            sched.close()
+        counts = sampled_pairs(sched, prompt, n, 4, params)
     finally:
         e.close()
     assert any(len(set(p)) > 1 for p in passes)

@@ -62,6 +62,30 @@ def _alone(eng: Engine, requests: list[GenerationRequest], draft: str | None) ->
     return out
 
 
+def sampled_pairs(sched: Any, prompt: list[int], n: int, workers: int, params: Any) -> dict[tuple[int, int], int]:
+    """Two sampled tokens after `prompt`, seeds 0..n-1 spread over `workers` threads drafting
+    k=2 in `sched`'s slots: how often each pair came (for a chi-square against the target's
+    exact two-token distribution); `sched` is closed at the end."""
+    from engine.decoding.drafting.lookahead import Fixed
+
+    counts: dict[tuple[int, int], int] = {}
+    lock = threading.Lock()
+
+    def draw(w: int) -> None:
+        for seed in range(w, n, workers):
+            r = GenerationRequest(prompt, lookahead=Fixed(2), max_tokens=2, sampling=replace(params, seed=seed))
+            done = list(sched.stream(prompt, r))[-1]
+            assert isinstance(done, DoneEvent) and len(done.tokens) == 2
+            with lock:
+                counts[tuple(done.tokens)] = counts.get(tuple(done.tokens), 0) + 1
+
+    try:
+        at_once([lambda w=w: draw(w) for w in range(workers)])
+    finally:
+        sched.close()
+    return counts
+
+
 def at_once(calls: list[Callable[[], Any]], stagger_s: float = 0.0) -> list[Any]:
     """Each call from a thread of its own, the i-th starting i staggers later; their results in
     order (a call that raised fails the test with its error)."""
