@@ -117,15 +117,18 @@ def test_the_slot_count_box_offers_the_machines_default(qtbot, serving, monkeypa
     assert switch.slots.value() == 3
 
 
-def test_a_chat_answer_and_a_client_answer_stream_side_by_side_each_as_alone(qtbot, serving):
-    session, switch = serving
-    chat_req, max_client = chat_request(session, 40), 24
-    chat_alone = alone(session, chat_req)
-    start(qtbot, switch, 2)
+def client_answer_alone(switch, max_tokens: int) -> str:
+    """A client's answer with nothing beside it (the reference its answer beside a chat must equal)."""
     first: dict = {}
-    post(switch, client_body(max_client), first).join()
-    client_alone = first["r"].json()["choices"][0]["message"]["content"]
-    slots, order, lock = session.slots, [], threading.Lock()
+    post(switch, client_body(max_tokens), first).join()
+    return first["r"].json()["choices"][0]["message"]["content"]
+
+
+def starts_and_ends(session) -> list:
+    """(source, "prefill" or "done") for each job the engine's queue runs from now, in order:
+    a prompt's reading beginning and an answer's end."""
+    order: list = []
+    lock = threading.Lock()
 
     def seen(job, ev) -> None:
         if ev.kind == "done" or (ev.kind == "prefill" and ev.done == 0):
@@ -133,6 +136,16 @@ def test_a_chat_answer_and_a_client_answer_stream_side_by_side_each_as_alone(qtb
                 order.append((job.source, ev.kind))
 
     session.engine.queue.add_listener(seen)
+    return order
+
+
+def test_a_chat_answer_and_a_client_answer_stream_side_by_side_each_as_alone(qtbot, serving):
+    session, switch = serving
+    chat_req, max_client = chat_request(session, 40), 24
+    chat_alone = alone(session, chat_req)
+    start(qtbot, switch, 2)
+    client_alone = client_answer_alone(switch, max_client)
+    slots, order = session.slots, starts_and_ends(session)
     phase = {"alone": True, "both": True}
     # held while the chat runs alone (the client's request waits for a slot), then while both run
     gate = Gate(lambda: (phase["alone"] and sum(slots.busy()) == 1) or (phase["both"] and all(slots.busy())))

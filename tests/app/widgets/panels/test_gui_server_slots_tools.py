@@ -12,7 +12,6 @@ to call its `server_pid` tool. Which request runs when is made certain by `Gate`
 from __future__ import annotations
 
 import sys
-import threading
 from pathlib import Path
 
 import pytest
@@ -20,7 +19,8 @@ import pytest
 pytest.importorskip("PySide6")
 pytest.importorskip("mcp")
 
-from test_gui_server_slots import WAIT, Gate, client_body, post, serving, start  # noqa: E402,F401
+from test_gui_server_slots import (WAIT, Gate, client_answer_alone, client_body, post, serving,  # noqa: E402,F401
+                                  start, starts_and_ends)
 
 from app.session import Session  # noqa: E402
 from app.tool_servers import ChatServers  # noqa: E402
@@ -89,17 +89,8 @@ def test_a_tool_chat_and_a_client_answer_run_side_by_side_each_as_alone(qtbot, s
     chat_alone, calls_alone = alone(qtbot, session, servers)
     assert len(calls_alone) == 1 and calls_alone[0]["result"].isdigit(), chat_alone.text  # the server's pid
     start(qtbot, switch, 2)
-    first: dict = {}
-    post(switch, client_body(24), first).join()
-    client_alone = first["r"].json()["choices"][0]["message"]["content"]
-    slots, order, lock = session.slots, [], threading.Lock()
-
-    def seen(job, ev) -> None:
-        if ev.kind == "done" or (ev.kind == "prefill" and ev.done == 0):
-            with lock:
-                order.append((job.source, ev.kind))
-
-    session.engine.queue.add_listener(seen)
+    client_alone = client_answer_alone(switch, 24)
+    slots, order = session.slots, starts_and_ends(session)
     from engine.decoding.slots import turn
 
     prompts: list = []  # each model turn's prompt, as it went to a slot
