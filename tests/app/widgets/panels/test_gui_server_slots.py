@@ -171,9 +171,7 @@ def test_a_chat_answer_and_a_client_answer_stream_side_by_side_each_as_alone(qtb
 def test_stop_frees_the_chats_slot_while_the_client_answer_goes_on(qtbot, serving, monkeypatch):
     session, switch = serving
     start(qtbot, switch, 2)
-    first: dict = {}
-    post(switch, client_body(24), first).join()
-    client_alone = first["r"].json()["choices"][0]["message"]["content"]
+    client_alone = client_answer_alone(switch, 24)
     slots, q, stopped, held = session.slots, session.engine.queue, [], {"client": True}
     # the client's request is held running once the chat has left its slot, until the test has looked
     client_gate = Gate(lambda: bool(stopped) and held["client"] and sum(slots.busy()) == 1)
