@@ -212,7 +212,7 @@ class Engine(BaseEngine):
             drafter = make_drafter(choice, self.target, rt, load_draft=lambda p: self._draft_model(p, on_progress),
                                    history=self._history_drafter)
             cost = self._costs.setdefault(key, CostModel())
-            self._load_calibration(cost, drafter)
+            self.seed_cost(cost, drafter)
             dec = Decoder(self.target, drafter, runtime=rt, cost=cost, queue=self.queue, prompt_cache=self.prompt_cache)
             self._decoders[key] = dec
             return dec
@@ -327,7 +327,10 @@ class Engine(BaseEngine):
         other = calibration.file_id(drafter.model.path) if drafter.model is not None else drafter.calibration_name
         return f"confidence|{calibration.file_id(self.target.path)}|{other}"
 
-    def _load_calibration(self, cost: CostModel, drafter: Drafter | None) -> None:
+    def seed_cost(self, cost: CostModel, drafter: Drafter | None) -> None:
+        """Seed `cost` with what this machine measured before for this target and `drafter`
+        (the calibration store): the verify curve, the draft's time and its confidences' worth.
+        A decoder's cost model starts so, and so do the parallel slots' (one per draft name)."""
         if not self.calibration:
             return
         vk, dk = self._cal_keys(drafter)

@@ -9,14 +9,14 @@ from typing import Any, Callable, Mapping, Sequence
 
 from ..decoder import StepPlan
 from ..drafting.batched_drafter import DraftBatch
-from ..drafting.cost_model import BatchLoad, CostModel, expected_tokens
+from ..drafting.cost_model import BatchLoad, expected_tokens
 from ..drafting.drafter_api import DraftRows, Steps
 from ..drafting.mtp_drafter import HeadBatch
 
 __all__ = ["plan_slots"]
 
 
-def plan_slots(stepping: Sequence[Any], prompt_rows: int, cost: CostModel,
+def plan_slots(stepping: Sequence[Any], prompt_rows: int,
                batches: Mapping[Any, DraftBatch | HeadBatch], finish: Callable[[Any], None],
                fail: Callable[[Any, BaseException], None]) -> dict[int, StepPlan]:
     """Each stepping slot's plan, by its place in `stepping` (a slot whose run ended is handed
@@ -39,14 +39,14 @@ def plan_slots(stepping: Sequence[Any], prompt_rows: int, cost: CostModel,
                 rows, tokens = rows + len(plans[j].rows), tokens + _expected(stepping[j], plans[j])
             elif j in wants:
                 k = wants[j].k
-                rows, tokens = rows + 1 + k, tokens + expected_tokens(k, cost.alpha)
+                rows, tokens = rows + 1 + k, tokens + expected_tokens(k, stepping[j].decoder.cost.alpha)
         later = len(stepping) - i - 1  # a row and a token each at least
         return BatchLoad(rows + later, tokens + later)
 
     def advance(i: int, row: Any) -> None:
         slot = stepping[i]
         try:
-            with cost.loaded(load(i)):
+            with slot.decoder.cost.loaded(load(i)):
                 if i not in steps:
                     steps[i] = slot.decoder.planning(slot.run)
                 wants[i] = steps[i].send(row)

@@ -86,11 +86,16 @@ class SlotScheduler:
     by slot), or an MTP head: the target's own or Gemma 4's assistant, its slots' heads sequences of
     one head context (`HeadBatch`, made over the shared context before anything is decoded), each
     fed its slot's hidden states (an assistant reads the target's cache on its slot's sequence id).
+    Each draft name's slots share a cost model (`costs`: a model draft's acceptance and draft time
+    are not a free drafter's, whose proposals cost nothing), all of them learning the target's curve
+    from the shared passes; `seed` fills each before the first request (the engine's measured
+    costs for that drafter: `Engine.seed_cost`), so Auto does not start from its priors.
     `stream` may be called from any thread; the slots run on one thread of the scheduler's own.
     """
 
     def __init__(self, target: Model, n_slots: int, *, runtime: RuntimeParams | None = None,
-                 drafters: Mapping[str, Callable[[], Drafter | None]] | None = None):
+                 drafters: Mapping[str, Callable[[], Drafter | None]] | None = None,
+                 seed: Callable[[CostModel, Drafter | None], None] | None = None):
         self.draft_batches: dict[Any, DraftBatch | HeadBatch] = {}  # by the context a slot's draft rows name
         made = self._make_drafters(drafters or {"none": lambda: None}, n_slots)
         try:
@@ -106,13 +111,20 @@ class SlotScheduler:
             _close(made)
             self._close_batches()
             raise TandemError(f"the batch ({self.shared.n_batch} tokens) must hold at least one token per slot ({n_slots})")
-        # Shared by the slots, not the engine's: a batched pass's time is not a lone pass's.
-        self.cost = CostModel()
+        # The slots' own, not the engine's: a batched pass's time is not a lone pass's. One per
+        # draft name: a decoder tells its cost model whether its drafter's proposals are free,
+        # and one model shared by all names took the last name's word for every slot (measured:
+        # a model draft priced as free drafted up to 16 tokens a step, 4 slots at 0.4x of none).
+        self.costs: dict[str, CostModel] = {name: CostModel() for name in made[0]}
         self.slots: list[_Slot] = []
         try:
+            if seed is not None:
+                for name, cost in self.costs.items():
+                    seed(cost, made[0][name])
             self._share_heads(made)
             for i, mine in enumerate(made):
-                decoders = {name: Decoder(target, d, cost=self.cost, context=self.shared.view(i)) for name, d in mine.items()}
+                decoders = {name: Decoder(target, d, cost=self.costs[name], context=self.shared.view(i))
+                            for name, d in mine.items()}
                 self.slots.append(_Slot(i, decoders, next(iter(decoders.values()))))
         except BaseException:
             _close(made)
@@ -308,7 +320,7 @@ class SlotScheduler:
         chunks: list[tuple[_Slot, int]] = []
         stepping = [s for s in self.slots if s.job is not None and s.todo is None]
         unread = sum(self._text_left(s) for s in self.slots if s.job is not None and s.todo is not None)
-        made = plan_slots(stepping, min(unread, max(0, budget - len(stepping))), self.cost, self.draft_batches,
+        made = plan_slots(stepping, min(unread, max(0, budget - len(stepping))), self.draft_batches,
                           self._finish, self._fail)
         plans: list[tuple[_Slot, StepPlan]] = []
         for n, slot in enumerate(stepping):
@@ -343,8 +355,11 @@ class SlotScheduler:
             for slot in [s for s, _ in plans] + [s for s, _ in chunks]:
                 self._fail(slot, e)
             return
-        # The verify curve the slots' Auto prices is of whole passes: all their rows, one time.
-        self.cost.observe_verify(sum(len(p.tokens) for p in parts), time.perf_counter() - t)
+        # The verify curve the slots' Auto prices is of whole passes: all their rows, one time,
+        # whatever drafted them (the target's curve, in every draft name's cost model).
+        n, seconds = sum(len(p.tokens) for p in parts), time.perf_counter() - t
+        for cost in self.costs.values():
+            cost.observe_verify(n, seconds)
         for _, plan in plans:
             plan.pass_observed = True
         for (slot, plan), logits in zip(plans, rows):

@@ -175,6 +175,29 @@ def test_a_server_with_a_draft_model_drafts_with_it_in_every_slot(tiny_target, t
         eng.close()
 
 
+def test_each_draft_in_the_slots_is_priced_by_a_cost_model_of_its_own_seeded_by_this_machine(tiny_target, tiny_draft):
+    """The slots' Auto starts from the curve this machine measured for the target (the calibration
+    store), and each draft name has its own cost model: a model draft's slots are not told their
+    proposals are free because the free drafters' decoders were made after theirs (one model
+    shared by all names drafted up to 16 model tokens a step)."""
+    from engine.models import calibration
+    from engine.serving.server import ServedModel, ServerConfig, create_app
+
+    eng = Engine(tiny_target, n_ctx=512, metrics_log=False)
+    try:
+        calibration.save({eng.calibration_key(): {"verify_s": {"1": 0.25, "3": 0.5}}})
+        create_app(ServedModel(eng, "m", draft=tiny_draft, lookahead="auto"), ServerConfig(parallel=2))
+        (sched,) = eng._attached
+        assert set(sched.costs) == {"model", "none", "lookup", "suffix"}
+        assert all(c.verify_s == {1: 0.25, 3: 0.5} for c in sched.costs.values())
+        assert not sched.costs["model"].free_drafter and sched.costs["lookup"].free_drafter
+        assert sched.costs["suffix"].free_drafter and len({id(c) for c in sched.costs.values()}) == 4
+        for slot in sched.slots:
+            assert all(dec.cost is sched.costs[name] for name, dec in slot.decoders.items())
+    finally:
+        eng.close()
+
+
 def test_a_hybrid_target_drafting_with_its_mtp_head_answers_in_parallel_as_alone(tiny_hybrid):
     """`--draft mtp --parallel 2` on a hybrid: each slot drafts with its own MTP context, takes its
     drafts back in its own sequence, and each answer is the engine's alone; lookup runs beside."""

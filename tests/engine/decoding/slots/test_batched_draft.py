@@ -189,7 +189,8 @@ def test_a_slots_drafting_is_priced_at_its_share_of_the_batched_passes(eng, tiny
 
     def timing(sched: SlotScheduler) -> None:
         (batch,) = sched.draft_batches.values()
-        step, observe = batch.step, sched.cost.observe_draft
+        cost = sched.slots[0].decoder.cost
+        step, observe = batch.step, cost.observe_draft
 
         def timed(wants, left):
             t = time.perf_counter()
@@ -201,7 +202,7 @@ def test_a_slots_drafting_is_priced_at_its_share_of_the_batched_passes(eng, tiny
             charged.append(seconds)
             observe(drafted, seconds)
 
-        batch.step, sched.cost.observe_draft = timed, observing
+        batch.step, cost.observe_draft = timed, observing
 
     events, _ = _run_slots(eng, 4, tiny_target, requests, stagger_s=0.0, watch=timing)
     assert all(isinstance(e[-1], DoneEvent) for e in events)

@@ -156,11 +156,12 @@ def test_auto_prices_each_slots_drafts_against_the_whole_pass_it_joins(eng):
     sched = SlotScheduler(eng.target, 4, runtime=RuntimeParams(n_ctx=2048, n_batch=64),
                           drafters={"d": _drafter("lookup", eng.target.n_vocab)})
     loads, passes, observed = [], [], []
-    decode, observe = sched.shared.decode, sched.cost.observe_verify
+    cost = sched.costs["d"]
+    decode, observe = sched.shared.decode, cost.observe_verify
     steps = type(sched.slots[0].decoder).planning
 
     def planning(dec, run):
-        loads.append(sched.cost.load)
+        loads.append(cost.load)
         return steps(dec, run)
 
     def shared_pass(parts):
@@ -174,7 +175,7 @@ def test_auto_prices_each_slots_drafts_against_the_whole_pass_it_joins(eng):
     for slot in sched.slots:
         for dec in slot.decoders.values():
             dec.planning = planning.__get__(dec)
-    sched.shared.decode, sched.cost.observe_verify = shared_pass, observing
+    sched.shared.decode, cost.observe_verify = shared_pass, observing
     try:
         events = _together(sched, requests, stagger_s=0.0)
     finally:
@@ -182,7 +183,7 @@ def test_auto_prices_each_slots_drafts_against_the_whole_pass_it_joins(eng):
     _check_same(eng, requests, alone, events, "4 slots, auto")
     assert observed == passes  # every pass priced once, whole
     assert max(passes) >= 4 and any(load.rows >= 3 and load.tokens >= 1 for load in loads), (passes, loads)
-    assert sched.cost.load == BatchLoad()  # alone again after planning
+    assert cost.load == BatchLoad()  # alone again after planning
 
 
 def test_seeded_sampling_in_four_slots_draws_what_each_request_draws_alone(eng):
