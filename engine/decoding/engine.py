@@ -17,7 +17,6 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, Callable, Iterator, Mapping, Sequence
 
-from ..models import calibration
 from ..models.calibration import file_id
 from .. import paths
 from .prompting.chat import Message, chat_tokens
@@ -37,6 +36,7 @@ from .events import DoneEvent, Event, RunStats
 from ..models.gguf_header import validate_file
 from ..llamacpp.llama import Model, supports_gpu_offload
 from .drafting.cost_model import CostModel
+from .drafting.cost_store import CostStore
 from .prompting.prompt_fit import tokenize_within
 from .prompting.media import image_prompt, picture_tokens
 from ..llamacpp.vision import Projector
@@ -158,6 +158,7 @@ class Engine(BaseEngine):
         self.queue = GenerationQueue()  # one generation at a time, whichever drafter
         self._closed = False
         self.calibration = calibration
+        self._costs_kept = CostStore(self.target, self.n_threads, self.rpc)
         self.history_draft = history_draft
         self.prompt_cache: PromptCache | None = None
         if not isinstance(prompt_cache, (bool, CacheLimits)) and prompt_cache is not None:
@@ -229,7 +230,7 @@ class Engine(BaseEngine):
 
     def draft_history_path(self) -> Path:
         """The file the suffix drafter keeps this target's past answers in (token ids)."""
-        return paths.draft_history(calibration.file_id(self.target.path))
+        return paths.draft_history(file_id(self.target.path))
 
     def clear_draft_history(self) -> None:
         """Forget the suffix drafter's past answers for this target, in memory and on disk."""
@@ -303,64 +304,16 @@ class Engine(BaseEngine):
         """The runtime with the thread count resolved (contexts and calibration keys agree on it)."""
         return replace(self.runtime, n_threads=self.n_threads)
 
-    # -- calibration persisted per machine and model -----------------------------------------
+    # -- calibration persisted per machine and model (cost_store.py) --------------------------
     def calibration_key(self) -> str:
         """The key this target's measured pass costs persist under (engine/models/calibration.py)."""
-        return self._cal_keys(None)[0]
-
-    def _cal_keys(self, drafter: Drafter | None) -> tuple[str, str | None]:
-        backend = f"{'gpu' if supports_gpu_offload() else 'cpu'}:ngl{self.target.n_gpu_layers}"
-        # A target split over RPC workers passes at another cost than the same file loaded
-        # here, so it has its own key, named by its workers; the draft stays local either way.
-        target_backend = backend + (f"{calibration.RPC_MARK}{','.join(self.rpc.endpoints)}" if self.rpc else "")
-        vk = calibration.key(calibration.file_id(self.target.path), threads=self.n_threads, backend=target_backend)
-        dk = None
-        if drafter is not None and drafter.model is not None:
-            # a bridged draft's step also re-tokenises text: its cost is filed apart
-            via = ":bridge" if drafter.kind == "bridge" else ""
-            dk = calibration.key(calibration.file_id(drafter.model.path), threads=self.n_threads, backend=backend + via)
-        return vk, dk
-
-    def _confidence_key(self, drafter: Drafter) -> str:
-        """What a drafter's confidences are worth depends on the target and the drafter, not
-        on the machine: one entry per (target file, draft file or drafter kind)."""
-        other = calibration.file_id(drafter.model.path) if drafter.model is not None else drafter.calibration_name
-        return f"confidence|{calibration.file_id(self.target.path)}|{other}"
+        return self._costs_kept.keys(None)[0]
 
     def seed_cost(self, cost: CostModel, drafter: Drafter | None) -> None:
-        """Seed `cost` with what this machine measured before for this target and `drafter`
-        (the calibration store): the verify curve, the draft's time and its confidences' worth.
-        A decoder's cost model starts so, and so do the parallel slots' (one per draft name)."""
-        if not self.calibration:
-            return
-        vk, dk = self._cal_keys(drafter)
-        seed: dict = {"verify_s": (calibration.load(vk) or {}).get("verify_s") or {}}
-        if dk is not None:
-            seed["draft_token_s"] = (calibration.load(dk) or {}).get("draft_token_s")
-        cost.import_costs(seed)
-        if drafter is not None:
-            conf = calibration.load(self._confidence_key(drafter))
-            if isinstance(conf, dict):
-                cost.import_confidence(conf)
-
-    def _save_calibration(self, dec: Decoder) -> None:
-        if not self.calibration:
-            return
-        vk, dk = self._cal_keys(dec.drafter)
-        # widths measured several times only: not a sample or two (a stall, a probe), nor the prior
-        now = dec.cost.export_costs(min_samples=CostModel.CALIBRATED_SAMPLES)
-        entries: dict = {}
-        if now["verify_s"]:
-            old = (calibration.load(vk) or {}).get("verify_s") or {}
-            entries[vk] = {"verify_s": {**old, **now["verify_s"]}}
-        if dk is not None and now["draft_token_s"]:
-            entries[dk] = {"draft_token_s": now["draft_token_s"]}
-        if dec.drafter is not None:
-            conf = dec.cost.export_confidence()
-            if any(conf["total"]):
-                entries[self._confidence_key(dec.drafter)] = conf
-        if entries:
-            calibration.save(entries)
+        """Seed `cost` (a decoder's, or a parallel slots' draft name's) with what this machine
+        measured for this target and `drafter` before: the calibration store."""
+        if self.calibration:
+            self._costs_kept.seed(cost, drafter)
 
     def forget_prompts(self) -> None:
         """Empty every loaded decoder's KV caches. The prompt cache stays: a run that must read
@@ -455,7 +408,8 @@ class Engine(BaseEngine):
         for ev in dec.run(prompt[0], req, cancel, images=prompt[1]):
             if isinstance(ev, DoneEvent):
                 self._log(ev.stats, dec, req)
-                self._save_calibration(dec)
+                if self.calibration:
+                    self._costs_kept.save(dec.cost, dec.drafter)
             yield ev
 
     def first_divergence(self, prompt: Sequence[int], reference: Sequence[int], other: Sequence[int],

@@ -9,7 +9,7 @@ context with a sequence per slot, their decodes batched),
 the draft choice parsed once (choice.py: none, lookup, a file, a Model, a Drafter) and the
 drafter it names (factory.py), the lookahead policies (lookahead.py: Fixed, Auto, the live
 handle a slider moves), the sources Auto set aside for not being accepted (set_aside.py) and
-Auto's measured cost model (cost_model.py).
+Auto's measured cost model (cost_model.py), kept per machine and model (cost_store.py).
 
 May import: the sampling wing, engine.llamacpp, engine.models, the top-level helpers
 (engine.errors, paths, units, resources), and its own modules. Never the prompting wing,

@@ -210,3 +210,28 @@ def test_a_fixed_lookahead_reads_the_prompt_before_its_first_step_and_says_so(mo
     reads = [ev for ev in events if isinstance(ev, DraftReadEvent)]
     assert [(r.done, r.total) for r in reads] == [(0, len(prompt) - 1), (len(prompt) - 1, len(prompt) - 1)]
     assert kinds.index("draft_read") < kinds.index("step") and not any(kinds[kinds.index("step"):].count(k) for k in ["draft_read"])
+
+
+def test_a_stall_in_the_store_is_neither_seeded_nor_kept(tiny_target, tiny_draft):
+    """Found in a store on this machine: one-token passes at 83 ms beside 2- to 4-token passes at
+    8.3 s and a draft token at 15.3 s (kept by merging with the old entry after the run that
+    measured them had gone). Seeded, Auto would price the model draft out for good and never
+    measure it again; so such widths and draft times are not seeded, and an answer's save drops
+    the stored widths its own one-token pass proves impossible."""
+    e = Engine(tiny_target, n_ctx=512, metrics_log=False)  # this test's own, empty store
+    try:
+        vk, dk = e._costs_kept.keys(e.decoder(tiny_draft).drafter)
+        calibration.save({vk: {"verify_s": {"1": 0.083, "2": 8.286, "3": 8.286, "5": 0.19, "224": 83.2}},
+                          dk: {"draft_token_s": 15.29}})
+        e.release(tiny_draft)  # made before the store was written: made again, seeded from it
+        seeded = e.decoder(tiny_draft).cost
+        assert seeded.verify_s == {1: 0.083, 5: 0.19} and seeded.draft_token_s is None
+        calibration.save({dk: {"draft_token_s": 0.03}})
+        e.release(tiny_draft)
+        assert e.decoder(tiny_draft).cost.draft_token_s == 0.03  # a plausible one is seeded
+        for _ in range(3):
+            e.generate("the value of", max_tokens=4)  # one-token passes of a tiny model: ~1 ms
+        kept = calibration.load(vk)["verify_s"]
+        assert "1" in kept and float(kept["1"]) < 0.083 and not {"2", "3", "224"} & set(kept), kept
+    finally:
+        e.close()
