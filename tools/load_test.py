@@ -32,7 +32,7 @@ import threading
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
 from tools.serve_process import served
 
@@ -192,13 +192,18 @@ def table(rounds: Sequence[Round]) -> str:
         rates = [x["tokens_per_s"] for x in rows]
         base = cells.get((clients, drafts[0]))
         ratio = "" if base is None else f"{statistics.median(rates) / statistics.median(x['tokens_per_s'] for x in base):.2f}x"
-        p50 = statistics.median(x["ttft_p50_s"] for x in rows if x["ttft_p50_s"] is not None) if rows else None
-        p95 = statistics.median(x["ttft_p95_s"] for x in rows if x["ttft_p95_s"] is not None) if rows else None
+        p50, p95 = _median_s(x["ttft_p50_s"] for x in rows), _median_s(x["ttft_p95_s"] for x in rows)
         ident = same.get(f"{clients}/{draft}", {})
         lines.append(f"| {clients} | {draft} | {statistics.median(rates):.2f} ({min(rates):.2f}-{max(rates):.2f}) | "
                      f"{ratio} | {p50} | {p95} | {ident.get('identical', '-')}/{ident.get('compared', '-')} | "
                      f"{sum(x['errors'] for x in rows)} |")
     return "\n".join(lines)
+
+
+def _median_s(values: Iterable[float | None]) -> str:
+    """The median of the repetitions' times, to the hundredth of a second ("-": none measured)."""
+    got = [v for v in values if v is not None]
+    return f"{statistics.median(got):.2f}" if got else "-"
 
 
 def run(url: str | Callable[[], Any], model: str, prompts: Sequence[Any], clients: Sequence[int],

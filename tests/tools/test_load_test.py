@@ -105,3 +105,18 @@ def test_a_stream_that_ends_without_a_finish_reason_is_an_error_not_an_answer():
         kept = load_test.stream_one(http, "http://x", "m", "hello", 8, None, 0)
     assert lost.error == "the stream ended without a finish_reason after 1 content chunks"
     assert kept.error is None and kept.text == "hi" and kept.tokens == 1
+
+
+def test_the_table_gives_times_to_the_hundredth_and_a_dash_where_nothing_came():
+    """The median of two repetitions' times is printed as a time, not as float noise (a table
+    carried 38.215999999999994), and a cell where every request failed says so."""
+    def round_(rep: int, ttft: float, draft: str = "none", error: str | None = None) -> load_test.Round:
+        first = None if error else 1.0 + ttft
+        return load_test.Round(4, draft, rep, [load_test.Sent(0, 1.0, first, 50.0, 0 if error else 10, error=error)])
+
+    md = load_test.table([round_(0, 36.123), round_(1, 40.309), round_(0, 0, "lookup", "HTTP 500"),
+                          round_(1, 0, "lookup", "HTTP 500")])
+    none_row = next(line for line in md.splitlines() if "| none |" in line)
+    lookup_row = next(line for line in md.splitlines() if "| lookup |" in line)
+    assert "| 38.22 | 38.22 |" in none_row, none_row
+    assert "| - | - |" in lookup_row and lookup_row.endswith("| 2 |"), lookup_row
