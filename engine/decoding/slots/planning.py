@@ -16,7 +16,7 @@ from ..drafting.mtp_drafter import HeadBatch
 __all__ = ["plan_slots"]
 
 
-def plan_slots(stepping: Sequence[Any], prompt_rows: int,
+def plan_slots(stepping: Sequence[Any],
                batches: Mapping[Any, DraftBatch | HeadBatch], finish: Callable[[Any], None],
                fail: Callable[[Any, BaseException], None]) -> dict[int, StepPlan]:
     """Each stepping slot's plan, by its place in `stepping` (a slot whose run ended is handed
@@ -24,16 +24,17 @@ def plan_slots(stepping: Sequence[Any], prompt_rows: int,
     with a draft model (or an MTP head) draft together, a pass at a time: their catch-up tokens
     and a new slot's read of its prompt (a chunk a pass, in the room the drafting slots leave),
     one decode per draft position with a row per slot still drafting; each slot's drafting is
-    then priced at its share of those passes (`StepPlan.draft_s`), not at the wall time of all of them. Auto in
-    a slot plans under `prompt_rows` and what the slots before it put in the pass (their rows,
-    or 1 + k while they draft) plus a row and a token for each slot after it."""
+    then priced at its share of those passes (`StepPlan.draft_s`), not at the wall time of all
+    of them. Auto in a slot plans under what the slots before it put in the pass (their rows,
+    or 1 + k while they draft) plus a row and a token for each slot after it (prompts read in
+    the pass are no load: `BatchLoad`)."""
     steps: dict[int, Steps[StepPlan | None]] = {}
     wants: dict[int, DraftRows] = {}
     plans: dict[int, StepPlan] = {}
     spent: dict[int, float] = {}
 
     def load(i: int) -> BatchLoad:
-        rows, tokens = prompt_rows, 0.0
+        rows, tokens = 0, 0.0
         for j in range(i):
             if j in plans:
                 rows, tokens = rows + len(plans[j].rows), tokens + _expected(stepping[j], plans[j])

@@ -319,9 +319,7 @@ class SlotScheduler:
         budget = self.shared.n_batch
         chunks: list[tuple[_Slot, int]] = []
         stepping = [s for s in self.slots if s.job is not None and s.todo is None]
-        unread = sum(self._text_left(s) for s in self.slots if s.job is not None and s.todo is not None)
-        made = plan_slots(stepping, min(unread, max(0, budget - len(stepping))), self.draft_batches,
-                          self._finish, self._fail)
+        made = plan_slots(stepping, self.draft_batches, self._finish, self._fail)
         plans: list[tuple[_Slot, StepPlan]] = []
         for n, slot in enumerate(stepping):
             plan = made.get(n)
@@ -359,11 +357,15 @@ class SlotScheduler:
         # whatever drafted them (the target's curve, in every draft name's cost model). A pass
         # that also read a prompt's chunk is left out: those rows need no logits (the output
         # layer is about 15% of a 1.5B Qwen's work a row), so they drew the curve below what
-        # verify rows cost, and Auto drafted where the pass then took longer than it priced.
-        if not chunks:
-            n, seconds = sum(len(p.tokens) for p in parts), time.perf_counter() - t
-            for cost in self.costs.values():
-                cost.observe_verify(n, seconds)
+        # verify rows cost, and Auto drafted where the pass then took longer than it priced;
+        # it tells what reading a prompt's token costs instead (a model draft's reading is priced by it).
+        seconds, steps = time.perf_counter() - t, sum(len(p.rows) for _, p in plans)
+        read = sum(n for _, n in chunks)
+        for cost in self.costs.values():
+            if not chunks:
+                cost.observe_verify(steps, seconds)
+            else:  # what reading a prompt's token costs in these passes: the pass less its verify rows
+                cost.observe_target_read(read, seconds - (cost.verify_time(steps) if steps else 0.0))
         for _, plan in plans:
             plan.pass_observed = True
         for (slot, plan), logits in zip(plans, rows):
@@ -379,12 +381,6 @@ class SlotScheduler:
         """The first of the slot's pictures not read yet (None: only text is left)."""
         at = slot.cached + slot.read
         return next((s for s in slot.job.images if s.start >= at), None)  # type: ignore[union-attr]
-
-    def _text_left(self, slot: _Slot) -> int:
-        """The prompt rows the slot has still to read in shared passes (its pictures are read apart)."""
-        at = slot.cached + slot.read
-        pictures = sum(s.n_tokens for s in slot.job.images if s.start >= at)  # type: ignore[union-attr]
-        return len(slot.todo) - slot.read - pictures  # type: ignore[arg-type]
 
     def _text_ahead(self, slot: _Slot) -> int:
         """How much of the slot's prompt is text before its next picture (or its end)."""

@@ -149,7 +149,7 @@ def test_greedy_output_of_each_request_is_its_output_alone(eng, draft, n_slots):
 def test_auto_prices_each_slots_drafts_against_the_whole_pass_it_joins(eng):
     """Auto in a slot weighs a draft against the rest of the shared pass: each slot plans under
     the load of the slots planned before it plus a row and a token for each one after it (prompt
-    chunks count as rows), and the slots' cost model learns the time of whole passes (all their
+    chunks read beside are no load), and the slots' cost model learns the time of whole passes (all their
     rows, once), not one slot's rows at the pass's time, nor passes that read a prompt's chunk (their
     rows need no logits). The output stays each request's alone."""
     requests = [replace(r, lookahead="auto") for r in _requests(eng, count=4)]
