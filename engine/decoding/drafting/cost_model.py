@@ -406,7 +406,8 @@ class Costs:
             return 0.0
         per = self.draft_read_token_s
         if per is None:
-            per = self.draft_ratio_prior * self.target_read_time(1)
+            target = self.target_read_token_s if self.target_read_token_s is not None else self.verify_time(16) / 16
+            per = self.draft_ratio_prior * target
         return n * per
 
     def read_chunk(self) -> int:
@@ -431,14 +432,6 @@ class Costs:
     def pass_time(self, rows: int) -> float:
         """Seconds for a pass carrying this sequence's `rows` beside the load's."""
         return self.verify_time(self.load.rows + rows)
-
-    def target_read_time(self, n: int) -> float:
-        """Seconds for the target to read n prompt tokens in a batch: as measured (its prefill
-        chunks), else a 16-token pass's share per token."""
-        if n <= 0:
-            return 0.0
-        per = self.target_read_token_s
-        return n * (per if per is not None else self.verify_time(16) / 16)
 
     def rate(self, tokens: float, seconds: float) -> float:
         """The whole pass's tokens per second when this sequence expects `tokens` of it."""
