@@ -131,23 +131,28 @@ class CostModel:
         self.load = BatchLoad()
 
     # -- observations --------------------------------------------------------------------
-    # A pass over n tokens never costs more than this many times n one-token passes (it could
-    # be split into them); a sample above that is a stall (the machine paused the process),
-    # not a cost. Kept, one such sample would stand for its batch size until Auto drafts that
-    # size again, which a cost that high forbids: measured, a 3.3 s stall of one 3-token pass
-    # stopped every 2-token draft for the rest of a benchmark (and was stored for the next).
+    # A pass over n tokens never costs more than this many times n one-token passes (it could be
+    # split into them); a sample above that is a stall (the machine paused the process), not a cost.
+    # Kept, one such sample would stand for its batch size until Auto drafts that size again, which
+    # a cost that high forbids: measured, a 3.3 s stall of one 3-token pass stopped every 2-token
+    # draft for the rest of a benchmark (and was stored for the next).
     STALL = 2.0
 
     def observe_verify(self, n: int, seconds: float) -> None:
         with self._lock:
             self._add_verify(n, seconds, time.monotonic())
 
+    @classmethod
+    def stalled(cls, n: int, seconds: float, one: float) -> bool:
+        """`seconds` for n tokens (a pass, or n draft tokens) is a stall against one-token passes of `one`."""
+        return seconds > cls.STALL * n * one
+
     def _add_verify(self, n: int, seconds: float, when: float) -> None:
         one = self._verify.get(1)
         if n > 1 and one:
             v1 = self._estimate(one)
-            if seconds > self.STALL * n * v1:
-                return  # a stall, not a cost
+            if self.stalled(n, seconds, v1):
+                return
             self._ratio.setdefault(n, deque(maxlen=self._window)).append(seconds / v1)
         self._verify.setdefault(n, deque(maxlen=self._window)).append((when, seconds))
 
@@ -339,13 +344,11 @@ class CostModel:
 
 @dataclass(frozen=True)
 class BatchLoad:
-    """What else a target pass carries: `rows` of other sequences (their pending tokens and
-    drafts) expected to give `tokens` output tokens. Empty: a generation alone.
-
-    Rows of prompts read in the same pass are not load: that reading is done whatever a slot
-    drafts, so it neither adds to the tokens a draft row must beat nor dilutes what the row
-    costs. Counted as verify rows (as they were), 40 of them made each draft row beside them
-    look nearly free, and prompt lookup with 8 clients ran at 0.87x of no draft."""
+    """What else a target pass carries: `rows` of other sequences (their pending tokens and drafts)
+    expected to give `tokens` output tokens; empty: a generation alone. Prompt rows read in the same
+    pass are no load: that reading is done whatever a slot drafts (counted as verify rows, 40 of them
+    made each draft row beside them look nearly free; measured after: within the noise, §19 of
+    docs/benchmarks.md)."""
 
     rows: int = 0
     tokens: float = 0.0

@@ -6,7 +6,7 @@ until Auto measures that size again, and a cost that says drafting can never pay
 from ever measuring it. Found in a store here: one-token passes at 83 ms beside 2-, 3- and
 4-token passes at 8.3 s, and a 0.5B draft's token at 15.3 s, each width kept by the merge with
 the old entry after the run that measured it so had gone. So a width or draft time above what a
-pass over its tokens one at a time would cost (`CostModel.STALL`) is neither seeded nor kept.
+pass over its tokens one at a time would cost (`CostModel.stalled`) is neither seeded nor kept.
 """
 
 from __future__ import annotations
@@ -84,7 +84,7 @@ class CostStore:
 
 def plausible_curve(curve: dict, one: float | None = None) -> dict:
     """The widths of a stored verify curve (seconds by token count, as text) that cost at most
-    what their tokens cost one at a time (`CostModel.STALL`), against the one-token pass `one`
+    what their tokens cost one at a time (`CostModel.stalled`), against the one-token pass `one`
     (default: the curve's own); a curve without a one-token pass stays as it is (nothing to check
     it by: `CostModel.import_costs` checks each width it takes)."""
     try:
@@ -94,7 +94,7 @@ def plausible_curve(curve: dict, one: float | None = None) -> dict:
     out = {}
     for n, t in curve.items():
         try:
-            if 0 < float(t) <= CostModel.STALL * max(1, int(n)) * v1:
+            if float(t) > 0 and not CostModel.stalled(max(1, int(n)), float(t), v1):
                 out[n] = t
         except (TypeError, ValueError):
             continue
@@ -103,7 +103,7 @@ def plausible_curve(curve: dict, one: float | None = None) -> dict:
 
 def _plausible_draft(per_token: object, curve: dict) -> float | None:
     """A draft token's stored time, unless it costs more than the target's one-token passes it
-    would stand in for (`CostModel.STALL` of them): such a draft could never pay, so a value
+    would stand in for (`CostModel.stalled`): such a draft could never pay, so a value
     that says so is a stall, and Auto had better measure it again."""
     try:
         d = float(per_token)  # type: ignore[arg-type]
@@ -113,4 +113,4 @@ def _plausible_draft(per_token: object, curve: dict) -> float | None:
         v1 = float(curve["1"])
     except (KeyError, TypeError, ValueError):
         return d if d > 0 else None
-    return d if 0 < d <= CostModel.STALL * v1 else None
+    return d if d > 0 and not CostModel.stalled(1, d, v1) else None

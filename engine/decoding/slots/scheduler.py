@@ -360,12 +360,14 @@ class SlotScheduler:
         # verify rows cost, and Auto drafted where the pass then took longer than it priced;
         # it tells what reading a prompt's token costs instead (a model draft's reading is priced by it).
         seconds, steps = time.perf_counter() - t, sum(len(p.rows) for _, p in plans)
-        read = sum(n for _, n in chunks)
+        if chunks:  # what reading a prompt's token costs in these passes: the pass less its verify rows
+            # (every draft name's model holds the same curve: all of them observe every pass)
+            reading = seconds - (next(iter(self.costs.values())).verify_time(steps) if steps else 0.0)
         for cost in self.costs.values():
             if not chunks:
                 cost.observe_verify(steps, seconds)
-            else:  # what reading a prompt's token costs in these passes: the pass less its verify rows
-                cost.observe_target_read(read, seconds - (cost.verify_time(steps) if steps else 0.0))
+            else:
+                cost.observe_target_read(sum(n for _, n in chunks), reading)
         for _, plan in plans:
             plan.pass_observed = True
         for (slot, plan), logits in zip(plans, rows):
