@@ -115,9 +115,12 @@ class BaseEngine(ABC):
     def generate(self, prompt: Prompt | GenerationRequest, *, cancel: CancelToken | None = None,
                  on_event: Callable[[Event], None] | None = None, **options: Any) -> GenerationResult:
         """Run to completion; returns text, tokens, stats and the token/step events.
-        `on_event` sees every event as it happens (the race streams both panes from it)."""
+        `on_event` sees every event as it happens (the race streams both panes from it).
+        The stream is read to its end, not left at its `DoneEvent`: what follows it (the prompt
+        cache keeping this prompt's state) would never run in a generator left suspended."""
         toks: list[TokenEvent] = []
         steps: list[StepEvent] = []
+        result: GenerationResult | None = None
         for ev in self.stream(prompt, cancel=cancel, **options):
             if on_event is not None:
                 on_event(ev)
@@ -126,8 +129,10 @@ class BaseEngine(ABC):
             elif isinstance(ev, StepEvent):
                 steps.append(ev)
             elif isinstance(ev, DoneEvent):
-                return GenerationResult(ev.text, ev.tokens, ev.stats, toks, steps)
-        raise TandemError("generation ended without a result")  # pragma: no cover
+                result = GenerationResult(ev.text, ev.tokens, ev.stats, toks, steps)
+        if result is None:
+            raise TandemError("generation ended without a result")  # pragma: no cover
+        return result
 
     def __enter__(self) -> "BaseEngine":
         return self

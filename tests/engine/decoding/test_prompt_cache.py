@@ -79,6 +79,20 @@ def test_a_shared_prefix_is_restored_after_another_prompt(tiny_target, tiny_draf
         eng.close()
 
 
+def test_generate_keeps_the_prompt_as_a_read_stream_does(tiny_target, cold_answers):
+    """`Engine.generate` (the Python API) reads the stream to its end: left at its `DoneEvent`,
+    the state was never kept (the copy comes after the answer is out)."""
+    eng = _engine(tiny_target)
+    try:
+        eng.generate(DOC + ASK1, max_tokens=12)
+        assert eng.prompt_cache.memory_used > 0
+        eng.generate(DOC2 + ASK1, max_tokens=12)
+        cached, _, answer = _run(eng, DOC + ASK2)
+        assert cached == len(DOC) and answer == cold_answers(DOC + ASK2)
+    finally:
+        eng.close()
+
+
 def test_short_prompts_are_not_kept(tiny_target):
     eng = _engine(tiny_target, limits=CacheLimits(min_tokens=256, disk_bytes=0))
     try:
