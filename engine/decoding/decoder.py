@@ -273,9 +273,7 @@ class Decoder:
                 run.end("cancelled", "cancel")
                 run.t_prefill = time.perf_counter()
                 return
-            cache = self.prompt_cache if run.request.prompt_cache else None
-            keep = (cache.restore(ctx, run.prompt, run.images) if cache is not None
-                    else ctx.reuse_prefix(run.prompt, run.images))
+            keep = self._kept_prefix(run)
         todo = run.prompt[keep:-1]
         total, done = len(todo), 0
         yield PrefillEvent(0, total, cached=keep)
@@ -302,6 +300,15 @@ class Decoder:
         if ctx.recurrent:  # its state cannot be cut back to the prompt later: keep it now
             self._remember(run)
         yield from self._ready(run)
+
+    def _kept_prefix(self, run: _Run) -> int:
+        """Make the context hold the longest start of the run's prompt that it or the prompt cache
+        has (all but the last token); how many positions that is. The caller holds the context
+        (the step lock, or the parallel slots' thread)."""
+        cache = self.prompt_cache if run.request.prompt_cache else None
+        if cache is not None:
+            return cache.restore(self.ctx, run.prompt, run.images)
+        return self.ctx.reuse_prefix(run.prompt, run.images)
 
     def _ready(self, run: _Run, *, read_now: bool = True) -> Iterator[DraftReadEvent]:
         """The prompt is read: get the drafter ready (a model draft reads it only if it will draft;

@@ -297,10 +297,7 @@ class Context(Closing):
         """This sequence's whole state (KV cache, recurrent state) at `tokens`, as bytes a context
         of the same `state_identity` loads back (`load_state`); None when llama.cpp gives less.
         A numpy buffer: unlike a ctypes array it is not zeroed first (40 MB took 70 ms so)."""
-        size = int(llama_cpp.llama_state_seq_get_size(self._ctx, 0))
-        buf = np.empty(size, dtype=np.uint8)
-        got = int(llama_cpp.llama_state_seq_get_data(self._ctx, buf.ctypes.data_as(_U8P), size, 0))
-        return buf if got == size and size > 0 else None
+        return seq_state(self._ctx, 0)
 
     def keyed_tokens(self) -> np.ndarray:
         """`tokens` with each picture's cells as its content's key id: what names this state."""
@@ -312,15 +309,11 @@ class Context(Closing):
         empty) when llama.cpp refuses the bytes, they hold other positions, or name a picture
         not among `images`."""
         self.clear()
-        plain = [int(t) for t in tokens]
-        known = [s for s in images if s.end <= len(plain) and plain[s.start] == s.key_id]
-        for s in known:
-            plain[s.start:s.end] = [s.image.projector.placeholder] * s.n_tokens
-        buf = np.frombuffer(data, dtype=np.uint8)
-        if any(t < 0 for t in plain) or \
-                int(llama_cpp.llama_state_seq_set_data(self._ctx, buf.ctypes.data_as(_U8P), len(buf), 0)) <= 0:
+        cells = state_cells(tokens, images)
+        if cells is None or not set_seq_state(self._ctx, 0, data):
             self.clear()
             return False
+        plain, known = cells
         self.images, self._shift = known, sum(s.shift for s in known)
         if int(llama_cpp.llama_memory_seq_pos_max(self._mem, 0)) != self.position(len(plain) - 1):
             self.clear()
@@ -351,6 +344,33 @@ def _raw_function(name: str, restype: object, argtypes: list) -> Callable:
     fn.restype = restype
     fn.argtypes = argtypes
     return fn
+
+
+def seq_state(ctx: Any, seq: int) -> np.ndarray | None:
+    """Sequence `seq`'s whole state in `ctx` as bytes (None when llama.cpp gives less). The bytes
+    name the context's KV stream count, not the sequence: another context with as many streams
+    loads them on any of its sequences."""
+    size = int(llama_cpp.llama_state_seq_get_size(ctx, seq))
+    buf = np.empty(size, dtype=np.uint8)
+    got = int(llama_cpp.llama_state_seq_get_data(ctx, buf.ctypes.data_as(_U8P), size, seq))
+    return buf if got == size and size > 0 else None
+
+
+def set_seq_state(ctx: Any, seq: int, data: np.ndarray | bytearray) -> bool:
+    """Load `seq_state`'s bytes into sequence `seq` of `ctx`; False when llama.cpp refuses them."""
+    buf = np.frombuffer(data, dtype=np.uint8)
+    return int(llama_cpp.llama_state_seq_set_data(ctx, buf.ctypes.data_as(_U8P), len(buf), seq)) > 0
+
+
+def state_cells(tokens: Sequence[int], images: Sequence[Any]) -> tuple[list[int], list[Any]] | None:
+    """A saved state's keyed `tokens` as the cells a sequence holds (each picture of `images` it
+    names as its run of placeholders) and those pictures; None when it names a picture not
+    among `images`."""
+    plain = [int(t) for t in tokens]
+    known = [s for s in images if s.end <= len(plain) and plain[s.start] == s.key_id]
+    for s in known:
+        plain[s.start:s.end] = [s.image.projector.placeholder] * s.n_tokens
+    return None if any(t < 0 for t in plain) else (plain, known)
 
 
 def keyed(tokens: Sequence[int], images: Sequence[Any]) -> np.ndarray:

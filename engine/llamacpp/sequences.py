@@ -33,7 +33,9 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from ..errors import DecodeError, ModelLoadError, TandemError
-from .context import Context, _raw_function, kept_prefix, picture_cut, position_in
+from ..models.calibration import content_id
+from .build import build_id
+from .context import Context, _raw_function, kept_prefix, keyed, picture_cut, position_in, seq_state, set_seq_state, state_cells
 from .llama import Closing, Model, default_threads, free_context, log_tail, recent_log_errors
 from .recurrent import Rollback
 from .runtime import RuntimeParams
@@ -95,6 +97,10 @@ class SharedContext(Closing):
         self.n_batch: int = min(params.n_batch, int(llama_cpp.llama_n_batch(self._ctx)))
         self.n_vocab = model.n_vocab
         self.n_threads = threads
+        # What a sequence's saved state fits (the prompt cache's key, as `Context.state_identity`):
+        # llama.cpp's bytes name the KV stream count, so a lone context's states are not these.
+        kv_layout = f"k{params.type_k}v{params.type_v}fa{params.flash_attn_type}swa{int(params.swa_full)}"
+        self.state_identity = f"{content_id(model.path)}|n_ctx{self.n_ctx_seq}|{build_id()}|{kv_layout}|streams{n_seq}"
         self._mem = llama_cpp.llama_get_memory(self._ctx)
         self._batch = llama_cpp.llama_batch_init(self.n_batch, 0, 1)
         nb = self.n_batch
@@ -262,6 +268,27 @@ class SharedContext(Closing):
         if self._rollbacks is not None:
             self._rollbacks[seq].forget()
 
+    def save_state(self, seq: int) -> np.ndarray | None:
+        """`seq`'s whole state, for the prompt cache (`Context.save_state`'s, on one sequence)."""
+        return seq_state(self._ctx, seq)
+
+    def load_state(self, seq: int, data: np.ndarray | bytearray, tokens: Sequence[int], images: Sequence[Any] = ()) -> bool:
+        """Replace what `seq` holds by a state `save_state` made (on any sequence of a context of
+        the same `state_identity`) after the keyed `tokens`; False, `seq` left empty, when
+        llama.cpp refuses the bytes, they hold other positions, or name a picture not among `images`."""
+        self.clear(seq)
+        cells = state_cells(tokens, images)
+        if cells is None or not set_seq_state(self._ctx, seq, data):
+            self.clear(seq)
+            return False
+        plain, known = cells
+        self.images[seq], self._shift[seq] = known, sum(s.shift for s in known)
+        if int(llama_cpp.llama_memory_seq_pos_max(self._mem, seq)) != self.position(seq, len(plain) - 1):
+            self.clear(seq)
+            return False
+        self.tokens[seq] = plain
+        return True
+
     def view(self, seq: int) -> "SequenceView":
         return SequenceView(self, seq)
 
@@ -325,6 +352,20 @@ class SequenceView:
             keep = 0
         self.truncate(keep)
         return self.n_past
+
+    @property
+    def state_identity(self) -> str:
+        return self.shared.state_identity
+
+    def keyed_tokens(self) -> np.ndarray:
+        """`tokens` with each picture's cells as its content's key id (`Context.keyed_tokens`)."""
+        return keyed(self.tokens, self.images)
+
+    def save_state(self) -> np.ndarray | None:
+        return self.shared.save_state(self.seq)
+
+    def load_state(self, data: np.ndarray | bytearray, tokens: Sequence[int], images: Sequence[Any] = ()) -> bool:
+        return self.shared.load_state(self.seq, data, tokens, images)
 
     def read_image(self, span: Any) -> None:
         """Read a picture at this sequence's end, in a decode of its own."""

@@ -26,6 +26,7 @@ at a picture. Drafters see the placeholder run, as on the single-sequence path.
 
 from __future__ import annotations
 
+import logging
 import queue as _queue
 import threading
 import time
@@ -45,8 +46,11 @@ from ..drafting.cost_model import CostModel
 from ..drafting.drafter_api import Drafter
 from ..drafting.mtp_drafter import HeadBatch
 from ..events import Event, PrefillEvent
+from ..prompt_cache import PromptCache
 from ..request import GenerationRequest
 from .planning import plan_slots
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -90,12 +94,16 @@ class SlotScheduler:
     are not a free drafter's, whose proposals cost nothing), all of them learning the target's curve
     from the shared passes; `seed` fills each before the first request (the engine's measured
     costs for that drafter: `Engine.seed_cost`), so Auto does not start from its priors.
+    `prompt_cache` (the engine's): a slot starts from the longest start of its prompt that its
+    sequence or the cache holds, and each finished request's state is kept there (states of this
+    many slots' sequences: a lone context's are not theirs, llama.cpp's bytes name the streams).
     `stream` may be called from any thread; the slots run on one thread of the scheduler's own.
     """
 
     def __init__(self, target: Model, n_slots: int, *, runtime: RuntimeParams | None = None,
                  drafters: Mapping[str, Callable[[], Drafter | None]] | None = None,
-                 seed: Callable[[CostModel, Drafter | None], None] | None = None):
+                 seed: Callable[[CostModel, Drafter | None], None] | None = None,
+                 prompt_cache: PromptCache | None = None):
         self.draft_batches: dict[Any, DraftBatch | HeadBatch] = {}  # by the context a slot's draft rows name
         made = self._make_drafters(drafters or {"none": lambda: None}, n_slots)
         try:
@@ -123,7 +131,8 @@ class SlotScheduler:
                     seed(cost, made[0][name])
             self._share_heads(made)
             for i, mine in enumerate(made):
-                decoders = {name: Decoder(target, d, cost=self.costs[name], context=self.shared.view(i))
+                decoders = {name: Decoder(target, d, cost=self.costs[name], context=self.shared.view(i),
+                                          prompt_cache=prompt_cache)
                             for name, d in mine.items()}
                 self.slots.append(_Slot(i, decoders, next(iter(decoders.values()))))
         except BaseException:
@@ -301,7 +310,7 @@ class SlotScheduler:
             return
         run.images = job.images
         slot.job, slot.run = job, run
-        slot.cached = dec.ctx.reuse_prefix(job.prompt, job.images)
+        slot.cached = dec._kept_prefix(run)  # type: ignore[arg-type]
         slot.todo, slot.read = job.prompt[slot.cached:-1], 0
         job.events.put(PrefillEvent(0, len(slot.todo), cached=slot.cached))
         if not slot.todo:
@@ -309,6 +318,8 @@ class SlotScheduler:
 
     def _prompt_read(self, slot: _Slot) -> None:
         slot.todo = None
+        if slot.decoder.ctx.recurrent:  # its state cannot be cut back to the prompt later: keep it now
+            self._remember(slot, slot.run)
         # A model draft reads the prompt at the slot's first step, in the draft passes it shares
         # with the other slots (a chunk a pass), not alone here.
         for ev in slot.decoder._ready(slot.run, read_now=False):  # type: ignore[arg-type]
@@ -446,6 +457,16 @@ class SlotScheduler:
         job.events.put(done)
         job.events.put(None)
         self._free(slot)
+        self._remember(slot, run)  # after its end is out: no answer waits for the copy
+
+    def _remember(self, slot: _Slot, run: Any) -> None:
+        """Keep what the slot's sequence holds in the prompt cache (a copy of its state): the next
+        request that starts the same way, in any slot or after a restart, reads only the rest.
+        A copy that fails costs the cache an entry, never the slots' loop."""
+        try:
+            slot.decoder._remember(run)
+        except Exception as e:  # noqa: BLE001 - logged; the answers are out
+            log.warning("prompt cache: slot %d's state not kept (%s)", slot.index, e)
 
     def _fail(self, slot: _Slot, error: BaseException) -> None:
         if slot.job is not None:

@@ -167,7 +167,8 @@ def parallel_slots(served: ServedModel, config: ServerConfig) -> Any:
         drafters = {"mtp": lambda: eng.slot_drafter("mtp"), **drafters}
     if served.has_draft_model:  # the slots draft together on one context of the loaded draft model
         drafters = {"model": lambda: eng.slot_drafter(served.draft), **drafters}
-    slots = SlotScheduler(eng.target, n, runtime=runtime, drafters=drafters, seed=eng.seed_cost)
+    slots = SlotScheduler(eng.target, n, runtime=runtime, drafters=drafters, seed=eng.seed_cost,
+                          prompt_cache=eng.prompt_cache)
     eng.attach(slots)
     eng.queue.slots = n
     return slots
