@@ -188,6 +188,55 @@ def test_auto_prices_each_slots_drafts_against_the_whole_pass_it_joins(eng):
     assert cost.load == BatchLoad()  # alone again after planning
 
 
+def test_a_prompt_read_beside_a_running_slot_is_no_load_on_its_planning(eng):
+    """While one slot steps and another reads a long prompt in chunks of the same passes, Auto in
+    the stepping slot plans as if alone: that reading is done whatever it drafts, so counting its
+    rows as load would make each draft row beside them look nearly free (commit e1f06aa). Once the
+    reader steps too, it is load."""
+    first = GenerationRequest(eng.tokens_for("the value of"), lookahead="auto", max_tokens=120)
+    long_prompt = eng.tokens_for(" ".join(["the list of items in the data"] * 20))
+    second = GenerationRequest(long_prompt, lookahead="auto", max_tokens=20)
+    assert len(long_prompt) > 6 * 16  # read over several passes of 16 rows
+    alone = _alone(eng, [first, second], "lookup")
+    sched = SlotScheduler(eng.target, 2, runtime=RuntimeParams(n_ctx=1024, n_batch=16),
+                          drafters={"d": _drafter("lookup", eng.target.n_vocab)})
+    cost = sched.costs["d"]
+    seen: list[tuple[int, int, BatchLoad]] = []  # (slots stepping, slots reading, the load) at each planning
+    steps = type(sched.slots[0].decoder).planning
+
+    def planning(dec, run):
+        busy = [s for s in sched.slots if s.job is not None]
+        seen.append((sum(s.todo is None for s in busy), sum(s.todo is not None for s in busy), cost.load))
+        return steps(dec, run)
+
+    for slot in sched.slots:
+        for dec in slot.decoders.values():
+            dec.planning = planning.__get__(dec)
+    started = threading.Event()
+
+    def run_first() -> list:
+        out = []
+        for ev in sched.stream(first.prompt, first):
+            out.append(ev)
+            if isinstance(ev, TokenEvent):
+                started.set()
+        return out
+
+    def run_second() -> list:
+        assert started.wait(60)
+        return list(sched.stream(second.prompt, second))
+
+    try:
+        events = at_once([run_first, run_second])
+    finally:
+        sched.close()
+    _check_same(eng, [first, second], alone, events, "2 slots, one reading")
+    beside_a_read = [load for stepping, reading, load in seen if stepping == 1 and reading == 1]
+    assert len(beside_a_read) >= 3, seen  # the long prompt took several passes beside the running slot
+    assert all(load == BatchLoad() for load in beside_a_read), beside_a_read
+    assert any(stepping == 2 and load.rows >= 1 for stepping, _, load in seen), seen  # a stepping slot is load
+
+
 def test_seeded_sampling_in_four_slots_draws_what_each_request_draws_alone(eng):
     """Each request in a fresh sequence, its prompt read in one chunk as alone: the rows then differ
     from the lone decoder's only by the batch they share (~1e-6). (A slot reused reads a prompt
