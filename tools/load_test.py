@@ -48,6 +48,8 @@ class Sent:
     tokens: int = 0
     text: str = ""
     error: str | None = None
+    prompt_tokens: int | None = None  # from the usage chunk, where the server sends one
+    cached: int | None = None  # of them, read from the server's prompt cache (prompt_tokens_details)
 
     @property
     def ttft(self) -> float | None:
@@ -127,6 +129,9 @@ def stream_one(http: Any, url: str, model: str, prompt: Any, max_tokens: int, dr
         sent.error = f"the stream ended without a finish_reason after {chunks} content chunks"
     sent.text = "".join(parts)
     sent.tokens = int(usage["completion_tokens"]) if usage and "completion_tokens" in usage else chunks
+    if usage:
+        sent.prompt_tokens = usage.get("prompt_tokens")
+        sent.cached = (usage.get("prompt_tokens_details") or {}).get("cached_tokens")
     return sent
 
 
