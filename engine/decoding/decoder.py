@@ -306,9 +306,10 @@ class Decoder:
         has (all but the last token); how many positions that is. The caller holds the context
         (the step lock, or the parallel slots' thread)."""
         cache = self.prompt_cache if run.request.prompt_cache else None
-        if cache is not None:
-            return cache.restore(self.ctx, run.prompt, run.images)
-        return self.ctx.reuse_prefix(run.prompt, run.images)
+        kept = cache.restore(self.ctx, run.prompt, run.images) if cache is not None \
+            else self.ctx.reuse_prefix(run.prompt, run.images)
+        run.stats.cached_tokens = kept
+        return kept
 
     def _ready(self, run: _Run, *, read_now: bool = True) -> Iterator[DraftReadEvent]:
         """The prompt is read: get the drafter ready (a model draft reads it only if it will draft;

@@ -83,6 +83,7 @@ class RunStats:
     """Totals of one generation. acceptance_rate = accepted / drafted (0 when nothing drafted)."""
 
     prompt_tokens: int = 0
+    cached_tokens: int = 0  # of them, not read: kept in the context or restored from the prompt cache
     generated_tokens: int = 0
     steps: int = 0
     drafted: int = 0

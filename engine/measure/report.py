@@ -19,7 +19,7 @@ def stats_parts(stats: Any, *, finish: bool = True) -> list[str]:
     parts = [
         f"{_get(stats, 'generated_tokens')} tokens in {_get(stats, 'wall_s', 0.0):.2f} s",
         f"{_get(stats, 'decode_tokens_per_s', 0.0):.1f} tok/s decode",
-        f"first token {_get(stats, 'time_to_first_token_s', 0.0):.2f} s",
+        f"first token {_get(stats, 'time_to_first_token_s', 0.0):.2f} s" + _from_cache(stats),
     ]
     drafted = _get(stats, "drafted")
     if drafted:
@@ -32,6 +32,15 @@ def stats_parts(stats: Any, *, finish: bool = True) -> list[str]:
     if finish:
         parts.append(f"finish: {_get(stats, 'finish_reason', '')} ({_get(stats, 'stopped_by', '')})")
     return parts
+
+
+def _from_cache(stats: Any) -> str:
+    """" (1,481 of 1,525 prompt tokens from cache)" where a long start of the prompt was not read
+    again; nothing for a short one (a chat template's start kept by the context)."""
+    cached, total = _get(stats, "cached_tokens", 0) or 0, _get(stats, "prompt_tokens", 0) or 0
+    if cached < 64 or not total:
+        return ""
+    return f" ({cached:,} of {total:,} prompt tokens from cache)"
 
 
 def stats_line(stats: Any, sep: str = " | ", *, finish: bool = True) -> str:

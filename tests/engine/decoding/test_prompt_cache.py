@@ -93,6 +93,24 @@ def test_generate_keeps_the_prompt_as_a_read_stream_does(tiny_target, cold_answe
         eng.close()
 
 
+def test_the_answers_stats_say_how_much_of_the_prompt_came_from_the_cache(tiny_target):
+    """The stats line under an answer (the app's, the CLI's) names the prompt tokens not read again."""
+    from engine.measure.report import stats_line
+
+    eng = _engine(tiny_target)
+    try:
+        first = eng.generate(DOC + ASK1, max_tokens=4)
+        eng.generate(DOC2 + ASK1, max_tokens=4)
+        again = eng.generate(DOC + ASK2, max_tokens=4)
+    finally:
+        eng.close()
+    assert first.stats.cached_tokens == 0 and "from cache" not in stats_line(first.stats)
+    assert again.stats.cached_tokens == len(DOC) and again.stats.prompt_tokens == len(DOC + ASK2)
+    assert f"first token {again.stats.time_to_first_token_s:.2f} s ({len(DOC)} of {len(DOC + ASK2)} prompt tokens " \
+           "from cache)" in stats_line(again.stats)
+    assert "from cache" not in stats_line({**again.stats.to_dict(), "cached_tokens": 40})  # a template's start: not said
+
+
 def test_short_prompts_are_not_kept(tiny_target):
     eng = _engine(tiny_target, limits=CacheLimits(min_tokens=256, disk_bytes=0))
     try:

@@ -75,6 +75,8 @@ def test_a_document_pushed_out_of_its_slot_is_restored_from_the_cache(tiny_targe
         assert _ask(sched, DOC2 + ASK1)[0] == 0  # the one slot now holds the other document
         cached, answer = _ask(sched, DOC + ASK2)
         assert cached == len(DOC) and answer == cold(DOC + ASK2)
+        done = list(sched.stream(DOC + ASK1, GenerationRequest(DOC + ASK1, max_tokens=4)))[-1]
+        assert done.stats.cached_tokens == len(DOC)  # as its answer's stats say (the slot kept the document)
 
 
 def test_a_state_kept_from_one_slot_serves_another(tiny_target, cold):
