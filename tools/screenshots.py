@@ -20,7 +20,10 @@ server (the default pair calls by itself; SmolLM2-135M's first step is made to c
 attached and a screenshot pasted as chips (pictures-attached-THEME.png), then sent, their
 thumbnails in the question (pictures-sent-THEME.png), with the tiny model that sees the tests use
 (tools/picture_shots.py). `--views server` saves the local server's slots in use at 1024x700,
-light and dark (tools/server_shots.py). --scale runs the app at that scale factor (QT_SCALE_FACTOR; the window then
+light and dark (tools/server_shots.py). `--views cache` saves a second chat about the same
+report, its answer's stats naming the prompt tokens from the cache, and a chat reading with part
+of its prompt from the cache (cache-answer-THEME.png, cache-reading-THEME.png), and writes each
+chat's first-token time to cache-times.json (tools/cache_shots.py). --scale runs the app at that scale factor (QT_SCALE_FACTOR; the window then
 has WxH device pixels) and saves only the set, as VIEW-WxH-SCALEx-THEME.png. The app's own
 data (history, settings) goes to a temporary folder.
 """
@@ -28,6 +31,7 @@ data (history, settings) goes to a temporary folder.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 import tempfile
@@ -97,7 +101,7 @@ def main() -> int:
         return 0
     # Models first (nothing loaded yet): the catalog with fit verdicts
     win.nav.setCurrentRow(2)
-    if views not in (["tools"], ["server"]):
+    if views not in (["tools"], ["server"], ["cache"]):
         shots.shot("models")
     if pair is not None:  # through the model bar, as a user loads it: the pair's own title
         bar = win.chat.model_bar
@@ -120,6 +124,13 @@ def main() -> int:
         from tools.server_shots import server_shots
 
         server_shots(shots, win, a.themes.split(","))
+        win.close()
+        return 0
+    if views == ["cache"]:  # the prompt cache in the chat: tools/cache_shots.py
+        from tools.cache_shots import cache_shots
+
+        times = cache_shots(shots, win, Path(tmp), a.themes.split(","))
+        (out / "cache-times.json").write_text(json.dumps(times, indent=1) + "\n")
         win.close()
         return 0
     if "chat" in views:
