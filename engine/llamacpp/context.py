@@ -67,7 +67,6 @@ class Context(Closing):
         params.no_perf = True
         if model.recurrent_state:
             params.n_rs_seq = rollback
-        kv_layout = f"k{params.type_k}v{params.type_v}fa{params.flash_attn_type}swa{int(params.swa_full)}"
         log_tail.clear()
         self._ctx = model.init_context(params)
         if not self._ctx:
@@ -79,9 +78,7 @@ class Context(Closing):
         self.n_batch: int = min(n_batch, int(llama_cpp.llama_n_batch(self._ctx)))
         self.n_threads = threads
         self.n_vocab = model.n_vocab
-        # What a saved state fits (`save_state`): another file, context size, llama.cpp build or KV
-        # layout (types, flash attention's V order, a full or windowed SWA cache) must not load it.
-        self.state_identity = f"{content_id(model.path)}|n_ctx{self.n_ctx}|{build_id()}|{kv_layout}"
+        self.state_identity = state_identity(model, self.n_ctx, params)
         self._mem = llama_cpp.llama_get_memory(self._ctx)
         self._batch = llama_cpp.llama_batch_init(n_batch, 0, 1)
         self._b_token = np.ctypeslib.as_array(self._batch.token, shape=(n_batch,))
@@ -344,6 +341,14 @@ def _raw_function(name: str, restype: object, argtypes: list) -> Callable:
     fn.restype = restype
     fn.argtypes = argtypes
     return fn
+
+
+def state_identity(model: Model, n_ctx: int, params: Any, streams: int = 1) -> str:
+    """What a saved sequence state fits (the prompt cache's key): another file, context size (per
+    sequence), llama.cpp build, KV layout (types, flash attention's V order, a full or windowed
+    SWA cache) or KV stream count (llama.cpp's state bytes name it) must not load it."""
+    kv_layout = f"k{params.type_k}v{params.type_v}fa{params.flash_attn_type}swa{int(params.swa_full)}"
+    return f"{content_id(model.path)}|n_ctx{n_ctx}|{build_id()}|{kv_layout}" + (f"|streams{streams}" if streams > 1 else "")
 
 
 def seq_state(ctx: Any, seq: int) -> np.ndarray | None:

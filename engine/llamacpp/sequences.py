@@ -33,9 +33,8 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from ..errors import DecodeError, ModelLoadError, TandemError
-from ..models.calibration import content_id
-from .build import build_id
-from .context import Context, _raw_function, kept_prefix, keyed, picture_cut, position_in, seq_state, set_seq_state, state_cells
+from .context import (Context, _raw_function, kept_prefix, keyed, picture_cut, position_in, seq_state, set_seq_state,
+                      state_cells, state_identity)
 from .llama import Closing, Model, default_threads, free_context, log_tail, recent_log_errors
 from .recurrent import Rollback
 from .runtime import RuntimeParams
@@ -97,10 +96,8 @@ class SharedContext(Closing):
         self.n_batch: int = min(params.n_batch, int(llama_cpp.llama_n_batch(self._ctx)))
         self.n_vocab = model.n_vocab
         self.n_threads = threads
-        # What a sequence's saved state fits (the prompt cache's key, as `Context.state_identity`):
-        # llama.cpp's bytes name the KV stream count, so a lone context's states are not these.
-        kv_layout = f"k{params.type_k}v{params.type_v}fa{params.flash_attn_type}swa{int(params.swa_full)}"
-        self.state_identity = f"{content_id(model.path)}|n_ctx{self.n_ctx_seq}|{build_id()}|{kv_layout}|streams{n_seq}"
+        # a lone context's states are not these: llama.cpp's state bytes name the KV stream count
+        self.state_identity = state_identity(model, self.n_ctx_seq, params, streams=n_seq)
         self._mem = llama_cpp.llama_get_memory(self._ctx)
         self._batch = llama_cpp.llama_batch_init(self.n_batch, 0, 1)
         nb = self.n_batch
