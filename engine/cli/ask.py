@@ -169,7 +169,7 @@ def _answer(args: argparse.Namespace, models: tuple, question: str, hits: list, 
     if draft is None and args.draft is None:
         draft = "suffix"  # the free drafters read the sources in the prompt
     chat = not args.no_chat
-    eng = engine_for(target, RuntimeParams(n_ctx=args.ctx, n_threads=args.threads), args)
+    eng = engine_for(target, RuntimeParams(n_ctx=args.ctx, n_threads=args.threads), args, one_shot=True)
     try:
         ask = fit_to_context(lambda text, as_chat: len(eng.tokens_for(text, chat=as_chat)), question, hits, chat,
                              eng.n_ctx - args.max_tokens)

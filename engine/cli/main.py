@@ -32,7 +32,7 @@ def _runtime(args: argparse.Namespace):
 def _engine(target: Path, args: argparse.Namespace):
     from .rpc import engine_for  # with --rpc: a child process, so a lost worker is an error line
 
-    return engine_for(target, _runtime(args), args)
+    return engine_for(target, _runtime(args), args, one_shot=True)
 
 
 def _request(args: argparse.Namespace, prompt: str, draft: object):

@@ -36,17 +36,19 @@ def _seconds(value: str) -> float:
     return x
 
 
-def engine_for(target, runtime, args: argparse.Namespace):
+def engine_for(target, runtime, args: argparse.Namespace, *, one_shot: bool = False):
     """The engine a generating command uses: in this process without --rpc; with --rpc,
     in a child process (engine/serving/remote_engine.py), so a worker that dies or hangs mid-answer
     is one `tandem: error:` line naming it, after at most --rpc-timeout seconds. `args.projector`
-    (set by the image flags): the target's vision projector, loaded with it."""
+    (set by the image flags): the target's vision projector, loaded with it. `one_shot` (a command
+    that answers once and exits): a draft model loads only if Auto drafts with it."""
     eps = getattr(args, "rpc", None)
     mmproj = getattr(args, "projector", None)
     if not eps:
         from ..decoding.engine import Engine
 
-        return Engine(target, runtime=runtime, history_draft=not getattr(args, "no_history_draft", False), mmproj=mmproj)
+        return Engine(target, runtime=runtime, history_draft=not getattr(args, "no_history_draft", False), mmproj=mmproj,
+                      draft_when_needed=one_shot)
     if mmproj is not None:
         raise UsageError("images are not read with --rpc yet: run the target in this process to send images")
     from ..serving.remote_engine import DEFAULT_HANG_TIMEOUT_S, RemoteEngine

@@ -347,6 +347,9 @@ class Decoder:
         `batched`: read in steps (`reading`), its decodes made with the parallel slots'."""
         assert self.drafter is not None
         before, left, charged = run.unread, run.unread, None
+        with self._step_lock:  # a draft loaded when needed loads now, apart from its reading's time
+            if not self._closed:
+                self.drafter.load()
         t = time.perf_counter()
         try:
             with self._step_lock:
@@ -468,6 +471,7 @@ class Decoder:
         started = False
         k_req = 0
         if not run.reading:
+            self.cost.draft_load_s = self.drafter.pending_load_s if self.drafter is not None else 0.0
             k_req = run.lookahead.choose(room, self.cost, run.unread)
             run.reading = started = k_req > 0 and run.unread > 0
         if not run.reading:

@@ -116,6 +116,7 @@ class Engine(BaseEngine):
         history_draft: bool = True,
         prompt_cache: bool | CacheLimits = True,
         mmproj: str | os.PathLike[str] | None = None,
+        draft_when_needed: bool = False,
     ):
         """`rpc`: llama.cpp RPC workers ("HOST:PORT" strings or an `engine.llamacpp.rpc_backend.Cluster`)
         that hold part of the target, split by free memory; drafts always stay local.
@@ -123,7 +124,9 @@ class Engine(BaseEngine):
         data dir, never sent anywhere); False keeps them in memory only.
         `prompt_cache`: keep read prompts' states (memory and disk, shared by every draft
         choice; `CacheLimits` sets their budgets); False: each decoder keeps only its last prompt.
-        `mmproj`: the target's vision projector file: requests may then carry images."""
+        `mmproj`: the target's vision projector file: requests may then carry images.
+        `draft_when_needed`: a draft model file loads at its first read or proposal, not with its
+        decoder (one-shot runs, `tandem generate`: Auto may draft from the free sources alone)."""
         if not isinstance(target, Model):
             target = model_file(target, "target")  # a path, a catalog id or a file name in the store
             require_target(target)  # not a draft-only file such as Gemma 4's assistant (header only)
@@ -160,6 +163,7 @@ class Engine(BaseEngine):
         self.calibration = calibration
         self._costs_kept = CostStore(self.target, self.n_threads, self.rpc)
         self.history_draft = history_draft
+        self.draft_when_needed = draft_when_needed
         self.prompt_cache: PromptCache | None = None
         if not isinstance(prompt_cache, (bool, CacheLimits)) and prompt_cache is not None:
             raise TandemError(f"prompt_cache must be True, False or a CacheLimits, not {type(prompt_cache).__name__}")
@@ -211,7 +215,7 @@ class Engine(BaseEngine):
                 return dec
             rt = self._runtime_here()  # the drafter's context and the target's read the same settings
             drafter = make_drafter(choice, self.target, rt, load_draft=lambda p: self._draft_model(p, on_progress),
-                                   history=self._history_drafter)
+                                   history=self._history_drafter, when_needed=self.draft_when_needed)
             cost = self._costs.setdefault(key, CostModel())
             self.seed_cost(cost, drafter)
             dec = Decoder(self.target, drafter, runtime=rt, cost=cost, queue=self.queue, prompt_cache=self.prompt_cache)

@@ -32,8 +32,7 @@ READ_CHUNK_MIN = 16  # tokens a model draft reads between two target steps while
 
 
 class OfferedProposal(Protocol):
-    """What a step's offered proposal tells the acceptance measure (drafter_api.Proposal; this
-    module, below the drafters, does not import them)."""
+    """What a step's offered proposal tells the acceptance measure (drafter_api.Proposal, not imported)."""
 
     tokens: list[int]
     confidence: list[float] | None
@@ -120,6 +119,7 @@ class CostModel:
         self._prior = (alpha_prior * prior_weight, (1.0 - alpha_prior) * prior_weight)
         self.steps_observed = 0
         self.free_drafter = False  # proposals cost ~nothing (prompt lookup): Auto trims by confidence
+        self.draft_load_s = 0.0  # a draft model loaded when first needed: what its load would cost now
         # Acceptance by the drafter's own confidence, in 20 buckets: a drafter that says 0.9
         # may be right 70% of the time. Counts, with the stated confidence as a weak prior.
         self._conf_hits = [0.0] * self.CONF_BUCKETS

@@ -179,6 +179,12 @@ class Drafter(ABC):
             return max(0.02, self.model.size_bytes / target.size_bytes)
         return 0.01
 
+    pending_load_s: float = 0.0  # seconds a model loaded when first needed would still take (lazy_drafter.py)
+
+    def load(self) -> object:
+        """Be ready to read and draft (a draft loaded when first needed loads here)."""
+        return self
+
     def begin(self, prompt: Sequence[int]) -> None:
         """A new generation starts with this prompt."""
 

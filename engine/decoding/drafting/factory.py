@@ -6,15 +6,19 @@ may take a free draft instead of the model's).
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Callable
 
 from ...llamacpp.llama import Model
 from ...llamacpp.mtp import SHARED_CACHE_DRAFTERS
 from ...llamacpp.runtime import RuntimeParams
 from ...models.compat import require_compatible
+from ...models.gguf_header import validate_file
+from ...models.resolve import model_file
 from .bridge_drafter import BridgeDrafter
 from .choice import DraftChoice, DraftKind
 from .drafters import Drafter, ModelDrafter
+from .lazy_drafter import LazyModelDrafter
 from .lookup_drafter import PromptLookupDrafter
 from .mixed_drafter import MixedDrafter
 from .mtp_drafter import MTPDrafter
@@ -29,9 +33,11 @@ HistoryDrafter = Callable[[bool], SuffixDrafter]
 
 
 def make_drafter(choice: DraftChoice, target: Model, runtime: RuntimeParams, *, load_draft: LoadDraft,
-                 history: HistoryDrafter) -> Drafter | None:
+                 history: HistoryDrafter, when_needed: bool = False) -> Drafter | None:
     """The drafter for `choice` beside `target` (None: the target alone). `runtime` is the one
-    a draft model's context reads (the target's own settings)."""
+    a draft model's context reads (the target's own settings). `when_needed`: a plain draft
+    file (the target's vocabulary, not an assistant) is loaded at its first read or proposal,
+    not now (`LazyModelDrafter`: one-shot runs whose Auto may never draft with it)."""
     kind = choice.kind
     if kind is DraftKind.NONE:
         return None
@@ -41,8 +47,23 @@ def make_drafter(choice: DraftChoice, target: Model, runtime: RuntimeParams, *, 
         return history(True)
     if kind is DraftKind.DRAFTER:
         return choice.source
-    model = MTPDrafter(target) if kind is DraftKind.MTP else _model_drafter(choice, target, runtime, load_draft)
+    if kind is DraftKind.MTP:
+        model: Drafter = MTPDrafter(target)
+    elif when_needed and kind is DraftKind.PATH and (path := _plain_draft_file(target, choice.source)) is not None:
+        model = LazyModelDrafter(path, lambda: _model_drafter(choice, target, runtime, load_draft))
+    else:
+        model = _model_drafter(choice, target, runtime, load_draft)
     return MixedDrafter(model, history(False))
+
+
+def _plain_draft_file(target: Model, source: object) -> Path | None:
+    """The draft file `source` names when it drafts as a plain model of the target's vocabulary
+    (checked from the headers, nothing loaded); None for an assistant head or a bridged draft."""
+    path = model_file(source, "draft").resolve()  # type: ignore[arg-type]
+    header = validate_file(path)
+    if header.architecture in SHARED_CACHE_DRAFTERS or require_compatible(target.header, header).bridged:
+        return None
+    return path
 
 
 def _model_drafter(choice: DraftChoice, target: Model, runtime: RuntimeParams, load_draft: LoadDraft) -> Drafter:

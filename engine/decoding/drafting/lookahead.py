@@ -133,7 +133,7 @@ class Auto(Lookahead):
         best = costs.best(cap)
         self.last_prediction = best
         if best.k > 0 and best.speedup >= self.min_gain:
-            if not self._reading_pays(costs, best, unread, room):
+            if not self._reading_pays(costs, best, unread, room, cost.draft_load_s):
                 return 0  # the free drafters (which read nothing) may still draft: `source_chooser`
             self._since_probe = 0
             self._probe_interval = self.FIRST_PROBE  # if it stops paying, look again soon
@@ -147,7 +147,8 @@ class Auto(Lookahead):
         # no lower than HOPEFUL_ALPHA: a few failed probes (a chat reply's first words) must
         # not rule drafting out for good, since alpha only moves when a probe drafts.
         hopeful = costs.best(cap, alpha=max(self.HOPEFUL_ALPHA, min(0.95, costs.alpha + 0.3)))
-        if hopeful.k == 0 or hopeful.speedup < self.PROBE_GAIN or not self._reading_pays(costs, hopeful, unread, room):
+        if hopeful.k == 0 or hopeful.speedup < self.PROBE_GAIN or \
+                not self._reading_pays(costs, hopeful, unread, room, cost.draft_load_s):
             return 0  # timing alone rules speculation out: do not waste probes
         self._since_probe += 1
         if self._since_probe >= self._probe_interval:
@@ -156,17 +157,18 @@ class Auto(Lookahead):
             return min(cap, max(1, min(hopeful.k, 2)))
         return 0
 
-    def _reading_pays(self, costs: "Costs", p: Prediction, unread: int, room: int) -> bool:
+    def _reading_pays(self, costs: "Costs", p: Prediction, unread: int, room: int, load_s: float = 0.0) -> bool:
         """Would drafting as `p` predicts save more, over the rest of the answer (at most
         ANSWER_TOKENS) once the draft has read, than the draft's reading of `unread` tokens
-        costs? It reads in chunks between plain steps (one a step, `Costs.read_chunk`), so the
-        tokens of those steps are written undrafted. On a long prompt (a document) a model
-        draft's prefill can cost more than all it would save."""
-        if unread <= 0:
+        (and its model's load first, `load_s`: a draft loaded when needed) costs? It reads in
+        chunks between plain steps (one a step, `Costs.read_chunk`), so the tokens of those
+        steps are written undrafted. On a long prompt (a document) a model draft's prefill can
+        cost more than all it would save."""
+        if unread <= 0 and load_s <= 0:
             return True
         saved_per_token = costs.verify_time(1) - p.seconds_per_step / p.tokens_per_step
         after = min(room, self.ANSWER_TOKENS) - costs.catch_up_steps(unread)
-        return after * saved_per_token > costs.draft_read_time(unread)
+        return after * saved_per_token > costs.draft_read_time(unread) + load_s
 
     def feedback(self, drafted: int, accepted: int, source: str = "", beside: bool = False) -> None:
         self.standing.observe(source if beside else MAIN, source or "draft", drafted, accepted)

@@ -60,6 +60,13 @@ class MixedDrafter(Drafter):
     def relative_cost(self, target: Model) -> float:
         return self.model_drafter.relative_cost(target)
 
+    @property
+    def pending_load_s(self) -> float:  # type: ignore[override]
+        return self.model_drafter.pending_load_s
+
+    def load(self) -> object:
+        return self.model_drafter.load()
+
     def bind(self, target: Context) -> None:
         self.model_drafter.bind(target)
 
