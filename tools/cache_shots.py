@@ -74,7 +74,7 @@ def cache_shots(shots: Any, win: Any, tmp: Path, themes: list[str]) -> dict[str,
         shots.shot(f"cache-answer-{theme}", from_screen=True)
         _ask(shots, chat, [docs[0], docs[1 + n]], ASKS[0])
         shots.wait(lambda: "from cache" in chat.prefill_label.text() and chat.prefill_label.isVisible(), timeout=120)
-        shots.pump(1.5)  # an estimate of the time left has come
+        shots.pump(4.5)  # the first batch read: a rate, so the share read and the time left
         mine["reading"] = chat.prefill_label.text()
         shots.shot(f"cache-reading-{theme}", from_screen=True)
         chat.stop()

@@ -51,7 +51,7 @@ class PrefillProgress:
     def text(self, now: float) -> str:
         at, left = self.estimate(now)
         pct = 100 * at // max(self.total, 1)
-        line = f"Reading the prompt… {pct}% ({at}/{self.total} tokens"
+        line = f"Reading the prompt… {pct}% ({at:,}/{self.total:,} tokens"
         if self.cached:  # the prompt is the tokens to read, those that were not, and its last (read with the answer)
             line += f"; {self.cached:,} of {self.cached + self.total + 1:,} from cache"
         return line + (f", about {seconds_left(left)} left)" if left is not None else ")")

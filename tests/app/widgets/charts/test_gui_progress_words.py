@@ -14,12 +14,12 @@ from app.widgets.charts.prefill_progress import PrefillProgress
 def test_prompt_reading_moves_between_batches_and_never_past_the_one_under_way():
     p = PrefillProgress()
     p.update(0, 2048, now=10.0)
-    assert p.reading and p.text(10.0) == "Reading the prompt… 0% (0/2048 tokens)"  # no rate yet: no guess
+    assert p.reading and p.text(10.0) == "Reading the prompt… 0% (0/2,048 tokens)"  # no rate yet: no guess
     p.update(512, 2048, now=14.0)  # 128 tokens/s
     assert p.estimate(14.0) == (512, 12.0)
     assert p.estimate(15.0) == (640, 11.0)  # a second later: 128 more, estimated
     assert p.estimate(30.0)[0] == 1023  # a slow batch: at most to the end of the one under way
-    assert p.text(15.0) == "Reading the prompt… 31% (640/2048 tokens, about 11 s left)"
+    assert p.text(15.0) == "Reading the prompt… 31% (640/2,048 tokens, about 11 s left)"
     p.update(2048, 2048, now=26.0)
     assert not p.reading
 
