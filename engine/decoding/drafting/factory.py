@@ -12,8 +12,8 @@ from typing import Callable
 from ...llamacpp.llama import Model
 from ...llamacpp.mtp import SHARED_CACHE_DRAFTERS
 from ...llamacpp.runtime import RuntimeParams
-from ...models.compat import require_compatible
-from ...models.gguf_header import validate_file
+from ...models.compat import kept_verdict, require_compatible
+from ...models.gguf_header import read_header
 from ...models.resolve import model_file
 from .bridge_drafter import BridgeDrafter
 from .choice import DraftChoice, DraftKind
@@ -58,12 +58,12 @@ def make_drafter(choice: DraftChoice, target: Model, runtime: RuntimeParams, *, 
 
 def _plain_draft_file(target: Model, source: object) -> Path | None:
     """The draft file `source` names when it drafts as a plain model of the target's vocabulary
-    (checked from the headers, nothing loaded); None for an assistant head or a bridged draft."""
+    (from its header's scalars and the pair's kept verdict: nothing loaded, no vocabulary read
+    twice); None for an assistant head or a bridged draft. Its tensors are checked when it loads."""
     path = model_file(source, "draft").resolve()  # type: ignore[arg-type]
-    header = validate_file(path)
-    if header.architecture in SHARED_CACHE_DRAFTERS or require_compatible(target.header, header).bridged:
+    if read_header(path, with_tensors=False, arrays=False).architecture in SHARED_CACHE_DRAFTERS:
         return None
-    return path
+    return None if kept_verdict(target.path, path).bridged else path
 
 
 def _model_drafter(choice: DraftChoice, target: Model, runtime: RuntimeParams, load_draft: LoadDraft) -> Drafter:

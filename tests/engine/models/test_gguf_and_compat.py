@@ -155,3 +155,22 @@ def test_copy_of_model_is_compatible_with_itself(tmp_path, tiny_target):
     p = tmp_path / "copy.gguf"
     shutil.copy(tiny_target, p)
     assert check_pair(tiny_target, p).compatible
+
+
+def test_a_pairs_verdict_is_kept_by_the_files_contents_and_refusals_are_not(tiny_target, tiny_draft, other_vocab_model,
+                                                                              no_byte_fallback, monkeypatch):
+    """`kept_verdict`: the second process with the same pair reads no vocabulary (the verdict is in
+    the calibration store under both files' content ids); a bridged pair stays bridged; a refused
+    pair is refused each time, never kept."""
+    from engine.models import compat
+
+    first = compat.kept_verdict(tiny_target, tiny_draft)
+    bridged = compat.kept_verdict(tiny_target, other_vocab_model)
+    monkeypatch.setattr(compat, "require_compatible", lambda *a: pytest.fail("the vocabularies were read again"))
+    again = compat.kept_verdict(tiny_target, tiny_draft)
+    assert again.compatible and not again.bridged and again.mode == first.mode
+    assert compat.kept_verdict(tiny_target, other_vocab_model).bridged and bridged.bridged
+    monkeypatch.undo()
+    for _ in range(2):
+        with pytest.raises(IncompatiblePairError):
+            compat.kept_verdict(tiny_target, no_byte_fallback)
