@@ -81,3 +81,19 @@ def test_prompt_rows_read_in_the_pass_do_not_make_a_draft_look_cheap():
     beside_slots = _trim(cost, _others(3))
     as_verify_rows = _trim(cost, BatchLoad(3 + 40, 3.0))  # the old pricing: 40 prompt rows as verify rows
     assert beside_slots < as_verify_rows, (beside_slots, as_verify_rows)
+
+
+def test_a_long_free_proposal_is_verified_at_most_twice_as_wide_as_any_pass_measured():
+    """Confidences of 0.999 on a flat curve would verify all 200 tokens in one pass; Auto goes no
+    wider than twice the widest pass it has measured (at least 16), and wider as wider passes are
+    measured (a suffix draft's 238 tokens once went in one CPU pass: 13 accepted, 2 s)."""
+    cost = CostModel()
+    cost.free_drafter = True
+    for n in (1, 2, 4, 8):
+        cost.observe_verify(n, 0.05 * (1.0 + 0.01 * (n - 1)))
+    for _ in range(400):
+        cost.observe_acceptance(1, 1, [0.999])
+    proposal = Proposal(list(range(200)), [None] * 200, [0.999] * 200)
+    assert Auto().trim(proposal, cost) == 16
+    cost.observe_verify(40, 0.05 * 1.4)
+    assert Auto().trim(proposal, cost) == 80
