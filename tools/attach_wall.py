@@ -29,7 +29,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -59,6 +59,8 @@ class Run:
     tokens: int
     same_text: bool | None = None  # as the target alone's of the same repetition (None: it is that run)
     text: str = ""
+    ids: list[int] = field(default_factory=list)  # the answer's tokens
+    parted: str | None = None  # where an Auto text parts from target alone's, with the margin there (--margins)
 
 
 def questions(suite: str, limit: int | None = None) -> list[Asked]:
@@ -113,13 +115,37 @@ def measure(where: Sequence[str], asked: Sequence[Asked], repeat: int, max_token
                     st = out["stats"]
                     texts[name] = out["text"]
                     mine.append(Run(a.id, a.kind, name, rep, round(wall, 3), round(st["time_to_first_token_s"], 3),
-                                    round(st.get("decode_tokens_per_s") or 0.0, 2), len(out["tokens"]), text=out["text"]))
+                                    round(st.get("decode_tokens_per_s") or 0.0, 2), len(out["tokens"]), text=out["text"],
+                                    ids=[int(t) for t in out["tokens"]]))
                     print(f"rep {rep + 1} {a.id} {name}: {wall:.2f} s wall, first token "
                           f"{st['time_to_first_token_s']:.2f} s", file=log, flush=True)
                 for r in mine:
                     r.same_text = None if r.config == "target" else r.text == texts["target"]
                 runs += mine
     return runs
+
+
+def margins(target: str, asked: Sequence[Asked], runs: Sequence[Run]) -> None:
+    """For each Auto run whose answer differs from target alone's of its repetition: where they
+    part and the target's top-two margin there (`Engine.first_divergence`, the suites' noise rule),
+    the prompt tokenised as `tandem generate --chat --attach` makes it."""
+    from engine import Engine
+    from engine.documents.blocks import attachment_block, with_attachments
+
+    by = {(r.id, r.rep, r.config): r for r in runs}
+    differ = [r for r in runs if r.config == "auto" and r.ids != by[(r.id, r.rep, "target")].ids]
+    if not differ:
+        return
+    questions_by_id = {a.id: a for a in asked}
+    eng = Engine(target, n_ctx=4096, metrics_log=False, calibration=False, prompt_cache=False)
+    try:
+        for r in differ:
+            a = questions_by_id[r.id]
+            prompt = eng.tokens_for(with_attachments(a.question, [attachment_block(a.name, a.text)]), chat=True)
+            div = eng.first_divergence(prompt, by[(r.id, r.rep, "target")].ids, r.ids)
+            r.parted = "one is the other's start" if div is None else div.describe(eng.target)
+    finally:
+        eng.close()
 
 
 def summary(runs: Sequence[Run]) -> list[dict[str, Any]]:
@@ -158,6 +184,14 @@ def table(rows: Sequence[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+def _target_file(a: argparse.Namespace) -> str:
+    if a.target:
+        return a.target
+    from engine.cli.common import resolve_pair
+
+    return str(resolve_pair(argparse.Namespace(pair=a.pair, target=None, draft=None))[0])
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m tools.attach_wall", description=__doc__.split("\n\n")[0])
     which = ap.add_mutually_exclusive_group(required=True)
@@ -168,14 +202,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--max-tokens", type=int, default=256)
     ap.add_argument("--home", choices=["cold", "warm"], default="warm", help="what the data folder holds (see above)")
+    ap.add_argument("--margins", action="store_true", help="where each differing text parts, with the target's margin")
     ap.add_argument("--out", type=Path)
     a = ap.parse_args(argv)
     if a.repeat < 1 or a.max_tokens < 1:
         ap.error("--repeat and --max-tokens must be at least 1")
     where = ["--pair", a.pair] if a.pair else ["--target", a.target, "--draft", "lookup"]
-    runs = measure(where, questions(a.suite, a.limit), a.repeat, a.max_tokens, a.home)
+    asked = questions(a.suite, a.limit)
+    runs = measure(where, asked, a.repeat, a.max_tokens, a.home)
+    if a.margins:
+        margins(_target_file(a), asked, runs)
     rows = summary(runs)
-    md = table(rows)
+    md = table(rows) + "".join(f"\n- {r.id} (repetition {r.rep + 1}): {r.parted}" for r in runs if r.parted)
     print(md)
     if a.out:
         a.out.mkdir(parents=True, exist_ok=True)

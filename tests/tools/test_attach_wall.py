@@ -54,3 +54,18 @@ def test_a_prompt_that_is_not_one_attached_document_is_refused(tmp_path):
     path.write_text(json.dumps({"id": "x", "prompt": "no document here"}) + "\n")
     with pytest.raises(SystemExit, match="x is not one attached document"):
         attach_wall.questions(str(path))
+
+
+def test_margins_name_where_a_differing_text_parts(tiny_target, suite, tmp_path):
+    """A run made to differ (its last token changed): --margins says where, with the target's margin."""
+    path, _ = suite
+    asked = attach_wall.questions(str(path))[:1]
+    runs = attach_wall.measure(["--target", str(tiny_target), "--draft", "lookup"], asked, 1, 6, "cold")
+    auto = next(r for r in runs if r.config == "auto")
+    target = next(r for r in runs if r.config == "target")
+    assert auto.ids == target.ids and len(auto.ids) == 6
+    attach_wall.margins(str(tiny_target), asked, runs)
+    assert auto.parted is None  # the same: nothing to say
+    auto.ids = auto.ids[:-1] + [(auto.ids[-1] + 1) % 300]
+    attach_wall.margins(str(tiny_target), asked, runs)
+    assert auto.parted is not None and "outputs part at token 5" in auto.parted and "margin" in auto.parted
