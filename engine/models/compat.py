@@ -174,17 +174,19 @@ def require_compatible(target: str | os.PathLike[str] | GGUFHeader, draft: str |
     return verdict
 
 
-def kept_verdict(target: str | os.PathLike[str], draft: str | os.PathLike[str]) -> Verdict:
+def kept_verdict(target: str | os.PathLike[str], draft: str | os.PathLike[str],
+                 target_header: GGUFHeader | None = None) -> Verdict:
     """`require_compatible` for two files, its compatible verdict kept in the calibration store
     by both files' content ids: reading and comparing two 151,936-token vocabularies took 0.75 s
-    of every `tandem generate` with a draft on a 2-core VM, for the same answer each time."""
+    of every `tandem generate` with a draft on a 2-core VM, for the same answer each time.
+    `target_header`: the target's, already read (a loaded model's), not read again."""
     from .calibration import content_id, load, save
 
     k = f"pair|{content_id(target)}|{content_id(draft)}"
     kept = load(k)
     if kept is not None and isinstance(kept.get("mode"), str):
         return Verdict(True, notes=[str(n) for n in kept.get("notes") or []], mode=kept["mode"])
-    verdict = require_compatible(target, draft)
+    verdict = require_compatible(target_header if target_header is not None else target, draft)
     save({k: {"mode": verdict.mode, "notes": verdict.notes}})
     return verdict
 

@@ -63,7 +63,7 @@ def _plain_draft_file(target: Model, source: object) -> Path | None:
     path = model_file(source, "draft").resolve()  # type: ignore[arg-type]
     if read_header(path, with_tensors=False, arrays=False).architecture in SHARED_CACHE_DRAFTERS:
         return None
-    return None if kept_verdict(target.path, path).bridged else path
+    return None if kept_verdict(target.path, path, target.header).bridged else path
 
 
 def _model_drafter(choice: DraftChoice, target: Model, runtime: RuntimeParams, load_draft: LoadDraft) -> Drafter:
