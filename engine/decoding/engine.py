@@ -20,7 +20,7 @@ from typing import Any, Callable, Iterator, Mapping, Sequence
 from ..models.calibration import file_id
 from .. import paths
 from .prompting.chat import Message, chat_tokens
-from ..models.compat import require_compatible, require_target
+from ..models.compat import kept_verdict, require_target
 from ..models.resolve import model_file
 from .drafting.choice import DraftChoice, DraftSpec
 from .drafting.drafters import Drafter
@@ -197,7 +197,7 @@ class Engine(BaseEngine):
         key = str(p)
         if key not in self._drafts:
             assistant = validate_file(p).architecture in SHARED_CACHE_DRAFTERS  # an MTP assistant: checked at bind
-            verdict = None if assistant else require_compatible(self.target.header, p)
+            verdict = None if assistant else kept_verdict(self.target.path, p, self.target.header)
             self._drafts[key] = Model(p, runtime=self.runtime, on_progress=on_progress)
             if verdict is not None and verdict.bridged:
                 self._bridged.add(key)

@@ -12,6 +12,7 @@ pair, where a progress bar shows it, and keep it for many answers: they do not u
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Callable, Sequence
 
@@ -67,8 +68,6 @@ class LazyModelDrafter(Drafter):
 
     def load(self) -> Drafter:
         if self._inner is None:
-            import time
-
             t = time.perf_counter()
             self._inner = self._make()
             self.load_s = time.perf_counter() - t
