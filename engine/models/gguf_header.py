@@ -118,21 +118,43 @@ class SkippedArray:
 
 
 class _Stream:
-    """Sequential reader with a position counter over a `read(n)` callable."""
+    """Sequential reader with a position counter over a `read(n)` callable, refilled `chunk` bytes
+    at a time: a 151,936-token vocabulary is 300,000 small reads, which cost 0.4 s one call each."""
 
-    def __init__(self, read: Callable[[int], bytes], source: str, arrays: bool = True):
+    def __init__(self, read: Callable[[int], bytes], source: str, arrays: bool = True, chunk: int = 1 << 20):
         self._read = read
-        self.pos = 0
+        self._buf = b""
+        self._off = 0  # the next unread byte of _buf
+        self._eof = False
+        self.chunk = chunk
+        self.pos = 0  # bytes consumed from the stream's start
         self.source = source
         self.arrays = arrays  # False: arrays (a tokenizer's 150k strings) are stepped over, not decoded
 
+    def _fill(self, n: int) -> None:
+        """At least `n` unread bytes in the buffer, or all the stream has left."""
+        have = len(self._buf) - self._off
+        while have < n and not self._eof:
+            want = max(n - have, self.chunk)
+            more = self._read(want)
+            self._eof = len(more) < want
+            self._buf = self._buf[self._off:] + more
+            self._off = 0
+            have = len(self._buf)
+
+    def _short(self, n: int) -> ModelFileError:
+        return ModelFileError(
+            f"{self.source}: file ends inside the GGUF header at byte {self.pos + len(self._buf) - self._off} "
+            "(truncated or still downloading)"
+        )
+
     def read(self, n: int) -> bytes:
-        data = self._read(n)
-        if len(data) != n:
-            raise ModelFileError(
-                f"{self.source}: file ends inside the GGUF header at byte {self.pos + len(data)} "
-                "(truncated or still downloading)"
-            )
+        if len(self._buf) - self._off < n:
+            self._fill(n)
+            if len(self._buf) - self._off < n:
+                raise self._short(n)
+        data = self._buf[self._off:self._off + n]
+        self._off += n
         self.pos += n
         return data
 
@@ -144,6 +166,44 @@ class _Stream:
         if n > _MAX_STRING:
             raise ModelFileError(f"{self.source}: corrupt GGUF header (string of {n} bytes at {self.pos})")
         return self.read(n).decode("utf-8", errors="replace")
+
+    def strings(self, count: int, keep: bool) -> list[str] | None:
+        """`count` strings in one loop over the buffer (a vocabulary's tokens or merges); `keep`
+        False: stepped over, not decoded. Locals only in the loop: it runs 300,000 times."""
+        out: list[str] = []
+        add = out.append
+        length = _U64.unpack_from
+        buf, off, start = self._buf, self._off, self._off
+        size = len(buf)
+        for _ in range(count):
+            if size - off < 8:
+                buf, off, start, size = self._refill(off, start, 8)
+            (n,) = length(buf, off)
+            if n > _MAX_STRING:
+                self._off, self.pos = off, self.pos + off - start
+                raise ModelFileError(f"{self.source}: corrupt GGUF header (string of {n} bytes at {self.pos + 8})")
+            off += 8
+            end = off + n
+            if end > size:
+                buf, off, start, size = self._refill(off - 8, start, 8 + n)
+                off += 8
+                end = off + n
+            if keep:
+                add(buf[off:end].decode("utf-8", errors="replace"))
+            off = end
+        self._off, self.pos = off, self.pos + off - start
+        return out if keep else None
+
+    def _refill(self, off: int, start: int, n: int) -> tuple[bytes, int, int, int]:
+        """`strings`' loop state after making `n` bytes from `off` available (or raising)."""
+        self._off, self.pos = off, self.pos + off - start
+        self._fill(n)
+        if len(self._buf) - self._off < n:
+            raise self._short(n)
+        return self._buf, self._off, self._off, len(self._buf)
+
+
+_U64 = struct.Struct("<Q")
 
 
 def _read_value(s: _Stream, vtype: int, depth: int = 0) -> Any:
@@ -166,29 +226,27 @@ def _read_value(s: _Stream, vtype: int, depth: int = 0) -> Any:
             size = struct.calcsize(fmt)
             raw = s.read(size * count)
             return list(struct.unpack(f"<{count}{fmt[1]}", raw)) if s.arrays else SkippedArray(count)
-        if not s.arrays and item_type == GGUFValueType.STRING:
-            for _ in range(count):  # lengths only: no decoding, no per-item type dispatch
-                n = s.unpack("<Q")
-                if n > _MAX_STRING:
-                    raise ModelFileError(f"{s.source}: corrupt GGUF header (string of {n} bytes at {s.pos})")
-                s.read(n)
-            return SkippedArray(count)
+        if item_type == GGUFValueType.STRING:
+            strings = s.strings(count, keep=s.arrays)
+            return SkippedArray(count) if strings is None else strings
         items = [_read_value(s, item_type, depth + 1) for _ in range(count)]
         return items if s.arrays else SkippedArray(count)
     return s.unpack(_SCALAR_FORMATS[vt])
 
 
 def read_header_stream(read: Callable[[int], bytes], source: str, *, with_tensors: bool = True,
-                       arrays: bool = True) -> GGUFHeader:
+                       arrays: bool = True, chunk: int = 1 << 20) -> GGUFHeader:
     """Parse a GGUF header from a `read(n)` callable (file, HTTP range reader...).
 
     `arrays=False`: array values become `SkippedArray`s (a model's scalars in a tenth of the
-    time: most of a header is the tokenizer's vocabulary)."""
-    s = _Stream(read, source, arrays)
-    magic = s._read(4)
-    s.pos = len(magic)
+    time: most of a header is the tokenizer's vocabulary). `chunk`: bytes asked of `read` at a time
+    (a remote reader asks for less: what it reads ahead is fetched)."""
+    s = _Stream(read, source, arrays, chunk)
+    s._fill(4)
+    magic = s._buf[:4]
     if len(magic) < 4:
         raise ModelFileError(f"{source}: not a GGUF file (only {len(magic)} bytes)")
+    s.read(4)
     if magic != GGUF_MAGIC:
         raise ModelFileError(f"{source}: not a GGUF file (starts with {magic!r}, expected b'GGUF')")
     version = s.unpack("<I")

@@ -138,5 +138,5 @@ def read_url_header(url: str, *, first: int = FIRST_RANGE, limit: int = MAX_HEAD
 
 def _read(url: str, where: str, size: int | None, first: int, limit: int, revision: str = "main") -> RemoteHeader:
     reader = _RangeReader(url, where, size, first, limit, revision)
-    header = read_header_stream(reader.read, where, with_tensors=False)
+    header = read_header_stream(reader.read, where, with_tensors=False, chunk=4096)
     return RemoteHeader(header, where, reader.bytes_read, reader.requests, size)

@@ -174,3 +174,28 @@ def test_a_pairs_verdict_is_kept_by_the_files_contents_and_refusals_are_not(tiny
     for _ in range(2):
         with pytest.raises(IncompatiblePairError):
             compat.kept_verdict(tiny_target, no_byte_fallback)
+
+
+@pytest.mark.parametrize("chunk", [1, 7, 4096, 1 << 20])
+def test_header_reads_the_same_whatever_the_read_size(tiny_target, tmp_path, chunk):
+    """The reader takes its stream `chunk` bytes at a time (a vocabulary is 300,000 small reads):
+    every refill boundary, inside a length or a string, gives gguf's own reading, and a cut at
+    any byte of the token strings is the one error, never a struct or index error."""
+    import io
+
+    import gguf
+
+    from engine.models.gguf_header import read_header_stream
+
+    data = tiny_target.read_bytes()
+    theirs = gguf.GGUFReader(tiny_target)
+    mine = read_header_stream(io.BytesIO(data).read, "t.gguf", chunk=chunk)
+    tokens = theirs.fields["tokenizer.ggml.tokens"]
+    assert mine.get("tokenizer.ggml.tokens") == [bytes(tokens.parts[i]).decode() for i in tokens.data]
+    assert [t.name for t in mine.tensors] == [t.name for t in theirs.tensors]
+    assert mine.data_offset == theirs.data_offset
+    at = data.index(b"tokenizer.ggml.tokens")
+    for cut in range(at + 40, at + 120, 3):
+        for arrays in (True, False):
+            with pytest.raises(ModelFileError, match="ends inside the GGUF header"):
+                read_header_stream(io.BytesIO(data[:cut]).read, "t.gguf", arrays=arrays, chunk=chunk)
