@@ -22,6 +22,7 @@ from .events import DoneEvent, DraftReadEvent, Event, PrefillEvent, RunStats, St
 from .sampling.finite import model_label
 from ..llamacpp.llama import Model
 from ..llamacpp.context import Context
+from ..llamacpp.plain_reader import PlainReader
 from .sampling.logit_controls import check_logit_bias
 from .drafting.lookahead import LiveLookahead
 from .prompt_cache import PromptCache
@@ -134,10 +135,13 @@ class Decoder:
         queue: GenerationQueue | None = None,
         prompt_cache: PromptCache | None = None,
         context: Context | None = None,
+        reader: PlainReader | None = None,
     ):
         """`prompt_cache`: prompts read before (the engine's, shared by its decoders). `context`:
-        the target's context to run on (a parallel slot's sequence); None: a context of its own."""
+        the target's context to run on (a parallel slot's sequence); None: a context of its own.
+        `reader`: reads long prompts through the target's unrepacked twin when that is faster."""
         self.target = target
+        self.reader = reader
         self.prompt_cache = prompt_cache
         self.drafter = drafter
         # A hybrid target (Qwen3.5, LFM2) takes rejected drafts back through llama.cpp's state
@@ -274,13 +278,14 @@ class Decoder:
                 run.t_prefill = time.perf_counter()
                 return
             keep = self._kept_prefix(run)
-        todo = run.prompt[keep:-1]
+            todo = run.prompt[keep:-1]
+            how = self.reader.plan(ctx, len(todo), run.images) if self.reader is not None else None
         total, done = len(todo), 0
         yield PrefillEvent(0, total, cached=keep)
+        chunks = self.reader.feed(ctx, todo, how) if how else ctx.feed(todo, abortable=True, images=run.images)
         try:
             if cancel.cancelled:
                 raise Cancelled("cancelled")
-            chunks = ctx.feed(todo, abortable=True, images=run.images)
             while done < total:
                 with self._step_lock:  # never held across a yield: close() must not wait on a consumer
                     if self._closed:
@@ -292,6 +297,7 @@ class Decoder:
                 if cancel.cancelled and done < total:
                     raise Cancelled("cancelled")
         except Cancelled:
+            chunks.close()  # a twin reading frees its context
             if not self._closed:
                 ctx.truncate(keep + done)
             run.end("cancelled", "cancel")

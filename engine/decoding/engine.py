@@ -35,6 +35,7 @@ from .engine_api import BaseEngine
 from .events import DoneEvent, Event, RunStats
 from ..models.gguf_header import validate_file
 from ..llamacpp.llama import Model, supports_gpu_offload
+from ..llamacpp.plain_reader import PlainReader, reading_mode
 from .drafting.cost_model import CostModel
 from .drafting.cost_store import CostStore
 from .prompting.prompt_fit import tokenize_within
@@ -117,6 +118,7 @@ class Engine(BaseEngine):
         prompt_cache: bool | CacheLimits = True,
         mmproj: str | os.PathLike[str] | None = None,
         draft_when_needed: bool = False,
+        plain_reading: str | None = None,
     ):
         """`rpc`: llama.cpp RPC workers ("HOST:PORT" strings or an `engine.llamacpp.rpc_backend.Cluster`)
         that hold part of the target, split by free memory; drafts always stay local.
@@ -125,8 +127,12 @@ class Engine(BaseEngine):
         `prompt_cache`: keep read prompts' states (memory and disk, shared by every draft
         choice; `CacheLimits` sets their budgets); False: each decoder keeps only its last prompt.
         `mmproj`: the target's vision projector file: requests may then carry images.
+        `plain_reading`: long prompts read through an unrepacked twin of the target when measured
+        faster ("auto"), on every prompt ("always") or never ("never"); None: $TANDEM_PLAIN_READING,
+        else "auto" (engine/llamacpp/plain_reader.py).
         `draft_when_needed`: a draft model file loads at its first read or proposal, not with its
         decoder (one-shot runs, `tandem generate`: Auto may draft from the free sources alone)."""
+        reading = reading_mode(plain_reading)  # a bad one is refused before anything loads
         if not isinstance(target, Model):
             target = model_file(target, "target")  # a path, a catalog id or a file name in the store
             require_target(target)  # not a draft-only file such as Gemma 4's assistant (header only)
@@ -161,6 +167,7 @@ class Engine(BaseEngine):
         self.queue = GenerationQueue()  # one generation at a time, whichever drafter
         self._closed = False
         self.calibration = calibration
+        self.reader = PlainReader(self.target, mode=reading, keep=calibration)
         self._costs_kept = CostStore(self.target, self.n_threads, self.rpc)
         self.history_draft = history_draft
         self.draft_when_needed = draft_when_needed
@@ -170,12 +177,8 @@ class Engine(BaseEngine):
         if prompt_cache not in (False, None):
             limits = prompt_cache if isinstance(prompt_cache, CacheLimits) else None
             self.prompt_cache = PromptCache(file_id(self.target.path), limits)
-        if metrics_log is True:
-            self.metrics_log: Path | None = paths.metrics_log()
-        elif metrics_log in (False, None):
-            self.metrics_log = None
-        else:
-            self.metrics_log = Path(metrics_log)  # type: ignore[arg-type]
+        self.metrics_log: Path | None = paths.metrics_log() if metrics_log is True else \
+            None if metrics_log in (False, None) else Path(metrics_log)  # type: ignore[arg-type]
 
     @property
     def n_gpu_layers(self) -> int | None:
@@ -218,7 +221,8 @@ class Engine(BaseEngine):
                                    history=self._history_drafter, when_needed=self.draft_when_needed)
             cost = self._costs.setdefault(key, CostModel())
             self.seed_cost(cost, drafter)
-            dec = Decoder(self.target, drafter, runtime=rt, cost=cost, queue=self.queue, prompt_cache=self.prompt_cache)
+            dec = Decoder(self.target, drafter, runtime=rt, cost=cost, queue=self.queue, prompt_cache=self.prompt_cache,
+                          reader=self.reader)
             self._decoders[key] = dec
             return dec
 
@@ -457,5 +461,6 @@ class Engine(BaseEngine):
             for m in self._drafts.values():
                 m.close()
             self._drafts.clear()
+            self.reader.close()
             if self._owns_target:
                 self.target.close()

@@ -5,6 +5,8 @@
   rolled back or freed alone: the parallel slots' seam (hybrid targets and MTP heads too);
 - recurrent.py: the one way a hybrid's sequence is rolled back (Rollback: snapshots, checkpoint,
   re-read), for Context and each SharedContext sequence;
+- plain_reader.py: long prompts read through an unrepacked twin of the target (PlainReader) where
+  that is measured faster, the KV state handed to the target's context;
 - fim.py: the fill-in-the-middle tokens a vocabulary reports;
 - embedding.py: the embedding context (a generation model mean-pooled, an encoder pooled as it declares);
 - text_embedder.py: an embedding GGUF loaded for the Library's passages and questions (TextEmbedder),

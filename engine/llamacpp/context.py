@@ -255,6 +255,10 @@ class Context(Closing):
         """Ask an `abortable` decode running in another thread to stop."""
         self._abort.set()
 
+    def stops_with(self, other: "Context") -> None:
+        """`other.abort()` stops this context's abortable decodes too (a twin reading its prompt)."""
+        self._abort = other._abort
+
     def truncate(self, n: int) -> None:
         """Drop KV entries from index `n` on (roll back rejected draft tokens). A picture `n`
         falls inside goes whole: the cache then keeps fewer than `n`."""

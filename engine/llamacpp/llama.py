@@ -29,6 +29,7 @@ _backend_lock = threading.Lock()
 _backend_ready = False
 log_tail: deque[str] = deque(maxlen=40)
 _log_seen = 0  # lines ever logged: `log_tail` is bounded, so its length cannot tell what is new
+_repacked = 0  # weight tensors llama.cpp said it repacked, ever (a load's share: the difference)
 _verbose = bool(os.environ.get("TANDEM_DEBUG"))
 
 
@@ -39,9 +40,11 @@ def _log_callback(level: int, text: bytes, user_data: ctypes.c_void_p) -> None:
         line = text.decode("utf-8", errors="replace")
     except Exception:  # pragma: no cover - defensive, callbacks must not raise
         return
-    global _log_seen
+    global _log_seen, _repacked
     log_tail.append(line)
     _log_seen += 1
+    if line.startswith("repack: repack tensor"):
+        _repacked += 1
     if _verbose:
         import sys
 
@@ -127,11 +130,13 @@ class Model(Closing):
         devices: Sequence[int] | None = None,
         tensor_split: Sequence[float] | None = None,
         load_mtp: bool | None = None,
+        repack: bool = True,
     ):
         """`devices` (ggml device handles, see `rpc_add_server`/`local_offload_devices`)
         and `tensor_split` (one weight per device) place the layers explicitly, as
         llama.cpp's `--device`/`--tensor-split` do; None keeps llama.cpp's own choice.
-        Of `runtime` a model uses `n_gpu_layers` (None: all layers when llama.cpp can offload)."""
+        Of `runtime` a model uses `n_gpu_layers` (None: all layers when llama.cpp can offload).
+        `repack` False: the weights as the file has them (llama.cpp's `--no-repack`; `repacked`)."""
         self.path = Path(path)
         n_gpu_layers = (runtime or RuntimeParams()).n_gpu_layers
         self.header: GGUFHeader = validate_file(self.path)
@@ -142,20 +147,11 @@ class Model(Closing):
         params = llama_cpp.llama_model_default_params()
         params.n_gpu_layers = n_gpu_layers
         params.vocab_only = vocab_only
+        params.use_extra_bufts = repack
         # The file's own multi-token-prediction layers (Qwen3.5, GLM, DeepSeek): llama.cpp skips
         # them unless asked; None loads them when the file has any, so "mtp" can draft later.
         params.load_mtp = self.header.mtp_layers > 0 if load_mtp is None else load_mtp
-        if devices is not None:
-            # NULL-terminated; llama.cpp copies the handles while loading.
-            self._devices = (ctypes.c_void_p * (len(devices) + 1))(*devices, None)
-            params.devices = ctypes.cast(self._devices, ctypes.c_void_p)
-        if tensor_split is not None:
-            # llama.cpp copies llama_max_devices() floats from this pointer.
-            n_max = int(llama_cpp.llama_max_devices())
-            if len(tensor_split) > n_max:
-                raise ModelLoadError(f"{self.path}: {len(tensor_split)} split weights, this build supports {n_max} devices")
-            self._split = (ctypes.c_float * n_max)(*tensor_split)
-            params.tensor_split = ctypes.cast(self._split, ctypes.POINTER(ctypes.c_float))
+        self._place(params, devices, tensor_split)
         cancelled = False
         if on_progress is not None:
 
@@ -171,7 +167,10 @@ class Model(Closing):
             self._progress_cb = llama_cpp.llama_progress_callback(_progress)
             params.progress_callback = self._progress_cb
         log_tail.clear()
+        repacked_before = _repacked
         self._model = llama_cpp.llama_model_load_from_file(os.fsencode(self.path), params)
+        # Tensors in the CPU's interleaved layouts (plain_reader.py; two loads at once may count both)
+        self.repacked: int = _repacked - repacked_before
         if not self._model:
             if cancelled:
                 raise Cancelled(f"{self.path}: loading cancelled")
@@ -196,6 +195,20 @@ class Model(Closing):
         self._controls: dict[str, int] | None = None  # control-token text -> its attributes
         self._special_pieces: dict[int, bytes] = {}
         self._eog: dict[int, bool] = {}
+
+    def _place(self, params: Any, devices: Sequence[int] | None, tensor_split: Sequence[float] | None) -> None:
+        """Set `devices` and `tensor_split` on the load parameters (see `__init__`)."""
+        if devices is not None:
+            # NULL-terminated; llama.cpp copies the handles while loading.
+            self._devices = (ctypes.c_void_p * (len(devices) + 1))(*devices, None)
+            params.devices = ctypes.cast(self._devices, ctypes.c_void_p)
+        if tensor_split is not None:
+            # llama.cpp copies llama_max_devices() floats from this pointer.
+            n_max = int(llama_cpp.llama_max_devices())
+            if len(tensor_split) > n_max:
+                raise ModelLoadError(f"{self.path}: {len(tensor_split)} split weights, this build supports {n_max} devices")
+            self._split = (ctypes.c_float * n_max)(*tensor_split)
+            params.tensor_split = ctypes.cast(self._split, ctypes.POINTER(ctypes.c_float))
 
     # -- metadata -----------------------------------------------------------------------
     @property

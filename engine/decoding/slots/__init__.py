@@ -4,7 +4,11 @@
   new prompts in chunks inside the running slots' batches (a prompt's pictures each in a decode
   of its own for its slot), and runs every slot's step as the
   single-sequence decoder's own halves (`Decoder.plan_step`, `judge`, `settle`) around one
-  shared `llama_decode` (engine/llamacpp/sequences.py's `SharedContext`).
+  shared `llama_decode` (engine/llamacpp/sequences.py's `SharedContext`); a long prompt where
+  the target's plain twin reads faster is read there a chunk per step instead
+  (engine/llamacpp/plain_reader.py), its state handed to the slot's sequence;
+- slot_drafters.py: each slot's drafters made before its decoders (a model draft onto one
+  `DraftBatch`, an MTP head onto one `HeadBatch`) and closed;
 - turn.py: a generation's turn in the slots through the engine's queue (`stream_in_slot`), as
   the server's requests and the app's chat take it, and which slot draft a draft choice is.
 - planning.py: `plan_slots`, a step's first half: every slot's plan, the draft model's decodes

@@ -37,6 +37,7 @@ from typing import Any, Callable, Iterator, Mapping, Sequence
 from ...errors import PromptError, TandemError
 from ...llamacpp.context import common_prefix, keyed
 from ...llamacpp.llama import Model
+from ...llamacpp.plain_reader import PlainReader, TwinRefused
 from ...llamacpp.runtime import RuntimeParams
 from ...llamacpp.sequences import Part, SharedContext
 from ..cancel import CancelToken
@@ -49,6 +50,7 @@ from ..events import Event, PrefillEvent
 from ..prompt_cache import PromptCache
 from ..request import GenerationRequest
 from .planning import plan_slots
+from .slot_drafters import close_batches, close_drafters, make_drafters, share_heads
 
 log = logging.getLogger(__name__)
 
@@ -75,6 +77,7 @@ class _Slot:
     todo: list[int] | None = None  # prompt still to read (None: reading done, the slot steps)
     read: int = 0
     cached: int = 0
+    plain: Iterator[int] | None = None  # its prompt being read on the target's plain twin, a chunk a step
     finished: int = 0  # requests this slot has answered to their end (for /metrics)
     generated: int = 0  # tokens it wrote for them
     accepted: int = 0  # drafted tokens the target accepted in it
@@ -103,21 +106,22 @@ class SlotScheduler:
     def __init__(self, target: Model, n_slots: int, *, runtime: RuntimeParams | None = None,
                  drafters: Mapping[str, Callable[[], Drafter | None]] | None = None,
                  seed: Callable[[CostModel, Drafter | None], None] | None = None,
-                 prompt_cache: PromptCache | None = None):
+                 prompt_cache: PromptCache | None = None, reader: PlainReader | None = None):
+        self.reader = reader
         self.draft_batches: dict[Any, DraftBatch | HeadBatch] = {}  # by the context a slot's draft rows name
-        made = self._make_drafters(drafters or {"none": lambda: None}, n_slots)
+        made = make_drafters(drafters or {"none": lambda: None}, n_slots, self.draft_batches)
         try:
             # A hybrid target takes each slot's rejected drafts back through its own snapshots.
             self.shared = SharedContext(target, runtime, n_slots,
                                         rollback=RECURRENT_SNAPSHOTS if any(d for m in made for d in m.values()) else 0)
         except BaseException:
-            _close(made)
-            self._close_batches()
+            close_drafters(made)
+            close_batches(self.draft_batches)
             raise
         if self.shared.n_batch < n_slots:
             self.shared.close()
-            _close(made)
-            self._close_batches()
+            close_drafters(made)
+            close_batches(self.draft_batches)
             raise TandemError(f"the batch ({self.shared.n_batch} tokens) must hold at least one token per slot ({n_slots})")
         # The slots' own, not the engine's: a batched pass's time is not a lone pass's. One per
         # draft name: a decoder tells its cost model whether its drafter's proposals are free,
@@ -129,15 +133,15 @@ class SlotScheduler:
             if seed is not None:
                 for name, cost in self.costs.items():
                     seed(cost, made[0][name])
-            self._share_heads(made)
+            share_heads(made, self.shared, self.draft_batches)
             for i, mine in enumerate(made):
                 decoders = {name: Decoder(target, d, cost=self.costs[name], context=self.shared.view(i),
                                           prompt_cache=prompt_cache)
                             for name, d in mine.items()}
                 self.slots.append(_Slot(i, decoders, next(iter(decoders.values()))))
         except BaseException:
-            _close(made)
-            self._close_batches()
+            close_drafters(made)
+            close_batches(self.draft_batches)
             self.shared.close()
             raise
         self.target = target
@@ -218,50 +222,11 @@ class SlotScheduler:
         if self._thread is not threading.current_thread():
             self._thread.join()
         self._free_drafters()
-        self._close_batches()
+        close_batches(self.draft_batches)
         self.shared.close()
 
-    def _make_drafters(self, drafters: Mapping[str, Callable[[], Drafter | None]], n_slots: int) -> list[dict[str, Drafter | None]]:
-        """Each slot's drafter of each name (an MTP head, the target's own or Gemma 4's assistant,
-        binds to its slot's sequence when its decoder is made). A plain
-        model draft moves onto its slot's sequence of one `DraftBatch` per name, as it is made
-        (its own context closed at once: one is held at a time beside the batch's)."""
-        made: list[dict[str, Drafter | None]] = []
-        batches: dict[str, DraftBatch] = {}
-        try:
-            for seq in range(n_slots):
-                mine: dict[str, Drafter | None] = {}
-                made.append(mine)
-                for name, make in drafters.items():
-                    d = mine[name] = make()
-                    if seq == 0 and (batch := DraftBatch.like(d, n_slots)) is not None:
-                        batches[name] = self.draft_batches[batch.shared] = batch
-                    if name in batches:
-                        mine[name] = batches[name].adopt(d, seq)
-        except BaseException:
-            _close(made)
-            self._close_batches()
-            raise
-        return made
-
-    def _share_heads(self, made: list[dict[str, Drafter | None]]) -> None:
-        """Per draft name whose drafter is an MTP head, one head context with a sequence per slot
-        (`HeadBatch`), made over the shared target before anything is decoded (an assistant's
-        must be) and before the slots' decoders bind their heads to it."""
-        for name, first in made[0].items():
-            batch = HeadBatch.like(first, self.shared.view(0), len(made))
-            if batch is None:
-                continue
-            self.draft_batches[batch.heads] = batch
-            for mine in made:
-                batch.adopt(mine[name])
-
-    def _close_batches(self) -> None:
-        for batch in self.draft_batches.values():
-            batch.close()
-
     def _free_drafters(self) -> None:
-        _close([{n: dec.drafter for n, dec in s.decoders.items()} for s in self.slots])
+        close_drafters([{n: dec.drafter for n, dec in s.decoders.items()} for s in self.slots])
 
     # -- the slots' thread ---------------------------------------------------------------
     def _loop(self) -> None:
@@ -315,6 +280,8 @@ class SlotScheduler:
         job.events.put(PrefillEvent(0, len(slot.todo), cached=slot.cached))
         if not slot.todo:
             self._prompt_read(slot)
+        elif self.reader is not None and self.reader.plan_seq(self.shared, slot.index, len(slot.todo), job.images):
+            slot.plain = self.reader.feed_seq(self.shared, slot.index, slot.todo)
 
     def _prompt_read(self, slot: _Slot) -> None:
         slot.todo = None
@@ -329,6 +296,7 @@ class SlotScheduler:
         """One shared decode: every stepping slot's plan, then the prompts' chunks in what is left."""
         budget = self.shared.n_batch
         chunks: list[tuple[_Slot, int]] = []
+        plain: list[_Slot] = []  # reading on the plain twin: a chunk each after the shared pass
         stepping = [s for s in self.slots if s.job is not None and s.todo is None]
         made = plan_slots(stepping, self.draft_batches, self._finish, self._fail)
         plans: list[tuple[_Slot, StepPlan]] = []
@@ -349,14 +317,21 @@ class SlotScheduler:
                 slot.run.end("cancelled", "cancel")  # type: ignore[attr-defined]
                 slot.run.t_prefill = time.perf_counter()  # type: ignore[attr-defined]
                 self._finish(slot)
+            elif slot.plain is not None:
+                plain.append(slot)
             elif self._read_pictures(slot) and slot.todo is not None and budget > 0:
                 take = min(budget, self._text_ahead(slot))
                 chunks.append((slot, take))
                 budget -= take
         parts = [Part(s.index, p.rows, "all" if p.drafts else "last") for s, p in plans]
         parts += [Part(s.index, s.todo[s.read:s.read + n], "none") for s, n in chunks]  # type: ignore[index]
-        if not parts:
-            return
+        if parts:
+            self._pass(parts, plans, chunks)
+        for slot in plain:
+            self._read_plain(slot)
+
+    def _pass(self, parts: list[Part], plans: list[tuple[_Slot, StepPlan]], chunks: list[tuple[_Slot, int]]) -> None:
+        """The shared decode of `_step`: its passes priced, its plans settled, its chunks counted."""
         t = time.perf_counter()
         try:
             rows = self.shared.decode(parts)
@@ -379,6 +354,8 @@ class SlotScheduler:
                 cost.observe_verify(steps, seconds)
             else:
                 cost.observe_target_read(sum(n for _, n in chunks), reading)
+        if chunks and not plans and self.reader is not None:  # a pass that only read: the target's reading rate
+            self.reader.observe_target(self.shared.n_threads, sum(n for _, n in chunks), seconds)
         for _, plan in plans:
             plan.pass_observed = True
         for (slot, plan), logits in zip(plans, rows):
@@ -389,6 +366,26 @@ class SlotScheduler:
             slot.job.events.put(PrefillEvent(slot.read, total, cached=slot.cached))  # type: ignore[union-attr]
             if slot.read == total:
                 self._prompt_read(slot)
+
+    def _read_plain(self, slot: _Slot) -> None:
+        """One chunk of the slot's prompt on the plain twin; where llama.cpp refused a state, the
+        slot reads the rest (or all, if its sequence lost what it held) in the shared passes."""
+        try:
+            slot.read = next(slot.plain)  # type: ignore[arg-type]
+        except TwinRefused as e:
+            slot.plain = None
+            if e.emptied:
+                slot.cached, slot.read = 0, 0
+                slot.todo = slot.job.prompt[:-1]  # type: ignore[union-attr]
+            return
+        except BaseException as e:
+            self._fail(slot, e)
+            return
+        total = len(slot.todo)  # type: ignore[arg-type]
+        slot.job.events.put(PrefillEvent(slot.read, total, cached=slot.cached))  # type: ignore[union-attr]
+        if slot.read == total:
+            slot.plain = None
+            self._prompt_read(slot)
 
     def _next_picture(self, slot: _Slot) -> Any:
         """The first of the slot's pictures not read yet (None: only text is left)."""
@@ -476,11 +473,6 @@ class SlotScheduler:
     def _free(self, slot: _Slot) -> None:
         if slot.run is not None:
             slot.run.verifier.close()  # type: ignore[attr-defined]
-        slot.job = slot.run = slot.todo = None
-
-
-def _close(made: list[dict[str, Drafter | None]]) -> None:
-    for mine in made:
-        for d in mine.values():
-            if d is not None:
-                d.close()
+        if slot.plain is not None:
+            slot.plain.close()  # the twin's context freed
+        slot.job = slot.run = slot.todo = slot.plain = None

@@ -168,7 +168,7 @@ def parallel_slots(served: ServedModel, config: ServerConfig) -> Any:
     if served.has_draft_model:  # the slots draft together on one context of the loaded draft model
         drafters = {"model": lambda: eng.slot_drafter(served.draft), **drafters}
     slots = SlotScheduler(eng.target, n, runtime=runtime, drafters=drafters, seed=eng.seed_cost,
-                          prompt_cache=eng.prompt_cache)
+                          prompt_cache=eng.prompt_cache, reader=eng.reader)
     eng.attach(slots)
     eng.queue.slots = n
     return slots
