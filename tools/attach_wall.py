@@ -137,13 +137,14 @@ def margins(target: str, asked: Sequence[Asked], runs: Sequence[Run]) -> None:
     if not differ:
         return
     questions_by_id = {a.id: a for a in asked}
-    eng = Engine(target, n_ctx=4096, metrics_log=False, calibration=False, prompt_cache=False)
+    # a document read as the runs read it: on the plain twin where the target's weights are repacked
+    eng = Engine(target, n_ctx=4096, metrics_log=False, calibration=False, prompt_cache=False, plain_reading="always")
     try:
         for r in differ:
             a = questions_by_id[r.id]
             prompt = eng.tokens_for(with_attachments(a.question, [attachment_block(a.name, a.text)]), chat=True)
-            div = eng.first_divergence(prompt, by[(r.id, r.rep, "target")].ids, r.ids)
-            r.parted = "one is the other's start" if div is None else div.describe(eng.target)
+            div = eng.first_divergence(prompt, by[(r.id, r.rep, "target")].ids, r.ids, ends=True, stepwise=True)
+            r.parted = "the same tokens, one cut short" if div is None else div.describe(eng.target)
     finally:
         eng.close()
 

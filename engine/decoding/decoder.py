@@ -407,7 +407,7 @@ class Decoder:
         asks = False  # this step asks the drafter for a proposal
         read_ev: DraftReadEvent | None = None
         if drafter is not None:
-            room = min(room_ctx, remaining - 1)
+            room = 0 if run.step == 0 and run.lookahead.current.first_step_plain else min(room_ctx, remaining - 1)
             k_req, read_ev = yield from self._choosing(run, room, batched)
             if run.cancel.cancelled:
                 run.end("cancelled", "cancel")

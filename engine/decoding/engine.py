@@ -421,11 +421,12 @@ class Engine(BaseEngine):
             yield ev
 
     def first_divergence(self, prompt: Sequence[int], reference: Sequence[int], other: Sequence[int],
-                         images: Sequence[Any] = ()) -> Divergence | None:
+                         images: Sequence[Any] = (), ends: bool = False, stepwise: bool = False) -> Divergence | None:
         self._check_open()
         with self._lock:  # its own context on the target: `close` must not free the target under it
             self._check_open()
-            return first_divergence(self.target, prompt, reference, other, images=images)
+            return first_divergence(self.target, prompt, reference, other, images=images, ends=ends, reader=self.reader,
+                                     stepwise=stepwise)
 
     def _log(self, stats: RunStats, dec: Decoder, req: GenerationRequest) -> None:
         if self.metrics_log is None:

@@ -69,3 +69,16 @@ def test_margins_name_where_a_differing_text_parts(tiny_target, suite, tmp_path)
     auto.ids = auto.ids[:-1] + [(auto.ids[-1] + 1) % 300]
     attach_wall.margins(str(tiny_target), asked, runs)
     assert auto.parted is not None and "outputs part at token 5" in auto.parted and "margin" in auto.parted
+
+
+def test_a_text_that_stops_early_parts_at_its_end_with_the_margin_there(tiny_target, suite, tmp_path):
+    """One answer the other's start (it wrote its end-of-generation token where the other went
+    on, as a near-tie between ending and one more word can go): --margins names the place, the
+    end token and the target's margin there, as for any other difference."""
+    path, _ = suite
+    asked = attach_wall.questions(str(path))[:1]
+    runs = attach_wall.measure(["--target", str(tiny_target), "--draft", "lookup"], asked, 1, 6, "cold")
+    auto = next(r for r in runs if r.config == "auto")
+    auto.ids = auto.ids[:4]
+    attach_wall.margins(str(tiny_target), asked, runs)
+    assert auto.parted is not None and "outputs part at token 4" in auto.parted and "margin" in auto.parted

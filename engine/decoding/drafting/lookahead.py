@@ -21,6 +21,7 @@ class Lookahead:
     label: str = ""
     trims_proposals = False  # True: the drafter may propose more than `choose` and this policy cuts
     chooses_sources = False  # True: a drafter with several sources picks one per step (`source_chooser`)
+    first_step_plain = False  # True: the first step verifies no drafts (the first token comes as soon as alone)
 
     def choose(self, room: int, cost: CostModel, unread: int = 0) -> int:  # pragma: no cover - interface
         """Tokens to draft this step, at most `room`; `unread`: tokens a model draft must read
@@ -105,6 +106,9 @@ class Auto(Lookahead):
     label = "auto"
     trims_proposals = True
     chooses_sources = True
+    # The first token comes as soon as the target alone's (issue #47): a first pass widened by
+    # drafts delays it, and at most one step's accepted drafts are given up.
+    first_step_plain = True
     REFRESH_EVERY = 64  # while speculating, one plain step at least this often (steps)...
     REFRESH_S = 5.0  # ...or seconds, re-measures plain decoding under the current load
     FIRST_PROBE = 8  # steps of plain decoding before the first probe

@@ -235,3 +235,23 @@ def test_a_stall_in_the_store_is_neither_seeded_nor_kept(tiny_target, tiny_draft
         assert "1" in kept and float(kept["1"]) < 0.083 and not {"2", "3", "224"} & set(kept), kept
     finally:
         e.close()
+
+
+def test_auto_writes_its_first_token_in_a_pass_of_one_row(tiny_target):
+    """Issue #47: the first token no later than the target alone's. With the target as its own
+    draft, a fixed lookahead verifies drafts in its first pass and Auto, which would probe there,
+    does not: its first pass is target alone's (one row); the answer is the same."""
+    e = Engine(tiny_target, n_ctx=512, metrics_log=False, calibration=False)
+    try:
+        prompt = "the value of the list is the data of the value of the list is the data of"
+        alone = e.generate(prompt, max_tokens=24)
+        firsts = {}
+        for la in (3, "auto"):
+            e.forget_prompts()
+            events = list(e.stream(prompt, draft_model=str(tiny_target), lookahead=la, max_tokens=24))
+            assert events[-1].tokens == alone.tokens
+            firsts[la] = next(ev for ev in events if isinstance(ev, StepEvent))
+        assert firsts[3].drafted == 3
+        assert firsts["auto"].k == 0 and firsts["auto"].drafted == 0
+    finally:
+        e.close()

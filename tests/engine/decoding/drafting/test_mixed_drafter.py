@@ -164,6 +164,8 @@ class Alternate(Auto):
     """Auto with a chooser that takes the model draft and a free proposal in turn (when both
     exist): a choice rule like any other, so the output must stay the target's."""
 
+    first_step_plain = False  # it drafts every step: the chi-square needs two-token answers drafted
+
     def __init__(self, counter: list[int] | None = None):
         super().__init__()
         self.counter = counter if counter is not None else [0]
