@@ -9,11 +9,46 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Sequence
 
+import numpy as np
+
 from ..sampling.sampler import Sampler
 from .draft_context import NO_RULES, DraftContext
 from .drafter_api import Drafter, Proposal
 
-__all__ = ["PromptLookupDrafter"]
+__all__ = ["NgramIndex", "PromptLookupDrafter"]
+
+
+class NgramIndex:
+    """Where an n-gram occurs in a growing token list, found by a vectorised search at each
+    question instead of a table built beforehand: a table of every 1- to 4-gram of a
+    1,521-token document took 52 ms to build in Python, all of it between the request and its
+    first token; a search over 1,500 tokens costs microseconds, a few a step."""
+
+    def __init__(self) -> None:
+        self._buf = np.empty(1024, dtype=np.int64)
+        self._n = 0
+
+    def __len__(self) -> int:
+        return self._n
+
+    def extend(self, tokens: Sequence[int]) -> None:
+        need = self._n + len(tokens)
+        if need > len(self._buf):
+            grown = np.empty(max(need, 2 * len(self._buf)), dtype=np.int64)
+            grown[: self._n] = self._buf[: self._n]
+            self._buf = grown
+        self._buf[self._n:need] = tokens
+        self._n = need
+
+    def ends(self, gram: Sequence[int]) -> list[int]:
+        """The positions just after each occurrence of `gram`, in order."""
+        n, a = len(gram), self._buf[: self._n]
+        if n == 0 or self._n < n:
+            return []
+        hit = a[n - 1:] == gram[-1]
+        for j in range(1, n):
+            hit &= a[n - 1 - j: self._n - j] == gram[-1 - j]
+        return (np.flatnonzero(hit) + n).tolist()
 
 # The confidence each planned token states (`_confidence`). Each level is a calibration bucket
 # of its own (cost_model.CONF_BUCKETS, 0.05 wide): Auto learns how often each one holds, and
@@ -67,8 +102,7 @@ class PromptLookupDrafter(Drafter):
         self._reset()
 
     def _reset(self) -> None:
-        self.index: dict[int, dict[tuple[int, ...], list[int]]] = {n: {} for n in range(1, self.n_max + 1)}
-        self.indexed = 0  # n-grams ending before this position are indexed
+        self.index = NgramIndex()
         self.tokens: list[int] = []
         self.ptr: int | None = None  # source position of the next expected token
         self.plan: list[_PlanItem] = []
@@ -89,14 +123,7 @@ class PromptLookupDrafter(Drafter):
     # -- index ---------------------------------------------------------------------------
     def _extend(self, new: Sequence[int]) -> None:
         self.tokens.extend(int(t) for t in new)
-        toks = self.tokens
-        for end in range(max(self.indexed, 1), len(toks) + 1):
-            for n in range(1, self.n_max + 1):
-                if end - n < 0:
-                    break
-                key = tuple(toks[end - n : end])
-                self.index[n].setdefault(key, []).append(end)  # position *after* the n-gram
-        self.indexed = len(toks) + 1
+        self.index.extend(self.tokens[len(self.tokens) - len(new):])
 
     def _sync(self, context: Sequence[int]) -> list[int]:
         """Bring our copy of the context up to date; return the new tokens."""
@@ -179,7 +206,7 @@ class PromptLookupDrafter(Drafter):
         for n in range(self.n_max, self.n_min - 1, -1):
             if L < n + 1:
                 continue
-            hits = [e for e in self.index[n].get(tuple(toks[L - n :]), ()) if e < L]
+            hits = [e for e in self.index.ends(toks[L - n :]) if e < L]
             if not hits:
                 continue
             forward = [e for e in hits if self.cursor <= e <= self.prompt_len]
@@ -206,7 +233,7 @@ class PromptLookupDrafter(Drafter):
         for n in range(self.n_max, self.n_min - 1, -1):
             if L < n + 1:
                 continue
-            forward = [e for e in self.index[n].get(tuple(toks[L - n :]), ()) if self.cursor <= e <= self.prompt_len]
+            forward = [e for e in self.index.ends(toks[L - n :]) if self.cursor <= e <= self.prompt_len]
             if forward:
                 return min(forward)
         return None

@@ -145,3 +145,24 @@ def test_copies_of_the_output_are_trusted_less_than_copies_of_the_prompt():
     assert from_prompt.tokens[:2] == source[5:7] and from_output.tokens[:2] == pattern[5:7]
     assert from_output.confidence[0] < from_prompt.confidence[0]
     assert from_prompt.confidence[0] >= 0.8 and from_output.confidence[0] <= 0.7
+
+
+from hypothesis import given, settings, strategies as st  # noqa: E402
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.integers(0, 5), max_size=60), st.lists(st.integers(0, 5), max_size=60), st.integers(1, 5))
+def test_the_ngram_search_finds_what_a_table_of_every_ngram_holds(first, then, n):
+    """`NgramIndex.ends` (a search at each question) against the table the drafter used to build
+    of every n-gram's end positions, over a list that grows as a run's context does."""
+    from engine.decoding.drafting.lookup_drafter import NgramIndex
+
+    index, toks = NgramIndex(), []
+    for part in (first, then):
+        index.extend(part)
+        toks += part
+        table: dict[tuple, list[int]] = {}
+        for end in range(n, len(toks) + 1):
+            table.setdefault(tuple(toks[end - n:end]), []).append(end)
+        for gram in {tuple(toks[i:i + n]) for i in range(len(toks) - n + 1)} | {(9,) * n}:
+            assert index.ends(list(gram)) == table.get(gram, [])
