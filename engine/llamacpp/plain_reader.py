@@ -28,6 +28,7 @@ runtime, engine.models.calibration.
 from __future__ import annotations
 
 import os
+import threading
 import time
 from typing import Iterator, Sequence
 
@@ -75,6 +76,7 @@ class PlainReader:
         self.model = model
         self.keep = keep
         self._twin: Model | None = None
+        self._loading = threading.Lock()
         self._key = f"plain-read|{calibration.machine_id()}|{calibration.content_id(model.path)}|{build_id()}"
         self.verdict: dict[str, float] | None = None  # tokens/s on each, the twin's load seconds
         self._verdicts: dict[int, dict[str, float]] = {}  # by thread count
@@ -220,12 +222,14 @@ class PlainReader:
                              n_gpu_layers=0)
 
     def _twin_model(self) -> tuple[Model, float]:
-        """The twin, loaded once; the seconds this call spent loading it."""
-        if self._twin is not None:
-            return self._twin, 0.0
-        t = time.perf_counter()
-        self._twin = Model(self.model.path, runtime=RuntimeParams(n_gpu_layers=0), repack=False)
-        return self._twin, time.perf_counter() - t
+        """The twin, loaded once (the engine's decoders and its parallel slots' thread may both
+        ask); the seconds this call spent loading it."""
+        with self._loading:
+            if self._twin is not None:
+                return self._twin, 0.0
+            t = time.perf_counter()
+            self._twin = Model(self.model.path, runtime=RuntimeParams(n_gpu_layers=0), repack=False)
+            return self._twin, time.perf_counter() - t
 
     @staticmethod
     def _runtime(ctx: Context, n: int) -> RuntimeParams:
