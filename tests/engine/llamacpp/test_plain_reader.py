@@ -119,8 +119,8 @@ def test_a_cancel_while_the_twin_reads_stops_it_and_keeps_the_context_sound(targ
 
 def test_an_abort_mid_chunk_reaches_the_twin(target):
     """`Context.abort` on the target's context (what a cancel token calls) stops a twin decode
-    already running: a thread asks again and again while the twin reads 512-token chunks."""
-    ctx = Context(target, RuntimeParams(n_ctx=4096, n_batch=512))
+    already running: a thread asks again and again while the twin reads 128-token chunks."""
+    ctx = Context(target, RuntimeParams(n_ctx=4096, n_batch=128))
     reader = PlainReader(target, mode="always", keep=False)
     prompt = (_prompt(target, 1000) * 4)[:3000]
     finished = threading.Event()
