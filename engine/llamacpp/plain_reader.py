@@ -81,6 +81,7 @@ class PlainReader:
         self.verdict: dict[str, float] | None = None  # tokens/s on each, the twin's load seconds
         self._verdicts: dict[int, dict[str, float]] = {}  # by thread count
         self._partial: dict[int, dict[str, float]] = {}  # rates measured, by thread count, before both are
+        self._looked: set[int] = set()  # thread counts whose stored verdict was read
 
     # -- what to do --------------------------------------------------------------------------
     def plan(self, ctx: Context, total: int, images: Sequence[object] = ()) -> str | None:
@@ -109,7 +110,10 @@ class PlainReader:
         return saved > load + TWIN_CONTEXT_S * streams + handed
 
     def _verdict(self, threads: int) -> dict[str, float] | None:
-        if threads not in self._verdicts and self.keep:
+        """The verdict for `threads`: measured here, or read from the store once (not at every
+        prompt's plan while none is stored)."""
+        if threads not in self._verdicts and threads not in self._looked and self.keep:
+            self._looked.add(threads)
             kept = calibration.load(f"{self._key}|t{threads}")
             if kept and all(isinstance(kept.get(k), (int, float)) and kept[k] > 0
                             for k in ("target_tok_s", "plain_tok_s")):
@@ -214,11 +218,10 @@ class PlainReader:
 
     @staticmethod
     def _seq_runtime(shared: SharedContext, need: int) -> RuntimeParams:
-        """The slots' twin: as many streams, each with room for `need` (all of a slot's share on a
-        sliding-window model), the slots' batch and threads."""
-        windowed = shared.model.header.arch_value("attention.sliding_window") is not None
-        per = shared.n_ctx_seq if windowed else min(shared.n_ctx_seq, -(-(need + 1) // 256) * 256)
-        return RuntimeParams(n_ctx=max(per, 256) * shared.n_seq, n_batch=shared.n_batch, n_threads=shared.n_threads,
+        """The slots' twin: as many streams, each with room for `need` (`_twin_cells`), the slots'
+        batch and threads."""
+        per = _twin_cells(shared.model, shared.n_ctx_seq, need + 1)
+        return RuntimeParams(n_ctx=per * shared.n_seq, n_batch=shared.n_batch, n_threads=shared.n_threads,
                              n_gpu_layers=0)
 
     def _twin_model(self) -> tuple[Model, float]:
@@ -234,12 +237,9 @@ class PlainReader:
     @staticmethod
     def _runtime(ctx: Context, n: int) -> RuntimeParams:
         """The twin context: the target context's batch and threads, room for what it holds and
-        `n` more (not its whole window: a 32k context's KV again for a 2k prompt), all of it on a
-        sliding-window model, whose window cache depends on the size."""
-        need = ctx.n_past + n + 1
-        windowed = ctx.model.header.arch_value("attention.sliding_window") is not None
-        size = ctx.n_ctx if windowed else min(ctx.n_ctx, -(-need // 256) * 256)
-        return RuntimeParams(n_ctx=max(size, 256), n_batch=ctx.n_batch, n_threads=ctx.n_threads, n_gpu_layers=0)
+        `n` more (`_twin_cells`)."""
+        size = _twin_cells(ctx.model, ctx.n_ctx, ctx.n_past + n + 1)
+        return RuntimeParams(n_ctx=size, n_batch=ctx.n_batch, n_threads=ctx.n_threads, n_gpu_layers=0)
 
     def _record(self, threads: int, target_rate: float | None, plain_rate: float | None, load_s: float) -> None:
         """Keep the rates measured (either may wait for the other: `_partial`); stored once both are."""
@@ -265,6 +265,14 @@ class PlainReader:
         if self._twin is not None:
             self._twin.close()
             self._twin = None
+
+
+def _twin_cells(model: Model, cap: int, need: int) -> int:
+    """KV cells for a twin sequence that must hold `need` tokens, of the target's `cap`: `need`
+    rounded up to 256 (not the whole window: a 32k context's KV again for a 2k prompt), all of
+    `cap` on a sliding-window model, whose window cache depends on the size."""
+    windowed = model.header.arch_value("attention.sliding_window") is not None
+    return max(cap if windowed else min(cap, -(-need // 256) * 256), 256)
 
 
 def _hand_seq(src: SharedContext, dst: SharedContext, seq: int) -> bool:
