@@ -65,6 +65,7 @@ class Context(Closing):
         params.n_threads = threads
         params.n_threads_batch = threads
         params.no_perf = True
+        params.flash_attn_type = model.flash_attn_type  # one answer for every context over it
         if model.recurrent_state:
             params.n_rs_seq = rollback
         log_tail.clear()

@@ -21,7 +21,7 @@ from ..models.gguf_header import GGUFHeader, validate_file
 from ..models.hardware import physical_cores
 from .backend_dl import ensure_loaded
 from .fim import FimTokens, fim_tokens
-from .runtime import RuntimeParams
+from .runtime import RuntimeParams, flash_attention
 
 import llama_cpp  # noqa: E402  (after our imports so import errors name our modules first)
 
@@ -144,6 +144,11 @@ class Model(Closing):
         if n_gpu_layers is None:
             n_gpu_layers = -1 if llama_cpp.llama_supports_gpu_offload() else 0
         self.n_gpu_layers = n_gpu_layers
+        # Weights the CPU holds: none offloaded, or nothing to offload to (a CPU build still
+        # reports GPU offload as supported when it has the RPC backend); explicit devices may be GPUs
+        from .ggml_devices import current_backend
+
+        self.on_cpu: bool = n_gpu_layers == 0 or (devices is None and current_backend() == "cpu")
         params = llama_cpp.llama_model_default_params()
         params.n_gpu_layers = n_gpu_layers
         params.vocab_only = vocab_only
@@ -306,6 +311,15 @@ class Model(Closing):
     def has_encoder(self) -> bool:
         """Whether the weights hold an encoder (T5, BERT-like): not a causal generation model."""
         return bool(llama_cpp.llama_model_has_encoder(self._require_open()))
+
+    @property
+    def flash_attn_type(self) -> int:
+        """llama.cpp's flash-attention setting for every context over these weights
+        (`runtime.flash_attention`: off for a model the CPU holds, unless asked otherwise)."""
+        on = flash_attention(self.on_cpu)
+        if on is None:
+            return llama_cpp.LLAMA_FLASH_ATTN_TYPE_AUTO
+        return llama_cpp.LLAMA_FLASH_ATTN_TYPE_ENABLED if on else llama_cpp.LLAMA_FLASH_ATTN_TYPE_DISABLED
 
     def init_context(self, params: "llama_cpp.llama_context_params") -> Any:
         """A raw llama.cpp context over these weights with `params` (falsy when llama.cpp refuses,

@@ -166,6 +166,7 @@ class MtpHeads(Closing):
                                   "llama.cpp clears the target's cache under it")
         params.n_threads = params.n_threads_batch = target.n_threads
         params.no_perf = True
+        params.flash_attn_type = target.model.flash_attn_type  # one answer for every context over it
         log_tail.clear()
         self._ctx = model.init_context(params)
         if not self._ctx:

@@ -84,6 +84,7 @@ class SharedContext(Closing):
         params.kv_unified = False
         params.n_threads = params.n_threads_batch = threads
         params.no_perf = True
+        params.flash_attn_type = model.flash_attn_type  # one answer for every context over it
         log_tail.clear()
         self._ctx = model.init_context(params)
         if not self._ctx:
