@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+from types import SimpleNamespace
 
 import pytest
 
@@ -40,6 +41,24 @@ def test_interpolation_between_measured_batch_sizes():
     c.observe_verify(4, 2.2)
     assert c.verify_time(2) == pytest.approx(1.4)
     assert c.verify_time(6) > c.verify_time(4)  # extrapolates upwards
+
+
+def test_past_the_widest_measured_pass_a_token_costs_no_more_than_the_prior_says():
+    """A new process seeded with a stored curve of 1 and 2 tokens only (2 at 1.9x one, the
+    steep end of a curve that flattens: 17 tokens cost 6-7x one, measured) must not price a
+    wide pass by that first slope (17 at 16x), or a quote's confident lookup proposal is never
+    verified, and the wider passes that would correct the price are never measured."""
+    c = CostModel()
+    c.free_drafter = True
+    c.import_costs({"verify_s": {"1": 0.042, "2": 0.0805}})
+    assert c.verify_time(17) == pytest.approx(0.0805 + 15 * 0.5 * 0.042)
+    assert c.verify_time(17) < 10 * c.verify_time(1)
+    proposal = SimpleNamespace(tokens=list(range(16)), confidence=[0.9] * 16)
+    assert Auto().trim(proposal, c) >= 3
+    flat = CostModel()  # a gentler measured slope than the prior's stays the one used
+    flat.observe_verify(1, 1.0)
+    flat.observe_verify(4, 1.3)
+    assert flat.verify_time(8) == pytest.approx(1.3 + 4 * 0.1)
 
 
 def test_auto_falls_back_to_target_alone_when_the_draft_is_too_slow():
