@@ -144,11 +144,6 @@ class Model(Closing):
         if n_gpu_layers is None:
             n_gpu_layers = -1 if llama_cpp.llama_supports_gpu_offload() else 0
         self.n_gpu_layers = n_gpu_layers
-        # Weights the CPU holds: none offloaded, or nothing to offload to (a CPU build still
-        # reports GPU offload as supported when it has the RPC backend); explicit devices may be GPUs
-        from .ggml_devices import current_backend
-
-        self.on_cpu: bool = n_gpu_layers == 0 or (devices is None and current_backend() == "cpu")
         params = llama_cpp.llama_model_default_params()
         params.n_gpu_layers = n_gpu_layers
         params.vocab_only = vocab_only
@@ -315,8 +310,8 @@ class Model(Closing):
     @property
     def flash_attn_type(self) -> int:
         """llama.cpp's flash-attention setting for every context over these weights
-        (`runtime.flash_attention`: off for a model the CPU holds, unless asked otherwise)."""
-        on = flash_attention(self.on_cpu)
+        (`runtime.flash_attention`: llama.cpp's own choice unless $TANDEM_FLASH_ATTN asks)."""
+        on = flash_attention()
         if on is None:
             return llama_cpp.LLAMA_FLASH_ATTN_TYPE_AUTO
         return llama_cpp.LLAMA_FLASH_ATTN_TYPE_ENABLED if on else llama_cpp.LLAMA_FLASH_ATTN_TYPE_DISABLED

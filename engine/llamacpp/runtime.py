@@ -49,24 +49,24 @@ def runtime_from(runtime: RuntimeParams | None = None, *, n_ctx: int | None = No
 FLASH_ATTN_MODES = ("auto", "on", "off")
 
 
-def flash_attention(on_cpu: bool, mode: str | None = None) -> bool | None:
-    """Whether a context computes attention with llama.cpp's flash-attention kernel: True,
-    False, or None for llama.cpp's own choice. `mode` None: $TANDEM_FLASH_ATTN, else "auto",
-    which turns it off for a model held wholly by the CPU and leaves a GPU's to llama.cpp.
+def flash_attention(mode: str | None = None) -> bool | None:
+    """Whether contexts compute attention with llama.cpp's flash-attention kernel: True, False,
+    or None for llama.cpp's own choice ("auto", the default; on wherever the kernel exists, the
+    CPU included). `mode` None: $TANDEM_FLASH_ATTN, else "auto".
 
-    Measured here (AMD EPYC, AVX-512, 2 threads, Qwen2.5-Coder 1.5B Q4_K_M, docs/benchmarks.md
-    §20): on the CPU the kernel costs a verify pass of 4-16 tokens at a 1,536-3,000-token depth
-    7-31% more than llama.cpp's plain attention, and one token the same; llama.cpp resolves
-    "auto" to on wherever the kernel exists. Every context over a model gets the same answer:
-    a KV state moves only between contexts that agree (the V cache is stored transposed
-    without it), and the prompt cache's key names it (`state_identity`)."""
+    "off" is faster on some CPUs and costs exactness there: measured here (AMD EPYC, AVX-512,
+    docs/benchmarks.md §21) a verify pass of 8-16 tokens at a 1,536-3,000-token depth costs
+    16-28% less without the kernel, but the kernel reads each query row alone, the same in a
+    pass of one token or sixteen, where the plain path's matrix products round a batch
+    differently: with it off, SmolLM2 drafting for itself was accepted 86% (not 100%) and an
+    answer with a draft parted from the target's alone. Every context of a process takes the
+    same answer, so a KV state still moves between them (llama.cpp stores V transposed without
+    the kernel and refuses a state made the other way), and the prompt cache's key names it."""
     chosen = mode if mode is not None else (os.environ.get("TANDEM_FLASH_ATTN") or "auto")
     if chosen not in FLASH_ATTN_MODES:
         where = "" if mode is not None else " (TANDEM_FLASH_ATTN)"
         raise TandemError(f"flash attention{where} must be one of {', '.join(FLASH_ATTN_MODES)}, not {chosen!r}")
-    if chosen == "auto":
-        return False if on_cpu else None
-    return chosen == "on"
+    return None if chosen == "auto" else chosen == "on"
 
 
 __all__ = ["FLASH_ATTN_MODES", "RuntimeParams", "flash_attention", "runtime_from"]

@@ -385,17 +385,12 @@ class Costs:
             return t0 + (t1 - t0) * (n - m0) / (m1 - m0)
         if hi:  # below the smallest measured size
             return hi[1]
-        # above the largest measured size: extend the last measured slope, never decreasing, and
-        # never steeper than the prior's. A token added to a pass costs less the wider the pass
-        # (the weights are read once for all of them: measured here at a 1,536-token depth, the
-        # 2nd token +0.8 of a one-token pass, the 5th-8th +0.4 each, the 9th-16th +0.2), so the
-        # narrow end's slope prices wide passes far too high: a store holding only 1 and 2 tokens
-        # (2 at 1.9x) priced 17 at 16x one, against 6-7x measured, and Auto then verified nothing
-        # of a quote's lookup proposals, so never measured a wider pass that would correct it.
+        # above the largest measured size: the last measured slope, never decreasing, never
+        # steeper than the prior's: a token added to a pass costs less the wider the pass, and a
+        # store of 1 and 2 tokens priced 17 at 16x one (6-7x measured; benchmarks.md §21)
         assert lo is not None
         slope = PRIOR_SLOPE * (pts[0][1] if pts[0][0] == 1 else lo[1])
-        if prev is not None:
-            slope = min(slope, max((lo[1] - prev[1]) / (lo[0] - prev[0]), 0.0))
+        slope = min(slope, max((lo[1] - prev[1]) / (lo[0] - prev[0]), 0.0)) if prev else slope
         return lo[1] + slope * (n - lo[0])
 
     def draft_time(self, k: int) -> float:

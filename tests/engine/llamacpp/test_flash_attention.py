@@ -1,6 +1,6 @@
-"""Flash attention per model placement (`runtime.flash_attention`): off for weights the CPU
-holds unless asked, one answer for every context over a model, so KV states still move between
-them (the plain twin, the slots, the prompt cache)."""
+"""Flash attention (`runtime.flash_attention`): llama.cpp's own choice unless asked, one
+answer for every context of a process, so KV states still move between them (the plain twin,
+the slots, the prompt cache)."""
 
 from __future__ import annotations
 
@@ -14,35 +14,32 @@ from engine.llamacpp.runtime import RuntimeParams, flash_attention
 RT = RuntimeParams(n_ctx=512, n_batch=64, n_threads=2)
 
 
-@pytest.mark.parametrize("on_cpu, mode, want", [
-    (True, "auto", False), (False, "auto", None), (True, "on", True), (False, "on", True),
-    (True, "off", False), (False, "off", False),
-])
-def test_the_mode_and_the_placement_decide(on_cpu, mode, want):
-    assert flash_attention(on_cpu, mode) is want
+@pytest.mark.parametrize("mode, want", [("auto", None), ("on", True), ("off", False)])
+def test_the_mode_decides(mode, want):
+    assert flash_attention(mode) is want
 
 
 def test_the_environment_asks_when_no_mode_is_given(monkeypatch):
     monkeypatch.delenv("TANDEM_FLASH_ATTN", raising=False)
-    assert flash_attention(True) is False
-    monkeypatch.setenv("TANDEM_FLASH_ATTN", "on")
-    assert flash_attention(True) is True
+    assert flash_attention() is None
+    monkeypatch.setenv("TANDEM_FLASH_ATTN", "off")
+    assert flash_attention() is False
     monkeypatch.setenv("TANDEM_FLASH_ATTN", "fast")
     with pytest.raises(TandemError, match=r"TANDEM_FLASH_ATTN.*auto, on, off.*'fast'"):
-        flash_attention(True)
+        flash_attention()
 
 
-@pytest.mark.parametrize("env, layout", [(None, "fa0"), ("on", "fa1"), ("off", "fa0")])
-def test_every_context_over_a_cpu_model_takes_the_same_answer(tiny_target, monkeypatch, env, layout):
-    """A CPU model's contexts (the writing one and the plain twin's, of another load of the file)
+@pytest.mark.parametrize("env, layout", [(None, "fa-1"), ("on", "fa1"), ("off", "fa0")])
+def test_every_context_takes_the_same_answer(tiny_target, monkeypatch, env, layout):
+    """A model's contexts (the writing one and the plain twin's, of another load of the file)
     are made with the same setting, named in the prompt cache's key, and a state moves between
-    them; llama.cpp refuses one made with the other (its V cache is transposed without)."""
+    them; llama.cpp refuses one made with flash attention off where it was on, or the reverse
+    (its V cache is transposed without)."""
     if env is None:
         monkeypatch.delenv("TANDEM_FLASH_ATTN", raising=False)
     else:
         monkeypatch.setenv("TANDEM_FLASH_ATTN", env)
     target, twin = Model(tiny_target), Model(tiny_target, runtime=RuntimeParams(n_gpu_layers=0), repack=False)
-    assert target.on_cpu and twin.on_cpu  # this machine has no GPU: the CPU holds both
     a, b = Context(target, RT), Context(twin, RuntimeParams(n_ctx=256, n_batch=64, n_threads=2))
     try:
         assert layout in a.state_identity and layout in b.state_identity
@@ -50,7 +47,7 @@ def test_every_context_over_a_cpu_model_takes_the_same_answer(tiny_target, monke
         state = a.save_state()
         assert state is not None and b.load_state(state, a.keyed_tokens())
         assert b.tokens == a.tokens
-        monkeypatch.setenv("TANDEM_FLASH_ATTN", "off" if layout == "fa1" else "on")
+        monkeypatch.setenv("TANDEM_FLASH_ATTN", "on" if layout == "fa0" else "off")
         other = Context(twin, RuntimeParams(n_ctx=256, n_batch=64, n_threads=2))
         try:
             assert not other.load_state(state, a.keyed_tokens())
