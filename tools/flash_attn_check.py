@@ -1,7 +1,7 @@
 """What llama.cpp's flash-attention kernel costs on this machine, where speculation spends its
 time: target passes of 1 to 16 tokens (a plain step and verify passes) after a prompt of a few
-thousand tokens, with the kernel on (what llama.cpp's own "auto" picks on a CPU) and off
-(engine/llamacpp/runtime.py `flash_attention`; Tandem's default for a model the CPU holds).
+thousand tokens, with the kernel on (what llama.cpp's own "auto", Tandem's default, picks on a
+CPU) and off (`TANDEM_FLASH_ATTN=off`, engine/llamacpp/runtime.py `flash_attention`).
 
     flock /tmp/cpu.lock python -m tools.flash_attn_check --model FILE.gguf [--depths 1536,3000] --out DIR
 

@@ -16,7 +16,7 @@ from ..errors import Cancelled, DecodeError, ModelLoadError
 from .llama import Closing, Model, default_threads, free_context, log_tail, recent_log_errors
 from .build import build_id
 from .recurrent import Rollback
-from .runtime import RuntimeParams
+from .runtime import RuntimeParams, flash_attention
 from ..models.calibration import content_id
 
 import llama_cpp  # noqa: E402
@@ -65,7 +65,7 @@ class Context(Closing):
         params.n_threads = threads
         params.n_threads_batch = threads
         params.no_perf = True
-        params.flash_attn_type = model.flash_attn_type  # one answer for every context over it
+        params.flash_attn_type = flash_attn_type()
         if model.recurrent_state:
             params.n_rs_seq = rollback
         log_tail.clear()
@@ -346,6 +346,15 @@ def _raw_function(name: str, restype: object, argtypes: list) -> Callable:
     fn.restype = restype
     fn.argtypes = argtypes
     return fn
+
+
+def flash_attn_type() -> int:
+    """llama.cpp's flash-attention setting for a context (`runtime.flash_attention`): the same for
+    every context of the process, so a sequence state moves between them."""
+    on = flash_attention()
+    if on is None:
+        return llama_cpp.LLAMA_FLASH_ATTN_TYPE_AUTO
+    return llama_cpp.LLAMA_FLASH_ATTN_TYPE_ENABLED if on else llama_cpp.LLAMA_FLASH_ATTN_TYPE_DISABLED
 
 
 def state_identity(model: Model, n_ctx: int, params: Any, streams: int = 1) -> str:

@@ -21,7 +21,7 @@ from ..models.gguf_header import GGUFHeader, validate_file
 from ..models.hardware import physical_cores
 from .backend_dl import ensure_loaded
 from .fim import FimTokens, fim_tokens
-from .runtime import RuntimeParams, flash_attention
+from .runtime import RuntimeParams
 
 import llama_cpp  # noqa: E402  (after our imports so import errors name our modules first)
 
@@ -306,15 +306,6 @@ class Model(Closing):
     def has_encoder(self) -> bool:
         """Whether the weights hold an encoder (T5, BERT-like): not a causal generation model."""
         return bool(llama_cpp.llama_model_has_encoder(self._require_open()))
-
-    @property
-    def flash_attn_type(self) -> int:
-        """llama.cpp's flash-attention setting for every context over these weights
-        (`runtime.flash_attention`: llama.cpp's own choice unless $TANDEM_FLASH_ATTN asks)."""
-        on = flash_attention()
-        if on is None:
-            return llama_cpp.LLAMA_FLASH_ATTN_TYPE_AUTO
-        return llama_cpp.LLAMA_FLASH_ATTN_TYPE_ENABLED if on else llama_cpp.LLAMA_FLASH_ATTN_TYPE_DISABLED
 
     def init_context(self, params: "llama_cpp.llama_context_params") -> Any:
         """A raw llama.cpp context over these weights with `params` (falsy when llama.cpp refuses,

@@ -28,7 +28,7 @@ import numpy as np
 
 from ..errors import DecodeError, ModelLoadError, UnsupportedModelError
 from ..models.compat import DRAFT_ONLY
-from .context import Context, common_prefix
+from .context import Context, common_prefix, flash_attn_type
 from .llama import Closing, free_context, log_tail, recent_log_errors
 
 import llama_cpp  # noqa: E402
@@ -166,7 +166,7 @@ class MtpHeads(Closing):
                                   "llama.cpp clears the target's cache under it")
         params.n_threads = params.n_threads_batch = target.n_threads
         params.no_perf = True
-        params.flash_attn_type = target.model.flash_attn_type  # one answer for every context over it
+        params.flash_attn_type = flash_attn_type()
         log_tail.clear()
         self._ctx = model.init_context(params)
         if not self._ctx:

@@ -33,8 +33,8 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from ..errors import DecodeError, ModelLoadError, TandemError
-from .context import (Context, _raw_function, kept_prefix, keyed, picture_cut, position_in, seq_state, set_seq_state,
-                      state_cells, state_identity)
+from .context import (Context, _raw_function, flash_attn_type, kept_prefix, keyed, picture_cut, position_in, seq_state,
+                      set_seq_state, state_cells, state_identity)
 from .llama import Closing, Model, default_threads, free_context, log_tail, recent_log_errors
 from .recurrent import Rollback
 from .runtime import RuntimeParams
@@ -84,7 +84,7 @@ class SharedContext(Closing):
         params.kv_unified = False
         params.n_threads = params.n_threads_batch = threads
         params.no_perf = True
-        params.flash_attn_type = model.flash_attn_type  # one answer for every context over it
+        params.flash_attn_type = flash_attn_type()
         log_tail.clear()
         self._ctx = model.init_context(params)
         if not self._ctx:
