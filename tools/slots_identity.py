@@ -36,20 +36,6 @@ class Compared:
     near_tie: bool | None = None
 
 
-def no_repack() -> None:
-    """Every model this process loads from now on keeps llama.cpp's weights unrepacked."""
-    import llama_cpp
-
-    default = llama_cpp.llama_model_default_params
-
-    def params() -> Any:
-        p = default()
-        p.use_extra_bufts = False
-        return p
-
-    llama_cpp.llama_model_default_params = params
-
-
 def compare(eng: Any, prompts: Sequence[Sequence[int]], n_slots: int, max_tokens: int) -> list[Compared]:
     """Each prompt's (tokens') greedy text in `n_slots` slots (no draft) alone, then all at once."""
     from engine.decoding.events import DoneEvent
@@ -114,16 +100,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     a = ap.parse_args(argv)
     if a.slots < 1 or a.max_tokens < 1:
         ap.error("--slots and --max-tokens must be at least 1")
-    if a.no_repack:
-        no_repack()
     from engine import Engine
+    from engine.llamacpp.llama import Model
 
     target = a.target
     if a.pair:
         from engine.cli.common import resolve_pair
 
         target = str(resolve_pair(argparse.Namespace(pair=a.pair, target=None, draft=None))[0])
-    eng = Engine(target, n_ctx=a.n_ctx, metrics_log=False, prompt_cache=False)
+    # `--no-repack`: the target loaded here with llama.cpp's weight repacking off (`Model(repack=False)`)
+    model = Model(target, repack=False) if a.no_repack else target
+    eng = Engine(model, n_ctx=a.n_ctx, metrics_log=False, prompt_cache=False)
+    if a.no_repack:
+        print(f"weights repacked: {eng.target.repacked} tensors", file=sys.stderr)
     try:
         chats = [eng.tokens_for([{"role": "user", "content": FOUR[i % len(FOUR)]}]) for i in range(a.slots)]
         rows = compare(eng, chats, a.slots, a.max_tokens)

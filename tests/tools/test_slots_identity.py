@@ -51,13 +51,24 @@ def test_a_difference_is_named_with_the_margin_where_the_texts_part(eng, monkeyp
     assert "0 of 1 identical." in text and "| no | 5 |" in text
 
 
-def test_no_repack_loads_weights_unrepacked(monkeypatch):
-    import llama_cpp
+def test_no_repack_loads_the_target_unrepacked(tiny_target, monkeypatch, capsys):
+    """`--no-repack` reaches the load: the target is loaded with `repack=False` (a patched
+    llama.cpp default did not, since `Model` sets `use_extra_bufts` itself)."""
+    from engine.llamacpp import llama
 
-    monkeypatch.setattr(llama_cpp, "llama_model_default_params", llama_cpp.llama_model_default_params)
-    assert llama_cpp.llama_model_default_params().use_extra_bufts
-    slots_identity.no_repack()
-    assert not llama_cpp.llama_model_default_params().use_extra_bufts
+    asked = []
+    real = llama.Model.__init__
+
+    def init(self, *a, **kw):
+        asked.append(kw.get("repack", True))
+        real(self, *a, **kw)
+
+    monkeypatch.setattr(llama.Model, "__init__", init)
+    assert slots_identity.main(["--target", str(tiny_target), "--no-repack", "--slots", "2", "--max-tokens", "4",
+                                "--n-ctx", "128"]) == 0
+    assert asked and asked[0] is False
+    out = capsys.readouterr()
+    assert "of 2 identical." in out.out and "weights repacked: 0 tensors" in out.err
 
 
 def test_bad_arguments_are_one_line(capsys):
