@@ -360,9 +360,11 @@ def flash_attn_type() -> int:
 def state_identity(model: Model, n_ctx: int, params: Any, streams: int = 1) -> str:
     """What a saved sequence state fits (the prompt cache's key): another file, context size (per
     sequence), llama.cpp build, KV layout (types, flash attention's V order, a full or windowed
-    SWA cache) or KV stream count (llama.cpp's state bytes name it) must not load it."""
+    SWA cache), KV stream count (llama.cpp's state bytes name it) or a target loaded with weight
+    repacking off ($TANDEM_REPACK: its states round as one-token passes do) must not load it."""
     kv_layout = f"k{params.type_k}v{params.type_v}fa{params.flash_attn_type}swa{int(params.swa_full)}"
-    return f"{content_id(model.path)}|n_ctx{n_ctx}|{build_id()}|{kv_layout}" + (f"|streams{streams}" if streams > 1 else "")
+    return (f"{content_id(model.path)}|n_ctx{n_ctx}|{build_id()}|{kv_layout}" + (f"|streams{streams}" if streams > 1 else "")
+            + ("" if getattr(model, "repack", True) else "|unrepacked"))
 
 
 def seq_state(ctx: Any, seq: int) -> np.ndarray | None:

@@ -21,7 +21,7 @@ from ..models.gguf_header import GGUFHeader, validate_file
 from ..models.hardware import physical_cores
 from .backend_dl import ensure_loaded
 from .fim import FimTokens, fim_tokens
-from .runtime import RuntimeParams
+from .runtime import RuntimeParams, weight_repacking
 
 import llama_cpp  # noqa: E402  (after our imports so import errors name our modules first)
 
@@ -130,13 +130,14 @@ class Model(Closing):
         devices: Sequence[int] | None = None,
         tensor_split: Sequence[float] | None = None,
         load_mtp: bool | None = None,
-        repack: bool = True,
+        repack: bool | None = None,
     ):
         """`devices` (ggml device handles, see `rpc_add_server`/`local_offload_devices`)
         and `tensor_split` (one weight per device) place the layers explicitly, as
         llama.cpp's `--device`/`--tensor-split` do; None keeps llama.cpp's own choice.
         Of `runtime` a model uses `n_gpu_layers` (None: all layers when llama.cpp can offload).
-        `repack` False: the weights as the file has them (llama.cpp's `--no-repack`; `repacked`)."""
+        `repack` False: the weights as the file has them (llama.cpp's `--no-repack`; `repacked`);
+        None: `runtime.weight_repacking()` ($TANDEM_REPACK, on by default)."""
         self.path = Path(path)
         n_gpu_layers = (runtime or RuntimeParams()).n_gpu_layers
         self.header: GGUFHeader = validate_file(self.path)
@@ -147,7 +148,8 @@ class Model(Closing):
         params = llama_cpp.llama_model_default_params()
         params.n_gpu_layers = n_gpu_layers
         params.vocab_only = vocab_only
-        params.use_extra_bufts = repack
+        self.repack: bool = weight_repacking() if repack is None else repack
+        params.use_extra_bufts = self.repack
         # The file's own multi-token-prediction layers (Qwen3.5, GLM, DeepSeek): llama.cpp skips
         # them unless asked; None loads them when the file has any, so "mtp" can draft later.
         params.load_mtp = self.header.mtp_layers > 0 if load_mtp is None else load_mtp

@@ -69,4 +69,26 @@ def flash_attention(mode: str | None = None) -> bool | None:
     return None if chosen == "auto" else chosen == "on"
 
 
-__all__ = ["FLASH_ATTN_MODES", "RuntimeParams", "flash_attention", "runtime_from"]
+REPACK_MODES = ("on", "off")
+
+
+def weight_repacking(mode: str | None = None) -> bool:
+    """Whether models load with llama.cpp's weight repacking (its interleaved CPU layouts, e.g.
+    `q4_K_8x8`): "on", the default, or "off" (llama.cpp's `--no-repack`). `mode` None:
+    $TANDEM_REPACK, else "on".
+
+    "off" buys exactness at a speed cost, measured here (AMD EPYC, AVX-512, docs/benchmarks.md
+    §22): the repacked weights multiply one to three rows with one kernel and four or more with
+    another, which rounds differently, so a verify pass or the parallel slots' shared pass can
+    part from a one-token step at a near-tie (4 chats at once: 1 of 4 texts as each alone);
+    unrepacked, every row is multiplied alone (3 of 4), while one token is written about 9%
+    slower and a pass of 2-4 tokens 1.3-1.7x slower. Where llama.cpp repacks nothing (GPUs,
+    Metal, CPUs without those kernels) the two are the same."""
+    chosen = mode if mode is not None else (os.environ.get("TANDEM_REPACK") or "on")
+    if chosen not in REPACK_MODES:
+        where = "" if mode is not None else " (TANDEM_REPACK)"
+        raise TandemError(f"weight repacking{where} must be one of {', '.join(REPACK_MODES)}, not {chosen!r}")
+    return chosen == "on"
+
+
+__all__ = ["FLASH_ATTN_MODES", "REPACK_MODES", "RuntimeParams", "flash_attention", "runtime_from", "weight_repacking"]
