@@ -80,10 +80,11 @@ def weight_repacking(mode: str | None = None) -> bool:
     "off" buys exactness at a speed cost, measured here (AMD EPYC, AVX-512, docs/benchmarks.md
     §22): the repacked weights multiply one to three rows with one kernel and four or more with
     another, which rounds differently, so a verify pass or the parallel slots' shared pass can
-    part from a one-token step at a near-tie (4 chats at once: 1 of 4 texts as each alone);
-    unrepacked, every row is multiplied alone (3 of 4), while one token is written about 9%
-    slower and a pass of 2-4 tokens 1.3-1.7x slower. Where llama.cpp repacks nothing (GPUs,
-    Metal, CPUs without those kernels) the two are the same."""
+    part from a one-token step at a near-tie (4 chats at once: 1-2 of 4 texts as each alone);
+    unrepacked, passes of up to 7 rows round as one-token steps (a median 3 of 4), and the load
+    is ~0.7 s shorter, while one token is written about 9% slower and a pass of 2-4 tokens
+    1.3-1.7x slower. Where llama.cpp repacks nothing (GPUs, Metal, CPUs without those kernels)
+    the two are the same."""
     chosen = mode if mode is not None else (os.environ.get("TANDEM_REPACK") or "on")
     if chosen not in REPACK_MODES:
         where = "" if mode is not None else " (TANDEM_REPACK)"
