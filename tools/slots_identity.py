@@ -118,6 +118,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         rows = compare(eng, chats, a.slots, a.max_tokens)
     finally:
         eng.close()
+        if model is not target:  # an Engine does not close a Model it was given
+            model.close()
     text = table(rows)
     print(text)
     if a.out:

@@ -364,7 +364,7 @@ def state_identity(model: Model, n_ctx: int, params: Any, streams: int = 1) -> s
     repacking off ($TANDEM_REPACK: its states round as one-token passes do) must not load it."""
     kv_layout = f"k{params.type_k}v{params.type_v}fa{params.flash_attn_type}swa{int(params.swa_full)}"
     return (f"{content_id(model.path)}|n_ctx{n_ctx}|{build_id()}|{kv_layout}" + (f"|streams{streams}" if streams > 1 else "")
-            + ("" if getattr(model, "repack", True) else "|unrepacked"))
+            + ("" if model.repack else "|unrepacked"))
 
 
 def seq_state(ctx: Any, seq: int) -> np.ndarray | None:

@@ -46,6 +46,15 @@ def runtime_from(runtime: RuntimeParams | None = None, *, n_ctx: int | None = No
     return replace(rt, **given) if given else rt
 
 
+def _setting(what: str, env: str, modes: tuple[str, ...], default: str, mode: str | None) -> str:
+    """`mode`, else $`env`, else `default`; one line naming the setting when it is none of `modes`."""
+    chosen = mode if mode is not None else (os.environ.get(env) or default)
+    if chosen not in modes:
+        where = "" if mode is not None else f" ({env})"
+        raise TandemError(f"{what}{where} must be one of {', '.join(modes)}, not {chosen!r}")
+    return chosen
+
+
 FLASH_ATTN_MODES = ("auto", "on", "off")
 
 
@@ -62,10 +71,7 @@ def flash_attention(mode: str | None = None) -> bool | None:
     answer with a draft parted from the target's alone. Every context of a process takes the
     same answer, so a KV state still moves between them (llama.cpp stores V transposed without
     the kernel and refuses a state made the other way), and the prompt cache's key names it."""
-    chosen = mode if mode is not None else (os.environ.get("TANDEM_FLASH_ATTN") or "auto")
-    if chosen not in FLASH_ATTN_MODES:
-        where = "" if mode is not None else " (TANDEM_FLASH_ATTN)"
-        raise TandemError(f"flash attention{where} must be one of {', '.join(FLASH_ATTN_MODES)}, not {chosen!r}")
+    chosen = _setting("flash attention", "TANDEM_FLASH_ATTN", FLASH_ATTN_MODES, "auto", mode)
     return None if chosen == "auto" else chosen == "on"
 
 
@@ -85,11 +91,7 @@ def weight_repacking(mode: str | None = None) -> bool:
     is ~0.7 s shorter, while one token is written about 9% slower and a pass of 2-4 tokens
     1.3-1.7x slower. Where llama.cpp repacks nothing (GPUs, Metal, CPUs without those kernels)
     the two are the same."""
-    chosen = mode if mode is not None else (os.environ.get("TANDEM_REPACK") or "on")
-    if chosen not in REPACK_MODES:
-        where = "" if mode is not None else " (TANDEM_REPACK)"
-        raise TandemError(f"weight repacking{where} must be one of {', '.join(REPACK_MODES)}, not {chosen!r}")
-    return chosen == "on"
+    return _setting("weight repacking", "TANDEM_REPACK", REPACK_MODES, "on", mode) == "on"
 
 
 __all__ = ["FLASH_ATTN_MODES", "REPACK_MODES", "RuntimeParams", "flash_attention", "runtime_from", "weight_repacking"]
